@@ -1,0 +1,162 @@
+#include "common.h"
+
+#include <nanobind/stl/string.h>
+
+#include "baracuda/errors.h"
+#include "baracuda/runtime.h"
+
+namespace baracuda::py {
+
+namespace {
+constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+
+int framework_of(nb::handle h) {
+  PyTypeObject* t = Py_TYPE(h.ptr());
+  const char* mod = t->tp_name;  // e.g. "torch.Tensor" for static types; check module too
+  nb::handle type = nb::handle(reinterpret_cast<PyObject*>(t));
+  nb::object m = nb::getattr(type, "__module__", nb::none());
+  std::string s = m.is_none() ? std::string(mod) : nb::cast<std::string>(nb::str(m));
+  if (s.rfind("torch", 0) == 0) return 1;
+  if (s.rfind("cupy", 0) == 0) return 2;
+  if (s.rfind("jax", 0) == 0 || s.rfind("jaxlib", 0) == 0) return 3;
+  return 0;
+}
+
+std::string py_type_name(nb::handle h) {
+  return nb::cast<std::string>(nb::str(nb::getattr(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()))),
+                                                   "__qualname__", nb::str("?"))));
+}
+}  // namespace
+
+DType dtype_from_dlpack(nb::dlpack::dtype t, const char* name) {
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes != 1) throw Unsupported(std::string(name) + ": vector dtypes (lanes > 1) are not supported");
+  switch (C(t.code)) {
+    case C::Bool: if (t.bits == 8) return DType::Bool; break;
+    case C::Int:
+      if (t.bits == 8) return DType::Int8;
+      if (t.bits == 16) return DType::Int16;
+      if (t.bits == 32) return DType::Int32;
+      if (t.bits == 64) return DType::Int64;
+      break;
+    case C::UInt:
+      if (t.bits == 8) return DType::UInt8;
+      if (t.bits == 32) return DType::UInt32;
+      break;
+    case C::Float:
+      if (t.bits == 16) return DType::Float16;
+      if (t.bits == 32) return DType::Float32;
+      if (t.bits == 64) return DType::Float64;
+      break;
+    case C::Bfloat: if (t.bits == 16) return DType::BFloat16; break;
+    case C::Float8_E4M3FN: return DType::Float8E4M3;
+    case C::Float8_E5M2: return DType::Float8E5M2;
+    case C::Complex:
+      if (t.bits == 64) return DType::Complex64;
+      if (t.bits == 128) return DType::Complex128;
+      break;
+    default: break;
+  }
+  throw InvalidDType(std::string(name) + ": DLPack dtype (code " + std::to_string(t.code) + ", " +
+                     std::to_string(t.bits) + " bits) has no baracuda equivalent");
+}
+
+nb::dlpack::dtype dlpack_from_dtype(DType t) {
+  using C = nb::dlpack::dtype_code;
+  auto mk = [](C c, int bits) { nb::dlpack::dtype d; d.code = uint8_t(c); d.bits = uint8_t(bits); d.lanes = 1; return d; };
+  switch (t) {
+    case DType::Bool: return mk(C::Bool, 8);
+    case DType::Int8: return mk(C::Int, 8);
+    case DType::UInt8: return mk(C::UInt, 8);
+    case DType::Int16: return mk(C::Int, 16);
+    case DType::Int32: return mk(C::Int, 32);
+    case DType::Int64: return mk(C::Int, 64);
+    case DType::UInt32: return mk(C::UInt, 32);
+    case DType::Float16: return mk(C::Float, 16);
+    case DType::BFloat16: return mk(C::Bfloat, 16);
+    case DType::Float32: return mk(C::Float, 32);
+    case DType::Float64: return mk(C::Float, 64);
+    case DType::Float8E4M3: return mk(C::Float8_E4M3FN, 8);
+    case DType::Float8E5M2: return mk(C::Float8_E5M2, 8);
+    case DType::Complex64: return mk(C::Complex, 64);
+    case DType::Complex128: return mk(C::Complex, 128);
+  }
+  return mk(C::Float, 32);
+}
+
+template <class Arr>
+void fill_view(Imported& r, const Arr& arr, const char* name) {
+  const int dev = arr.device_type();
+  if (dev != kDLCUDA && dev != kDLCUDAManaged) {
+    const char* where = dev == kDLCPU ? "a CPU tensor" : (dev == kDLCUDAHost ? "a pinned host tensor" : "a non-CUDA tensor");
+    throw InvalidArgument(std::string(name) + ": expected a CUDA tensor, got " + where);
+  }
+  if (arr.ndim() > size_t(kMaxRank))
+    throw Unsupported(std::string(name) + ": rank " + std::to_string(arr.ndim()) + " exceeds the supported " +
+                      std::to_string(kMaxRank));
+  TensorView& v = r.view;
+  v.data = const_cast<void*>(static_cast<const void*>(arr.data()));
+  v.dtype = dtype_from_dlpack(arr.dtype(), name);
+  v.ndim = int(arr.ndim());
+  v.device = arr.device_id();
+  for (int i = 0; i < v.ndim; ++i) {
+    v.shape[i] = int64_t(arr.shape(i));
+    v.strides[i] = arr.stride(i);
+  }
+}
+
+Imported import_tensor(nb::handle h, const char* name, bool writable) {
+  Imported r;
+  if (h.is_none()) throw InvalidArgument(std::string(name) + ": expected a CUDA tensor, got None");
+  r.framework = framework_of(h);
+  if (r.framework == 3) {
+    // DLPack stream protocol for a producer we cannot hand a stream to: wait until ready.
+    nb::object ready = nb::getattr(h, "block_until_ready", nb::none());
+    if (!ready.is_none()) ready();
+  }
+  if (writable) {
+    if (!nb::try_cast<nb::ndarray<>>(h, r.writable_array, false)) {
+      if (nb::try_cast<nb::ndarray<nb::ro>>(h, r.array, false))
+        throw InvalidArgument(std::string(name) + ": is read-only; an output must be writable");
+      throw InvalidArgument(std::string(name) + ": expected a tensor that supports DLPack (torch, CuPy, JAX, ...), got " +
+                            py_type_name(h));
+    }
+    fill_view(r, r.writable_array, name);
+  } else {
+    if (!nb::try_cast<nb::ndarray<nb::ro>>(h, r.array, false))
+      throw InvalidArgument(std::string(name) + ": expected a tensor that supports DLPack (torch, CuPy, JAX, ...), got " +
+                            py_type_name(h));
+    fill_view(r, r.array, name);
+  }
+  return r;
+}
+
+StreamHandle resolve_stream(nb::handle stream, const Imported& like) {
+  if (!stream.is_none()) {
+    if (nb::isinstance<nb::int_>(stream)) return reinterpret_cast<StreamHandle>(nb::cast<uintptr_t>(stream));
+    for (const char* attr : {"cuda_stream", "ptr"}) {
+      nb::object v = nb::getattr(stream, attr, nb::none());
+      if (!v.is_none()) return reinterpret_cast<StreamHandle>(nb::cast<uintptr_t>(v));
+    }
+    throw InvalidArgument("stream: expected an int, a torch.cuda.Stream or a cupy Stream, got " + py_type_name(stream));
+  }
+  if (like.framework == 1) {
+    static nb::object* get = nullptr;
+    if (!get) get = new nb::object(nb::module_::import_("torch._C").attr("_cuda_getCurrentRawStream"));
+    return reinterpret_cast<StreamHandle>(nb::cast<uintptr_t>((*get)(like.view.device)));
+  }
+  if (like.framework == 2) {
+    static nb::object* get = nullptr;
+    if (!get) get = new nb::object(nb::module_::import_("cupy.cuda").attr("get_current_stream"));
+    return reinterpret_cast<StreamHandle>(nb::cast<uintptr_t>((*get)().attr("ptr")));
+  }
+  return nullptr;  // legacy default stream
+}
+
+void finish_for_framework(const Imported& like, StreamHandle stream) {
+  if (like.framework != 3) return;
+  nb::gil_scoped_release release;
+  synchronize_stream(stream);
+}
+
+}  // namespace baracuda::py

@@ -1,0 +1,180 @@
+// Bindings of the elementwise family: the op table, descriptor, plan, and a cached
+// functional entry point used by baracuda's functional ops.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "baracuda/elementwise.h"
+#include "baracuda/errors.h"
+#include "common.h"
+
+using namespace nb::literals;
+
+namespace baracuda::py {
+
+namespace {
+
+TensorSpec spec_of(const TensorView& v) {
+  TensorSpec s;
+  s.shape.assign(v.shape, v.shape + v.ndim);
+  s.dtype = v.dtype;
+  s.strides.assign(v.strides, v.strides + v.ndim);
+  for (int i = 0; i < v.ndim; ++i)
+    if (v.shape[i] == 1) s.strides[i] = 0;  // a size-1 dim's stride carries no meaning
+  if (s.strides == contiguous_strides(s.shape)) s.strides.clear();
+  return s;
+}
+
+// Imports out and inputs, checks, launches with the GIL released, hands off to JAX.
+void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& inputs, nb::handle workspace,
+              nb::handle stream) {
+  static const char* kNames[] = {"input 0", "input 1", "input 2", "input 3"};
+  Imported o = import_tensor(out, "out", true);
+  std::vector<Imported> ins;
+  ins.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size() && i < 4; ++i) ins.push_back(import_tensor(inputs[i], kNames[i], false));
+  std::vector<TensorView> views;
+  for (auto& i : ins) views.push_back(i.view);
+  void* ws = nullptr;
+  int64_t ws_size = 0;
+  Imported w;
+  if (!workspace.is_none()) {
+    w = import_tensor(workspace, "workspace", true);
+    ws = w.view.data;
+    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
+  }
+  const Imported& like = ins.empty() ? o : ins[0];
+  StreamHandle s = resolve_stream(stream, like);
+  if (inputs.size() > 4)
+    throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(inputs.size()) + " inputs");
+  {
+    nb::gil_scoped_release release;
+    plan.run(o.view, views, ws, ws_size, s);
+  }
+  finish_for_framework(like, s);
+}
+
+// The functional path's plan cache: key = op, params and every operand's metadata.
+std::unordered_map<std::string, ElementwisePlan>& plan_cache() {
+  static auto* cache = new std::unordered_map<std::string, ElementwisePlan>();
+  return *cache;
+}
+
+void append_key(std::string& key, const TensorView& v) {
+  key.push_back(char(v.dtype));
+  key.push_back(char(v.ndim));
+  key.append(reinterpret_cast<const char*>(v.shape), sizeof(int64_t) * v.ndim);
+  for (int i = 0; i < v.ndim; ++i) {
+    const int64_t st = v.shape[i] == 1 ? 0 : v.strides[i];
+    key.append(reinterpret_cast<const char*>(&st), sizeof st);
+  }
+}
+
+}  // namespace
+
+void init_elementwise(nb::module_& m) {
+  m.def("elementwise_ops", [] {
+    nb::list out;
+    for (const auto& r : elementwise_ops()) {
+      nb::dict d;
+      d["name"] = r.name;
+      d["category"] = category_name(r.category);
+      d["arity"] = r.arity;
+      nb::list ps;
+      for (size_t i = 0; i < r.params.size(); ++i) ps.append(nb::make_tuple(r.params[i], r.defaults[i]));
+      d["params"] = ps;
+      d["dtypes"] = r.dtypes;
+      d["backward"] = r.backward;
+      d["doc"] = r.doc;
+      out.append(d);
+    }
+    return out;
+  }, "The elementwise op table: name, category, arity, params (name, default), dtypes, backward op, doc.");
+
+  nb::class_<ElementwiseDescriptor>(m, "ElementwiseDescriptor",
+                                    "What to compute: op name, input specs, output spec, scalar params. Pure data; "
+                                    "hashable; the plan-cache key.")
+      .def("__init__",
+           [](ElementwiseDescriptor* d, std::string op, std::vector<TensorSpec> inputs, TensorSpec out,
+              std::map<std::string, double> params) {
+             new (d) ElementwiseDescriptor{std::move(op), std::move(inputs), std::move(out), std::move(params)};
+           },
+           "op"_a, "inputs"_a, "out"_a, "params"_a = std::map<std::string, double>{})
+      .def_ro("op", &ElementwiseDescriptor::op)
+      .def_ro("inputs", &ElementwiseDescriptor::inputs)
+      .def_ro("out", &ElementwiseDescriptor::out)
+      .def_ro("params", &ElementwiseDescriptor::params)
+      .def("__eq__", [](const ElementwiseDescriptor& a, const ElementwiseDescriptor& b) { return a == b; })
+      .def("__hash__", [](const ElementwiseDescriptor& d) { return std::hash<std::string>{}(d.str()); })
+      .def("__repr__", &ElementwiseDescriptor::str);
+
+  nb::class_<ElementwisePlan>(m, "ElementwisePlan", "A validated elementwise launch: select once, run many times.")
+      .def_static("select",
+                  [](const ElementwiseDescriptor& d, std::optional<PlanPreference> pref) {
+                    return ElementwisePlan::select(d, pref.value_or(PlanPreference{}));
+                  },
+                  "desc"_a, "preference"_a = nb::none(),
+                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
+      .def_prop_ro("sku", &ElementwisePlan::sku, "The kernel this plan runs, and its precision guarantee.")
+      .def_prop_ro("descriptor", &ElementwisePlan::descriptor)
+      .def("workspace_bytes", &ElementwisePlan::workspace_bytes, "Bytes of scratch memory run() needs (0 for most ops).")
+      .def("run", &run_plan, "out"_a, "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
+           "Check the tensors against the descriptor and launch on `stream` (default: the current stream of the "
+           "inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).");
+
+  m.def("elementwise_call",
+        [](const std::string& op, nb::handle out, nb::tuple inputs, std::map<std::string, double> params,
+           nb::handle stream, nb::handle workspace_alloc) {
+          static const char* kNames[] = {"input 0", "input 1", "input 2", "input 3"};
+          if (inputs.size() > 4) throw InvalidArgument(op + ": at most 4 inputs");
+          Imported o = import_tensor(out, "out", true);
+          Imported ins[4];
+          std::vector<TensorView> views;
+          std::string key = op;
+          key.push_back('\0');
+          for (auto& [k, v] : params) {
+            key += k;
+            key.append(reinterpret_cast<const char*>(&v), sizeof v);
+          }
+          append_key(key, o.view);
+          for (size_t i = 0; i < inputs.size(); ++i) {
+            ins[i] = import_tensor(inputs[i], kNames[i], false);
+            views.push_back(ins[i].view);
+            append_key(key, ins[i].view);
+          }
+          auto& cache = plan_cache();
+          auto it = cache.find(key);
+          if (it == cache.end()) {
+            ElementwiseDescriptor d{op, {}, spec_of(o.view), params};
+            for (auto& v : views) d.inputs.push_back(spec_of(v));
+            it = cache.emplace(key, ElementwisePlan::select(d)).first;
+          }
+          const ElementwisePlan& plan = it->second;
+          nb::object ws_obj;
+          Imported w;
+          void* ws = nullptr;
+          int64_t ws_size = plan.workspace_bytes();
+          if (ws_size > 0) {
+            if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator");
+            ws_obj = workspace_alloc(ws_size);
+            w = import_tensor(ws_obj, "workspace", true);
+            ws = w.view.data;
+          }
+          const Imported& like = inputs.size() ? ins[0] : o;
+          StreamHandle s = resolve_stream(stream, like);
+          {
+            nb::gil_scoped_release release;
+            plan.run(o.view, views, ws, ws_size, s);
+          }
+          finish_for_framework(like, s);
+        },
+        "op"_a, "out"_a, "inputs"_a, "params"_a, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "Functional entry: select (cached on op, params and operand metadata) and run.");
+  m.def("elementwise_cache_size", [] { return plan_cache().size(); }, "Plans in the functional cache.");
+}
+
+}  // namespace baracuda::py

@@ -1,0 +1,13 @@
+// Device memory and stream helpers of the core, for callers that link no CUDA runtime.
+#pragma once
+#include <cstdint>
+
+#include "baracuda/plan.h"
+
+namespace baracuda {
+
+void* device_malloc(int64_t bytes, int device);   // throws OutOfMemory / CudaError
+void device_free(void* ptr) noexcept;
+void synchronize_stream(StreamHandle stream);     // throws CudaError naming the call
+
+}  // namespace baracuda

@@ -1,0 +1,543 @@
+// ElementwisePlan: validation, iteration-space geometry, SKU, and the thin run().
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "baracuda/elementwise.h"
+#include "baracuda/errors.h"
+#include "device_guard.h"
+#include "elementwise/ew_launch.h"
+#include "elementwise/ops.h"
+
+namespace baracuda {
+
+namespace {
+
+using ew::EwLaunch;
+
+// One kernel launch of a plan: its geometry and where its pointers come from at run().
+struct Step {
+  EwLaunch L;
+  bool out_to_workspace = false;
+  int64_t out_offset = 0;                   // bytes, from the output (or workspace) pointer
+  int in_src[ew::kMaxInputs] = {0, 1, 2, 3};  // which run() input feeds kernel input i
+  int64_t in_offset[ew::kMaxInputs] = {};   // bytes
+};
+
+// An operand as the geometry sees it: shape right-aligned to the iteration space.
+struct Operand {
+  std::vector<int64_t> shape, strides;
+};
+
+std::string join_names(const std::vector<DType>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::string(dtype_name(v[i]));
+  return s;
+}
+
+std::vector<int64_t> broadcast_shapes(const std::string& op, const std::vector<TensorSpec>& specs,
+                                      const std::vector<std::string>& names) {
+  size_t rank = 0;
+  for (const auto& s : specs) rank = std::max(rank, s.shape.size());
+  std::vector<int64_t> out(rank, 1);
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const auto& sh = specs[k].shape;
+    for (size_t i = 0; i < sh.size(); ++i) {
+      int64_t& o = out[rank - sh.size() + i];
+      if (sh[i] == o || sh[i] == 1) continue;
+      if (o == 1) { o = sh[i]; continue; }
+      throw InvalidArgument(op + ": " + names[k] + " of shape " + shape_str(sh) +
+                            " does not broadcast with the other inputs (dimension " + std::to_string(i) +
+                            ": " + std::to_string(sh[i]) + " vs " + std::to_string(o) + ")");
+    }
+  }
+  return out;
+}
+
+// True when no two in-bounds indices of (shape, strides) address the same element.
+bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return true;
+    if (shape[i] > 1) dims.push_back({std::llabs(strides[i]), shape[i]});
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // largest offset reachable by the inner dims
+  for (auto [st, sz] : dims) {
+    if (st <= reach) return false;
+    reach += st * (sz - 1);
+  }
+  return true;
+}
+
+// Coalesce the iteration space: drop size-1 dims, order dims by the output's strides
+// (innermost = smallest), merge dims that are contiguous for every operand.
+void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::vector<Operand>& ops) {
+  const int nargs = int(ops.size());
+  const int r = int(iter.size());
+  std::vector<int> dims;
+  for (int d = 0; d < r; ++d)
+    if (iter[d] != 1) dims.push_back(d);
+  auto stride_of = [&](int a, int d) -> int64_t {
+    const auto& o = ops[a];
+    const int off = r - int(o.shape.size());
+    if (d < off) return 0;
+    return o.shape[d - off] == 1 ? 0 : o.strides[d - off];
+  };
+  std::stable_sort(dims.begin(), dims.end(), [&](int x, int y) {
+    for (int a = 0; a < nargs; ++a) {
+      int64_t sx = std::llabs(stride_of(a, x)), sy = std::llabs(stride_of(a, y));
+      if (sx != sy) return sx > sy;
+    }
+    return false;
+  });
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> st(nargs);
+  for (int d : dims) {
+    bool merge = !shape.empty();
+    for (int a = 0; a < nargs && merge; ++a) merge = st[a].back() == stride_of(a, d) * iter[d];
+    if (merge) {
+      shape.back() *= iter[d];
+      for (int a = 0; a < nargs; ++a) st[a].back() = stride_of(a, d);
+    } else {
+      shape.push_back(iter[d]);
+      for (int a = 0; a < nargs; ++a) st[a].push_back(stride_of(a, d));
+    }
+  }
+  L.rank = int(shape.size());
+  L.numel = 1;
+  for (int64_t s : iter) L.numel *= s;
+  for (int d = 0; d < L.rank; ++d) {
+    L.shape[d] = shape[d];
+    for (int a = 0; a < nargs; ++a) L.stride[a][d] = st[a][d];
+  }
+  // Contiguous: at most one dim left, unit stride for the output and every input, except
+  // inputs that are one broadcast element.
+  L.contiguous = L.rank <= 1;
+  L.scalar_mask = 0;
+  if (L.rank == 1) {
+    L.contiguous = st[0][0] == 1;
+    for (int a = 1; a < nargs && L.contiguous; ++a) {
+      if (st[a][0] == 0) L.scalar_mask |= 1u << (a - 1);
+      else L.contiguous = st[a][0] == 1;
+    }
+  }
+  if (!L.contiguous) L.scalar_mask = 0;
+  L.index32 = L.numel < (int64_t(1) << 31) - 65536;
+}
+
+std::string math_of(EwCategory c, DType t) {
+  if (c == EwCategory::Cast) return "exact where representable, else one round-to-nearest-even; fp8 saturating by default";
+  if (c == EwCategory::Fill) return "value rounded once to the output dtype";
+  if (t == DType::Float64) return "f64 math (CUDA libm)";
+  if (t == DType::Float32) return "f32 math (CUDA libm, <= 2 ulp transcendentals)";
+  if (t == DType::Float16 || t == DType::BFloat16)
+    return std::string("f32 math, one rounding to ") + dtype_name(t);
+  if (t == DType::Bool) return "exact boolean logic";
+  return "exact integer arithmetic (two's-complement wrap)";
+}
+
+}  // namespace
+
+struct ElementwisePlan::Impl {
+  ElementwiseDescriptor desc;
+  const EwOpInfo* info = nullptr;
+  KernelSku sku;
+  std::vector<Step> steps;
+  bool reduce = false;
+  ew::ReduceLaunch reduce_launch;
+  int64_t workspace = 0;
+};
+
+std::string ElementwiseDescriptor::str() const {
+  std::ostringstream os;
+  os << "ElementwiseDescriptor(" << op << ", inputs=[";
+  for (size_t i = 0; i < inputs.size(); ++i) os << (i ? ", " : "") << inputs[i].str();
+  os << "], out=" << out.str();
+  for (const auto& [k, v] : params) os << ", " << k << "=" << v;
+  os << ")";
+  return os.str();
+}
+
+ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const PlanPreference& pref) {
+  auto impl = std::make_shared<Impl>();
+  impl->desc = desc;
+  const EwOpInfo* info = find_elementwise_op(desc.op);
+  if (!info) throw InvalidArgument("elementwise: unknown op '" + desc.op + "' (see baracuda.elementwise_ops())");
+  impl->info = info;
+  const std::string& op = info->name;
+  const EwCategory cat = info->category;
+
+  if (int(desc.inputs.size()) != info->arity)
+    throw InvalidArgument(op + ": takes " + std::to_string(info->arity) + " input tensor(s), got " +
+                          std::to_string(desc.inputs.size()));
+  // Parameters: known names only; missing ones take their defaults.
+  double p[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < info->params.size(); ++i) p[i] = info->defaults[i];
+  for (const auto& [k, v] : desc.params) {
+    auto it = std::find(info->params.begin(), info->params.end(), k);
+    if (it == info->params.end()) {
+      std::string known;
+      for (const auto& n : info->params) known += (known.empty() ? "" : ", ") + n;
+      throw InvalidArgument(op + ": unknown parameter '" + k + "' (takes: " + (known.empty() ? "none" : known) + ")");
+    }
+    p[it - info->params.begin()] = v;
+  }
+  auto param = [&](const char* name) {
+    auto it = std::find(info->params.begin(), info->params.end(), std::string(name));
+    return p[it - info->params.begin()];
+  };
+  if (!pref.allows(Backend::Bespoke))
+    throw Unsupported(op + ": the only backend for elementwise ops is 'bespoke', and the preference forbids it");
+
+  // Names of the operands, for messages.
+  std::vector<std::string> names;
+  static const char* kUnaryNames[] = {"x"};
+  static const char* kBinaryNames[] = {"a", "b"};
+  static const char* kTernaryNames[] = {"x0", "x1", "x2"};
+  static const char* kWhereNames[] = {"cond", "a", "b"};
+  static const char* kBackNames[] = {"grad_out", "x0", "x1", "x2"};
+  static const char* kWhereBackNames[] = {"grad_out", "cond", "a", "b"};
+  const char** nm = kUnaryNames;
+  if (info->arity == 2 && cat != EwCategory::UnaryBackward && cat != EwCategory::GatedBackward) nm = kBinaryNames;
+  if (cat == EwCategory::Ternary) nm = info->kind == int(ew::TernaryKind::Where) ? kWhereNames : kTernaryNames;
+  if (cat == EwCategory::UnaryBackward || cat == EwCategory::BinaryBackward || cat == EwCategory::GatedBackward ||
+      cat == EwCategory::TernaryBackward)
+    nm = kBackNames;
+  if (cat == EwCategory::TernaryBackward && info->kind == int(ew::TernaryKind::Where)) nm = kWhereBackNames;
+  for (int i = 0; i < info->arity; ++i) names.push_back(nm[i]);
+  if (cat == EwCategory::UnaryBackward || cat == EwCategory::GatedBackward) names = {"grad_out", "x"};
+
+  // Ranks, shapes, strides.
+  auto check_spec = [&](const TensorSpec& s, const std::string& name) {
+    if (s.shape.size() > size_t(kMaxRank))
+      throw Unsupported(op + ": " + name + " has rank " + std::to_string(s.shape.size()) + "; at most " +
+                        std::to_string(kMaxRank) + " is supported");
+    for (int64_t d : s.shape)
+      if (d < 0) throw InvalidArgument(op + ": " + name + " has a negative dimension in shape " + shape_str(s.shape));
+    if (!s.strides.empty() && s.strides.size() != s.shape.size())
+      throw InvalidArgument(op + ": " + name + " has " + std::to_string(s.strides.size()) + " strides for rank " +
+                            std::to_string(s.shape.size()));
+    if (is_complex(s.dtype))
+      throw Unsupported(op + ": " + name + " is " + dtype_name(s.dtype) + "; complex dtypes are not covered yet");
+  };
+  for (int i = 0; i < info->arity; ++i) check_spec(desc.inputs[i], names[i]);
+  check_spec(desc.out, "out");
+  const auto out_strides = desc.out.effective_strides();
+  if (!non_overlapping(desc.out.shape, out_strides))
+    throw InvalidArgument(op + ": out has overlapping elements (strides " + shape_str(out_strides) + " for shape " +
+                          shape_str(desc.out.shape) + "); outputs need one element per index");
+
+  // Dtypes.
+  auto dtype_in_list = [&](DType t, const std::string& name) {
+    if (std::find(info->dtypes.begin(), info->dtypes.end(), t) == info->dtypes.end())
+      throw InvalidDType(op + ": " + name + " is " + dtype_name(t) + "; supported: " + join_names(info->dtypes));
+  };
+  auto same_dtype = [&](int i, int j) {
+    if (desc.inputs[i].dtype != desc.inputs[j].dtype)
+      throw InvalidDType(op + ": " + names[j] + " is " + dtype_name(desc.inputs[j].dtype) + " but " + names[i] + " is " +
+                         dtype_name(desc.inputs[i].dtype) + "; cast one first (baracuda.cast)");
+  };
+  auto out_dtype_is = [&](DType t) {
+    if (desc.out.dtype != t)
+      throw InvalidDType(op + ": out must be " + std::string(dtype_name(t)) + ", got " + dtype_name(desc.out.dtype));
+  };
+  const bool is_where = (cat == EwCategory::Ternary || cat == EwCategory::TernaryBackward) &&
+                        info->kind == int(ew::TernaryKind::Where);
+  const int data = (cat == EwCategory::Ternary && is_where) ? 1 : 0;  // operand carrying the dtype
+  DType dt = cat == EwCategory::Fill ? desc.out.dtype : desc.inputs[data].dtype;
+  switch (cat) {
+    case EwCategory::Fill: dtype_in_list(dt, "out"); break;
+    case EwCategory::Cast: dtype_in_list(dt, "x"); dtype_in_list(desc.out.dtype, "out"); break;
+    case EwCategory::Predicate: case EwCategory::Compare:
+      dtype_in_list(dt, names[0]);
+      for (int i = 1; i < info->arity; ++i) same_dtype(0, i);
+      out_dtype_is(DType::Bool);
+      break;
+    case EwCategory::Ternary:
+      dtype_in_list(dt, names[data]);
+      if (is_where) {
+        if (desc.inputs[0].dtype != DType::Bool)
+          throw InvalidDType(op + ": cond must be bool, got " + std::string(dtype_name(desc.inputs[0].dtype)));
+        same_dtype(1, 2);
+      } else {
+        same_dtype(0, 1); same_dtype(0, 2);
+      }
+      out_dtype_is(dt);
+      break;
+    case EwCategory::TernaryBackward:
+      dtype_in_list(dt, "grad_out");
+      if (is_where) {
+        if (desc.inputs[1].dtype != DType::Bool)
+          throw InvalidDType(op + ": cond must be bool, got " + std::string(dtype_name(desc.inputs[1].dtype)));
+        same_dtype(0, 2); same_dtype(0, 3);
+      } else {
+        for (int i = 1; i < 4; ++i) same_dtype(0, i);
+      }
+      out_dtype_is(dt);
+      break;
+    default:
+      dtype_in_list(dt, names[0]);
+      for (int i = 1; i < info->arity; ++i) same_dtype(0, i);
+      out_dtype_is(dt);
+  }
+  if (!ew::has_kernel(cat, dt, desc.out.dtype))
+    throw Unsupported(op + ": this build has no " + category_name(cat) + " kernel for " + dtype_name(dt));
+
+  // The launches.
+  auto make_step = [&]() {
+    Step s;
+    s.L.category = cat;
+    s.L.kind = info->kind;
+    std::copy(p, p + 4, s.L.p);
+    s.L.out_dtype = desc.out.dtype;
+    return s;
+  };
+  auto operand = [&](const TensorSpec& s) { return Operand{s.shape, s.effective_strides()}; };
+  auto shape_must_be = [&](const std::vector<int64_t>& expected, const std::vector<int64_t>& got, const std::string& nm2) {
+    if (expected != got)
+      throw InvalidArgument(op + ": " + nm2 + " must have shape " + shape_str(expected) + ", got " + shape_str(got));
+  };
+  const size_t elem_out = dtype_size(desc.out.dtype);
+
+  if (cat == EwCategory::Gated || cat == EwCategory::GatedBackward) {
+    const TensorSpec& x = cat == EwCategory::Gated ? desc.inputs[0] : desc.inputs[1];
+    const int r = int(x.shape.size());
+    int axis = int(param("axis"));
+    if (axis < -r || axis >= r || r == 0)
+      throw InvalidArgument(op + ": axis " + std::to_string(axis) + " is out of range for x of rank " + std::to_string(r));
+    if (axis < 0) axis += r;
+    if (x.shape[axis] % 2)
+      throw InvalidArgument(op + ": x has odd size " + std::to_string(x.shape[axis]) + " along axis " +
+                            std::to_string(axis) + "; gated activations split it in two halves");
+    auto half = x.shape;
+    half[axis] /= 2;
+    const auto xs = x.effective_strides();
+    const int64_t second = half[axis] * xs[axis] * int64_t(dtype_size(x.dtype));  // bytes to the second half
+    if (cat == EwCategory::Gated) {
+      shape_must_be(half, desc.out.shape, "out");
+      Step s = make_step();
+      s.L.nin = 2;
+      s.L.in_dtype[0] = s.L.in_dtype[1] = dt;
+      s.in_src[0] = s.in_src[1] = 0;
+      s.in_offset[1] = second;
+      build_geometry(s.L, half, {operand(desc.out), {half, xs}, {half, xs}});
+      impl->steps.push_back(s);
+    } else {
+      shape_must_be(half, desc.inputs[0].shape, "grad_out");
+      shape_must_be(x.shape, desc.out.shape, "out");
+      for (int wrt = 0; wrt < 2; ++wrt) {
+        Step s = make_step();
+        s.L.nin = 3;
+        s.L.wrt = wrt;
+        s.L.in_dtype[0] = s.L.in_dtype[1] = s.L.in_dtype[2] = dt;
+        s.in_src[0] = 0; s.in_src[1] = 1; s.in_src[2] = 1;
+        s.in_offset[2] = second;
+        s.out_offset = wrt * half[axis] * out_strides[axis] * int64_t(elem_out);
+        build_geometry(s.L, half, {{half, out_strides}, operand(desc.inputs[0]), {half, xs}, {half, xs}});
+        impl->steps.push_back(s);
+      }
+    }
+  } else if (cat == EwCategory::BinaryBackward || cat == EwCategory::TernaryBackward) {
+    const int wrt = int(param("wrt"));
+    const int lo = is_where ? 1 : 0, hi = is_where ? 2 : info->arity - 2;
+    if (wrt < lo || wrt > hi)
+      throw InvalidArgument(op + ": wrt must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                            std::to_string(wrt));
+    const int target = wrt + 1;  // index in inputs of the operand whose gradient is wanted
+    std::vector<TensorSpec> data_inputs(desc.inputs.begin() + 1, desc.inputs.end());
+    std::vector<std::string> data_names(names.begin() + 1, names.end());
+    auto full = broadcast_shapes(op, data_inputs, data_names);
+    shape_must_be(full, desc.inputs[0].shape, "grad_out");
+    shape_must_be(desc.inputs[target].shape, desc.out.shape, "out (the gradient of " + names[target] + ")");
+    Step s = make_step();
+    s.L.wrt = wrt;
+    std::vector<Operand> ops;
+    if (is_where) {  // the kernel needs only (grad_out, cond)
+      s.L.nin = 2;
+      s.L.in_dtype[0] = dt; s.L.in_dtype[1] = DType::Bool;
+      s.in_src[0] = 0; s.in_src[1] = 1;
+      ops = {operand(desc.inputs[0]), operand(desc.inputs[1])};
+    } else {
+      s.L.nin = info->arity;
+      for (int i = 0; i < info->arity; ++i) { s.L.in_dtype[i] = desc.inputs[i].dtype; ops.push_back(operand(desc.inputs[i])); }
+    }
+    if (desc.out.shape == full) {
+      ops.insert(ops.begin(), operand(desc.out));
+      build_geometry(s.L, full, ops);
+    } else {
+      // Gradient of a broadcast operand: the full-size product goes to an f32/f64
+      // workspace, then reduce_to_shape sums it down.
+      const DType acc = dt == DType::Float64 ? DType::Float64 : DType::Float32;
+      s.L.out_dtype = acc;
+      s.out_to_workspace = true;
+      ops.insert(ops.begin(), Operand{full, contiguous_strides(full)});
+      build_geometry(s.L, full, ops);
+      int64_t n = 1;
+      for (int64_t d : full) n *= d;
+      impl->workspace = ((n * int64_t(dtype_size(acc))) + 255) / 256 * 256;
+      impl->reduce = true;
+      auto& R = impl->reduce_launch;
+      R.src_dtype = acc;
+      R.dst_dtype = dt;
+      R.src_numel = n;
+      int64_t dn = 1;
+      for (int64_t d : desc.out.shape) dn *= d;
+      R.dst_numel = n == 0 ? 0 : dn;
+      const int off = int(full.size() - desc.out.shape.size());
+      for (int d = 0; d < int(full.size()); ++d) {
+        if (full[d] == 1) continue;
+        const bool red = d < off || desc.out.shape[d - off] == 1;
+        const int64_t dstr = red ? 0 : out_strides[d - off];
+        if (R.rank > 0 && R.reduced[R.rank - 1] == red &&
+            (red || R.dst_stride[R.rank - 1] == dstr * full[d])) {
+          R.full[R.rank - 1] *= full[d];
+          R.dst_stride[R.rank - 1] = dstr;
+        } else {
+          R.full[R.rank] = full[d]; R.reduced[R.rank] = red; R.dst_stride[R.rank] = dstr; ++R.rank;
+        }
+      }
+    }
+    impl->steps.push_back(s);
+  } else {
+    Step s = make_step();
+    s.L.nin = info->arity;
+    std::vector<Operand> ops = {operand(desc.out)};
+    for (int i = 0; i < info->arity; ++i) { s.L.in_dtype[i] = desc.inputs[i].dtype; ops.push_back(operand(desc.inputs[i])); }
+    if (cat != EwCategory::Fill) {
+      auto full = broadcast_shapes(op, desc.inputs, names);
+      if (full != desc.out.shape)
+        throw InvalidArgument(op + ": out must have the broadcast shape " + shape_str(full) + ", got " +
+                              shape_str(desc.out.shape));
+    }
+    build_geometry(s.L, desc.out.shape, ops);
+    impl->steps.push_back(s);
+  }
+
+  if (pref.workspace_limit >= 0 && impl->workspace > pref.workspace_limit)
+    throw Unsupported(op + ": needs " + std::to_string(impl->workspace) + " bytes of workspace (to sum a broadcast "
+                      "gradient); the preference allows " + std::to_string(pref.workspace_limit));
+
+  // The SKU, derived from the steps just built.
+  KernelSku& k = impl->sku;
+  bool contiguous = true;
+  for (const auto& s : impl->steps) contiguous = contiguous && s.L.contiguous;
+  k.category = "elementwise";
+  k.op = op;
+  k.layout = contiguous ? "contiguous" : "strided";
+  k.name = std::string("ew.") + category_name(cat) + "." + k.layout + (impl->reduce ? "+reduce_to_shape" : "");
+  k.dtypes.push_back(desc.out.dtype);
+  for (const auto& in : desc.inputs) k.dtypes.push_back(in.dtype);
+  k.arch = std::string("sm_") + BARACUDA_CUDA_ARCHS;
+  for (size_t i = 0; i < k.arch.size(); ++i)
+    if (k.arch[i] == ',') k.arch.insert(i + 1, "sm_");
+  k.backend = Backend::Bespoke;
+  auto& pg = k.precision;
+  pg.math = math_of(cat, dt);
+  if (contiguous) pg.math += "; 16-byte vectors when every pointer is 16-byte aligned";
+  const bool fp = dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Float32 || is_fp8(dt);
+  pg.compute_dtype = dt == DType::Float64 ? DType::Float64 : (fp ? DType::Float32 : dt);
+  pg.accumulator_dtype = impl->reduce ? impl->reduce_launch.src_dtype : pg.compute_dtype;
+  if (impl->reduce) pg.math += "; broadcast gradient summed in " + std::string(dtype_name(pg.accumulator_dtype)) +
+                               " in a fixed order";
+  pg.deterministic = true;
+  pg.bit_stable = true;
+  return ElementwisePlan(impl);
+}
+
+const KernelSku& ElementwisePlan::sku() const { return impl_->sku; }
+const ElementwiseDescriptor& ElementwisePlan::descriptor() const { return impl_->desc; }
+int64_t ElementwisePlan::workspace_bytes() const { return impl_->workspace; }
+
+namespace {
+// [lo, hi) bytes touched by a view.
+std::pair<uintptr_t, uintptr_t> byte_range(const TensorView& v) {
+  intptr_t lo = 0, hi = 0;
+  const intptr_t es = intptr_t(dtype_size(v.dtype));
+  for (int i = 0; i < v.ndim; ++i) {
+    if (v.shape[i] == 0) return {0, 0};
+    const intptr_t ext = intptr_t(v.strides[i]) * (v.shape[i] - 1) * es;
+    (ext < 0 ? lo : hi) += ext;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(v.data);
+  return {base + lo, base + hi + es};
+}
+bool same_view(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data || dtype_size(a.dtype) != dtype_size(b.dtype) || a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i)
+    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.strides[i] != b.strides[i])) return false;
+  return true;
+}
+}  // namespace
+
+void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& inputs, void* workspace,
+                          int64_t workspace_size, StreamHandle stream) const {
+  const Impl& I = *impl_;
+  const std::string& op = I.info->name;
+  if (int(inputs.size()) != I.info->arity)
+    throw InvalidArgument(op + ": run() got " + std::to_string(inputs.size()) + " inputs, the plan takes " +
+                          std::to_string(I.info->arity));
+  auto check = [&](const TensorView& v, const TensorSpec& s, const std::string& name) {
+    if (v.dtype != s.dtype)
+      throw InvalidDType(op + ": " + name + " is " + dtype_name(v.dtype) + ", the plan was selected for " +
+                         dtype_name(s.dtype));
+    const auto st = s.effective_strides();
+    bool ok = size_t(v.ndim) == s.shape.size();
+    for (int i = 0; ok && i < v.ndim; ++i) ok = v.shape[i] == s.shape[i];
+    if (!ok)
+      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + ", the plan was selected for " +
+                            shape_str(s.shape));
+    for (int i = 0; i < v.ndim; ++i)
+      if (v.shape[i] > 1 && v.strides[i] != st[i])
+        throw InvalidArgument(op + ": " + name + " has strides " + shape_str(v.strides, v.ndim) +
+                              ", the plan was selected for " + shape_str(st) + " (select a plan for these strides)");
+    if (v.data == nullptr && v.numel() > 0) throw InvalidArgument(op + ": " + name + " has a null data pointer");
+    if (v.device != out.device)
+      throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but out is on cuda:" +
+                            std::to_string(out.device) + "; all operands must be on one device");
+  };
+  check(out, I.desc.out, "out");
+  static const char* kIn[] = {"input 0", "input 1", "input 2", "input 3"};
+  for (size_t i = 0; i < inputs.size(); ++i) check(inputs[i], I.desc.inputs[i], kIn[i]);
+  // Aliasing: an input may be the output itself (in place), never a partial overlap. Gated
+  // ops read two halves of their input, so for them any overlap is refused.
+  const bool gated = I.info->category == EwCategory::Gated || I.info->category == EwCategory::GatedBackward;
+  const auto orange = byte_range(out);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto r = byte_range(inputs[i]);
+    const bool overlap = r.first < orange.second && orange.first < r.second;
+    if (overlap && (gated || I.reduce || !same_view(out, inputs[i])))
+      throw InvalidArgument(op + ": out overlaps " + kIn[i] +
+                            " without being the same view; in-place needs identical shape and strides");
+  }
+  if (I.workspace > 0) {
+    if (workspace == nullptr || workspace_size < I.workspace)
+      throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(I.workspace) + " bytes, got " +
+                            std::to_string(workspace ? workspace_size : 0));
+    const uintptr_t w = reinterpret_cast<uintptr_t>(workspace);
+    if (w % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
+    auto hits = [&](std::pair<uintptr_t, uintptr_t> r) { return r.first < w + I.workspace && w < r.second; };
+    if (hits(orange)) throw InvalidArgument(op + ": workspace overlaps out");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (hits(byte_range(inputs[i]))) throw InvalidArgument(op + ": workspace overlaps " + std::string(kIn[i]));
+  }
+  if (out.numel() == 0) return;
+
+  DeviceGuard guard(out.device);
+  for (const Step& s : I.steps) {
+    EwLaunch L = s.L;
+    L.out = static_cast<char*>(s.out_to_workspace ? workspace : out.data) + s.out_offset;
+    for (int i = 0; i < L.nin; ++i)
+      L.in[i] = static_cast<const char*>(inputs[s.in_src[i]].data) + s.in_offset[i];
+    ew::launch(L, stream);
+  }
+  if (I.reduce) {
+    ew::ReduceLaunch R = I.reduce_launch;
+    R.src = workspace;
+    R.dst = out.data;
+    ew::launch_reduce_to_shape(R, stream);
+  }
+}
+
+}  // namespace baracuda

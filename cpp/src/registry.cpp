@@ -1,0 +1,93 @@
+// The family registry, build facts and device discovery.
+#include "baracuda/registry.h"
+
+#include <cuda_runtime.h>
+
+#include "baracuda/elementwise.h"
+
+namespace baracuda {
+
+namespace {
+std::vector<FamilyInfo> build_families() {
+  FamilyInfo ew{"elementwise", "ElementwisePlan",
+                "unary, binary (broadcasting), compare, ternary, cast, fill, gated activations; with backward", {}};
+  for (const auto& r : elementwise_ops()) {
+    const bool backward_row = r.category == EwCategory::UnaryBackward || r.category == EwCategory::BinaryBackward ||
+                              r.category == EwCategory::TernaryBackward || r.category == EwCategory::GatedBackward;
+    if (backward_row) continue;  // listed through has_backward on the forward row
+    ew.ops.push_back(OpCoverage{r.name, category_name(r.category), r.dtypes, {"contiguous", "strided"},
+                                Backend::Bespoke, !r.backward.empty()});
+  }
+  return {ew};
+}
+}  // namespace
+
+const std::vector<FamilyInfo>& families() {
+  static const std::vector<FamilyInfo> f = build_families();
+  return f;
+}
+
+BuildInfo build_info() {
+  BuildInfo b;
+  b.version = BARACUDA_VERSION;
+  b.cuda_archs = BARACUDA_CUDA_ARCHS;
+  b.cuda_runtime_version = CUDART_VERSION;
+#ifdef BARACUDA_ENABLE_CUDNN
+  b.features.push_back({"cudnn", true});
+#else
+  b.features.push_back({"cudnn", false});
+#endif
+#ifdef BARACUDA_ENABLE_NCCL
+  b.features.push_back({"nccl", true});
+#else
+  b.features.push_back({"nccl", false});
+#endif
+#ifdef BARACUDA_ENABLE_FA2
+  b.features.push_back({"fa2", true});
+#else
+  b.features.push_back({"fa2", false});
+#endif
+#ifdef BARACUDA_ENABLE_MARLIN
+  b.features.push_back({"marlin", true});
+#else
+  b.features.push_back({"marlin", false});
+#endif
+#ifdef BARACUDA_ENABLE_MAMBA
+  b.features.push_back({"mamba", true});
+#else
+  b.features.push_back({"mamba", false});
+#endif
+  return b;
+}
+
+namespace {
+std::string& probe_message() {
+  static std::string m;
+  return m;
+}
+}  // namespace
+
+std::vector<DeviceInfo> devices() {
+  std::vector<DeviceInfo> out;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    probe_message() = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    return out;
+  }
+  if (n == 0) probe_message() = "no CUDA device is visible";
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    out.push_back(DeviceInfo{i, p.name, p.major, p.minor, p.multiProcessorCount, int64_t(p.totalGlobalMem)});
+  }
+  return out;
+}
+
+std::string device_probe_message() {
+  devices();
+  return probe_message();
+}
+
+}  // namespace baracuda

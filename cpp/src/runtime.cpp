@@ -1,0 +1,25 @@
+#include "baracuda/runtime.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "common/cuda_check.h"
+#include "device_guard.h"
+
+namespace baracuda {
+
+void* device_malloc(int64_t bytes, int device) {
+  DeviceGuard guard(device);
+  void* p = nullptr;
+  cuda_check(cudaMalloc(&p, size_t(std::max<int64_t>(bytes, 1))), "cudaMalloc");
+  return p;
+}
+
+void device_free(void* ptr) noexcept { cudaFree(ptr); }
+
+void synchronize_stream(StreamHandle stream) {
+  cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+}
+
+}  // namespace baracuda

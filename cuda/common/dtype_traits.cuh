@@ -1,0 +1,70 @@
+// Device-side types for each DType, the type math happens in, and a dispatcher that maps
+// a runtime DType to a compile-time tag (pruned with `if constexpr` at the call site).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "baracuda/dtype.h"
+#include "baracuda/errors.h"
+
+namespace baracuda::kernels {
+
+using f16 = __half;
+using bf16 = __nv_bfloat16;
+using e4m3 = __nv_fp8_e4m3;
+using e5m2 = __nv_fp8_e5m2;
+
+template <class T> struct TypeTag { using type = T; };
+
+template <class T> constexpr bool is_half_v = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+template <class T> constexpr bool is_fp8_v = std::is_same_v<T, e4m3> || std::is_same_v<T, e5m2>;
+template <class T> constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T> || is_fp8_v<T>;
+template <class T> constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// The type arithmetic is done in: f32 for 16- and 8-bit floats, the type itself otherwise.
+template <class T> struct ComputeOf { using type = T; };
+template <> struct ComputeOf<f16> { using type = float; };
+template <> struct ComputeOf<bf16> { using type = float; };
+template <> struct ComputeOf<e4m3> { using type = float; };
+template <> struct ComputeOf<e5m2> { using type = float; };
+template <class T> using compute_t = typename ComputeOf<T>::type;
+
+template <class T> __device__ __forceinline__ compute_t<T> to_compute(T v) {
+  if constexpr (is_half_v<T> || is_fp8_v<T>) return static_cast<float>(v);
+  else return v;
+}
+// Round a compute value to storage (round-to-nearest-even; fp8 saturates to finite).
+template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
+  if constexpr (std::is_same_v<T, f16>) return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(static_cast<float>(v));
+  else if constexpr (is_fp8_v<T>) return T(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+// Runtime DType -> TypeTag<T>. `f` is called with the tag of the matching type; the caller
+// prunes unsupported types with `if constexpr` and throws for them.
+template <class F> decltype(auto) dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::Bool: return f(TypeTag<bool>{});
+    case DType::Int8: return f(TypeTag<int8_t>{});
+    case DType::UInt8: return f(TypeTag<uint8_t>{});
+    case DType::Int16: return f(TypeTag<int16_t>{});
+    case DType::Int32: return f(TypeTag<int32_t>{});
+    case DType::Int64: return f(TypeTag<int64_t>{});
+    case DType::UInt32: return f(TypeTag<uint32_t>{});
+    case DType::Float16: return f(TypeTag<f16>{});
+    case DType::BFloat16: return f(TypeTag<bf16>{});
+    case DType::Float32: return f(TypeTag<float>{});
+    case DType::Float64: return f(TypeTag<double>{});
+    case DType::Float8E4M3: return f(TypeTag<e4m3>{});
+    case DType::Float8E5M2: return f(TypeTag<e5m2>{});
+    default: break;
+  }
+  throw Unsupported(std::string("dtype ") + dtype_name(t) + " has no kernel here");
+}
+
+}  // namespace baracuda::kernels

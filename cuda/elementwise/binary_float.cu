@@ -1,0 +1,13 @@
+// Binary kernels and binary derivatives for the float dtypes.
+#include "elementwise/binary_impl.cuh"
+
+namespace baracuda::kernels {
+template void binary_launch<f16>(const ew::EwLaunch&, void*);
+template void binary_launch<bf16>(const ew::EwLaunch&, void*);
+template void binary_launch<float>(const ew::EwLaunch&, void*);
+template void binary_launch<double>(const ew::EwLaunch&, void*);
+template void binary_backward_launch<f16>(const ew::EwLaunch&, void*);
+template void binary_backward_launch<bf16>(const ew::EwLaunch&, void*);
+template void binary_backward_launch<float>(const ew::EwLaunch&, void*);
+template void binary_backward_launch<double>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

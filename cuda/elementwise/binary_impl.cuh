@@ -1,0 +1,30 @@
+// Definitions of the binary-shaped launchers; included by the per-dtype translation units.
+#pragma once
+#include "elementwise/binary_ops.cuh"
+#include "elementwise/kernels.h"
+#include "elementwise/launch.cuh"
+
+namespace baracuda::kernels {
+
+template <class T> void binary_launch(const ew::EwLaunch& L, void* s) {
+  const auto kind = static_cast<ew::BinaryKind>(L.kind);
+  if constexpr (is_fp_v<T>) launch_map<T, T, T>(BinaryFloatFn<T>{kind, float(L.p[0])}, L, s, "ew_binary");
+  else launch_map<T, T, T>(BinaryIntFn<T>{kind, float(L.p[0])}, L, s, "ew_binary_int");
+}
+
+template <class T> void compare_launch(const ew::EwLaunch& L, void* s) {
+  launch_map<bool, T, T>(CompareFn<T>{static_cast<ew::CompareKind>(L.kind)}, L, s, "ew_compare");
+}
+
+template <class T> void binary_backward_launch(const ew::EwLaunch& L, void* s) {
+  const auto kind = static_cast<ew::BinaryKind>(L.kind);
+  using A = acc_t<T>;
+  // Written straight into the gradient (same dtype), or into the f32/f64 workspace that
+  // reduce_to_shape then sums over the broadcast dimensions.
+  if (L.out_dtype == L.in_dtype[0])
+    launch_map<T, T, T, T>(BinaryBackwardFn<T, T>{kind, float(L.p[0]), L.wrt}, L, s, "ew_binary_backward");
+  else if constexpr (!std::is_same_v<T, A>)
+    launch_map<A, T, T, T>(BinaryBackwardFn<T, A>{kind, float(L.p[0]), L.wrt}, L, s, "ew_binary_backward_acc");
+}
+
+}  // namespace baracuda::kernels

@@ -1,0 +1,6 @@
+// Casts from bool to every dtype.
+#include "elementwise/cast_impl.cuh"
+
+namespace baracuda::kernels {
+template void cast_launch<bool>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

@@ -1,0 +1,6 @@
+// Casts from e4m3 to every dtype.
+#include "elementwise/cast_impl.cuh"
+
+namespace baracuda::kernels {
+template void cast_launch<e4m3>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

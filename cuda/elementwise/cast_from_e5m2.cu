@@ -1,0 +1,6 @@
+// Casts from e5m2 to every dtype.
+#include "elementwise/cast_impl.cuh"
+
+namespace baracuda::kernels {
+template void cast_launch<e5m2>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

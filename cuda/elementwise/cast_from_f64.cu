@@ -1,0 +1,6 @@
+// Casts from f64 to every dtype.
+#include "elementwise/cast_impl.cuh"
+
+namespace baracuda::kernels {
+template void cast_launch<double>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

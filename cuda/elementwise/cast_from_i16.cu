@@ -1,0 +1,6 @@
+// Casts from i16 to every dtype.
+#include "elementwise/cast_impl.cuh"
+
+namespace baracuda::kernels {
+template void cast_launch<int16_t>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

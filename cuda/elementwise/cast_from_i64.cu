@@ -1,0 +1,6 @@
+// Casts from i64 to every dtype.
+#include "elementwise/cast_impl.cuh"
+
+namespace baracuda::kernels {
+template void cast_launch<int64_t>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

@@ -1,0 +1,6 @@
+// Casts from i8 to every dtype.
+#include "elementwise/cast_impl.cuh"
+
+namespace baracuda::kernels {
+template void cast_launch<int8_t>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

@@ -1,0 +1,54 @@
+// The contract between the plan layer (cpp/src/elementwise.cpp) and the kernels: plain C++,
+// no CUDA types. select() fills everything but the pointers; run() adds the pointers.
+#pragma once
+#include <cstdint>
+
+#include "baracuda/elementwise.h"
+#include "baracuda/tensor.h"
+
+namespace baracuda::ew {
+
+constexpr int kMaxInputs = 4;
+constexpr int kMaxArgs = kMaxInputs + 1;  // output first
+
+struct EwLaunch {
+  EwCategory category = EwCategory::Unary;
+  int kind = 0;
+  double p[4] = {0, 0, 0, 0};   // scalar parameters, in the op table's order
+  int wrt = 0;                  // backward kinds: which input's gradient this launch writes
+  int nin = 0;
+  DType out_dtype = DType::Float32;
+  DType in_dtype[kMaxInputs] = {};
+  void* out = nullptr;
+  const void* in[kMaxInputs] = {};
+  // Iteration space after coalescing, outermost first. stride[0] is the output's.
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t stride[kMaxArgs][kMaxRank] = {};
+  int64_t numel = 0;
+  bool contiguous = false;      // every operand dense in iteration order, or a single element
+  uint32_t scalar_mask = 0;     // contiguous path: bit i set = input i is one broadcast element
+  bool index32 = true;          // all element offsets fit in 32 bits
+};
+
+// Launch one elementwise map. Throws Unsupported for a (category, dtype) the build lacks.
+void launch(const EwLaunch& L, void* stream);
+// Which (category, input dtype, output dtype) the kernels cover; used by select().
+bool has_kernel(EwCategory c, DType in, DType out);
+
+// grad (f32 / f64, dense, `full` shape) summed into `out` of a broadcastable smaller shape.
+struct ReduceLaunch {
+  const void* src = nullptr;    // dense, accumulation dtype
+  DType src_dtype = DType::Float32;
+  void* dst = nullptr;
+  DType dst_dtype = DType::Float32;
+  int rank = 0;                 // coalesced, outermost first
+  int64_t full[kMaxRank] = {};
+  bool reduced[kMaxRank] = {};
+  int64_t dst_stride[kMaxRank] = {};  // dst strides per full dim (0 where reduced)
+  int64_t dst_numel = 0;
+  int64_t src_numel = 0;
+};
+void launch_reduce_to_shape(const ReduceLaunch& R, void* stream);
+
+}  // namespace baracuda::ew

@@ -1,0 +1,217 @@
+// The one elementwise engine: every category is a functor run by these kernels.
+//   contiguous: every operand dense in iteration order (or a single broadcast element);
+//               16-byte vector access when every pointer is 16-byte aligned.
+//   strided:    any strides (0 = broadcast, negative allowed) over a coalesced iteration
+//               space; one fast division per dimension per element, 32-bit when it fits.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cuda/std/tuple>
+#include <utility>
+
+#include "common/cuda_check.h"
+#include "common/dtype_traits.cuh"
+#include "elementwise/ew_launch.h"
+
+namespace baracuda::kernels {
+
+constexpr int kThreads = 256;
+
+template <class T, int N>
+struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) Chunk {
+  T v[N];
+};
+
+// ---- contiguous --------------------------------------------------------------------------
+template <int N, class T>
+__device__ __forceinline__ void load_chunk(Chunk<T, N>& c, const T* p, int64_t i, bool scalar) {
+  if (scalar) {
+    const T s = p[0];
+#pragma unroll
+    for (int k = 0; k < N; ++k) c.v[k] = s;
+  } else {
+    c = *reinterpret_cast<const Chunk<T, N>*>(p + i);
+  }
+}
+
+template <int N, class Fn, class Tout, class... Tin, size_t... I>
+__device__ __forceinline__ void contig_apply(const Fn& fn, Chunk<Tout, N>& y,
+                                             cuda::std::tuple<Chunk<Tin, N>...>& x,
+                                             std::index_sequence<I...>) {
+  fn.template map<N>(y.v, cuda::std::get<I>(x).v...);
+}
+
+template <int N, class... Tin, size_t... I>
+__device__ __forceinline__ void contig_load(cuda::std::tuple<Chunk<Tin, N>...>& x, int64_t i, uint32_t smask,
+                                            std::index_sequence<I...>, const Tin*... in) {
+  (load_chunk<N>(cuda::std::get<I>(x), in, i, (smask >> I) & 1u), ...);
+}
+
+template <int N, int UNROLL, class Fn, class Tout, class... Tin>
+__global__ void __launch_bounds__(kThreads)
+ew_contiguous_kernel(Fn fn, int64_t n, uint32_t smask, Tout* out, const Tin*... in) {
+  using Seq = std::index_sequence_for<Tin...>;
+  const int64_t nchunks = n / N;
+  const int64_t first = int64_t(blockIdx.x) * kThreads * UNROLL + threadIdx.x;
+  cuda::std::tuple<Chunk<Tin, N>...> x[UNROLL];
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const int64_t c = first + int64_t(u) * kThreads;
+    if (c < nchunks) contig_load<N, Tin...>(x[u], c * N, smask, Seq{}, in...);
+  }
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const int64_t c = first + int64_t(u) * kThreads;
+    if (c < nchunks) {
+      Chunk<Tout, N> y;
+      contig_apply<N>(fn, y, x[u], Seq{});
+      *reinterpret_cast<Chunk<Tout, N>*>(out + c * N) = y;
+    }
+  }
+  if constexpr (N > 1) {  // the last n % N elements, one per thread of block 0
+    const int64_t i = nchunks * N + threadIdx.x;
+    if (blockIdx.x == 0 && i < n) {
+      cuda::std::tuple<Chunk<Tin, 1>...> xs;
+      contig_load<1, Tin...>(xs, i, smask, Seq{}, in...);
+      Chunk<Tout, 1> y;
+      contig_apply<1>(fn, y, xs, Seq{});
+      out[i] = y.v[0];
+    }
+  }
+}
+
+// ---- strided -----------------------------------------------------------------------------
+// n / d and n % d for 32-bit n by multiply-high and shift (d fixed per launch).
+struct FastDiv {
+  uint32_t d = 1, mul = 0, shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while ((uint64_t(1) << shift) < d) ++shift;
+    mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d)) / d + 1);
+  }
+  __host__ __device__ __forceinline__ uint32_t div(uint32_t n) const {
+#ifdef __CUDA_ARCH__
+    const uint32_t hi = __umulhi(n, mul);
+#else
+    const uint32_t hi = uint32_t((uint64_t(n) * mul) >> 32);
+#endif
+    return uint32_t((uint64_t(hi) + n) >> shift);
+  }
+};
+
+template <int NARGS, class IndexT>
+struct Indexer {
+  int rank = 0;                          // dims stored innermost first
+  FastDiv div[kMaxRank];
+  int64_t size[kMaxRank] = {};
+  int64_t stride[kMaxRank][NARGS] = {};
+  __device__ __forceinline__ void offsets(IndexT linear, int64_t (&off)[NARGS]) const {
+#pragma unroll
+    for (int a = 0; a < NARGS; ++a) off[a] = 0;
+#pragma unroll
+    for (int d = 0; d < kMaxRank; ++d) {
+      if (d == rank) break;
+      IndexT q;
+      if constexpr (sizeof(IndexT) == 4) q = div[d].div(linear);
+      else q = linear / IndexT(size[d]);
+      const int64_t r = int64_t(linear - q * IndexT(size[d]));
+#pragma unroll
+      for (int a = 0; a < NARGS; ++a) off[a] += r * stride[d][a];
+      linear = q;
+    }
+  }
+};
+
+template <class Fn, class Tout, class... Tin, size_t... I>
+__device__ __forceinline__ Tout strided_apply(const Fn& fn, const int64_t* off, std::index_sequence<I...>,
+                                              const Tin*... in) {
+  cuda::std::tuple<Chunk<Tin, 1>...> x;
+  ((cuda::std::get<I>(x).v[0] = in[off[I + 1]]), ...);
+  Chunk<Tout, 1> y;
+  fn.template map<1>(y.v, cuda::std::get<I>(x).v...);
+  return y.v[0];
+}
+
+template <int NARGS, class IndexT, class Fn, class Tout, class... Tin>
+__global__ void __launch_bounds__(kThreads)
+ew_strided_kernel(Fn fn, Indexer<NARGS, IndexT> ix, IndexT n, Tout* out, const Tin*... in) {
+  constexpr int kIlp = 4;
+  const IndexT base = IndexT(blockIdx.x) * kThreads * kIlp + threadIdx.x;
+  int64_t off[kIlp][NARGS];
+#pragma unroll
+  for (int u = 0; u < kIlp; ++u) {
+    const IndexT i = base + IndexT(u) * kThreads;
+    if (i < n) ix.offsets(i, off[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < kIlp; ++u) {
+    const IndexT i = base + IndexT(u) * kThreads;
+    if (i < n) out[off[u][0]] = strided_apply<Fn, Tout, Tin...>(fn, off[u], std::index_sequence_for<Tin...>{}, in...);
+  }
+}
+
+// ---- host launcher -------------------------------------------------------------------------
+template <class T> inline bool aligned_to(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+template <class Tout, class... Tin> constexpr int min_size() { return int(std::min({sizeof(Tout), sizeof(Tin)...})); }
+template <class Tout, class... Tin> constexpr int max_size() { return int(std::max({sizeof(Tout), sizeof(Tin)...})); }
+
+template <class Fn, class Tout, class... Tin, size_t... I>
+void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, const char* name,
+                     std::index_sequence<I...>) {
+  constexpr int NIN = sizeof...(Tin);
+  Tout* out = static_cast<Tout*>(L.out);
+  if (L.contiguous) {
+    constexpr int N = std::max(1, std::min(16, 16 / min_size<Tout, Tin...>()));
+    constexpr int kChunkBytes = N * max_size<Tout, Tin...>();
+    constexpr int UNROLL = kChunkBytes >= 32 ? 1 : 2;
+    bool vec_ok = aligned_to<Tout>(L.out, alignof(Chunk<Tout, N>));
+    ((vec_ok = vec_ok && (((L.scalar_mask >> I) & 1u) ||
+                          aligned_to<Tin>(L.in[I], alignof(Chunk<Tin, N>)))), ...);
+    if (vec_ok) {
+      const int64_t chunks = L.numel / N;
+      const int64_t blocks = std::max<int64_t>(1, (chunks + kThreads * UNROLL - 1) / (kThreads * UNROLL));
+      ew_contiguous_kernel<N, UNROLL, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
+          fn, L.numel, L.scalar_mask, out, static_cast<const Tin*>(L.in[I])...);
+    } else {
+      constexpr int U = 4;
+      const int64_t blocks = (L.numel + kThreads * U - 1) / (kThreads * U);
+      ew_contiguous_kernel<1, U, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
+          fn, L.numel, L.scalar_mask, out, static_cast<const Tin*>(L.in[I])...);
+    }
+  } else {
+    const int64_t blocks = (L.numel + kThreads * 4 - 1) / (kThreads * 4);
+    auto fill = [&](auto& ix) {
+      ix.rank = L.rank;
+      for (int d = 0; d < L.rank; ++d) {
+        const int src = L.rank - 1 - d;  // innermost first
+        ix.size[d] = L.shape[src];
+        ix.div[d] = FastDiv(uint32_t(std::min<int64_t>(L.shape[src], 0xffffffffll)));
+        for (int a = 0; a < NIN + 1; ++a) ix.stride[d][a] = L.stride[a][src];
+      }
+    };
+    if (L.index32) {
+      Indexer<NIN + 1, uint32_t> ix;
+      fill(ix);
+      ew_strided_kernel<NIN + 1, uint32_t, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
+          fn, ix, uint32_t(L.numel), out, static_cast<const Tin*>(L.in[I])...);
+    } else {
+      Indexer<NIN + 1, uint64_t> ix;
+      fill(ix);
+      ew_strided_kernel<NIN + 1, uint64_t, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
+          fn, ix, uint64_t(L.numel), out, static_cast<const Tin*>(L.in[I])...);
+    }
+  }
+  check_launch(name);
+}
+
+// Run `fn` over L's iteration space: out (Tout) from inputs (Tin...), in L.in order.
+template <class Tout, class... Tin, class Fn>
+void launch_map(const Fn& fn, const ew::EwLaunch& L, void* stream, const char* name) {
+  if (L.numel == 0) return;
+  launch_map_impl<Fn, Tout, Tin...>(fn, L, static_cast<cudaStream_t>(stream), name,
+                                    std::index_sequence_for<Tin...>{});
+}
+
+}  // namespace baracuda::kernels

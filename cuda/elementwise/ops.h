@@ -1,0 +1,35 @@
+// Op kinds of the elementwise family, shared by the host op table (cpp/src/elementwise_ops.cpp)
+// and the device functors. Kinds are runtime arguments of the kernels: a warp-uniform switch
+// costs nothing next to a DRAM access, and keeps the instantiation count to dtypes x layouts.
+#pragma once
+
+namespace baracuda::ew {
+
+enum class UnaryKind : int {
+  Neg, Abs, Sign, Square, Reciprocal,
+  Exp, Exp2, Expm1, Log, Log2, Log10, Log1p,
+  Sqrt, Rsqrt, Cbrt,
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh,
+  Erf, Erfc, Erfinv, Lgamma,
+  Floor, Ceil, Round, Trunc, Frac,
+  Sigmoid, LogSigmoid, Relu, Relu6, Gelu, GeluTanh, Silu, Mish, Softplus, Softsign,
+  Hardswish, Hardsigmoid, Hardtanh, Tanhshrink, Elu, Selu, Celu, LeakyRelu, Threshold,
+  Hardshrink, Softshrink, PowScalar, Affine, BitwiseNot,
+  Count
+};
+
+enum class PredicateKind : int { IsNan, IsInf, IsPosInf, IsNegInf, IsFinite, Signbit, LogicalNot, Count };
+
+enum class BinaryKind : int {
+  Add, Sub, Mul, Div, FloorDivide, Remainder, Fmod, Pow, Maximum, Minimum, Fmax, Fmin,
+  Atan2, Hypot, Copysign, LogAddExp, BitwiseAnd, BitwiseOr, BitwiseXor, ShiftLeft, ShiftRight,
+  Count
+};
+
+enum class CompareKind : int { Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, LogicalXor, Count };
+
+enum class TernaryKind : int { Where, Clamp, Lerp, Addcmul, Addcdiv, Fma, Count };
+
+enum class GatedKind : int { Swiglu, Geglu, GegluTanh, Reglu, Glu, Count };
+
+}  // namespace baracuda::ew

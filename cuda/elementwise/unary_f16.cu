@@ -1,0 +1,7 @@
+// Unary kernels for f16 (all UnaryKind values in one kernel per layout).
+#include "elementwise/unary_impl.cuh"
+
+namespace baracuda::kernels {
+template void unary_launch<f16>(const ew::EwLaunch&, void*);
+template void unary_backward_launch<f16>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

@@ -1,0 +1,7 @@
+// Unary kernels for f64 (all UnaryKind values in one kernel per layout).
+#include "elementwise/unary_impl.cuh"
+
+namespace baracuda::kernels {
+template void unary_launch<double>(const ew::EwLaunch&, void*);
+template void unary_backward_launch<double>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

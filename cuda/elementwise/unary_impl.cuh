@@ -1,0 +1,24 @@
+// Definitions of the unary-shaped launchers; included by the per-dtype translation units.
+#pragma once
+#include "elementwise/kernels.h"
+#include "elementwise/launch.cuh"
+#include "elementwise/unary_ops.cuh"
+
+namespace baracuda::kernels {
+
+template <class T> void unary_launch(const ew::EwLaunch& L, void* s) {
+  const auto kind = static_cast<ew::UnaryKind>(L.kind);
+  if constexpr (is_fp_v<T>) launch_map<T, T>(UnaryFloatFn<T>{kind, float(L.p[0]), float(L.p[1])}, L, s, "ew_unary");
+  else launch_map<T, T>(UnaryIntFn<T>{kind, float(L.p[0]), float(L.p[1])}, L, s, "ew_unary_int");
+}
+
+template <class T> void unary_backward_launch(const ew::EwLaunch& L, void* s) {
+  const auto kind = static_cast<ew::UnaryKind>(L.kind);
+  launch_map<T, T, T>(UnaryBackwardFn<T>{kind, float(L.p[0]), float(L.p[1])}, L, s, "ew_unary_backward");
+}
+
+template <class T> void predicate_launch(const ew::EwLaunch& L, void* s) {
+  launch_map<bool, T>(PredicateFn<T>{static_cast<ew::PredicateKind>(L.kind)}, L, s, "ew_predicate");
+}
+
+}  // namespace baracuda::kernels

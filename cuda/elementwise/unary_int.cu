@@ -1,0 +1,24 @@
+// Unary kernels for integers and bool, and predicates (bool outputs) for every real dtype.
+#include "elementwise/unary_impl.cuh"
+
+namespace baracuda::kernels {
+template void unary_launch<bool>(const ew::EwLaunch&, void*);
+template void unary_launch<int8_t>(const ew::EwLaunch&, void*);
+template void unary_launch<uint8_t>(const ew::EwLaunch&, void*);
+template void unary_launch<int16_t>(const ew::EwLaunch&, void*);
+template void unary_launch<int32_t>(const ew::EwLaunch&, void*);
+template void unary_launch<int64_t>(const ew::EwLaunch&, void*);
+template void unary_launch<uint32_t>(const ew::EwLaunch&, void*);
+
+template void predicate_launch<bool>(const ew::EwLaunch&, void*);
+template void predicate_launch<int8_t>(const ew::EwLaunch&, void*);
+template void predicate_launch<uint8_t>(const ew::EwLaunch&, void*);
+template void predicate_launch<int16_t>(const ew::EwLaunch&, void*);
+template void predicate_launch<int32_t>(const ew::EwLaunch&, void*);
+template void predicate_launch<int64_t>(const ew::EwLaunch&, void*);
+template void predicate_launch<uint32_t>(const ew::EwLaunch&, void*);
+template void predicate_launch<f16>(const ew::EwLaunch&, void*);
+template void predicate_launch<bf16>(const ew::EwLaunch&, void*);
+template void predicate_launch<float>(const ew::EwLaunch&, void*);
+template void predicate_launch<double>(const ew::EwLaunch&, void*);
+}  // namespace baracuda::kernels

@@ -1,0 +1,66 @@
+"""baracuda: GPU primitives for ML frameworks through one Plan-based API.
+
+    import baracuda as bc
+    desc = bc.ElementwiseDescriptor("silu", [bc.TensorSpec((4096, 4096), bc.bfloat16)],
+                                    bc.TensorSpec((4096, 4096), bc.bfloat16))
+    plan = bc.ElementwisePlan.select(desc)   # validate once, pick a kernel
+    plan.sku                                 # which kernel, and its precision guarantee
+    plan.run(y, x)                           # torch / CuPy / JAX / any DLPack tensor, zero-copy
+    y = bc.silu(x)                           # functional form: cached plan, output in x's framework
+"""
+import os as _os
+
+from . import errors  # noqa: F401  (imported first: the core raises these classes)
+from . import _C
+from ._C import (  # noqa: F401
+    Backend,
+    DType,
+    ElementwiseDescriptor,
+    ElementwisePlan,
+    KernelSku,
+    PlanPreference,
+    PrecisionGuarantee,
+    TensorSpec,
+)
+from ._dtypes import *  # noqa: F401,F403
+from ._dtypes import dtype  # noqa: F401
+from ._functional import FUNCTIONS as _FUNCTIONS, broadcast_shape  # noqa: F401
+
+__version__ = _C.build_info()["version"]
+
+globals().update(_FUNCTIONS)
+
+
+def features() -> dict:
+    """Which optional families this build holds: {'cudnn': False, 'nccl': False, ...}."""
+    return dict(_C.build_info()["features"])
+
+
+def build_info() -> dict:
+    """Version, compiled CUDA archs, CUDA runtime version and feature toggles."""
+    return dict(_C.build_info())
+
+
+def devices() -> list:
+    """CUDA devices the runtime sees (empty, not an error, without a GPU)."""
+    return list(_C.devices())
+
+
+def families() -> list:
+    """The registered plan families and their (op, dtype, layout, backend) coverage."""
+    return list(_C.families())
+
+
+def elementwise_ops() -> list:
+    """The elementwise op table (name, category, arity, params, dtypes, backward, doc)."""
+    return list(_C.elementwise_ops())
+
+
+def get_include() -> str:
+    """Directory of the C++ headers, for embedding the core without Python."""
+    return _os.path.join(_os.path.dirname(__file__), "include")
+
+
+def get_library_dir() -> str:
+    """Directory holding libbaracuda.so (link with -L<dir> -lbaracuda)."""
+    return _os.path.dirname(__file__)

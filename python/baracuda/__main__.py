@@ -1,0 +1,31 @@
+"""python -m baracuda: what this build holds and which devices it sees. Exits 0 without a GPU."""
+import sys
+
+import baracuda as bc
+
+
+def main() -> int:
+    info = bc.build_info()
+    print(f"baracuda {info['version']}")
+    rt = info["cuda_runtime_version"]
+    print(f"  CUDA runtime  {rt // 1000}.{(rt % 1000) // 10}   archs: sm_{info['cuda_archs'].replace(',', ', sm_')}")
+    feats = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in info["features"].items())
+    print(f"  features      {feats}")
+    devs = bc.devices()
+    if not devs:
+        print(f"  devices       none ({bc._C.device_probe_message() or 'no CUDA device'}); "
+              "plans can be selected, not run")
+    for d in devs:
+        print(f"  device {d['ordinal']}      {d['name']} (sm_{d['sm']}, {d['multiprocessors']} SMs, "
+              f"{d['total_memory'] / 2**30:.0f} GiB)")
+    print("  plan families:")
+    for fam in bc.families():
+        dtypes = sorted({d.name for op in fam["ops"] for d in op["dtypes"]})
+        nback = sum(op["backward"] for op in fam["ops"])
+        print(f"    {fam['name']:<12} {fam['plan']}: {len(fam['ops'])} ops ({nback} with backward); "
+              f"dtypes: {', '.join(dtypes)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

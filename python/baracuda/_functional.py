@@ -1,0 +1,160 @@
+"""Functional elementwise ops, generated from the core's op table.
+
+Every function selects a plan (cached in the core on op, params and operand metadata),
+allocates the output in the inputs' framework unless ``out=`` is given, and runs on the
+framework's current stream unless ``stream=`` is given.
+"""
+from . import _C, _interop
+from ._dtypes import DType, dtype as as_dtype
+from .errors import InvalidArgument
+
+_OPS = {row["name"]: row for row in _C.elementwise_ops()}
+_BOOL_OUT = {"predicate", "compare"}
+
+
+def broadcast_shape(*shapes):
+    """numpy broadcasting of shapes (tuples)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s):
+            j = rank - len(s) + i
+            if d == out[j] or d == 1:
+                continue
+            if out[j] != 1:
+                raise InvalidArgument(f"shapes {[tuple(x) for x in shapes]} do not broadcast")
+            out[j] = d
+    return tuple(out)
+
+
+def _is_tensor(x):
+    return hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__")
+
+
+def _params(row, given):
+    names = [p for p, _ in row["params"]]
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        raise InvalidArgument(f"{row['name']}: unknown parameter(s) {unknown}; takes {names or 'none'}")
+    return {k: float(v) for k, v in given.items()}
+
+
+def _run(op, out, inputs, params, stream, like):
+    _C.elementwise_call(op, out, tuple(inputs), params, stream, _interop.workspace_allocator(like))
+
+
+def _tensors(name, args, dtype_from=None):
+    """Turn Python scalars among `args` into 0-d tensors of the tensors' dtype and framework."""
+    like = next((a for a in args if _is_tensor(a)), None)
+    if like is None:
+        raise InvalidArgument(f"{name}: needs at least one CUDA tensor argument")
+    d = _interop.dtype_of(dtype_from if dtype_from is not None else like)
+    return like, [a if _is_tensor(a) else _interop.scalar_like(a, like, d) for a in args]
+
+
+def _map(name, row, args, out, stream, params, out_dtype=None):
+    if len(args) != row["arity"]:
+        raise InvalidArgument(f"{name}: takes {row['arity']} tensor argument(s), got {len(args)}")
+    data_index = 1 if name == "where" else 0
+    like, args = _tensors(name, args, dtype_from=args[data_index] if _is_tensor(args[data_index]) else None)
+    if out is not None:
+        _run(name, out, args, params, stream, like)
+        return out
+    shape = broadcast_shape(*(tuple(a.shape) for a in args))
+    if row["category"] == "gated":
+        axis = int(params.get("axis", -1))
+        shape = list(shape)
+        if not -len(shape) <= axis < len(shape):
+            raise InvalidArgument(f"{name}: axis {axis} is out of range for x of rank {len(shape)}")
+        shape[axis] //= 2
+    if out_dtype is None:
+        out_dtype = DType.bool if row["category"] in _BOOL_OUT else _interop.dtype_of(args[data_index])
+    buf, finish = _interop.output(like, shape, out_dtype)
+    _run(name, buf, args, params, stream, like)
+    return finish(buf)
+
+
+def _make_forward(name, row):
+    def fn(*args, out=None, stream=None, **params):
+        return _map(name, row, list(args), out, stream, _params(row, params))
+
+    fn.__name__ = name
+    fn.__qualname__ = name
+    sig = {1: "x", 2: "a, b", 3: "x0, x1, x2"}[row["arity"]]
+    ps = "".join(f", {p}={d:g}" for p, d in row["params"])
+    fn.__doc__ = (f"{name}({sig}{ps}, *, out=None, stream=None)\n\n{row['doc']}.\n\n"
+                  f"dtypes: {', '.join(d.name for d in row['dtypes'])}."
+                  + (f" Backward: baracuda.{row['backward']}." if row["backward"] else ""))
+    return fn
+
+
+def _make_backward(name, row, fwd_row):
+    cat = row["category"]
+
+    def fn(grad_out, *inputs, stream=None, **params):
+        p = _params(row, params)
+        like, tensors = _tensors(name, [grad_out, *inputs], dtype_from=grad_out)
+        grad_out, inputs = tensors[0], tensors[1:]
+        if cat == "unary_backward":
+            return _map(name, row, [grad_out, inputs[0]], None, stream, p)
+        d = _interop.dtype_of(grad_out)
+        grads = []
+        first = 1 if name == "where_backward" else 0
+        for wrt in range(first, len(inputs)):
+            target = inputs[wrt]
+            buf, finish = _interop.output(like, tuple(target.shape), d)
+            _run(name, buf, [grad_out, *inputs], {**p, "wrt": float(wrt)}, stream, like)
+            grads.append(finish(buf))
+        return tuple([None] * first + grads)
+
+    def gated(grad_out, x, stream=None, **params):
+        p = _params(row, params)
+        d = _interop.dtype_of(grad_out)
+        buf, finish = _interop.output(x, tuple(x.shape), d)
+        _run(name, buf, [grad_out, x], p, stream, x)
+        return finish(buf)
+
+    f = gated if cat == "gated_backward" else fn
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = (f"{name}(grad_out, *inputs, stream=None, **params)\n\n{row['doc']}.\n"
+                 "Unary and gated kinds return one gradient; binary and ternary kinds return a tuple "
+                 "with one gradient per input (None for where's condition), each summed to that input's shape.")
+    return f
+
+
+def cast(x, dtype, *, saturate=True, out=None, stream=None):
+    """Convert `x` to `dtype`. fp8 targets saturate to the largest finite value unless saturate=False."""
+    row = _OPS["cast"]
+    return _map("cast", row, [x], out, stream, {"saturate": 1.0 if saturate else 0.0}, out_dtype=as_dtype(dtype))
+
+
+def fill(out, value, *, stream=None):
+    """Set every element of `out` to `value` (exact for integers up to 2**53). Returns `out`."""
+    _C.elementwise_call("fill", out, (), {"value": float(value)}, stream, None)
+    return out
+
+
+def full_like(x, value, dtype=None, *, stream=None):
+    """A new tensor shaped like `x` (in its framework) filled with `value`."""
+    d = _interop.dtype_of(x) if dtype is None else as_dtype(dtype)
+    buf, finish = _interop.output(x, tuple(x.shape), d)
+    _C.elementwise_call("fill", buf, (), {"value": float(value)}, stream, None)
+    return finish(buf)
+
+
+def _build():
+    ns = {}
+    for name, row in _OPS.items():
+        if name in ("cast", "fill"):
+            continue
+        if row["category"].endswith("_backward"):
+            fwd = name[: -len("_backward")]
+            ns[name] = _make_backward(name, row, _OPS.get(fwd))
+        else:
+            ns[name] = _make_forward(name, row)
+    ns.update(cast=cast, fill=fill, full_like=full_like)
+    return ns
+
+
+FUNCTIONS = _build()

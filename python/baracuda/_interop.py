@@ -1,0 +1,110 @@
+"""Framework detection and output allocation: outputs come back in the inputs' framework.
+
+torch and CuPy allocate through their own caching allocators; JAX cannot lend a writable
+buffer, so its outputs are allocated by the core and handed over through DLPack.
+"""
+from . import _C
+from ._dtypes import DType, dtype as as_dtype
+from .errors import InvalidArgument
+
+_TORCH_NAMES = {
+    DType.bool: "bool", DType.int8: "int8", DType.uint8: "uint8", DType.int16: "int16", DType.int32: "int32",
+    DType.int64: "int64", DType.uint32: "uint32", DType.float16: "float16", DType.bfloat16: "bfloat16",
+    DType.float32: "float32", DType.float64: "float64", DType.float8_e4m3fn: "float8_e4m3fn",
+    DType.float8_e5m2: "float8_e5m2", DType.complex64: "complex64", DType.complex128: "complex128",
+}
+
+
+def framework(x) -> str:
+    """'torch', 'cupy', 'jax', 'numpy' or 'dlpack' (anything else that speaks DLPack)."""
+    mod = type(x).__module__ or ""
+    for name in ("torch", "cupy", "jax", "numpy"):
+        if mod.startswith(name):
+            return name
+    if mod.startswith("jaxlib"):
+        return "jax"
+    return "dlpack"
+
+
+def _device_id(x, fw: str) -> int:
+    if fw == "torch":
+        return x.device.index or 0
+    if fw == "cupy":
+        return x.device.id
+    if fw == "jax":
+        return next(iter(x.devices())).id
+    if hasattr(x, "__dlpack_device__"):
+        return int(x.__dlpack_device__()[1])
+    return 0
+
+
+def dtype_of(x) -> DType:
+    return as_dtype(x.dtype)
+
+
+def torch_dtype(d: DType):
+    import torch
+
+    return getattr(torch, _TORCH_NAMES[d])
+
+
+def output(like, shape, d: DType):
+    """Allocate an output of `shape` / `d` for `like`'s framework and device.
+
+    Returns (buffer, finish): write into `buffer`, then `finish(buffer)` gives the tensor to
+    return. torch and CuPy allocate through their own allocators; JAX cannot lend a writable
+    buffer, so the core allocates and `finish` hands the result to JAX through DLPack.
+    """
+    fw = framework(like)
+    shape = tuple(int(s) for s in shape)
+    if fw == "torch":
+        import torch
+
+        return torch.empty(shape, dtype=torch_dtype(d), device=like.device), _identity
+    if fw == "numpy":
+        raise InvalidArgument(f"expected CUDA tensors, got a numpy (CPU) array of shape {like.shape}")
+    dev = _device_id(like, fw)
+    if fw == "cupy" and d not in (DType.bfloat16, DType.float8_e4m3fn, DType.float8_e5m2):
+        import cupy
+
+        with cupy.cuda.Device(dev):
+            return cupy.empty(shape, dtype=d.name), _identity
+    raw = _C.empty(list(shape), d, dev)
+    if fw == "jax":
+        import jax.dlpack
+
+        return raw, jax.dlpack.from_dlpack
+    if fw == "cupy":
+        import cupy
+
+        return raw, cupy.from_dlpack
+    return raw, _identity
+
+
+def _identity(x):
+    return x
+
+
+def empty(like, shape, d: DType):
+    """An uninitialised tensor of `shape` and dtype `d` in `like`'s framework and device."""
+    buf, finish = output(like, shape, d)
+    return finish(buf)
+
+
+def scalar_like(value, like, d: DType):
+    """A 0-d device tensor holding `value`, for scalar operands of binary / ternary ops."""
+    fw = framework(like)
+    if fw == "torch":
+        import torch
+
+        return torch.full((), value, dtype=torch_dtype(d), device=like.device)
+    buf, finish = output(like, (), d)
+    _C.elementwise_call("fill", buf, (), {"value": float(value)}, None, None)
+    return buf if fw == "jax" else finish(buf)
+
+
+def workspace_allocator(like):
+    def alloc(nbytes):
+        return output(like, (int(nbytes),), DType.uint8)[0]
+
+    return alloc
