@@ -22,4 +22,12 @@ void synchronize_stream(StreamHandle stream) {
   cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }
 
+void copy_to_device(void* dst, const void* src, int64_t bytes) {
+  cuda_check(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
+}
+
+void copy_to_host(void* dst, const void* src, int64_t bytes) {
+  cuda_check(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
+}
+
 }  // namespace baracuda

@@ -9,5 +9,7 @@ namespace baracuda {
 void* device_malloc(int64_t bytes, int device);   // throws OutOfMemory / CudaError
 void device_free(void* ptr) noexcept;
 void synchronize_stream(StreamHandle stream);     // throws CudaError naming the call
+void copy_to_device(void* dst, const void* src, int64_t bytes);   // synchronous
+void copy_to_host(void* dst, const void* src, int64_t bytes);     // synchronous
 
 }  // namespace baracuda
