@@ -168,7 +168,7 @@ void init_core(nb::module_& m) {
           void* p = device_malloc(n * int64_t(dtype_size(dtype)), device);
           nb::capsule owner(p, [](void* q) noexcept { device_free(q); });
           std::vector<size_t> sh(shape.begin(), shape.end());
-          return nb::ndarray<>(p, sh.size(), sh.data(), owner, nullptr, dlpack_from_dtype(dtype), nb::device::cuda::value,
+          return nb::ndarray<nb::array_api>(p, sh.size(), sh.data(), owner, nullptr, dlpack_from_dtype(dtype), nb::device::cuda::value,
                                device);
         },
         "shape"_a, "dtype"_a, "device"_a = 0,

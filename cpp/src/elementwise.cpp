@@ -124,6 +124,11 @@ void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::ve
     }
   }
   if (!L.contiguous) L.scalar_mask = 0;
+  L.inner_contiguous = false;
+  if (!L.contiguous && L.rank >= 2 && st[0].back() == 1) {
+    L.inner_contiguous = true;
+    for (int a = 1; a < nargs; ++a) L.inner_contiguous = L.inner_contiguous && (st[a].back() == 0 || st[a].back() == 1);
+  }
   L.index32 = L.numel < (int64_t(1) << 31) - 65536;
 }
 
@@ -421,11 +426,14 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
 
   // The SKU, derived from the steps just built.
   KernelSku& k = impl->sku;
-  bool contiguous = true;
-  for (const auto& s : impl->steps) contiguous = contiguous && s.L.contiguous;
+  bool contiguous = true, inner = true;
+  for (const auto& s : impl->steps) {
+    contiguous = contiguous && s.L.contiguous;
+    inner = inner && (s.L.contiguous || (s.L.inner_contiguous && s.L.index32));
+  }
   k.category = "elementwise";
   k.op = op;
-  k.layout = contiguous ? "contiguous" : "strided";
+  k.layout = contiguous ? "contiguous" : (inner ? "inner_contiguous" : "strided");
   k.name = std::string("ew.") + category_name(cat) + "." + k.layout + (impl->reduce ? "+reduce_to_shape" : "");
   k.dtypes.push_back(desc.out.dtype);
   for (const auto& in : desc.inputs) k.dtypes.push_back(in.dtype);
@@ -435,7 +443,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   k.backend = Backend::Bespoke;
   auto& pg = k.precision;
   pg.math = math_of(cat, dt);
-  if (contiguous) pg.math += "; 16-byte vectors when every pointer is 16-byte aligned";
+  if (contiguous || inner) pg.math += "; 16-byte vectors when pointers and strides are 16-byte aligned";
   const bool fp = dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Float32 || is_fp8(dt);
   pg.compute_dtype = dt == DType::Float64 ? DType::Float64 : (fp ? DType::Float32 : dt);
   pg.accumulator_dtype = impl->reduce ? impl->reduce_launch.src_dtype : pg.compute_dtype;

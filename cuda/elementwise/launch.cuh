@@ -1,6 +1,8 @@
 // The one elementwise engine: every category is a functor run by these kernels.
 //   contiguous: every operand dense in iteration order (or a single broadcast element);
 //               16-byte vector access when every pointer is 16-byte aligned.
+//   inner:      the innermost dim has stride 1 or 0 for every operand (bias adds, row /
+//               column broadcasts): vectors along it, outer dims by fast division per chunk.
 //   strided:    any strides (0 = broadcast, negative allowed) over a coalesced iteration
 //               space; one fast division per dimension per element, 32-bit when it fits.
 #pragma once
@@ -17,6 +19,11 @@
 namespace baracuda::kernels {
 
 constexpr int kThreads = 256;
+// Bytes of the widest operand each thread keeps in flight on the vector paths.
+#ifndef BARACUDA_EW_BYTES_IN_FLIGHT
+#define BARACUDA_EW_BYTES_IN_FLIGHT 32
+#endif
+template <int ChunkBytes> constexpr int unroll_for() { return std::max(1, BARACUDA_EW_BYTES_IN_FLIGHT / ChunkBytes); }
 
 template <class T, int N>
 struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) Chunk {
@@ -151,6 +158,49 @@ ew_strided_kernel(Fn fn, Indexer<NARGS, IndexT> ix, IndexT n, Tout* out, const T
   }
 }
 
+// ---- inner-contiguous ------------------------------------------------------------------
+// Every operand's innermost dim has stride 1 or 0 (a bias, a row- or column-broadcast):
+// 16-byte vectors along it, outer dims through the indexer once per chunk.
+template <int N, class... Tin, size_t... I>
+__device__ __forceinline__ void inner_load(cuda::std::tuple<Chunk<Tin, N>...>& x, const int64_t* off, uint32_t inner,
+                                           std::index_sequence<I...>, const Tin*... in) {
+  (load_chunk<N>(cuda::std::get<I>(x), in + off[I + 1], 0, !((inner >> (I + 1)) & 1u)), ...);
+}
+
+template <int N, int UNROLL, int NARGS, class Fn, class Tout, class... Tin>
+__global__ void __launch_bounds__(kThreads)
+ew_inner_kernel(Fn fn, Indexer<NARGS, uint32_t> outer, uint32_t inner, FastDiv per_row, uint32_t nchunks, Tout* out,
+                const Tin*... in) {
+  using Seq = std::index_sequence_for<Tin...>;
+  const uint32_t first = blockIdx.x * kThreads * UNROLL + threadIdx.x;
+  cuda::std::tuple<Chunk<Tin, N>...> x[UNROLL];
+  int64_t out_off[UNROLL];
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const uint32_t c = first + u * kThreads;
+    if (c < nchunks) {
+      const uint32_t row = per_row.div(c);
+      const int64_t col = int64_t(c - row * per_row.d) * N;
+      int64_t off[NARGS];
+      outer.offsets(row, off);
+#pragma unroll
+      for (int a = 0; a < NARGS; ++a)
+        if ((inner >> a) & 1u) off[a] += col;
+      out_off[u] = off[0];
+      inner_load<N, Tin...>(x[u], off, inner, Seq{}, in...);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const uint32_t c = first + u * kThreads;
+    if (c < nchunks) {
+      Chunk<Tout, N> y;
+      contig_apply<N>(fn, y, x[u], Seq{});
+      *reinterpret_cast<Chunk<Tout, N>*>(out + out_off[u]) = y;
+    }
+  }
+}
+
 // ---- host launcher -------------------------------------------------------------------------
 template <class T> inline bool aligned_to(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
@@ -164,8 +214,7 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
   Tout* out = static_cast<Tout*>(L.out);
   if (L.contiguous) {
     constexpr int N = std::max(1, std::min(16, 16 / min_size<Tout, Tin...>()));
-    constexpr int kChunkBytes = N * max_size<Tout, Tin...>();
-    constexpr int UNROLL = kChunkBytes >= 32 ? 1 : 2;
+    constexpr int UNROLL = unroll_for<N * max_size<Tout, Tin...>()>();
     bool vec_ok = aligned_to<Tout>(L.out, alignof(Chunk<Tout, N>));
     ((vec_ok = vec_ok && (((L.scalar_mask >> I) & 1u) ||
                           aligned_to<Tin>(L.in[I], alignof(Chunk<Tin, N>)))), ...);
@@ -182,23 +231,49 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
     }
   } else {
     const int64_t blocks = (L.numel + kThreads * 4 - 1) / (kThreads * 4);
-    auto fill = [&](auto& ix) {
-      ix.rank = L.rank;
-      for (int d = 0; d < L.rank; ++d) {
-        const int src = L.rank - 1 - d;  // innermost first
+    auto fill = [&](auto& ix, int rank) {  // the outermost `rank` dims of L, innermost first
+      ix.rank = rank;
+      for (int d = 0; d < rank; ++d) {
+        const int src = rank - 1 - d;
         ix.size[d] = L.shape[src];
         ix.div[d] = FastDiv(uint32_t(std::min<int64_t>(L.shape[src], 0xffffffffll)));
         for (int a = 0; a < NIN + 1; ++a) ix.stride[d][a] = L.stride[a][src];
       }
     };
+    if (L.inner_contiguous && L.index32) {
+      constexpr int N = std::max(1, std::min(16, 16 / min_size<Tout, Tin...>()));
+      constexpr int UNROLL = unroll_for<N * max_size<Tout, Tin...>()>();
+      const int64_t inner = L.shape[L.rank - 1];
+      uint32_t mask = 0;
+      bool ok = inner % N == 0;
+      const void* ptrs[NIN + 1] = {L.out, L.in[I]...};
+      const size_t align[NIN + 1] = {alignof(Chunk<Tout, N>), alignof(Chunk<Tin, N>)...};
+      const size_t esize[NIN + 1] = {sizeof(Tout), sizeof(Tin)...};
+      for (int a = 0; a < NIN + 1 && ok; ++a) {
+        if (L.stride[a][L.rank - 1] == 0) continue;
+        mask |= 1u << a;
+        ok = reinterpret_cast<uintptr_t>(ptrs[a]) % align[a] == 0;
+        for (int d = 0; d < L.rank - 1 && ok; ++d) ok = (L.stride[a][d] * int64_t(esize[a])) % int64_t(align[a]) == 0;
+      }
+      if (ok && (mask & 1u)) {
+        Indexer<NIN + 1, uint32_t> outer;
+        fill(outer, L.rank - 1);
+        const uint32_t nchunks = uint32_t(L.numel / N);
+        const unsigned vblocks = unsigned((nchunks + kThreads * UNROLL - 1) / (kThreads * UNROLL));
+        ew_inner_kernel<N, UNROLL, NIN + 1, Fn, Tout, Tin...><<<vblocks, kThreads, 0, stream>>>(
+            fn, outer, mask, FastDiv(uint32_t(inner / N)), nchunks, out, static_cast<const Tin*>(L.in[I])...);
+        check_launch(name);
+        return;
+      }
+    }
     if (L.index32) {
       Indexer<NIN + 1, uint32_t> ix;
-      fill(ix);
+      fill(ix, L.rank);
       ew_strided_kernel<NIN + 1, uint32_t, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
           fn, ix, uint32_t(L.numel), out, static_cast<const Tin*>(L.in[I])...);
     } else {
       Indexer<NIN + 1, uint64_t> ix;
-      fill(ix);
+      fill(ix, L.rank);
       ew_strided_kernel<NIN + 1, uint64_t, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
           fn, ix, uint64_t(L.numel), out, static_cast<const Tin*>(L.in[I])...);
     }
