@@ -254,8 +254,10 @@ def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
     if got.shape != ref.shape:
         return float("inf")
     if got.dtype == torch.bool or ref.dtype == torch.bool:
-        g = got.contiguous().view(torch.uint8)
-        r = ref.contiguous().view(torch.uint8)
+        try:  # compare bytes: a poisoned (0xFF) byte is not a valid bool and must count as wrong
+            g, r = got.contiguous().view(torch.uint8), ref.contiguous().view(torch.uint8)
+        except Exception:  # noqa: BLE001
+            g, r = got, ref
         return float((g != r).sum().item()) / max(1, g.numel())
     g = got.float().double() if got.element_size() == 1 else got.double()
     r = ref.float().double() if ref.element_size() == 1 else ref.double()
@@ -317,19 +319,25 @@ def out_dir():
     return d
 
 
-def write_outputs(stem: str, markdown: str, data: dict) -> list:
-    """Write $OUT/<stem>.md and $OUT/<stem>.json when $OUT is set. Returns the paths written."""
+def write_outputs(stem: str, markdown: str, data: dict, text: str = None) -> list:
+    """Write $OUT/<stem>.md, $OUT/<stem>.json (and $OUT/<stem>.txt, the plain table, when `text` is
+    given) when $OUT is set. Returns the paths written."""
     d = out_dir()
     if d is None:
         return []
     md_path = os.path.join(d, stem + ".md")
     js_path = os.path.join(d, stem + ".json")
+    paths = [md_path, js_path]
+    if text is not None:
+        paths.append(os.path.join(d, stem + ".txt"))
+        with open(paths[-1], "w") as f:
+            f.write(text.rstrip() + "\n")
     with open(md_path, "w") as f:
         f.write(markdown.rstrip() + "\n")
     with open(js_path, "w") as f:
         json.dump(_clean(data), f, indent=1, default=_json_default)
         f.write("\n")
-    return [md_path, js_path]
+    return paths
 
 
 def _clean(o):
