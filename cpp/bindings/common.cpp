@@ -10,16 +10,32 @@ namespace baracuda::py {
 namespace {
 constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
 
+// Framework of a tensor argument. Known tensor types are cached so the common case is a
+// pointer compare; subclasses (torch.nn.Parameter) count as their framework.
 int framework_of(nb::handle h) {
+  static PyTypeObject* known[4] = {nullptr, nullptr, nullptr, nullptr};  // index = framework
   PyTypeObject* t = Py_TYPE(h.ptr());
-  const char* mod = t->tp_name;  // e.g. "torch.Tensor" for static types; check module too
-  nb::handle type = nb::handle(reinterpret_cast<PyObject*>(t));
-  nb::object m = nb::getattr(type, "__module__", nb::none());
-  std::string s = m.is_none() ? std::string(mod) : nb::cast<std::string>(nb::str(m));
-  if (s.rfind("torch", 0) == 0) return 1;
-  if (s.rfind("cupy", 0) == 0) return 2;
-  if (s.rfind("jax", 0) == 0 || s.rfind("jaxlib", 0) == 0) return 3;
-  return 0;
+  for (int f = 1; f < 4; ++f)
+    if (known[f] && (t == known[f] || PyType_IsSubtype(t, known[f]))) return f;
+  nb::object m = nb::getattr(nb::handle(reinterpret_cast<PyObject*>(t)), "__module__", nb::none());
+  const std::string s = m.is_none() ? std::string(t->tp_name) : nb::cast<std::string>(nb::str(m));
+  int f = 0;
+  if (s.rfind("torch", 0) == 0) f = 1;
+  else if (s.rfind("cupy", 0) == 0) f = 2;
+  else if (s.rfind("jax", 0) == 0) f = 3;
+  if (f && !known[f] && (f != 1 || s == "torch")) {  // cache torch.Tensor itself, not a subclass
+    Py_INCREF(t);
+    known[f] = t;
+  }
+  return f;
+}
+
+// torch.Tensor.__dlpack__ is Python code (~2.5 us); torch._C._to_dlpack makes the same
+// DLPack capsule in C++ (~0.3 us). Same protocol, same zero-copy view.
+nb::object torch_capsule(nb::handle h) {
+  static nb::object* to_dlpack = nullptr;
+  if (!to_dlpack) to_dlpack = new nb::object(nb::module_::import_("torch._C").attr("_to_dlpack"));
+  return (*to_dlpack)(h);
 }
 
 std::string py_type_name(nb::handle h) {
@@ -113,6 +129,11 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
     // DLPack stream protocol for a producer we cannot hand a stream to: wait until ready.
     nb::object ready = nb::getattr(h, "block_until_ready", nb::none());
     if (!ready.is_none()) ready();
+  }
+  nb::object capsule;
+  if (r.framework == 1) {
+    capsule = torch_capsule(h);
+    h = capsule;
   }
   if (writable) {
     if (!nb::try_cast<nb::ndarray<>>(h, r.writable_array, false)) {

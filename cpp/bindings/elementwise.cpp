@@ -149,6 +149,7 @@ void init_elementwise(nb::module_& m) {
           auto& cache = plan_cache();
           auto it = cache.find(key);
           if (it == cache.end()) {
+            if (cache.size() >= 4096) cache.clear();  // bound the cache; plans are cheap to rebuild
             ElementwiseDescriptor d{op, {}, spec_of(o.view), params};
             for (auto& v : views) d.inputs.push_back(spec_of(v));
             it = cache.emplace(key, ElementwisePlan::select(d)).first;

@@ -130,6 +130,12 @@ void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::ve
     for (int a = 1; a < nargs; ++a) L.inner_contiguous = L.inner_contiguous && (st[a].back() == 0 || st[a].back() == 1);
   }
   L.index32 = L.numel < (int64_t(1) << 31) - 65536;
+  // One input read across its unit-stride dim while the output is written along its own:
+  // the tiled transpose kernel.
+  L.transpose_dim = -1;
+  if (nargs == 2 && !L.contiguous && !L.inner_contiguous && L.rank >= 2 && st[0].back() == 1)
+    for (int d = 0; d < L.rank - 1; ++d)
+      if (st[1][d] == 1 && L.shape[d] > 1) L.transpose_dim = d;
 }
 
 std::string math_of(EwCategory c, DType t) {
@@ -426,14 +432,15 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
 
   // The SKU, derived from the steps just built.
   KernelSku& k = impl->sku;
-  bool contiguous = true, inner = true;
+  bool contiguous = true, inner = true, transposed = false;
   for (const auto& s : impl->steps) {
     contiguous = contiguous && s.L.contiguous;
     inner = inner && (s.L.contiguous || (s.L.inner_contiguous && s.L.index32));
+    transposed = transposed || (s.L.transpose_dim >= 0 && s.L.index32);
   }
   k.category = "elementwise";
   k.op = op;
-  k.layout = contiguous ? "contiguous" : (inner ? "inner_contiguous" : "strided");
+  k.layout = contiguous ? "contiguous" : (inner ? "inner_contiguous" : (transposed ? "transposed_tiled" : "strided"));
   k.name = std::string("ew.") + category_name(cat) + "." + k.layout + (impl->reduce ? "+reduce_to_shape" : "");
   k.dtypes.push_back(desc.out.dtype);
   for (const auto& in : desc.inputs) k.dtypes.push_back(in.dtype);

@@ -8,8 +8,12 @@ namespace baracuda::kernels {
 
 template <class T> void binary_launch(const ew::EwLaunch& L, void* s) {
   const auto kind = static_cast<ew::BinaryKind>(L.kind);
-  if constexpr (is_fp_v<T>) launch_map<T, T, T>(BinaryFloatFn<T>{kind, float(L.p[0])}, L, s, "ew_binary");
-  else launch_map<T, T, T>(BinaryIntFn<T>{kind, float(L.p[0])}, L, s, "ew_binary_int");
+  if constexpr (is_fp_v<T>) {
+    const bool hot = dispatch_hot<ew::kHotBinary>(L.kind, [&](auto k) {
+      launch_map<T, T, T>(BinaryFloatFn<T, decltype(k)::value>{kind, float(L.p[0])}, L, s, "ew_binary_fixed");
+    });
+    if (!hot) launch_map<T, T, T>(BinaryFloatFn<T>{kind, float(L.p[0])}, L, s, "ew_binary");
+  } else launch_map<T, T, T>(BinaryIntFn<T>{kind, float(L.p[0])}, L, s, "ew_binary_int");
 }
 
 template <class T> void compare_launch(const ew::EwLaunch& L, void* s) {

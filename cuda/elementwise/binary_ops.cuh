@@ -36,7 +36,7 @@ template <class C> __device__ __forceinline__ C logaddexp_f(C a, C b) {
   return m + log1p(exp(-fabs(a - b)));
 }
 
-template <class T>
+template <class T, int Fixed = -1>  // Fixed: see UnaryFloatFn
 struct BinaryFloatFn {
   BinaryKind kind;
   float alpha;  // add / sub: y = a +- alpha * b
@@ -44,7 +44,7 @@ struct BinaryFloatFn {
   __device__ __forceinline__ void map(T (&y)[N], const T (&x0)[N], const T (&x1)[N]) const {
     using C = compute_t<T>;
     const C al = C(alpha);
-    switch (kind) {
+    switch (Fixed >= 0 ? BinaryKind(Fixed) : kind) {
       case BinaryKind::Add: return each<N>(y, [=](C a, C b) { return a + al * b; }, x0, x1);
       case BinaryKind::Sub: return each<N>(y, [=](C a, C b) { return a - al * b; }, x0, x1);
       case BinaryKind::Mul: return each<N>(y, [](C a, C b) { return a * b; }, x0, x1);

@@ -29,6 +29,7 @@ struct EwLaunch {
   bool contiguous = false;      // every operand dense in iteration order, or a single element
   uint32_t scalar_mask = 0;     // contiguous path: bit i set = input i is one broadcast element
   bool inner_contiguous = false;  // rank >= 2, innermost stride 1 (output) or 0/1 (inputs)
+  int transpose_dim = -1;       // one input, unit stride on this dim (not the innermost): tiled
   bool index32 = true;          // all element offsets fit in 32 bits
 };
 

@@ -2,6 +2,8 @@
 // compute type, and the math constants the activations use.
 #pragma once
 #include <cuda/std/limits>
+#include <type_traits>
+#include <utility>
 
 #include "common/dtype_traits.cuh"
 
@@ -12,6 +14,15 @@ template <int N, class Tout, class F, class... Tin>
 __device__ __forceinline__ void each(Tout (&y)[N], F f, const Tin (&... x)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) y[i] = from_compute<Tout>(f(to_compute(x[i])...));
+}
+
+// Call f(std::integral_constant<int, kind>) if `kind` is in the constexpr array Arr; false if not.
+template <const auto& Arr, class F, size_t... I>
+bool dispatch_hot_impl(int kind, F&& f, std::index_sequence<I...>) {
+  return ((kind == int(Arr[I]) ? (f(std::integral_constant<int, int(Arr[I])>{}), true) : false) || ...);
+}
+template <const auto& Arr, class F> bool dispatch_hot(int kind, F&& f) {
+  return dispatch_hot_impl<Arr>(kind, f, std::make_index_sequence<sizeof(Arr) / sizeof(Arr[0])>{});
 }
 
 template <class C> __device__ __forceinline__ C nan_of() { return cuda::std::numeric_limits<C>::quiet_NaN(); }

@@ -3,6 +3,7 @@
 //               16-byte vector access when every pointer is 16-byte aligned.
 //   inner:      the innermost dim has stride 1 or 0 for every operand (bias adds, row /
 //               column broadcasts): vectors along it, outer dims by fast division per chunk.
+//   transposed: one input whose unit-stride dim is not the output's: shared-memory tiles.
 //   strided:    any strides (0 = broadcast, negative allowed) over a coalesced iteration
 //               space; one fast division per dimension per element, 32-bit when it fits.
 #pragma once
@@ -22,6 +23,10 @@ constexpr int kThreads = 256;
 // Bytes of the widest operand each thread keeps in flight on the vector paths.
 #ifndef BARACUDA_EW_BYTES_IN_FLIGHT
 #define BARACUDA_EW_BYTES_IN_FLIGHT 32
+#endif
+// Blocks per SM the vector kernels are compiled for (caps registers per thread).
+#ifndef BARACUDA_EW_MIN_BLOCKS
+#define BARACUDA_EW_MIN_BLOCKS 1
 #endif
 template <int ChunkBytes> constexpr int unroll_for() { return std::max(1, BARACUDA_EW_BYTES_IN_FLIGHT / ChunkBytes); }
 
@@ -56,7 +61,7 @@ __device__ __forceinline__ void contig_load(cuda::std::tuple<Chunk<Tin, N>...>& 
 }
 
 template <int N, int UNROLL, class Fn, class Tout, class... Tin>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, BARACUDA_EW_MIN_BLOCKS)
 ew_contiguous_kernel(Fn fn, int64_t n, uint32_t smask, Tout* out, const Tin*... in) {
   using Seq = std::index_sequence_for<Tin...>;
   const int64_t nchunks = n / N;
@@ -168,7 +173,7 @@ __device__ __forceinline__ void inner_load(cuda::std::tuple<Chunk<Tin, N>...>& x
 }
 
 template <int N, int UNROLL, int NARGS, class Fn, class Tout, class... Tin>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, BARACUDA_EW_MIN_BLOCKS)
 ew_inner_kernel(Fn fn, Indexer<NARGS, uint32_t> outer, uint32_t inner, FastDiv per_row, uint32_t nchunks, Tout* out,
                 const Tin*... in) {
   using Seq = std::index_sequence_for<Tin...>;
@@ -197,6 +202,41 @@ ew_inner_kernel(Fn fn, Indexer<NARGS, uint32_t> outer, uint32_t inner, FastDiv p
       Chunk<Tout, N> y;
       contig_apply<N>(fn, y, x[u], Seq{});
       *reinterpret_cast<Chunk<Tout, N>*>(out + out_off[u]) = y;
+    }
+  }
+}
+
+// ---- transposed (one input) ---------------------------------------------------------------
+// The output's unit-stride dim is not the input's (x.t(), a permuted copy): a 32x32 tile goes
+// through shared memory so both the read and the write are coalesced.
+constexpr int kTile = 32;
+template <class Fn, class Tout, class Tin>
+__global__ void __launch_bounds__(kTile * 8)
+ew_transpose_kernel(Fn fn, Indexer<2, uint32_t> outer, FastDiv tiles_i, FastDiv tiles_ij, uint32_t size_i,
+                    uint32_t size_j, int64_t in_stride_i, int64_t out_stride_j, Tout* out, const Tin* in) {
+  __shared__ Tin tile[kTile][kTile + 1];
+  const uint32_t b = blockIdx.x;
+  const uint32_t o = tiles_ij.div(b);
+  const uint32_t t = b - o * tiles_ij.d;
+  const uint32_t tj = tiles_i.div(t), ti = t - tj * tiles_i.d;
+  int64_t off[2];
+  outer.offsets(o, off);
+  const uint32_t i0 = ti * kTile, j0 = tj * kTile;
+#pragma unroll
+  for (int k = 0; k < kTile; k += 8) {  // read: consecutive threads walk the input's unit-stride dim j
+    const uint32_t j = j0 + threadIdx.x, i = i0 + threadIdx.y + k;
+    if (j < size_j && i < size_i) tile[threadIdx.y + k][threadIdx.x] = in[off[1] + int64_t(i) * in_stride_i + j];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kTile; k += 8) {  // write: consecutive threads walk the output's unit-stride dim i
+    const uint32_t i = i0 + threadIdx.x, j = j0 + threadIdx.y + k;
+    if (j < size_j && i < size_i) {
+      Chunk<Tin, 1> x;
+      x.v[0] = tile[threadIdx.x][threadIdx.y + k];
+      Chunk<Tout, 1> y;
+      fn.template map<1>(y.v, x.v);
+      out[off[0] + int64_t(j) * out_stride_j + i] = y.v[0];
     }
   }
 }
@@ -240,31 +280,64 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
         for (int a = 0; a < NIN + 1; ++a) ix.stride[d][a] = L.stride[a][src];
       }
     };
+    if constexpr (NIN == 1) {
+      if (L.transpose_dim >= 0 && L.index32) {
+        const int j = L.transpose_dim, inner = L.rank - 1;
+        Indexer<2, uint32_t> outer;
+        int64_t n_outer = 1;
+        for (int d = L.rank - 1; d >= 0; --d) {  // every dim but j and the innermost, innermost first
+          if (d == j || d == inner) continue;
+          const int k = outer.rank++;
+          outer.size[k] = L.shape[d];
+          outer.div[k] = FastDiv(uint32_t(L.shape[d]));
+          outer.stride[k][0] = L.stride[0][d];
+          outer.stride[k][1] = L.stride[1][d];
+          n_outer *= L.shape[d];
+        }
+        const uint32_t si = uint32_t(L.shape[inner]), sj = uint32_t(L.shape[j]);
+        const uint32_t ti = (si + kTile - 1) / kTile, tj = (sj + kTile - 1) / kTile;
+        ew_transpose_kernel<Fn, Tout, Tin...><<<unsigned(n_outer * ti * tj), dim3(kTile, 8), 0, stream>>>(
+            fn, outer, FastDiv(ti), FastDiv(ti * tj), si, sj, L.stride[1][inner], L.stride[0][j], out,
+            static_cast<const Tin*>(L.in[I])...);
+        check_launch(name);
+        return;
+      }
+    }
     if (L.inner_contiguous && L.index32) {
+      // Vectors along the inner dim when it divides and every vector-loaded operand's base
+      // and outer strides are aligned; one element per step otherwise (same kernel shape).
       constexpr int N = std::max(1, std::min(16, 16 / min_size<Tout, Tin...>()));
-      constexpr int UNROLL = unroll_for<N * max_size<Tout, Tin...>()>();
+      // Fewer bytes in flight than the contiguous kernel: the outer-offset math costs
+      // registers (measured on H200: bias add 71% -> 82% of copy bandwidth).
+      constexpr int UNROLL = std::max(1, unroll_for<N * max_size<Tout, Tin...>()>() / 2);
       const int64_t inner = L.shape[L.rank - 1];
       uint32_t mask = 0;
-      bool ok = inner % N == 0;
+      bool vec_ok = inner % N == 0;
       const void* ptrs[NIN + 1] = {L.out, L.in[I]...};
       const size_t align[NIN + 1] = {alignof(Chunk<Tout, N>), alignof(Chunk<Tin, N>)...};
       const size_t esize[NIN + 1] = {sizeof(Tout), sizeof(Tin)...};
-      for (int a = 0; a < NIN + 1 && ok; ++a) {
+      for (int a = 0; a < NIN + 1; ++a) {
         if (L.stride[a][L.rank - 1] == 0) continue;
         mask |= 1u << a;
-        ok = reinterpret_cast<uintptr_t>(ptrs[a]) % align[a] == 0;
-        for (int d = 0; d < L.rank - 1 && ok; ++d) ok = (L.stride[a][d] * int64_t(esize[a])) % int64_t(align[a]) == 0;
+        vec_ok = vec_ok && reinterpret_cast<uintptr_t>(ptrs[a]) % align[a] == 0;
+        for (int d = 0; d < L.rank - 1; ++d)
+          vec_ok = vec_ok && (L.stride[a][d] * int64_t(esize[a])) % int64_t(align[a]) == 0;
       }
-      if (ok && (mask & 1u)) {
-        Indexer<NIN + 1, uint32_t> outer;
-        fill(outer, L.rank - 1);
+      Indexer<NIN + 1, uint32_t> outer;
+      fill(outer, L.rank - 1);
+      if (vec_ok) {
         const uint32_t nchunks = uint32_t(L.numel / N);
         const unsigned vblocks = unsigned((nchunks + kThreads * UNROLL - 1) / (kThreads * UNROLL));
         ew_inner_kernel<N, UNROLL, NIN + 1, Fn, Tout, Tin...><<<vblocks, kThreads, 0, stream>>>(
             fn, outer, mask, FastDiv(uint32_t(inner / N)), nchunks, out, static_cast<const Tin*>(L.in[I])...);
-        check_launch(name);
-        return;
+      } else {
+        const uint32_t n = uint32_t(L.numel);
+        ew_inner_kernel<1, 4, NIN + 1, Fn, Tout, Tin...><<<unsigned((n + kThreads * 4 - 1) / (kThreads * 4)), kThreads, 0,
+                                                          stream>>>(fn, outer, mask, FastDiv(uint32_t(inner)), n, out,
+                                                                    static_cast<const Tin*>(L.in[I])...);
       }
+      check_launch(name);
+      return;
     }
     if (L.index32) {
       Indexer<NIN + 1, uint32_t> ix;

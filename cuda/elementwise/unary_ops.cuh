@@ -9,7 +9,8 @@ namespace baracuda::kernels {
 using ew::UnaryKind;
 using ew::PredicateKind;
 
-template <class T>
+// Fixed >= 0 compiles the kernel for that one kind (see ew::kHotUnary); -1 switches at run time.
+template <class T, int Fixed = -1>
 struct UnaryFloatFn {
   UnaryKind kind;
   float p0, p1;  // parameters, in op-table order (e.g. elu alpha; hardtanh min, max)
@@ -17,7 +18,7 @@ struct UnaryFloatFn {
     using C = compute_t<T>;
     const C a = C(p0), b = C(p1);
     using K = Consts<C>;
-    switch (kind) {
+    switch (Fixed >= 0 ? UnaryKind(Fixed) : kind) {
       case UnaryKind::Neg: return each<N>(y, [](C v) { return -v; }, x);
       case UnaryKind::Abs: return each<N>(y, [](C v) { return fabs(v); }, x);
       case UnaryKind::Sign: return each<N>(y, [](C v) { return C((C(0) < v) - (v < C(0))); }, x);
@@ -137,7 +138,7 @@ struct PredicateFn {  // bool y = p(x)
 };
 
 // gx = gy * f'(x) for float kinds; kinds without a derivative are refused by select().
-template <class T>
+template <class T, int Fixed = -1>
 struct UnaryBackwardFn {
   UnaryKind kind;
   float p0, p1;
@@ -146,7 +147,7 @@ struct UnaryBackwardFn {
     using C = compute_t<T>;
     using K = Consts<C>;
     const C a = C(p0), b = C(p1);
-    switch (kind) {
+    switch (Fixed >= 0 ? UnaryKind(Fixed) : kind) {
       case UnaryKind::Neg: return each<N>(y, [](C g, C) { return -g; }, g, x);
       case UnaryKind::Abs: return each<N>(y, [](C g, C v) { return g * C((C(0) < v) - (v < C(0))); }, g, x);
       case UnaryKind::Sign: return each<N>(y, [](C, C) { return C(0); }, g, x);

@@ -43,20 +43,32 @@ def _run(op, out, inputs, params, stream, like):
     _C.elementwise_call(op, out, tuple(inputs), params, stream, _interop.workspace_allocator(like))
 
 
-def _tensors(name, args, dtype_from=None):
-    """Turn Python scalars among `args` into 0-d tensors of the tensors' dtype and framework."""
+def _tensors(name, args, data=None):
+    """Turn Python scalars among `args` into 0-d tensors in the tensors' framework.
+
+    Scalars take the dtype of the first tensor among the `data` positions (default: all);
+    where's condition (position 0 of where / where_backward's position 1) becomes bool.
+    """
     like = next((a for a in args if _is_tensor(a)), None)
     if like is None:
         raise InvalidArgument(f"{name}: needs at least one CUDA tensor argument")
-    d = _interop.dtype_of(dtype_from if dtype_from is not None else like)
-    return like, [a if _is_tensor(a) else _interop.scalar_like(a, like, d) for a in args]
+    data = range(len(args)) if data is None else data
+    src = next((args[i] for i in data if _is_tensor(args[i])), None)
+    if src is not None:
+        d = _interop.dtype_of(src)
+    else:  # no tensor among the data operands: Python's float / int / bool, as torch does
+        kinds = [type(args[i]) for i in data]
+        d = DType.float32 if float in kinds else (DType.bool if all(k is bool for k in kinds) else DType.int64)
+    cond = {"where": 0, "where_backward": 1}.get(name)
+    return like, [a if _is_tensor(a) else _interop.scalar_like(a, like, DType.bool if i == cond else d)
+                  for i, a in enumerate(args)]
 
 
 def _map(name, row, args, out, stream, params, out_dtype=None):
     if len(args) != row["arity"]:
         raise InvalidArgument(f"{name}: takes {row['arity']} tensor argument(s), got {len(args)}")
     data_index = 1 if name == "where" else 0
-    like, args = _tensors(name, args, dtype_from=args[data_index] if _is_tensor(args[data_index]) else None)
+    like, args = _tensors(name, args, data=(1, 2) if name == "where" else None)
     if out is not None:
         _run(name, out, args, params, stream, like)
         return out
@@ -93,7 +105,7 @@ def _make_backward(name, row, fwd_row):
 
     def fn(grad_out, *inputs, stream=None, **params):
         p = _params(row, params)
-        like, tensors = _tensors(name, [grad_out, *inputs], dtype_from=grad_out)
+        like, tensors = _tensors(name, [grad_out, *inputs], data=(0,))
         grad_out, inputs = tensors[0], tensors[1:]
         if cat == "unary_backward":
             return _map(name, row, [grad_out, inputs[0]], None, stream, p)
