@@ -76,10 +76,10 @@ test_counts=""
 failed_lines=""
 if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
   eval "pytest_extra=(${PYTEST_ARGS:-})"
-  section "pytest -q -x --timeout=${PYTEST_TIMEOUT:-600} tests ${PYTEST_ARGS:-}"
+  section "pytest -q --tb=line -rf --timeout=${PYTEST_TIMEOUT:-600} tests ${PYTEST_ARGS:-}"
   tt=$(now)
   set +e
-  python3 -m pytest -q -x --timeout="${PYTEST_TIMEOUT:-600}" tests ${pytest_extra[@]+"${pytest_extra[@]}"} 2>&1 \
+  python3 -m pytest -q --tb=line -rf --timeout="${PYTEST_TIMEOUT:-600}" tests ${pytest_extra[@]+"${pytest_extra[@]}"} 2>&1 \
     | tee "$OUT/pytest.log"
   pytest_rc=${PIPESTATUS[0]}
   set -e

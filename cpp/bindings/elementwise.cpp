@@ -154,7 +154,7 @@ void init_elementwise(nb::module_& m) {
             for (auto& v : views) d.inputs.push_back(spec_of(v));
             it = cache.emplace(key, ElementwisePlan::select(d)).first;
           }
-          const ElementwisePlan& plan = it->second;
+          const ElementwisePlan plan = it->second;  // a copy: another thread may clear the cache while we run
           nb::object ws_obj;
           Imported w;
           void* ws = nullptr;

@@ -19,8 +19,7 @@ using ew::EwLaunch;
 // One kernel launch of a plan: its geometry and where its pointers come from at run().
 struct Step {
   EwLaunch L;
-  bool out_to_workspace = false;
-  int64_t out_offset = 0;                   // bytes, from the output (or workspace) pointer
+  int64_t out_offset = 0;                   // bytes, from the output pointer
   int in_src[ew::kMaxInputs] = {0, 1, 2, 3};  // which run() input feeds kernel input i
   int64_t in_offset[ew::kMaxInputs] = {};   // bytes
 };
@@ -138,13 +137,17 @@ void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::ve
       if (st[1][d] == 1 && L.shape[d] > 1) L.transpose_dim = d;
 }
 
-std::string math_of(EwCategory c, DType t) {
+std::string math_of(EwCategory c, int kind, DType t) {
   if (c == EwCategory::Cast) return "exact where representable, else one round-to-nearest-even; fp8 saturating by default";
   if (c == EwCategory::Fill) return "value rounded once to the output dtype";
   if (t == DType::Float64) return "f64 math (CUDA libm)";
   if (t == DType::Float32) return "f32 math (CUDA libm, <= 2 ulp transcendentals)";
-  if (t == DType::Float16 || t == DType::BFloat16)
-    return std::string("f32 math, one rounding to ") + dtype_name(t);
+  if (t == DType::Float16 || t == DType::BFloat16) {
+    const bool fast = c == EwCategory::Unary && (kind == int(ew::UnaryKind::Silu) ||
+                                                 kind == int(ew::UnaryKind::Sigmoid) || kind == int(ew::UnaryKind::Exp));
+    return std::string(fast ? "f32 math with hardware exp (a few f32 ulp)" : "f32 math") + ", one rounding to " +
+           dtype_name(t);
+  }
   if (t == DType::Bool) return "exact boolean logic";
   return "exact integer arithmetic (two's-complement wrap)";
 }
@@ -156,9 +159,9 @@ struct ElementwisePlan::Impl {
   const EwOpInfo* info = nullptr;
   KernelSku sku;
   std::vector<Step> steps;
-  bool reduce = false;
-  ew::ReduceLaunch reduce_launch;
   int64_t workspace = 0;
+  DType accumulator = DType::Float32;  // map-reduce plans: the type partial sums are held in
+  bool reduces() const { return !steps.empty() && steps[0].L.map_reduce; }
 };
 
 std::string ElementwiseDescriptor::str() const {
@@ -374,44 +377,46 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
       s.L.nin = info->arity;
       for (int i = 0; i < info->arity; ++i) { s.L.in_dtype[i] = desc.inputs[i].dtype; ops.push_back(operand(desc.inputs[i])); }
     }
+    int64_t full_numel = 1;
+    for (int64_t d : full) full_numel *= d;
     if (desc.out.shape == full) {
       ops.insert(ops.begin(), operand(desc.out));
       build_geometry(s.L, full, ops);
+    } else if (full_numel == 0) {
+      // Nothing to sum: the gradient of a broadcast operand of an empty product is zeros.
+      s.L.category = EwCategory::Fill;
+      s.L.nin = 0;
+      s.L.p[0] = 0.0;
+      build_geometry(s.L, desc.out.shape, {operand(desc.out)});
     } else {
-      // Gradient of a broadcast operand: the full-size product goes to an f32/f64
-      // workspace, then reduce_to_shape sums it down.
-      const DType acc = dt == DType::Float64 ? DType::Float64 : DType::Float32;
-      s.L.out_dtype = acc;
-      s.out_to_workspace = true;
-      ops.insert(ops.begin(), Operand{full, contiguous_strides(full)});
+      // Gradient of a broadcast operand: the per-element gradient is summed (in f32 / f64)
+      // over the dims where out's stride is 0, in one pass over the inputs.
+      ops.insert(ops.begin(), operand(desc.out));
       build_geometry(s.L, full, ops);
-      int64_t n = 1;
-      for (int64_t d : full) n *= d;
-      impl->workspace = ((n * int64_t(dtype_size(acc))) + 255) / 256 * 256;
-      impl->reduce = true;
-      auto& R = impl->reduce_launch;
-      R.src_dtype = acc;
-      R.dst_dtype = dt;
-      R.src_numel = n;
-      int64_t dn = 1;
-      for (int64_t d : desc.out.shape) dn *= d;
-      R.dst_numel = n == 0 ? 0 : dn;
-      const int off = int(full.size() - desc.out.shape.size());
-      for (int d = 0; d < int(full.size()); ++d) {
-        if (full[d] == 1) continue;
-        const bool red = d < off || desc.out.shape[d - off] == 1;
-        const int64_t dstr = red ? 0 : out_strides[d - off];
-        if (R.rank > 0 && R.reduced[R.rank - 1] == red &&
-            (red || R.dst_stride[R.rank - 1] == dstr * full[d])) {
-          R.full[R.rank - 1] *= full[d];
-          R.dst_stride[R.rank - 1] = dstr;
-        } else {
-          R.full[R.rank] = full[d]; R.reduced[R.rank] = red; R.dst_stride[R.rank] = dstr; ++R.rank;
-        }
+      s.L.map_reduce = true;
+      s.L.contiguous = s.L.inner_contiguous = false;
+      s.L.transpose_dim = -1;
+      int64_t K = 1;
+      for (int d = 0; d < s.L.rank; ++d)
+        if (s.L.stride[0][d] != 0) K *= s.L.shape[d];
+      const int64_t R = s.L.numel / std::max<int64_t>(K, 1);
+      // Columns when out's innermost dim is kept and the gradient reads along it.
+      s.L.reduce_columns = s.L.rank > 0 && s.L.stride[0][s.L.rank - 1] != 0 && s.L.stride[1][s.L.rank - 1] == 1;
+      if (s.L.reduce_columns) {
+        // Enough blocks to fill the GPU: split the rows when the outputs alone are few.
+        const int64_t col_blocks = (K + 31) / 32;
+        s.L.splits = int(std::clamp<int64_t>(std::min<int64_t>(1024 / std::max<int64_t>(col_blocks, 1), R / 256), 1, 64));
       }
+      const DType acc = dt == DType::Float64 ? DType::Float64 : DType::Float32;
+      if (s.L.splits > 1) impl->workspace = (s.L.splits * K * int64_t(dtype_size(acc)) + 255) / 256 * 256;
+      impl->accumulator = acc;
     }
     impl->steps.push_back(s);
   } else {
+    if (cat == EwCategory::UnaryBackward) {  // no broadcasting: grad_out, x and out share one shape
+      shape_must_be(desc.out.shape, desc.inputs[0].shape, "grad_out");
+      shape_must_be(desc.out.shape, desc.inputs[1].shape, "x");
+    }
     Step s = make_step();
     s.L.nin = info->arity;
     std::vector<Operand> ops = {operand(desc.out)};
@@ -426,9 +431,14 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
     impl->steps.push_back(s);
   }
 
-  if (pref.workspace_limit >= 0 && impl->workspace > pref.workspace_limit)
-    throw Unsupported(op + ": needs " + std::to_string(impl->workspace) + " bytes of workspace (to sum a broadcast "
-                      "gradient); the preference allows " + std::to_string(pref.workspace_limit));
+  if (pref.workspace_limit >= 0 && impl->workspace > pref.workspace_limit) {
+    // Fewer row splits fit the limit; one split needs no workspace at all.
+    Step& s = impl->steps[0];
+    const int64_t per_split = impl->workspace / s.L.splits;
+    s.L.splits = int(std::max<int64_t>(1, pref.workspace_limit / std::max<int64_t>(per_split, 1)));
+    impl->workspace = s.L.splits > 1 ? (s.L.splits * per_split + 255) / 256 * 256 : 0;
+    if (impl->workspace > pref.workspace_limit) { s.L.splits = 1; impl->workspace = 0; }
+  }
 
   // The SKU, derived from the steps just built.
   KernelSku& k = impl->sku;
@@ -441,7 +451,8 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   k.category = "elementwise";
   k.op = op;
   k.layout = contiguous ? "contiguous" : (inner ? "inner_contiguous" : (transposed ? "transposed_tiled" : "strided"));
-  k.name = std::string("ew.") + category_name(cat) + "." + k.layout + (impl->reduce ? "+reduce_to_shape" : "");
+  if (impl->reduces()) k.layout = impl->steps[0].L.reduce_columns ? "reduce_columns" : "reduce_rows";
+  k.name = std::string("ew.") + category_name(cat) + "." + k.layout;
   k.dtypes.push_back(desc.out.dtype);
   for (const auto& in : desc.inputs) k.dtypes.push_back(in.dtype);
   k.arch = std::string("sm_") + BARACUDA_CUDA_ARCHS;
@@ -449,13 +460,13 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
     if (k.arch[i] == ',') k.arch.insert(i + 1, "sm_");
   k.backend = Backend::Bespoke;
   auto& pg = k.precision;
-  pg.math = math_of(cat, dt);
+  pg.math = math_of(cat, info->kind, dt);
   if (contiguous || inner) pg.math += "; 16-byte vectors when pointers and strides are 16-byte aligned";
   const bool fp = dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Float32 || is_fp8(dt);
   pg.compute_dtype = dt == DType::Float64 ? DType::Float64 : (fp ? DType::Float32 : dt);
-  pg.accumulator_dtype = impl->reduce ? impl->reduce_launch.src_dtype : pg.compute_dtype;
-  if (impl->reduce) pg.math += "; broadcast gradient summed in " + std::string(dtype_name(pg.accumulator_dtype)) +
-                               " in a fixed order";
+  pg.accumulator_dtype = impl->reduces() ? impl->accumulator : pg.compute_dtype;
+  if (impl->reduces())
+    pg.math += "; broadcast gradient summed in " + std::string(dtype_name(pg.accumulator_dtype)) + " in a fixed order";
   pg.deterministic = true;
   pg.bit_stable = true;
   return ElementwisePlan(impl);
@@ -522,7 +533,7 @@ void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& 
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto r = byte_range(inputs[i]);
     const bool overlap = r.first < orange.second && orange.first < r.second;
-    if (overlap && (gated || I.reduce || !same_view(out, inputs[i])))
+    if (overlap && (gated || I.reduces() || !same_view(out, inputs[i])))
       throw InvalidArgument(op + ": out overlaps " + kIn[i] +
                             " without being the same view; in-place needs identical shape and strides");
   }
@@ -542,16 +553,11 @@ void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& 
   DeviceGuard guard(out.device);
   for (const Step& s : I.steps) {
     EwLaunch L = s.L;
-    L.out = static_cast<char*>(s.out_to_workspace ? workspace : out.data) + s.out_offset;
+    L.out = static_cast<char*>(out.data) + s.out_offset;
+    L.workspace = workspace;
     for (int i = 0; i < L.nin; ++i)
       L.in[i] = static_cast<const char*>(inputs[s.in_src[i]].data) + s.in_offset[i];
     ew::launch(L, stream);
-  }
-  if (I.reduce) {
-    ew::ReduceLaunch R = I.reduce_launch;
-    R.src = workspace;
-    R.dst = out.data;
-    ew::launch_reduce_to_shape(R, stream);
   }
 }
 

@@ -3,6 +3,7 @@
 #include "elementwise/binary_ops.cuh"
 #include "elementwise/kernels.h"
 #include "elementwise/launch.cuh"
+#include "elementwise/map_reduce.cuh"
 
 namespace baracuda::kernels {
 
@@ -10,10 +11,10 @@ template <class T> void binary_launch(const ew::EwLaunch& L, void* s) {
   const auto kind = static_cast<ew::BinaryKind>(L.kind);
   if constexpr (is_fp_v<T>) {
     const bool hot = dispatch_hot<ew::kHotBinary>(L.kind, [&](auto k) {
-      launch_map<T, T, T>(BinaryFloatFn<T, decltype(k)::value>{kind, float(L.p[0])}, L, s, "ew_binary_fixed");
+      launch_map<T, T, T>(BinaryFloatFn<T, decltype(k)::value>{kind, compute_t<T>(L.p[0])}, L, s, "ew_binary_fixed");
     });
-    if (!hot) launch_map<T, T, T>(BinaryFloatFn<T>{kind, float(L.p[0])}, L, s, "ew_binary");
-  } else launch_map<T, T, T>(BinaryIntFn<T>{kind, float(L.p[0])}, L, s, "ew_binary_int");
+    if (!hot) launch_map<T, T, T>(BinaryFloatFn<T>{kind, compute_t<T>(L.p[0])}, L, s, "ew_binary");
+  } else launch_map<T, T, T>(BinaryIntFn<T>{kind, L.p[0]}, L, s, "ew_binary_int");
 }
 
 template <class T> void compare_launch(const ew::EwLaunch& L, void* s) {
@@ -23,12 +24,11 @@ template <class T> void compare_launch(const ew::EwLaunch& L, void* s) {
 template <class T> void binary_backward_launch(const ew::EwLaunch& L, void* s) {
   const auto kind = static_cast<ew::BinaryKind>(L.kind);
   using A = acc_t<T>;
-  // Written straight into the gradient (same dtype), or into the f32/f64 workspace that
-  // reduce_to_shape then sums over the broadcast dimensions.
-  if (L.out_dtype == L.in_dtype[0])
-    launch_map<T, T, T, T>(BinaryBackwardFn<T, T>{kind, float(L.p[0]), L.wrt}, L, s, "ew_binary_backward");
-  else if constexpr (!std::is_same_v<T, A>)
-    launch_map<A, T, T, T>(BinaryBackwardFn<T, A>{kind, float(L.p[0]), L.wrt}, L, s, "ew_binary_backward_acc");
+  // Straight into the gradient, or summed (in f32 / f64) over the broadcast dimensions.
+  if (L.map_reduce)
+    launch_map_reduce<A, T, T, T, T>(BinaryBackwardFn<T, A>{kind, compute_t<T>(L.p[0]), L.wrt}, L, s);
+  else
+    launch_map<T, T, T, T>(BinaryBackwardFn<T, T>{kind, compute_t<T>(L.p[0]), L.wrt}, L, s, "ew_binary_backward");
 }
 
 }  // namespace baracuda::kernels

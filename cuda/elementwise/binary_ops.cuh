@@ -39,7 +39,7 @@ template <class C> __device__ __forceinline__ C logaddexp_f(C a, C b) {
 template <class T, int Fixed = -1>  // Fixed: see UnaryFloatFn
 struct BinaryFloatFn {
   BinaryKind kind;
-  float alpha;  // add / sub: y = a +- alpha * b
+  compute_t<T> alpha;  // add / sub: y = a +- alpha * b
   template <int N>
   __device__ __forceinline__ void map(T (&y)[N], const T (&x0)[N], const T (&x1)[N]) const {
     using C = compute_t<T>;
@@ -69,7 +69,7 @@ struct BinaryFloatFn {
 template <class T>
 struct BinaryIntFn {  // integer and bool kinds
   BinaryKind kind;
-  float alpha;
+  double alpha;  // exact for integers up to 2^53
   template <int N>
   __device__ __forceinline__ void map(T (&y)[N], const T (&x0)[N], const T (&x1)[N]) const {
     if constexpr (std::is_same_v<T, bool>) {
@@ -150,7 +150,7 @@ struct CompareFn {  // bool y = cmp(a, b)
 template <class T, class Tout>
 struct BinaryBackwardFn {
   BinaryKind kind;
-  float alpha;
+  compute_t<T> alpha;
   int wrt;  // 0: grad of a, 1: grad of b
   template <int N>
   __device__ __forceinline__ void map(Tout (&y)[N], const T (&g)[N], const T (&x0)[N], const T (&x1)[N]) const {
@@ -167,15 +167,26 @@ struct BinaryBackwardFn {
           if (da) return b == C(0) ? C(0) : g * b * pow(a, b - C(1));
           return (a == C(0) && b >= C(0)) ? C(0) : g * pow(a, b) * log(a);
         }, g, x0, x1);
-      case BinaryKind::Maximum: case BinaryKind::Fmax:
+      // maximum / minimum split a tie evenly; fmax / fmin give it to a (both as torch).
+      case BinaryKind::Maximum:
         return each<N>(y, [=](C g, C a, C b) {
           if (a == b) return g / C(2);
           return (da ? a > b : b > a) ? g : C(0);
         }, g, x0, x1);
-      case BinaryKind::Minimum: case BinaryKind::Fmin:
+      case BinaryKind::Minimum:
         return each<N>(y, [=](C g, C a, C b) {
           if (a == b) return g / C(2);
           return (da ? a < b : b < a) ? g : C(0);
+        }, g, x0, x1);
+      case BinaryKind::Fmax:
+        return each<N>(y, [=](C g, C a, C b) {
+          const bool to_a = a >= b || b != b;
+          return (da ? to_a : !to_a) ? g : C(0);
+        }, g, x0, x1);
+      case BinaryKind::Fmin:
+        return each<N>(y, [=](C g, C a, C b) {
+          const bool to_a = a <= b || b != b;
+          return (da ? to_a : !to_a) ? g : C(0);
         }, g, x0, x1);
       case BinaryKind::Atan2:
         return each<N>(y, [=](C g, C a, C b) { C r = a * a + b * b; return da ? g * b / r : -g * a / r; }, g, x0, x1);

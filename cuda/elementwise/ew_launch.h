@@ -30,6 +30,13 @@ struct EwLaunch {
   uint32_t scalar_mask = 0;     // contiguous path: bit i set = input i is one broadcast element
   bool inner_contiguous = false;  // rank >= 2, innermost stride 1 (output) or 0/1 (inputs)
   int transpose_dim = -1;       // one input, unit stride on this dim (not the innermost): tiled
+  // Map-reduce (the gradient of a broadcast operand): the output has stride 0 on the dims
+  // summed over. reduce_columns: its innermost dim is kept; splits > 1: partial sums of
+  // `splits` row ranges go to the workspace first.
+  bool map_reduce = false;
+  bool reduce_columns = false;
+  int splits = 1;
+  void* workspace = nullptr;
   bool index32 = true;          // all element offsets fit in 32 bits
 };
 
@@ -37,20 +44,5 @@ struct EwLaunch {
 void launch(const EwLaunch& L, void* stream);
 // Which (category, input dtype, output dtype) the kernels cover; used by select().
 bool has_kernel(EwCategory c, DType in, DType out);
-
-// grad (f32 / f64, dense, `full` shape) summed into `out` of a broadcastable smaller shape.
-struct ReduceLaunch {
-  const void* src = nullptr;    // dense, accumulation dtype
-  DType src_dtype = DType::Float32;
-  void* dst = nullptr;
-  DType dst_dtype = DType::Float32;
-  int rank = 0;                 // coalesced, outermost first
-  int64_t full[kMaxRank] = {};
-  bool reduced[kMaxRank] = {};
-  int64_t dst_stride[kMaxRank] = {};  // dst strides per full dim (0 where reduced)
-  int64_t dst_numel = 0;
-  int64_t src_numel = 0;
-};
-void launch_reduce_to_shape(const ReduceLaunch& R, void* stream);
 
 }  // namespace baracuda::ew

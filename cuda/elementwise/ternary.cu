@@ -2,6 +2,7 @@
 // derivatives for the float dtypes.
 #include "elementwise/kernels.h"
 #include "elementwise/launch.cuh"
+#include "elementwise/map_reduce.cuh"
 #include "elementwise/ternary_ops.cuh"
 
 namespace baracuda::kernels {
@@ -9,20 +10,20 @@ namespace baracuda::kernels {
 template <class T> void ternary_launch(const ew::EwLaunch& L, void* s) {
   const auto kind = static_cast<ew::TernaryKind>(L.kind);
   if (kind == ew::TernaryKind::Where) launch_map<T, bool, T, T>(WhereFn<T>{}, L, s, "ew_where");
-  else launch_map<T, T, T, T>(TernaryFn<T>{kind, float(L.p[0])}, L, s, "ew_ternary");
-}
-
-template <class T, class Tout> void ternary_backward_as(const ew::EwLaunch& L, void* s) {
-  const auto kind = static_cast<ew::TernaryKind>(L.kind);
-  if (kind == ew::TernaryKind::Where)  // inputs: (gy, cond)
-    launch_map<Tout, T, bool>(WhereBackwardFn<T, Tout>{L.wrt}, L, s, "ew_where_backward");
-  else
-    launch_map<Tout, T, T, T, T>(TernaryBackwardFn<T, Tout>{kind, float(L.p[0]), L.wrt}, L, s, "ew_ternary_backward");
+  else launch_map<T, T, T, T>(TernaryFn<T>{kind, compute_t<T>(L.p[0])}, L, s, "ew_ternary");
 }
 
 template <class T> void ternary_backward_launch(const ew::EwLaunch& L, void* s) {
-  if (L.out_dtype == L.in_dtype[0]) ternary_backward_as<T, T>(L, s);
-  else if constexpr (!std::is_same_v<T, acc_t<T>>) ternary_backward_as<T, acc_t<T>>(L, s);
+  const auto kind = static_cast<ew::TernaryKind>(L.kind);
+  using A = acc_t<T>;
+  const compute_t<T> value = compute_t<T>(L.p[0]);
+  if (kind == ew::TernaryKind::Where) {  // inputs: (gy, cond)
+    if (L.map_reduce) launch_map_reduce<A, T, T, bool>(WhereBackwardFn<T, A>{L.wrt}, L, s);
+    else launch_map<T, T, bool>(WhereBackwardFn<T, T>{L.wrt}, L, s, "ew_where_backward");
+  } else {
+    if (L.map_reduce) launch_map_reduce<A, T, T, T, T, T>(TernaryBackwardFn<T, A>{kind, value, L.wrt}, L, s);
+    else launch_map<T, T, T, T, T>(TernaryBackwardFn<T, T>{kind, value, L.wrt}, L, s, "ew_ternary_backward");
+  }
 }
 
 template void ternary_launch<bool>(const ew::EwLaunch&, void*);

@@ -19,7 +19,7 @@ struct WhereFn {
 template <class T>
 struct TernaryFn {  // clamp, lerp, addcmul, addcdiv, fma
   TernaryKind kind;
-  float value;  // addcmul / addcdiv scale
+  compute_t<T> value;  // addcmul / addcdiv scale
   template <int N>
   __device__ __forceinline__ void map(T (&y)[N], const T (&x0)[N], const T (&x1)[N], const T (&x2)[N]) const {
     using C = compute_t<T>;
@@ -61,7 +61,7 @@ struct WhereBackwardFn {
 template <class T, class Tout>
 struct TernaryBackwardFn {
   TernaryKind kind;
-  float value;
+  compute_t<T> value;
   int wrt;  // 0, 1, 2
   template <int N>
   __device__ __forceinline__ void map(Tout (&y)[N], const T (&g)[N], const T (&x0)[N], const T (&x1)[N],

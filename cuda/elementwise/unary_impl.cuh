@@ -8,20 +8,20 @@ namespace baracuda::kernels {
 
 template <class T> void unary_launch(const ew::EwLaunch& L, void* s) {
   const auto kind = static_cast<ew::UnaryKind>(L.kind);
-  const float p0 = float(L.p[0]), p1 = float(L.p[1]);
+  const compute_t<T> p0 = compute_t<T>(L.p[0]), p1 = compute_t<T>(L.p[1]);
   if constexpr (is_fp_v<T>) {
     const bool hot = dispatch_hot<ew::kHotUnary>(L.kind, [&](auto k) {
       launch_map<T, T>(UnaryFloatFn<T, decltype(k)::value>{kind, p0, p1}, L, s, "ew_unary_fixed");
     });
     if (!hot) launch_map<T, T>(UnaryFloatFn<T>{kind, p0, p1}, L, s, "ew_unary");
   } else {
-    launch_map<T, T>(UnaryIntFn<T>{kind, p0, p1}, L, s, "ew_unary_int");
+    launch_map<T, T>(UnaryIntFn<T>{kind, float(L.p[0]), float(L.p[1])}, L, s, "ew_unary_int");
   }
 }
 
 template <class T> void unary_backward_launch(const ew::EwLaunch& L, void* s) {
   const auto kind = static_cast<ew::UnaryKind>(L.kind);
-  const float p0 = float(L.p[0]), p1 = float(L.p[1]);
+  const compute_t<T> p0 = compute_t<T>(L.p[0]), p1 = compute_t<T>(L.p[1]);
   const bool hot = dispatch_hot<ew::kHotUnaryBackward>(L.kind, [&](auto k) {
     launch_map<T, T, T>(UnaryBackwardFn<T, decltype(k)::value>{kind, p0, p1}, L, s, "ew_unary_backward_fixed");
   });

@@ -13,7 +13,7 @@ using ew::PredicateKind;
 template <class T, int Fixed = -1>
 struct UnaryFloatFn {
   UnaryKind kind;
-  float p0, p1;  // parameters, in op-table order (e.g. elu alpha; hardtanh min, max)
+  compute_t<T> p0, p1;  // parameters, in op-table order (e.g. elu alpha; hardtanh min, max)
   template <int N> __device__ __forceinline__ void map(T (&y)[N], const T (&x)[N]) const {
     using C = compute_t<T>;
     const C a = C(p0), b = C(p1);
@@ -24,7 +24,9 @@ struct UnaryFloatFn {
       case UnaryKind::Sign: return each<N>(y, [](C v) { return C((C(0) < v) - (v < C(0))); }, x);
       case UnaryKind::Square: return each<N>(y, [](C v) { return v * v; }, x);
       case UnaryKind::Reciprocal: return each<N>(y, [](C v) { return C(1) / v; }, x);
-      case UnaryKind::Exp: return each<N>(y, [](C v) { return exp(v); }, x);
+      case UnaryKind::Exp:
+        if constexpr (is_half_v<T>) return each<N>(y, [](C v) { return __expf(v); }, x);
+        else return each<N>(y, [](C v) { return exp(v); }, x);
       case UnaryKind::Exp2: return each<N>(y, [](C v) { return exp2(v); }, x);
       case UnaryKind::Expm1: return each<N>(y, [](C v) { return expm1(v); }, x);
       case UnaryKind::Log: return each<N>(y, [](C v) { return log(v); }, x);
@@ -55,14 +57,20 @@ struct UnaryFloatFn {
       case UnaryKind::Round: return each<N>(y, [](C v) { return rint(v); }, x);  // half to even
       case UnaryKind::Trunc: return each<N>(y, [](C v) { return trunc(v); }, x);
       case UnaryKind::Frac: return each<N>(y, [](C v) { return v - trunc(v); }, x);
-      case UnaryKind::Sigmoid: return each<N>(y, [](C v) { return sigmoid_of(v); }, x);
+      case UnaryKind::Sigmoid:
+        if constexpr (is_half_v<T>) return each<N>(y, [](C v) { return __frcp_rn(C(1) + __expf(-v)); }, x);
+        else return each<N>(y, [](C v) { return sigmoid_of(v); }, x);
       case UnaryKind::LogSigmoid:
         return each<N>(y, [](C v) { return (v < C(0) ? v : C(0)) - log1p(exp(-fabs(v))); }, x);
       case UnaryKind::Relu: return each<N>(y, [](C v) { return v <= C(0) ? C(0) : v; }, x);
       case UnaryKind::Relu6: return each<N>(y, [](C v) { return clamp_nan(v, C(0), C(6)); }, x);
       case UnaryKind::Gelu: return each<N>(y, [](C v) { return gelu_of(v); }, x);
       case UnaryKind::GeluTanh: return each<N>(y, [](C v) { return gelu_tanh_of(v); }, x);
-      case UnaryKind::Silu: return each<N>(y, [](C v) { return v / (C(1) + exp(-v)); }, x);
+      case UnaryKind::Silu:
+        // 16-bit outputs: hardware exp and an IEEE reciprocal (a few f32 ulp, far below one
+        // bf16 / f16 ulp) instead of expf + division; f32 / f64 keep the exact-division form.
+        if constexpr (is_half_v<T>) return each<N>(y, [](C v) { return v * __frcp_rn(C(1) + __expf(-v)); }, x);
+        else return each<N>(y, [](C v) { return v / (C(1) + exp(-v)); }, x);
       case UnaryKind::Mish: return each<N>(y, [](C v) { return v * tanh(log1p(exp(v))); }, x);
       case UnaryKind::Softplus:  // (beta, threshold)
         return each<N>(y, [=](C v) { return v * a > b ? v : log1p(exp(v * a)) / a; }, x);
@@ -80,8 +88,8 @@ struct UnaryFloatFn {
       case UnaryKind::LeakyRelu: return each<N>(y, [=](C v) { return v > C(0) ? v : v * a; }, x);
       case UnaryKind::Threshold: return each<N>(y, [=](C v) { return v <= a ? b : v; }, x);
       case UnaryKind::Hardshrink: return each<N>(y, [=](C v) { return (v >= -a && v <= a) ? C(0) : v; }, x);
-      case UnaryKind::Softshrink:
-        return each<N>(y, [=](C v) { return v > a ? v - a : (v < -a ? v + a : C(0)); }, x);
+      case UnaryKind::Softshrink:  // NaN stays NaN, as torch
+        return each<N>(y, [=](C v) { return v > a ? v - a : (v < -a ? v + a : (v != v ? v : C(0))); }, x);
       case UnaryKind::PowScalar:
         return each<N>(y, [=](C v) { return a == C(2) ? v * v : pow(v, a); }, x);
       case UnaryKind::Affine: return each<N>(y, [=](C v) { return fma(a, v, b); }, x);
@@ -141,7 +149,7 @@ struct PredicateFn {  // bool y = p(x)
 template <class T, int Fixed = -1>
 struct UnaryBackwardFn {
   UnaryKind kind;
-  float p0, p1;
+  compute_t<T> p0, p1;
   template <int N>
   __device__ __forceinline__ void map(T (&y)[N], const T (&g)[N], const T (&x)[N]) const {
     using C = compute_t<T>;
