@@ -4,8 +4,7 @@ baracuda core bindings (use the baracuda package, not this module directly)
 
 from collections.abc import Mapping, Sequence
 import enum
-
-from numpy.typing import NDArray
+from typing import Any
 
 
 class DType(enum.Enum):
@@ -170,7 +169,7 @@ def devices() -> list:
 def device_probe_message() -> str:
     """Why devices() is empty, or ''."""
 
-def empty(shape: Sequence[int], dtype: DType, device: int = 0) -> NDArray:
+def empty(shape: Sequence[int], dtype: DType, device: int = 0) -> Any:
     """
     Device memory owned by the returned DLPack array (used for frameworks like JAX that cannot lend output buffers).
     """
