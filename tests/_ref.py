@@ -241,7 +241,10 @@ REF = {
     "relu": torch.relu, "relu6": F.relu6, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "silu": F.silu, "mish": F.mish,
     "softplus": lambda x, beta=1.0, threshold=20.0: F.softplus(x, beta=beta, threshold=threshold),
-    "softsign": F.softsign, "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
+    "softsign": F.softsign,
+    # Exact in float64 (torch's kernels use a float32 1/6 even for float64).
+    "hardswish": lambda x: x * (x + 3).clamp(0, 6) / 6,
+    "hardsigmoid": lambda x: (x + 3).clamp(0, 6) / 6,
     "hardtanh": lambda x, min_val=-1.0, max_val=1.0: F.hardtanh(x, min_val, max_val),
     "tanhshrink": F.tanhshrink, "elu": lambda x, alpha=1.0: F.elu(x, alpha), "selu": F.selu,
     "celu": lambda x, alpha=1.0: F.celu(x, alpha),
@@ -273,7 +276,7 @@ REF = {
 }
 # Torch expressions that are not one torch op: compare against them in float64 even in the
 # same-dtype (NaN / inf) tests, where extra roundings in a low-precision dtype would differ.
-COMPOSITE = {"cbrt", "affine", "fma", "softsign", "tanhshrink"}
+COMPOSITE = {"cbrt", "affine", "fma", "softsign", "tanhshrink", "hardswish", "hardsigmoid"}
 
 
 def data_dtype(name, inputs):
@@ -351,3 +354,13 @@ def check_op(name, *inputs, params=None, out="poison"):
 def bits(t):
     """An integer view of t's bits, for bitwise comparisons (NaN-safe)."""
     return t.contiguous().view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+# Forward references whose autograd derivative at a kink differs from torch's own backward
+# kernel (which baracuda follows): torch's hardswish / hardsigmoid backward give 0 at x <= -3
+# and 1 / 0 at x >= 3.
+REF_GRAD = {
+    "hardswish": lambda x: torch.where(x <= -3, torch.zeros_like(x), torch.where(x >= 3, x, x * (x + 3) / 6)),
+    "hardsigmoid": lambda x: torch.where(x <= -3, torch.zeros_like(x),
+                                         torch.where(x >= 3, torch.ones_like(x), (x + 3) / 6)),
+}

@@ -21,3 +21,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_sessionstart(session):
+    # JAX's GPU client must start before torch / CuPy fill their memory pools (it aborts the
+    # process otherwise); start it once, up front, without preallocation.
+    if not GPU:
+        return
+    import os
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+
+        jax.devices()
+    except Exception:
+        pass

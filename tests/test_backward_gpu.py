@@ -49,7 +49,7 @@ def autograd_ref(fwd, inputs, go, params=None):
             grads_for.append(t)
         else:
             leaves.append(t)
-    y = R.REF[fwd](*leaves, **(params or {}))
+    y = R.REF_GRAD.get(fwd, R.REF[fwd])(*leaves, **(params or {}))
     diff = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
     terms = torch.autograd.grad(y, diff, go.double(), allow_unused=True)
     out = []

@@ -121,6 +121,8 @@ def _layout_inputs(name, dt, layout, which, g):
 def _run_layout(name, inputs, out):
     if name == "cast":
         ref = inputs[0].to(torch.bfloat16)
+        if isinstance(out, str):
+            out = R.poison(tuple(ref.shape), torch.bfloat16)
         res = bc.cast(inputs[0], bc.bfloat16, out=out)
         assert res is out
         R.assert_matches(res, ref, "cast")

@@ -206,9 +206,9 @@ struct UnaryBackwardFn {
         return each<N>(y, [=](C g, C v) { return v * a > b ? g : g * sigmoid_of(v * a); }, g, x);
       case UnaryKind::Softsign:
         return each<N>(y, [](C g, C v) { C d = C(1) + fabs(v); return g / (d * d); }, g, x);
-      case UnaryKind::Hardswish:
+      case UnaryKind::Hardswish:  // boundaries as torch: 0 at x <= -3, g at x >= 3
         return each<N>(y, [](C g, C v) {
-          return v < C(-3) ? C(0) : (v <= C(3) ? g * (C(2) * v + C(3)) / C(6) : g);
+          return v <= C(-3) ? C(0) : (v < C(3) ? g * (C(2) * v + C(3)) / C(6) : g);
         }, g, x);
       case UnaryKind::Hardsigmoid:
         return each<N>(y, [](C g, C v) { return (v > C(-3) && v < C(3)) ? g / C(6) : C(0); }, g, x);
