@@ -135,6 +135,8 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
     capsule = torch_capsule(h);
     h = capsule;
   }
+  if (writable && r.framework == 3)
+    throw InvalidArgument(std::string(name) + ": JAX arrays are immutable; leave out= unset to get a new array");
   if (writable) {
     if (!nb::try_cast<nb::ndarray<>>(h, r.writable_array, false)) {
       if (nb::try_cast<nb::ndarray<nb::ro>>(h, r.array, false))

@@ -70,9 +70,9 @@ bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_
   return true;
 }
 
-// Coalesce the iteration space: drop size-1 dims, order dims by the output's strides
-// (innermost = smallest), merge dims that are contiguous for every operand.
-void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::vector<Operand>& ops) {
+// Coalesce the iteration space: drop size-1 dims, order dims by operand `lead`'s strides
+// (innermost = smallest; the output by default), merge dims contiguous for every operand.
+void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::vector<Operand>& ops, int lead = 0) {
   const int nargs = int(ops.size());
   const int r = int(iter.size());
   std::vector<int> dims;
@@ -85,7 +85,8 @@ void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::ve
     return o.shape[d - off] == 1 ? 0 : o.strides[d - off];
   };
   std::stable_sort(dims.begin(), dims.end(), [&](int x, int y) {
-    for (int a = 0; a < nargs; ++a) {
+    for (int k = 0; k < nargs; ++k) {
+      const int a = k == 0 ? lead : (k == lead ? 0 : k);
       int64_t sx = std::llabs(stride_of(a, x)), sy = std::llabs(stride_of(a, y));
       if (sx != sy) return sx > sy;
     }
@@ -390,9 +391,10 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
       build_geometry(s.L, desc.out.shape, {operand(desc.out)});
     } else {
       // Gradient of a broadcast operand: the per-element gradient is summed (in f32 / f64)
-      // over the dims where out's stride is 0, in one pass over the inputs.
+      // over the dims where out's stride is 0, in one pass over the inputs. Dims are ordered
+      // by grad_out's strides (out has stride 0 on the summed dims), so reads coalesce.
       ops.insert(ops.begin(), operand(desc.out));
-      build_geometry(s.L, full, ops);
+      build_geometry(s.L, full, ops, 1);
       s.L.map_reduce = true;
       s.L.contiguous = s.L.inner_contiguous = false;
       s.L.transpose_dim = -1;

@@ -28,6 +28,9 @@ constexpr int kThreads = 256;
 #ifndef BARACUDA_EW_MIN_BLOCKS
 #define BARACUDA_EW_MIN_BLOCKS 1
 #endif
+// Below this many blocks (a few waves on a 132-SM GPU) the contiguous kernel gives each
+// thread one chunk: the grid balances better than with fewer, longer threads.
+constexpr int64_t kSmallGridBlocks = 4096;
 template <int ChunkBytes> constexpr int unroll_for() { return std::max(1, BARACUDA_EW_BYTES_IN_FLIGHT / ChunkBytes); }
 
 template <class T, int N>
@@ -261,8 +264,14 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
     if (vec_ok) {
       const int64_t chunks = L.numel / N;
       const int64_t blocks = std::max<int64_t>(1, (chunks + kThreads * UNROLL - 1) / (kThreads * UNROLL));
-      ew_contiguous_kernel<N, UNROLL, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
-          fn, L.numel, L.scalar_mask, out, static_cast<const Tin*>(L.in[I])...);
+      if (UNROLL > 1 && blocks < kSmallGridBlocks) {  // small tensors: more, shorter blocks
+        ew_contiguous_kernel<N, 1, Fn, Tout, Tin...>
+            <<<dim3(unsigned(std::max<int64_t>(1, (chunks + kThreads - 1) / kThreads))), kThreads, 0, stream>>>(
+                fn, L.numel, L.scalar_mask, out, static_cast<const Tin*>(L.in[I])...);
+      } else {
+        ew_contiguous_kernel<N, UNROLL, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
+            fn, L.numel, L.scalar_mask, out, static_cast<const Tin*>(L.in[I])...);
+      }
     } else {
       constexpr int U = 4;
       const int64_t blocks = (L.numel + kThreads * U - 1) / (kThreads * U);

@@ -100,7 +100,7 @@ def scalar_like(value, like, d: DType):
         return torch.full((), value, dtype=torch_dtype(d), device=like.device)
     buf, finish = output(like, (), d)
     _C.elementwise_call("fill", buf, (), {"value": float(value)}, None, None)
-    return buf if fw == "jax" else finish(buf)
+    return finish(buf)
 
 
 def workspace_allocator(like):
