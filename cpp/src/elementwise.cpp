@@ -405,9 +405,14 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
       // Columns when out's innermost dim is kept and the gradient reads along it.
       s.L.reduce_columns = s.L.rank > 0 && s.L.stride[0][s.L.rank - 1] != 0 && s.L.stride[1][s.L.rank - 1] == 1;
       if (s.L.reduce_columns) {
-        // Enough blocks to fill the GPU: split the rows when the outputs alone are few.
-        const int64_t col_blocks = (K + 31) / 32;
-        s.L.splits = int(std::clamp<int64_t>(std::min<int64_t>(1024 / std::max<int64_t>(col_blocks, 1), R / 256), 1, 64));
+        // Enough blocks to fill the GPU: split the rows when the outputs alone are few. A
+        // block covers 32 x V outputs (V: the kernel's vector width along the kept dim).
+        size_t min_size = 16;
+        for (int i = 0; i < s.L.nin; ++i) min_size = std::min(min_size, dtype_size(s.L.in_dtype[i]));
+        const int64_t V = std::min<int64_t>(8, 16 / int64_t(min_size));
+        const int64_t per_block = s.L.shape[s.L.rank - 1] % V == 0 ? 32 * V : 32;
+        const int64_t col_blocks = (K + per_block - 1) / per_block;
+        s.L.splits = int(std::clamp<int64_t>(std::min<int64_t>(1024 / std::max<int64_t>(col_blocks, 1), R / 64), 1, 64));
       }
       const DType acc = dt == DType::Float64 ? DType::Float64 : DType::Float32;
       if (s.L.splits > 1) impl->workspace = (s.L.splits * K * int64_t(dtype_size(acc)) + 255) / 256 * 256;

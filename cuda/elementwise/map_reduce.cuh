@@ -90,6 +90,54 @@ map_reduce_columns_kernel(Fn fn, ReduceIndex<NARGS> ix, int64_t rows_per_split, 
   }
 }
 
+// Columns with V adjacent outputs per thread: 16-byte loads of every operand that is
+// contiguous along the innermost kept dim (a broadcast one is read once per chunk).
+template <int V, int NARGS, class A, class Fn, class Tout, class... Tin, size_t... I>
+__device__ __forceinline__ void columns_vec_step(const Fn& fn, const int64_t (&off)[NARGS], uint32_t vec_mask,
+                                                 A (&acc)[V], std::index_sequence<I...>, const Tin*... in) {
+  cuda::std::tuple<Chunk<Tin, V>...> x;
+  (load_chunk<V>(cuda::std::get<I>(x), in + off[I + 1], 0, !((vec_mask >> (I + 1)) & 1u)), ...);
+  A y[V];
+  fn.template map<V>(y, cuda::std::get<I>(x).v...);
+#pragma unroll
+  for (int v = 0; v < V; ++v) acc[v] += y[v];
+}
+
+template <int V, int NARGS, class A, class Fn, class Tout, class... Tin>
+__global__ void __launch_bounds__(256)
+map_reduce_columns_vec_kernel(Fn fn, ReduceIndex<NARGS> ix, uint32_t vec_mask, int64_t rows_per_split, A* partial,
+                              Tout* out, const Tin*... in) {
+  __shared__ A part[8][32 * V + 1];
+  const int64_t o = (int64_t(blockIdx.x) * 32 + threadIdx.x) * V;  // first of this thread's V outputs
+  A acc[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) acc[v] = A(0);
+  int64_t base[NARGS];
+  if (o < ix.K) {
+    ix.kept(o, base);
+    const int64_t r0 = int64_t(blockIdx.y) * rows_per_split;
+    const int64_t r1 = std::min(ix.R, r0 + rows_per_split);
+#pragma unroll 2
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+      int64_t off[NARGS];
+      ix.reduced(r, base, off);
+      columns_vec_step<V, NARGS, A, Fn, Tout, Tin...>(fn, off, vec_mask, acc, std::index_sequence_for<Tin...>{}, in...);
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < V; ++v) part[threadIdx.y][threadIdx.x * V + v] = acc[v];
+  __syncthreads();
+  if (threadIdx.y == 0 && o < ix.K) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      A sum = acc[v];
+      for (int s = 1; s < 8; ++s) sum += part[s][threadIdx.x * V + v];
+      if (gridDim.y == 1) out[base[0] + v * ix.kept_stride[0][0]] = convert<A, Tout>(sum, true);
+      else partial[int64_t(blockIdx.y) * ix.K + o + v] = sum;
+    }
+  }
+}
+
 template <int NARGS, class A, class Tout>
 __global__ void map_reduce_finish_kernel(ReduceIndex<NARGS> ix, int splits, const A* partial, Tout* out) {
   const int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -154,7 +202,28 @@ void launch_map_reduce_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t st
   Tout* out = static_cast<Tout*>(L.out);
   if (L.reduce_columns) {
     const int64_t rows = (ix.R + L.splits - 1) / L.splits;
-    map_reduce_columns_kernel<NARGS, A, Fn, Tout, Tin...>
+    // Vectors along the innermost kept dim when it divides and the vector operands align.
+    constexpr int V = std::max(1, std::min(8, 16 / int(std::min({sizeof(Tin)...}))));
+    bool vec_ok = V > 1 && ix.kept_size[0] % V == 0;
+    uint32_t vec_mask = 0;
+    const void* ptrs[NARGS - 1] = {L.in[I]...};
+    const size_t align[NARGS - 1] = {alignof(Chunk<Tin, V>)...};
+    const size_t esize[NARGS - 1] = {sizeof(Tin)...};
+    for (int a = 1; a < NARGS; ++a) {
+      if (ix.kept_stride[0][a] == 0) continue;
+      vec_ok = vec_ok && ix.kept_stride[0][a] == 1;
+      vec_mask |= 1u << a;
+      vec_ok = vec_ok && reinterpret_cast<uintptr_t>(ptrs[a - 1]) % align[a - 1] == 0;
+      for (int d = 1; d < ix.nkept; ++d)
+        vec_ok = vec_ok && (ix.kept_stride[d][a] * int64_t(esize[a - 1])) % int64_t(align[a - 1]) == 0;
+      for (int d = 0; d < ix.nred; ++d)
+        vec_ok = vec_ok && (ix.red_stride[d][a] * int64_t(esize[a - 1])) % int64_t(align[a - 1]) == 0;
+    }
+    if (vec_ok) {
+      map_reduce_columns_vec_kernel<V, NARGS, A, Fn, Tout, Tin...>
+          <<<dim3(unsigned((ix.K / V + 31) / 32), unsigned(L.splits)), dim3(32, 8), 0, stream>>>(
+              fn, ix, vec_mask, rows, static_cast<A*>(L.workspace), out, static_cast<const Tin*>(L.in[I])...);
+    } else map_reduce_columns_kernel<NARGS, A, Fn, Tout, Tin...>
         <<<dim3(unsigned((ix.K + 31) / 32), unsigned(L.splits)), dim3(32, 8), 0, stream>>>(
             fn, ix, rows, static_cast<A*>(L.workspace), out, static_cast<const Tin*>(L.in[I])...);
     check_launch("map_reduce_columns");
