@@ -144,8 +144,9 @@ std::string math_of(EwCategory c, int kind, DType t) {
   if (t == DType::Float64) return "f64 math (CUDA libm)";
   if (t == DType::Float32) return "f32 math (CUDA libm, <= 2 ulp transcendentals)";
   if (t == DType::Float16 || t == DType::BFloat16) {
-    const bool fast = c == EwCategory::Unary && (kind == int(ew::UnaryKind::Silu) ||
-                                                 kind == int(ew::UnaryKind::Sigmoid) || kind == int(ew::UnaryKind::Exp));
+    const bool fast = (c == EwCategory::Unary && (kind == int(ew::UnaryKind::Silu) ||
+                                                  kind == int(ew::UnaryKind::Sigmoid) || kind == int(ew::UnaryKind::Exp))) ||
+                      (c == EwCategory::UnaryBackward && kind == int(ew::UnaryKind::Silu));
     return std::string(fast ? "f32 math with hardware exp (a few f32 ulp)" : "f32 math") + ", one rounding to " +
            dtype_name(t);
   }

@@ -196,7 +196,10 @@ struct UnaryBackwardFn {
       case UnaryKind::Relu6: return each<N>(y, [](C g, C v) { return (v > C(0) && v < C(6)) ? g : C(0); }, g, x);
       case UnaryKind::Gelu: return each<N>(y, [](C g, C v) { return g * gelu_grad(v); }, g, x);
       case UnaryKind::GeluTanh: return each<N>(y, [](C g, C v) { return g * gelu_tanh_grad(v); }, g, x);
-      case UnaryKind::Silu: return each<N>(y, [](C g, C v) { return g * silu_grad(v); }, g, x);
+      case UnaryKind::Silu:
+        if constexpr (is_half_v<T>)  // as the forward: hardware exp, IEEE reciprocal
+          return each<N>(y, [](C g, C v) { C s = __frcp_rn(C(1) + __expf(-v)); return g * s * (C(1) + v * (C(1) - s)); }, g, x);
+        else return each<N>(y, [](C g, C v) { return g * silu_grad(v); }, g, x);
       case UnaryKind::Mish:
         return each<N>(y, [](C g, C v) {
           C sp = log1p(exp(v)), t = tanh(sp);
