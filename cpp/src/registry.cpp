@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "baracuda/elementwise.h"
 
 namespace baracuda {
@@ -32,31 +34,15 @@ BuildInfo build_info() {
   b.version = BARACUDA_VERSION;
   b.cuda_archs = BARACUDA_CUDA_ARCHS;
   b.cuda_runtime_version = CUDART_VERSION;
-#ifdef BARACUDA_ENABLE_CUDNN
-  b.features.push_back({"cudnn", true});
-#else
-  b.features.push_back({"cudnn", false});
-#endif
-#ifdef BARACUDA_ENABLE_NCCL
-  b.features.push_back({"nccl", true});
-#else
-  b.features.push_back({"nccl", false});
-#endif
-#ifdef BARACUDA_ENABLE_FA2
-  b.features.push_back({"fa2", true});
-#else
-  b.features.push_back({"fa2", false});
-#endif
-#ifdef BARACUDA_ENABLE_MARLIN
-  b.features.push_back({"marlin", true});
-#else
-  b.features.push_back({"marlin", false});
-#endif
-#ifdef BARACUDA_ENABLE_MAMBA
-  b.features.push_back({"mamba", true});
-#else
-  b.features.push_back({"mamba", false});
-#endif
+  // BARACUDA_FEATURES: "cudnn=0,nccl=1,...", written by CMake from the toggles.
+  const std::string f = BARACUDA_FEATURES;
+  for (size_t i = 0; i < f.size();) {
+    const size_t comma = std::min(f.find(',', i), f.size());
+    const std::string item = f.substr(i, comma - i);
+    const size_t eq = item.find('=');
+    b.features.push_back({item.substr(0, eq), item.substr(eq + 1) == "1"});
+    i = comma + 1;
+  }
   return b;
 }
 

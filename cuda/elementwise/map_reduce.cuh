@@ -62,36 +62,9 @@ __device__ __forceinline__ A map_at(const Fn& fn, const int64_t* off, std::index
   return y.v[0];
 }
 
-template <int NARGS, class A, class Fn, class Tout, class... Tin>
-__global__ void __launch_bounds__(256)
-map_reduce_columns_kernel(Fn fn, ReduceIndex<NARGS> ix, int64_t rows_per_split, A* partial, Tout* out,
-                          const Tin*... in) {
-  __shared__ A part[8][33];
-  const int64_t o = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  A acc = A(0);
-  int64_t base[NARGS];
-  if (o < ix.K) {
-    ix.kept(o, base);
-    const int64_t r0 = int64_t(blockIdx.y) * rows_per_split;
-    const int64_t r1 = std::min(ix.R, r0 + rows_per_split);
-#pragma unroll 4
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
-      int64_t off[NARGS];
-      ix.reduced(r, base, off);
-      acc += map_at<A, Fn, Tin...>(fn, off, std::index_sequence_for<Tin...>{}, in...);
-    }
-  }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && o < ix.K) {
-    for (int s = 1; s < 8; ++s) acc += part[s][threadIdx.x];
-    if (gridDim.y == 1) out[base[0]] = convert<A, Tout>(acc, true);
-    else partial[int64_t(blockIdx.y) * ix.K + o] = acc;
-  }
-}
-
 // Columns with V adjacent outputs per thread: 16-byte loads of every operand that is
 // contiguous along the innermost kept dim (a broadcast one is read once per chunk).
+// V = 1 is the plain columns kernel, for any strides.
 template <int V, int NARGS, class A, class Fn, class Tout, class... Tin, size_t... I>
 __device__ __forceinline__ void columns_vec_step(const Fn& fn, const int64_t (&off)[NARGS], uint32_t vec_mask,
                                                  A (&acc)[V], std::index_sequence<I...>, const Tin*... in) {
@@ -105,7 +78,7 @@ __device__ __forceinline__ void columns_vec_step(const Fn& fn, const int64_t (&o
 
 template <int V, int NARGS, class A, class Fn, class Tout, class... Tin>
 __global__ void __launch_bounds__(256)
-map_reduce_columns_vec_kernel(Fn fn, ReduceIndex<NARGS> ix, uint32_t vec_mask, int64_t rows_per_split, A* partial,
+map_reduce_columns_kernel(Fn fn, ReduceIndex<NARGS> ix, uint32_t vec_mask, int64_t rows_per_split, A* partial,
                               Tout* out, const Tin*... in) {
   __shared__ A part[8][32 * V + 1];
   const int64_t o = (int64_t(blockIdx.x) * 32 + threadIdx.x) * V;  // first of this thread's V outputs
@@ -220,12 +193,14 @@ void launch_map_reduce_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t st
         vec_ok = vec_ok && (ix.red_stride[d][a] * int64_t(esize[a - 1])) % int64_t(align[a - 1]) == 0;
     }
     if (vec_ok) {
-      map_reduce_columns_vec_kernel<V, NARGS, A, Fn, Tout, Tin...>
+      map_reduce_columns_kernel<V, NARGS, A, Fn, Tout, Tin...>
           <<<dim3(unsigned((ix.K / V + 31) / 32), unsigned(L.splits)), dim3(32, 8), 0, stream>>>(
               fn, ix, vec_mask, rows, static_cast<A*>(L.workspace), out, static_cast<const Tin*>(L.in[I])...);
-    } else map_reduce_columns_kernel<NARGS, A, Fn, Tout, Tin...>
-        <<<dim3(unsigned((ix.K + 31) / 32), unsigned(L.splits)), dim3(32, 8), 0, stream>>>(
-            fn, ix, rows, static_cast<A*>(L.workspace), out, static_cast<const Tin*>(L.in[I])...);
+    } else {
+      map_reduce_columns_kernel<1, NARGS, A, Fn, Tout, Tin...>
+          <<<dim3(unsigned((ix.K + 31) / 32), unsigned(L.splits)), dim3(32, 8), 0, stream>>>(
+              fn, ix, 0u, rows, static_cast<A*>(L.workspace), out, static_cast<const Tin*>(L.in[I])...);
+    }
     check_launch("map_reduce_columns");
     if (L.splits > 1) {
       map_reduce_finish_kernel<NARGS, A, Tout><<<unsigned((ix.K + 255) / 256), 256, 0, stream>>>(
