@@ -347,15 +347,15 @@ def test_plan_run_refusals():
     base = R.make((32 * 64 + 1,), torch.float32, g=g)
     IA, ID = errors.InvalidArgument, errors.InvalidDType
     cases = [
-        (IA, lambda: plan.run(out, R.make((32, 63), torch.float32), y), ["input 0", "shape"]),
-        (IA, lambda: plan.run(out, x, R.make((33, 64), torch.float32)), ["input 1", "shape"]),
+        (IA, lambda: plan.run(out, R.make((32, 63), torch.float32), y), ["a", "shape"]),
+        (IA, lambda: plan.run(out, x, R.make((33, 64), torch.float32)), ["b", "shape"]),
         (IA, lambda: plan.run(R.poison((64, 32), torch.float32), x, y), ["out", "shape"]),
-        (ID, lambda: plan.run(out, x.half(), y), ["input 0", "float16"]),
+        (ID, lambda: plan.run(out, x.half(), y), ["a", "float16"]),
         (ID, lambda: plan.run(R.poison((32, 64), torch.float64), x, y), ["out", "float64"]),
-        (IA, lambda: plan.run(out, R.make((64, 32), torch.float32).t(), y), ["input 0", "strides"]),
+        (IA, lambda: plan.run(out, R.make((64, 32), torch.float32).t(), y), ["a", "strides"]),
         (IA, lambda: plan.run(out, x, y.cpu()), ["input 1", "CUDA"]),
         (IA, lambda: plan.run(out.cpu(), x, y), ["out", "CUDA"]),
-        (IA, lambda: plan.run(base[1:].view(32, 64), base[:-1].view(32, 64), y), ["overlaps", "input 0"]),
+        (IA, lambda: plan.run(base[1:].view(32, 64), base[:-1].view(32, 64), y), ["overlaps", "a"]),
         (IA, lambda: plan.run(out, x), ["input"]),
         (IA, lambda: plan.run(out, x, y, stream="nope"), ["stream"]),
     ]

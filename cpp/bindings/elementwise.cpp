@@ -122,7 +122,7 @@ void init_elementwise(nb::module_& m) {
       .def_prop_ro("sku", &ElementwisePlan::sku, "The kernel this plan runs, and its precision guarantee.")
       .def_prop_ro("descriptor", &ElementwisePlan::descriptor)
       .def("workspace_bytes", &ElementwisePlan::workspace_bytes, "Bytes of scratch memory run() needs (0 for most ops).")
-      .def("run", &run_plan, "out"_a, "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
+      .def("run", &run_plan, "out"_a.none(), "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
            "Check the tensors against the descriptor and launch on `stream` (default: the current stream of the "
            "inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).");
 

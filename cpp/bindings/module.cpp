@@ -3,6 +3,9 @@
 
 NB_MODULE(_C, m) {
   m.doc() = "baracuda core bindings (use the baracuda package, not this module directly)";
+  // Plans and cached framework callables live until exit by design; user scripts that hold
+  // baracuda objects in globals at shutdown would otherwise see nanobind's leak report.
+  nb::set_leak_warnings(false);
   baracuda::py::init_core(m);
   baracuda::py::init_elementwise(m);
 }

@@ -162,6 +162,7 @@ struct ElementwisePlan::Impl {
   KernelSku sku;
   std::vector<Step> steps;
   int64_t workspace = 0;
+  std::vector<std::string> names;      // operand names for messages ("x", "a", "grad_out", ...)
   DType accumulator = DType::Float32;  // map-reduce plans: the type partial sums are held in
   bool reduces() const { return !steps.empty() && steps[0].L.map_reduce; }
 };
@@ -224,6 +225,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   if (cat == EwCategory::TernaryBackward && info->kind == int(ew::TernaryKind::Where)) nm = kWhereBackNames;
   for (int i = 0; i < info->arity; ++i) names.push_back(nm[i]);
   if (cat == EwCategory::UnaryBackward || cat == EwCategory::GatedBackward) names = {"grad_out", "x"};
+  impl->names = names;
 
   // Ranks, shapes, strides.
   auto check_spec = [&](const TensorSpec& s, const std::string& name) {
@@ -532,7 +534,7 @@ void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& 
                             std::to_string(out.device) + "; all operands must be on one device");
   };
   check(out, I.desc.out, "out");
-  static const char* kIn[] = {"input 0", "input 1", "input 2", "input 3"};
+  const auto& kIn = I.names;
   for (size_t i = 0; i < inputs.size(); ++i) check(inputs[i], I.desc.inputs[i], kIn[i]);
   // Aliasing: an input may be the output itself (in place), never a partial overlap. Gated
   // ops read two halves of their input, so for them any overlap is refused.
@@ -554,7 +556,7 @@ void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& 
     auto hits = [&](std::pair<uintptr_t, uintptr_t> r) { return r.first < w + I.workspace && w < r.second; };
     if (hits(orange)) throw InvalidArgument(op + ": workspace overlaps out");
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (hits(byte_range(inputs[i]))) throw InvalidArgument(op + ": workspace overlaps " + std::string(kIn[i]));
+      if (hits(byte_range(inputs[i]))) throw InvalidArgument(op + ": workspace overlaps " + kIn[i]);
   }
   if (out.numel() == 0) return;
 

@@ -52,6 +52,9 @@ def _tensors(name, args, data=None):
     like = next((a for a in args if _is_tensor(a)), None)
     if like is None:
         raise InvalidArgument(f"{name}: needs at least one CUDA tensor argument")
+    for i, a in enumerate(args):
+        if _is_tensor(a) and _interop.framework(a) == "numpy":
+            raise InvalidArgument(f"{name}: argument {i} is a numpy (CPU) array; expected a CUDA tensor")
     data = range(len(args)) if data is None else data
     src = next((args[i] for i in data if _is_tensor(args[i])), None)
     if src is not None:
