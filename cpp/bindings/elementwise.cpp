@@ -34,11 +34,13 @@ void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& input
               nb::handle stream) {
   static const char* kNames[] = {"input 0", "input 1", "input 2", "input 3"};
   Imported o = import_tensor(out, "out", true);
-  std::vector<Imported> ins;
-  ins.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size() && i < 4; ++i) ins.push_back(import_tensor(inputs[i], kNames[i], false));
-  std::vector<TensorView> views;
-  for (auto& i : ins) views.push_back(i.view);
+  const int n = int(std::min<size_t>(inputs.size(), 4));
+  Imported ins[4];
+  TensorView views[4];
+  for (int i = 0; i < n; ++i) {
+    ins[i] = import_tensor(inputs[i], kNames[i], false);
+    views[i] = ins[i].view;
+  }
   void* ws = nullptr;
   int64_t ws_size = 0;
   Imported w;
@@ -47,13 +49,13 @@ void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& input
     ws = w.view.data;
     ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
   }
-  const Imported& like = ins.empty() ? o : ins[0];
+  const Imported& like = n == 0 ? o : ins[0];
   StreamHandle s = resolve_stream(stream, like);
   if (inputs.size() > 4)
     throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(inputs.size()) + " inputs");
   {
     nb::gil_scoped_release release;
-    plan.run(o.view, views, ws, ws_size, s);
+    plan.run(o.view, views, n, ws, ws_size, s);
   }
   finish_for_framework(like, s);
 }
@@ -133,7 +135,7 @@ void init_elementwise(nb::module_& m) {
           if (inputs.size() > 4) throw InvalidArgument(op + ": at most 4 inputs");
           Imported o = import_tensor(out, "out", true);
           Imported ins[4];
-          std::vector<TensorView> views;
+          TensorView views[4];
           std::string key = op;
           key.push_back('\0');
           for (auto& [k, v] : params) {
@@ -143,7 +145,7 @@ void init_elementwise(nb::module_& m) {
           append_key(key, o.view);
           for (size_t i = 0; i < inputs.size(); ++i) {
             ins[i] = import_tensor(inputs[i], kNames[i], false);
-            views.push_back(ins[i].view);
+            views[i] = ins[i].view;
             append_key(key, ins[i].view);
           }
           auto& cache = plan_cache();
@@ -151,7 +153,7 @@ void init_elementwise(nb::module_& m) {
           if (it == cache.end()) {
             if (cache.size() >= 4096) cache.clear();  // bound the cache; plans are cheap to rebuild
             ElementwiseDescriptor d{op, {}, spec_of(o.view), params};
-            for (auto& v : views) d.inputs.push_back(spec_of(v));
+            for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
             it = cache.emplace(key, ElementwisePlan::select(d)).first;
           }
           const ElementwisePlan plan = it->second;  // a copy: another thread may clear the cache while we run
@@ -169,7 +171,7 @@ void init_elementwise(nb::module_& m) {
           StreamHandle s = resolve_stream(stream, like);
           {
             nb::gil_scoped_release release;
-            plan.run(o.view, views, ws, ws_size, s);
+            plan.run(o.view, views, int(inputs.size()), ws, ws_size, s);
           }
           finish_for_framework(like, s);
         },

@@ -507,12 +507,12 @@ bool same_view(const TensorView& a, const TensorView& b) {
 }
 }  // namespace
 
-void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& inputs, void* workspace,
+void ElementwisePlan::run(const TensorView& out, const TensorView* inputs, int num_inputs, void* workspace,
                           int64_t workspace_size, StreamHandle stream) const {
   const Impl& I = *impl_;
   const std::string& op = I.info->name;
-  if (int(inputs.size()) != I.info->arity)
-    throw InvalidArgument(op + ": run() got " + std::to_string(inputs.size()) + " inputs, the plan takes " +
+  if (num_inputs != I.info->arity)
+    throw InvalidArgument(op + ": run() got " + std::to_string(num_inputs) + " inputs, the plan takes " +
                           std::to_string(I.info->arity));
   auto check = [&](const TensorView& v, const TensorSpec& s, const std::string& name) {
     if (v.dtype != s.dtype)
@@ -535,12 +535,12 @@ void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& 
   };
   check(out, I.desc.out, "out");
   const auto& kIn = I.names;
-  for (size_t i = 0; i < inputs.size(); ++i) check(inputs[i], I.desc.inputs[i], kIn[i]);
+  for (int i = 0; i < num_inputs; ++i) check(inputs[i], I.desc.inputs[i], kIn[i]);
   // Aliasing: an input may be the output itself (in place), never a partial overlap. Gated
   // ops read two halves of their input, so for them any overlap is refused.
   const bool gated = I.info->category == EwCategory::Gated || I.info->category == EwCategory::GatedBackward;
   const auto orange = byte_range(out);
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (int i = 0; i < num_inputs; ++i) {
     const auto r = byte_range(inputs[i]);
     const bool overlap = r.first < orange.second && orange.first < r.second;
     if (overlap && (gated || I.reduces() || !same_view(out, inputs[i])))
@@ -555,7 +555,7 @@ void ElementwisePlan::run(const TensorView& out, const std::vector<TensorView>& 
     if (w % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
     auto hits = [&](std::pair<uintptr_t, uintptr_t> r) { return r.first < w + I.workspace && w < r.second; };
     if (hits(orange)) throw InvalidArgument(op + ": workspace overlaps out");
-    for (size_t i = 0; i < inputs.size(); ++i)
+    for (int i = 0; i < num_inputs; ++i)
       if (hits(byte_range(inputs[i]))) throw InvalidArgument(op + ": workspace overlaps " + kIn[i]);
   }
   if (out.numel() == 0) return;

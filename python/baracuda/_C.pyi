@@ -223,7 +223,7 @@ class ElementwisePlan:
     def workspace_bytes(self) -> int:
         """Bytes of scratch memory run() needs (0 for most ops)."""
 
-    def run(self, out: object, *inputs, workspace: object | None = None, stream: object | None = None) -> None:
+    def run(self, out: object | None, *inputs, workspace: object | None = None, stream: object | None = None) -> None:
         """
         Check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).
         """

@@ -68,9 +68,14 @@ class ElementwisePlan {
   int64_t workspace_bytes() const;
   // Checks the tensors against the descriptor (shape, dtype, strides, device, aliasing,
   // workspace) and launches on `stream`. Never allocates, never synchronizes.
-  void run(const TensorView& out, const std::vector<TensorView>& inputs,
+  void run(const TensorView& out, const TensorView* inputs, int num_inputs,
            void* workspace = nullptr, int64_t workspace_size = 0,
            StreamHandle stream = nullptr) const;
+  void run(const TensorView& out, const std::vector<TensorView>& inputs,
+           void* workspace = nullptr, int64_t workspace_size = 0,
+           StreamHandle stream = nullptr) const {
+    run(out, inputs.data(), int(inputs.size()), workspace, workspace_size, stream);
+  }
 
   struct Impl;
   ElementwisePlan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
