@@ -2,7 +2,7 @@
 # Regenerate the type stubs of the compiled module baracuda._C with nanobind's stubgen,
 # from the *installed* package (build and install first: pip install .).
 #   stubs/baracuda/_C.pyi      the reviewed copy; tests/test_stubs.py fails when it drifts
-#   python/baracuda/_C.pyi     the same file, shipped in the wheel next to _C.*.so
+#   (CMake installs that file into the wheel next to _C.*.so)
 #   python/baracuda/py.typed   PEP 561 marker, so type checkers read the inline stubs
 # stubgen output differs between nanobind versions; use the pinned one (pyproject.toml).
 set -euo pipefail
@@ -17,6 +17,5 @@ fi
 # Run outside the checkout so `import baracuda` finds the installed package.
 cd "$(mktemp -d)"
 "$PYTHON" -m nanobind.stubgen -q -m baracuda._C -o "$root/stubs/baracuda/_C.pyi"
-cp "$root/stubs/baracuda/_C.pyi" "$root/python/baracuda/_C.pyi"
 : > "$root/python/baracuda/py.typed"
-echo "wrote stubs/baracuda/_C.pyi, python/baracuda/_C.pyi, python/baracuda/py.typed"
+echo "wrote stubs/baracuda/_C.pyi and python/baracuda/py.typed"
