@@ -19,7 +19,10 @@
 
 namespace baracuda::kernels {
 
-constexpr int kThreads = 256;
+#ifndef BARACUDA_EW_THREADS
+#define BARACUDA_EW_THREADS 256
+#endif
+constexpr int kThreads = BARACUDA_EW_THREADS;  // threads per block of the map kernels
 // Bytes of the widest operand each thread keeps in flight on the vector paths.
 #ifndef BARACUDA_EW_BYTES_IN_FLIGHT
 #define BARACUDA_EW_BYTES_IN_FLIGHT 32
