@@ -565,6 +565,19 @@ def test_functional_refuses_cpu_and_non_tensors():
     refused(errors.InvalidArgument, lambda: bc.add(1.0, 2.0), "add", "CUDA tensor")
     refused(errors.InvalidArgument, lambda: bc.silu(x, beta=1.0), "silu", "beta")
     refused(errors.InvalidArgument, lambda: bc.add(x), "add", "takes 2")
+    refused(errors.InvalidArgument, lambda: bc.mul(x, x), "mul", "argument 0", "numpy")
+
+
+class _BareDLPack:  # speaks DLPack but has no .shape / .dtype
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("must be refused before any import")
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_functional_refuses_objects_without_shape_and_dtype():
+    refused(errors.InvalidArgument, lambda: bc.exp(_BareDLPack()), "exp", "argument 0", "_BareDLPack", ".shape")
 
 
 def test_every_op_has_a_documented_function():

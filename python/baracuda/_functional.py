@@ -53,8 +53,13 @@ def _tensors(name, args, data=None):
     if like is None:
         raise InvalidArgument(f"{name}: needs at least one CUDA tensor argument")
     for i, a in enumerate(args):
-        if _is_tensor(a) and _interop.framework(a) == "numpy":
+        if not _is_tensor(a):
+            continue
+        if _interop.framework(a) == "numpy":
             raise InvalidArgument(f"{name}: argument {i} is a numpy (CPU) array; expected a CUDA tensor")
+        if not (hasattr(a, "shape") and hasattr(a, "dtype")):
+            raise InvalidArgument(f"{name}: argument {i} ({type(a).__name__}) has no .shape / .dtype; the functional "
+                                  "API needs array-like tensors (plan.run takes any DLPack object)")
     data = range(len(args)) if data is None else data
     src = next((args[i] for i in data if _is_tensor(args[i])), None)
     if src is not None:
