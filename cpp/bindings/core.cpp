@@ -25,10 +25,9 @@ PyObject* error_class(ErrorCode c) {
   return classes[i];
 }
 
-std::vector<int64_t> shape_of(const nb::handle& seq, const char* what) {
+std::vector<int64_t> shape_of(const nb::handle& seq) {
   std::vector<int64_t> v;
   for (nb::handle x : seq) v.push_back(nb::cast<int64_t>(x));
-  (void)what;
   return v;
 }
 
@@ -73,7 +72,7 @@ void init_core(nb::module_& m) {
   nb::class_<TensorSpec>(m, "TensorSpec", "Shape, dtype and strides (in elements) of an operand, without data.")
       .def("__init__",
            [](TensorSpec* s, nb::handle shape, DType dtype, std::optional<std::vector<int64_t>> strides) {
-             new (s) TensorSpec{shape_of(shape, "shape"), dtype, strides.value_or(std::vector<int64_t>{})};
+             new (s) TensorSpec{shape_of(shape), dtype, strides.value_or(std::vector<int64_t>{})};
            },
            "shape"_a, "dtype"_a, "strides"_a = nb::none())
       .def_prop_ro("shape", [](const TensorSpec& s) { return s.shape; })

@@ -418,7 +418,12 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
         s.L.splits = int(std::clamp<int64_t>(std::min<int64_t>(1024 / std::max<int64_t>(col_blocks, 1), R / 64), 1, 64));
       }
       const DType acc = dt == DType::Float64 ? DType::Float64 : DType::Float32;
-      if (s.L.splits > 1) impl->workspace = (s.L.splits * K * int64_t(dtype_size(acc)) + 255) / 256 * 256;
+      // Each split keeps K partial sums in the workspace; a workspace limit lowers the split
+      // count (one split needs no workspace at all).
+      const int64_t per_split = K * int64_t(dtype_size(acc));
+      auto bytes = [&](int splits) { return splits > 1 ? (splits * per_split + 255) / 256 * 256 : int64_t(0); };
+      while (pref.workspace_limit >= 0 && s.L.splits > 1 && bytes(s.L.splits) > pref.workspace_limit) --s.L.splits;
+      impl->workspace = bytes(s.L.splits);
       impl->accumulator = acc;
     }
     impl->steps.push_back(s);
@@ -439,15 +444,6 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
     }
     build_geometry(s.L, desc.out.shape, ops);
     impl->steps.push_back(s);
-  }
-
-  if (pref.workspace_limit >= 0 && impl->workspace > pref.workspace_limit) {
-    // Fewer row splits fit the limit; one split needs no workspace at all.
-    Step& s = impl->steps[0];
-    const int64_t per_split = impl->workspace / s.L.splits;
-    s.L.splits = int(std::max<int64_t>(1, pref.workspace_limit / std::max<int64_t>(per_split, 1)));
-    impl->workspace = s.L.splits > 1 ? (s.L.splits * per_split + 255) / 256 * 256 : 0;
-    if (impl->workspace > pref.workspace_limit) { s.L.splits = 1; impl->workspace = 0; }
   }
 
   // The SKU, derived from the steps just built.

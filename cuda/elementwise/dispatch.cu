@@ -1,6 +1,7 @@
 // Runtime (category, dtype) -> the launcher instantiated for it. The predicates here are the
 // single source of truth for has_kernel(), which select() consults.
 #include "elementwise/kernels.h"
+#include "elementwise/ops.h"
 
 namespace baracuda::ew {
 using namespace kernels;
@@ -51,7 +52,7 @@ bool has_kernel(EwCategory c, DType in, DType out) {
 }
 
 void launch(const EwLaunch& L, void* stream) {
-  const DType k = key_dtype(L.category, L.in_dtype[L.category == EwCategory::Ternary && L.kind == 0 ? 1 : 0],
+  const DType k = key_dtype(L.category, L.in_dtype[L.category == EwCategory::Ternary && L.kind == int(TernaryKind::Where) ? 1 : 0],
                             L.out_dtype);
   kernels::dispatch_dtype(k, [&](auto tag) { launch_typed<typename decltype(tag)::type>(L, stream); });
 }

@@ -248,7 +248,7 @@ ew_transpose_kernel(Fn fn, Indexer<2, uint32_t> outer, FastDiv tiles_i, FastDiv 
 }
 
 // ---- host launcher -------------------------------------------------------------------------
-template <class T> inline bool aligned_to(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 template <class Tout, class... Tin> constexpr int min_size() { return int(std::min({sizeof(Tout), sizeof(Tin)...})); }
 template <class Tout, class... Tin> constexpr int max_size() { return int(std::max({sizeof(Tout), sizeof(Tin)...})); }
@@ -261,9 +261,9 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
   if (L.contiguous) {
     constexpr int N = std::max(1, std::min(16, 16 / min_size<Tout, Tin...>()));
     constexpr int UNROLL = unroll_for<N * max_size<Tout, Tin...>()>();
-    bool vec_ok = aligned_to<Tout>(L.out, alignof(Chunk<Tout, N>));
+    bool vec_ok = aligned_to(L.out, alignof(Chunk<Tout, N>));
     ((vec_ok = vec_ok && (((L.scalar_mask >> I) & 1u) ||
-                          aligned_to<Tin>(L.in[I], alignof(Chunk<Tin, N>)))), ...);
+                          aligned_to(L.in[I], alignof(Chunk<Tin, N>)))), ...);
     if (vec_ok) {
       const int64_t chunks = L.numel / N;
       const int64_t blocks = std::max<int64_t>(1, (chunks + kThreads * UNROLL - 1) / (kThreads * UNROLL));
@@ -331,7 +331,7 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
       for (int a = 0; a < NIN + 1; ++a) {
         if (L.stride[a][L.rank - 1] == 0) continue;
         mask |= 1u << a;
-        vec_ok = vec_ok && reinterpret_cast<uintptr_t>(ptrs[a]) % align[a] == 0;
+        vec_ok = vec_ok && aligned_to(ptrs[a], align[a]);
         for (int d = 0; d < L.rank - 1; ++d)
           vec_ok = vec_ok && (L.stride[a][d] * int64_t(esize[a])) % int64_t(align[a]) == 0;
       }

@@ -186,7 +186,7 @@ void launch_map_reduce_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t st
       if (ix.kept_stride[0][a] == 0) continue;
       vec_ok = vec_ok && ix.kept_stride[0][a] == 1;
       vec_mask |= 1u << a;
-      vec_ok = vec_ok && reinterpret_cast<uintptr_t>(ptrs[a - 1]) % align[a - 1] == 0;
+      vec_ok = vec_ok && aligned_to(ptrs[a - 1], align[a - 1]);
       for (int d = 1; d < ix.nkept; ++d)
         vec_ok = vec_ok && (ix.kept_stride[d][a] * int64_t(esize[a - 1])) % int64_t(align[a - 1]) == 0;
       for (int d = 0; d < ix.nred; ++d)

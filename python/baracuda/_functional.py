@@ -108,7 +108,7 @@ def _make_forward(name, row):
     return fn
 
 
-def _make_backward(name, row, fwd_row):
+def _make_backward(name, row):
     cat = row["category"]
 
     def fn(grad_out, *inputs, stream=None, **params):
@@ -169,8 +169,7 @@ def _build():
         if name in ("cast", "fill"):
             continue
         if row["category"].endswith("_backward"):
-            fwd = name[: -len("_backward")]
-            ns[name] = _make_backward(name, row, _OPS.get(fwd))
+            ns[name] = _make_backward(name, row)
         else:
             ns[name] = _make_forward(name, row)
     ns.update(cast=cast, fill=fill, full_like=full_like)

@@ -85,12 +85,6 @@ def _identity(x):
     return x
 
 
-def empty(like, shape, d: DType):
-    """An uninitialised tensor of `shape` and dtype `d` in `like`'s framework and device."""
-    buf, finish = output(like, shape, d)
-    return finish(buf)
-
-
 def scalar_like(value, like, d: DType):
     """A 0-d device tensor holding `value`, for scalar operands of binary / ternary ops."""
     fw = framework(like)
