@@ -3,13 +3,14 @@
 # and a short summary printed LAST (the device reply keeps only the end of the output).
 #
 #   bash tools/gpu_check.sh                 # everything
-#   bash tools/gpu_check.sh --quick         # arguments go to bench/bench_elementwise.py
-#   SKIP_BUILD=1 SKIP_TESTS=1 bash tools/gpu_check.sh --rows silu
+#   bash tools/gpu_check.sh --quick         # arguments go to every bench/bench_<family>.py
+#   BENCHES=elementwise SKIP_BUILD=1 SKIP_TESTS=1 bash tools/gpu_check.sh --rows silu
 #   PYTEST_ARGS='-k exp' BENCH_ARGS='--quick' bash tools/gpu_check.sh
 #
-# Knobs: SKIP_BUILD=1, SKIP_TESTS=1, SKIP_BENCH=1, PYTEST_ARGS, BENCH_ARGS, PYTEST_TIMEOUT (s, per
-# test, default 600), BARACUDA_CUDA_ARCHS (default 90). Logs and results go to ${OUT:-/tmp/out}:
-# build.log, pytest.log, bench.log, bench_elementwise.{md,json,txt}.
+# Knobs: SKIP_BUILD=1, SKIP_TESTS=1, SKIP_BENCH=1, BENCHES (families, default: every
+# bench/bench_*.py), PYTEST_ARGS, BENCH_ARGS, PYTEST_TIMEOUT (s, per test, default 600),
+# BARACUDA_CUDA_ARCHS (default 90). Logs and results go to ${OUT:-/tmp/out}:
+# build.log, pytest.log, bench_<family>.{log,md,json,txt}.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -102,22 +103,28 @@ if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
   failed_lines=$(grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" | head -n 10 || true)
 fi
 
-# ---- benchmark ---------------------------------------------------------------------------
+# ---- benchmarks: bench/bench_<family>.py for each family in BENCHES ------------------------
+BENCHES=${BENCHES:-$(ls bench/bench_*.py | sed -e 's#bench/bench_##' -e 's#\.py##' | tr '\n' ' ')}
 bench_status="skipped (SKIP_BENCH=1)"
+bench_rc=0
 if [[ "${SKIP_BENCH:-0}" != "1" ]]; then
   eval "bench_extra=(${BENCH_ARGS:-})"
-  section "python3 bench/bench_elementwise.py ${BENCH_ARGS:-} $*"
-  rm -f "$OUT/bench_elementwise.txt"
-  tbe=$(now)
-  set +e
-  python3 bench/bench_elementwise.py ${bench_extra[@]+"${bench_extra[@]}"} "$@" 2>&1 | tee "$OUT/bench.log"
-  bench_rc=${PIPESTATUS[0]}
-  set -e
-  case "$bench_rc" in
-    0) bench_status="ok in $(since "$tbe") s" ;;
-    3) bench_status="ran in $(since "$tbe") s, with failed rows (exit 3; see the table)" ;;
-    *) bench_status="FAILED (exit $bench_rc); see $OUT/bench.log" ;;
-  esac
+  bench_status=""
+  for fam in $BENCHES; do
+    section "python3 bench/bench_$fam.py ${BENCH_ARGS:-} $*"
+    rm -f "$OUT/bench_$fam.txt"
+    tbe=$(now)
+    set +e
+    python3 bench/bench_$fam.py ${bench_extra[@]+"${bench_extra[@]}"} "$@" 2>&1 | tee "$OUT/bench_$fam.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    case "$rc" in
+      0) bench_status+=" $fam: ok in $(since "$tbe") s;" ;;
+      3) bench_status+=" $fam: failed rows (exit 3; see the table);" ;;
+      *) bench_status+=" $fam: FAILED (exit $rc; see $OUT/bench_$fam.log);" ;;
+    esac
+    [[ "$rc" == 0 ]] || bench_rc=$rc
+  done
 fi
 
 # ---- summary (last, short) ---------------------------------------------------------------
@@ -131,13 +138,15 @@ if [[ -n "$failed_lines" ]]; then
 fi
 echo "bench:  $bench_status"
 if [[ "${SKIP_BENCH:-0}" != "1" ]]; then
-  if [[ -s "$OUT/bench_elementwise.txt" ]]; then
-    echo
-    cat "$OUT/bench_elementwise.txt"
-  else
-    echo "(no benchmark table; last lines of $OUT/bench.log:)"
-    tail -n 20 "$OUT/bench.log" || true
-  fi
+  for fam in $BENCHES; do
+    if [[ -s "$OUT/bench_$fam.txt" ]]; then
+      echo
+      cat "$OUT/bench_$fam.txt"
+    else
+      echo "(no $fam table; last lines of $OUT/bench_$fam.log:)"
+      tail -n 20 "$OUT/bench_$fam.log" || true
+    fi
+  done
 fi
 echo
 echo "total:  $(since "$T0") s; logs and results in $OUT"
