@@ -691,7 +691,11 @@ def test_devices_without_gpu_is_empty_not_an_error():
 
 def test_registry_matches_op_table():
     fams = bc.families()
-    assert [f["name"] for f in fams] == ["elementwise"]
+    names = [f["name"] for f in fams]
+    assert names[0] == "elementwise" and len(set(names)) == len(names)
+    assert {"gemm", "softmax", "loss", "norm", "reduction"} <= set(names)
+    for f in fams:
+        assert f["plan"].endswith("Plan") and f["summary"] and f["ops"], f["name"]
     ew = fams[0]
     assert ew["plan"] == "ElementwisePlan" and ew["summary"]
     forward = {r["name"]: r for r in OPS.values() if not r["category"].endswith("_backward")}

@@ -97,7 +97,8 @@ def render(bc=None) -> str:
         for op in fam["ops"]:
             if op["kind"] not in kinds:
                 kinds.append(op["kind"])
-        kinds.sort(key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER) + kinds.index(k))
+        seen = list(kinds)  # order of appearance, for kinds KIND_ORDER does not list
+        kinds.sort(key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER) + seen.index(k))
         for kind in kinds:
             rows = [op for op in fam["ops"] if op["kind"] == kind]
             w(f"### {KIND_TITLE.get(kind, kind)}")

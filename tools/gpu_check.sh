@@ -7,7 +7,8 @@
 #   BENCHES=elementwise SKIP_BUILD=1 SKIP_TESTS=1 bash tools/gpu_check.sh --rows silu
 #   PYTEST_ARGS='-k exp' BENCH_ARGS='--quick' bash tools/gpu_check.sh
 #
-# Knobs: SKIP_BUILD=1, SKIP_TESTS=1, SKIP_BENCH=1, BENCHES (families, default: every
+# Knobs: SKIP_BUILD=1, SKIP_TESTS=1, SKIP_BENCH=1, REGENERATE=1 (stubs + docs/ops.md from
+# this build, copied to $OUT/generated), BENCHES (families, default: every
 # bench/bench_*.py), PYTEST_ARGS, BENCH_ARGS, PYTEST_TIMEOUT (s, per test, default 600),
 # BARACUDA_CUDA_ARCHS (default 90). Logs and results go to ${OUT:-/tmp/out}:
 # build.log, pytest.log, bench_<family>.{log,md,json,txt}.
@@ -70,6 +71,17 @@ fi
 section "python3 -m baracuda"
 info_status=ok
 python3 -m baracuda || info_status="FAILED (exit $?)"
+
+# ---- generated files (REGENERATE=1): stubs and docs/ops.md from this build, also into $OUT ---
+if [[ "${REGENERATE:-0}" == "1" ]]; then
+  section "regenerate stubs/baracuda/_C.pyi and docs/ops.md"
+  (cd "$(mktemp -d)" && python3 -m nanobind.stubgen -q -m baracuda._C -o "$OLDPWD/stubs/baracuda/_C.pyi")
+  python3 tools/gen_ops_doc.py
+  mkdir -p "$OUT/generated"
+  cp stubs/baracuda/_C.pyi docs/ops.md "$OUT/generated/"
+  # the installed package carries its own copy of the stub: refresh it too
+  cp stubs/baracuda/_C.pyi "$(python3 -c 'import baracuda, os; print(os.path.dirname(baracuda.__file__))')/_C.pyi"
+fi
 
 # ---- tests -------------------------------------------------------------------------------
 tests_status="skipped (SKIP_TESTS=1)"

@@ -44,6 +44,27 @@ std::string py_type_name(nb::handle h) {
 }
 }  // namespace
 
+TensorSpec spec_of(const TensorView& v) {
+  TensorSpec s;
+  s.shape.assign(v.shape, v.shape + v.ndim);
+  s.dtype = v.dtype;
+  s.strides.assign(v.strides, v.strides + v.ndim);
+  for (int i = 0; i < v.ndim; ++i)
+    if (v.shape[i] == 1) s.strides[i] = 0;  // a size-1 dim's stride carries no meaning
+  if (s.strides == contiguous_strides(s.shape)) s.strides.clear();
+  return s;
+}
+
+void append_key(std::string& key, const TensorView& v) {
+  key.push_back(char(v.dtype));
+  key.push_back(char(v.ndim));
+  key.append(reinterpret_cast<const char*>(v.shape), sizeof(int64_t) * v.ndim);
+  for (int i = 0; i < v.ndim; ++i) {
+    const int64_t st = v.shape[i] == 1 ? 0 : v.strides[i];
+    key.append(reinterpret_cast<const char*>(&st), sizeof st);
+  }
+}
+
 DType dtype_from_dlpack(nb::dlpack::dtype t, const char* name) {
   using C = nb::dlpack::dtype_code;
   if (t.lanes != 1) throw Unsupported(std::string(name) + ": vector dtypes (lanes > 1) are not supported");

@@ -29,10 +29,21 @@ StreamHandle resolve_stream(nb::handle stream, const Imported& like);
 // JAX cannot be told about our stream: after launching on JAX arrays, wait for the work.
 void finish_for_framework(const Imported& like, StreamHandle stream);
 
+// The spec a view matches (size-1 dims' strides zeroed, contiguous strides dropped): what a
+// functional entry puts in the descriptor it selects a plan for.
+TensorSpec spec_of(const TensorView& v);
+// Appends a view's dtype, shape and strides to a plan-cache key.
+void append_key(std::string& key, const TensorView& v);
+
 DType dtype_from_dlpack(nb::dlpack::dtype t, const char* name);
 nb::dlpack::dtype dlpack_from_dtype(DType t);
 
 void init_core(nb::module_& m);
 void init_elementwise(nb::module_& m);
+void init_reduction(nb::module_& m);
+void init_norm(nb::module_& m);
+void init_gemm(nb::module_& m);
+void init_softmax(nb::module_& m);
+void init_loss(nb::module_& m);
 
 }  // namespace baracuda::py

@@ -18,17 +18,6 @@ namespace baracuda::py {
 
 namespace {
 
-TensorSpec spec_of(const TensorView& v) {
-  TensorSpec s;
-  s.shape.assign(v.shape, v.shape + v.ndim);
-  s.dtype = v.dtype;
-  s.strides.assign(v.strides, v.strides + v.ndim);
-  for (int i = 0; i < v.ndim; ++i)
-    if (v.shape[i] == 1) s.strides[i] = 0;  // a size-1 dim's stride carries no meaning
-  if (s.strides == contiguous_strides(s.shape)) s.strides.clear();
-  return s;
-}
-
 // Imports out and inputs, checks, launches with the GIL released, hands off to JAX.
 void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& inputs, nb::handle workspace,
               nb::handle stream) {
@@ -64,16 +53,6 @@ void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& input
 std::unordered_map<std::string, ElementwisePlan>& plan_cache() {
   static auto* cache = new std::unordered_map<std::string, ElementwisePlan>();
   return *cache;
-}
-
-void append_key(std::string& key, const TensorView& v) {
-  key.push_back(char(v.dtype));
-  key.push_back(char(v.ndim));
-  key.append(reinterpret_cast<const char*>(v.shape), sizeof(int64_t) * v.ndim);
-  for (int i = 0; i < v.ndim; ++i) {
-    const int64_t st = v.shape[i] == 1 ? 0 : v.strides[i];
-    key.append(reinterpret_cast<const char*>(&st), sizeof st);
-  }
 }
 
 }  // namespace

@@ -8,4 +8,9 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(false);
   baracuda::py::init_core(m);
   baracuda::py::init_elementwise(m);
+  baracuda::py::init_reduction(m);
+  baracuda::py::init_norm(m);
+  baracuda::py::init_gemm(m);
+  baracuda::py::init_softmax(m);
+  baracuda::py::init_loss(m);
 }

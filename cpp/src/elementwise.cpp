@@ -9,6 +9,7 @@
 #include "device_guard.h"
 #include "elementwise/ew_launch.h"
 #include "elementwise/ops.h"
+#include "plan_util.h"
 
 namespace baracuda {
 
@@ -52,22 +53,6 @@ std::vector<int64_t> broadcast_shapes(const std::string& op, const std::vector<T
     }
   }
   return out;
-}
-
-// True when no two in-bounds indices of (shape, strides) address the same element.
-bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) return true;
-    if (shape[i] > 1) dims.push_back({std::llabs(strides[i]), shape[i]});
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t reach = 0;  // largest offset reachable by the inner dims
-  for (auto [st, sz] : dims) {
-    if (st <= reach) return false;
-    reach += st * (sz - 1);
-  }
-  return true;
 }
 
 // Coalesce the iteration space: drop size-1 dims, order dims by operand `lead`'s strides
@@ -461,9 +446,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   k.name = std::string("ew.") + category_name(cat) + "." + k.layout;
   k.dtypes.push_back(desc.out.dtype);
   for (const auto& in : desc.inputs) k.dtypes.push_back(in.dtype);
-  k.arch = std::string("sm_") + BARACUDA_CUDA_ARCHS;
-  for (size_t i = 0; i < k.arch.size(); ++i)
-    if (k.arch[i] == ',') k.arch.insert(i + 1, "sm_");
+  k.arch = compiled_archs();
   k.backend = Backend::Bespoke;
   auto& pg = k.precision;
   pg.math = math_of(cat, info->kind, dt);
@@ -482,27 +465,6 @@ const KernelSku& ElementwisePlan::sku() const { return impl_->sku; }
 const ElementwiseDescriptor& ElementwisePlan::descriptor() const { return impl_->desc; }
 int64_t ElementwisePlan::workspace_bytes() const { return impl_->workspace; }
 
-namespace {
-// [lo, hi) bytes touched by a view.
-std::pair<uintptr_t, uintptr_t> byte_range(const TensorView& v) {
-  intptr_t lo = 0, hi = 0;
-  const intptr_t es = intptr_t(dtype_size(v.dtype));
-  for (int i = 0; i < v.ndim; ++i) {
-    if (v.shape[i] == 0) return {0, 0};
-    const intptr_t ext = intptr_t(v.strides[i]) * (v.shape[i] - 1) * es;
-    (ext < 0 ? lo : hi) += ext;
-  }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(v.data);
-  return {base + lo, base + hi + es};
-}
-bool same_view(const TensorView& a, const TensorView& b) {
-  if (a.data != b.data || dtype_size(a.dtype) != dtype_size(b.dtype) || a.ndim != b.ndim) return false;
-  for (int i = 0; i < a.ndim; ++i)
-    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.strides[i] != b.strides[i])) return false;
-  return true;
-}
-}  // namespace
-
 void ElementwisePlan::run(const TensorView& out, const TensorView* inputs, int num_inputs, void* workspace,
                           int64_t workspace_size, StreamHandle stream) const {
   const Impl& I = *impl_;
@@ -511,23 +473,7 @@ void ElementwisePlan::run(const TensorView& out, const TensorView* inputs, int n
     throw InvalidArgument(op + ": run() got " + std::to_string(num_inputs) + " inputs, the plan takes " +
                           std::to_string(I.info->arity));
   auto check = [&](const TensorView& v, const TensorSpec& s, const std::string& name) {
-    if (v.dtype != s.dtype)
-      throw InvalidDType(op + ": " + name + " is " + dtype_name(v.dtype) + ", the plan was selected for " +
-                         dtype_name(s.dtype));
-    const auto st = s.effective_strides();
-    bool ok = size_t(v.ndim) == s.shape.size();
-    for (int i = 0; ok && i < v.ndim; ++i) ok = v.shape[i] == s.shape[i];
-    if (!ok)
-      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + ", the plan was selected for " +
-                            shape_str(s.shape));
-    for (int i = 0; i < v.ndim; ++i)
-      if (v.shape[i] > 1 && v.strides[i] != st[i])
-        throw InvalidArgument(op + ": " + name + " has strides " + shape_str(v.strides, v.ndim) +
-                              ", the plan was selected for " + shape_str(st) + " (select a plan for these strides)");
-    if (v.data == nullptr && v.numel() > 0) throw InvalidArgument(op + ": " + name + " has a null data pointer");
-    if (v.device != out.device)
-      throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but out is on cuda:" +
-                            std::to_string(out.device) + "; all operands must be on one device");
+    check_view(op, name, v, s, out.device);
   };
   check(out, I.desc.out, "out");
   const auto& kIn = I.names;

@@ -6,6 +6,11 @@
 #include <algorithm>
 
 #include "baracuda/elementwise.h"
+#include "baracuda/reduction.h"
+#include "baracuda/norm.h"
+#include "baracuda/gemm.h"
+#include "baracuda/softmax.h"
+#include "baracuda/loss.h"
 
 namespace baracuda {
 
@@ -20,7 +25,13 @@ std::vector<FamilyInfo> build_families() {
     ew.ops.push_back(OpCoverage{r.name, category_name(r.category), r.dtypes, {"contiguous", "strided"},
                                 Backend::Bespoke, !r.backward.empty()});
   }
-  return {ew};
+  std::vector<FamilyInfo> fams{ew};
+  fams.push_back(reduction_family_info());
+  fams.push_back(gemm_family_info());
+  fams.push_back(softmax_family_info());
+  fams.push_back(loss_family_info());
+  fams.push_back(norm_family_info());
+  return fams;
 }
 }  // namespace
 

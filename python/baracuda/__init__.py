@@ -30,6 +30,50 @@ __version__ = _C.build_info()["version"]
 
 globals().update(_FUNCTIONS)
 
+from ._C import ReductionDescriptor, ReductionPlan  # noqa: F401,E402
+from ._reduction import FUNCTIONS as _REDUCTION_FUNCTIONS  # noqa: E402
+
+globals().update(_REDUCTION_FUNCTIONS)
+
+from ._C import NormDescriptor, NormPlan  # noqa: F401,E402
+from ._norm import FUNCTIONS as _NORM_FUNCTIONS  # noqa: E402
+
+globals().update(_NORM_FUNCTIONS)
+
+
+def _register_library_dirs():
+    # cuBLASLt is loaded on first use; tell the core where pip's nvidia-cublas wheel keeps it
+    # (torch and JAX load it themselves; this covers CuPy-only and plain installs).
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13", "cublas"):
+            lib = _os.path.join(base, sub, "lib")
+            if _os.path.isdir(lib):
+                _C.gemm_add_library_dir(lib)
+
+
+_register_library_dirs()
+
+from ._C import GemmDescriptor, GemmPlan  # noqa: F401,E402
+from ._gemm import FUNCTIONS as _GEMM_FUNCTIONS  # noqa: E402
+
+globals().update(_GEMM_FUNCTIONS)
+
+from ._C import SoftmaxDescriptor, SoftmaxPlan  # noqa: F401,E402
+from ._softmax import FUNCTIONS as _SOFTMAX_FUNCTIONS  # noqa: E402
+
+globals().update(_SOFTMAX_FUNCTIONS)
+
+from ._C import LossDescriptor, LossPlan  # noqa: F401,E402
+from ._loss import FUNCTIONS as _LOSS_FUNCTIONS  # noqa: E402
+
+globals().update(_LOSS_FUNCTIONS)
+
 
 def features() -> dict:
     """Which optional families this build holds: {'cudnn': False, 'nccl': False, ...}."""
@@ -49,6 +93,11 @@ def devices() -> list:
 def families() -> list:
     """The registered plan families and their (op, dtype, layout, backend) coverage."""
     return list(_C.families())
+
+
+def reduction_ops() -> list:
+    """The reduction op table (name, category, params, dtypes, out_dtype, backward, backward_inputs, doc)."""
+    return list(_C.reduction_ops())
 
 
 def elementwise_ops() -> list:

@@ -4,7 +4,7 @@ baracuda core bindings (use the baracuda package, not this module directly)
 
 from collections.abc import Mapping, Sequence
 import enum
-from typing import Any
+from typing import Any, overload
 
 
 class DType(enum.Enum):
@@ -235,3 +235,358 @@ def elementwise_call(op: str, out: object, inputs: tuple, params: Mapping[str, f
 
 def elementwise_cache_size() -> int:
     """Plans in the functional cache."""
+
+def reduction_ops() -> list:
+    """
+    The reduction op table: name, category, params (name, default), dtypes, out_dtype rule, backward op, backward_inputs, doc.
+    """
+
+class ReductionDescriptor:
+    """
+    What to reduce: op name, input spec, output spec, axes (None / empty = all; an int or a list), keepdim, scalar params; backward ops also grad_out (and y). Pure data; hashable.
+    """
+
+    def __init__(self, op: str, input: TensorSpec, out: TensorSpec, axes: object | None = None, keepdim: bool = False, params: Mapping[str, float] = {}, grad_out: TensorSpec | None = None, y: TensorSpec | None = None) -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def input(self) -> TensorSpec: ...
+
+    @property
+    def axes(self) -> list[int]: ...
+
+    @property
+    def keepdim(self) -> bool: ...
+
+    @property
+    def out(self) -> TensorSpec: ...
+
+    @property
+    def params(self) -> dict[str, float]: ...
+
+    @property
+    def grad_out(self) -> TensorSpec: ...
+
+    @property
+    def y(self) -> TensorSpec: ...
+
+    def __eq__(self, arg: ReductionDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class ReductionPlan:
+    """A validated reduction launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: ReductionDescriptor, preference: PlanPreference | None = None) -> ReductionPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The kernel this plan runs, and its precision guarantee."""
+
+    @property
+    def descriptor(self) -> ReductionDescriptor: ...
+
+    @property
+    def num_inputs(self) -> int:
+        """1 (x) for forward ops; 2 or 3 (grad_out, x[, y]) for backward ops."""
+
+    def workspace_bytes(self) -> int:
+        """
+        Bytes of scratch memory run() needs (split passes, backward statistics).
+        """
+
+    def run(self, out: object, *inputs, workspace: object | None = None, stream: object | None = None) -> None:
+        """
+        Check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). inputs: x, or grad_out, x[, y]. Never allocates, never synchronizes (except to hand results to JAX).
+        """
+
+def reduction_call(op: str, out: object, inputs: tuple, axes: object | None = None, keepdim: bool = False, params: Mapping[str, float] = {}, stream: object | None = None, workspace_alloc: object | None = None) -> None:
+    """
+    Functional entry: select (cached on op, axes, keepdim, params and operand metadata) and run.
+    """
+
+def reduction_cache_size() -> int:
+    """Plans in the functional reduction cache."""
+
+class NormDescriptor:
+    """
+    RMSNorm / LayerNorm over the last dimension of x, forward or backward. op: 'rms_norm', 'layer_norm', 'rms_norm_backward', 'layer_norm_backward'; weight / bias: their dtype (x's or float32) or None; residual: fused residual add (forward) or grad_residual (backward); save_stats: write rstd (and mean) for backward. Pure data; hashable.
+    """
+
+    def __init__(self, op: str, x: TensorSpec, weight: DType | None = None, bias: DType | None = None, residual: bool = False, eps: float = 1e-06, save_stats: bool = False) -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def x(self) -> TensorSpec: ...
+
+    @property
+    def weight(self) -> DType | None: ...
+
+    @property
+    def bias(self) -> DType | None: ...
+
+    @property
+    def residual(self) -> bool: ...
+
+    @property
+    def eps(self) -> float: ...
+
+    @property
+    def save_stats(self) -> bool: ...
+
+    def __eq__(self, arg: NormDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class NormPlan:
+    """A validated norm launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: NormDescriptor, preference: PlanPreference | None = None) -> NormPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The kernel this plan runs, and its precision guarantee."""
+
+    @property
+    def descriptor(self) -> NormDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """
+        Bytes of scratch run() needs: the grad_weight / grad_bias partial sums of a backward plan, else 0.
+        """
+
+    def run(self, *, y: object | None = None, x: object | None = None, weight: object | None = None, bias: object | None = None, residual: object | None = None, residual_out: object | None = None, mean: object | None = None, rstd: object | None = None, grad_out: object | None = None, grad_x: object | None = None, grad_residual: object | None = None, grad_weight: object | None = None, grad_bias: object | None = None, workspace: object | None = None, stream: object | None = None) -> None:
+        """
+        Forward: run(y=, x=, [weight=, bias=, residual=, residual_out=, mean=, rstd=]); backward: run(grad_x=, grad_out=, x=, rstd=, [mean=, weight=, grad_weight=, grad_bias=, grad_residual=], workspace=). Checks the tensors against the descriptor and launches on `stream` (default: the current stream of x's framework). Never allocates, never synchronizes (except to hand results to JAX).
+        """
+
+def norm_call(op: str, eps: float, save_stats: bool, y: object | None, x: object | None, weight: object | None, bias: object | None, residual: object | None, residual_out: object | None, mean: object | None, rstd: object | None, grad_out: object | None, grad_x: object | None, grad_residual: object | None, grad_weight: object | None, grad_bias: object | None, stream: object | None = None, workspace_alloc: object | None = None) -> None:
+    """
+    Functional entry: select (cached on op, eps, flags and x's metadata) and run.
+    """
+
+def norm_cache_size() -> int:
+    """Plans in the norm functional cache."""
+
+class GemmDescriptor:
+    """
+    out = alpha * a @ b + beta * out, then the epilogue. a [..., M, K], b [..., K, N], out [..., M, N]; each row- or column-major with a leading dimension; batch dims broadcast. Pure data; hashable; the plan-cache key.
+    """
+
+    @overload
+    def __init__(self) -> None: ...
+
+    @overload
+    def __init__(self, a: TensorSpec, b: TensorSpec, out: TensorSpec, alpha: float = 1.0, beta: float = 0.0, epilogue: str = 'none', bias: DType | None = None, aux: bool = False, bias_grad: DType | None = None, a_scale: str = 'none', b_scale: str = 'none', amax: bool = False) -> None:
+        """
+        epilogue: none | relu | gelu | gelu_tanh | silu | dgelu_tanh | bias_grad. bias / bias_grad: the dtype of the [N] bias (added before the activation) / of the bias gradient written by the bias_grad ([M]: sum of a over K) or dgelu_tanh ([N]: sum of out over M) epilogues. aux: gelu / gelu_tanh / silu also store the pre-activation; dgelu_tanh reads it. a_scale / b_scale: 'tensor' (fp8: f32 scalars) or 'vector' (int8: f32 [M] / [N]). amax: fp8 also stores max |out|.
+        """
+
+    @property
+    def a(self) -> TensorSpec: ...
+
+    @property
+    def b(self) -> TensorSpec: ...
+
+    @property
+    def out(self) -> TensorSpec: ...
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def beta(self) -> float: ...
+
+    @property
+    def epilogue(self) -> str: ...
+
+    @property
+    def bias(self) -> DType | None: ...
+
+    @property
+    def aux(self) -> bool: ...
+
+    @property
+    def bias_grad(self) -> DType | None: ...
+
+    @property
+    def a_scale(self) -> str: ...
+
+    @property
+    def b_scale(self) -> str: ...
+
+    @property
+    def amax(self) -> bool: ...
+
+    def __eq__(self, arg: GemmDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class GemmPlan:
+    """A validated GEMM: backend and algorithm chosen once, run many times."""
+
+    @staticmethod
+    def select(desc: GemmDescriptor, preference: PlanPreference | None = None) -> GemmPlan:
+        """
+        Validate the descriptor and pick the backend (cuBLASLt, or our decode kernel for M <= 16) and, on a GPU, the algorithm; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The backend and algorithm this plan runs, and its precision guarantee."""
+
+    @property
+    def descriptor(self) -> GemmDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """
+        Scratch bytes run() should get (less narrows cuBLASLt's choice; int8 dequant needs all of it).
+        """
+
+    def run(self, out: object, a: object, b: object, *, bias: object | None = None, aux: object | None = None, bias_grad: object | None = None, a_scale: object | None = None, b_scale: object | None = None, amax: object | None = None, workspace: object | None = None, stream: object | None = None) -> None:
+        """
+        Check the tensors against the descriptor and launch on `stream` (default: the current stream of a's framework). Never allocates, never synchronizes (except to hand results to JAX).
+        """
+
+def gemm_call(out: object, a: object, b: object, alpha: float, beta: float, epilogue: str, bias: object | None, aux: object | None, bias_grad: object | None, a_scale: object | None, b_scale: object | None, amax: object | None, allow_tf32: bool, stream: object | None = None, workspace_alloc: object | None = None) -> None:
+    """Functional entry: select (cached on the arguments' metadata) and run."""
+
+def gemm_cache_size() -> int:
+    """Plans in the functional GEMM cache."""
+
+def gemm_backend_info() -> dict:
+    """
+    Whether cuBLASLt loaded, from where, its version (loads it on first call).
+    """
+
+def gemm_add_library_dir(dir: str) -> None:
+    """A directory to look for libcublasLt in before its first use."""
+
+class SoftmaxDescriptor:
+    """
+    Softmax / log-softmax (forward: inputs [x]; backward: inputs [grad_out, y]) along `axis`. Pure data; hashable; the plan-cache key.
+    """
+
+    def __init__(self, op: str, inputs: Sequence[TensorSpec], axis: int, out: TensorSpec) -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def inputs(self) -> list[TensorSpec]: ...
+
+    @property
+    def axis(self) -> int: ...
+
+    @property
+    def out(self) -> TensorSpec: ...
+
+    def __eq__(self, arg: SoftmaxDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class SoftmaxPlan:
+    """A validated softmax launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: SoftmaxDescriptor, preference: PlanPreference | None = None) -> SoftmaxPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The kernel this plan runs, and its precision guarantee."""
+
+    @property
+    def descriptor(self) -> SoftmaxDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """Always 0: softmax needs no workspace."""
+
+    def run(self, out: object, *inputs, stream: object | None = None) -> None:
+        """
+        run(out, x) or run(grad_x, grad_out, y): check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates.
+        """
+
+def softmax_call(op: str, out: object, inputs: tuple, axis: int, stream: object | None = None) -> None:
+    """
+    Functional entry: select (cached on op, axis and operand metadata) and run.
+    """
+
+def softmax_cache_size() -> int:
+    """Plans in the softmax functional cache."""
+
+class LossDescriptor:
+    """
+    Cross-entropy over logits [N, V]: op 'cross_entropy' (optionally with_grad) or 'cross_entropy_backward'. Pure data; hashable; the plan-cache key.
+    """
+
+    def __init__(self, op: str, input: TensorSpec, target: TensorSpec, weight: TensorSpec | None = None, reduction: str = 'mean', ignore_index: int = -100, label_smoothing: float = 0.0, with_grad: bool = False, has_grad_loss: bool = False, grad_input: TensorSpec | None = None) -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def input(self) -> TensorSpec: ...
+
+    @property
+    def target(self) -> TensorSpec: ...
+
+    @property
+    def reduction(self) -> str: ...
+
+    @property
+    def ignore_index(self) -> int: ...
+
+    @property
+    def label_smoothing(self) -> float: ...
+
+    @property
+    def with_grad(self) -> bool: ...
+
+    def __eq__(self, arg: LossDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class LossPlan:
+    """A validated loss launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: LossDescriptor, preference: PlanPreference | None = None) -> LossPlan: ...
+
+    @property
+    def sku(self) -> KernelSku: ...
+
+    @property
+    def descriptor(self) -> LossDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """Bytes of 256-byte aligned scratch run() needs."""
+
+    def run(self, input: object, target: object, lse: object, workspace: object, out: object | None = None, weight: object | None = None, grad_input: object | None = None, grad_loss: object | None = None, stream: object | None = None) -> None:
+        """
+        Check the tensors against the descriptor and launch. Forward writes out (the loss) and lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes grad_input.
+        """

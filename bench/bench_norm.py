@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Norm family (RMSNorm, LayerNorm; forward, fused residual, backward): baracuda against torch,
+same shapes, same dtype, same timer, same run.
+
+    python3 bench/bench_norm.py            # full run
+    python3 bench/bench_norm.py --quick    # smoke run: fewer samples, one pass, fewer shapes
+    OUT=/tmp/out python3 bench/bench_norm.py   # also $OUT/bench_norm.{md,json,txt}
+
+Ours runs through the plan API (selected once, `plan.run(...)` timed). torch: F.rms_norm /
+F.layer_norm; the fused residual rows compare against torch's `h = x + r` followed by the norm
+(two kernels, the same two outputs); backward rows time torch.autograd.grad on a retained graph
+(grad_x, grad_weight, grad_bias) against our backward from the saved stats. Bandwidth counts each
+operand once (x, y, residual, residual_out, grad_out, grad_x; weights are negligible) and is
+given as a fraction of the device-to-device copy bandwidth measured at the start of the run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+import baracuda as bc  # noqa: E402
+
+DEV = "cuda"
+BF = torch.bfloat16
+TOL = 2e-2  # ||ours - torch|| / ||torch|| in bf16: both compute in f32, round once (torch's add + norm twice)
+
+SHAPES = [(32768, 4096), (8192, 8192), (4096, 16384), (2048, 65536), (65536, 512), (262144, 128)]
+QUICK_SHAPES = [(32768, 4096), (65536, 512), (2048, 65536)]
+
+
+def spec(t):
+    return bc.TensorSpec(tuple(t.shape), bc.bfloat16, list(t.stride()))
+
+
+def rms_torch(h, w, eps):
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(h, (h.shape[-1],), w, eps)
+    return (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps)).to(h.dtype) * w
+
+
+def run_case(op, kind, shape, args, copy_gbs):
+    """kind: 'fwd', 'fwd+res', 'bwd'. Returns a result row (dict)."""
+    rows, H = shape
+    layer = op == "layer_norm"
+    eps = 1e-5 if layer else 1e-6
+    n_io = {"fwd": 2, "fwd+res": 4, "bwd": 3}[kind]
+    set_bytes = n_io * rows * H * 2
+    nsets = C.rotation_sets(set_bytes)
+    w = torch.randn(H, device=DEV, dtype=BF)
+    b = torch.randn(H, device=DEV, dtype=BF) if layer else None
+    xs = [torch.randn(shape, device=DEV, dtype=BF) for _ in range(nsets)]
+    row = dict(op=op, kind=kind, shape=list(shape), bytes=set_bytes, sets=nsets)
+    if kind.startswith("fwd"):
+        res = kind == "fwd+res"
+        rs = [torch.randn(shape, device=DEV, dtype=BF) for _ in range(nsets)] if res else [None] * nsets
+        ys = [torch.empty(shape, device=DEV, dtype=BF) for _ in range(nsets)]
+        ros = [torch.empty(shape, device=DEV, dtype=BF) for _ in range(nsets)] if res else [None] * nsets
+        d = bc.NormDescriptor(op, spec(xs[0]), weight=bc.bfloat16, bias=bc.bfloat16 if layer else None,
+                              residual=res, eps=eps)
+        plan = bc.NormPlan.select(d)
+
+        def ours(i):
+            plan.run(y=ys[i], x=xs[i], weight=w, bias=b, residual=rs[i], residual_out=ros[i])
+
+        def theirs(i):
+            h = xs[i] + rs[i] if res else xs[i]
+            return (F.layer_norm(h, (H,), w, b, eps) if layer else rms_torch(h, w, eps)), h
+
+        ours(0)
+        ty, th = theirs(0)
+        err = C.rel_err(ys[0], ty)
+        if res:
+            err = max(err, C.rel_err(ros[0], th))
+    else:
+        gos = [torch.randn(shape, device=DEV, dtype=BF) for _ in range(nsets)]
+        gxs = [torch.empty(shape, device=DEV, dtype=BF) for _ in range(nsets)]
+        stats = []
+        for x in xs:
+            out = bc.layer_norm(x, w, b, eps, save_stats=True) if layer else bc.rms_norm(x, w, eps, save_stats=True)
+            stats.append(out[1:])
+        d = bc.NormDescriptor(op + "_backward", spec(xs[0]), weight=bc.bfloat16, bias=bc.bfloat16 if layer else None)
+        plan = bc.NormPlan.select(d)
+        ws = torch.empty(max(1, plan.workspace_bytes()), device=DEV, dtype=torch.uint8)
+        gw = torch.empty(H, device=DEV, dtype=BF)
+        gb = torch.empty(H, device=DEV, dtype=BF) if layer else None
+
+        def ours(i):
+            st = stats[i]
+            plan.run(grad_x=gxs[i], grad_out=gos[i], x=xs[i], mean=st[0] if layer else None, rstd=st[-1], weight=w,
+                     grad_weight=gw, grad_bias=gb, workspace=ws)
+
+        wl = w.detach().clone().requires_grad_(True)
+        bl = b.detach().clone().requires_grad_(True) if layer else None
+        leaves = [x.detach().requires_grad_(True) for x in xs]
+        graphs = [F.layer_norm(x, (H,), wl, bl, eps) if layer else rms_torch(x, wl, eps) for x in leaves]
+
+        def theirs(i):
+            inputs = (leaves[i], wl, bl) if layer else (leaves[i], wl)
+            return torch.autograd.grad(graphs[i], inputs, gos[i], retain_graph=True)
+
+        ours(0)
+        tg = theirs(0)
+        err = max(C.rel_err(gxs[0], tg[0]), C.rel_err(gw, tg[1]))
+        if layer:
+            err = max(err, C.rel_err(gb, tg[2]))
+    row.update(sku=plan.sku.name, rel_err=err, ok=bool(err <= TOL))
+    small = set_bytes < 64 * C.MiB
+    inner = 10 if small else 1
+    benches = {"ours": C.GpuBench(ours, nsets, inner=inner, graph=small),
+               "torch": C.GpuBench(theirs, nsets, inner=inner, graph=False)}
+    t = C.measure(benches, iters=args.iters, passes=args.passes)
+    for side in ("ours", "torch"):
+        s = t[side].median
+        row[side] = t[side]
+        row[side + "_gbs"] = set_bytes / s / 1e9
+        row[side + "_copy_frac"] = row[side + "_gbs"] / copy_gbs
+    row["speedup"] = t["torch"].median / t["ours"].median
+    del xs, benches
+    C.free_memory()
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 20 samples, one pass, three shapes")
+    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--passes", type=int, default=None)
+    args = ap.parse_args(argv)
+    args.iters = args.iters or (20 if args.quick else 50)
+    args.passes = args.passes or (1 if args.quick else 2)
+    info = C.device_info()
+    copy = C.copy_bandwidth(512 * C.MiB, iters=args.iters, passes=args.passes)
+    copy_gbs = copy["gbs"]
+    print(f"# {info['name']}  copy bandwidth {copy_gbs:.0f} GB/s", flush=True)
+    results, bad = [], []
+    for shape in (QUICK_SHAPES if args.quick else SHAPES):
+        for op in ("rms_norm", "layer_norm"):
+            for kind in ("fwd", "fwd+res", "bwd"):
+                key = f"{op} {kind} {shape[0]}x{shape[1]}"
+                try:
+                    r = run_case(op, kind, shape, args, copy_gbs)
+                except Exception as e:  # noqa: BLE001  (one failing row must not hide the others)
+                    traceback.print_exc()
+                    r = dict(op=op, kind=kind, shape=list(shape), error=f"{type(e).__name__}: {e}", ok=False)
+                    C.free_memory()
+                results.append(r)
+                if not r.get("ok"):
+                    bad.append(key)
+                print(key, "->", "ERROR " + r["error"] if "error" in r else
+                      f"ours {r['ours_gbs']:.0f} GB/s ({100 * r['ours_copy_frac']:.0f}% copy), torch "
+                      f"{r['torch_gbs']:.0f} GB/s, x{r['speedup']:.2f}, err {r['rel_err']:.1e}", flush=True)
+    headers = ["op", "kind", "shape", "ours us", "ours GB/s", "% copy", "torch us", "torch GB/s", "torch % copy",
+               "speedup", "check", "sku"]
+    rows = []
+    for r in results:
+        if "error" in r:
+            rows.append([r["op"], r["kind"], "x".join(map(str, r["shape"])), "-", "-", "-", "-", "-", "-", "-",
+                         "ERROR", r["error"][:60]])
+            continue
+        rows.append([r["op"], r["kind"], "x".join(map(str, r["shape"])), C.fmt(r["ours"].median * 1e6),
+                     C.fmt(r["ours_gbs"], ".0f"), C.fmt(100 * r["ours_copy_frac"], ".0f") + "%",
+                     C.fmt(r["torch"].median * 1e6), C.fmt(r["torch_gbs"], ".0f"),
+                     C.fmt(100 * r["torch_copy_frac"], ".0f") + "%", C.fmt(r["speedup"], ".2f") + "x",
+                     "ok" if r["ok"] else f"FAIL {r['rel_err']:.1e}", r["sku"]])
+    title = f"bench_norm on {info['name']} (copy {copy_gbs:.0f} GB/s), bf16, weight (+ bias for LayerNorm)"
+    text = title + "\n\n" + C.text_table(headers, rows)
+    md = "## " + title + "\n\n" + C.markdown_table(headers, rows)
+    print("\n" + text)
+    C.write_outputs("bench_norm", md, {"device": info, "copy": copy, "results": results}, text=text)
+    if bad:
+        print("rows that failed:", ", ".join(bad))
+    return 3 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Reduction family: baracuda against torch, same shapes, same dtype, same work, same timer, same run.
+
+    python3 bench/bench_reduction.py            # full run: 100 samples x 2 interleaved passes per side
+    python3 bench/bench_reduction.py --quick    # smoke run: fewer samples, one pass
+    python3 bench/bench_reduction.py --rows 'sum'   # regex on the row keys (see --list)
+    OUT=/tmp/out python3 bench/bench_reduction.py   # also $OUT/bench_reduction.{md,json,txt}
+
+Ours runs through the plan API (plan selected once, `plan.run(out, x, workspace=ws)` timed).
+Bandwidth counts the input once plus the output (bytes read + bytes written) and is also given
+as a fraction of the device-to-device copy bandwidth measured at the start of the run. Targets
+(H200, bf16, >= 256 MiB): row sum / amax / mean >= 85% of copy, leading-axis sum >= 75%.
+Exit status 3 if any row failed its correctness check. Method: docs/benchmarks.md.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+import baracuda as bc  # noqa: E402
+
+DEV = "cuda"
+BF = torch.bfloat16
+# ||ours - torch|| / ||torch||: both accumulate in f32 and round once to bf16 (orders differ).
+TOL = {"sum": 1e-2, "mean": 1e-2, "amax": 0.0, "var": 2e-2, "logsumexp": 1e-2, "argmax": 0.0}
+
+
+@dataclass
+class Case:
+    key: str
+    op: str
+    shape: tuple
+    dim: object              # int or None (all)
+    target: float = None     # fraction of copy bandwidth the row should reach (None: no target)
+    small: bool = False      # time as CUDA-graph replays of a batch
+
+
+def cases():
+    out = []
+    for shape in ((32768, 4096), (8192, 16384)):
+        for op in ("sum", "amax", "mean"):
+            out.append(Case(f"row/{op}/bf16/{shape[0]}x{shape[1]}", op, shape, 1, target=0.85))
+    for n in (64, 512):
+        for op in ("sum", "amax"):
+            out.append(Case(f"short/{op}/bf16/{1 << 20}x{n}", op, (1 << 20, n), 1))
+    out.append(Case("long/sum/bf16/262144", "sum", (262144,), None, small=True))
+    out.append(Case("long/sum/bf16/1x256Mi", "sum", (1 << 28,), None))
+    out.append(Case("lead/sum/bf16/16384x8192/axis0", "sum", (16384, 8192), 0, target=0.75))
+    out.append(Case("lead/amax/bf16/16384x8192/axis0", "amax", (16384, 8192), 0, target=0.75))
+    out.append(Case("row/var/bf16/8192x16384", "var", (8192, 16384), 1))
+    out.append(Case("row/logsumexp/bf16/8192x16384", "logsumexp", (8192, 16384), 1))
+    out.append(Case("row/argmax/bf16/8192x16384", "argmax", (8192, 16384), 1))
+    return out
+
+
+def torch_fn(op, x, dim, out):
+    if op == "sum":
+        return torch.sum(x, dim, out=out) if dim is not None else torch.sum(x)
+    if op == "mean":
+        return torch.mean(x, dim, out=out)
+    if op == "amax":
+        return torch.amax(x, dim, out=out) if dim is not None else torch.amax(x)
+    if op == "var":
+        return torch.var(x, dim)
+    if op == "logsumexp":
+        return torch.logsumexp(x, dim)
+    if op == "argmax":
+        return torch.argmax(x, dim)
+    raise KeyError(op)
+
+
+def run_case(c: Case, args, copy_gbs):
+    row = {"key": c.key, "op": c.op, "shape": "x".join(map(str, c.shape)), "dim": c.dim, "error": None}
+    try:
+        dt_out = torch.int64 if c.op == "argmax" else BF
+        axes = [] if c.dim is None else [c.dim]
+        oshape = tuple(s for i, s in enumerate(c.shape) if c.dim is not None and i != c.dim % len(c.shape))
+        # A positive mean keeps long sums far from 0, so the relative check measures rounding only.
+        shift = 0.5 if c.op in ("sum", "mean") else 0.0
+
+        def rnd():
+            return (torch.randn(c.shape, device=DEV, dtype=torch.float32) + shift).to(BF)
+
+        x0 = rnd()
+        in_bytes = C.nbytes(x0)
+        nsets = C.rotation_sets(in_bytes)
+        xs = [x0] + [rnd() for _ in range(nsets - 1)]
+        outs = [torch.empty(oshape, device=DEV, dtype=dt_out) for _ in range(nsets)]
+        desc = bc.ReductionDescriptor(c.op, bc.TensorSpec(c.shape, bc.bfloat16), bc.TensorSpec(oshape, bc.dtype(dt_out)),
+                                      axes)
+        plan = bc.ReductionPlan.select(desc)
+        wsb = plan.workspace_bytes()
+        ws = torch.empty(max(wsb, 1), device=DEV, dtype=torch.uint8)
+        ws_arg = ws if wsb > 0 else None
+        row.update(sku=plan.sku.name, layout=plan.sku.layout, workspace_bytes=wsb, nsets=nsets,
+                   precision=plan.sku.precision.math)
+        # Correctness: poisoned outputs, every set compared with torch.
+        worst = 0.0
+        for i in range(min(nsets, 3)):
+            C.poison_(outs[i])
+            plan.run(outs[i], xs[i], workspace=ws_arg)
+            ref = torch_fn(c.op, xs[i], c.dim, None)
+            if c.op == "argmax":
+                err = float((outs[i] != ref).float().mean().item())
+            else:
+                err = C.rel_err(outs[i], ref)
+            worst = max(worst, err if not math.isnan(err) else float("inf"))
+        row["rel_err"] = worst
+        row["ok"] = worst <= TOL[c.op]
+
+        inner = 20 if c.small else 1
+        ours = C.GpuBench(lambda i: plan.run(outs[i], xs[i], workspace=ws_arg), nsets, inner=inner, graph=c.small,
+                          warmup=args.warmup)
+        tout = [torch.empty(oshape, device=DEV, dtype=dt_out) for _ in range(nsets)]
+        use_out = c.op in ("sum", "mean", "amax") and c.dim is not None
+        theirs = C.GpuBench(lambda i: torch_fn(c.op, xs[i], c.dim, tout[i] if use_out else None), nsets, inner=inner,
+                            graph=c.small, warmup=args.warmup)
+        t = C.measure({"ours": ours, "torch": theirs}, iters=args.iters, passes=args.passes)
+        moved = in_bytes + C.nbytes(outs[0])
+        row["ours"] = t["ours"]
+        row["torch"] = t["torch"]
+        row["ours_gbs"] = moved / t["ours"].median / 1e9
+        row["torch_gbs"] = moved / t["torch"].median / 1e9
+        row["ours_copy_frac"] = row["ours_gbs"] / copy_gbs
+        row["torch_copy_frac"] = row["torch_gbs"] / copy_gbs
+        row["speedup"] = t["torch"].median / t["ours"].median
+        row["method"] = t["ours"].method
+        row["target"] = c.target
+        row["meets_target"] = None if c.target is None else row["ours_copy_frac"] >= c.target
+        del xs, outs, tout, ws
+        C.free_memory()
+    except Exception as e:  # noqa: BLE001
+        row["error"] = f"{type(e).__name__}: {e}"
+        row["traceback"] = traceback.format_exc()
+        row["ok"] = False
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 20 samples, one pass")
+    ap.add_argument("--rows", default=None, help="regex (case-insensitive) on row keys; see --list")
+    ap.add_argument("--list", action="store_true", help="print the row keys and exit")
+    ap.add_argument("--iters", type=int, default=None, help="samples per pass (default 100, quick 20)")
+    ap.add_argument("--passes", type=int, default=None, help="interleaved passes (default 2, quick 1)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 10, quick 3)")
+    ap.add_argument("--seed", type=int, default=None, help="torch seed (default: from os.urandom, printed)")
+    args = ap.parse_args(argv)
+    args.iters = args.iters or (20 if args.quick else 100)
+    args.passes = args.passes or (1 if args.quick else 2)
+    args.warmup = args.warmup if args.warmup is not None else (3 if args.quick else 10)
+
+    all_cases = cases()
+    if args.list:
+        for c in all_cases:
+            print(c.key)
+        return 0
+    pat = re.compile(args.rows, re.I) if args.rows else None
+    selected = [c for c in all_cases if pat is None or pat.search(c.key)]
+    if not torch.cuda.is_available():
+        print("bench_reduction: torch sees no CUDA device", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(seed)
+    info = C.device_info()
+    binfo = bc.build_info()
+    print(f"GPU: {info['name']} ({info['multiprocessors']} SMs, L2 {info['l2_bytes'] / C.MiB:.0f} MiB); torch "
+          f"{info['torch']}; baracuda {bc.__version__} (archs {binfo['cuda_archs']}); seed {seed}; iters "
+          f"{args.iters} x {args.passes}", flush=True)
+    copy = C.copy_bandwidth(512 * C.MiB, iters=args.iters, passes=args.passes, warmup=args.warmup)
+    copy_gbs = copy["gbs"]
+    print(f"device copy (torch copy_, 512 MiB, read + write): {copy_gbs:.0f} GB/s", flush=True)
+
+    rows = []
+    t0 = time.perf_counter()
+    for c in selected:
+        r = run_case(c, args, copy_gbs)
+        rows.append(r)
+        if r["error"]:
+            print(f"  {c.key:<36} ERROR {r['error']}", flush=True)
+        else:
+            tgt = "" if r["target"] is None else f" (target {100 * r['target']:.0f}%: " \
+                                                  f"{'met' if r['meets_target'] else 'MISSED'})"
+            print(f"  {c.key:<36} ours {r['ours_gbs']:6.0f} GB/s {100 * r['ours_copy_frac']:5.1f}%  torch "
+                  f"{r['torch_gbs']:6.0f} GB/s {100 * r['torch_copy_frac']:5.1f}%  x{r['speedup']:.2f}  "
+                  f"{'ok' if r['ok'] else 'FAILED'} (rel {r['rel_err']:.1e})  {r['sku']}{tgt}", flush=True)
+    elapsed = time.perf_counter() - t0
+
+    headers = ["row", "ours GB/s", "ours % copy", "torch GB/s", "torch % copy", "speedup", "check", "sku"]
+    table = []
+    for r in rows:
+        if r["error"]:
+            table.append([r["key"], "-", "-", "-", "-", "-", "ERROR", r["error"][:60]])
+            continue
+        table.append([r["key"], C.fmt(r["ours_gbs"], ".0f"), C.fmt(100 * r["ours_copy_frac"], ".1f") + "%",
+                      C.fmt(r["torch_gbs"], ".0f"), C.fmt(100 * r["torch_copy_frac"], ".1f") + "%",
+                      C.fmt(r["speedup"], ".2f") + "x", "ok" if r["ok"] else "FAILED", r["sku"]])
+    head = (f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}\n"
+            f"device copy bandwidth: {copy_gbs:.0f} GB/s; {len(rows)} rows in {elapsed:.0f} s\n")
+    text = head + "\n" + C.text_table(headers, table)
+    md = "# bench_reduction\n\n" + head.replace("\n", "  \n") + "\n" + C.markdown_table(headers, table)
+    C.write_outputs("bench_reduction", md, {"device": info, "copy_gbs": copy_gbs, "seed": seed, "rows": rows}, text)
+    print()
+    print(text)
+    failed = [r["key"] for r in rows if not r.get("ok")]
+    if failed:
+        print(f"\nFAILED correctness: {failed}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Softmax family: baracuda against torch, same shapes, same dtype, same work, same timer, same run.
+
+    python3 bench/bench_softmax.py            # full run
+    python3 bench/bench_softmax.py --quick    # fewer samples, one pass
+    python3 bench/bench_softmax.py --rows 'log_softmax'   # regex on the row keys
+    OUT=/tmp/out python3 bench/bench_softmax.py   # also $OUT/bench_softmax.{md,json,txt}
+
+Ours runs through the plan API (selected once, `plan.run(out, *inputs)` timed). Bandwidth counts
+each operand once (forward: x read + y written; backward: grad_out + y read, grad_x written), also
+as a fraction of the device-to-device copy bandwidth measured at the start of the run. Cross-entropy
+rows are in bench_loss.py.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+import baracuda as bc  # noqa: E402
+
+DEV = "cuda"
+BF = torch.bfloat16
+aten = torch.ops.aten
+SHAPES = [(32768, 4096), (4096, 32768), (1048576, 64), (262144, 512), (512, 262144)]
+TOL = 2e-2
+
+
+def spec(t):
+    return bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), [int(s) for s in t.stride()])
+
+
+def torch_fn(op):
+    if op == "softmax":
+        return lambda x: torch.softmax(x, -1)
+    if op == "log_softmax":
+        return lambda x: torch.log_softmax(x, -1)
+    if op == "softmax_backward":
+        return lambda gy, y: aten._softmax_backward_data(gy, y, -1, y.dtype)
+    return lambda gy, y: aten._log_softmax_backward_data(gy, y, -1, y.dtype)
+
+
+def run_row(op, shape, args, copy_gbs):
+    bwd = op.endswith("_backward")
+    nin = 2 if bwd else 1
+    set_bytes = (nin + 1) * shape[0] * shape[1] * 2
+    nsets = C.rotation_sets(set_bytes)
+    sets = []
+    for _ in range(nsets):
+        x = torch.randn(shape, device=DEV, dtype=BF) * 3
+        if bwd:
+            fwd = torch.softmax if op == "softmax_backward" else torch.log_softmax
+            ins = [torch.randn(shape, device=DEV, dtype=BF), fwd(x, -1)]
+        else:
+            ins = [x]
+        sets.append((ins, torch.empty(shape, device=DEV, dtype=BF)))
+    ins0, out0 = sets[0]
+    plan = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(op, [spec(t) for t in ins0], -1, spec(out0)))
+    tf = torch_fn(op)
+    C.poison_(out0)
+    plan.run(out0, *ins0)
+    err = C.rel_err(out0, tf(*ins0))
+    ok = err <= TOL
+    ours = C.GpuBench(lambda i: plan.run(sets[i][1], *sets[i][0]), nsets)
+    theirs = C.GpuBench(lambda i: tf(*sets[i][0]), nsets)
+    t = C.measure({"ours": ours, "torch": theirs}, iters=args.iters, passes=args.passes)
+    moved = set_bytes
+    g_ours, g_torch = moved / t["ours"].median / 1e9, moved / t["torch"].median / 1e9
+    del sets
+    C.free_memory()
+    return dict(key=f"{op} bf16 {shape[0]}x{shape[1]}", sku=plan.sku.layout, us=t["ours"].median * 1e6,
+                torch_us=t["torch"].median * 1e6, gbs=g_ours, torch_gbs=g_torch, copy_frac=g_ours / copy_gbs,
+                speedup=t["torch"].median / t["ours"].median, rel_err=err, ok=ok,
+                timing={"ours": t["ours"], "torch": t["torch"]})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rows", default="")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    args.iters, args.passes = (10, 1) if args.quick else (30, 2)
+    keys = [(op, s) for s in SHAPES for op in ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")]
+    keys = [k for k in keys if re.search(args.rows, f"{k[0]} bf16 {k[1][0]}x{k[1][1]}")]
+    if args.list:
+        for op, s in keys:
+            print(f"{op} bf16 {s[0]}x{s[1]}")
+        return 0
+    info = C.device_info()
+    copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
+    rows, failed = [], False
+    for op, s in keys:
+        try:
+            r = run_row(op, s, args, copy["gbs"])
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(key=f"{op} bf16 {s[0]}x{s[1]}", error=str(e), ok=False)
+        failed = failed or not r["ok"]
+        rows.append(r)
+        print(r["key"], "error" if "error" in r else f"{r['gbs']:.0f} GB/s ({r['copy_frac']:.0%} of copy), "
+              f"x{r['speedup']:.2f} torch, {r['sku']}, rel_err {r['rel_err']:.1e}", flush=True)
+    headers = ["row", "kernel", "ours us", "torch us", "ours GB/s", "% copy", "torch GB/s", "x torch", "rel err", "ok"]
+    table = [[r["key"], r.get("sku", "-"), C.fmt(r.get("us")), C.fmt(r.get("torch_us")), C.fmt(r.get("gbs"), ".0f"),
+              C.fmt(100 * r["copy_frac"] if "copy_frac" in r else None, ".0f"), C.fmt(r.get("torch_gbs"), ".0f"),
+              C.fmt(r.get("speedup"), ".2f"), C.fmt(r.get("rel_err"), ".1e"), "yes" if r["ok"] else "NO"]
+             for r in rows]
+    head = f"{info['name']}, copy {copy['gbs']:.0f} GB/s, torch {info['torch']}"
+    text = head + "\n" + C.text_table(headers, table)
+    print(text)
+    C.write_outputs("bench_softmax", "# bench_softmax\n\n" + head + "\n\n" + C.markdown_table(headers, table),
+                    {"device": info, "copy": copy, "rows": rows}, text)
+    return 3 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

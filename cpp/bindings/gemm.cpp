@@ -1,0 +1,224 @@
+// Bindings of the GEMM family: descriptor, plan, backend info, and a cached functional entry.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <unordered_map>
+
+#include "baracuda/errors.h"
+#include "baracuda/gemm.h"
+#include "common.h"
+
+using namespace nb::literals;
+
+namespace baracuda::py {
+
+namespace {
+
+GemmScale scale_from_name(const std::string& s, const char* arg) {
+  if (s == "none") return GemmScale::None;
+  if (s == "tensor") return GemmScale::Tensor;
+  if (s == "vector") return GemmScale::Vector;
+  throw InvalidArgument(std::string("gemm: ") + arg + " must be 'none', 'tensor' or 'vector', got '" + s + "'");
+}
+const char* scale_str(GemmScale s) {
+  return s == GemmScale::None ? "none" : (s == GemmScale::Tensor ? "tensor" : "vector");
+}
+
+GemmDescriptor make_desc(TensorSpec a, TensorSpec b, TensorSpec out, double alpha, double beta,
+                         const std::string& epilogue, std::optional<DType> bias, bool aux,
+                         std::optional<DType> bias_grad, const std::string& a_scale, const std::string& b_scale,
+                         bool amax) {
+  GemmDescriptor d;
+  d.a = std::move(a), d.b = std::move(b), d.out = std::move(out);
+  d.alpha = alpha, d.beta = beta;
+  d.epilogue = epilogue_from_name(epilogue);
+  if (bias && bias_grad) throw InvalidArgument("gemm: bias and bias_grad exclude each other");
+  d.bias = bias.has_value();
+  d.bias_grad = bias_grad.has_value();
+  d.bias_dtype = bias ? *bias : (bias_grad ? *bias_grad : DType::Float32);
+  d.aux = aux;
+  d.a_scale = scale_from_name(a_scale, "a_scale");
+  d.b_scale = scale_from_name(b_scale, "b_scale");
+  d.amax = amax;
+  return d;
+}
+
+// Every tensor a run may take; None = absent.
+struct RunArgs {
+  nb::handle out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax;
+};
+
+void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int64_t workspace_size,
+              nb::handle stream) {
+  Imported o = import_tensor(r.out, "out", true);
+  Imported a = import_tensor(r.a, "a", false);
+  Imported b = import_tensor(r.b, "b", false);
+  Imported extra[6];
+  GemmTensors t;
+  t.out = o.view, t.a = a.view, t.b = b.view;
+  const std::tuple<nb::handle, const char*, bool, TensorView*> opt[] = {
+      {r.bias, "bias", false, &t.bias},          {r.aux, "aux", true, &t.aux},
+      {r.bias_grad, "bias_grad", true, &t.bias_grad}, {r.a_scale, "a_scale", false, &t.a_scale},
+      {r.b_scale, "b_scale", false, &t.b_scale}, {r.amax, "amax", true, &t.amax}};
+  for (int i = 0; i < 6; ++i) {
+    auto [h, name, writable, view] = opt[i];
+    if (h.is_valid() && !h.is_none()) {
+      extra[i] = import_tensor(h, name, writable);
+      *view = extra[i].view;
+    }
+  }
+  void* ws = nullptr;
+  Imported w;
+  if (workspace.is_valid() && !workspace.is_none()) {
+    w = import_tensor(workspace, "workspace", true);
+    ws = w.view.data;
+    if (workspace_size < 0) workspace_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
+  }
+  StreamHandle s = resolve_stream(stream, a);
+  {
+    nb::gil_scoped_release release;
+    plan.run(t, ws, ws ? workspace_size : 0, s);
+  }
+  finish_for_framework(a, s);
+}
+
+std::unordered_map<std::string, GemmPlan>& plan_cache() {
+  static auto* cache = new std::unordered_map<std::string, GemmPlan>();
+  return *cache;
+}
+
+}  // namespace
+
+void init_gemm(nb::module_& m) {
+  nb::class_<GemmDescriptor>(m, "GemmDescriptor",
+                             "out = alpha * a @ b + beta * out, then the epilogue. a [..., M, K], b [..., K, N], "
+                             "out [..., M, N]; each row- or column-major with a leading dimension; batch dims "
+                             "broadcast. Pure data; hashable; the plan-cache key.")
+      .def(nb::init<>())
+      .def("__init__",
+           [](GemmDescriptor* d, TensorSpec a, TensorSpec b, TensorSpec out, double alpha, double beta,
+              const std::string& epilogue, std::optional<DType> bias, bool aux, std::optional<DType> bias_grad,
+              const std::string& a_scale, const std::string& b_scale, bool amax) {
+             new (d) GemmDescriptor(make_desc(std::move(a), std::move(b), std::move(out), alpha, beta, epilogue, bias,
+                                              aux, bias_grad, a_scale, b_scale, amax));
+           },
+           "a"_a, "b"_a, "out"_a, "alpha"_a = 1.0, "beta"_a = 0.0, "epilogue"_a = "none", "bias"_a = nb::none(),
+           "aux"_a = false, "bias_grad"_a = nb::none(), "a_scale"_a = "none", "b_scale"_a = "none", "amax"_a = false,
+           "epilogue: none | relu | gelu | gelu_tanh | silu | dgelu_tanh | bias_grad. bias / bias_grad: the dtype of "
+           "the [N] bias (added before the activation) / of the bias gradient written by the bias_grad ([M]: sum of a "
+           "over K) or dgelu_tanh ([N]: sum of out over M) epilogues. aux: gelu / gelu_tanh / silu also store the "
+           "pre-activation; dgelu_tanh reads it. a_scale / b_scale: 'tensor' (fp8: f32 scalars) or 'vector' (int8: "
+           "f32 [M] / [N]). amax: fp8 also stores max |out|.")
+      .def_ro("a", &GemmDescriptor::a)
+      .def_ro("b", &GemmDescriptor::b)
+      .def_ro("out", &GemmDescriptor::out)
+      .def_ro("alpha", &GemmDescriptor::alpha)
+      .def_ro("beta", &GemmDescriptor::beta)
+      .def_prop_ro("epilogue", [](const GemmDescriptor& d) { return std::string(epilogue_name(d.epilogue)); })
+      .def_prop_ro("bias", [](const GemmDescriptor& d) { return d.bias ? std::optional<DType>(d.bias_dtype) : std::nullopt; })
+      .def_ro("aux", &GemmDescriptor::aux)
+      .def_prop_ro("bias_grad",
+                   [](const GemmDescriptor& d) { return d.bias_grad ? std::optional<DType>(d.bias_dtype) : std::nullopt; })
+      .def_prop_ro("a_scale", [](const GemmDescriptor& d) { return std::string(scale_str(d.a_scale)); })
+      .def_prop_ro("b_scale", [](const GemmDescriptor& d) { return std::string(scale_str(d.b_scale)); })
+      .def_ro("amax", &GemmDescriptor::amax)
+      .def("__eq__", [](const GemmDescriptor& a, const GemmDescriptor& b) { return a == b; })
+      .def("__hash__", [](const GemmDescriptor& d) { return std::hash<std::string>{}(d.str()); })
+      .def("__repr__", &GemmDescriptor::str);
+
+  nb::class_<GemmPlan>(m, "GemmPlan", "A validated GEMM: backend and algorithm chosen once, run many times.")
+      .def_static("select",
+                  [](const GemmDescriptor& d, std::optional<PlanPreference> pref) {
+                    return GemmPlan::select(d, pref.value_or(PlanPreference{}));
+                  },
+                  "desc"_a, "preference"_a = nb::none(),
+                  "Validate the descriptor and pick the backend (cuBLASLt, or our decode kernel for M <= 16) and, "
+                  "on a GPU, the algorithm; raises a baracuda.errors exception naming the reason.")
+      .def_prop_ro("sku", &GemmPlan::sku, "The backend and algorithm this plan runs, and its precision guarantee.")
+      .def_prop_ro("descriptor", &GemmPlan::descriptor)
+      .def("workspace_bytes", &GemmPlan::workspace_bytes,
+           "Scratch bytes run() should get (less narrows cuBLASLt's choice; int8 dequant needs all of it).")
+      .def("run",
+           [](const GemmPlan& p, nb::handle out, nb::handle a, nb::handle b, nb::handle bias, nb::handle aux,
+              nb::handle bias_grad, nb::handle a_scale, nb::handle b_scale, nb::handle amax, nb::handle workspace,
+              nb::handle stream) {
+             run_gemm(p, RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax}, workspace, -1, stream);
+           },
+           "out"_a, "a"_a, "b"_a, nb::kw_only(), "bias"_a = nb::none(), "aux"_a = nb::none(),
+           "bias_grad"_a = nb::none(), "a_scale"_a = nb::none(), "b_scale"_a = nb::none(), "amax"_a = nb::none(),
+           "workspace"_a = nb::none(), "stream"_a = nb::none(),
+           "Check the tensors against the descriptor and launch on `stream` (default: the current stream of a's "
+           "framework). Never allocates, never synchronizes (except to hand results to JAX).");
+
+  m.def("gemm_call",
+        [](nb::handle out, nb::handle a, nb::handle b, double alpha, double beta, const std::string& epilogue,
+           nb::handle bias, nb::handle aux, nb::handle bias_grad, nb::handle a_scale, nb::handle b_scale,
+           nb::handle amax, bool allow_tf32, nb::handle stream, nb::handle workspace_alloc) {
+          Imported o = import_tensor(out, "out", true);
+          Imported ia = import_tensor(a, "a", false);
+          Imported ib = import_tensor(b, "b", false);
+          auto present = [](nb::handle h) { return h.is_valid() && !h.is_none(); };
+          std::optional<DType> bias_dt, grad_dt;
+          if (present(bias)) bias_dt = import_tensor(bias, "bias", false).view.dtype;
+          if (present(bias_grad)) grad_dt = import_tensor(bias_grad, "bias_grad", true).view.dtype;
+          auto scale_kind = [&](nb::handle h, const char* name) -> std::string {
+            if (!present(h)) return "none";
+            return import_tensor(h, name, false).view.numel() == 1 && is_fp8(ia.view.dtype) ? "tensor" : "vector";
+          };
+          const std::string sa = scale_kind(a_scale, "a_scale"), sb = scale_kind(b_scale, "b_scale");
+          std::string key = epilogue;
+          key.push_back('\0');
+          for (double v : {alpha, beta}) key.append(reinterpret_cast<const char*>(&v), sizeof v);
+          key += char(bias_dt ? int(*bias_dt) + 1 : 0);
+          key += char(grad_dt ? int(*grad_dt) + 1 : 0);
+          key += present(aux) ? 'x' : '-';
+          key += sa[0];
+          key += sb[0];
+          key += present(amax) ? 'm' : '-';
+          key += allow_tf32 ? 't' : '-';
+          append_key(key, o.view);
+          append_key(key, ia.view);
+          append_key(key, ib.view);
+          auto& cache = plan_cache();
+          auto it = cache.find(key);
+          if (it == cache.end()) {
+            if (cache.size() >= 1024) cache.clear();  // bound the cache; plans are cheap to rebuild
+            GemmDescriptor d = make_desc(spec_of(ia.view), spec_of(ib.view), spec_of(o.view), alpha, beta, epilogue,
+                                         bias_dt, present(aux), grad_dt, sa, sb, present(amax));
+            PlanPreference pref;
+            pref.allow_tf32 = allow_tf32;
+            it = cache.emplace(key, GemmPlan::select(d, pref)).first;
+          }
+          const GemmPlan plan = it->second;
+          nb::object ws_obj;
+          const int64_t need = plan.workspace_bytes();
+          if (need > 0) {
+            if (workspace_alloc.is_none()) throw InvalidArgument("gemm: needs a workspace allocator");
+            ws_obj = workspace_alloc(need);
+          }
+          run_gemm(plan, RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax},
+                   need > 0 ? nb::handle(ws_obj) : nb::handle(), need, stream);
+        },
+        "out"_a, "a"_a, "b"_a, "alpha"_a, "beta"_a, "epilogue"_a, "bias"_a.none(), "aux"_a.none(),
+        "bias_grad"_a.none(), "a_scale"_a.none(), "b_scale"_a.none(), "amax"_a.none(), "allow_tf32"_a,
+        "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "Functional entry: select (cached on the arguments' metadata) and run.");
+  m.def("gemm_cache_size", [] { return plan_cache().size(); }, "Plans in the functional GEMM cache.");
+
+  m.def("gemm_backend_info",
+        [] {
+          GemmBackendInfo b = gemm_backend_info();
+          nb::dict d;
+          d["cublaslt_available"] = b.cublaslt_available;
+          d["cublaslt_path"] = b.cublaslt_path;
+          d["cublaslt_version"] = b.cublaslt_version;
+          d["error"] = b.error;
+          return d;
+        },
+        "Whether cuBLASLt loaded, from where, its version (loads it on first call).");
+  m.def("gemm_add_library_dir", &gemm_add_library_dir, "dir"_a,
+        "A directory to look for libcublasLt in before its first use.");
+}
+
+}  // namespace baracuda::py

@@ -1,0 +1,196 @@
+// Bindings of the norm family: descriptor, plan, and a cached functional entry point.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <unordered_map>
+
+#include "baracuda/errors.h"
+#include "baracuda/norm.h"
+#include "common.h"
+
+using namespace nb::literals;
+
+namespace baracuda::py {
+
+namespace {
+
+constexpr int kNumSlots = 13;
+enum Slot { Y, X, W, B, RES, RES_OUT, MEAN, RSTD, GY, GX, GRES, GW, GB };
+const char* kSlotNames[kNumSlots] = {"y",    "x",        "weight", "bias",          "residual",    "residual_out", "mean",
+                                     "rstd", "grad_out", "grad_x", "grad_residual", "grad_weight", "grad_bias"};
+
+bool is_output(int slot, bool backward) {
+  if (backward) return slot == GX || slot == GW || slot == GB;
+  return slot == Y || slot == RES_OUT || slot == MEAN || slot == RSTD;
+}
+bool is_backward_op(const std::string& op) { return op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0; }
+
+TensorView& slot_view(NormTensors& t, int slot) {
+  switch (slot) {
+    case Y: return t.y;
+    case X: return t.x;
+    case W: return t.weight;
+    case B: return t.bias;
+    case RES: return t.residual;
+    case RES_OUT: return t.residual_out;
+    case MEAN: return t.mean;
+    case RSTD: return t.rstd;
+    case GY: return t.grad_out;
+    case GX: return t.grad_x;
+    case GRES: return t.grad_residual;
+    case GW: return t.grad_weight;
+    default: return t.grad_bias;
+  }
+}
+
+// Imports every given tensor (None = absent) zero-copy; `keep` holds the arrays alive.
+NormTensors import_all(const nb::handle* hs, bool backward, Imported* keep) {
+  NormTensors t;
+  for (int i = 0; i < kNumSlots; ++i) {
+    if (hs[i].is_none()) continue;
+    if (backward && i == B) continue;  // the backward reads no bias (grad_bias says it is wanted)
+    keep[i] = import_tensor(hs[i], kSlotNames[i], is_output(i, backward));
+    slot_view(t, i) = keep[i].view;
+  }
+  return t;
+}
+
+std::unordered_map<std::string, NormPlan>& norm_cache() {
+  static auto* cache = new std::unordered_map<std::string, NormPlan>();
+  return *cache;
+}
+
+// Imports, launches with the GIL released, hands results to JAX; a workspace from `ws_obj`.
+void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb::handle workspace_alloc,
+            nb::handle stream) {
+  const bool backward = is_backward_op(plan.descriptor().op);
+  Imported keep[kNumSlots];
+  NormTensors t = import_all(hs, backward, keep);
+  void* ws = nullptr;
+  int64_t ws_size = 0;
+  Imported w;
+  nb::object ws_obj;
+  if (!workspace.is_none()) {
+    w = import_tensor(workspace, "workspace", true);
+    ws = w.view.data;
+    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
+  } else if (plan.workspace_bytes() > 0 && !workspace_alloc.is_none()) {
+    ws_obj = workspace_alloc(plan.workspace_bytes());
+    w = import_tensor(ws_obj, "workspace", true);
+    ws = w.view.data;
+    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
+  }
+  const Imported& like = keep[X];
+  StreamHandle s = resolve_stream(stream, like);
+  {
+    nb::gil_scoped_release release;
+    plan.run(t, ws, ws_size, s);
+  }
+  finish_for_framework(like, s);
+}
+
+}  // namespace
+
+void init_norm(nb::module_& m) {
+  nb::class_<NormDescriptor>(m, "NormDescriptor",
+                             "RMSNorm / LayerNorm over the last dimension of x, forward or backward. op: 'rms_norm', "
+                             "'layer_norm', 'rms_norm_backward', 'layer_norm_backward'; weight / bias: their dtype "
+                             "(x's or float32) or None; residual: fused residual add (forward) or grad_residual "
+                             "(backward); save_stats: write rstd (and mean) for backward. Pure data; hashable.")
+      .def("__init__",
+           [](NormDescriptor* d, std::string op, TensorSpec x, std::optional<DType> weight, std::optional<DType> bias,
+              bool residual, double eps, bool save_stats) {
+             new (d) NormDescriptor{std::move(op), std::move(x), weight, bias, residual, eps, save_stats};
+           },
+           "op"_a, "x"_a, "weight"_a = nb::none(), "bias"_a = nb::none(), "residual"_a = false, "eps"_a = 1e-6,
+           "save_stats"_a = false)
+      .def_ro("op", &NormDescriptor::op)
+      .def_ro("x", &NormDescriptor::x)
+      .def_ro("weight", &NormDescriptor::weight)
+      .def_ro("bias", &NormDescriptor::bias)
+      .def_ro("residual", &NormDescriptor::residual)
+      .def_ro("eps", &NormDescriptor::eps)
+      .def_ro("save_stats", &NormDescriptor::save_stats)
+      .def("__eq__", [](const NormDescriptor& a, const NormDescriptor& b) { return a == b; })
+      .def("__hash__", [](const NormDescriptor& d) { return std::hash<std::string>{}(d.str()); })
+      .def("__repr__", &NormDescriptor::str);
+
+  nb::class_<NormPlan>(m, "NormPlan", "A validated norm launch: select once, run many times.")
+      .def_static("select",
+                  [](const NormDescriptor& d, std::optional<PlanPreference> pref) {
+                    return NormPlan::select(d, pref.value_or(PlanPreference{}));
+                  },
+                  "desc"_a, "preference"_a = nb::none(),
+                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
+      .def_prop_ro("sku", &NormPlan::sku, "The kernel this plan runs, and its precision guarantee.")
+      .def_prop_ro("descriptor", &NormPlan::descriptor)
+      .def("workspace_bytes", &NormPlan::workspace_bytes,
+           "Bytes of scratch run() needs: the grad_weight / grad_bias partial sums of a backward plan, else 0.")
+      .def("run",
+           [](const NormPlan& plan, nb::handle y, nb::handle x, nb::handle weight, nb::handle bias, nb::handle residual,
+              nb::handle residual_out, nb::handle mean, nb::handle rstd, nb::handle grad_out, nb::handle grad_x,
+              nb::handle grad_residual, nb::handle grad_weight, nb::handle grad_bias, nb::handle workspace,
+              nb::handle stream) {
+             const nb::handle hs[kNumSlots] = {y,    x,        weight, bias,          residual,    residual_out, mean,
+                                               rstd, grad_out, grad_x, grad_residual, grad_weight, grad_bias};
+             launch(plan, hs, workspace, nb::none(), stream);
+           },
+           nb::kw_only(), "y"_a = nb::none(), "x"_a = nb::none(), "weight"_a = nb::none(), "bias"_a = nb::none(),
+           "residual"_a = nb::none(), "residual_out"_a = nb::none(), "mean"_a = nb::none(), "rstd"_a = nb::none(),
+           "grad_out"_a = nb::none(), "grad_x"_a = nb::none(), "grad_residual"_a = nb::none(),
+           "grad_weight"_a = nb::none(), "grad_bias"_a = nb::none(), "workspace"_a = nb::none(),
+           "stream"_a = nb::none(),
+           "Forward: run(y=, x=, [weight=, bias=, residual=, residual_out=, mean=, rstd=]); backward: "
+           "run(grad_x=, grad_out=, x=, rstd=, [mean=, weight=, grad_weight=, grad_bias=, grad_residual=], "
+           "workspace=). Checks the tensors against the descriptor and launches on `stream` (default: the current "
+           "stream of x's framework). Never allocates, never synchronizes (except to hand results to JAX).");
+
+  m.def("norm_call",
+        [](const std::string& op, double eps, bool save_stats, nb::handle y, nb::handle x, nb::handle weight,
+           nb::handle bias, nb::handle residual, nb::handle residual_out, nb::handle mean, nb::handle rstd,
+           nb::handle grad_out, nb::handle grad_x, nb::handle grad_residual, nb::handle grad_weight,
+           nb::handle grad_bias, nb::handle stream, nb::handle workspace_alloc) {
+          const nb::handle hs[kNumSlots] = {y,    x,        weight, bias,          residual,    residual_out, mean,
+                                            rstd, grad_out, grad_x, grad_residual, grad_weight, grad_bias};
+          const bool backward = is_backward_op(op);
+          // The plan key: op, eps, save_stats, x's metadata, and what is present (with dtypes).
+          Imported xi = import_tensor(x, "x", false);
+          std::string key = op;
+          key.push_back('\0');
+          key.append(reinterpret_cast<const char*>(&eps), sizeof eps);
+          key.push_back(char(save_stats));
+          append_key(key, xi.view);
+          std::optional<DType> wd, bd;
+          bool res = false;
+          auto dtype_of = [&](nb::handle h, const char* name) { return import_tensor(h, name, false).view.dtype; };
+          if (!weight.is_none()) wd = dtype_of(weight, "weight");
+          if (backward) {
+            if (!grad_bias.is_none()) bd = dtype_of(grad_bias, "grad_bias");
+            res = !grad_residual.is_none();
+          } else {
+            if (!bias.is_none()) bd = dtype_of(bias, "bias");
+            res = !residual.is_none();
+          }
+          key.push_back(wd ? char(*wd) : char(-1));
+          key.push_back(bd ? char(*bd) : char(-1));
+          key.push_back(char(res));
+          auto& cache = norm_cache();
+          auto it = cache.find(key);
+          if (it == cache.end()) {
+            if (cache.size() >= 4096) cache.clear();  // bound the cache; plans are cheap to rebuild
+            NormDescriptor d{op, spec_of(xi.view), wd, bd, res, eps, save_stats};
+            it = cache.emplace(key, NormPlan::select(d)).first;
+          }
+          const NormPlan plan = it->second;  // a copy: another thread may clear the cache while we run
+          launch(plan, hs, nb::none(), workspace_alloc, stream);
+        },
+        "op"_a, "eps"_a, "save_stats"_a, "y"_a.none(), "x"_a.none(), "weight"_a.none(), "bias"_a.none(),
+        "residual"_a.none(), "residual_out"_a.none(), "mean"_a.none(), "rstd"_a.none(), "grad_out"_a.none(),
+        "grad_x"_a.none(), "grad_residual"_a.none(), "grad_weight"_a.none(), "grad_bias"_a.none(),
+        "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "Functional entry: select (cached on op, eps, flags and x's metadata) and run.");
+  m.def("norm_cache_size", [] { return norm_cache().size(); }, "Plans in the norm functional cache.");
+}
+
+}  // namespace baracuda::py

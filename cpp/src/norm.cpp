@@ -1,0 +1,432 @@
+// NormPlan: validation, kernel configuration, SKU, and the thin run().
+#include "baracuda/norm.h"
+#include "plan_util.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "baracuda/errors.h"
+#include "device_guard.h"
+#include "norm/norm_launch.h"
+
+namespace baracuda {
+
+namespace {
+
+const DType kFloatDTypes[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
+
+bool is_norm_dtype(DType t) {
+  for (DType d : kFloatDTypes)
+    if (d == t) return true;
+  return false;
+}
+
+DType stats_dtype(DType x) { return x == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+// The row stride of a [..., H] view whose leading dims address rows with one stride, or -1.
+// Size-1 dims are ignored; with no leading dim of size > 1 any stride works (returns H).
+int64_t collapse_rows(const int64_t* shape, const int64_t* strides, int ndim) {
+  const int64_t H = ndim ? shape[ndim - 1] : 1;
+  int64_t rs = -1, expect = 0;
+  for (int d = ndim - 2; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (rs < 0) {
+      rs = strides[d];
+      expect = strides[d] * shape[d];
+    } else {
+      if (strides[d] != expect) return -2;
+      expect = strides[d] * shape[d];
+    }
+  }
+  return rs < 0 ? H : rs;
+}
+
+bool overlaps(const TensorView& a, const TensorView& b) {
+  if (!a.data || !b.data) return false;
+  const auto ra = byte_range(a), rb = byte_range(b);
+  return ra.first < rb.second && rb.first < ra.second;
+}
+
+std::string eps_str(double e) {
+  std::ostringstream os;
+  os << e;
+  return os.str();
+}
+
+}  // namespace
+
+struct NormPlan::Impl {
+  NormDescriptor desc;
+  std::string op;
+  bool layer = false, backward = false;
+  int64_t rows = 0, H = 0;
+  bool reg_ok = false;
+  norm::Config reg, loop_vec, loop_scalar;
+  int64_t workspace = 0;
+  KernelSku sku;
+};
+
+std::string NormDescriptor::str() const {
+  std::ostringstream os;
+  os << "NormDescriptor(" << op << ", x=" << x.str();
+  os << ", weight=" << (weight ? dtype_name(*weight) : "none");
+  os << ", bias=" << (bias ? dtype_name(*bias) : "none");
+  os << ", residual=" << (residual ? "true" : "false") << ", eps=" << eps_str(eps)
+     << ", save_stats=" << (save_stats ? "true" : "false") << ")";
+  return os.str();
+}
+
+NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref) {
+  auto impl = std::make_shared<Impl>();
+  Impl& I = *impl;
+  I.desc = desc;
+  const std::string& op = desc.op;
+  if (op == "rms_norm") { I.layer = false; I.backward = false; }
+  else if (op == "layer_norm") { I.layer = true; I.backward = false; }
+  else if (op == "rms_norm_backward") { I.layer = false; I.backward = true; }
+  else if (op == "layer_norm_backward") { I.layer = true; I.backward = true; }
+  else
+    throw InvalidArgument("norm: unknown op '" + op +
+                          "'; expected rms_norm, layer_norm, rms_norm_backward or layer_norm_backward");
+  I.op = op;
+  if (!pref.allows(Backend::Bespoke))
+    throw Unsupported(op + ": the only backend for norm ops is 'bespoke', and the preference forbids it");
+
+  // x: rank, shape, dtype, layout.
+  const TensorSpec& x = desc.x;
+  const int r = int(x.shape.size());
+  if (r == 0) throw InvalidArgument(op + ": x is 0-d; expected at least one dimension (the normalized one)");
+  if (r > kMaxRank)
+    throw Unsupported(op + ": x has rank " + std::to_string(r) + "; at most " + std::to_string(kMaxRank) + " is supported");
+  for (int64_t d : x.shape)
+    if (d < 0) throw InvalidArgument(op + ": x has a negative dimension in shape " + shape_str(x.shape));
+  if (!x.strides.empty() && x.strides.size() != x.shape.size())
+    throw InvalidArgument(op + ": x has " + std::to_string(x.strides.size()) + " strides for rank " + std::to_string(r));
+  if (!is_norm_dtype(x.dtype))
+    throw InvalidDType(op + ": x is " + dtype_name(x.dtype) + "; supported: float32, float16, bfloat16, float64");
+  auto param_dtype = [&](const std::optional<DType>& p, const char* name) {
+    if (p && *p != x.dtype && *p != DType::Float32)
+      throw InvalidDType(op + ": " + name + " is " + dtype_name(*p) + " but x is " + dtype_name(x.dtype) + "; " + name +
+                         " must be " + dtype_name(x.dtype) + " or float32");
+  };
+  param_dtype(desc.weight, "weight");
+  param_dtype(desc.bias, "bias");
+  if (desc.bias && !I.layer)
+    throw InvalidArgument(op + ": bias is given; RMSNorm takes no bias (use layer_norm for a bias)");
+  if (!std::isfinite(desc.eps) || desc.eps < 0)
+    throw InvalidArgument(op + ": eps must be a finite number >= 0, got " + eps_str(desc.eps));
+  if (I.backward && desc.save_stats)
+    throw InvalidArgument(op + ": save_stats applies to the forward ops; the backward ops read the saved stats");
+
+  I.H = x.shape[r - 1];
+  I.rows = 1;
+  for (int i = 0; i < r - 1; ++i) I.rows *= x.shape[i];
+  if (I.H == 0 && desc.save_stats)
+    throw InvalidArgument(op + ": x has an empty last dimension (shape " + shape_str(x.shape) +
+                          "); statistics of empty rows are undefined, so save_stats needs H >= 1");
+  const auto st = x.effective_strides();
+  if (I.H > 1 && st[r - 1] != 1)
+    throw Unsupported(op + ": x has stride " + std::to_string(st[r - 1]) +
+                      " along its last (normalized) dimension; unit stride is required (pass a contiguous x)");
+  if (collapse_rows(x.shape.data(), st.data(), r) == -2)
+    throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " and strides " + shape_str(st) +
+                      " does not address its rows with one row stride; supported: contiguous rows or a slice of the "
+                      "last dimension (pass a contiguous x)");
+
+  // Kernel configurations: register-resident (when the row fits and the run's pointers are
+  // 16-byte aligned), looped with vectors (aligned, row too long), looped scalar (otherwise).
+  I.reg = norm::register_config(x.dtype, I.backward, I.H, I.rows, &I.reg_ok);
+  I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
+  I.loop_scalar = norm::looped_config(x.dtype, I.backward, I.H, I.rows, false);
+  if (I.backward && (desc.weight || desc.bias)) {
+    int64_t P = I.loop_vec.partials;
+    if (I.reg_ok) P = std::max(P, I.reg.partials);
+    const int64_t one = norm::partial_bytes(x.dtype, P, I.H);
+    I.workspace = one * ((desc.weight ? 1 : 0) + (desc.bias ? 1 : 0));
+  }
+  if (pref.workspace_limit >= 0 && I.workspace > pref.workspace_limit)
+    throw Unsupported(op + ": needs " + std::to_string(I.workspace) + " bytes of workspace for the grad_weight / "
+                      "grad_bias partial sums; the preference allows " + std::to_string(pref.workspace_limit));
+
+  // The SKU, from the configuration the aligned case runs.
+  KernelSku& k = I.sku;
+  k.category = "norm";
+  k.op = op;
+  k.layout = I.reg_ok ? "row_registers" : "row_looped";
+  const norm::Config& c = I.reg_ok ? I.reg : I.loop_vec;
+  k.name = "norm." + op + "." + k.layout + ".t" + std::to_string(c.tpr) + (I.reg_ok ? "x" + std::to_string(c.items) : "");
+  k.dtypes.push_back(x.dtype);
+  k.dtypes.push_back(x.dtype);
+  if (desc.weight) k.dtypes.push_back(*desc.weight);
+  if (desc.bias) k.dtypes.push_back(*desc.bias);
+  k.arch = compiled_archs();
+  k.backend = Backend::Bespoke;
+  auto& pg = k.precision;
+  const bool half = x.dtype == DType::Float16 || x.dtype == DType::BFloat16;
+  pg.compute_dtype = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  pg.accumulator_dtype = pg.compute_dtype;
+  pg.math = std::string(dtype_name(pg.compute_dtype)) + " math" +
+            (half ? std::string(", one rounding to ") + dtype_name(x.dtype) : std::string("")) +
+            (I.layer ? "; mean, then the sum of squared deviations (two passes, not E[x^2] - E[x]^2)" : "") +
+            "; row sums in a fixed order; correctly rounded 1/sqrt";
+  if (!I.backward && desc.residual)
+    pg.math += "; x + residual rounded once to " + std::string(dtype_name(x.dtype)) + " (= residual_out) is normalized";
+  if (I.backward && (desc.weight || desc.bias))
+    pg.math += "; grad_weight / grad_bias: per-block partial sums in " + std::string(dtype_name(pg.accumulator_dtype)) +
+               ", added in a fixed order";
+  if (I.reg_ok)
+    pg.math += "; row in registers with 16-byte vectors when pointers and row strides are 16-byte aligned, else the "
+               "looped kernel (same math, another summation order)";
+  pg.deterministic = true;
+  pg.bit_stable = true;
+  return NormPlan(impl);
+}
+
+const KernelSku& NormPlan::sku() const { return impl_->sku; }
+const NormDescriptor& NormPlan::descriptor() const { return impl_->desc; }
+int64_t NormPlan::workspace_bytes() const { return impl_->workspace; }
+
+void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size, StreamHandle stream) const {
+  const Impl& I = *impl_;
+  const NormDescriptor& D = I.desc;
+  const std::string& op = I.op;
+  const DType dt = D.x.dtype;
+  const int r = int(D.x.shape.size());
+  const int device = t.x.device;
+
+  auto present = [](const TensorView& v) { return v.data != nullptr; };
+  // Presence must match the plan (an empty tensor may have a null pointer: then it counts as present).
+  auto require = [&](const TensorView& v, bool needed, const std::string& name, const std::string& why) {
+    const bool has = present(v) || (v.ndim > 0 && v.numel() == 0);
+    if (needed && !has) throw InvalidArgument(op + ": " + name + " is missing; " + why);
+    if (!needed && present(v)) throw InvalidArgument(op + ": " + name + " is given; " + why);
+  };
+  auto same_device = [&](const TensorView& v, const std::string& name) {
+    if (v.device != device)
+      throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but x is on cuda:" +
+                            std::to_string(device) + "; all operands must be on one device");
+  };
+  auto shape_is = [&](const TensorView& v, const std::vector<int64_t>& s) {
+    if (size_t(v.ndim) != s.size()) return false;
+    for (int i = 0; i < v.ndim; ++i)
+      if (v.shape[i] != s[i]) return false;
+    return true;
+  };
+  // x: exactly the descriptor's spec.
+  {
+    if (!present(t.x) && t.x.numel() > 0) throw InvalidArgument(op + ": x is missing (null data pointer)");
+    if (t.x.dtype != dt)
+      throw InvalidDType(op + ": x is " + std::string(dtype_name(t.x.dtype)) + ", the plan was selected for " + dtype_name(dt));
+    if (!shape_is(t.x, D.x.shape))
+      throw InvalidArgument(op + ": x has shape " + shape_str(t.x.shape, t.x.ndim) + ", the plan was selected for " +
+                            shape_str(D.x.shape));
+    const auto st = D.x.effective_strides();
+    for (int i = 0; i < r; ++i)
+      if (t.x.shape[i] > 1 && t.x.strides[i] != st[i])
+        throw InvalidArgument(op + ": x has strides " + shape_str(t.x.strides, t.x.ndim) + ", the plan was selected for " +
+                              shape_str(st) + " (select a plan for these strides)");
+  }
+  const int64_t x_rs = collapse_rows(t.x.shape, t.x.strides, t.x.ndim);
+  // Another [..., H] row tensor: x's shape and dtype, unit column stride, one row stride.
+  auto row_tensor = [&](const TensorView& v, const std::string& name) -> int64_t {
+    if (v.dtype != dt)
+      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(dt) +
+                         " (x's dtype)");
+    if (!shape_is(v, D.x.shape))
+      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected x's shape " +
+                            shape_str(D.x.shape));
+    same_device(v, name);
+    if (I.H > 1 && v.strides[r - 1] != 1)
+      throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[r - 1]) +
+                        " along its last dimension; unit stride is required");
+    const int64_t rs = collapse_rows(v.shape, v.strides, v.ndim);
+    if (rs == -2)
+      throw Unsupported(op + ": " + name + " with strides " + shape_str(v.strides, v.ndim) +
+                        " does not address its rows with one row stride (pass a contiguous tensor)");
+    return rs;
+  };
+  auto param = [&](const TensorView& v, const std::optional<DType>& want, const std::string& name) {
+    if (v.dtype != *want)
+      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + ", the plan was selected for " +
+                         dtype_name(*want));
+    if (v.ndim != 1 || v.shape[0] != I.H)
+      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected (" +
+                            std::to_string(I.H) + ",) (x's last dimension)");
+    if (I.H > 1 && v.strides[0] != 1)
+      throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[0]) + "; unit stride is required");
+    same_device(v, name);
+  };
+  auto stats = [&](const TensorView& v, const std::string& name) {
+    const DType sd = stats_dtype(dt);
+    if (v.dtype != sd)
+      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(sd) +
+                         " (stats are float32, float64 for float64 x)");
+    if (v.numel() != I.rows)
+      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + " (" +
+                            std::to_string(v.numel()) + " elements); expected one per row, " + std::to_string(I.rows) +
+                            " (x's shape without the last dimension)");
+    if (!v.is_contiguous()) throw InvalidArgument(op + ": " + name + " must be contiguous");
+    same_device(v, name);
+  };
+
+  norm::NormLaunch L;
+  L.layer = I.layer;
+  L.backward = I.backward;
+  L.dtype = dt;
+  L.w_f32 = D.weight && *D.weight == DType::Float32 && dt != DType::Float32;
+  L.b_f32 = D.bias && *D.bias == DType::Float32 && dt != DType::Float32;
+  L.save_stats = D.save_stats;
+  L.eps = D.eps;
+  L.rows = I.rows;
+  L.H = I.H;
+  L.x = t.x.data;
+  L.x_rs = x_rs;
+
+  // (view, name) of every input and output, for the aliasing checks.
+  std::vector<std::pair<const TensorView*, std::string>> ins, outs;
+  ins.push_back({&t.x, "x"});
+  std::vector<std::pair<const TensorView*, const TensorView*>> in_place;  // (output, input) allowed as one view
+  std::vector<int64_t> strides_to_align;
+
+  if (!I.backward) {
+    require(t.y, true, "y", "the forward ops write y");
+    L.y = t.y.data;
+    L.y_rs = row_tensor(t.y, "y");
+    outs.push_back({&t.y, "y"});
+    in_place.push_back({&t.y, &t.x});
+    require(t.weight, bool(D.weight), "weight", D.weight ? "the plan was selected with a weight" : "the plan was selected without a weight");
+    if (D.weight) { param(t.weight, D.weight, "weight"); L.w = t.weight.data; ins.push_back({&t.weight, "weight"}); }
+    require(t.bias, bool(D.bias), "bias", D.bias ? "the plan was selected with a bias" : "the plan was selected without a bias");
+    if (D.bias) { param(t.bias, D.bias, "bias"); L.b = t.bias.data; ins.push_back({&t.bias, "bias"}); }
+    const char* why_res = D.residual ? "the plan was selected with a residual (residual and residual_out go together)"
+                                     : "the plan was selected without a residual";
+    require(t.residual, D.residual, "residual", why_res);
+    require(t.residual_out, D.residual, "residual_out", why_res);
+    if (D.residual) {
+      L.res = t.residual.data;
+      L.res_rs = row_tensor(t.residual, "residual");
+      L.res_out = t.residual_out.data;
+      L.res_out_rs = row_tensor(t.residual_out, "residual_out");
+      ins.push_back({&t.residual, "residual"});
+      outs.push_back({&t.residual_out, "residual_out"});
+      in_place.push_back({&t.residual_out, &t.residual});
+      strides_to_align.insert(strides_to_align.end(), {L.res_rs, L.res_out_rs});
+    }
+    require(t.rstd, D.save_stats, "rstd", D.save_stats ? "the plan saves stats" : "the plan was selected without save_stats");
+    require(t.mean, D.save_stats && I.layer, "mean",
+            I.layer ? (D.save_stats ? "the plan saves stats" : "the plan was selected without save_stats")
+                    : "RMSNorm saves no mean");
+    if (D.save_stats) {
+      stats(t.rstd, "rstd");
+      L.rstd = t.rstd.data;
+      outs.push_back({&t.rstd, "rstd"});
+      if (I.layer) { stats(t.mean, "mean"); L.mean = t.mean.data; outs.push_back({&t.mean, "mean"}); }
+    }
+    strides_to_align.insert(strides_to_align.end(), {L.x_rs, L.y_rs});
+  } else {
+    require(t.grad_out, true, "grad_out", "the backward ops read grad_out");
+    require(t.grad_x, true, "grad_x", "the backward ops write grad_x");
+    L.gy = t.grad_out.data;
+    L.gy_rs = row_tensor(t.grad_out, "grad_out");
+    L.gx = t.grad_x.data;
+    L.gx_rs = row_tensor(t.grad_x, "grad_x");
+    ins.push_back({&t.grad_out, "grad_out"});
+    outs.push_back({&t.grad_x, "grad_x"});
+    require(t.rstd, true, "rstd", "the backward ops read the saved rstd");
+    stats(t.rstd, "rstd");
+    L.rstd = t.rstd.data;
+    ins.push_back({&t.rstd, "rstd"});
+    require(t.mean, I.layer, "mean", I.layer ? "layer_norm_backward reads the saved mean" : "RMSNorm has no mean");
+    if (I.layer) { stats(t.mean, "mean"); L.mean = t.mean.data; ins.push_back({&t.mean, "mean"}); }
+    require(t.weight, bool(D.weight), "weight", D.weight ? "the plan was selected with a weight" : "the plan was selected without a weight");
+    require(t.grad_weight, bool(D.weight), "grad_weight",
+            D.weight ? "the plan was selected with a weight" : "the plan was selected without a weight");
+    if (D.weight) {
+      param(t.weight, D.weight, "weight");
+      param(t.grad_weight, D.weight, "grad_weight");
+      L.w = t.weight.data;
+      L.gw = t.grad_weight.data;
+      ins.push_back({&t.weight, "weight"});
+      outs.push_back({&t.grad_weight, "grad_weight"});
+    }
+    require(t.grad_bias, bool(D.bias), "grad_bias", D.bias ? "the plan was selected with a bias" : "the plan was selected without a bias");
+    if (D.bias) {
+      param(t.grad_bias, D.bias, "grad_bias");
+      L.gb = t.grad_bias.data;
+      outs.push_back({&t.grad_bias, "grad_bias"});
+    }
+    require(t.grad_residual, D.residual, "grad_residual",
+            D.residual ? "the plan was selected with a residual" : "the plan was selected without a residual");
+    if (D.residual) {
+      L.gres = t.grad_residual.data;
+      L.gres_rs = row_tensor(t.grad_residual, "grad_residual");
+      ins.push_back({&t.grad_residual, "grad_residual"});
+      in_place.push_back({&t.grad_x, &t.grad_residual});
+      strides_to_align.push_back(L.gres_rs);
+    }
+    strides_to_align.insert(strides_to_align.end(), {L.x_rs, L.gy_rs, L.gx_rs});
+  }
+
+  // Aliasing: an output may be one named input itself (in place); any other overlap is refused.
+  for (size_t o = 0; o < outs.size(); ++o) {
+    for (const auto& [v, name] : ins) {
+      if (!overlaps(*outs[o].first, *v)) continue;
+      bool allowed = false;
+      for (const auto& [po, pi] : in_place) allowed = allowed || (po == outs[o].first && pi == v && same_view(*po, *pi));
+      if (!allowed)
+        throw InvalidArgument(op + ": " + outs[o].second + " overlaps " + name +
+                              (in_place.empty() ? std::string("") : std::string(" without being the same view")) +
+                              "; in place is allowed only for y = x, residual_out = residual, grad_x = grad_residual");
+    }
+    for (size_t p = o + 1; p < outs.size(); ++p)
+      if (overlaps(*outs[o].first, *outs[p].first))
+        throw InvalidArgument(op + ": " + outs[o].second + " overlaps " + outs[p].second + "; outputs must not overlap");
+  }
+  if (I.workspace > 0) {
+    if (workspace == nullptr || workspace_size < I.workspace)
+      throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(I.workspace) + " bytes, got " +
+                            std::to_string(workspace ? workspace_size : 0));
+    const uintptr_t w = reinterpret_cast<uintptr_t>(workspace);
+    if (w % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
+    auto hits = [&](const TensorView& v) {
+      if (!v.data) return false;
+      const auto rr = byte_range(v);
+      return rr.first < w + uintptr_t(I.workspace) && w < rr.second;
+    };
+    for (const auto& lst : {ins, outs})
+      for (const auto& [v, name] : lst)
+        if (hits(*v)) throw InvalidArgument(op + ": workspace overlaps " + name);
+  }
+
+  // Path: the register kernel (or vectorized loop) needs 16-byte aligned pointers and row strides.
+  const int V = norm::vec_width(dt);
+  bool aligned = I.H % V == 0;
+  const size_t es = dtype_size(dt);
+  for (const auto& lst : {ins, outs})
+    for (const auto& [v, name] : lst) {
+      if (v == &t.rstd || v == &t.mean || v == &t.grad_weight || v == &t.grad_bias) continue;  // scalar accesses
+      if (v->data && reinterpret_cast<uintptr_t>(v->data) % 16) aligned = false;
+    }
+  for (int64_t s : strides_to_align)
+    if ((std::llabs(s) * int64_t(es)) % 16) aligned = false;
+  L.cfg = (I.reg_ok && aligned) ? I.reg : (aligned ? I.loop_vec : I.loop_scalar);
+  L.workspace = workspace;
+  L.bias_partial_offset = L.gw ? norm::partial_bytes(dt, L.cfg.partials, I.H) : 0;
+
+  if (I.H == 0 || (I.rows == 0 && !I.backward)) return;
+  DeviceGuard guard(device);
+  norm::launch(L, stream);
+}
+
+FamilyInfo norm_family_info() {
+  const std::vector<DType> fp(std::begin(kFloatDTypes), std::end(kFloatDTypes));
+  const std::vector<std::string> layouts = {"row_registers", "row_looped"};
+  FamilyInfo f{"norm", "NormPlan",
+               "RMSNorm and LayerNorm over the last dimension (fused residual add, saved stats); with backward",
+               {}};
+  f.ops.push_back(OpCoverage{"rms_norm", "forward", fp, layouts, Backend::Bespoke, true});
+  f.ops.push_back(OpCoverage{"layer_norm", "forward", fp, layouts, Backend::Bespoke, true});
+  return f;
+}
+
+}  // namespace baracuda

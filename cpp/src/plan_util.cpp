@@ -1,0 +1,72 @@
+#include "plan_util.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "baracuda/errors.h"
+
+namespace baracuda {
+
+std::pair<uintptr_t, uintptr_t> byte_range(const TensorView& v) {
+  intptr_t lo = 0, hi = 0;
+  const intptr_t es = intptr_t(dtype_size(v.dtype));
+  for (int i = 0; i < v.ndim; ++i) {
+    if (v.shape[i] == 0) return {0, 0};
+    const intptr_t ext = intptr_t(v.strides[i]) * (v.shape[i] - 1) * es;
+    (ext < 0 ? lo : hi) += ext;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(v.data);
+  return {base + lo, base + hi + es};
+}
+
+bool same_view(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data || dtype_size(a.dtype) != dtype_size(b.dtype) || a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i)
+    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.strides[i] != b.strides[i])) return false;
+  return true;
+}
+
+bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return true;
+    if (shape[i] > 1) dims.push_back({std::llabs(strides[i]), shape[i]});
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // largest offset reachable by the inner dims
+  for (auto [st, sz] : dims) {
+    if (st <= reach) return false;
+    reach += st * (sz - 1);
+  }
+  return true;
+}
+
+void check_view(const std::string& op, const std::string& name, const TensorView& v, const TensorSpec& s,
+                int device, const char* device_owner) {
+  if (v.dtype != s.dtype)
+    throw InvalidDType(op + ": " + name + " is " + dtype_name(v.dtype) + ", the plan was selected for " +
+                       dtype_name(s.dtype));
+  const auto st = s.effective_strides();
+  bool ok = size_t(v.ndim) == s.shape.size();
+  for (int i = 0; ok && i < v.ndim; ++i) ok = v.shape[i] == s.shape[i];
+  if (!ok)
+    throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) +
+                          ", the plan was selected for " + shape_str(s.shape));
+  for (int i = 0; i < v.ndim; ++i)
+    if (v.shape[i] > 1 && v.strides[i] != st[i])
+      throw InvalidArgument(op + ": " + name + " has strides " + shape_str(v.strides, v.ndim) +
+                            ", the plan was selected for " + shape_str(st) + " (select a plan for these strides)");
+  if (v.data == nullptr && v.numel() > 0) throw InvalidArgument(op + ": " + name + " has a null data pointer");
+  if (v.device != device)
+    throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but " + device_owner + " is on cuda:" +
+                          std::to_string(device) + "; all operands must be on one device");
+}
+
+std::string compiled_archs() {
+  std::string arch = std::string("sm_") + BARACUDA_CUDA_ARCHS;
+  for (size_t i = 0; i < arch.size(); ++i)
+    if (arch[i] == ',') arch.insert(i + 1, "sm_");
+  return arch;
+}
+
+}  // namespace baracuda

@@ -1,0 +1,32 @@
+// Checks and descriptions every plan family shares: a view against the spec it was selected
+// for, byte ranges for aliasing checks, the compiled-arch string for SKUs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "baracuda/tensor.h"
+
+namespace baracuda {
+
+// [lo, hi) bytes a view touches ({0, 0} when empty).
+std::pair<uintptr_t, uintptr_t> byte_range(const TensorView& v);
+inline bool ranges_overlap(std::pair<uintptr_t, uintptr_t> a, std::pair<uintptr_t, uintptr_t> b) {
+  return a.first < b.second && b.first < a.second;
+}
+// Same pointer, element size, shape and strides of non-size-1 dims (an in-place operand).
+bool same_view(const TensorView& a, const TensorView& b);
+// True when no two in-bounds indices of (shape, strides) address the same element.
+bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+
+// Throws InvalidDType / InvalidArgument "<op>: <name> ..." when `v` differs from `s` (dtype,
+// shape, strides of non-size-1 dims), has a null pointer, or is not on `device`.
+// `device_owner` names the operand whose device the others must share.
+void check_view(const std::string& op, const std::string& name, const TensorView& v, const TensorSpec& s,
+                int device, const char* device_owner = "out");
+
+// "sm_80,sm_90": the archs this build compiled kernels for.
+std::string compiled_archs();
+
+}  // namespace baracuda

@@ -1,0 +1,105 @@
+// The contract between the GEMM plan layer (cpp/src/gemm.cpp) and the bespoke CUDA kernels of
+// cuda/gemm/: plain C++, no CUDA types. `void* stream` is a cudaStream_t.
+//
+// Two kernels live here:
+//  * gemv_lowm: the decode regime (M = 1..16) of out = alpha * x @ w^T + beta * out (+ bias),
+//    bound by reading w once from HBM; cuBLASLt leaves bandwidth on the table there.
+//  * dequant_int32: the epilogue of an int8 GEMM whose int32 accumulator cuBLASLt wrote.
+//
+// Neither validates shapes, strides or aliasing: select()/run() do (see the notes on each
+// field). Neither allocates or synchronizes. CUDA errors surface through cuda_check /
+// check_launch, naming the kernel.
+#pragma once
+#include <cstdint>
+
+#include "baracuda/dtype.h"
+
+namespace baracuda::gemm {
+
+// out[m, n] = alpha * sum_k x[m, k] * w[n, k] + beta * out[m, n] (+ bias[n]),
+// m < M, n < N, k < K; f32 accumulation, one rounding to the output dtype at the end.
+//  * x:   [M, K], unit stride along K, row stride ldx (elements).
+//  * w:   [N, K], unit stride along K, row stride ldw (an nn.Linear weight; B = w^T).
+//  * out: [M, N], unit stride along N, row stride ldo. Must not overlap x, w or bias
+//         (x and w are read through the non-coherent cache).
+//  * bias: [N] contiguous, dtype `bias_dtype` (== dtype, or Float32); nullptr = none.
+//  * beta == 0: out is never read (it may hold NaN). alpha == 0: x and w are never read
+//    (BLAS convention: out = beta * out + bias, NaN/inf in x or w not propagated).
+//  * K == 0: out = beta * out + bias. M == 0 or N == 0: nothing is launched.
+// Summation order is fixed for a given (shape, dtype, device, alignment): deterministic.
+struct GemvLowMArgs {
+  DType dtype = DType::BFloat16;      // x, w and out: all bf16, all f16 or all f32
+  DType bias_dtype = DType::Float32;  // only read when bias != nullptr
+  int64_t M = 0, N = 0, K = 0;
+  const void* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  void* out = nullptr;
+  int64_t ldo = 0;
+  const void* bias = nullptr;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Largest M the low-M kernels take.
+constexpr int64_t kGemvLowMMaxM = 16;
+
+// Host-only predicate for select(): dtype in {bf16, f16, f32}, bias_dtype in {dtype, f32}
+// (checked even without a bias: leave it at its default f32 then), 0 <= M <= 16, N, K >= 0.
+// Touches no CUDA API. Says nothing about strides (select checks ldx >= K, ...).
+bool gemv_lowm_supported(const GemvLowMArgs& a);
+
+// Launch on `stream`. Precondition: gemv_lowm_supported(a).
+// The 16-byte vector path needs x and w 16-byte aligned and K, ldx, ldw multiples of
+// V = 16 / dtype_size (8 for bf16/f16, 4 for f32); otherwise this launch uses the scalar-load
+// fallback (correct, several times slower).
+void gemv_lowm(const GemvLowMArgs& a, void* stream);
+
+// The path gemv_lowm(a, ...) takes, e.g. "gemv_lowm.mma.m8.n8.vec16.splitk8"
+// (path, M bucket, rows of w per block, load width, warps splitting K). Depends on the shape,
+// dtype, the current device (SM count, occupancy) and the alignment of a.x / a.w / ldx / ldw
+// (nullptr pointers count as aligned, so a select-time call without data names the vector
+// path). Never throws; without a usable device it assumes an H100/H200-class one.
+const char* gemv_lowm_variant(const GemvLowMArgs& a);
+
+// Dequantizing epilogue of an int8 GEMM:
+// out[m, n] = (float)acc[m, n] * row_scale[m] * col_scale[n] (+ bias[n]), computed in f32 as
+// fmaf((float)acc * row_scale, col_scale, bias), rounded once to out_dtype. ((float)acc is exact
+// up to |acc| = 2^24.)
+//  * acc: int32 [M, N], row stride ldacc (elements), unit stride along N.
+//  * row_scale: f32 [M] contiguous, nullptr = 1. col_scale: f32 [N] contiguous, nullptr = 1.
+//  * bias: [N] contiguous, dtype bias_dtype (Float32 or out_dtype); nullptr = none.
+//  * out: out_dtype in {Float16, BFloat16, Float32}, [M, N], row stride ldo; must not overlap
+//    acc. (out == acc reinterpreted as f32 with ldo == ldacc is NOT supported.)
+// 16-byte loads of acc when acc is 16-byte aligned and ldacc % 4 == 0 (any N).
+struct DequantArgs {
+  int64_t M = 0, N = 0;
+  const int32_t* acc = nullptr;
+  int64_t ldacc = 0;
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
+  const void* bias = nullptr;
+  DType bias_dtype = DType::Float32;
+  void* out = nullptr;
+  DType out_dtype = DType::BFloat16;
+  int64_t ldo = 0;
+};
+
+// Host-only predicate: out_dtype in {f16, bf16, f32}, bias_dtype in {f32, out_dtype} when bias
+// is set, M, N >= 0.
+bool dequant_int32_supported(const DequantArgs& a);
+void dequant_int32(const DequantArgs& a, void* stream);
+
+// max |x| over a row-major [rows, cols] matrix with row stride ld, into *out (f32). Sets *out
+// first (on the stream), then folds each block's maximum in with an integer atomicMax on the
+// bits (non-negative floats order like their bit patterns): order-independent, so
+// deterministic. NaN propagates (|NaN|'s bits exceed +inf's).
+struct AbsMaxArgs {
+  const void* x = nullptr;
+  DType dtype = DType::BFloat16;  // f16, bf16, f32
+  int64_t rows = 0, cols = 0, ld = 0;
+  float* out = nullptr;
+};
+void absmax(const AbsMaxArgs& a, void* stream);
+
+}  // namespace baracuda::gemm

@@ -1,0 +1,34 @@
+// Runtime dtype -> the loss launchers instantiated for it (ce_<dtype>.cu).
+#include <cuda_runtime.h>
+
+#include "common/dtype_traits.cuh"
+#include "loss/loss_launch.h"
+
+namespace baracuda::loss {
+namespace detail {
+template <class T> void ce_launch_typed(const CeLaunch&, cudaStream_t);
+}  // namespace detail
+
+bool ce_has_kernel(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
+}
+
+int64_t ce_workspace_bytes(const CeLaunch& L) {
+  const int64_t a = L.dtype == DType::Float64 ? 8 : 4;
+  const int64_t body = L.forward ? (3 * L.n * int64_t(L.chunks) + 2 * L.n) * a : 0;
+  return 256 + (body + 255) / 256 * 256;
+}
+
+void ce_launch(const CeLaunch& L, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  switch (L.dtype) {
+    case DType::Float32: return detail::ce_launch_typed<float>(L, st);
+    case DType::Float64: return detail::ce_launch_typed<double>(L, st);
+    case DType::Float16: return detail::ce_launch_typed<kernels::f16>(L, st);
+    case DType::BFloat16: return detail::ce_launch_typed<kernels::bf16>(L, st);
+    default: break;
+  }
+  throw Unsupported(std::string("cross_entropy: no kernel for ") + dtype_name(L.dtype));
+}
+
+}  // namespace baracuda::loss

@@ -1,0 +1,20 @@
+// Runtime dtype -> the launcher instantiated for it.
+#include "common/dtype_traits.cuh"
+#include "norm/kernels.h"
+
+namespace baracuda::norm {
+
+void launch(const NormLaunch& L, void* stream) {
+  kernels::dispatch_dtype(L.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, kernels::f16> ||
+                  std::is_same_v<T, kernels::bf16>) {
+      if (L.backward) launch_backward<T>(L, stream);
+      else launch_forward<T>(L, stream);
+    } else {
+      throw Unsupported(std::string("norm: no kernel for ") + dtype_name(L.dtype));
+    }
+  });
+}
+
+}  // namespace baracuda::norm

@@ -1,0 +1,23 @@
+// Products: f32 accumulation for half inputs, f64 for f64, int64 (wrapping) for integers / bool.
+#include "reduction/tu_common.cuh"
+
+namespace baracuda::red {
+using namespace kernels;
+using namespace kernels::red;
+
+void launch_prod(const RedLaunch& L, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  dispatch_dtype(L.in_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_fp_v<T>) {
+      if (L.out_dtype == L.in_dtype) return launch_reduction(ProdR<T, T>{}, L, st);
+    } else if constexpr (is_intlike_v<T>) {
+      if (L.out_dtype == DType::Int64) return launch_reduction(ProdR<T, int64_t>{}, L, st);
+      if constexpr (!std::is_same_v<T, bool>)
+        if (L.out_dtype == L.in_dtype) return launch_reduction(ProdR<T, T>{}, L, st);
+    }
+    no_kernel(L, "prod");
+  });
+}
+
+}  // namespace baracuda::red

@@ -1,0 +1,283 @@
+// The reduction functors. Each one is a monoid over a State:
+//   init()            the identity
+//   add(s, v, idx)    fold one input element (idx: its logical index in the reduced space,
+//                     used by argmax / argmin only)
+//   merge(a, b)       fold another partial state into a (every merge here is commutative and
+//                     associative up to rounding; the kernels merge in a fixed order)
+//   finish(s, n)      the output value, n = elements reduced per output
+// Half types accumulate in f32, f32 in f32, f64 in f64, integers and bool in int64.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cuda/std/limits>
+#include <type_traits>
+
+#include "common/dtype_traits.cuh"
+
+namespace baracuda::kernels::red {
+
+// Accumulator of sums / products of T.
+template <class T> using acc_t =
+    std::conditional_t<std::is_same_v<T, double>, double, std::conditional_t<is_float_v<T>, float, int64_t>>;
+// Accumulator of float statistics (var, logsumexp, backward stats) of T.
+template <class T> using facc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class A, class T> __device__ __forceinline__ A to_acc(T v) {
+  if constexpr (is_half_v<T> || is_fp8_v<T>) return A(static_cast<float>(v));
+  else return A(v);
+}
+template <class T> __device__ __forceinline__ bool nonzero(T v) {
+  if constexpr (std::is_same_v<T, bool>) return v;
+  else if constexpr (is_half_v<T> || is_fp8_v<T>) return static_cast<float>(v) != 0.0f;
+  else return v != T(0);
+}
+template <class C> __device__ __forceinline__ bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) return v != v;
+  else return false;
+}
+template <class O, class A> __device__ __forceinline__ O to_out(A v) {
+  if constexpr (std::is_same_v<O, bool>) return v != A(0);
+  else return from_compute<O>(v);
+}
+
+template <class A> struct Stat2 { A a, b; };
+
+// ---- sum / mean / prod / norm2 ------------------------------------------------------------
+template <class T, class O> struct SumR {
+  using A = acc_t<T>;
+  using State = A;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  bool mean = false;
+  __device__ State init() const { return A(0); }
+  __device__ void add(State& s, T v, int64_t) const { s += to_acc<A>(v); }
+  __device__ void merge(State& a, const State& b) const { a += b; }
+  __device__ O finish(const State& s, int64_t n) const {
+    if constexpr (std::is_floating_point_v<A>) {
+      if (mean) return to_out<O>(s / A(n));
+    }
+    return to_out<O>(s);
+  }
+};
+
+template <class T, class O> struct ProdR {
+  using A = acc_t<T>;
+  using State = A;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const { return A(1); }
+  __device__ static A mul(A a, A b) {
+    if constexpr (std::is_integral_v<A>) return A(uint64_t(a) * uint64_t(b));  // two's-complement wrap
+    else return a * b;
+  }
+  __device__ void add(State& s, T v, int64_t) const { s = mul(s, to_acc<A>(v)); }
+  __device__ void merge(State& a, const State& b) const { a = mul(a, b); }
+  __device__ O finish(const State& s, int64_t) const { return to_out<O>(s); }
+};
+
+template <class T, class O> struct Norm2R {
+  using A = facc_t<T>;
+  using State = A;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const { return A(0); }
+  __device__ void add(State& s, T v, int64_t) const {
+    const A x = to_acc<A>(v);
+    s += x * x;
+  }
+  __device__ void merge(State& a, const State& b) const { a += b; }
+  __device__ O finish(const State& s, int64_t) const { return to_out<O>(sqrt(s)); }
+};
+
+// ---- amax / amin (NaN propagates, as torch) -----------------------------------------------
+template <class T, class O, bool MAX> struct ExtremeR {
+  using C = compute_t<T>;
+  using State = C;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const {
+    if constexpr (std::is_floating_point_v<C>)
+      return MAX ? -cuda::std::numeric_limits<C>::infinity() : cuda::std::numeric_limits<C>::infinity();
+    else
+      return MAX ? cuda::std::numeric_limits<C>::lowest() : cuda::std::numeric_limits<C>::max();
+  }
+  __device__ static void fold(State& s, C v) {
+    if ((MAX ? v > s : v < s) || is_nan(v)) s = v;
+  }
+  __device__ void add(State& s, T v, int64_t) const { fold(s, to_compute(v)); }
+  __device__ void merge(State& a, const State& b) const { fold(a, b); }
+  __device__ O finish(const State& s, int64_t) const { return to_out<O>(s); }
+};
+
+// ---- logsumexp: running (max, sum of exp(x - max)) -------------------------------------------
+template <class T, class O> struct LogSumExpR {
+  using A = facc_t<T>;
+  struct State { A m, s; };
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const { return {-cuda::std::numeric_limits<A>::infinity(), A(0)}; }
+  __device__ static void fold(State& st, A m, A s) {
+    if (is_nan(m) || is_nan(st.m)) { st.m = st.m + m; st.s = A(1); return; }  // NaN sticks
+    if (m == -cuda::std::numeric_limits<A>::infinity()) return;                // contributes nothing
+    if (m > st.m) {
+      st.s = st.s * exp(st.m - m) + s;
+      st.m = m;
+    } else {
+      st.s += s * exp(m - st.m);
+    }
+  }
+  __device__ void add(State& st, T v, int64_t) const { fold(st, to_acc<A>(v), A(1)); }
+  __device__ void merge(State& a, const State& b) const { fold(a, b.m, b.s); }
+  __device__ O finish(const State& st, int64_t) const {
+    // +-inf max (or NaN) is the result itself; otherwise m + log(s).
+    if (is_nan(st.m) || isinf(st.m)) return to_out<O>(st.m);
+    return to_out<O>(st.m + log(st.s));
+  }
+};
+
+// ---- var / std: Welford per thread on data shifted by the thread's first element (so the
+// running mean is small and keeps its precision when the data sit far from 0, e.g. 1e4 + N(0,1));
+// Chan's formula to merge (the shift difference enters the mean delta exactly).
+template <class T, class O> struct VarR {
+  using A = facc_t<T>;
+  struct State { A shift, mean, m2; int64_t n; };
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  A correction = A(1);
+  bool take_sqrt = false;
+  __device__ State init() const { return {A(0), A(0), A(0), 0}; }
+  __device__ void add(State& s, T v, int64_t) const {
+    const A x = to_acc<A>(v);
+    if (s.n == 0) s.shift = x;
+    const A xs = x - s.shift;
+    s.n += 1;
+    const A d = xs - s.mean;
+    s.mean += d / A(s.n);
+    s.m2 += d * (xs - s.mean);
+  }
+  __device__ void merge(State& a, const State& b) const {
+    if (b.n == 0) return;
+    if (a.n == 0) { a = b; return; }
+    const int64_t n = a.n + b.n;
+    const A d = (b.shift - a.shift) + (b.mean - a.mean);
+    const A fb = A(b.n) / A(n);
+    a.mean += d * fb;
+    a.m2 += b.m2 + d * d * A(a.n) * fb;
+    a.n = n;
+  }
+  __device__ O finish(const State& s, int64_t) const {
+    A dof = A(s.n) - correction;
+    if (dof < A(0)) dof = A(0);
+    const A var = s.m2 / dof;
+    return to_out<O>(take_sqrt ? sqrt(var) : var);
+  }
+};
+
+// ---- argmax / argmin: (value, index); NaN is the extreme; ties go to the first index --------
+template <class T, class O, bool MAX> struct ArgR {
+  using C = compute_t<T>;
+  struct State { C v; int64_t i; };
+  static constexpr bool kIndex = true;
+  using In = T;
+  using Out = O;
+  __device__ State init() const { return {C(0), -1}; }
+  __device__ static bool better(const State& b, const State& a) {  // does b replace a?
+    if (b.i < 0) return false;
+    if (a.i < 0) return true;
+    const bool bn = is_nan(b.v), an = is_nan(a.v);
+    if (bn || an) return bn && (!an || b.i < a.i);
+    if (b.v == a.v) return b.i < a.i;
+    return MAX ? b.v > a.v : b.v < a.v;
+  }
+  __device__ void add(State& s, T v, int64_t idx) const {
+    const State b{to_compute(v), idx};
+    if (better(b, s)) s = b;
+  }
+  __device__ void merge(State& a, const State& b) const {
+    if (better(b, a)) a = b;
+  }
+  __device__ O finish(const State& s, int64_t) const { return O(s.i); }
+};
+
+// ---- any / all / count_nonzero ----------------------------------------------------------------
+template <class T, class O, int MODE> struct BoolR {  // MODE 0 any, 1 all, 2 count
+  using State = std::conditional_t<MODE == 2, int64_t, int32_t>;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const { return MODE == 1 ? 1 : 0; }
+  __device__ void add(State& s, T v, int64_t) const {
+    if constexpr (MODE == 0) s |= State(nonzero(v));
+    else if constexpr (MODE == 1) s &= State(nonzero(v));
+    else s += State(nonzero(v));
+  }
+  __device__ void merge(State& a, const State& b) const {
+    if constexpr (MODE == 0) a |= b;
+    else if constexpr (MODE == 1) a &= b;
+    else a += b;
+  }
+  __device__ O finish(const State& s, int64_t) const {
+    if constexpr (MODE == 2) return O(s);
+    else return s != 0;
+  }
+};
+
+// ---- statistics for backward plans (out = Stat2<facc_t<T>>) -----------------------------------
+template <class T> struct MeanStatR {
+  using A = facc_t<T>;
+  using State = A;
+  using O = Stat2<A>;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const { return A(0); }
+  __device__ void add(State& s, T v, int64_t) const { s += to_acc<A>(v); }
+  __device__ void merge(State& a, const State& b) const { a += b; }
+  __device__ O finish(const State& s, int64_t n) const { return {s / A(n), A(0)}; }
+};
+
+template <class T, bool MAX> struct ExtremeCountStatR {
+  using A = facc_t<T>;
+  struct State { A m, c; };
+  using O = Stat2<A>;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const {
+    return {MAX ? -cuda::std::numeric_limits<A>::infinity() : cuda::std::numeric_limits<A>::infinity(), A(0)};
+  }
+  __device__ static void fold(State& s, A m, A c) {
+    if (is_nan(s.m)) return;
+    if (is_nan(m) || (MAX ? m > s.m : m < s.m)) { s.m = m; s.c = c; }
+    else if (m == s.m) s.c += c;
+  }
+  __device__ void add(State& s, T v, int64_t) const { fold(s, to_acc<A>(v), A(1)); }
+  __device__ void merge(State& a, const State& b) const { fold(a, b.m, b.c); }
+  __device__ O finish(const State& s, int64_t) const { return {s.m, s.c}; }
+};
+
+template <class T> struct ProdZeroStatR {
+  using A = facc_t<T>;
+  struct State { A p, z; };
+  using O = Stat2<A>;
+  static constexpr bool kIndex = false;
+  using In = T;
+  using Out = O;
+  __device__ State init() const { return {A(1), A(0)}; }
+  __device__ void add(State& s, T v, int64_t) const {
+    const A x = to_acc<A>(v);
+    if (x == A(0)) s.z += A(1);
+    else s.p *= x;
+  }
+  __device__ void merge(State& a, const State& b) const { a.p *= b.p; a.z += b.z; }
+  __device__ O finish(const State& s, int64_t) const { return {s.p, s.z}; }
+};
+
+}  // namespace baracuda::kernels::red

@@ -1,0 +1,6 @@
+// Softmax kernels for bf16 (every path, forward and backward).
+#include "softmax/softmax_kernels.cuh"
+
+namespace baracuda::softmax::detail {
+template void launch_typed<bf16>(const SmLaunch&, cudaStream_t);
+}  // namespace baracuda::softmax::detail

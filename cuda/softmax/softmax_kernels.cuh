@@ -1,0 +1,630 @@
+// Softmax / log-softmax forward and backward kernels, templated on the storage type T.
+// Half types load, compute and accumulate in f32 and round once; f64 in f64.
+//
+// Forward:  softmax y = exp(x - m) / s,  log_softmax y = x - m - log(s),
+//           m = max(x), s = sum(exp(x - m)) over the reduced axis.
+// Backward: softmax gx = y * (gy - sum(gy * y)),  log_softmax gx = gy - exp(y) * sum(gy).
+//
+// NaN anywhere in a row makes the whole row NaN, and so does +inf (x - m is NaN there), as in
+// torch; a row of -inf only is NaN. Every reduction runs in a fixed order (deterministic).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "common/cuda_check.h"
+#include "common/dtype_traits.cuh"
+#include "softmax/softmax_launch.h"
+
+namespace baracuda::softmax::detail {
+using namespace baracuda::kernels;
+
+template <class C> __device__ __forceinline__ C ninf() { return -std::numeric_limits<C>::infinity(); }
+template <class C> __device__ __forceinline__ C cmax(C a, C b) {
+  if constexpr (std::is_same_v<C, double>) return fmax(a, b);
+  else return fmaxf(a, b);
+}
+// exp in the compute type. Half storage takes the hardware exp (its error is far below a
+// half ulp); f32 and f64 take libm's.
+template <class T, class C> __device__ __forceinline__ C xexp(C v) {
+  if constexpr (std::is_same_v<C, double>) return exp(v);
+  else if constexpr (is_half_v<T>) return __expf(v);
+  else return expf(v);
+}
+template <class C> __device__ __forceinline__ C xlog(C v) {
+  if constexpr (std::is_same_v<C, double>) return log(v);
+  else return logf(v);
+}
+
+// ---- reductions (fixed order) --------------------------------------------------------------
+template <int G, class C> __device__ __forceinline__ C group_sum(C v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <int G, class C> __device__ __forceinline__ C group_max(C v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) v = cmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Online (max, sum) pairs: s is the sum of exp(x - m). A pair at m = -inf with equal maxima
+// combines by adding; NaN in a sum propagates.
+template <class T, class C> __device__ __forceinline__ void combine(C& m, C& s, C m2, C s2) {
+  const C mm = cmax(m, m2);
+  const C a = m == mm ? C(1) : xexp<T>(m - mm);
+  const C b = m2 == mm ? C(1) : xexp<T>(m2 - mm);
+  s = s * a + s2 * b;
+  m = mm;
+}
+template <class T, class C> __device__ __forceinline__ void online_add(C& m, C& s, C x) {
+  if (x > m) {
+    s = s * xexp<T>(m - x) + C(1);
+    m = x;
+  } else {
+    s += (x == m && m == ninf<C>()) ? C(1) : xexp<T>(x - m);  // NaN x: exp(NaN) poisons s
+  }
+}
+template <int G, class T, class C> __device__ __forceinline__ void group_combine(C& m, C& s) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) {
+    const C m2 = __shfl_xor_sync(0xffffffffu, m, o);
+    const C s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    combine<T>(m, s, m2, s2);
+  }
+}
+// A row whose maximum is +inf is NaN everywhere (torch: inf - inf in the sum).
+template <class C> __device__ __forceinline__ void poison_inf(C m, C& s) {
+  if (m == std::numeric_limits<C>::infinity()) s = std::numeric_limits<C>::quiet_NaN();
+}
+
+// Block-wide reductions through 32 shared slots; every thread gets the result. blockDim.x is
+// a multiple of 32.
+template <class C> __device__ __forceinline__ C block_sum(C v, C* sh) {
+  v = group_sum<32>(v);
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+  __syncthreads();
+  if (l == 0) sh[w] = v;
+  __syncthreads();
+  v = l < nw ? sh[l] : C(0);
+  return group_sum<32>(v);
+}
+template <class C> __device__ __forceinline__ C block_max(C v, C* sh) {
+  v = group_max<32>(v);
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+  __syncthreads();
+  if (l == 0) sh[w] = v;
+  __syncthreads();
+  v = l < nw ? sh[l] : ninf<C>();
+  return group_max<32>(v);
+}
+template <class T, class C> __device__ __forceinline__ void block_combine(C& m, C& s, C* shm, C* shs) {
+  group_combine<32, T>(m, s);
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+  __syncthreads();
+  if (l == 0) { shm[w] = m; shs[w] = s; }
+  __syncthreads();
+  m = l < nw ? shm[l] : ninf<C>();
+  s = l < nw ? shs[l] : C(0);
+  group_combine<32, T>(m, s);
+}
+
+// ---- geometry ------------------------------------------------------------------------------
+// Rows of up to two merged outer dims: offset(row) = (row / d1) * s0 + (row % d1) * s1.
+struct RowGeo {
+  int64_t rows = 0, len = 0, d1 = 1;
+  int64_t s0[3] = {}, s1[3] = {};
+  int64_t ax[3] = {1, 1, 1};  // axis strides (Columns / Loop paths)
+};
+__device__ __forceinline__ int64_t row_off(const RowGeo& g, int64_t row, int a) {
+  if (g.d1 == 1) return row * g.s0[a];
+  const int64_t q = row / g.d1;
+  return q * g.s0[a] + (row - q * g.d1) * g.s1[a];
+}
+struct NdGeo {
+  int64_t rows = 0, len = 0;
+  int nd = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t st[3][kMaxRank] = {};
+  int64_t ax[3] = {1, 1, 1};
+};
+
+template <class T, int V> struct alignas(sizeof(T) * V) Pack { T v[V]; };
+
+// Load V elements at p[idx..idx+V) as compute values; slots at or past len get `fill`.
+template <class T, int V, class C>
+__device__ __forceinline__ void load_chunk(const T* __restrict__ p, int64_t idx, int64_t len, C (&v)[V], C fill) {
+  if (idx + V <= len) {
+    const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p + idx);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = to_compute(pk.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = idx + j < len ? to_compute(p[idx + j]) : fill;
+  }
+}
+template <class T, int V, class C>
+__device__ __forceinline__ void store_chunk(T* __restrict__ p, int64_t idx, int64_t len, const C (&v)[V]) {
+  if (idx + V <= len) {
+    Pack<T, V> pk;
+#pragma unroll
+    for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(v[j]);
+    *reinterpret_cast<Pack<T, V>*>(p + idx) = pk;
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (idx + j < len) p[idx + j] = from_compute<T>(v[j]);
+  }
+}
+
+// ---- rows held in registers: a group of G lanes per row (warp path) or a block per row ------
+// Chunk k of lane l (of the row's `n` lanes) covers elements [(k * n + l) * V, + V).
+template <class T, int V, int K, class C>
+__device__ __forceinline__ void fwd_finish(C (&v)[K][V], C m, C s, bool log) {
+  if (log) {
+    const C ls = xlog(s);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[k][j] = (v[k][j] - m) - ls;
+  } else {
+    const C r = C(1) / s;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[k][j] *= r;
+  }
+}
+
+template <class T, int V, int K, int G>
+__global__ void __launch_bounds__(256) rows_warp_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log) {
+  using C = compute_t<T>;
+  constexpr int RPW = 32 / G;
+  const int lane = threadIdx.x & 31, l = lane % G;
+  const int64_t row = ((int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * RPW + lane / G;
+  const bool active = row < g.rows;
+  const T* xr = x + (active ? row_off(g, row, 1) : 0);
+  C v[K][V];
+  C m = ninf<C>();
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t idx = active ? (int64_t(k) * G + l) * V : g.len;
+    load_chunk<T, V>(xr, idx, g.len, v[k], ninf<C>());
+#pragma unroll
+    for (int j = 0; j < V; ++j) m = cmax(m, v[k][j]);
+  }
+  m = group_max<G>(m);
+  C s = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const C e = xexp<T>(v[k][j] - m);
+      s += e;
+      if (!log) v[k][j] = e;
+    }
+  s = group_sum<G>(s);
+  if (!active) return;
+  fwd_finish<T, V, K>(v, m, s, log);
+  T* orow = out + row_off(g, row, 0);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t idx = (int64_t(k) * G + l) * V;
+    if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, v[k]);
+  }
+}
+
+template <class T, int V, int K, class C>
+__device__ __forceinline__ C bwd_dot(const C (&a)[K][V], const C (&b)[K][V], bool log) {
+  C d = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) d += log ? a[k][j] : a[k][j] * b[k][j];
+  return d;
+}
+template <class T, int V, int K, class C>
+__device__ __forceinline__ void bwd_finish(C (&a)[K][V], const C (&b)[K][V], C dot, bool log) {
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) a[k][j] = log ? a[k][j] - xexp<T>(b[k][j]) * dot : b[k][j] * (a[k][j] - dot);
+}
+
+template <class T, int V, int K, int G>
+__global__ void __launch_bounds__(256) rows_warp_bwd(RowGeo g, T* __restrict__ gx, const T* __restrict__ gy,
+                                                     const T* __restrict__ y, bool log) {
+  using C = compute_t<T>;
+  constexpr int RPW = 32 / G;
+  const int lane = threadIdx.x & 31, l = lane % G;
+  const int64_t row = ((int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * RPW + lane / G;
+  const bool active = row < g.rows;
+  const T* gr = gy + (active ? row_off(g, row, 1) : 0);
+  const T* yr = y + (active ? row_off(g, row, 2) : 0);
+  C a[K][V], b[K][V];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t idx = active ? (int64_t(k) * G + l) * V : g.len;
+    load_chunk<T, V>(gr, idx, g.len, a[k], C(0));
+    load_chunk<T, V>(yr, idx, g.len, b[k], C(0));
+  }
+  const C dot = group_sum<G>(bwd_dot<T, V, K>(a, b, log));
+  if (!active) return;
+  bwd_finish<T, V, K>(a, b, dot, log);
+  T* orow = gx + row_off(g, row, 0);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t idx = (int64_t(k) * G + l) * V;
+    if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, a[k]);
+  }
+}
+
+template <class T, int V, int K>
+__global__ void __launch_bounds__(1024) rows_block_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log) {
+  using C = compute_t<T>;
+  __shared__ C sh[32];
+  const int n = blockDim.x, t = threadIdx.x;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const T* xr = x + row_off(g, row, 1);
+    C v[K][V];
+    C m = ninf<C>();
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      load_chunk<T, V>(xr, (int64_t(k) * n + t) * V, g.len, v[k], ninf<C>());
+#pragma unroll
+      for (int j = 0; j < V; ++j) m = cmax(m, v[k][j]);
+    }
+    m = block_max(m, sh);
+    C s = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const C e = xexp<T>(v[k][j] - m);
+        s += e;
+        if (!log) v[k][j] = e;
+      }
+    s = block_sum(s, sh);
+    fwd_finish<T, V, K>(v, m, s, log);
+    T* orow = out + row_off(g, row, 0);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t idx = (int64_t(k) * n + t) * V;
+      if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, v[k]);
+    }
+  }
+}
+
+template <class T, int V, int K>
+__global__ void __launch_bounds__(1024) rows_block_bwd(RowGeo g, T* __restrict__ gx, const T* __restrict__ gy,
+                                                       const T* __restrict__ y, bool log) {
+  using C = compute_t<T>;
+  __shared__ C sh[32];
+  const int n = blockDim.x, t = threadIdx.x;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const T* gr = gy + row_off(g, row, 1);
+    const T* yr = y + row_off(g, row, 2);
+    C a[K][V], b[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t idx = (int64_t(k) * n + t) * V;
+      load_chunk<T, V>(gr, idx, g.len, a[k], C(0));
+      load_chunk<T, V>(yr, idx, g.len, b[k], C(0));
+    }
+    const C dot = block_sum(bwd_dot<T, V, K>(a, b, log), sh);
+    bwd_finish<T, V, K>(a, b, dot, log);
+    T* orow = gx + row_off(g, row, 0);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t idx = (int64_t(k) * n + t) * V;
+      if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, a[k]);
+    }
+  }
+}
+
+// ---- long rows: a block per row, online (max, sum) pass, then a write pass in reverse chunk
+// order (the most recently read part of the row is the likeliest still in L2) -----------------
+constexpr int kOnlineUnroll = 4;
+
+template <class T, int V>
+__global__ void __launch_bounds__(1024) rows_online_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log) {
+  using C = compute_t<T>;
+  __shared__ C shm[32], shs[32];
+  const int n = blockDim.x, t = threadIdx.x;
+  const int64_t nch = (g.len + V - 1) / V;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const T* xr = x + row_off(g, row, 1);
+    C m = ninf<C>(), s = 0;
+    for (int64_t c0 = t; c0 < nch; c0 += int64_t(n) * kOnlineUnroll) {
+      C v[kOnlineUnroll][V];
+#pragma unroll
+      for (int u = 0; u < kOnlineUnroll; ++u) {
+        const int64_t c = c0 + int64_t(u) * n;
+        load_chunk<T, V>(xr, c < nch ? c * V : g.len, g.len, v[u], ninf<C>());
+      }
+#pragma unroll
+      for (int u = 0; u < kOnlineUnroll; ++u) {
+        C cm = ninf<C>();
+#pragma unroll
+        for (int j = 0; j < V; ++j) cm = cmax(cm, v[u][j]);
+        C cs = 0;
+#pragma unroll
+        for (int j = 0; j < V; ++j) cs += (v[u][j] == cm && cm == ninf<C>()) ? C(0) : xexp<T>(v[u][j] - cm);
+        if (cm != ninf<C>() || cs != C(0)) combine<T>(m, s, cm, cs);
+      }
+    }
+    block_combine<T>(m, s, shm, shs);
+    poison_inf(m, s);
+    if (m == ninf<C>()) s = std::numeric_limits<C>::quiet_NaN();  // nothing but -inf: NaN, as torch
+    const C r = C(1) / s, ls = xlog(s);
+    T* orow = out + row_off(g, row, 0);
+    const int64_t last = nch - 1 - t;
+    for (int64_t c = last; c >= 0; c -= n) {
+      C v[V];
+      load_chunk<T, V>(xr, c * V, g.len, v, C(0));
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = log ? (v[j] - m) - ls : xexp<T>(v[j] - m) * r;
+      store_chunk<T, V>(orow, c * V, g.len, v);
+    }
+  }
+}
+
+template <class T, int V>
+__global__ void __launch_bounds__(1024) rows_online_bwd(RowGeo g, T* __restrict__ gx, const T* __restrict__ gy,
+                                                        const T* __restrict__ y, bool log) {
+  using C = compute_t<T>;
+  __shared__ C sh[32];
+  const int n = blockDim.x, t = threadIdx.x;
+  const int64_t nch = (g.len + V - 1) / V;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const T* gr = gy + row_off(g, row, 1);
+    const T* yr = y + row_off(g, row, 2);
+    C d = 0;
+    for (int64_t c0 = t; c0 < nch; c0 += int64_t(n) * kOnlineUnroll) {
+      C a[kOnlineUnroll][V], b[kOnlineUnroll][V];
+#pragma unroll
+      for (int u = 0; u < kOnlineUnroll; ++u) {
+        const int64_t c = c0 + int64_t(u) * n;
+        const int64_t idx = c < nch ? c * V : g.len;
+        load_chunk<T, V>(gr, idx, g.len, a[u], C(0));
+        if (!log) load_chunk<T, V>(yr, idx, g.len, b[u], C(0));
+      }
+#pragma unroll
+      for (int u = 0; u < kOnlineUnroll; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) d += log ? a[u][j] : a[u][j] * b[u][j];
+    }
+    d = block_sum(d, sh);
+    T* orow = gx + row_off(g, row, 0);
+    for (int64_t c = nch - 1 - t; c >= 0; c -= n) {
+      C a[V], b[V];
+      load_chunk<T, V>(gr, c * V, g.len, a, C(0));
+      load_chunk<T, V>(yr, c * V, g.len, b, C(0));
+#pragma unroll
+      for (int j = 0; j < V; ++j) a[j] = log ? a[j] - xexp<T>(b[j]) * d : b[j] * (a[j] - d);
+      store_chunk<T, V>(orow, c * V, g.len, a);
+    }
+  }
+}
+
+// ---- any alignment, reduced axis strided or not: a warp per row (Loop) ---------------------
+template <class T>
+__global__ void __launch_bounds__(256) rows_loop_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log) {
+  using C = compute_t<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < g.rows; row += warps) {
+    const T* xr = x + row_off(g, row, 1);
+    C m = ninf<C>(), s = 0;
+    for (int64_t i = lane; i < g.len; i += 32) online_add<T>(m, s, to_compute(xr[i * g.ax[1]]));
+    group_combine<32, T>(m, s);
+    poison_inf(m, s);
+    const C r = C(1) / s, ls = xlog(s);
+    T* orow = out + row_off(g, row, 0);
+    for (int64_t i = lane; i < g.len; i += 32) {
+      const C v = to_compute(xr[i * g.ax[1]]);
+      orow[i * g.ax[0]] = from_compute<T>(log ? (v - m) - ls : xexp<T>(v - m) * r);
+    }
+  }
+}
+template <class T>
+__global__ void __launch_bounds__(256) rows_loop_bwd(RowGeo g, T* __restrict__ gx, const T* __restrict__ gy,
+                                                     const T* __restrict__ y, bool log) {
+  using C = compute_t<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < g.rows; row += warps) {
+    const T* gr = gy + row_off(g, row, 1);
+    const T* yr = y + row_off(g, row, 2);
+    C d = 0;
+    for (int64_t i = lane; i < g.len; i += 32) {
+      const C a = to_compute(gr[i * g.ax[1]]);
+      d += log ? a : a * to_compute(yr[i * g.ax[2]]);
+    }
+    d = group_sum<32>(d);
+    T* orow = gx + row_off(g, row, 0);
+    for (int64_t i = lane; i < g.len; i += 32) {
+      const C a = to_compute(gr[i * g.ax[1]]), b = to_compute(yr[i * g.ax[2]]);
+      orow[i * g.ax[0]] = from_compute<T>(log ? a - xexp<T>(b) * d : b * (a - d));
+    }
+  }
+}
+
+// ---- reduced axis strided: a thread per row (neighbouring threads, neighbouring columns) ----
+template <bool ND> __device__ __forceinline__ void col_offsets(const RowGeo& g2, const NdGeo& gn, int64_t r,
+                                                               int64_t (&o)[3]) {
+  if constexpr (!ND) {
+#pragma unroll
+    for (int a = 0; a < 3; ++a) o[a] = row_off(g2, r, a);
+  } else {
+    o[0] = o[1] = o[2] = 0;
+    for (int d = gn.nd - 1; d >= 0; --d) {
+      const int64_t q = r / gn.dims[d], i = r - q * gn.dims[d];
+      r = q;
+#pragma unroll
+      for (int a = 0; a < 3; ++a) o[a] += i * gn.st[a][d];
+    }
+  }
+}
+
+template <class T, bool ND>
+__global__ void __launch_bounds__(256) cols_fwd(RowGeo g2, NdGeo gn, T* __restrict__ out, const T* __restrict__ x,
+                                                bool log) {
+  using C = compute_t<T>;
+  const int64_t rows = ND ? gn.rows : g2.rows, len = ND ? gn.len : g2.len;
+  const int64_t ax = ND ? gn.ax[1] : g2.ax[1], ao = ND ? gn.ax[0] : g2.ax[0];
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o[3];
+    col_offsets<ND>(g2, gn, r, o);
+    const T* xr = x + o[1];
+    C m = ninf<C>(), s = 0;
+#pragma unroll 4
+    for (int64_t i = 0; i < len; ++i) online_add<T>(m, s, to_compute(xr[i * ax]));
+    poison_inf(m, s);
+    const C rs = C(1) / s, ls = xlog(s);
+    T* orow = out + o[0];
+#pragma unroll 4
+    for (int64_t i = 0; i < len; ++i) {
+      const C v = to_compute(xr[i * ax]);
+      orow[i * ao] = from_compute<T>(log ? (v - m) - ls : xexp<T>(v - m) * rs);
+    }
+  }
+}
+
+template <class T, bool ND>
+__global__ void __launch_bounds__(256) cols_bwd(RowGeo g2, NdGeo gn, T* __restrict__ gx, const T* __restrict__ gy,
+                                                const T* __restrict__ y, bool log) {
+  using C = compute_t<T>;
+  const int64_t rows = ND ? gn.rows : g2.rows, len = ND ? gn.len : g2.len;
+  const int64_t a0 = ND ? gn.ax[0] : g2.ax[0], a1 = ND ? gn.ax[1] : g2.ax[1], a2 = ND ? gn.ax[2] : g2.ax[2];
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o[3];
+    col_offsets<ND>(g2, gn, r, o);
+    const T* gr = gy + o[1];
+    const T* yr = y + o[2];
+    C d = 0;
+#pragma unroll 4
+    for (int64_t i = 0; i < len; ++i) {
+      const C a = to_compute(gr[i * a1]);
+      d += log ? a : a * to_compute(yr[i * a2]);
+    }
+    T* orow = gx + o[0];
+#pragma unroll 4
+    for (int64_t i = 0; i < len; ++i) {
+      const C a = to_compute(gr[i * a1]), b = to_compute(yr[i * a2]);
+      orow[i * a0] = from_compute<T>(log ? a - xexp<T>(b) * d : b * (a - d));
+    }
+  }
+}
+
+// ---- the launcher ---------------------------------------------------------------------------
+inline RowGeo row_geo(const SmLaunch& L) {
+  RowGeo g;
+  g.rows = L.rows;
+  g.len = L.len;
+  for (int a = 0; a < 3; ++a) {
+    g.ax[a] = L.axis_stride[a];
+    if (L.nd == 1) g.s0[a] = L.stride[a][0];
+    if (L.nd == 2) {
+      g.s0[a] = L.stride[a][0];
+      g.s1[a] = L.stride[a][1];
+    }
+  }
+  g.d1 = L.nd == 2 ? L.dims[1] : 1;
+  return g;
+}
+
+inline unsigned grid_of(int64_t blocks) {
+  return unsigned(blocks < 1 ? 1 : (blocks > (int64_t(1) << 30) ? (int64_t(1) << 30) : blocks));
+}
+
+template <class T, int V, int K, int G>
+void warp_launch(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  constexpr int kThreads = 256, RPB = (kThreads / 32) * (32 / G);
+  const unsigned blocks = grid_of((L.rows + RPB - 1) / RPB);
+  const bool log = is_log(L.op);
+  if (is_backward(L.op))
+    rows_warp_bwd<T, V, K, G><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0),
+                                                           static_cast<const T*>(L.in1), log);
+  else
+    rows_warp_fwd<T, V, K, G><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0), log);
+  check_launch("softmax rows_warp");
+}
+
+template <class T, int V, int K>
+void block_launch(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  const unsigned blocks = grid_of(L.rows);
+  const bool log = is_log(L.op);
+  if (is_backward(L.op))
+    rows_block_bwd<T, V, K><<<blocks, L.threads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0),
+                                                          static_cast<const T*>(L.in1), log);
+  else
+    rows_block_fwd<T, V, K><<<blocks, L.threads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0), log);
+  check_launch("softmax rows_block");
+}
+
+template <class T>
+void launch_typed(const SmLaunch& L, cudaStream_t st) {
+  using kernels::compute_t;
+  constexpr int V = int(16 / sizeof(T));
+  const RowGeo g = row_geo(L);
+  const bool log = is_log(L.op), bwd = is_backward(L.op);
+  T* out = static_cast<T*>(L.out);
+  const T* in0 = static_cast<const T*>(L.in0);
+  const T* in1 = static_cast<const T*>(L.in1);
+  switch (L.path) {
+    case SmPath::RowsWarp:
+      if (L.k == 1) {
+        switch (L.group) {
+          case 1: return warp_launch<T, V, 1, 1>(L, g, st);
+          case 2: return warp_launch<T, V, 1, 2>(L, g, st);
+          case 4: return warp_launch<T, V, 1, 4>(L, g, st);
+          case 8: return warp_launch<T, V, 1, 8>(L, g, st);
+          case 16: return warp_launch<T, V, 1, 16>(L, g, st);
+          default: return warp_launch<T, V, 1, 32>(L, g, st);
+        }
+      }
+      if (L.k == 2) return warp_launch<T, V, 2, 32>(L, g, st);
+      return warp_launch<T, V, 4, 32>(L, g, st);
+    case SmPath::RowsBlock:
+      if (L.k == 1) return block_launch<T, V, 1>(L, g, st);
+      if (L.k == 2) return block_launch<T, V, 2>(L, g, st);
+      return block_launch<T, V, 4>(L, g, st);
+    case SmPath::RowsOnline: {
+      const unsigned blocks = grid_of(L.rows);
+      if (bwd) rows_online_bwd<T, V><<<blocks, L.threads, 0, st>>>(g, out, in0, in1, log);
+      else rows_online_fwd<T, V><<<blocks, L.threads, 0, st>>>(g, out, in0, log);
+      return check_launch("softmax rows_online");
+    }
+    case SmPath::RowsLoop: {
+      const unsigned blocks = grid_of((L.rows + 7) / 8);
+      if (bwd) rows_loop_bwd<T><<<blocks, 256, 0, st>>>(g, out, in0, in1, log);
+      else rows_loop_fwd<T><<<blocks, 256, 0, st>>>(g, out, in0, log);
+      return check_launch("softmax rows_loop");
+    }
+    case SmPath::Columns:
+    case SmPath::Strided: {
+      const unsigned blocks = grid_of((L.rows + 255) / 256);
+      NdGeo gn;
+      gn.rows = L.rows;
+      gn.len = L.len;
+      gn.nd = L.nd;
+      for (int d = 0; d < L.nd; ++d) {
+        gn.dims[d] = L.dims[d];
+        for (int a = 0; a < 3; ++a) gn.st[a][d] = L.stride[a][d];
+      }
+      for (int a = 0; a < 3; ++a) gn.ax[a] = L.axis_stride[a];
+      if (L.path == SmPath::Columns) {
+        if (bwd) cols_bwd<T, false><<<blocks, 256, 0, st>>>(g, gn, out, in0, in1, log);
+        else cols_fwd<T, false><<<blocks, 256, 0, st>>>(g, gn, out, in0, log);
+      } else {
+        if (bwd) cols_bwd<T, true><<<blocks, 256, 0, st>>>(g, gn, out, in0, in1, log);
+        else cols_fwd<T, true><<<blocks, 256, 0, st>>>(g, gn, out, in0, log);
+      }
+      return check_launch("softmax columns");
+    }
+  }
+}
+
+}  // namespace baracuda::softmax::detail

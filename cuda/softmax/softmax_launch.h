@@ -1,0 +1,51 @@
+// The contract between the softmax plan layer (cpp/src/softmax.cpp) and the kernels: plain
+// C++, no CUDA types. select() fills the geometry and the path; run() adds the pointers (and
+// drops a vector path to `RowsLoop` when a pointer is not 16-byte aligned).
+#pragma once
+#include <cstdint>
+
+#include "baracuda/dtype.h"
+#include "baracuda/tensor.h"
+
+namespace baracuda::softmax {
+
+enum class SmOp { Softmax = 0, LogSoftmax = 1, SoftmaxBackward = 2, LogSoftmaxBackward = 3 };
+inline bool is_backward(SmOp op) { return op == SmOp::SoftmaxBackward || op == SmOp::LogSoftmaxBackward; }
+inline bool is_log(SmOp op) { return op == SmOp::LogSoftmax || op == SmOp::LogSoftmaxBackward; }
+
+enum class SmPath {
+  RowsWarp,    // reduced axis contiguous, short rows: a warp (or a group of 2^g lanes) per row, row in registers
+  RowsBlock,   // reduced axis contiguous, medium rows: a block per row, row in registers
+  RowsOnline,  // reduced axis contiguous, long rows: a block per row, online max/sum pass + write pass
+  RowsLoop,    // reduced axis contiguous, unaligned: a warp per row, scalar loads, two passes
+  Columns,     // reduced axis strided, the rest two dims (inner one usually unit stride): a thread per row
+  Strided,     // anything else: a thread per row, full index decomposition
+};
+const char* path_name(SmPath p);
+
+// Operand index in strides: 0 = out, 1 = x (forward) / grad_out (backward), 2 = y (backward).
+struct SmLaunch {
+  SmOp op = SmOp::Softmax;
+  SmPath path = SmPath::RowsLoop;
+  DType dtype = DType::Float32;
+  int64_t len = 0;    // extent of the reduced axis
+  int64_t rows = 0;   // product of the other dims
+  // The other dims after dropping size-1 dims and merging, outermost first.
+  int nd = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t stride[3][kMaxRank] = {};
+  int64_t axis_stride[3] = {1, 1, 1};
+  // Rows paths: vector width (elements), chunks per thread, lanes per row (warp path), threads per block.
+  int vec = 1;
+  int k = 1;
+  int group = 32;
+  int threads = 256;
+  void* out = nullptr;
+  const void* in0 = nullptr;
+  const void* in1 = nullptr;
+};
+
+void launch(const SmLaunch& L, void* stream);
+bool has_kernel(DType t);
+
+}  // namespace baracuda::softmax

@@ -1,0 +1,102 @@
+"""GEMM plan selection without a GPU: validation and messages, descriptors, the registry.
+
+Everything here is decided at select() from the descriptor alone, so it runs in CI (no GPU);
+cuBLASLt itself is loaded when a plan needs it (the nvidia-cublas wheel is a dependency).
+"""
+import pytest
+
+bc = pytest.importorskip("baracuda")
+errors = bc.errors
+S = bc.TensorSpec
+
+
+def desc(m=8, n=16, k=32, dt=None, out_dt=None, b_strides=None, **kw):
+    dt = dt or bc.bfloat16
+    return bc.GemmDescriptor(S((m, k), dt), S((k, n), dt, b_strides) if b_strides else S((k, n), dt),
+                             S((m, n), out_dt or dt), **kw)
+
+
+def test_descriptor_is_data():
+    a, b = desc(), desc()
+    assert a == b and hash(a) == hash(b)
+    assert desc(epilogue="relu") != a
+    r = repr(desc(epilogue="gelu_tanh", bias=bc.float32, aux=True))
+    assert "gelu_tanh" in r and "bias=float32" in r and "aux" in r
+    d = desc(bias=bc.bfloat16)
+    assert d.bias == bc.bfloat16 and d.bias_grad is None and d.epilogue == "none"
+
+
+@pytest.mark.parametrize("make,exc,match", [
+    (lambda: bc.GemmDescriptor(S((8, 32), bc.bfloat16), S((31, 16), bc.bfloat16), S((8, 16), bc.bfloat16)),
+     errors.InvalidArgument, "inner dimensions disagree"),
+    (lambda: bc.GemmDescriptor(S((8, 32), bc.bfloat16), S((32, 16), bc.bfloat16), S((9, 16), bc.bfloat16)),
+     errors.InvalidArgument, "a has 8 rows but out has 9"),
+    (lambda: bc.GemmDescriptor(S((32,), bc.bfloat16), S((32, 16), bc.bfloat16), S((1, 16), bc.bfloat16)),
+     errors.InvalidArgument, "a must have at least 2 dims"),
+    (lambda: bc.GemmDescriptor(S((8, 32), bc.bfloat16), S((32, 16), bc.float16), S((8, 16), bc.bfloat16)),
+     errors.InvalidDType, "a is bfloat16 but b is float16"),
+    (lambda: desc(dt=bc.int32), errors.InvalidDType, "expected float16"),
+    (lambda: desc(out_dt=bc.float16), errors.InvalidDType, "out is float16"),
+    (lambda: desc(dt=bc.float8_e4m3fn, out_dt=bc.bfloat16), errors.InvalidArgument, "a_scale and b_scale"),
+    (lambda: desc(dt=bc.float8_e5m2, out_dt=bc.bfloat16, a_scale="tensor", b_scale="tensor"),
+     errors.InvalidDType, "e5m2 x e5m2"),
+    (lambda: desc(dt=bc.int8, out_dt=bc.bfloat16, a_scale="tensor"), errors.InvalidArgument, "vector scales"),
+    (lambda: desc(dt=bc.int8, out_dt=bc.int32, a_scale="vector"), errors.InvalidArgument, "takes no scales"),
+    (lambda: desc(amax=True), errors.InvalidArgument, "amax is for fp8"),
+    (lambda: desc(epilogue="relu", aux=True), errors.InvalidArgument, "relu's backward needs only out"),
+    (lambda: desc(epilogue="dgelu_tanh"), errors.InvalidArgument, "reads the forward pre-activation"),
+    (lambda: desc(epilogue="bias_grad"), errors.InvalidArgument, "writes bias_grad"),
+    (lambda: desc(epilogue="swish"), errors.InvalidArgument, "epilogue 'swish' is unknown"),
+    (lambda: desc(bias=bc.bfloat16, bias_grad=bc.bfloat16), errors.InvalidArgument, "exclude each other"),
+    (lambda: desc(bias=bc.int8), errors.InvalidDType, "bias is int8"),
+    (lambda: desc(a_scale="vector"), errors.InvalidArgument, "scales are for fp8 and int8"),
+    (lambda: desc(a_scale="rows"), errors.InvalidArgument, "'none', 'tensor' or 'vector'"),
+])
+def test_refusals_name_the_argument(make, exc, match):
+    with pytest.raises(exc, match=match):
+        bc.GemmPlan.select(make())
+
+
+def test_layout_refusals():
+    # b with no unit stride in its last two dims
+    d = bc.GemmDescriptor(S((8, 32), bc.float32), S((32, 16), bc.float32, (32, 2)), S((8, 16), bc.float32))
+    with pytest.raises(errors.InvalidArgument, match="b has strides"):
+        bc.GemmPlan.select(d)
+    # out rows overlapping
+    d = bc.GemmDescriptor(S((8, 32), bc.float32), S((32, 16), bc.float32), S((8, 16), bc.float32, (0, 1)))
+    with pytest.raises(errors.InvalidArgument, match="out has overlapping elements"):
+        bc.GemmPlan.select(d)
+    # an epilogue with a column-major out
+    d = bc.GemmDescriptor(S((8, 32), bc.float32), S((32, 16), bc.float32), S((8, 16), bc.float32, (1, 8)),
+                          epilogue="relu")
+    with pytest.raises(errors.Unsupported, match="row-major out"):
+        bc.GemmPlan.select(d)
+    # fp8 with a row-major b (not contiguous along K)
+    d = desc(dt=bc.float8_e4m3fn, out_dt=bc.bfloat16, a_scale="tensor", b_scale="tensor")
+    with pytest.raises(errors.InvalidArgument, match="contiguous along K"):
+        bc.GemmPlan.select(d)
+
+
+def test_empty_and_k_zero_need_no_library():
+    e = bc.GemmPlan.select(desc(m=0))
+    assert e.sku.name == "gemm.empty" and e.workspace_bytes() == 0
+    z = bc.GemmPlan.select(desc(k=0, beta=2.0))
+    assert z.sku.name == "gemm.k_zero"
+    with pytest.raises(errors.Unsupported, match="K = 0"):
+        bc.GemmPlan.select(desc(k=0, bias=bc.bfloat16))
+
+
+def test_registry_lists_the_family():
+    fams = {f["name"]: f for f in bc.families()}
+    assert "gemm" in fams and fams["gemm"]["plan"] == "GemmPlan"
+    backends = {op["backend"] for op in fams["gemm"]["ops"]}
+    assert bc.Backend.cublaslt in backends and bc.Backend.bespoke in backends
+
+
+def test_backend_info_says_where_cublaslt_is():
+    info = bc.gemm_backend_info()
+    assert set(info) == {"cublaslt_available", "cublaslt_path", "cublaslt_version", "error"}
+    if info["cublaslt_available"]:
+        assert info["cublaslt_path"] and info["cublaslt_version"] >= 130000 and not info["error"]
+    else:
+        assert "nvidia-cublas" in info["error"]

@@ -1,0 +1,193 @@
+"""GPU correctness of the softmax family: softmax / log-softmax forward and backward along any
+axis against float64 torch references, every kernel path (rows_warp with 1..32 lanes per row,
+rows_block, rows_online, rows_loop, columns, strided), NaN / inf rows against torch, empty
+tensors, in place, CuPy and JAX inputs. Outputs are poisoned (NaN) before every run."""
+import math
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+bc = pytest.importorskip("baracuda")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _ref as R  # noqa: E402
+
+errors = bc.errors
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch has no CUDA")]
+DEV = "cuda"
+FP = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (2e-5, 2e-6), torch.float16: (2e-3, 2e-4),
+       torch.bfloat16: (1.6e-2, 2e-3)}
+FWD = {"softmax": lambda x, d: torch.softmax(x, d), "log_softmax": lambda x, d: torch.log_softmax(x, d)}
+
+
+def _x(shape, dt, key, scale=3.0):
+    g = R.gen(key)
+    return (scale * torch.randn(shape, generator=g, device=DEV, dtype=torch.float64)).to(dt)
+
+
+def _close(got, ref, dt, what):
+    r, a = TOL[dt]
+    torch.testing.assert_close(got.double(), ref.to(dt).double(), rtol=r, atol=a, msg=lambda m: f"{what}: {m}")
+
+
+def _check_fwd(op, x, dim):
+    ref = FWD[op](x.double(), dim)
+    out = R.poison(x.shape, x.dtype)
+    res = getattr(bc, op)(x, dim, out=out)
+    assert res is out
+    _close(out, ref, x.dtype, f"{op} {x.dtype} {tuple(x.shape)} dim={dim}")
+    res2 = getattr(bc, op)(x, dim=dim)
+    assert res2.dtype == x.dtype and res2.shape == x.shape
+    _close(res2, ref, x.dtype, f"{op} (allocated out)")
+
+
+def _check_bwd(op, x, dim):
+    xd = x.double().requires_grad_(True)
+    y = FWD[op](xd, dim)
+    gy = _x(x.shape, torch.float64, f"gy/{op}/{tuple(x.shape)}/{dim}", 1.0)
+    (ref,) = torch.autograd.grad(y, xd, gy)
+    y_lp, gy_lp = y.detach().to(x.dtype), gy.to(x.dtype)
+    out = R.poison(x.shape, x.dtype)
+    getattr(bc, op + "_backward")(gy_lp, y_lp, dim, out=out)
+    # reference from the same rounded inputs, in float64
+    yd, gyd = y_lp.double(), gy_lp.double()
+    if op == "softmax":
+        exp = yd * (gyd - (gyd * yd).sum(dim, keepdim=True))
+    else:
+        exp = gyd - yd.exp() * gyd.sum(dim, keepdim=True)
+    _close(out, exp, x.dtype, f"{op}_backward {x.dtype} {tuple(x.shape)}")
+    if x.dtype == torch.float64:  # and against autograd itself
+        _close(out, ref, x.dtype, f"{op}_backward vs autograd")
+
+
+# Row lengths hitting every rows path: warp (1, 7, 64 lanes-per-row groups), block (4097), online (262144).
+@pytest.mark.parametrize("dt", FP, ids=str)
+@pytest.mark.parametrize("n", [1, 7, 64, 100, 1000, 4097, 40000])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_last_axis_rows(op, n, dt):
+    x = _x((33, n), dt, f"rows/{op}/{n}/{dt}")
+    _check_fwd(op, x, -1)
+    _check_bwd(op, x, -1)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_long_row_online(op):
+    x = _x((3, 262144), torch.bfloat16, f"long/{op}")
+    _check_fwd(op, x, 1)
+    _check_bwd(op, x, 1)
+    x = _x((2, 262144 + 3), torch.float32, f"long32/{op}")
+    _check_fwd(op, x, -1)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_any_axis(dim, dt):
+    x = _x((5, 17, 33), dt, f"axis/{dim}/{dt}")
+    for op in ("softmax", "log_softmax"):
+        _check_fwd(op, x, dim)
+        _check_bwd(op, x, dim)
+
+
+@pytest.mark.parametrize("layout", ["t", "slice", "rows", "offset", "perm3"])
+def test_strided_inputs(layout):
+    dt = torch.float32
+    if layout == "t":
+        x = _x((130, 70), dt, "t").t()
+    elif layout == "slice":
+        x = _x((40, 260), dt, "slice")[:, ::2]
+    elif layout == "rows":  # padded rows: row stride > row length
+        x = _x((40, 133), dt, "rows")[:, :128]
+    elif layout == "offset":  # misaligned base: the rows_loop fallback
+        x = _x((40 * 64 + 1,), dt, "offset")[1:].view(40, 64)
+    else:
+        x = _x((6, 7, 8, 9), dt, "perm").permute(2, 0, 3, 1)
+    for op in ("softmax", "log_softmax"):
+        for dim in (-1, 0):
+            _check_fwd(op, x, dim)
+            _check_bwd(op, x, dim)
+
+
+def test_sku_paths():
+    def sku(shape, dt=bc.bfloat16, axis=-1):
+        d = bc.SoftmaxDescriptor("softmax", [bc.TensorSpec(shape, dt)], axis, bc.TensorSpec(shape, dt))
+        return bc.SoftmaxPlan.select(d).sku.layout
+    assert sku((1024, 64)) == "rows_warp"
+    assert sku((64, 4096)) == "rows_block"
+    assert sku((4, 262144)) == "rows_online"
+    assert sku((64, 32, 16), axis=1) == "columns"
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [5, 64, 4097, 70000])
+def test_nan_inf_rows_match_torch(n, dt):
+    x = _x((6, n), dt, f"nan/{n}")
+    x[0, n // 2] = math.nan
+    x[1, :] = -math.inf
+    x[2, n - 1] = math.inf
+    x[3, 0] = -math.inf
+    x[4, :] = 0.0
+    for op in ("softmax", "log_softmax"):
+        ref = FWD[op](x.double(), -1)
+        out = R.poison(x.shape, dt)
+        getattr(bc, op)(x, -1, out=out)
+        r, a = TOL[dt]
+        torch.testing.assert_close(out.double(), ref.to(dt).double(), rtol=r, atol=a, equal_nan=True)
+        assert torch.isnan(out[0]).all() and torch.isnan(out[1]).all()
+
+
+def test_empty_and_scalar():
+    for shape, dim in [((0, 5), -1), ((5, 0), -1), ((5, 0), 0), ((0,), 0)]:
+        x = torch.empty(shape, device=DEV)
+        assert bc.softmax(x, dim).shape == x.shape
+    x = torch.tensor(2.5, device=DEV)
+    assert bc.softmax(x, 0).item() == 1.0
+    assert bc.log_softmax(x, -1).item() == 0.0
+
+
+def test_in_place_and_overlap():
+    x = _x((17, 100), torch.float32, "inplace")
+    ref = torch.softmax(x.double(), -1)
+    bc.softmax(x, -1, out=x)
+    _close(x, ref, torch.float32, "in place")
+    y = _x((17, 101), torch.float32, "overlap")
+    with pytest.raises(errors.InvalidArgument, match="overlaps"):
+        bc.softmax(y[:, :100], -1, out=y[:, 1:])
+
+
+def test_deterministic():
+    x = _x((512, 3000), torch.bfloat16, "det")
+    a, b = bc.softmax(x), bc.softmax(x)
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def test_errors():
+    x = torch.randn(4, 5, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="axis"):
+        bc.softmax(x, 2)
+    with pytest.raises(errors.InvalidDType, match="x is int32"):
+        bc.softmax(torch.ones(4, 5, device=DEV, dtype=torch.int32))
+    with pytest.raises(errors.InvalidDType):
+        bc.softmax_backward(x, x.double())
+
+
+def test_cupy_input():
+    cp = pytest.importorskip("cupy")
+    x = _x((9, 300), torch.float32, "cupy")
+    res = bc.softmax(cp.asarray(x.cpu().numpy()), -1)
+    assert isinstance(res, cp.ndarray)
+    _close(torch.as_tensor(cp.asnumpy(res), device=DEV), torch.softmax(x.double(), -1), torch.float32, "cupy")
+
+
+def test_jax_input():
+    jax = pytest.importorskip("jax")
+    try:
+        dev = jax.devices("gpu")[0]
+    except RuntimeError as e:
+        pytest.skip(f"JAX has no GPU backend: {e}")
+    import numpy as np
+    x = _x((9, 300), torch.float32, "jax")
+    res = bc.log_softmax(jax.device_put(x.cpu().numpy(), dev), 0)
+    assert isinstance(res, jax.Array)
+    _close(torch.as_tensor(np.asarray(res), device=DEV), torch.log_softmax(x.double(), 0), torch.float32, "jax")

@@ -1,0 +1,121 @@
+"""Host tests of the softmax and loss families (no GPU): select() decisions and refusals, SKU
+contents, descriptor identity, the registry entries."""
+import pytest
+
+bc = pytest.importorskip("baracuda")
+from baracuda import errors  # noqa: E402
+
+S = bc.TensorSpec
+f16, bf16, f32, f64 = bc.float16, bc.bfloat16, bc.float32, bc.float64
+
+
+def sm(op, shape, dt=f32, axis=-1, strides=None, out_strides=None, y_dt=None, out_dt=None, out_shape=None):
+    ins = [S(shape, dt, strides)]
+    if op.endswith("_backward"):
+        ins.append(S(shape, y_dt or dt, strides))
+    return bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(op, ins, axis, S(out_shape or shape, out_dt or dt, out_strides)))
+
+
+def refused(exc, fn, *needles):
+    with pytest.raises(errors.BaracudaError) as info:
+        fn()
+    assert type(info.value) is exc, f"expected {exc.__name__}, got {type(info.value).__name__}: {info.value}"
+    for n in needles:
+        assert n in str(info.value), (n, str(info.value))
+
+
+@pytest.mark.parametrize("shape,dt,axis,layout", [
+    ((4096, 64), bf16, -1, "rows_warp"),
+    ((4096, 7), f32, -1, "rows_loop"),  # 28-byte rows: no 16-byte vectors
+    ((10, 1), f32, -1, "rows_loop"),
+    ((262144, 512), bf16, -1, "rows_warp"),
+    ((32768, 4096), bf16, -1, "rows_block"),
+    ((4096, 32768), bf16, -1, "rows_block"),
+    ((512, 262144), bf16, -1, "rows_online"),
+    ((8, 16, 32), f32, 1, "columns"),
+    ((8, 16, 32), f32, 0, "columns"),
+])
+def test_paths(shape, dt, axis, layout):
+    p = sm("softmax", shape, dt, axis)
+    assert p.sku.layout == layout
+    assert p.sku.category == "softmax" and p.sku.op == "softmax"
+    assert p.sku.name == f"softmax.softmax.{layout}"
+    assert p.workspace_bytes() == 0
+    assert p.sku.precision.deterministic
+    assert p.sku.precision.accumulator_dtype == (f64 if dt == f64 else f32)
+
+
+def test_strided_path():
+    assert sm("softmax", (4, 5, 6, 7), f32, 1, strides=[1, 4, 20, 120]).sku.layout == "strided"
+    assert sm("softmax", (4, 5), f32, -1, strides=[1, 4]).sku.layout == "columns"
+
+
+def test_unaligned_rows_take_the_loop_kernel():
+    assert sm("softmax", (10, 63), f32, strides=[63, 1], out_strides=[63, 1]).sku.layout == "rows_loop"
+    assert sm("log_softmax_backward", (10, 64), bf16, strides=[65, 1]).sku.layout == "rows_loop"
+
+
+def test_backward_paths():
+    assert sm("softmax_backward", (4096, 4096), bf16).sku.layout == "rows_block"
+    assert sm("log_softmax_backward", (64, 100000), bf16).sku.layout == "rows_online"
+
+
+def test_refusals():
+    refused(errors.InvalidArgument, lambda: sm("softmaxx", (4, 4)), "unknown op")
+    refused(errors.InvalidArgument, lambda: sm("softmax", (4, 4), axis=2), "axis 2", "out of range")
+    refused(errors.InvalidDType, lambda: sm("softmax", (4, 4), bc.int32), "x is int32", "supported")
+    refused(errors.InvalidDType, lambda: sm("softmax", (4, 4), f32, out_dt=f16), "out must be float32")
+    refused(errors.InvalidDType, lambda: sm("softmax_backward", (4, 4), f32, y_dt=f64), "y is float64")
+    refused(errors.InvalidArgument, lambda: sm("softmax", (4, 4), out_shape=(4, 5)), "out must have shape")
+    refused(errors.InvalidArgument, lambda: sm("softmax", (4, 4), out_strides=[0, 1]), "overlapping")
+    refused(errors.InvalidArgument, lambda: bc.SoftmaxPlan.select(
+        bc.SoftmaxDescriptor("softmax_backward", [S((4, 4), f32)], -1, S((4, 4), f32))), "takes 2 input")
+    refused(errors.Unsupported, lambda: bc.SoftmaxPlan.select(
+        bc.SoftmaxDescriptor("softmax", [S((4, 4), f32)], -1, S((4, 4), f32)),
+        bc.PlanPreference(forbid=[bc.Backend.bespoke])), "bespoke")
+
+
+def test_descriptor_identity():
+    a = bc.SoftmaxDescriptor("softmax", [S((4, 8), f32)], -1, S((4, 8), f32))
+    b = bc.SoftmaxDescriptor("softmax", [S((4, 8), f32)], -1, S((4, 8), f32))
+    c = bc.SoftmaxDescriptor("softmax", [S((4, 8), f32)], 0, S((4, 8), f32))
+    assert a == b and hash(a) == hash(b) and a != c
+
+
+def ce(shape=(8, 1000), dt=bf16, tdt=bc.int64, weight=None, op="cross_entropy", **kw):
+    n = shape[0]
+    grad = kw.pop("grad_input", None)
+    d = bc.LossDescriptor(op, S(shape, dt), S((n,), tdt), weight, grad_input=grad, **kw)
+    return bc.LossPlan.select(d)
+
+
+def test_cross_entropy_select():
+    p = ce((8192, 128256))
+    assert p.sku.category == "loss" and p.sku.op == "cross_entropy"
+    assert p.workspace_bytes() >= 256
+    assert p.sku.precision.deterministic
+    small = ce((4, 128256))
+    assert small.sku.layout == "rows_chunked"  # few rows: each split over several blocks
+    assert ce((4, 128256), tdt=bc.int32).sku.dtypes[-1] == bc.int32
+    fused = ce((64, 1000), with_grad=True, grad_input=S((64, 1000), bf16))
+    assert fused.workspace_bytes() > 0
+
+
+def test_cross_entropy_refusals():
+    refused(errors.InvalidDType, lambda: ce(tdt=f32), "target is float32")
+    refused(errors.InvalidDType, lambda: ce(dt=bc.int32), "input is int32")
+    refused(errors.InvalidArgument, lambda: ce((2, 3, 4)), "[N, V]")
+    refused(errors.InvalidArgument, lambda: ce(reduction="avg"), "reduction 'avg'")
+    refused(errors.InvalidArgument, lambda: ce(label_smoothing=1.5), "label_smoothing")
+    refused(errors.InvalidArgument, lambda: ce(weight=S((999,), bf16)), "weight must have shape")
+    refused(errors.InvalidDType, lambda: ce(weight=S((1000,), f32)), "weight is float32")
+    refused(errors.Unsupported, lambda: bc.LossPlan.select(bc.LossDescriptor(
+        "cross_entropy", S((8, 1000), f32, [1, 8]), S((8,), bc.int64))), "unit stride")
+    refused(errors.InvalidArgument, lambda: ce(op="cross_entropy_backward", grad_input=S((8, 1000), bf16)),
+            "grad_loss is required")
+    refused(errors.InvalidArgument, lambda: ce(op="hinge"), "unknown op")
+
+
+def test_registry_lists_both_families():
+    names = {f["name"] for f in bc.families()}
+    assert {"softmax", "loss"} <= names
