@@ -121,6 +121,48 @@ def fp8_case(m, n, k):
     return make
 
 
+def moe_case(e, tokens_per_expert, n, k, path):
+    """E experts, `tokens_per_expert` rows each (random 0..2x for the small case), ours vs a torch loop."""
+    def make():
+        g = torch.Generator().manual_seed(e * 1000 + tokens_per_expert)
+        if tokens_per_expert <= 16:
+            counts = torch.randint(0, 2 * tokens_per_expert + 1, (e,), generator=g).tolist()
+        else:
+            counts = [tokens_per_expert] * e
+        t = sum(counts)
+        x = torch.randn(t, k, device=DEV, dtype=BF)
+        w_bytes = e * n * k * 2
+        nsets = _sets(w_bytes)
+        ws = [torch.randn(e, n, k, device=DEV, dtype=BF) * k ** -0.5 for _ in range(nsets)]
+        offs = torch.zeros(e + 1, dtype=torch.int64)
+        offs[1:] = torch.tensor(counts).cumsum(0)
+        offs_dev = offs.to(DEV, torch.int32)
+        starts = offs.tolist()
+        out = torch.empty(t, n, device=DEV, dtype=BF)
+
+        def ours(i):
+            if path == "offsets":
+                return bc.grouped_linear(x, ws[i], offsets=offs_dev, out=out, max_rows_per_group=max(counts))
+            return bc.grouped_linear(x, ws[i], group_sizes=counts, out=out)
+
+        def theirs(i):
+            for j in range(e):
+                lo, hi = starts[j], starts[j + 1]
+                if hi > lo:
+                    torch.matmul(x[lo:hi], ws[i][j].t(), out=out[lo:hi])
+            return out
+
+        def check():
+            a = ours(0).float().clone()
+            b = theirs(0).float()
+            return C.rel_err(a, b)
+
+        active = sum(1 for c in counts if c) * n * k * 2
+        return ours, theirs, nsets, 2 * t * n * k, active, check
+
+    return make
+
+
 def cases():
     out = [
         Case("dense/bf16/8192", "dense", dense_case(8192, BF)),
@@ -135,6 +177,13 @@ def cases():
                     linear_case(8192, 14336, 4096, act="gelu_tanh"), "ours fused in cuBLASLt"))
     out.append(Case("epilogue/bias+gelu/8192x4096->14336", "epilogue", linear_case(8192, 14336, 4096, act="gelu"),
                     "erf gelu: ours a second pass"))
+    out.append(Case("moe/64x~2tok/4096->2048/offsets", "moe", moe_case(64, 2, 2048, 4096, "offsets"),
+                    "one launch; weights GB/s counts experts with tokens"))
+    out.append(Case("moe/8x~8tok/4096->14336/offsets", "moe", moe_case(8, 8, 14336, 4096, "offsets")))
+    out.append(Case("moe/64x16tok/4096->2048/offsets", "moe", moe_case(64, 16, 2048, 4096, "offsets")))
+    out.append(Case("moe/8x512tok/4096->14336/sizes", "moe", moe_case(8, 512, 14336, 4096, "sizes"),
+                    "one cuBLASLt GEMM per expert"))
+    out.append(Case("moe/64x128tok/4096->2048/sizes", "moe", moe_case(64, 128, 2048, 4096, "sizes")))
     for t in (1, 2, 4, 8, 16):
         for n, k in ((14336, 4096), (4096, 14336), (4096, 4096)):
             out.append(Case(f"decode/bf16/{t}x{k}->{n}", "decode", linear_case(t, n, k)))
@@ -175,6 +224,62 @@ def run_case(c, args, peak):
     return r
 
 
+def _time(fn, iters=20, warmup=3):
+    b = C.GpuBench(lambda i: fn(), 1, inner=1, warmup=warmup)
+    return C.measure({"x": b}, iters=iters, passes=1)["x"].median
+
+
+def sweep_algos(iters):
+    """Time each of cuBLASLt's heuristic candidates (BARACUDA_GEMM_ALGO_INDEX) on a few shapes."""
+    shapes = [("tf32", 8192, 8192, 8192, F32, True), ("bf16", 8192, 8192, 8192, BF, False),
+              ("bf16", 128, 4096, 14336, BF, False), ("bf16", 1024, 4096, 4096, BF, False)]
+    for name, m, n, k, dt, tf32 in shapes:
+        a = torch.randn(m, k, device=DEV, dtype=dt)
+        w = torch.randn(n, k, device=DEV, dtype=dt)
+        out = torch.empty(m, n, device=DEV, dtype=dt)
+        d = bc.GemmDescriptor(bc.TensorSpec((m, k), bc.dtype(dt)), bc.TensorSpec((k, n), bc.dtype(dt), (1, k)),
+                              bc.TensorSpec((m, n), bc.dtype(dt)))
+        res = []
+        for idx in range(8):
+            os.environ["BARACUDA_GEMM_ALGO_INDEX"] = str(idx)
+            try:
+                plan = bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=tf32, prefer=[bc.Backend.cublaslt]))
+                ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+                t = _time(lambda: plan.run(out, a, w.t(), workspace=ws), iters)
+                res.append((t, idx, plan.sku.name))
+            except Exception as e:  # noqa: BLE001
+                res.append((float("inf"), idx, f"{type(e).__name__}: {e}"[:80]))
+        os.environ.pop("BARACUDA_GEMM_ALGO_INDEX", None)
+        for t, idx, sku in sorted(res)[:8]:
+            print(f"sweep-algos {name} {m}x{k}->{n} candidate {idx}: {2 * m * n * k / t / 1e12:7.1f} TFLOP/s  {sku}")
+
+
+def sweep_gemv(iters):
+    """Time BARACUDA_GEMV_LOWM_CFG splits on the decode shapes (weights rotated past L2)."""
+    for m in (1, 8, 16):
+        for n, k in ((14336, 4096), (4096, 14336), (4096, 4096)):
+            nsets = _sets(n * k * 2)
+            xs = [torch.randn(m, k, device=DEV, dtype=BF) for _ in range(nsets)]
+            ws = [torch.randn(n, k, device=DEV, dtype=BF) for _ in range(nsets)]
+            res = []
+            for kw in (1, 2, 4, 8, 16):
+                for rn in (1, 2, 4):
+                    os.environ["BARACUDA_GEMV_LOWM_CFG"] = f"kw={kw},rn={rn}"
+                    b = C.GpuBench(lambda i: bc.linear(xs[i], ws[i]), nsets, inner=20, graph=True, warmup=3)
+                    t = C.measure({"x": b}, iters=iters, passes=1)["x"].median
+                    res.append((t, kw, rn))
+            os.environ.pop("BARACUDA_GEMV_LOWM_CFG", None)
+            b = C.GpuBench(lambda i: bc.linear(xs[i], ws[i]), nsets, inner=20, graph=True, warmup=3)
+            t0 = C.measure({"x": b}, iters=iters, passes=1)["x"].median
+            bt = C.GpuBench(lambda i: F.linear(xs[i], ws[i]), nsets, inner=20, graph=True, warmup=3)
+            tt = C.measure({"x": bt}, iters=iters, passes=1)["x"].median
+            best = sorted(res)[:3]
+            print(f"sweep-gemv {m}x{k}->{n}: default {n * k * 2 / t0 / 1e9:.0f} GB/s, torch {n * k * 2 / tt / 1e9:.0f}; best "
+                  + ", ".join(f"kw={kw},rn={rn}: {n * k * 2 / t / 1e9:.0f}" for t, kw, rn in best))
+            del xs, ws
+            C.free_memory()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -184,7 +289,15 @@ def main(argv=None) -> int:
     ap.add_argument("--passes", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--sweep-algos", action="store_true", help="time cuBLASLt's heuristic candidates and exit")
+    ap.add_argument("--sweep-gemv", action="store_true", help="time the decode kernel's splits and exit")
     args, _ = ap.parse_known_args(argv)
+    if args.sweep_algos or args.sweep_gemv:
+        if args.sweep_algos:
+            sweep_algos(args.iters or 10)
+        if args.sweep_gemv:
+            sweep_gemv(args.iters or 10)
+        return 0
     args.iters = args.iters or (10 if args.quick else 30)
     args.passes = args.passes or (1 if args.quick else 2)
     args.warmup = args.warmup if args.warmup is not None else 3

@@ -5,6 +5,8 @@ same shapes, same dtype, same timer, same run.
     python3 bench/bench_norm.py            # full run
     python3 bench/bench_norm.py --quick    # smoke run: fewer samples, one pass, fewer shapes
     OUT=/tmp/out python3 bench/bench_norm.py   # also $OUT/bench_norm.{md,json,txt}
+    python3 bench/bench_norm.py --sweep    # time register-kernel variants (BARACUDA_NORM_CFG /
+                                           # BARACUDA_NORM_BWD_CFG) on the key shapes, print the best
 
 Ours runs through the plan API (selected once, `plan.run(...)` timed). torch: F.rms_norm /
 F.layer_norm; the fused residual rows compare against torch's `h = x + r` followed by the norm
@@ -46,7 +48,7 @@ def rms_torch(h, w, eps):
     return (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps)).to(h.dtype) * w
 
 
-def run_case(op, kind, shape, args, copy_gbs):
+def run_case(op, kind, shape, args, copy_gbs, with_torch=True):
     """kind: 'fwd', 'fwd+res', 'bwd'. Returns a result row (dict)."""
     rows, H = shape
     layer = op == "layer_norm"
@@ -114,9 +116,17 @@ def run_case(op, kind, shape, args, copy_gbs):
     row.update(sku=plan.sku.name, rel_err=err, ok=bool(err <= TOL))
     small = set_bytes < 64 * C.MiB
     inner = 10 if small else 1
-    benches = {"ours": C.GpuBench(ours, nsets, inner=inner, graph=small),
-               "torch": C.GpuBench(theirs, nsets, inner=inner, graph=False)}
+    benches = {"ours": C.GpuBench(ours, nsets, inner=inner, graph=small)}
+    if with_torch:
+        benches["torch"] = C.GpuBench(theirs, nsets, inner=inner, graph=False)
     t = C.measure(benches, iters=args.iters, passes=args.passes)
+    if not with_torch:
+        row["ours"] = t["ours"]
+        row["ours_gbs"] = set_bytes / t["ours"].median / 1e9
+        row["ours_copy_frac"] = row["ours_gbs"] / copy_gbs
+        del xs, benches
+        C.free_memory()
+        return row
     for side in ("ours", "torch"):
         s = t[side].median
         row[side] = t[side]
@@ -128,18 +138,69 @@ def run_case(op, kind, shape, args, copy_gbs):
     return row
 
 
+# (op, kind, shape, [config strings]): the register-kernel variants --sweep times ("" = default).
+SWEEP = [
+    ("rms_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1", "tpr=128,items=4,rows=2",
+                                        "tpr=512,items=1,rows=2", "tpr=512,items=1,rows=1"]),
+    ("layer_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1",
+                                          "tpr=512,items=1,rows=2"]),
+    ("rms_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2", "tpr=128,items=1,rows=1"]),
+    ("layer_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2"]),
+    ("rms_norm", "fwd", (2048, 65536), ["", "tpr=1024,items=8"]),
+    ("rms_norm", "bwd", (32768, 4096), ["", "tpr=512,items=1", "tpr=128,items=4", "tpr=256,items=2"]),
+    ("layer_norm", "bwd", (32768, 4096), ["", "tpr=512,items=1", "tpr=128,items=4"]),
+    ("layer_norm", "bwd", (65536, 512), ["", "tpr=128,items=1", "tpr=32,items=2"]),
+    ("rms_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,xs=1", "tpr=512,items=4"]),
+]
+
+
+def sweep(args, copy_gbs) -> int:
+    results = []
+    for op, kind, shape, cfgs in SWEEP:
+        var = "BARACUDA_NORM_BWD_CFG" if kind == "bwd" else "BARACUDA_NORM_CFG"
+        best = None
+        for cfg in cfgs:
+            os.environ[var] = cfg
+            try:
+                r = run_case(op, kind, shape, args, copy_gbs, with_torch=False)
+            except Exception as e:  # noqa: BLE001
+                print(f"{op} {kind} {shape} [{cfg}] ERROR {type(e).__name__}: {e}", flush=True)
+                C.free_memory()
+                continue
+            finally:
+                os.environ.pop(var, None)
+            us = r["ours"].median * 1e6
+            print(f"{op:10s} {kind:7s} {shape[0]}x{shape[1]:<6d} [{cfg or 'default':28s}] {r['sku']:50s} "
+                  f"{us:8.1f} us {100 * r['ours_copy_frac']:5.1f}% copy {'ok' if r['ok'] else 'FAIL'}", flush=True)
+            results.append(dict(op=op, kind=kind, shape=list(shape), cfg=cfg, sku=r["sku"], us=us,
+                                copy_frac=r["ours_copy_frac"], ok=r["ok"]))
+            if r["ok"] and (best is None or us < best[1]):
+                best = (cfg or "default", us, r["sku"])
+        if best:
+            print(f"  best for {op} {kind} {shape}: [{best[0]}] {best[2]} {best[1]:.1f} us", flush=True)
+    lines = [f"{r['op']} {r['kind']} {r['shape']} [{r['cfg'] or 'default'}] {r['sku']} {r['us']:.1f} us "
+             f"{100 * r['copy_frac']:.1f}% {'ok' if r['ok'] else 'FAIL'}" for r in results]
+    C.write_outputs("bench_norm_sweep", "\n".join(lines), {"results": results}, text="\n".join(lines))
+    return 3 if any(not r["ok"] for r in results) else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: 20 samples, one pass, three shapes")
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--passes", type=int, default=None)
+    ap.add_argument("--sweep", action="store_true", help="time register-kernel variants on the key shapes")
     args = ap.parse_args(argv)
+    if args.sweep and args.iters is None:
+        args.iters, args.passes = 20, 1
     args.iters = args.iters or (20 if args.quick else 50)
     args.passes = args.passes or (1 if args.quick else 2)
     info = C.device_info()
     copy = C.copy_bandwidth(512 * C.MiB, iters=args.iters, passes=args.passes)
     copy_gbs = copy["gbs"]
     print(f"# {info['name']}  copy bandwidth {copy_gbs:.0f} GB/s", flush=True)
+    if args.sweep:
+        return sweep(args, copy_gbs)
     results, bad = [], []
     for shape in (QUICK_SHAPES if args.quick else SHAPES):
         for op in ("rms_norm", "layer_norm"):

@@ -4,6 +4,7 @@
     python3 bench/bench_softmax.py            # full run
     python3 bench/bench_softmax.py --quick    # fewer samples, one pass
     python3 bench/bench_softmax.py --rows 'log_softmax'   # regex on the row keys
+    python3 bench/bench_softmax.py --sweep    # time the BARACUDA_SOFTMAX_CFG variants on the key shapes
     OUT=/tmp/out python3 bench/bench_softmax.py   # also $OUT/bench_softmax.{md,json,txt}
 
 Ours runs through the plan API (selected once, `plan.run(out, *inputs)` timed). Bandwidth counts
@@ -81,13 +82,91 @@ def run_row(op, shape, args, copy_gbs):
                 timing={"ours": t["ours"], "torch": t["torch"]})
 
 
+# --sweep: kernel geometries (BARACUDA_SOFTMAX_CFG, read by SoftmaxPlan.select) per key shape.
+# "" is the default choice; variants a shape cannot use fall back to it (the sku column says).
+SWEEP = {
+    (32768, 4096): {"fwd": ["", "w=1,k=16", "w=2,k=8", "w=4,k=4", "w=2,k=8,stage=1", "w=4,k=4,stage=1",
+                            "w=1,k=16,stage=1", "path=online"],
+                    "bwd": ["", "w=2,k=8", "w=4,k=4", "w=1,k=8,stage=1", "w=2,k=8,stage=1", "w=4,k=4,stage=1",
+                            "w=1,k=16,stage=1", "path=online"]},
+    (4096, 32768): {"fwd": ["", "w=16,k=8,stage=0", "w=16,k=8,stage=1", "w=32,k=4,stage=0", "w=32,k=4,stage=1",
+                            "w=8,k=16,stage=1", "w=8,k=8,cs=2,stage=1", "w=8,k=8,cs=2,stage=0", "path=online"],
+                    "bwd": ["", "w=16,k=8,stage=1", "w=32,k=4,stage=0", "w=32,k=4,stage=1", "w=8,k=8,cs=2,stage=1",
+                            "w=8,k=8,cs=2,stage=0", "w=16,k=8,cs=2,stage=1", "path=online"]},
+    (512, 262144): {"fwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"],
+                    "bwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"]},
+    (262144, 512): {"fwd": ["", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"], "bwd": ["", "path=block,w=1,k=4"]},
+}
+
+
+def sweep(args, copy_gbs):
+    rows = []
+    for shape, variants in SWEEP.items():
+        for op in ("softmax", "log_softmax_backward"):
+            bwd = op.endswith("_backward")
+            nin = 2 if bwd else 1
+            set_bytes = (nin + 1) * shape[0] * shape[1] * 2
+            nsets = C.rotation_sets(set_bytes)
+            sets = []
+            for _ in range(nsets):
+                x = torch.randn(shape, device=DEV, dtype=BF) * 3
+                ins = [torch.randn(shape, device=DEV, dtype=BF), torch.log_softmax(x, -1)] if bwd else [x]
+                sets.append((ins, torch.empty(shape, device=DEV, dtype=BF)))
+            ins0, out0 = sets[0]
+            ref = torch_fn(op)(*ins0)
+            best = None
+            for cfg in variants["bwd" if bwd else "fwd"]:
+                os.environ["BARACUDA_SOFTMAX_CFG"] = cfg
+                try:
+                    plan = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(op, [spec(t) for t in ins0], -1, spec(out0)))
+                    C.poison_(out0)
+                    plan.run(out0, *ins0)
+                    err = C.rel_err(out0, ref)
+                    b = C.GpuBench(lambda i, p=plan: p.run(sets[i][1], *sets[i][0]), nsets)
+                    t = C.measure({"v": b}, iters=args.iters, passes=1)["v"].median
+                    gbs = set_bytes / t / 1e9
+                    r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", sku=plan.sku.layout,
+                             us=t * 1e6, gbs=gbs, copy_frac=gbs / copy_gbs, rel_err=err, ok=err <= TOL)
+                except Exception as e:  # noqa: BLE001
+                    r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", error=str(e)[:80], ok=False)
+                finally:
+                    os.environ.pop("BARACUDA_SOFTMAX_CFG", None)
+                rows.append(r)
+                if r["ok"] and (best is None or r["us"] < best["us"]):
+                    best = r
+                print(r["key"], r["cfg"], r.get("sku", "-"), "error: " + r["error"] if "error" in r else
+                      f"{r['us']:.1f} us {r['copy_frac']:.0%} of copy rel_err {r['rel_err']:.1e}", flush=True)
+            if best is not None:
+                print(f"  best for {best['key']}: {best['cfg']} ({best['us']:.1f} us, {best['copy_frac']:.0%} of copy)")
+                best["best"] = True
+            del sets
+            C.free_memory()
+    headers = ["row", "cfg", "kernel", "us", "GB/s", "% copy", "rel err", "best"]
+    table = [[r["key"], r["cfg"], r.get("sku", "-"), C.fmt(r.get("us")), C.fmt(r.get("gbs"), ".0f"),
+              C.fmt(100 * r["copy_frac"] if "copy_frac" in r else None, ".0f"), C.fmt(r.get("rel_err"), ".1e"),
+              "*" if r.get("best") else ("ERR" if not r["ok"] else "")] for r in rows]
+    return rows, headers, table
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", default="")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="time the kernel-geometry variants (BARACUDA_SOFTMAX_CFG)")
     args = ap.parse_args()
     args.iters, args.passes = (10, 1) if args.quick else (30, 2)
+    if args.sweep:
+        info = C.device_info()
+        copy = C.copy_bandwidth(iters=20, passes=1)
+        args.iters = 10 if args.quick else 20
+        rows, headers, table = sweep(args, copy["gbs"])
+        head = f"{info['name']}, copy {copy['gbs']:.0f} GB/s (sweep of BARACUDA_SOFTMAX_CFG)"
+        text = head + "\n" + C.text_table(headers, table)
+        print(text)
+        C.write_outputs("bench_softmax_sweep", "# bench_softmax --sweep\n\n" + head + "\n\n" +
+                        C.markdown_table(headers, table), {"device": info, "copy": copy, "rows": rows}, text)
+        return 3 if any("error" in r or not r["ok"] for r in rows) else 0
     keys = [(op, s) for s in SHAPES for op in ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")]
     keys = [k for k in keys if re.search(args.rows, f"{k[0]} bf16 {k[1][0]}x{k[1][1]}")]
     if args.list:

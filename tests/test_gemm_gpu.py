@@ -458,3 +458,69 @@ def test_cuda_graph_capture_and_replay():
     graph.replay()
     torch.cuda.synchronize()
     check(out, a, b, bias=bias, act=torch.relu)
+
+
+# ---- grouped (mixture of experts) ---------------------------------------------------------------------
+
+def _moe_case(g, e, n, k, counts, dt=torch.bfloat16):
+    t = int(sum(counts))
+    x = rand((t + 3, k), dt, g)  # 3 trailing rows that belong to no expert
+    w = rand((e, n, k), dt, g, k ** -0.5)
+    offs = torch.zeros(e + 1, dtype=torch.int64)
+    offs[1:] = torch.tensor(counts).cumsum(0)
+    return x, w, offs
+
+
+def _moe_ref(x, w, offs, bias=None):
+    ref = torch.zeros(x.shape[0], w.shape[1], dtype=torch.float64, device=DEV)
+    for e in range(w.shape[0]):
+        lo, hi = int(offs[e]), int(offs[e + 1])
+        if hi > lo:
+            ref[lo:hi] = x[lo:hi].double() @ w[e].double().t() + (0 if bias is None else bias[e].double())
+    return ref
+
+
+@pytest.mark.parametrize("path", ["offsets", "group_sizes"])
+@pytest.mark.parametrize("e,counts_hi", [(8, 20), (64, 5), (4, 70)])
+def test_grouped_linear_matches_per_expert_reference(path, e, counts_hi):
+    g = gen(f"moe/{path}/{e}/{counts_hi}")
+    counts = torch.randint(0, counts_hi + 1, (e,), generator=torch.Generator().manual_seed(e)).tolist()
+    counts[0] = 0  # an empty expert
+    x, w, offs = _moe_case(g, e, 384, 256, counts)
+    bias = rand((e, 384), torch.bfloat16, g)
+    out = poison((x.shape[0], 384), torch.bfloat16)
+    if path == "offsets":
+        for odt, hint in ((torch.int32, None), (torch.int64, None), (torch.int32, 4)):
+            out.fill_(float("nan"))  # a hint below the real group size is only a (wrong) speed hint
+            bc.grouped_linear(x, w, offsets=offs.to(DEV, odt), bias=bias, out=out, max_rows_per_group=hint)
+            _check_moe(out, x, w, offs, bias)
+    else:
+        bc.grouped_linear(x, w, group_sizes=counts, bias=bias, out=out)
+        _check_moe(out, x, w, offs, bias)
+
+
+def _check_moe(out, x, w, offs, bias):
+    t = int(offs[-1])
+    ref = _moe_ref(x, w, offs, bias)[:t]
+    scale = torch.zeros_like(ref)
+    for e in range(w.shape[0]):
+        lo, hi = int(offs[e]), int(offs[e + 1])
+        if hi > lo:
+            scale[lo:hi] = x[lo:hi].double().abs() @ w[e].double().abs().t() + bias[e].double().abs()
+    got = out[:t].double()
+    assert not torch.isnan(got).any(), "an expert's row was not written"
+    assert ((got - ref).abs() <= 2e-2 * scale + 1e-6).all()
+    assert torch.isnan(out[t:]).all(), "rows past the last expert were written"
+
+
+def test_grouped_refusals():
+    g = gen("moe-bad")
+    x, w, offs = _moe_case(g, 4, 64, 32, [1, 2, 3, 4])
+    with pytest.raises(errors.InvalidArgument, match="exactly one of"):
+        bc.grouped_linear(x, w)
+    with pytest.raises(errors.InvalidArgument, match="group_sizes add up"):
+        bc.grouped_linear(x, w, group_sizes=[10, 10, 10, 10])
+    with pytest.raises(errors.InvalidArgument, match="4 entries for E = 4|entries"):
+        bc.grouped_linear(x, w, group_sizes=[1, 2, 3])
+    with pytest.raises(errors.InvalidDType, match="offsets are float32"):
+        bc.grouped_linear(x, w, offsets=offs.to(DEV, torch.float32))

@@ -144,3 +144,364 @@ def test_errors():
         bc.cross_entropy(x, torch.zeros(4, device=DEV, dtype=torch.int64), reduction="avg")
     with pytest.raises(errors.Unsupported, match="unit stride"):
         bc.cross_entropy(x.t(), torch.zeros(10, device=DEV, dtype=torch.int64))
+
+
+# ---- the cluster path of cross-entropy (sm_90: rows_cluster) ----------------------------------------
+@pytest.mark.parametrize("n,v,dt", [(300, 128256, torch.bfloat16), (264, 32000, torch.float16),
+                                    (300, 50001, torch.float32), (270, 5003, torch.float64)])
+def test_cross_entropy_cluster_path(n, v, dt):
+    """Enough rows for the one-read cluster path, through the plan API with padded (16-byte) rows
+    for the logits and the gradient: for odd V the last CTA's slice ends mid-vector."""
+    width = (v + 7) // 8 * 8 + 8
+    base, t = _case(n, width, dt, f"cluster/{n}/{v}/{dt}")
+    x = base[:, :v]
+    t = torch.where(t >= v, torch.full_like(t, -100), t)
+    spec = lambda a: bc.TensorSpec(tuple(a.shape), bc.dtype(a.dtype), [int(s) for s in a.stride()])  # noqa: E731
+    lse_dt = torch.float64 if dt == torch.float64 else torch.float32
+    for smoothing in (0.0, 0.1):
+        gbase = R.poison((n, width), dt)
+        g = gbase[:, :v]
+        plan = bc.LossPlan.select(bc.LossDescriptor("cross_entropy", spec(x), spec(t), label_smoothing=smoothing,
+                                                    with_grad=True, grad_input=spec(g)))
+        if torch.cuda.get_device_capability()[0] >= 9 and "sm_9" in plan.sku.arch:
+            assert plan.sku.layout == "rows_cluster", plan.sku.precision.math
+        lse = R.poison((n,), lse_dt)
+        out = R.poison((), dt)
+        ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
+        plan.run(x, t, lse, ws, out=out, grad_input=g)
+        xd, ref = _ref(x, t, label_smoothing=smoothing)
+        (gref,) = torch.autograd.grad(ref, xd)
+        _close(out, ref.to(dt), dt, f"loss (smoothing {smoothing})")
+        _close(g, gref.to(dt), dt, f"grad (smoothing {smoothing})")
+        _close(lse, torch.logsumexp(x.double(), -1), lse_dt, "lse", 10)
+        assert torch.isnan(gbase[:, v:]).all(), "the padding columns of grad_input were written"
+    per_row = bc.cross_entropy(x, t, reduction="none")
+    _close(per_row, F.cross_entropy(x.double(), t, reduction="none").to(dt), dt, "none")
+
+
+def test_cross_entropy_cluster_special_rows():
+    """NaN / +inf / all -inf rows, bad targets and ignored rows on the cluster path."""
+    x = torch.randn(300, 40000, device=DEV, generator=R.gen("cl-special")).to(torch.bfloat16)
+    x[0, 17] = math.nan
+    x[1, 39999] = math.inf
+    x[2, :] = -math.inf
+    t = torch.randint(0, 40000, (300,), device=DEV, generator=R.gen("cl-t"))
+    t[3] = -100
+    t[4] = 40000  # out of range: NaN row
+    loss, grad = bc.cross_entropy(x, t, reduction="none", return_grad=True, grad_loss=torch.ones(300, device=DEV,
+                                                                                                 dtype=torch.bfloat16))
+    xd = x.double().requires_grad_(True)
+    tt = t.clone()
+    tt[4] = -100
+    ref = F.cross_entropy(xd, tt, reduction="none")
+    (gref,) = torch.autograd.grad(ref.sum(), xd)
+    assert torch.isnan(loss[0]) and torch.isnan(loss[1]) and torch.isnan(loss[2]) and torch.isnan(loss[4])
+    assert loss[3].item() == 0 and torch.all(grad[3] == 0)
+    assert torch.isnan(grad[4]).all()
+    ok = torch.ones(300, dtype=torch.bool, device=DEV)
+    ok[[0, 1, 2, 3, 4]] = False
+    _close(loss[ok], ref[ok].to(torch.bfloat16), torch.bfloat16, "loss")
+    _close(grad[ok], gref[ok].to(torch.bfloat16), torch.bfloat16, "grad")
+    assert torch.isnan(grad[0]).all() and torch.isnan(grad[2]).all()
+
+
+# ---- pointwise losses --------------------------------------------------------------------------------
+def _sign(g, shape):
+    return torch.where(torch.rand(shape, generator=g, device=DEV) < 0.5, -1.0, 1.0).double()
+
+
+def _inputs(name, shape, g):
+    """float64 operands in each loss's domain: (positional operands, keyword operands)."""
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    u = lambda *s: torch.rand(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    last = shape[-1:] if shape else ()
+    if name in ("mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss"):
+        return [r(shape), r(shape)], {}
+    if name == "binary_cross_entropy":
+        return [u(shape) * 0.98 + 0.01, u(shape)], {"weight": u(shape) + 0.5}
+    if name == "binary_cross_entropy_with_logits":
+        return [3 * r(shape), u(shape)], {"weight": u(last) + 0.5, "pos_weight": u(last) + 0.5}
+    if name == "kl_div":
+        t = torch.softmax(r(shape), -1) if shape else u(shape)
+        t = torch.where(u(shape) < 0.1, torch.zeros_like(t), t)  # xlogy(0, 0) = 0
+        return [torch.log_softmax(r(shape), -1) if shape else -u(shape), t], {}
+    if name == "poisson_nll_loss":
+        return [r(shape), torch.floor(4 * u(shape))], {}
+    if name == "gaussian_nll_loss":
+        return [r(shape), r(shape), u(shape) + 0.05], {}
+    if name == "margin_ranking_loss":
+        return [r(shape), r(shape), _sign(g, shape)], {}
+    if name in ("hinge_embedding_loss", "soft_margin_loss"):
+        return [r(shape), _sign(g, shape)], {}
+    raise AssertionError(name)
+
+
+PARAMS = {"huber_loss": {"delta": 0.7}, "smooth_l1_loss": {"beta": 0.6}, "margin_ranking_loss": {"margin": 0.3},
+          "hinge_embedding_loss": {"margin": 0.8}}
+POINTWISE = ["mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss", "binary_cross_entropy",
+             "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss", "gaussian_nll_loss",
+             "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss"]
+PW_TOL = {torch.float64: (1e-10, 1e-12), torch.float32: (3e-5, 1e-6), torch.float16: (4e-3, 1e-4),
+          torch.bfloat16: (2e-2, 1e-3)}
+
+
+def _pw_close(got, ref, dt, what, n=1):
+    r, a = PW_TOL[dt]
+    torch.testing.assert_close(got.double(), ref.double(), rtol=r, atol=a * max(1, n), equal_nan=True,
+                               msg=lambda m: f"{what}: {m}")
+
+
+def _pw_check(name, shape, dt, reduction, key, extra_kw=None):
+    g = R.gen(key)
+    pos, kw = _inputs(name, shape, g)
+    kw.update(PARAMS.get(name, {}))
+    kw.update(extra_kw or {})
+    tfn = getattr(F, name)
+    # The reference sees the operands rounded to dt (what baracuda reads), in float64.
+    pos = [p.to(dt).double() for p in pos]
+    kw = {k: (v.to(dt).double() if torch.is_tensor(v) else v) for k, v in kw.items()}
+    pos[0].requires_grad_(True)
+    ref = tfn(*pos, reduction=reduction, **kw)
+    n = ref.numel() if reduction == "none" else math.prod(shape)
+    go = torch.randn(ref.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
+    (gref,) = torch.autograd.grad(ref, pos[0], go.double()) if pos[0].numel() else (torch.zeros_like(pos[0]),)
+    bpos = [p.detach().to(dt) for p in pos]
+    bkw = {k: (v.to(dt) if torch.is_tensor(v) else v) for k, v in kw.items()}
+    got = getattr(bc, name)(*bpos, reduction=reduction, **bkw)
+    assert got.shape == ref.shape and got.dtype == dt
+    _pw_close(got, ref.detach().to(dt), dt, f"{name} {reduction}", n if reduction == "sum" else 1)
+    out = R.poison(tuple(shape), dt)
+    gb = getattr(bc, name + "_backward")(go, *bpos, reduction=reduction, out=out, **bkw)
+    assert gb is out
+    _pw_close(out, gref.to(dt), dt, f"{name}_backward {reduction}")
+
+
+@pytest.mark.parametrize("name", POINTWISE)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32], ids=str)
+def test_pointwise_matches_torch(name, reduction, dt):
+    _pw_check(name, (7, 4097), dt, reduction, f"pw/{name}/{reduction}/{dt}")
+
+
+@pytest.mark.parametrize("name", POINTWISE)
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+def test_pointwise_half(name, dt):
+    _pw_check(name, (33, 129), dt, "mean", f"pwh/{name}/{dt}")
+    _pw_check(name, (33, 129), dt, "none", f"pwh-none/{name}/{dt}")
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (4097,), (262144,), (3, 5, 7)])
+def test_pointwise_sizes(shape):
+    for name in ("mse_loss", "binary_cross_entropy_with_logits", "gaussian_nll_loss"):
+        for red in ("mean", "sum"):
+            _pw_check(name, shape, torch.float32, red, f"pws/{name}/{shape}/{red}")
+
+
+@pytest.mark.parametrize("variant", [dict(log_input=False), dict(full=True), dict(log_input=False, full=True)])
+def test_poisson_variants(variant):
+    g = R.gen(f"poisson/{variant}")
+    x = torch.rand(40, 50, generator=g, device=DEV, dtype=torch.float64) + 0.1
+    if variant.get("log_input", True):
+        x = torch.randn(40, 50, generator=g, device=DEV, dtype=torch.float64)
+    t = torch.floor(6 * torch.rand(40, 50, generator=g, device=DEV, dtype=torch.float64))
+    xd = x.clone().requires_grad_(True)
+    for red in ("none", "mean", "sum"):
+        ref = F.poisson_nll_loss(xd, t, reduction=red, **variant)
+        go = torch.ones_like(ref)
+        (gref,) = torch.autograd.grad(ref, xd, go)
+        _pw_close(bc.poisson_nll_loss(x, t, reduction=red, **variant), ref.detach(), torch.float64, f"poisson {red}")
+        _pw_close(bc.poisson_nll_loss_backward(go, x, t, reduction=red, **variant), gref, torch.float64,
+                  f"poisson backward {red}")
+
+
+def test_kl_div_log_target_and_batchmean():
+    g = R.gen("kl")
+    x = torch.log_softmax(torch.randn(16, 100, generator=g, device=DEV, dtype=torch.float64), -1)
+    t = torch.log_softmax(torch.randn(16, 100, generator=g, device=DEV, dtype=torch.float64), -1)
+    xd = x.clone().requires_grad_(True)
+    for red in ("batchmean", "mean", "sum", "none"):
+        ref = F.kl_div(xd, t, reduction=red, log_target=True)
+        (gref,) = torch.autograd.grad(ref, xd, torch.ones_like(ref))
+        _pw_close(bc.kl_div(x, t, reduction=red, log_target=True), ref.detach(), torch.float64, f"kl {red}")
+        _pw_close(bc.kl_div_backward(torch.ones_like(ref), x, t, reduction=red, log_target=True), gref,
+                  torch.float64, f"kl backward {red}")
+    ref = F.kl_div(x, t.exp(), reduction="batchmean")
+    _pw_close(bc.kl_div(x, t.exp(), reduction="batchmean"), ref, torch.float64, "kl batchmean prob target")
+
+
+def test_gaussian_var_shapes_and_full():
+    g = R.gen("gauss")
+    x = torch.randn(10, 6, generator=g, device=DEV, dtype=torch.float64)
+    y = torch.randn(10, 6, generator=g, device=DEV, dtype=torch.float64)
+    for var in (torch.rand(10, generator=g, device=DEV, dtype=torch.float64) + 0.1,   # input.shape[:-1]
+                torch.rand(10, 1, generator=g, device=DEV, dtype=torch.float64) + 0.1,  # last dim 1
+                torch.rand(10, 6, generator=g, device=DEV, dtype=torch.float64) * 1e-3):  # some below eps
+        for full in (False, True):
+            xd = x.clone().requires_grad_(True)
+            ref = F.gaussian_nll_loss(xd, y, var, full=full, eps=1e-4)
+            (gref,) = torch.autograd.grad(ref, xd)
+            _pw_close(bc.gaussian_nll_loss(x, y, var, full=full, eps=1e-4), ref.detach(), torch.float64,
+                      f"gaussian {tuple(var.shape)} {full}")
+            _pw_close(bc.gaussian_nll_loss_backward(torch.ones((), device=DEV, dtype=torch.float64), x, y, var,
+                                                    full=full, eps=1e-4), gref, torch.float64, "gaussian backward")
+
+
+def test_smooth_l1_beta_zero_and_bce_logits_no_weights():
+    g = R.gen("beta0")
+    x = torch.randn(300, generator=g, device=DEV, dtype=torch.float64)
+    y = torch.randn(300, generator=g, device=DEV, dtype=torch.float64)
+    _pw_close(bc.smooth_l1_loss(x, y, beta=0.0), F.smooth_l1_loss(x, y, beta=0.0), torch.float64, "beta 0")
+    t = torch.rand(300, generator=g, device=DEV, dtype=torch.float64)
+    xl = 20 * x  # large logits: the stable softplus
+    _pw_close(bc.binary_cross_entropy_with_logits(xl, t), F.binary_cross_entropy_with_logits(xl, t), torch.float64,
+              "bce logits")
+    xd = xl.clone().requires_grad_(True)
+    (gref,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(xd, t, reduction="sum"), xd)
+    _pw_close(bc.binary_cross_entropy_with_logits_backward(torch.ones((), device=DEV, dtype=torch.float64), xl, t,
+                                                           reduction="sum"), gref, torch.float64, "bce logits bwd")
+
+
+def test_bce_clamps_logs_at_minus_100():
+    x = torch.tensor([0.0, 1.0, 0.5, 1e-50], device=DEV, dtype=torch.float64)
+    t = torch.tensor([1.0, 0.0, 0.5, 1.0], device=DEV, dtype=torch.float64)
+    _pw_close(bc.binary_cross_entropy(x, t, reduction="none"), F.binary_cross_entropy(x, t, reduction="none"),
+              torch.float64, "bce clamp")
+
+
+def test_pointwise_broadcast_and_strided():
+    g = R.gen("bcast")
+    x = torch.randn(4, 5, 6, generator=g, device=DEV)
+    y = torch.randn(5, 1, generator=g, device=DEV)
+    for red in ("none", "mean", "sum"):
+        ref = F.mse_loss(x.double(), y.double().expand(4, 5, 6), reduction=red)
+        _pw_close(bc.mse_loss(x, y, reduction=red), ref, torch.float32, f"broadcast {red}", 120 if red == "sum" else 1)
+    xt = torch.randn(64, 33, generator=g, device=DEV).t()  # transposed input
+    yt = torch.randn(33, 64, generator=g, device=DEV)
+    xd = xt.double().requires_grad_(True)
+    ref = F.l1_loss(xd, yt.double(), reduction="sum")
+    (gref,) = torch.autograd.grad(ref, xd)
+    _pw_close(bc.l1_loss(xt, yt, reduction="sum"), ref.detach(), torch.float32, "strided", 64 * 33)
+    out = R.poison((64, 33), torch.float32).t()  # a transposed gradient output
+    bc.l1_loss_backward(torch.ones((), device=DEV), xt, yt, reduction="sum", out=out)
+    _pw_close(out, gref, torch.float32, "strided backward")
+    # margin ranking with a broadcast target
+    a, b = torch.randn(8, 16, generator=g, device=DEV), torch.randn(8, 16, generator=g, device=DEV)
+    tgt = torch.ones(16, device=DEV)
+    tgt[::2] = -1
+    ref = F.margin_ranking_loss(a.double(), b.double(), tgt.double().expand(8, 16), margin=0.2, reduction="none")
+    _pw_close(bc.margin_ranking_loss(a, b, tgt, margin=0.2, reduction="none"), ref, torch.float32, "ranking bcast")
+
+
+def test_pointwise_nan_propagation():
+    x = torch.randn(64, device=DEV, dtype=torch.float64)
+    y = torch.randn(64, device=DEV, dtype=torch.float64)
+    x[3] = math.nan
+    y[9] = math.nan
+    for name in ("mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss", "soft_margin_loss"):
+        got = getattr(bc, name)(x, y, reduction="none")
+        ref = getattr(F, name)(x, y, reduction="none")
+        _pw_close(got, ref, torch.float64, name)
+        assert math.isnan(getattr(bc, name)(x, y).item())
+    p = torch.rand(64, device=DEV, dtype=torch.float64)
+    p[5] = math.nan
+    t = torch.rand(64, device=DEV, dtype=torch.float64)
+    # torch refuses NaN in binary_cross_entropy (a device-side assert on CUDA, which would poison
+    # the context; an error on the CPU): the reference is torch's on the other elements, NaN at 5.
+    ref = F.binary_cross_entropy(torch.nan_to_num(p, nan=0.5), t, reduction="none")
+    ref[5] = math.nan
+    _pw_close(bc.binary_cross_entropy(p, t, reduction="none"), ref, torch.float64, "bce nan")
+    _pw_close(bc.binary_cross_entropy_with_logits(x, t, reduction="none"),
+              F.binary_cross_entropy_with_logits(x, t, reduction="none"), torch.float64, "bce logits nan")
+    s = torch.ones(64, device=DEV, dtype=torch.float64)
+    _pw_close(bc.hinge_embedding_loss(x, s, reduction="none"), F.hinge_embedding_loss(x, s, reduction="none"),
+              torch.float64, "hinge nan")
+    _pw_close(bc.margin_ranking_loss(x, y, s, reduction="none"), F.margin_ranking_loss(x, y, s, reduction="none"),
+              torch.float64, "ranking nan")
+
+
+def test_pointwise_empty():
+    e = torch.empty(0, device=DEV)
+    for name in ("mse_loss", "l1_loss", "soft_margin_loss"):
+        assert math.isnan(getattr(bc, name)(e, e).item())  # 0 / 0, as torch
+        assert getattr(bc, name)(e, e, reduction="sum").item() == 0.0
+        assert getattr(bc, name)(e, e, reduction="none").shape == (0,)
+        assert getattr(bc, name + "_backward")(torch.ones((), device=DEV), e, e).shape == (0,)
+
+
+def test_pointwise_deterministic():
+    x = torch.randn(1 << 20, device=DEV, generator=R.gen("det-pw"))
+    y = torch.randn(1 << 20, device=DEV, generator=R.gen("det-pw2"))
+    assert torch.equal(bc.mse_loss(x, y), bc.mse_loss(x, y))
+
+
+def test_pointwise_errors():
+    x = torch.randn(4, 5, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="broadcast"):
+        bc.mse_loss(x, torch.randn(3, device=DEV))
+    with pytest.raises(errors.InvalidDType, match="target is float64"):
+        bc.mse_loss(x, torch.randn(4, 5, device=DEV, dtype=torch.float64))
+    with pytest.raises(errors.InvalidArgument, match="shape of input"):
+        bc.binary_cross_entropy(torch.rand(4, 5, device=DEV), torch.rand(5, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="reduction 'batchmean'"):
+        bc.mse_loss(x, x, reduction="batchmean")
+    with pytest.raises(errors.Unsupported, match="broadcast"):
+        bc.mse_loss_backward(torch.ones((), device=DEV), torch.randn(5, device=DEV), x)
+
+
+# ---- nll_loss -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_matches_torch(dt, reduction, weighted):
+    n, c = 4097, 37
+    g = R.gen(f"nll/{dt}/{reduction}/{weighted}")
+    x = torch.log_softmax(torch.randn(n, c, generator=g, device=DEV, dtype=torch.float64), -1).to(dt)
+    t = torch.randint(0, c, (n,), generator=g, device=DEV)
+    t = torch.where(torch.rand(n, generator=g, device=DEV) < 0.2, torch.full_like(t, 5), t)
+    w = (torch.rand(c, generator=g, device=DEV, dtype=torch.float64) + 0.5).to(dt) if weighted else None
+    xd = x.double().requires_grad_(True)
+    ref = F.nll_loss(xd, t, weight=None if w is None else w.double(), ignore_index=5, reduction=reduction)
+    go = torch.randn(ref.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
+    (gref,) = torch.autograd.grad(ref, xd, go.double())
+    got = bc.nll_loss(x, t.to(torch.int32) if weighted else t, w, ignore_index=5, reduction=reduction)
+    _pw_close(got, ref.detach().to(dt), dt, "nll", n if reduction == "sum" else 1)
+    out = R.poison((n, c), dt)
+    bc.nll_loss_backward(go, x, t, w, ignore_index=5, reduction=reduction, out=out)
+    _pw_close(out, gref.to(dt), dt, "nll backward")
+
+
+def test_nll_bad_target_and_empty():
+    x = torch.randn(4, 10, device=DEV)
+    t = torch.tensor([1, 99, 2, -5], device=DEV)
+    per_row = bc.nll_loss(x, t, reduction="none")
+    assert torch.isnan(per_row[1]) and torch.isnan(per_row[3]) and not torch.isnan(per_row[0])
+    assert math.isnan(bc.nll_loss(torch.empty(0, 10, device=DEV), torch.empty(0, device=DEV, dtype=torch.int64)).item())
+
+
+# ---- other frameworks ----------------------------------------------------------------------------
+def test_pointwise_from_cupy_and_jax():
+    np = pytest.importorskip("numpy")
+    a = np.random.default_rng(3).standard_normal((17, 33)).astype(np.float32)
+    b = np.random.default_rng(4).standard_normal((17, 33)).astype(np.float32)
+    ref = F.huber_loss(torch.from_numpy(a).double(), torch.from_numpy(b).double(), delta=0.5).item()
+    ran = []
+    try:
+        import cupy as cp
+        if cp.cuda.runtime.getDeviceCount() > 0:
+            r = bc.huber_loss(cp.asarray(a), cp.asarray(b), delta=0.5)
+            assert isinstance(r, cp.ndarray)
+            assert abs(float(r) - ref) <= 3e-5 * abs(ref)
+            ran.append("cupy")
+    except ImportError:
+        pass
+    try:
+        import jax
+        dev = jax.devices("gpu")[0]
+        r = bc.huber_loss(jax.device_put(a, dev), jax.device_put(b, dev), delta=0.5)
+        assert isinstance(r, jax.Array)
+        assert abs(float(r) - ref) <= 3e-5 * abs(ref)
+        ran.append("jax")
+    except (ImportError, RuntimeError):
+        pass
+    if not ran:
+        pytest.skip("neither CuPy nor JAX with a GPU")

@@ -367,6 +367,71 @@ def test_backward_is_deterministic(H):
         assert torch.equal(R.bits(u), R.bits(v))
 
 
+# ---- tuning variants (BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG, read by select) -------------------------
+# Every variant the benchmark sweep may pick must be correct: odd row counts exercise the
+# partially filled row groups (rows=2 batches, several groups per block).
+VARIANTS = [
+    ("fwd", 4096, "tpr=256,items=2,rows=2"), ("fwd", 4096, "tpr=128,items=4,rows=2"),
+    ("fwd", 4096, "tpr=512,items=1,rows=2"), ("fwd", 4096, "tpr=128,items=4,rows=1"),
+    ("fwd", 512, "tpr=32,items=2,rows=2"), ("fwd", 512, "tpr=128,items=1,rows=2"),
+    ("fwd", 128, "tpr=16,items=1,rows=4"), ("fwd", 64, "tpr=8,items=1,rows=4"),
+    ("fwd", 65536, "tpr=1024,items=8"), ("fwd", 4000, "tpr=1024,items=1"),
+    ("bwd", 4096, "tpr=512,items=1"), ("bwd", 4096, "tpr=128,items=4"), ("bwd", 4096, "tpr=256,items=2"),
+    ("bwd", 512, "tpr=32,items=2"), ("bwd", 512, "tpr=128,items=1"), ("bwd", 128, "tpr=16,items=1"),
+    ("bwd", 16384, "tpr=1024,items=2,xs=1"), ("bwd", 65536, "tpr=1024,items=8,xs=1"),
+    ("bwd", 4000, "tpr=1024,items=1"),
+]
+
+
+@pytest.mark.parametrize("kind,H,cfg", VARIANTS, ids=[f"{k}-{h}-{c}" for k, h, c in VARIANTS])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_tuning_variants(op, kind, H, cfg, monkeypatch):
+    dt = torch.bfloat16
+    rows = 131 if H <= 4096 else 5
+    g = R.gen(f"norm/variant/{op}/{kind}/{H}/{cfg}")
+    x = make((rows, H), dt, g, 2.0, 0.5)
+    w = make((H,), dt, g, 0.5, 1.0)
+    b = make((H,), dt, g) if op == "layer_norm" else None
+    spec = bc.TensorSpec((rows, H), bc.bfloat16)
+    if kind == "fwd":
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg)
+        r = make((rows, H), dt, g)
+        plan = bc.NormPlan.select(bc.NormDescriptor(op, spec, weight=bc.bfloat16, bias=bc.bfloat16 if b is not None else None,
+                                                    residual=True, eps=EPS[op], save_stats=True))
+        want = "t" + cfg.replace("tpr=", "").replace(",items=", "x").replace(",rows=1", "").replace(",rows=", "r")
+        assert plan.sku.name.endswith(want), (plan.sku.name, want)
+        y, ro = poison((rows, H), dt), poison((rows, H), dt)
+        mean = poison((rows,), torch.float32) if op == "layer_norm" else None
+        rstd = poison((rows,), torch.float32)
+        plan.run(y=y, x=x, weight=w, bias=b, residual=r, residual_out=ro, mean=mean, rstd=rstd)
+        h = (x.float() + r.float()).to(dt)
+        assert torch.equal(ro, h)
+        ref, rm, rr = ref_forward(op, h, w, b)
+        close(y, ref, dt, f"{op} {cfg}")
+        torch.testing.assert_close(rstd.double(), rr, rtol=1e-4, atol=0)
+        if op == "layer_norm":
+            torch.testing.assert_close(mean.double(), rm, rtol=1e-5, atol=1e-5)
+        return
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)
+    go = make((rows, H), dt, g)
+    gres = make((rows, H), dt, g)
+    outs = call(op, x, w, b, save_stats=True)
+    ref, xhat = autograd(op, x, w, b, go)
+    plan = bc.NormPlan.select(bc.NormDescriptor(op + "_backward", spec, weight=bc.bfloat16,
+                                                bias=bc.bfloat16 if b is not None else None, residual=True))
+    want = "t" + cfg.replace("tpr=", "").replace(",items=", "x").replace(",xs=1", "xs")
+    assert plan.sku.name.endswith(want), (plan.sku.name, want)
+    ws = torch.empty(max(1, plan.workspace_bytes()), device=DEV, dtype=torch.uint8)
+    gx, gw = poison((rows, H), dt), poison((H,), dt)
+    gb = poison((H,), dt) if b is not None else None
+    plan.run(grad_x=gx, grad_out=go, x=x, mean=outs[1] if b is not None else None, rstd=outs[-1], weight=w,
+             grad_weight=gw, grad_bias=gb, grad_residual=gres, workspace=ws)
+    close(gx, ref["x"] + gres.double(), dt, f"grad_x {op} {cfg}", scale_atol=True)
+    check_sum(gw, ref["w"], (go.double() * xhat).abs().sum(0), dt, "grad_weight")
+    if b is not None:
+        check_sum(gb, ref["b"], go.double().abs().sum(0), dt, "grad_bias")
+
+
 # ---- plan API, errors at run(), other frameworks --------------------------------------------------------
 
 def test_plan_api_and_sku():

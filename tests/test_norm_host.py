@@ -77,10 +77,31 @@ def test_select_accepts(op, dtype):
         assert p.workspace_bytes() == 0
 
 
+# Round 2: bf16 rows up to 65536 (1024 threads x 8 vectors) stay on chip, forward and backward.
 @pytest.mark.parametrize("H,layout", [(1, "row_looped"), (7, "row_looped"), (128, "row_registers"),
-                                      (16384, "row_registers"), (65536, "row_looped"), (262144, "row_looped")])
-def test_layout_choice(H, layout):
-    assert bc.NormPlan.select(D("rms_norm", (4, H))).sku.layout == layout
+                                      (16384, "row_registers"), (65536, "row_registers"), (65544, "row_looped"),
+                                      (131072, "row_looped"), (262144, "row_looped")])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm_backward"])
+def test_layout_choice(H, layout, op):
+    assert bc.NormPlan.select(D(op, (4, H))).sku.layout == layout
+
+
+def test_long_row_backward_holds_x_in_shared_memory():
+    k = bc.NormPlan.select(D("layer_norm_backward", (4, 65536), weight=bf16, bias=bf16)).sku
+    assert k.name == "norm.layer_norm_backward.row_registers.t1024x8xs", k.name
+    assert "shared memory" in k.precision.math
+
+
+def test_tuning_override(monkeypatch):
+    base = bc.NormPlan.select(D("rms_norm", (32768, 4096))).sku.name
+    assert base == "norm.rms_norm.row_registers.t256x2r2", base
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=128,items=4,rows=1")
+    assert bc.NormPlan.select(D("rms_norm", (32768, 4096))).sku.name == "norm.rms_norm.row_registers.t128x4"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=128,items=2")  # does not cover the row: ignored
+    assert bc.NormPlan.select(D("rms_norm", (32768, 4096))).sku.name == base
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "tpr=1024,items=2,xs=1")
+    k = bc.NormPlan.select(D("rms_norm_backward", (64, 16384), weight=bf16)).sku.name
+    assert k == "norm.rms_norm_backward.row_registers.t1024x2xs", k
 
 
 def test_backward_workspace_scales_with_outputs():

@@ -301,6 +301,117 @@ def test_column_split_deterministic():
     check("sum", a, x.double().sum(0), x.double().abs().sum(0))
 
 
+# ---- round-2 kernels: short rows, chunked folds, column shapes, tuning knobs ----------------------
+
+def _plan_run(op, x, dims, keepdim=False, out_dtype=None, cfg=None, monkeypatch=None, params=None):
+    """Select a plan (under BARACUDA_REDUCTION_CFG=cfg when given) and run it on poisoned output."""
+    if cfg is not None:
+        monkeypatch.setenv("BARACUDA_REDUCTION_CFG", cfg)
+    red = _dims(x, dims)
+    shape = out_shape(x, red, keepdim)
+    odt = out_dtype or x.dtype
+    desc = bc.ReductionDescriptor(op, bc.TensorSpec(tuple(x.shape), bc.dtype(x.dtype), list(x.stride())),
+                                  bc.TensorSpec(shape, bc.dtype(odt)), [] if dims is None else list(red), keepdim,
+                                  params or {})
+    plan = bc.ReductionPlan.select(desc)
+    if cfg is not None:
+        monkeypatch.delenv("BARACUDA_REDUCTION_CFG")
+    out = R.poison(shape, odt)
+    wsb = plan.workspace_bytes()
+    ws = torch.empty(max(wsb, 1), device=DEV, dtype=torch.uint8) if wsb else None
+    plan.run(out, x, workspace=ws)
+    return out, plan
+
+
+SHORT_OPS = ["sum", "mean", "amax", "argmax", "var", "logsumexp", "norm2", "count_nonzero", "prod"]
+
+
+@pytest.mark.parametrize("dt,n", [(BF16, 64), (BF16, 128), (BF16, 256), (BF16, 512), (F32, 32), (F32, 256),
+                                  (F64, 16), (F16, 512)])
+@pytest.mark.parametrize("op", SHORT_OPS)
+def test_short_rows_kernel(op, dt, n):
+    g = R.gen(f"short-{op}-{dt}-{n}")
+    rows = 1000 + 37  # not a multiple of the rows per block: the last block's guards
+    x = make(op, (rows, n), dt, g)
+    odt = out_dtype(op, dt)
+    out, plan = _plan_run(op, x, 1, out_dtype=odt)
+    assert ".g8.r" in plan.sku.name, plan.sku.name
+    ref, scale = reference(op, x, 1, False)
+    check(op, out, ref, scale, f"short {dt} {n}")
+    # A sliced batch keeps every row aligned (stride 2n): still the short kernel.
+    xs = make(op, (rows, 2 * n), dt, g)[:, :n]
+    out, plan = _plan_run(op, xs, 1, out_dtype=odt)
+    assert ".g8.r" in plan.sku.name
+    check(op, out, *reference(op, xs, 1, False), f"short sliced {dt} {n}")
+    # A misaligned base (strides aligned): the plan falls back to the generic rows kernel at run.
+    flat = make(op, (rows * n + 1,), dt, g)
+    xm = flat[1:].view(rows, n)
+    out, _ = _plan_run(op, xm, 1, out_dtype=odt)
+    check(op, out, *reference(op, xm, 1, False), f"short misaligned {dt} {n}")
+
+
+@pytest.mark.parametrize("op", ["logsumexp", "amax", "argmax", "var", "sum"])
+@pytest.mark.parametrize("n", [512, 8192])
+def test_chunked_folds_nan_inf_like_torch(op, n):
+    """The chunk folds (short rows at 512, 8-vector chunks at 8192) against torch on specials."""
+    g = R.gen(f"chunk-nan-{op}-{n}")
+    x = R.make((16, n), BF16, "normal", g)
+    x[1, 5] = float("nan")
+    x[2, :] = float("-inf")
+    x[3, 9], x[3, 77] = float("inf"), float("inf")
+    x[4, 3], x[4, 100] = float("inf"), float("nan")
+    x[5, 11] = float("-inf")
+    x[6, :] = 1.5                    # ties: argmax takes the first
+    x[7, n - 1] = 30.0               # the extreme in the last chunk
+    t = x.double()
+    exp = {"logsumexp": lambda: torch.logsumexp(t, 1), "amax": lambda: t.amax(1), "argmax": lambda: t.argmax(1),
+           "var": lambda: torch.var(t, 1), "sum": lambda: t.sum(1)}[op]()
+    res = getattr(bc, op)(x, 1)
+    if op == "argmax":
+        assert torch.equal(res, exp), (res != exp).nonzero()[:4].tolist()
+        return
+    e, r = exp.to(BF16).double(), res.double()
+    assert torch.equal(torch.isnan(r), torch.isnan(e)), f"{op}: NaN pattern differs"
+    inf = torch.isinf(e)
+    assert torch.equal(r[inf], e[inf]), f"{op}: infinities differ"
+    fin = ~torch.isnan(e) & ~inf
+    if op != "var":
+        assert torch.allclose(r[fin], e[fin], rtol=2e-2, atol=1e-2 * math.sqrt(n))
+
+
+@pytest.mark.parametrize("cfg", ["col_wy=1", "col_wy=2", "col_wy=4", "col_wy=8", "col_wy=4,col_rows=8,col_blocks=4096",
+                                 "col_blocks=1"])
+@pytest.mark.parametrize("op", ["sum", "amax", "argmax", "var", "logsumexp"])
+def test_columns_shapes_and_knobs(op, cfg, monkeypatch):
+    g = R.gen(f"cols-{op}-{cfg}")
+    for shape in ((3001, 1024), (777, 39)):  # remainders in the row loop; vectors, and V = 1 (39 columns)
+        x = make(op, shape, BF16 if op != "var" else F32, g)
+        odt = out_dtype(op, x.dtype)
+        out, plan = _plan_run(op, x, 0, out_dtype=odt, cfg=cfg, monkeypatch=monkeypatch)
+        assert plan.sku.layout == "columns", plan.sku.name
+        check(op, out, *reference(op, x, 0, False), f"columns {cfg} {shape}")
+    # Several reduced dims that do not merge (offsets by division), inner kept dim contiguous.
+    if op != "argmax":
+        x = make(op, (6, 10, 64), F32, g)[:, :5, :]
+        out, plan = _plan_run(op, x, (0, 1), out_dtype=out_dtype(op, F32), cfg=cfg, monkeypatch=monkeypatch)
+        assert plan.sku.layout == "columns", plan.sku.name
+        check(op, out, *reference(op, x, (0, 1), False), f"columns nred=2 {cfg}")
+
+
+@pytest.mark.parametrize("cfg", ["warp_max=4096", "warp_max=8", "short_max=0", "split_blocks=64",
+                                 "split_blocks=16384,split_min=1024"])
+def test_rows_knobs_stay_correct(cfg, monkeypatch):
+    g = R.gen(f"rows-knobs-{cfg}")
+    for op in ("sum", "argmax", "logsumexp", "var"):
+        for shape in ((40, 16384), (3, 100003), (300, 512)):
+            x = make(op, shape, BF16, g)
+            out, _ = _plan_run(op, x, 1, out_dtype=out_dtype(op, BF16), cfg=cfg, monkeypatch=monkeypatch)
+            check(op, out, *reference(op, x, 1, False), f"rows {cfg} {shape}")
+        x = make(op, (1 << 20,), BF16, g)
+        out, plan = _plan_run(op, x, None, out_dtype=out_dtype(op, BF16), cfg=cfg, monkeypatch=monkeypatch)
+        check(op, out, *reference(op, x, None, False), f"full {cfg}")
+
+
 def test_var_offset_data_is_sound():
     g = R.gen("var-offset")
     for dt, rtol in ((F32, 2e-4), (F64, 1e-10)):

@@ -120,12 +120,34 @@ def test_forbidding_bespoke_is_unsupported():
 # ---- kernel choice -----------------------------------------------------------------------------
 
 def test_row_reductions_pick_rows():
+    # Aligned rows of 8..64 vectors take the short-rows kernel: 8 lanes per row, 8 / P rows per group.
     short = select("sum", S((32768, 64), bf16), S((32768,), bf16), [1]).sku
-    assert short.layout == "rows" and short.name.startswith("red.rows.g4")
+    assert short.layout == "rows" and short.name.startswith("red.rows.g8.r8")
     mid = select("amax", S((32768, 512), bf16), S((32768,), bf16), [-1]).sku
-    assert mid.layout == "rows" and ".g32" in mid.name
+    assert mid.layout == "rows" and mid.name.startswith("red.rows.g8.r1")
+    assert ".g8.r4" in select("sum", S((100, 64), f32), S((100,), f32), [1]).sku.name  # 16 vectors of f32
+    # Not a multiple of 8 vectors, or rows that are not all 16-byte aligned: the generic kernels.
+    assert ".g4" in select("sum", S((100, 40), bf16), S((100,), bf16), [1]).sku.name
+    assert ".g32" in select("sum", S((100, 520), bf16), S((100,), bf16), [1]).sku.name
+    assert ".g32" in select("sum", S((100, 512), bf16, [516, 1]), S((100,), bf16), [1]).sku.name
+    assert ".g32" in select("sum", S((32768, 4096), bf16), S((32768,), bf16), [1]).sku.name
     long = select("mean", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku
     assert long.layout == "rows" and ".g256" in long.name and "split" not in long.name
+
+
+def test_tuning_knobs_change_the_choice(monkeypatch):
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "short_max=0,warp_max=4096,col_wy=8")
+    assert ".g32" in select("sum", S((32768, 512), bf16), S((32768,), bf16), [1]).sku.name
+    assert ".g32" in select("sum", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+    assert ".y8" in select("sum", S((16384, 8192), bf16), S((8192,), bf16), [0]).sku.name
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "col_wy=1,col_blocks=4096,col_rows=8")
+    a = select("sum", S((16384, 8192), bf16), S((8192,), bf16), [0])
+    assert ".y1" in a.sku.name and a.workspace_bytes() > 0
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "garbage,split_blocks=64")
+    full = select("sum", S((1 << 28,), bf16), S((), bf16))
+    assert "split" in full.sku.name and full.workspace_bytes() <= 64 * 4 + 256
+    monkeypatch.delenv("BARACUDA_REDUCTION_CFG")
+    assert select("sum", S((1 << 28,), bf16), S((), bf16)).workspace_bytes() > 64 * 4 + 256
 
 
 def test_long_row_splits_with_workspace():

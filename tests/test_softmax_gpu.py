@@ -81,6 +81,56 @@ def test_long_row_online(op):
     _check_fwd(op, x, -1)
 
 
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_cluster_rows_odd_length(op):
+    # rows_cluster (a cluster of 8 blocks per row on sm_90; rows_online elsewhere), odd length:
+    # the last block's slice is partial and its last vector too.
+    x = _x((5, 262141), torch.bfloat16, f"cl/{op}")
+    _check_fwd(op, x, -1)
+    _check_bwd(op, x, -1)
+    x = _x((3, 3 * 4096 * 4 + 5), torch.float32, f"cl32/{op}")  # 4-block clusters
+    _check_fwd(op, x, -1)
+    _check_bwd(op, x, -1)
+
+
+# Every geometry class of rows_block / rows_cluster, chosen through the tuning knob.
+KNOBS = ["w=1,k=4", "w=1,k=16", "w=2,k=8", "w=4,k=4,stage=1", "w=8,k=8", "w=8,k=16,stage=1", "w=16,k=8,stage=1",
+         "w=32,k=4", "w=8,k=8,cs=2", "w=16,k=8,cs=4,stage=1", "w=16,k=8,cs=8", "path=online"]
+
+
+@pytest.mark.parametrize("cfg", KNOBS)
+def test_tuning_knob_variants(cfg, monkeypatch):
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", cfg)
+    for n, dt in [(1500, torch.bfloat16), (20001, torch.bfloat16), (9000, torch.float32)]:
+        x = _x((7, n), dt, f"knob/{n}")
+        x[1, 5] = math.nan
+        x[2, :] = -math.inf
+        x[3, n - 1] = math.inf
+        x[4, : n // 2] = -math.inf
+        for op in ("softmax", "log_softmax"):
+            d = bc.SoftmaxDescriptor(op, [bc.TensorSpec(tuple(x.shape), bc.dtype(dt))], -1,
+                                     bc.TensorSpec(tuple(x.shape), bc.dtype(dt)))
+            plan = bc.SoftmaxPlan.select(d)
+            out = R.poison(x.shape, dt)
+            plan.run(out, x)
+            ref = FWD[op](x.double(), -1)
+            r, a = TOL[dt]
+            torch.testing.assert_close(out.double(), ref.to(dt).double(), rtol=r, atol=a, equal_nan=True,
+                                       msg=lambda m: f"{cfg} {op} {n} {plan.sku.layout}: {m}")
+            # backward through the same knob (finite rows only)
+            xf = x[5:].contiguous()
+            y = FWD[op](xf.double(), -1).to(dt)
+            gy = _x(xf.shape, dt, f"knobg/{n}", 1.0)
+            db = bc.SoftmaxDescriptor(op + "_backward", [bc.TensorSpec(tuple(xf.shape), bc.dtype(dt))] * 2, -1,
+                                      bc.TensorSpec(tuple(xf.shape), bc.dtype(dt)))
+            gx = R.poison(xf.shape, dt)
+            bc.SoftmaxPlan.select(db).run(gx, gy, y)
+            yd, gyd = y.double(), gy.double()
+            exp = yd * (gyd - (gyd * yd).sum(-1, keepdim=True)) if op == "softmax" else \
+                gyd - yd.exp() * gyd.sum(-1, keepdim=True)
+            _close(gx, exp, dt, f"{cfg} {op}_backward {n}")
+
+
 @pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
 @pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64], ids=str)
 def test_any_axis(dim, dt):
@@ -115,7 +165,11 @@ def test_sku_paths():
         return bc.SoftmaxPlan.select(d).sku.layout
     assert sku((1024, 64)) == "rows_warp"
     assert sku((64, 4096)) == "rows_block"
-    assert sku((4, 262144)) == "rows_online"
+    cl = any(int(a.strip()[3:]) >= 90 for a in bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(
+        "softmax", [bc.TensorSpec((4, 8), bc.bfloat16)], -1, bc.TensorSpec((4, 8), bc.bfloat16))).sku.arch.split(",")
+        if a.strip().startswith("sm_"))
+    assert sku((4, 262144)) == ("rows_cluster" if cl else "rows_online")
+    assert sku((4, 300000)) == "rows_online"
     assert sku((64, 32, 16), axis=1) == "columns"
 
 

@@ -24,6 +24,10 @@ def refused(exc, fn, *needles):
         assert n in str(info.value), (n, str(info.value))
 
 
+def _clusters(sku):
+    return any(int(a.strip()[3:]) >= 90 for a in sku.arch.split(",") if a.strip().startswith("sm_"))
+
+
 @pytest.mark.parametrize("shape,dt,axis,layout", [
     ((4096, 64), bf16, -1, "rows_warp"),
     ((4096, 7), f32, -1, "rows_loop"),  # 28-byte rows: no 16-byte vectors
@@ -31,12 +35,14 @@ def refused(exc, fn, *needles):
     ((262144, 512), bf16, -1, "rows_warp"),
     ((32768, 4096), bf16, -1, "rows_block"),
     ((4096, 32768), bf16, -1, "rows_block"),
-    ((512, 262144), bf16, -1, "rows_online"),
+    ((512, 262144), bf16, -1, "rows_cluster"),  # rows_online when no sm_90+ arch is compiled
     ((8, 16, 32), f32, 1, "columns"),
     ((8, 16, 32), f32, 0, "columns"),
 ])
 def test_paths(shape, dt, axis, layout):
     p = sm("softmax", shape, dt, axis)
+    if layout == "rows_cluster" and not _clusters(p.sku):
+        layout = "rows_online"
     assert p.sku.layout == layout
     assert p.sku.category == "softmax" and p.sku.op == "softmax"
     assert p.sku.name == f"softmax.softmax.{layout}"
@@ -57,7 +63,22 @@ def test_unaligned_rows_take_the_loop_kernel():
 
 def test_backward_paths():
     assert sm("softmax_backward", (4096, 4096), bf16).sku.layout == "rows_block"
-    assert sm("log_softmax_backward", (64, 100000), bf16).sku.layout == "rows_online"
+    p = sm("log_softmax_backward", (64, 100000), bf16)
+    assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")
+    assert sm("softmax_backward", (64, 32768), bf16).sku.layout == "rows_block"
+    assert sm("softmax", (8, 300000), bf16).sku.layout == "rows_online"  # beyond 8 x 32768 elements
+
+
+def test_tuning_knob(monkeypatch):
+    # BARACUDA_SOFTMAX_CFG picks the geometry at select(); invalid or non-covering values are ignored.
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=online")
+    assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_online"
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "w=1,k=4")  # 128 vectors < 512: ignored
+    assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=block,w=1,k=4")
+    assert sm("softmax", (64, 64), bf16).sku.layout == "rows_block"
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "garbage,w=,=3")
+    assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
 
 
 def test_refusals():

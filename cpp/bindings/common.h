@@ -45,5 +45,6 @@ void init_norm(nb::module_& m);
 void init_gemm(nb::module_& m);
 void init_softmax(nb::module_& m);
 void init_loss(nb::module_& m);
+void init_scan(nb::module_& m);
 
 }  // namespace baracuda::py

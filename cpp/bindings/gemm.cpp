@@ -206,6 +206,67 @@ void init_gemm(nb::module_& m) {
         "Functional entry: select (cached on the arguments' metadata) and run.");
   m.def("gemm_cache_size", [] { return plan_cache().size(); }, "Plans in the functional GEMM cache.");
 
+  nb::class_<GroupedGemmDescriptor>(m, "GroupedGemmDescriptor",
+                                    "Mixture-of-experts GEMM: x [T, K] sorted by expert, w [E, N, K], out [T, N]. "
+                                    "group_sizes (host, rows per expert) selects one cuBLASLt GEMM per expert; "
+                                    "without it the rows come from a device offsets array [E + 1] at run time and "
+                                    "one kernel of ours covers every expert.")
+      .def("__init__",
+           [](GroupedGemmDescriptor* d, TensorSpec x, TensorSpec w, TensorSpec out, std::vector<int64_t> group_sizes,
+              DType offsets_dtype, bool bias, int64_t max_rows_per_group) {
+             new (d) GroupedGemmDescriptor{std::move(x), std::move(w), std::move(out), std::move(group_sizes),
+                                           offsets_dtype, bias, max_rows_per_group};
+           },
+           "x"_a, "w"_a, "out"_a, "group_sizes"_a = std::vector<int64_t>{}, "offsets_dtype"_a = DType::Int32,
+           "bias"_a = false, "max_rows_per_group"_a = -1)
+      .def_ro("x", &GroupedGemmDescriptor::x)
+      .def_ro("w", &GroupedGemmDescriptor::w)
+      .def_ro("out", &GroupedGemmDescriptor::out)
+      .def_ro("group_sizes", &GroupedGemmDescriptor::group_sizes)
+      .def_ro("offsets_dtype", &GroupedGemmDescriptor::offsets_dtype)
+      .def_ro("bias", &GroupedGemmDescriptor::bias)
+      .def_ro("max_rows_per_group", &GroupedGemmDescriptor::max_rows_per_group)
+      .def("__eq__", [](const GroupedGemmDescriptor& a, const GroupedGemmDescriptor& b) { return a == b; })
+      .def("__hash__", [](const GroupedGemmDescriptor& d) { return std::hash<std::string>{}(d.str()); })
+      .def("__repr__", &GroupedGemmDescriptor::str);
+
+  nb::class_<GroupedGemmPlan>(m, "GroupedGemmPlan", "A validated grouped (mixture-of-experts) GEMM.")
+      .def_static("select",
+                  [](const GroupedGemmDescriptor& d, std::optional<PlanPreference> pref) {
+                    return GroupedGemmPlan::select(d, pref.value_or(PlanPreference{}));
+                  },
+                  "desc"_a, "preference"_a = nb::none())
+      .def_prop_ro("sku", &GroupedGemmPlan::sku)
+      .def_prop_ro("descriptor", &GroupedGemmPlan::descriptor)
+      .def("workspace_bytes", &GroupedGemmPlan::workspace_bytes)
+      .def("run",
+           [](const GroupedGemmPlan& p, nb::handle out, nb::handle x, nb::handle w, nb::handle offsets,
+              nb::handle bias, nb::handle workspace, nb::handle stream) {
+             Imported o = import_tensor(out, "out", true), ix = import_tensor(x, "x", false),
+                      iw = import_tensor(w, "w", false), io, ib, iws;
+             GroupedGemmTensors t;
+             t.out = o.view, t.x = ix.view, t.w = iw.view;
+             if (!offsets.is_none()) io = import_tensor(offsets, "offsets", false), t.offsets = io.view;
+             if (!bias.is_none()) ib = import_tensor(bias, "bias", false), t.bias = ib.view;
+             void* ws = nullptr;
+             int64_t ws_size = 0;
+             if (!workspace.is_none()) {
+               iws = import_tensor(workspace, "workspace", true);
+               ws = iws.view.data;
+               ws_size = iws.view.numel() * int64_t(dtype_size(iws.view.dtype));
+             }
+             StreamHandle s = resolve_stream(stream, ix);
+             {
+               nb::gil_scoped_release release;
+               p.run(t, ws, ws_size, s);
+             }
+             finish_for_framework(ix, s);
+           },
+           "out"_a, "x"_a, "w"_a, nb::kw_only(), "offsets"_a = nb::none(), "bias"_a = nb::none(),
+           "workspace"_a = nb::none(), "stream"_a = nb::none(),
+           "Launch on `stream` (default: x's framework's current stream). offsets: the device array [E + 1] "
+           "when the plan was selected without group_sizes.");
+
   m.def("gemm_backend_info",
         [] {
           GemmBackendInfo b = gemm_backend_info();

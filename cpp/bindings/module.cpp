@@ -13,4 +13,5 @@ NB_MODULE(_C, m) {
   baracuda::py::init_gemm(m);
   baracuda::py::init_softmax(m);
   baracuda::py::init_loss(m);
+  baracuda::py::init_scan(m);
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -297,10 +298,10 @@ Algo& GemmPlan::Impl::algo_for(int device, int align, int64_t ws_cap) {
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     api.MatmulPreferenceSetAttribute(p, attr, &al, sizeof al);
-  cublasLtMatmulHeuristicResult_t res[4];
+  cublasLtMatmulHeuristicResult_t res[8];
   int n = 0;
   const cublasStatus_t st =
-      api.MatmulAlgoGetHeuristic(cublaslt::handle(device), lt->op, lt->a, lt->b, lt->c, lt->c, p, 4, res, &n);
+      api.MatmulAlgoGetHeuristic(cublaslt::handle(device), lt->op, lt->a, lt->b, lt->c, lt->c, p, 8, res, &n);
   api.MatmulPreferenceDestroy(p);
   if (st != CUBLAS_STATUS_SUCCESS || n == 0) {
     std::string why = st == CUBLAS_STATUS_SUCCESS || st == CUBLAS_STATUS_NOT_SUPPORTED
@@ -311,7 +312,11 @@ Algo& GemmPlan::Impl::algo_for(int device, int align, int64_t ws_cap) {
                       " bytes. Leading dimensions (and K for fp8 / int8) usually need to be multiples of 16 "
                       "bytes; fp8 needs K % 16 == 0");
   }
-  Algo A{res[0].algo, int64_t(res[0].workspaceSize), ""};
+  // The heuristic's first answer, unless BARACUDA_GEMM_ALGO_INDEX asks for another of its
+  // candidates (an experiment knob: bench/bench_gemm.py --sweep-algos times them).
+  int pick = 0;
+  if (const char* env = std::getenv("BARACUDA_GEMM_ALGO_INDEX")) pick = std::max(0, std::min(n - 1, std::atoi(env)));
+  Algo A{res[pick].algo, int64_t(res[pick].workspaceSize), ""};
   auto cfg = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {  // these four are 32-bit attributes
     uint32_t v = 0;
     size_t written = 0;
@@ -321,7 +326,7 @@ Algo& GemmPlan::Impl::algo_for(int device, int align, int64_t ws_cap) {
   A.name = "algo=" + std::to_string(cfg(CUBLASLT_ALGO_CONFIG_ID)) + ",tile=" +
            std::to_string(cfg(CUBLASLT_ALGO_CONFIG_TILE_ID)) + ",stages=" +
            std::to_string(cfg(CUBLASLT_ALGO_CONFIG_STAGES_ID)) + ",splitk=" +
-           std::to_string(cfg(CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+           std::to_string(cfg(CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + (pick ? ",candidate=" + std::to_string(pick) : "");
   return algos[key] = A;
 }
 

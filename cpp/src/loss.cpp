@@ -1,8 +1,10 @@
-// LossPlan: cross-entropy validation, chunking of the rows, SKU, thin run().
+// LossPlan: validation, geometry and SKU of cross-entropy (chunked / cluster paths), nll_loss and
+// the pointwise losses; thin run().
 #include "baracuda/loss.h"
 #include "plan_util.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "baracuda/errors.h"
@@ -18,10 +20,68 @@ using loss::Reduction;
 // Blocks that keep every SM of an H100 / H200 busy a few times over.
 constexpr int64_t kTargetBlocks = 132 * 8;
 
+// Tuning knobs of the cross-entropy cluster path, read at select() time (bench --sweep sets them):
+//   BARACUDA_CE_CFG="path=cluster|chunked,k=8,threads=256,cluster=8"
+// Unset keys keep the defaults below; invalid values are ignored (the defaults apply).
+struct CeKnobs {
+  int path = -1;  // -1 auto, 0 chunked, 1 cluster
+  int k = 0, threads = 0, cluster = 0;
+};
+CeKnobs ce_knobs() {
+  CeKnobs c;
+  const char* env = std::getenv("BARACUDA_CE_CFG");
+  if (!env) return c;
+  std::string s(env);
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+      const int iv = std::atoi(val.c_str());
+      if (key == "path") c.path = val == "cluster" ? 1 : val == "chunked" ? 0 : -1;
+      else if (key == "k" && (iv == 2 || iv == 4 || iv == 8)) c.k = iv;
+      else if (key == "threads" && iv >= 32 && iv <= 512 && iv % 32 == 0) c.threads = iv;
+      else if (key == "cluster" && iv >= 1 && iv <= 16) c.cluster = iv;
+    }
+    pos = end + 1;
+  }
+  return c;
+}
+
+// The cluster path's geometry for rows of nv 16-byte vectors: C CTAs of `threads` threads, K
+// vectors per thread. Default: K = 8 and up to 256 threads (2048 vectors = 32 KB per CTA), the
+// fewest CTAs per row that hold it (<= 16); the threads trimmed to the slice. False: no fit.
+bool ce_cluster_geometry(int64_t nv, int64_t vec, const CeKnobs& kn, CeLaunch& L) {
+  const int K = kn.k ? kn.k : 8;
+  const int tmax = std::min(kn.threads ? kn.threads : loss::ce_cluster_max_threads(K), loss::ce_cluster_max_threads(K));
+  const int64_t cap = int64_t(tmax) * K;
+  int64_t C = kn.cluster ? kn.cluster : (nv + cap - 1) / cap;
+  if (C < 1 || C > 16) return false;
+  const int64_t per = (nv + C - 1) / C;              // vectors per CTA
+  C = (nv + per - 1) / per;                          // no empty CTA
+  int k = K;
+  if (!kn.k)
+    while (k > 2 && per <= int64_t(32) * (k / 2)) k /= 2;  // short rows: one warp, fewer vectors each
+  const int64_t thr = (per + k - 1) / k;
+  const int64_t threads = (thr + 31) / 32 * 32;
+  if (threads > std::min(tmax, loss::ce_cluster_max_threads(k))) return false;
+  L.cl_k = k;
+  L.cl_threads = int(threads);
+  L.cl_size = int(C);
+  L.cl_slice = per * vec;
+  return true;
+}
+
 }  // namespace
 
 struct LossPlan::Impl {
   LossDescriptor desc;
+  int which = 0;  // 0 cross-entropy, 1 pointwise, 2 nll
+  loss::PwLaunch pw;
+  loss::NllLaunch nll;
   CeLaunch L;
   KernelSku sku;
   int64_t workspace = 0;
@@ -36,18 +96,471 @@ std::string LossDescriptor::str() const {
   if (with_grad) os << ", with_grad";
   if (has_grad_loss) os << ", grad_loss";
   if (with_grad || op != "cross_entropy") os << ", grad_input=" << grad_input.str();
+  for (size_t i = 0; i < extra.size(); ++i) os << ", extra" << i << "=" << extra[i].str();
+  os << ", param=" << param << ", log_target=" << log_target << ", log_input=" << log_input << ", full=" << full;
+  if (has_grad_loss) os << ", grad_loss_spec=" << grad_loss.str();
   os << ")";
   return os.str();
+}
+
+// ---- pointwise losses and nll_loss ------------------------------------------------------------
+namespace {
+using loss::PwKind;
+using loss::PwLaunch;
+using loss::NllLaunch;
+
+struct PwOpInfo {
+  const char* name;
+  PwKind kind;
+};
+constexpr PwOpInfo kPwOps[] = {
+    {"mse_loss", PwKind::Mse},
+    {"l1_loss", PwKind::L1},
+    {"huber_loss", PwKind::Huber},
+    {"smooth_l1_loss", PwKind::SmoothL1},
+    {"binary_cross_entropy", PwKind::Bce},
+    {"binary_cross_entropy_with_logits", PwKind::BceLogits},
+    {"kl_div", PwKind::KlDiv},
+    {"poisson_nll_loss", PwKind::PoissonNll},
+    {"gaussian_nll_loss", PwKind::GaussianNll},
+    {"margin_ranking_loss", PwKind::MarginRanking},
+    {"hinge_embedding_loss", PwKind::HingeEmbedding},
+    {"soft_margin_loss", PwKind::SoftMargin},
+};
+}  // namespace
+
+static bool pw_kind(const std::string& name, PwKind* out) {
+  for (const auto& o : kPwOps)
+    if (name == o.name) {
+      if (out) *out = o.kind;
+      return true;
+    }
+  return false;
+}
+static std::string loss_op_list() {
+  std::string s = "cross_entropy, nll_loss";
+  for (const auto& o : kPwOps) s += std::string(", ") + o.name;
+  return s;
+}
+
+namespace {
+bool is_float_dtype(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
+}
+Reduction parse_reduction(const std::string& op, const std::string& r, bool batchmean_ok) {
+  if (r == "none") return Reduction::None;
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  if (r == "batchmean" && batchmean_ok) return Reduction::Mean;  // divisor: input.size(0)
+  throw InvalidArgument(op + ": reduction '" + r + "' is not one of none, mean, sum" +
+                        (batchmean_ok ? ", batchmean" : ""));
+}
+// numpy / torch broadcasting of the operand shapes (right-aligned; 1 stretches).
+std::vector<int64_t> broadcast_of(const std::string& op, const std::vector<const TensorSpec*>& specs,
+                                  const std::vector<std::string>& names) {
+  size_t rank = 0;
+  for (auto* s : specs) rank = std::max(rank, s->shape.size());
+  std::vector<int64_t> out(rank, 1);
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const auto& sh = specs[k]->shape;
+    for (size_t i = 0; i < sh.size(); ++i) {
+      int64_t& o = out[rank - sh.size() + i];
+      const int64_t v = sh[i];
+      if (v < 0) throw InvalidArgument(op + ": " + names[k] + " has a negative dimension in " + shape_str(sh));
+      if (o == 1) o = v;
+      else if (v != 1 && v != o)
+        throw InvalidArgument(op + ": " + names[k] + " of shape " + shape_str(sh) +
+                              " does not broadcast with the other operands (to " + shape_str(out) +
+                              "); expected equal sizes or 1 in each dimension");
+    }
+  }
+  return out;
+}
+// Strides of `s` against the broadcast shape `full` (0 on broadcast dims).
+std::vector<int64_t> strides_against(const TensorSpec& s, const std::vector<int64_t>& full) {
+  std::vector<int64_t> st(full.size(), 0);
+  const auto es = s.effective_strides();
+  const size_t off = full.size() - s.shape.size();
+  for (size_t i = 0; i < s.shape.size(); ++i) st[off + i] = s.shape[i] == 1 ? 0 : es[i];
+  return st;
+}
+// Drops size-1 dims and merges neighbours that are contiguous for every slot into L.dims / L.st.
+void merge_geometry(const std::string& op, const std::vector<int64_t>& full,
+                    const std::vector<std::vector<int64_t>>& slot_strides, PwLaunch& L) {
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> st(6);
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (full[i] == 1) continue;
+    const bool merge = !dims.empty() && [&] {
+      for (int k = 0; k < 6; ++k)
+        if (st[k].back() != slot_strides[k][i] * full[i]) return false;
+      return true;
+    }();
+    if (merge) {
+      dims.back() *= full[i];
+      for (int k = 0; k < 6; ++k) st[k].back() = slot_strides[k][i];
+    } else {
+      dims.push_back(full[i]);
+      for (int k = 0; k < 6; ++k) st[k].push_back(slot_strides[k][i]);
+    }
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (int k = 0; k < 6; ++k) st[k].push_back(0);
+  }
+  if (dims.size() > size_t(loss::kPwMaxDims))
+    throw Unsupported(op + ": the operands need " + std::to_string(dims.size()) + " dims after merging; at most " +
+                      std::to_string(loss::kPwMaxDims) + " are supported; make them contiguous first");
+  L.nd = int(dims.size());
+  for (int d = 0; d < L.nd; ++d) {
+    L.dims[d] = dims[d];
+    for (int k = 0; k < 6; ++k) L.st[k][d] = st[k][d];
+  }
+}
+}  // namespace
+
+static void select_pw(const LossDescriptor& desc, const std::string& base, LossPlan::Impl& I) {
+  const std::string& op = desc.op;
+  const bool bwd = base != op;
+  PwLaunch& L = I.pw;
+  I.which = 1;
+  pw_kind(base, &L.kind);
+  const TensorSpec& x = desc.input;
+  if (!is_float_dtype(x.dtype))
+    throw InvalidDType(op + ": input is " + std::string(dtype_name(x.dtype)) + "; supported: f16, bf16, f32, f64");
+  L.dtype = x.dtype;
+  L.backward = bwd;
+  L.reduction = parse_reduction(op, desc.reduction, L.kind == PwKind::KlDiv);
+  const bool batchmean = desc.reduction == "batchmean";
+  // Operand slots: a input, b target, c weight / var / input2, d pos_weight.
+  const TensorSpec* c = nullptr;
+  const TensorSpec* dd = nullptr;
+  std::string cname = "weight";
+  const bool needs_extra = L.kind == PwKind::GaussianNll || L.kind == PwKind::MarginRanking;
+  const size_t max_extra = needs_extra || L.kind == PwKind::BceLogits ? 1 : 0;
+  if (desc.extra.size() > max_extra || (needs_extra && desc.extra.size() != 1))
+    throw InvalidArgument(op + ": takes " + (needs_extra ? "1" : std::to_string(max_extra) + " or fewer") +
+                          " extra operand(s) (" +
+                          (L.kind == PwKind::GaussianNll ? "var" : L.kind == PwKind::MarginRanking ? "input2"
+                           : L.kind == PwKind::BceLogits ? "pos_weight" : "none") + "), got " +
+                          std::to_string(desc.extra.size()));
+  const bool weighted_kind = L.kind == PwKind::Bce || L.kind == PwKind::BceLogits;
+  if (desc.has_weight && !weighted_kind)
+    throw InvalidArgument(op + ": takes no weight; weights are for binary_cross_entropy(_with_logits), nll_loss, "
+                               "cross_entropy");
+  TensorSpec var;  // gaussian: var with input's last dim dropped gets it back as 1
+  if (desc.has_weight) c = &desc.weight;
+  if (L.kind == PwKind::BceLogits && !desc.extra.empty()) dd = &desc.extra[0];
+  if (L.kind == PwKind::MarginRanking) {
+    c = &desc.extra[0];
+    cname = "input2";
+  }
+  if (L.kind == PwKind::GaussianNll) {
+    var = desc.extra[0];
+    if (var.shape.size() + 1 == x.shape.size() && !x.shape.empty() &&
+        std::equal(var.shape.begin(), var.shape.end(), x.shape.begin())) {  // torch: var.unsqueeze(-1)
+      auto es = var.effective_strides();
+      var.shape.push_back(1);
+      es.push_back(1);
+      var.strides = es;
+    }
+    c = &var;
+    cname = "var";
+  }
+  std::vector<const TensorSpec*> specs = {&x, &desc.target};
+  std::vector<std::string> names = {"input", "target"};
+  if (c) {
+    specs.push_back(c);
+    names.push_back(cname);
+  }
+  if (dd) {
+    specs.push_back(dd);
+    names.push_back("pos_weight");
+  }
+  for (size_t k = 1; k < specs.size(); ++k)
+    if (specs[k]->dtype != x.dtype)
+      throw InvalidDType(op + ": " + names[k] + " is " + std::string(dtype_name(specs[k]->dtype)) + " but input is " +
+                         dtype_name(x.dtype) + "; expected the input's dtype");
+  if ((L.kind == PwKind::Bce || L.kind == PwKind::BceLogits) && desc.target.shape != x.shape)
+    throw InvalidArgument(op + ": target must have the shape of input " + shape_str(x.shape) + ", got " +
+                          shape_str(desc.target.shape) + " (as torch)");
+  if ((L.kind == PwKind::Huber || L.kind == PwKind::SmoothL1) && !(desc.param >= 0.0))
+    throw InvalidArgument(op + ": " + std::string(L.kind == PwKind::Huber ? "delta" : "beta") + " " +
+                          std::to_string(desc.param) + " is negative; expected >= 0");
+  if (L.kind == PwKind::Huber && desc.param == 0.0)
+    throw InvalidArgument(op + ": delta must be > 0 (torch requires it)");
+  if ((L.kind == PwKind::PoissonNll || L.kind == PwKind::GaussianNll) && !(desc.param >= 0.0))
+    throw InvalidArgument(op + ": eps " + std::to_string(desc.param) + " is negative; expected >= 0");
+  const std::vector<int64_t> full = broadcast_of(op, specs, names);
+  int64_t n = 1;
+  for (int64_t v : full) n *= v;
+  L.n = n;
+  if (batchmean && x.shape.empty()) throw InvalidArgument(op + ": reduction 'batchmean' needs an input of rank >= 1");
+  L.divisor = batchmean ? double(x.shape[0]) : L.reduction == Reduction::Mean ? double(n) : 1.0;
+  L.p0 = desc.param;
+  L.f0 = L.kind == PwKind::KlDiv ? desc.log_target : desc.log_input;
+  L.f1 = desc.full;
+
+  std::vector<std::vector<int64_t>> slots(6, std::vector<int64_t>(full.size(), 0));
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const int slot = k < 2 ? int(k) : (specs[k] == dd ? 3 : 2);
+    slots[slot] = strides_against(*specs[k], full);
+  }
+  if (bwd) {
+    if (x.shape != full)
+      throw Unsupported(op + ": input " + shape_str(x.shape) + " is broadcast to " + shape_str(full) +
+                        "; the gradient of a broadcast input (a sum) is not supported; expand input first");
+    const TensorSpec& g = desc.grad_input;
+    if (g.shape != x.shape)
+      throw InvalidArgument(op + ": grad_input must have the shape of input " + shape_str(x.shape) + ", got " +
+                            shape_str(g.shape));
+    if (g.dtype != x.dtype)
+      throw InvalidDType(op + ": grad_input must be " + std::string(dtype_name(x.dtype)) + ", got " + dtype_name(g.dtype));
+    if (!non_overlapping(g.shape, g.effective_strides()))
+      throw InvalidArgument(op + ": grad_input has overlapping elements (strides " + shape_str(g.effective_strides()) + ")");
+    slots[4] = strides_against(g, full);
+    if (!desc.has_grad_loss) throw InvalidArgument(op + ": grad_loss is required (the gradient of the loss)");
+    const TensorSpec& gl = desc.grad_loss;
+    const std::vector<int64_t> want = L.reduction == Reduction::None ? full : std::vector<int64_t>{};
+    if (gl.shape != want)
+      throw InvalidArgument(op + ": grad_loss must have shape " + shape_str(want) + " (reduction " + desc.reduction +
+                            "), got " + shape_str(gl.shape));
+    if (gl.dtype != x.dtype)
+      throw InvalidDType(op + ": grad_loss must be " + std::string(dtype_name(x.dtype)) + ", got " +
+                         dtype_name(gl.dtype));
+    if (L.reduction == Reduction::None) slots[5] = strides_against(gl, full);
+  } else {
+    slots[4] = strides_against(TensorSpec{full, x.dtype, {}}, full);  // out: contiguous broadcast shape
+  }
+  merge_geometry(op, full, slots, L);
+  L.blocks = int(std::clamp<int64_t>((n + loss::kPwThreads * 4 - 1) / (loss::kPwThreads * 4), 1, loss::kPwBlocks));
+  I.workspace = loss::pw_workspace_bytes(L);
+
+  KernelSku& k = I.sku;
+  k.category = "loss";
+  k.op = op;
+  k.layout = L.nd == 1 ? "pointwise_linear" : "pointwise_strided";
+  k.name = "loss." + op + "." + k.layout;
+  k.dtypes = {x.dtype, x.dtype, x.dtype};
+  k.arch = compiled_archs();
+  k.backend = Backend::Bespoke;
+  auto& pg = k.precision;
+  const DType acc = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  pg.math = std::string(acc == DType::Float64 ? "f64 math" : "f32 math (libm exp / log)") + ", rounded once; " +
+            (bwd ? "gradient per element" : L.reduction == Reduction::None ? "loss per element" :
+             "sum in two stages: " + std::to_string(L.blocks) + " block partial(s) in a fixed grid-stride order, "
+             "then one block in order (no atomics)") +
+            "; " + std::to_string(L.nd) + " merged dim(s) after broadcasting";
+  pg.compute_dtype = acc;
+  pg.accumulator_dtype = acc;
+  pg.deterministic = true;
+  pg.bit_stable = true;
+}
+
+static void select_nll(const LossDescriptor& desc, LossPlan::Impl& I) {
+  const std::string& op = desc.op;
+  const bool bwd = op == "nll_loss_backward";
+  NllLaunch& L = I.nll;
+  I.which = 2;
+  const TensorSpec& x = desc.input;
+  if (x.shape.size() != 2)
+    throw InvalidArgument(op + ": input must be log-probabilities of shape [N, C], got " + shape_str(x.shape) +
+                          "; flatten the leading dims first");
+  if (!is_float_dtype(x.dtype))
+    throw InvalidDType(op + ": input is " + std::string(dtype_name(x.dtype)) + "; supported: f16, bf16, f32, f64");
+  const int64_t N = x.shape[0], C = x.shape[1];
+  if (N < 0 || C < 0) throw InvalidArgument(op + ": input has a negative dimension in " + shape_str(x.shape));
+  const TensorSpec& t = desc.target;
+  if (t.dtype != DType::Int64 && t.dtype != DType::Int32)
+    throw InvalidDType(op + ": target is " + std::string(dtype_name(t.dtype)) + "; expected int64 or int32 class indices");
+  if (t.shape != std::vector<int64_t>{N})
+    throw InvalidArgument(op + ": target must have shape [" + std::to_string(N) + "] (one class per row of input), got " +
+                          shape_str(t.shape));
+  if (desc.has_weight) {
+    if (desc.weight.shape != std::vector<int64_t>{C})
+      throw InvalidArgument(op + ": weight must have shape [" + std::to_string(C) + "] (one per class), got " +
+                            shape_str(desc.weight.shape));
+    if (desc.weight.dtype != x.dtype)
+      throw InvalidDType(op + ": weight is " + std::string(dtype_name(desc.weight.dtype)) + " but input is " +
+                         dtype_name(x.dtype) + "; expected the input's dtype");
+  }
+  L.reduction = parse_reduction(op, desc.reduction, false);
+  L.dtype = x.dtype;
+  L.target_dtype = t.dtype;
+  L.backward = bwd;
+  L.n = N;
+  L.c = C;
+  const auto xs = x.effective_strides();
+  L.x_stride0 = xs[0];
+  L.x_stride1 = xs[1];
+  L.t_stride = t.effective_strides()[0];
+  L.w_stride = desc.has_weight ? desc.weight.effective_strides()[0] : 1;
+  L.ignore_index = desc.ignore_index;
+  if (bwd) {
+    const TensorSpec& g = desc.grad_input;
+    if (g.shape != x.shape)
+      throw InvalidArgument(op + ": grad_input must have the shape of input " + shape_str(x.shape) + ", got " +
+                            shape_str(g.shape));
+    if (g.dtype != x.dtype)
+      throw InvalidDType(op + ": grad_input must be " + std::string(dtype_name(x.dtype)) + ", got " + dtype_name(g.dtype));
+    if (!non_overlapping(g.shape, g.effective_strides()))
+      throw InvalidArgument(op + ": grad_input has overlapping elements");
+    const auto gs = g.effective_strides();
+    L.g_stride0 = gs[0];
+    L.g_stride1 = gs[1];
+    if (!desc.has_grad_loss) throw InvalidArgument(op + ": grad_loss is required (the gradient of the loss)");
+    const std::vector<int64_t> want = L.reduction == Reduction::None ? std::vector<int64_t>{N} : std::vector<int64_t>{};
+    if (desc.grad_loss.shape != want)
+      throw InvalidArgument(op + ": grad_loss must have shape " + shape_str(want) + ", got " +
+                            shape_str(desc.grad_loss.shape));
+    if (desc.grad_loss.dtype != x.dtype)
+      throw InvalidDType(op + ": grad_loss must be " + std::string(dtype_name(x.dtype)) + ", got " +
+                         dtype_name(desc.grad_loss.dtype));
+    L.gl_stride = L.reduction == Reduction::None ? desc.grad_loss.effective_strides()[0] : 0;
+  }
+  I.workspace = loss::nll_workspace_bytes(L);
+  KernelSku& k = I.sku;
+  k.category = "loss";
+  k.op = op;
+  k.layout = "rows";
+  k.name = "loss." + op + ".rows";
+  k.dtypes = {x.dtype, x.dtype, t.dtype};
+  k.arch = compiled_archs();
+  k.backend = Backend::Bespoke;
+  auto& pg = k.precision;
+  const DType acc = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  pg.math = std::string(acc == DType::Float64 ? "f64" : "f32") +
+            " sums of -w[t] * x[i, t] and w[t] in two fixed-order stages (no atomics); mean = sum / sum of "
+            "weights of the non-ignored targets; a target outside [0, C) that is not ignore_index gives NaN";
+  pg.compute_dtype = acc;
+  pg.accumulator_dtype = acc;
+  pg.deterministic = true;
+  pg.bit_stable = true;
+}
+
+namespace {
+void check_ws(const std::string& op, int64_t need, void* ws, int64_t size) {
+  if (ws == nullptr || size < need)
+    throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(need) + " bytes, got " +
+                          std::to_string(ws ? size : 0));
+  if (reinterpret_cast<uintptr_t>(ws) % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
+}
+void check_small(const std::string& op, const std::string& name, const TensorView& v, const std::vector<int64_t>& shape,
+                 DType dt, int device) {
+  if (v.dtype != dt)
+    throw InvalidDType(op + ": " + name + " must be " + std::string(dtype_name(dt)) + ", got " + dtype_name(v.dtype));
+  bool ok = size_t(v.ndim) == shape.size();
+  for (int i = 0; ok && i < v.ndim; ++i) ok = v.shape[i] == shape[i];
+  if (!ok)
+    throw InvalidArgument(op + ": " + name + " must have shape " + shape_str(shape) + ", got " + shape_str(v.shape, v.ndim));
+  if (v.data == nullptr && v.numel() > 0) throw InvalidArgument(op + ": " + name + " has a null data pointer");
+  if (v.device != device)
+    throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but input is on cuda:" +
+                          std::to_string(device));
+}
+}  // namespace
+
+static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int64_t wsn, StreamHandle stream) {
+  const LossDescriptor& d = I.desc;
+  const std::string& op = d.op;
+  const int device = T.input.device;
+  PwLaunch L = I.pw;
+  check_view(op, "input", T.input, d.input, device, "input");
+  check_view(op, "target", T.target, d.target, device, "input");
+  L.a = T.input.data;
+  L.b = T.target.data;
+  if (d.has_weight) {
+    check_view(op, "weight", T.weight, d.weight, device, "input");
+    L.c = T.weight.data;
+  }
+  if (T.extra.size() != d.extra.size())
+    throw InvalidArgument(op + ": " + std::to_string(d.extra.size()) + " extra operand(s) in the descriptor, " +
+                          std::to_string(T.extra.size()) + " given");
+  for (size_t i = 0; i < d.extra.size(); ++i) {
+    const char* nm = L.kind == PwKind::GaussianNll ? "var" : L.kind == PwKind::MarginRanking ? "input2" : "pos_weight";
+    check_view(op, nm, T.extra[i], d.extra[i], device, "input");
+    if (L.kind == PwKind::BceLogits) L.d = T.extra[i].data;
+    else L.c = T.extra[i].data;
+  }
+  if (L.backward) {
+    check_view(op, "grad_input", T.grad_input, d.grad_input, device, "input");
+    check_view(op, "grad_loss", T.grad_loss, d.grad_loss, device, "input");
+    L.out = T.grad_input.data;
+    L.grad_loss = T.grad_loss.data;
+  } else {
+    check_small(op, "out", T.out, L.reduction == Reduction::None ? std::vector<int64_t>(T.out.shape, T.out.shape + T.out.ndim)
+                                                                 : std::vector<int64_t>{},
+                d.input.dtype, device);
+    if (L.reduction == Reduction::None) {
+      if (T.out.numel() != L.n)
+        throw InvalidArgument(op + ": out has " + std::to_string(T.out.numel()) + " elements; the broadcast shape has " +
+                              std::to_string(L.n));
+      int64_t expect = 1;
+      for (int i = T.out.ndim - 1; i >= 0; --i) {
+        if (T.out.shape[i] != 1 && T.out.strides[i] != expect)
+          throw InvalidArgument(op + ": out must be contiguous (row-major) for reduction 'none'");
+        expect *= T.out.shape[i];
+      }
+    }
+    L.out = T.out.data;
+  }
+  if (L.reduction != Reduction::None && !L.backward) check_ws(op, I.workspace, ws, wsn);
+  L.workspace = ws;
+  if (L.n == 0 && (L.backward || L.reduction == Reduction::None)) return;
+  DeviceGuard guard(device);
+  loss::pw_launch(L, stream);
+}
+
+static void run_nll(const LossPlan::Impl& I, const LossTensors& T, void* ws, int64_t wsn, StreamHandle stream) {
+  const LossDescriptor& d = I.desc;
+  const std::string& op = d.op;
+  const int device = T.input.device;
+  NllLaunch L = I.nll;
+  check_view(op, "input", T.input, d.input, device, "input");
+  check_view(op, "target", T.target, d.target, device, "input");
+  L.x = T.input.data;
+  L.target = T.target.data;
+  if (d.has_weight) {
+    check_view(op, "weight", T.weight, d.weight, device, "input");
+    L.weight = T.weight.data;
+  }
+  const bool per_row = L.reduction == Reduction::None;
+  if (L.backward) {
+    check_view(op, "grad_input", T.grad_input, d.grad_input, device, "input");
+    check_view(op, "grad_loss", T.grad_loss, d.grad_loss, device, "input");
+    L.out = T.grad_input.data;
+    L.grad_loss = T.grad_loss.data;
+  } else {
+    check_small(op, "out", T.out, per_row ? std::vector<int64_t>{L.n} : std::vector<int64_t>{}, d.input.dtype, device);
+    L.out = T.out.data;
+    L.out_stride = per_row && T.out.ndim == 1 ? T.out.strides[0] : 1;
+  }
+  check_ws(op, I.workspace, ws, wsn);
+  L.workspace = ws;
+  if (L.backward ? L.n * L.c == 0 && per_row : (per_row && L.n == 0)) return;
+  DeviceGuard guard(device);
+  loss::nll_launch(L, stream);
 }
 
 LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref) {
   auto impl = std::make_shared<Impl>();
   impl->desc = desc;
   const std::string& op = desc.op;
-  if (op != "cross_entropy" && op != "cross_entropy_backward")
-    throw InvalidArgument("loss: unknown op '" + op + "'; expected cross_entropy or cross_entropy_backward");
+  const std::string base = op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0 ? op.substr(0, op.size() - 9) : op;
+  const bool known = base == "cross_entropy" || base == "nll_loss" || pw_kind(base, nullptr);
+  if (!known)
+    throw InvalidArgument("loss: unknown op '" + op + "'; expected one of " + loss_op_list() +
+                          " (or <op>_backward)");
   if (!pref.allows(Backend::Bespoke))
     throw Unsupported(op + ": the only backend for losses is 'bespoke', and the preference forbids it");
+  if (base == "nll_loss") {
+    select_nll(desc, *impl);
+    return LossPlan(impl);
+  }
+  if (base != "cross_entropy") {
+    select_pw(desc, base, *impl);
+    return LossPlan(impl);
+  }
   const bool fwd = op == "cross_entropy";
   const TensorSpec& x = desc.input;
   if (x.shape.size() != 2)
@@ -134,13 +647,24 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
   clen = (clen + VEC - 1) / VEC * VEC;
   L.chunk_len = clen;
   L.chunks = int((V + clen - 1) / clen);
+  // The one-read cluster path: forward (and fused), 16-byte rows, a build and a device with sm_90.
+  const CeKnobs kn = ce_knobs();
+  const int major = loss::current_device_major();
+  const bool sm90 = compiled_archs().find("sm_9") != std::string::npos && (major == 0 || major >= 9);
+  if (fwd && L.vec && sm90 && kn.path != 0 && N > 0) {
+    const int64_t nv = (V + VEC - 1) / VEC;
+    L.cluster = ce_cluster_geometry(nv, VEC, kn, L) && N * int64_t(L.cl_size) <= (int64_t(1) << 31) - 1;
+    // Few rows: the chunked kernels spread them over the whole GPU (and the logits fit L2, so
+    // their second read for a gradient is cheap); the cluster path wants >= 2 CTAs per SM.
+    if (kn.path != 1 && N * int64_t(L.cl_size) < 2 * 132) L.cluster = false;
+  }
   impl->workspace = loss::ce_workspace_bytes(L);
   impl->lse_dtype = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
 
   KernelSku& k = impl->sku;
   k.category = "loss";
   k.op = op;
-  k.layout = L.chunks > 1 ? "rows_chunked" : "rows";
+  k.layout = L.cluster ? "rows_cluster" : L.chunks > 1 ? "rows_chunked" : "rows";
   k.name = "loss." + op + "." + k.layout;
   k.dtypes = {x.dtype, x.dtype, t.dtype};
   k.arch = compiled_archs();
@@ -149,7 +673,12 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
   const DType acc = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   pg.math = std::string(acc == DType::Float64 ? "f64 math" : (x.dtype == DType::Float32 ? "f32 math (libm expf)" :
                                                                    "f32 math with hardware exp")) +
-            "; online max / sum over " + std::to_string(L.chunks) + " chunk(s) per row combined in order; " +
+            (L.cluster ? "; one read: a cluster of " + std::to_string(L.cl_size) + " CTA(s) x " +
+                             std::to_string(L.cl_threads) + " threads x " + std::to_string(L.cl_k) +
+                             " 16-byte vectors per row held in registers, partials combined in rank order through "
+                             "distributed shared memory (rows_chunked kernels on a device below sm_90)"
+                       : "; online max / sum over " + std::to_string(L.chunks) + " chunk(s) per row combined in order") +
+            "; " +
             "lse saved in " + dtype_name(impl->lse_dtype) + "; mean / sum reduced by one block in a fixed order " +
             "(no atomics); 16-byte loads when row strides and pointers are 16-byte aligned";
   pg.compute_dtype = acc;
@@ -165,6 +694,8 @@ int64_t LossPlan::workspace_bytes() const { return impl_->workspace; }
 
 void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size, StreamHandle stream) const {
   const Impl& I = *impl_;
+  if (I.which == 1) return run_pw(I, T, workspace, workspace_size, stream);
+  if (I.which == 2) return run_nll(I, T, workspace, workspace_size, stream);
   const LossDescriptor& d = I.desc;
   const std::string& op = d.op;
   const bool fwd = op == "cross_entropy", grad = !fwd || d.with_grad;
@@ -214,7 +745,10 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
   L.lse_stride = T.lse.ndim == 1 ? T.lse.strides[0] : 1;
   L.grad = grad ? T.grad_input.data : nullptr;
   L.workspace = workspace;
-  if (reinterpret_cast<uintptr_t>(L.x) % 16 || (grad && reinterpret_cast<uintptr_t>(L.grad) % 16)) L.vec = false;
+  if (reinterpret_cast<uintptr_t>(L.x) % 16 || (grad && reinterpret_cast<uintptr_t>(L.grad) % 16)) {
+    L.vec = false;
+    L.cluster = false;
+  }
   if (N == 0 && (!fwd || per_row)) return;
   DeviceGuard guard(device);
   loss::ce_launch(L, stream);
@@ -222,9 +756,20 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
 
 FamilyInfo loss_family_info() {
   FamilyInfo f{"loss", "LossPlan", "cross-entropy for large vocabularies (fused gradient, label smoothing, "
-                                   "class weights, ignore_index), with backward", {}};
+                                   "class weights, ignore_index), nll_loss and torch's pointwise losses (MSE, L1, "
+                                   "Huber, smooth-L1, BCE, BCE-with-logits, KL, Poisson, Gaussian, ranking, "
+                                   "hinge, soft-margin), each with none / mean / sum and backward", {}};
   const std::vector<DType> fp = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
-  f.ops.push_back(OpCoverage{"cross_entropy", "classification", fp, {"rows", "rows_chunked"}, Backend::Bespoke, true});
+  f.ops.push_back(OpCoverage{"cross_entropy", "classification", fp, {"rows_cluster", "rows", "rows_chunked"},
+                               Backend::Bespoke, true});
+  f.ops.push_back(OpCoverage{"nll_loss", "classification", fp, {"rows"}, Backend::Bespoke, true});
+  for (const auto& o : kPwOps) {
+    const bool cls = o.kind == PwKind::Bce || o.kind == PwKind::BceLogits || o.kind == PwKind::SoftMargin;
+    const bool rank = o.kind == PwKind::MarginRanking || o.kind == PwKind::HingeEmbedding;
+    const bool prob = o.kind == PwKind::KlDiv || o.kind == PwKind::PoissonNll || o.kind == PwKind::GaussianNll;
+    f.ops.push_back(OpCoverage{o.name, cls ? "classification" : rank ? "ranking" : prob ? "probabilistic" : "regression",
+                               fp, {"pointwise_linear", "pointwise_strided"}, Backend::Bespoke, true});
+  }
   return f;
 }
 

@@ -3,6 +3,7 @@
 #include "plan_util.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "baracuda/errors.h"
@@ -135,11 +136,14 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
 
   // Kernel configurations: register-resident (when the row fits and the run's pointers are
   // 16-byte aligned), looped with vectors (aligned, row too long), looped scalar (otherwise).
-  I.reg = norm::register_config(x.dtype, I.backward, I.H, I.rows, &I.reg_ok);
+  // Tuning override (benchmark sweeps): BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG =
+  // "tpr=256,items=2,rows=2[,xs=1]"; ignored when the kernel does not exist or the row does not fit.
+  const norm::Override ov = norm::parse_override(std::getenv(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
+  I.reg = norm::register_config(x.dtype, I.backward, I.H, I.rows, &I.reg_ok, ov);
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
   I.loop_scalar = norm::looped_config(x.dtype, I.backward, I.H, I.rows, false);
   if (I.backward && (desc.weight || desc.bias)) {
-    int64_t P = I.loop_vec.partials;
+    int64_t P = std::max(I.loop_vec.partials, I.loop_scalar.partials);
     if (I.reg_ok) P = std::max(P, I.reg.partials);
     const int64_t one = norm::partial_bytes(x.dtype, P, I.H);
     I.workspace = one * ((desc.weight ? 1 : 0) + (desc.bias ? 1 : 0));
@@ -154,7 +158,12 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   k.op = op;
   k.layout = I.reg_ok ? "row_registers" : "row_looped";
   const norm::Config& c = I.reg_ok ? I.reg : I.loop_vec;
-  k.name = "norm." + op + "." + k.layout + ".t" + std::to_string(c.tpr) + (I.reg_ok ? "x" + std::to_string(c.items) : "");
+  k.name = "norm." + op + "." + k.layout + ".t" + std::to_string(c.tpr);
+  if (I.reg_ok) {
+    k.name += "x" + std::to_string(c.items);
+    if (c.rows > 1) k.name += "r" + std::to_string(c.rows);
+    if (c.xs) k.name += "xs";
+  }
   k.dtypes.push_back(x.dtype);
   k.dtypes.push_back(x.dtype);
   if (desc.weight) k.dtypes.push_back(*desc.weight);
@@ -174,6 +183,9 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   if (I.backward && (desc.weight || desc.bias))
     pg.math += "; grad_weight / grad_bias: per-block partial sums in " + std::string(dtype_name(pg.accumulator_dtype)) +
                ", added in a fixed order";
+  if (I.reg_ok && I.reg.xs)
+    pg.math += "; grad_x from the row held on chip (x in shared memory), grad_weight / grad_bias from a "
+               "column-reduction pass over grad_out and x";
   if (I.reg_ok)
     pg.math += "; row in registers with 16-byte vectors when pointers and row strides are 16-byte aligned, else the "
                "looped kernel (same math, another summation order)";

@@ -2,6 +2,7 @@
 // kernel choice (rows / columns / strided, split passes), SKU, and the thin run().
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -21,8 +22,47 @@ using red::Path;
 using red::RedKind;
 using red::RedLaunch;
 
-// Blocks that fill an H100 / H200 a few times over (132 SMs x 8 resident blocks of 256).
-constexpr int64_t kTargetBlocks = 1024;
+// Tuning of the kernel choice. Defaults are the configuration believed fastest on H100 / H200
+// (132 SMs, 2-3 resident blocks of 256 per SM for the streaming kernels); every field can be
+// overridden at select time through BARACUDA_REDUCTION_CFG="key=value,..." (read by each
+// select(), so one process can time several variants; bench/bench_reduction.py --sweep does).
+struct RedTuning {
+  int64_t short_max = 64;      // rows of at most this many 16-byte vectors (aligned) take the
+                               // short-rows kernel (8 lanes per row, several rows per group); 0: off
+  int64_t warp_max = 512;      // longer rows: a warp per row up to this many vectors, else a block
+  int64_t split_blocks = 4096; // row splits: aim for this many blocks (few, long rows)
+  int64_t split_min = 16384;   // row splits: at least this many elements per split (block of 256)
+  int64_t col_blocks = 1024;   // columns: split the rows until about this many blocks
+  int64_t col_rows = 64;       // columns: at least this many rows per thread and split
+  int64_t col_wy = 4;          // columns: row slices per block (1, 2, 4, 8)
+};
+
+RedTuning tuning() {
+  RedTuning t;
+  const char* env = std::getenv("BARACUDA_REDUCTION_CFG");
+  if (!env) return t;
+  std::string cfg(env);
+  size_t pos = 0;
+  while (pos <= cfg.size()) {
+    size_t end = cfg.find(',', pos);
+    if (end == std::string::npos) end = cfg.size();
+    const std::string item = cfg.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      const std::string key = item.substr(0, eq);
+      const int64_t v = std::atoll(item.c_str() + eq + 1);
+      if (key == "short_max") t.short_max = std::max<int64_t>(0, std::min<int64_t>(v, 64));
+      else if (key == "warp_max") t.warp_max = std::max<int64_t>(8, v);
+      else if (key == "split_blocks") t.split_blocks = std::max<int64_t>(1, v);
+      else if (key == "split_min") t.split_min = std::max<int64_t>(1024, v);
+      else if (key == "col_blocks") t.col_blocks = std::max<int64_t>(1, v);
+      else if (key == "col_rows") t.col_rows = std::max<int64_t>(8, v);
+      else if (key == "col_wy") t.col_wy = (v == 1 || v == 2 || v == 4 || v == 8) ? v : 4;
+    }
+    pos = end + 1;
+  }
+  return t;
+}
 
 std::string join_names(const std::vector<DType>& v) {
   std::string s;
@@ -49,6 +89,7 @@ struct DimInfo {
 
 void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::vector<int64_t>& xstrides,
                     const std::vector<bool>& reduced, const std::vector<int64_t>& out_stride_of) {
+  const RedTuning T = tuning();
   const int r = int(shape.size());
   std::vector<int64_t> lidx(r, 0);
   int64_t acc = 1;
@@ -97,15 +138,22 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
   } else if (inner_reduced && g.nred == 1 && g.red_in[0] == 1) {
     L.path = Path::Rows;
     const int64_t nvec = (g.R + V - 1) / V;
-    // A few lanes for tiny rows, a warp up to 512 vectors (4096 bf16: no shared-memory merge,
-    // several 16-byte loads in flight per lane), a block of 256 for longer rows.
-    L.group = nvec <= 8 ? 4 : (nvec <= 512 ? 32 : 256);
+    // A few lanes for tiny rows, a warp up to warp_max vectors (4096 bf16: no shared-memory
+    // merge, 8 loads in flight per lane), a block of 256 for longer rows.
+    L.group = nvec <= 8 ? 4 : (nvec <= T.warp_max ? 32 : 256);
+    // Short rows of 8, 16, 32 or 64 vectors (one kept dim, every start 16-byte aligned given an
+    // aligned base): 8 lanes per row, P = nvec / 8 vectors per lane, 8 / P rows per group, so 8
+    // loads in flight per lane.
+    const bool aligned = g.R % V == 0 && g.nkept == 1 && g.kept_in[0] % V == 0;
+    if (aligned && nvec <= T.short_max && (nvec == 8 || nvec == 16 || nvec == 32 || nvec == 64))
+      L.short_p = int(nvec / 8);
   } else if (inner_kept && g.kept_in[0] == 1) {
     L.path = Path::Columns;
     bool vec = V > 1 && g.kept_size[0] % V == 0;
     for (int d = 1; d < g.nkept && vec; ++d) vec = g.kept_in[d] % V == 0;
     for (int d = 0; d < g.nred && vec; ++d) vec = g.red_in[d] % V == 0;
     L.vec = vec ? V : 1;
+    L.wy = int(T.col_wy);
   } else {
     L.path = Path::Strided;
     L.group = g.R <= 16 ? 1 : (g.R <= 1024 ? 32 : 256);
@@ -114,23 +162,29 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
   L.seg = 0;
   if (g.K == 0 || g.R == 0) return;
   if (L.path == Path::Columns) {
-    const int64_t col_blocks = (g.K + 32 * L.vec - 1) / (32 * L.vec);
-    if (col_blocks < kTargetBlocks / 2 && g.R >= 256) {
-      int64_t s = std::min<int64_t>((kTargetBlocks + col_blocks - 1) / col_blocks, g.R / 128);
+    // Columns: 256 / wy threads of V outputs per block; split the rows so that about
+    // col_blocks blocks run, each thread folding at least col_rows rows per split.
+    const int64_t width = int64_t(256 / L.wy) * L.vec;
+    const int64_t col_blocks = (g.K + width - 1) / width;
+    const int64_t min_rows = T.col_rows * L.wy;
+    if (col_blocks < T.col_blocks && g.R >= 2 * min_rows) {
+      int64_t s = std::min<int64_t>((T.col_blocks + col_blocks - 1) / col_blocks, g.R / min_rows);
       s = std::clamp<int64_t>(s, 1, 4096);
       L.seg = (g.R + s - 1) / s;
       L.splits = int((g.R + L.seg - 1) / L.seg);
     }
-  } else if (L.group >= 32) {
+  } else if (L.group >= 32 && L.short_p == 0) {
     const int64_t blocks = (g.K + (256 / L.group) - 1) / (256 / L.group);
-    const int64_t min_seg = L.group == 256 ? 8192 : 2048;
-    if (blocks < kTargetBlocks / 2 && g.R >= 2 * min_seg) {
-      int64_t s = std::min<int64_t>((kTargetBlocks + blocks - 1) / blocks, g.R / min_seg);
+    const int64_t min_seg = L.group == 256 ? T.split_min : std::max<int64_t>(1024, T.split_min / 8);
+    if (blocks < T.split_blocks / 4 && g.R >= 2 * min_seg) {
+      int64_t s = std::min<int64_t>((T.split_blocks + blocks - 1) / blocks, g.R / min_seg);
       s = std::clamp<int64_t>(s, 1, 4096);
       L.seg = (g.R + s - 1) / s;
       L.splits = int((g.R + L.seg - 1) / L.seg);
     }
   }
+  // Finish: a block per output for many splits (a full reduction), else a warp.
+  L.fgroup = L.splits >= 512 ? 256 : 32;
   if (L.splits <= 1) { L.splits = 1; L.seg = 0; }
 }
 
@@ -367,9 +421,11 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
     fit_workspace(L, pref.workspace_limit);
     impl->workspace = partial_bytes(L);
     k.layout = path_name(L);
-    k.name = "red." + k.layout + (L.path == Path::Columns ? ".v" + std::to_string(L.vec)
-                                                          : ".g" + std::to_string(L.group)) +
-             (L.splits > 1 ? ".split" : "");
+    std::string shape_part;
+    if (L.path == Path::Columns) shape_part = ".v" + std::to_string(L.vec) + ".y" + std::to_string(L.wy);
+    else if (L.short_p > 0) shape_part = ".g8.r" + std::to_string(8 / L.short_p);  // 8 lanes, 8/P rows per group
+    else shape_part = ".g" + std::to_string(L.group);
+    k.name = "red." + k.layout + shape_part + (L.splits > 1 ? ".split" : "");
     switch (kind) {
       case RedKind::Sum: case RedKind::Mean: case RedKind::Prod:
         pg.accumulator_dtype = fp ? facc : DType::Int64;
@@ -398,7 +454,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
         pg.accumulator_dtype = facc;
         pg.math = std::string(dtype_name(facc)) + " math in a fixed order, one rounding to " + dtype_name(desc.out.dtype);
     }
-    if (L.path == Path::Rows) pg.math += "; 16-byte vector loads";
+    if (L.path == Path::Rows || (L.path == Path::Columns && L.vec > 1)) pg.math += "; vector loads (up to 16 bytes)";
     if (L.splits > 1) pg.math += "; " + std::to_string(L.splits) + " splits merged in order by a second pass";
     return ReductionPlan(impl);
   }

@@ -11,6 +11,7 @@
 #include "baracuda/gemm.h"
 #include "baracuda/softmax.h"
 #include "baracuda/loss.h"
+#include "baracuda/scan.h"
 
 namespace baracuda {
 
@@ -31,6 +32,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(softmax_family_info());
   fams.push_back(loss_family_info());
   fams.push_back(norm_family_info());
+  fams.push_back(scan_family_info());
   return fams;
 }
 }  // namespace

@@ -27,6 +27,52 @@ int64_t next_pow2(int64_t v) {
   return p;
 }
 
+// Tuning knobs for timing variants in one process (bench_softmax.py --sweep):
+//   BARACUDA_SOFTMAX_CFG="w=16,k=8,stage=1,cs=8"   rows_block / rows_cluster geometry
+//   BARACUDA_SOFTMAX_CFG="path=online"             force the two-pass rows_online kernel
+// Keys left out keep the default; a geometry that does not cover the row (or is outside the
+// compiled set: w in 1..32, k in 4/8/16, cs in 1/2/4/8 with w 8 or 16 and k 8) is ignored.
+struct Knobs {
+  int w = 0, k = 0, stage = -1, cs = 0;
+  std::string path;
+};
+Knobs read_knobs() {
+  Knobs kn;
+  const char* e = std::getenv("BARACUDA_SOFTMAX_CFG");
+  if (!e) return kn;
+  std::string str(e);
+  size_t pos = 0;
+  while (pos < str.size()) {
+    size_t end = str.find(',', pos);
+    if (end == std::string::npos) end = str.size();
+    const std::string item = str.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+      if (key == "path") kn.path = val;
+      else {
+        const int v = std::atoi(val.c_str());
+        if (key == "w") kn.w = v;
+        else if (key == "k") kn.k = v;
+        else if (key == "stage") kn.stage = v;
+        else if (key == "cs") kn.cs = v;
+      }
+    }
+    pos = end + 1;
+  }
+  return kn;
+}
+
+bool clusters_compiled() {  // a build arch of sm_90 or later
+  const std::string a = compiled_archs();
+  size_t pos = 0;
+  while ((pos = a.find("sm_", pos)) != std::string::npos) {
+    if (std::atoi(a.c_str() + pos + 3) >= 90) return true;
+    pos += 3;
+  }
+  return false;
+}
+
 
 
 }  // namespace
@@ -150,13 +196,53 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     bool aligned = true;
     for (int a = 0; a < 3; ++a)
       for (int d = 0; d < L.nd; ++d) aligned = aligned && L.stride[a][d] % V == 0;
-    const int64_t nch = (L.len + V - 1) / V;
-    const int kmax_block = bwd ? 2 : 4;
+    const int64_t nch = (L.len + V - 1) / V;  // 16-byte vectors per row
     L.vec = int(V);
+    const Knobs kn = read_knobs();
+    // rows_block: W warps per row, K vectors per lane per operand (softmax_reg.cuh); one read,
+    // one write. Defaults: K = 8 (the data then takes 32 registers per
+    // operand), W = the warps that cover the row; a 32768-element bf16 row (4096 vectors) is 16
+    // warps. The last operand is staged in shared memory (cp.async) when the row is that long,
+    // so 3 blocks of 512 (forward) or 2 (backward: grad_out in registers) fit per SM.
+    // Longer rows: a cluster of up to 8 such blocks per row (sm_90), still one read.
+    const int64_t kRegPacks = 4096;  // longest row one block holds (K = 8, 16 warps)
+    auto warps_for = [](int64_t packs, int k) { return int(std::clamp<int64_t>(next_pow2((packs + 32 * k - 1) / (32 * k)), 1, 32)); };
+    auto valid = [&](int w, int k, int stage, int cs) {
+      const bool wk = (w == 1 || w == 2 || w == 4 || w == 8 || w == 16 || w == 32) && (k == 4 || k == 8 || k == 16) &&
+                      (stage == 0 || stage == 1);
+      const bool csok = cs == 1 || ((cs == 2 || cs == 4 || cs == 8) && (w == 8 || w == 16) && k == 8);
+      const int64_t threads = w >= 4 ? 32 * w : 128;
+      const bool smem_ok = int64_t(stage) * threads * k * 16 <= 160 * 1024;
+      const bool covers = int64_t(32) * w * k * cs >= nch;
+      const bool grid_ok = cs == 1 || L.rows * cs <= (int64_t(1) << 30);
+      const bool cl_ok = cs == 1 || clusters_compiled();
+      return wk && csok && smem_ok && covers && grid_ok && cl_ok;
+    };
+    int w = 0, kk = 8, stage = 0, cs = 1;
+    if (nch <= kRegPacks) {
+      w = warps_for(nch, 8);
+      stage = (bwd && nch > 1024) ? 1 : 0;
+      if (!bwd && nch > 2048) stage = 1;
+    } else if (nch <= 8 * 4096 && clusters_compiled() && L.rows * 8 <= (int64_t(1) << 30)) {
+      w = 16;
+      stage = 1;
+      cs = int(next_pow2((nch + 4095) / 4096));
+    }
+    if (kn.w || kn.k || kn.stage >= 0 || kn.cs) {  // a knob: take it when it is valid for this row
+      const int w2 = kn.w ? kn.w : (w ? w : 16), k2 = kn.k ? kn.k : kk, s2 = kn.stage >= 0 ? kn.stage : stage,
+                c2 = kn.cs ? kn.cs : cs;
+      if (valid(w2, k2, s2, c2)) {
+        w = w2;
+        kk = k2;
+        stage = s2;
+        cs = c2;
+      }
+    }
+    if (w && !valid(w, kk, stage, cs)) w = 0;
     if (!aligned) {
       L.path = SmPath::RowsLoop;
       L.vec = 1;
-    } else if (nch <= 128) {
+    } else if (nch <= 128 && kn.path != "block" && kn.path != "online") {
       L.path = SmPath::RowsWarp;
       if (nch <= 32) {
         L.k = 1;
@@ -168,10 +254,13 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       const int64_t rpb = 8 * (32 / L.group);
       if ((L.rows + rpb - 1) / rpb > (int64_t(1) << 30)) L.path = SmPath::RowsLoop;  // the warp grid does not loop
       L.threads = 256;
-    } else if (nch <= 1024 * kmax_block) {
-      L.path = SmPath::RowsBlock;
-      L.threads = int(std::clamp<int64_t>(next_pow2((nch + kmax_block - 1) / kmax_block), 32, 1024));
-      L.k = int(next_pow2((nch + L.threads - 1) / L.threads));
+    } else if (w && kn.path != "online") {
+      L.path = cs > 1 ? SmPath::RowsCluster : SmPath::RowsBlock;
+      L.warps = w;
+      L.k = kk;
+      L.stage = stage;
+      L.cluster = cs;
+      L.threads = w >= 4 ? 32 * w : 128;
     } else {
       L.path = SmPath::RowsOnline;
       L.threads = 512;
@@ -180,7 +269,8 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     L.path = L.nd <= 2 ? SmPath::Columns : SmPath::Strided;
     L.vec = 1;
   }
-  impl->vector_path = L.path == SmPath::RowsWarp || L.path == SmPath::RowsBlock || L.path == SmPath::RowsOnline;
+  impl->vector_path = L.path == SmPath::RowsWarp || L.path == SmPath::RowsBlock || L.path == SmPath::RowsOnline ||
+                      L.path == SmPath::RowsCluster;
 
   // SKU.
   KernelSku& k = impl->sku;
@@ -199,6 +289,8 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
   pg.math += "; row max and sum reduced in a fixed order";
   if (impl->vector_path)
     pg.math += "; 16-byte vectors when the pointers are 16-byte aligned, else the rows_loop kernel (other bits)";
+  if (L.path == SmPath::RowsCluster)
+    pg.math += "; thread-block clusters on sm_90+, else the two-pass rows_online kernel (same math)";
   pg.compute_dtype = dt == DType::Float64 ? DType::Float64 : DType::Float32;
   pg.accumulator_dtype = pg.compute_dtype;
   pg.deterministic = true;
@@ -246,7 +338,8 @@ void SoftmaxPlan::run(const TensorView& out, const TensorView* inputs, int num_i
 FamilyInfo softmax_family_info() {
   FamilyInfo f{"softmax", "SoftmaxPlan", "softmax and log-softmax along any axis, with backward", {}};
   const std::vector<DType> fp = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
-  const std::vector<std::string> layouts = {"rows_warp", "rows_block", "rows_online", "rows_loop", "columns", "strided"};
+  const std::vector<std::string> layouts = {"rows_warp",  "rows_block", "rows_cluster", "rows_online",
+                                            "rows_loop", "columns",    "strided"};
   f.ops.push_back(OpCoverage{"softmax", "forward", fp, layouts, Backend::Bespoke, true});
   f.ops.push_back(OpCoverage{"log_softmax", "forward", fp, layouts, Backend::Bespoke, true});
   return f;

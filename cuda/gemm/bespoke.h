@@ -62,6 +62,60 @@ void gemv_lowm(const GemvLowMArgs& a, void* stream);
 // path). Never throws; without a usable device it assumes an H100/H200-class one.
 const char* gemv_lowm_variant(const GemvLowMArgs& a);
 
+// Grouped (mixture-of-experts) decode GEMV: E experts, the rows of x sorted by expert, the
+// group boundaries on the DEVICE. For every expert e with rows r in [lo_e, hi_e):
+//   out[r, n] = alpha * sum_k x[r, k] * w[e, n, k] + beta * out[r, n] (+ bias[e, n]),
+// f32 accumulation, one rounding to dtype (same arithmetic as gemv_lowm).
+//  * x:   [T, K], unit stride along K, row stride ldx (elements).
+//  * w:   [E, N, K], unit stride along K, row stride ldw, expert stride sw (elements).
+//  * offsets: int32 or int64 (offsets_dtype) device array [E + 1]; expert e owns rows
+//    offsets[e] .. offsets[e + 1] - 1 of x and out. Every entry is clamped to [0, T] and an
+//    expert with offsets[e + 1] < offsets[e] owns no rows, so nothing outside x / out is
+//    touched whatever the array holds (with out-of-order offsets two experts may own the
+//    same row of out: in bounds, but the result of that row is unspecified).
+//  * out: [T, N], unit stride along N, row stride ldo. Rows owned by no expert (below
+//    offsets[0] or from offsets[E] on) are not written. Must not overlap x, w, bias, offsets.
+//  * bias: [E, N], dtype = dtype, unit stride along N, expert stride sbias; nullptr = none.
+//  * beta == 0: out is never read. alpha == 0 or K == 0: x and w are never read
+//    (out = beta * out + bias on the owned rows), as gemv_lowm.
+//  * max_rows: a host-side upper bound on the rows of any one expert (T when unknown). Only a
+//    performance hint: it picks the row tile (8 when <= 8, else 16) and the grid size; a
+//    larger group is still done right (in chunks of the row tile, re-reading that expert's w,
+//    mostly from L2). Groups of 0 rows cost no reads of w.
+// One launch for all experts; deterministic (fixed summation order for a given shape, dtype,
+// device, alignment and max_rows). Meant for decode (a few rows per expert): each row chunk
+// re-reads the expert's weights, so with many rows per expert a grouped GEMM is faster.
+struct GroupedGemvArgs {
+  DType dtype = DType::BFloat16;  // x, w, out and bias: all bf16, all f16 or all f32
+  int64_t E = 0, N = 0, K = 0, T = 0;
+  int64_t max_rows = 0;           // <= 0: unknown (T)
+  const void* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0, sw = 0;
+  const void* offsets = nullptr;
+  DType offsets_dtype = DType::Int32;  // Int32 or Int64
+  void* out = nullptr;
+  int64_t ldo = 0;
+  const void* bias = nullptr;
+  int64_t sbias = 0;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Host-only predicate: dtype in {bf16, f16, f32}, offsets_dtype in {int32, int64},
+// E, N, K, T >= 0. Touches no CUDA API. Says nothing about strides (select checks them).
+bool grouped_gemv_supported(const GroupedGemvArgs& a);
+
+// Launch on `stream`. Precondition: grouped_gemv_supported(a). Nothing is launched when
+// E, N or T is 0. The vector (tensor-core for halves) path needs x and w 16-byte aligned and
+// K, ldx (T > 1), ldw (N > 1), sw (E > 1) multiples of 16 / dtype_size; otherwise the
+// scalar-load fallback runs (correct, several times slower).
+void grouped_gemv(const GroupedGemvArgs& a, void* stream);
+
+// The path grouped_gemv(a, ...) takes, e.g. "grouped_gemv.mma.m8.n8.vec16.splitk4"; the same
+// conventions as gemv_lowm_variant (nullptr counts as aligned). Never throws.
+const char* grouped_gemv_variant(const GroupedGemvArgs& a);
+
 // Dequantizing epilogue of an int8 GEMM:
 // out[m, n] = (float)acc[m, n] * row_scale[m] * col_scale[n] (+ bias[n]), computed in f32 as
 // fmaf((float)acc * row_scale, col_scale, bias), rounded once to out_dtype. ((float)acc is exact

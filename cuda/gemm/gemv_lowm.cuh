@@ -20,6 +20,11 @@
 //    f32, a butterfly warp reduction (commutative pairs: every lane gets the same bits), then
 //    the shared-memory split-K reduction.
 //
+// Each kernel is a loop over tiles of a __device__ tile function (gemv_mma_tile /
+// gemv_fma_tile: one tile of w rows against up to 16 rows of x, K loop, split-K reduction,
+// epilogue); the grouped (mixture-of-experts) kernels of gemv_grouped.cuh run the same tile
+// functions over (expert, tile, row chunk) work items.
+//
 // w is read with ld.global.nc.L1::no_allocate.L2::256B (read once, do not pollute L1, fetch
 // whole 256-byte DRAM bursts); x with ld.global.nc (reused by every block: L1/L2 hits).
 #pragma once
@@ -80,6 +85,11 @@ void gemv_launch_f32(const GemvLowMArgs& a, const GemvCfg& c, void* stream);
 int gemv_occupancy_bf16(const GemvCfg& c);
 int gemv_occupancy_f16(const GemvCfg& c);
 int gemv_occupancy_f32(const GemvCfg& c);
+// The dense dispatch's configuration for a (path from dtype and alignment, split from the
+// launch model; no env override), and the current device's SM count (132 without a device).
+// Defined in gemv_lowm_f32.cu; the grouped dispatch models its launch as a dense one.
+GemvCfg gemv_model_cfg(const GemvLowMArgs& a);
+int gemv_device_sms();
 
 // ---------------------------------------------------------------------------------------
 // Device side.
@@ -144,14 +154,16 @@ template <class T> __device__ __forceinline__ float elem_to_f(const T* p) {
   return raw_to_f<T>(*reinterpret_cast<const raw_t<T>*>(p));
 }
 
-// out[m, n] = alpha * s + beta * out[m, n] + bias[n], rounded once.
+// out[m, n] = alpha * s + beta * out[m, n] + bias[n], rounded once. `out` / `bias` are the
+// tile's own (p.out / p.bias for the dense kernel; the expert's rows / bias row when grouped).
 template <class T>
-__device__ __forceinline__ void gemv_store(const GemvParams& p, int m, int64_t n, float s) {
-  T* o = static_cast<T*>(p.out) + int64_t(m) * p.ldo + n;
+__device__ __forceinline__ void gemv_store(const GemvParams& p, T* out, const void* bias, int m,
+                                           int64_t n, float s) {
+  T* o = out + int64_t(m) * p.ldo + n;
   float v = p.alpha * s;
   if (p.beta != 0.0f) v = fmaf(p.beta, elem_to_f<T>(o), v);
-  if (p.bias != nullptr)
-    v += p.bias_f32 ? static_cast<const float*>(p.bias)[n] : elem_to_f<T>(static_cast<const T*>(p.bias) + n);
+  if (bias != nullptr)
+    v += p.bias_f32 ? static_cast<const float*>(bias)[n] : elem_to_f<T>(static_cast<const T*>(bias) + n);
   *o = kernels::from_compute<T>(v);
 }
 
@@ -195,10 +207,90 @@ __device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& a_lo, cons
   mma16816<T>(c, a_lo.z, a_hi.z, a_lo.w, a_hi.w, b.z, b.w);
 }
 
+// One tile of the mma kernel: rows n0 .. n0 + 8 * RN - 1 of w (rows >= N clamped, never
+// stored) against M (<= 16, or <= 8 without M16) rows of x, over this warp's K slice, then
+// the block's split-K reduction and the epilogue into out (rows m < M, columns n < N).
+//  * w: the matrix's row 0 (the expert's, when grouped); xlo / xhi: this lane's x pointers
+//    (rows min(g, M-1) / min(g+8, M-1), column kb + 8t); kb, niter, rem: from warp_k_range.
+// Every thread of the block calls it with the same tile (it synchronizes).
+template <class T, bool M16, int RN>
+__device__ __forceinline__ void gemv_mma_tile(const GemvParams& p, const T* w, const T* xlo,
+                                              const T* xhi, int64_t kb, int64_t niter, int rem,
+                                              int64_t n0, int M, T* out, const void* bias,
+                                              float* red) {
+  constexpr int U = mma_unroll(RN);
+  constexpr int CH = 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const T* wr[RN];
+#pragma unroll
+  for (int r = 0; r < RN; ++r) {
+    const int64_t n = n0 + 8 * r + g;  // rows >= N clamped: their columns are never stored
+    wr[r] = w + (n < p.N ? n : p.N - 1) * p.ldw + kb + 8 * t;
+  }
+  float acc[RN][4];
+#pragma unroll
+  for (int r = 0; r < RN; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.0f;
+
+  // One iteration of U chunks. PRED (the last, partial iteration): chunk u is read iff
+  // CH * u < rem (warp-uniform; rem is a multiple of 8, so pieces are whole or absent).
+  auto step = [&](auto pred) {
+    constexpr bool PRED = decltype(pred)::value;
+    uint4 wv[U][RN], xl[U], xh[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < RN; ++r)
+        wv[u][r] = PRED ? ld_tail<true>(wr[r] + CH * u, wr[r] - 8 * t, CH * u + 8 * t < rem)
+                        : ld_stream16(wr[r] + CH * u);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      xl[u] = PRED ? ld_tail<false>(xlo + CH * u, xlo - 8 * t, CH * u + 8 * t < rem)
+                   : ld_cached16(xlo + CH * u);
+      if constexpr (M16)
+        xh[u] = PRED ? ld_tail<false>(xhi + CH * u, xhi - 8 * t, CH * u + 8 * t < rem)
+                     : ld_cached16(xhi + CH * u);
+      else
+        xh[u] = make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (!PRED || CH * u < rem)
+#pragma unroll
+        for (int r = 0; r < RN; ++r) mma_chunk<T>(acc[r], xl[u], xh[u], wv[u][r]);
+  };
+  for (int64_t it = 0; it < niter; ++it) {
+    step(std::false_type{});
+#pragma unroll
+    for (int r = 0; r < RN; ++r) wr[r] += CH * U;
+    xlo += CH * U;
+    xhi += CH * U;
+  }
+  if (rem > 0) step(std::true_type{});
+
+  // Split-K reduction, fixed warp order.
+  float* mine = red + warp * (RN * 4 * 32);
+#pragma unroll
+  for (int r = 0; r < RN; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) mine[(r * 4 + i) * 32 + lane] = acc[r][i];
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < RN * 4 * 32; idx += blockDim.x) {
+    const int r = idx >> 7, i = (idx >> 5) & 3, ln = idx & 31;
+    if (!M16 && i >= 2) continue;
+    const int m = (ln >> 2) + (i >= 2 ? 8 : 0);
+    const int64_t n = n0 + 8 * r + 2 * (ln & 3) + (i & 1);
+    if (m >= M || n >= p.N) continue;
+    float s = 0.0f;
+    for (int q = 0; q < kw; ++q) s += red[q * (RN * 4 * 32) + idx];
+    gemv_store<T>(p, out, bias, m, n, s);
+  }
+  __syncthreads();
+}
+
 template <class T, bool M16, int RN>
 __global__ void __launch_bounds__(32 * kGemvMaxWarps, 1)
 gemv_mma_kernel(const GemvParams p) {
-  constexpr int U = mma_unroll(RN);
   constexpr int CH = 32;
   extern __shared__ float gemv_red[];  // [kw][RN * 4][32]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
@@ -208,81 +300,130 @@ gemv_mma_kernel(const GemvParams p) {
 
   int64_t kb, len;
   warp_k_range(p.K, CH, warp, kw, kb, len);
+  constexpr int U = mma_unroll(RN);
   const int64_t niter = len > 0 ? len / (CH * U) : 0;           // whole iterations
   const int rem = len > 0 ? static_cast<int>(len - niter * (CH * U)) : 0;  // < CH * U
   // x rows >= M are clamped to M - 1: their products land in rows of the result never stored.
   const T* xlo0 = x + int64_t(g < p.M ? g : p.M - 1) * p.ldx + kb + 8 * t;
   const T* xhi0 = x + int64_t(g + 8 < p.M ? g + 8 : p.M - 1) * p.ldx + kb + 8 * t;
 
-  for (int64_t tile = blockIdx.x; tile < p.ntiles; tile += gridDim.x) {
-    const int64_t n0 = tile * (8 * RN);
-    const T* wr[RN];
-#pragma unroll
-    for (int r = 0; r < RN; ++r) {
-      const int64_t n = n0 + 8 * r + g;  // rows >= N clamped: their columns are never stored
-      wr[r] = w + (n < p.N ? n : p.N - 1) * p.ldw + kb + 8 * t;
-    }
-    const T* xlo = xlo0;
-    const T* xhi = xhi0;
-    float acc[RN][4];
-#pragma unroll
-    for (int r = 0; r < RN; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.0f;
+  for (int64_t tile = blockIdx.x; tile < p.ntiles; tile += gridDim.x)
+    gemv_mma_tile<T, M16, RN>(p, w, xlo0, xhi0, kb, niter, rem, tile * (8 * RN), p.M,
+                              static_cast<T*>(p.out), p.bias, gemv_red);
+}
 
-    // One iteration of U chunks. PRED (the last, partial iteration): chunk u is read iff
-    // CH * u < rem (warp-uniform; rem is a multiple of 8, so pieces are whole or absent).
-    auto step = [&](auto pred) {
-      constexpr bool PRED = decltype(pred)::value;
-      uint4 wv[U][RN], xl[U], xh[U];
+// One tile of the fma kernel: rows n0 .. n0 + R - 1 of w against M (<= MT) rows of x over
+// this warp's K slice, then the split-K reduction and the epilogue (as gemv_mma_tile).
+//  * x0: this lane's pointer into row 0 of the tile's x rows (column kb + V * lane).
+template <class T, int MT, bool VEC>
+__device__ __forceinline__ void gemv_fma_tile(const GemvParams& p, const T* w, const T* x0,
+                                              int64_t kb, int64_t niter, int rem, int64_t n0,
+                                              int M, T* out, const void* bias, float* red) {
+  constexpr int R = fma_rows(MT, VEC), U = fma_unroll(MT, VEC);
+  constexpr int V = VEC ? 16 / int(sizeof(T)) : 1;
+  constexpr int CH = 32 * V;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
+  const T* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t n = n0 + r;
+    wr[r] = w + (n < p.N ? n : p.N - 1) * p.ldw + kb + V * lane;
+  }
+  int64_t off = 0;  // element offset of this iteration inside the warp's K slice
+  float acc[MT][R];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[m][r] = 0.0f;
+
+  // One iteration of U chunks. PRED: the last, partial iteration; element i of chunk u is
+  // read iff CH * u + V * lane + i < rem (VEC: rem is a multiple of V, so pieces are whole
+  // or absent, and chunk u is skipped iff CH * u >= rem, warp-uniform).
+  auto step = [&](auto pred) {
+    constexpr bool PRED = decltype(pred)::value;
+    if constexpr (VEC) {
+      uint4 wv[U][R];
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int r = 0; r < RN; ++r)
-          wv[u][r] = PRED ? ld_tail<true>(wr[r] + CH * u, wr[r] - 8 * t, CH * u + 8 * t < rem)
+        for (int r = 0; r < R; ++r)
+          wv[u][r] = PRED ? ld_tail<true>(wr[r] + CH * u, wr[r] - V * lane, CH * u + V * lane < rem)
                           : ld_stream16(wr[r] + CH * u);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        xl[u] = PRED ? ld_tail<false>(xlo + CH * u, xlo - 8 * t, CH * u + 8 * t < rem)
-                     : ld_cached16(xlo + CH * u);
-        if constexpr (M16)
-          xh[u] = PRED ? ld_tail<false>(xhi + CH * u, xhi - 8 * t, CH * u + 8 * t < rem)
-                       : ld_cached16(xhi + CH * u);
-        else
-          xh[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (PRED && CH * u >= rem) break;  // warp-uniform
+        float wf[R][V];
+#pragma unroll
+        for (int r = 0; r < R; ++r) unpack16<T>(wv[u][r], wf[r]);
+        const T* xm = x0 + off + CH * u;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const uint4 xv = PRED ? ld_tail<false>(xm, xm - CH * u - V * lane, CH * u + V * lane < rem)
+                                : ld_cached16(xm);
+          if (m + 1 < M) xm += p.ldx;
+          float xf[V];
+          unpack16<T>(xv, xf);
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc[m][r] = fmaf(xf[j], wf[r][j], acc[m][r]);
+        }
       }
+    } else {
+      raw_t<T> wv[U][R];
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (!PRED || CH * u < rem)
 #pragma unroll
-          for (int r = 0; r < RN; ++r) mma_chunk<T>(acc[r], xl[u], xh[u], wv[u][r]);
-    };
-    for (int64_t it = 0; it < niter; ++it) {
-      step(std::false_type{});
+        for (int r = 0; r < R; ++r)
+          wv[u][r] = (!PRED || CH * u + lane < rem)
+                         ? __ldg(reinterpret_cast<const raw_t<T>*>(wr[r] + CH * u))
+                         : raw_t<T>(0);
 #pragma unroll
-      for (int r = 0; r < RN; ++r) wr[r] += CH * U;
-      xlo += CH * U;
-      xhi += CH * U;
+      for (int u = 0; u < U; ++u) {
+        const bool ok = !PRED || CH * u + lane < rem;
+        const T* xm = x0 + off + CH * u;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const float xf = ok ? elem_to_f<T>(xm) : 0.0f;
+          if (m + 1 < M) xm += p.ldx;
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[m][r] = fmaf(xf, raw_to_f<T>(wv[u][r]), acc[m][r]);
+        }
+      }
     }
-    if (rem > 0) step(std::true_type{});
-
-    // Split-K reduction, fixed warp order.
-    float* mine = gemv_red + warp * (RN * 4 * 32);
+  };
+  // Iterations kept whole: the register tile is large already (unrolled, ptxas spills).
+#pragma unroll 1
+  for (int64_t it = 0; it < niter; ++it) {
+    step(std::false_type{});
 #pragma unroll
-    for (int r = 0; r < RN; ++r)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) mine[(r * 4 + i) * 32 + lane] = acc[r][i];
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < RN * 4 * 32; idx += blockDim.x) {
-      const int r = idx >> 7, i = (idx >> 5) & 3, ln = idx & 31;
-      if (!M16 && i >= 2) continue;
-      const int m = (ln >> 2) + (i >= 2 ? 8 : 0);
-      const int64_t n = n0 + 8 * r + 2 * (ln & 3) + (i & 1);
-      if (m >= p.M || n >= p.N) continue;
-      float s = 0.0f;
-      for (int q = 0; q < kw; ++q) s += gemv_red[q * (RN * 4 * 32) + idx];
-      gemv_store<T>(p, m, n, s);
-    }
-    __syncthreads();
+    for (int r = 0; r < R; ++r) wr[r] += CH * U;
+    off += CH * U;
   }
+  if (rem > 0) step(std::true_type{});
+
+  // Warp reduction (butterfly: both partners add the same pair, so all lanes agree bitwise),
+  // then the split-K reduction in warp order.
+  float* mine = red + warp * (MT * R);
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = acc[m][r];
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == ((m * R + r) & 31)) mine[m * R + r] = v;
+    }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < MT * R; idx += blockDim.x) {
+    const int m = idx / R, r = idx % R;
+    const int64_t n = n0 + r;
+    if (m >= M || n >= p.N) continue;
+    float s = 0.0f;
+    for (int q = 0; q < kw; ++q) s += red[q * (MT * R) + idx];
+    gemv_store<T>(p, out, bias, m, n, s);
+  }
+  __syncthreads();
 }
 
 template <class T, int MT, bool VEC>
@@ -305,110 +446,9 @@ gemv_fma_kernel(const GemvParams p) {
   // register budget.
   const T* x0 = x + kb + V * lane;
 
-  for (int64_t tile = blockIdx.x; tile < p.ntiles; tile += gridDim.x) {
-    const int64_t n0 = tile * R;
-    const T* wr[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t n = n0 + r;
-      wr[r] = w + (n < p.N ? n : p.N - 1) * p.ldw + kb + V * lane;
-    }
-    int64_t off = 0;  // element offset of this iteration inside the warp's K slice
-    float acc[MT][R];
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[m][r] = 0.0f;
-
-    // One iteration of U chunks. PRED: the last, partial iteration; element i of chunk u is
-    // read iff CH * u + V * lane + i < rem (VEC: rem is a multiple of V, so pieces are whole
-    // or absent, and chunk u is skipped iff CH * u >= rem, warp-uniform).
-    auto step = [&](auto pred) {
-      constexpr bool PRED = decltype(pred)::value;
-      if constexpr (VEC) {
-        uint4 wv[U][R];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            wv[u][r] = PRED ? ld_tail<true>(wr[r] + CH * u, wr[r] - V * lane, CH * u + V * lane < rem)
-                            : ld_stream16(wr[r] + CH * u);
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (PRED && CH * u >= rem) break;  // warp-uniform
-          float wf[R][V];
-#pragma unroll
-          for (int r = 0; r < R; ++r) unpack16<T>(wv[u][r], wf[r]);
-          const T* xm = x0 + off + CH * u;
-#pragma unroll
-          for (int m = 0; m < MT; ++m) {
-            const uint4 xv = PRED ? ld_tail<false>(xm, xm - CH * u - V * lane, CH * u + V * lane < rem)
-                                  : ld_cached16(xm);
-            if (m + 1 < p.M) xm += p.ldx;
-            float xf[V];
-            unpack16<T>(xv, xf);
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-#pragma unroll
-              for (int j = 0; j < V; ++j) acc[m][r] = fmaf(xf[j], wf[r][j], acc[m][r]);
-          }
-        }
-      } else {
-        raw_t<T> wv[U][R];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            wv[u][r] = (!PRED || CH * u + lane < rem)
-                           ? __ldg(reinterpret_cast<const raw_t<T>*>(wr[r] + CH * u))
-                           : raw_t<T>(0);
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const bool ok = !PRED || CH * u + lane < rem;
-          const T* xm = x0 + off + CH * u;
-#pragma unroll
-          for (int m = 0; m < MT; ++m) {
-            const float xf = ok ? elem_to_f<T>(xm) : 0.0f;
-            if (m + 1 < p.M) xm += p.ldx;
-#pragma unroll
-            for (int r = 0; r < R; ++r) acc[m][r] = fmaf(xf, raw_to_f<T>(wv[u][r]), acc[m][r]);
-          }
-        }
-      }
-    };
-    // Iterations kept whole: the register tile is large already (unrolled, ptxas spills).
-#pragma unroll 1
-    for (int64_t it = 0; it < niter; ++it) {
-      step(std::false_type{});
-#pragma unroll
-      for (int r = 0; r < R; ++r) wr[r] += CH * U;
-      off += CH * U;
-    }
-    if (rem > 0) step(std::true_type{});
-
-    // Warp reduction (butterfly: both partners add the same pair, so all lanes agree bitwise),
-    // then the split-K reduction in warp order.
-    float* mine = gemv_red + warp * (MT * R);
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float v = acc[m][r];
-#pragma unroll
-        for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-        if (lane == ((m * R + r) & 31)) mine[m * R + r] = v;
-      }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < MT * R; idx += blockDim.x) {
-      const int m = idx / R, r = idx % R;
-      const int64_t n = n0 + r;
-      if (m >= p.M || n >= p.N) continue;
-      float s = 0.0f;
-      for (int q = 0; q < kw; ++q) s += gemv_red[q * (MT * R) + idx];
-      gemv_store<T>(p, m, n, s);
-    }
-    __syncthreads();
-  }
+  for (int64_t tile = blockIdx.x; tile < p.ntiles; tile += gridDim.x)
+    gemv_fma_tile<T, MT, VEC>(p, w, x0, kb, niter, rem, tile * R, p.M, static_cast<T*>(p.out),
+                              p.bias, gemv_red);
 }
 
 // ---------------------------------------------------------------------------------------

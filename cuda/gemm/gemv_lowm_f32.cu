@@ -127,8 +127,8 @@ void apply_override(GemvCfg& c) {
 GemvCfg model_cfg(const GemvLowMArgs& a, GemvCfg c, int64_t K, int dev);
 
 // The configuration for a: the path from dtype and alignment, the split from the model
-// (memoized per device and shape: the model asks the occupancy API), then the override.
-GemvCfg choose_cfg(const GemvLowMArgs& a) {
+// (memoized per device and shape: the model asks the occupancy API); no env override.
+GemvCfg choose_cfg_model(const GemvLowMArgs& a) {
   const bool half = a.dtype != DType::Float32;
   const int es = half ? 2 : 4;
   const int V = 16 / es;
@@ -176,6 +176,12 @@ GemvCfg choose_cfg(const GemvLowMArgs& a) {
       memo.emplace(key, c);
     }
   }
+  return c;
+}
+
+// choose_cfg_model, then the override.
+GemvCfg choose_cfg(const GemvLowMArgs& a) {
+  GemvCfg c = choose_cfg_model(a);
   apply_override(c);
   return c;
 }
@@ -238,6 +244,14 @@ std::string variant_name(const GemvLowMArgs& a, const GemvCfg& c) {
 }
 
 }  // namespace
+
+// For the grouped kernels (gemv_grouped.cu): the dense model's choice, and the SM count.
+GemvCfg gemv_model_cfg(const GemvLowMArgs& a) { return choose_cfg_model(a); }
+int gemv_device_sms() {
+  const int dev = current_device();
+  return dev >= 0 ? device_sms(dev) : kDefaultSms;
+}
+
 }  // namespace detail
 
 bool gemv_lowm_supported(const GemvLowMArgs& a) {

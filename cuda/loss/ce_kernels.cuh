@@ -7,6 +7,12 @@
 //   ce_rows     a thread per row: combines its chunks in order -> lse, per-row loss.
 //   ce_reduce   one block: sum of the per-row losses (fixed order) -> mean / sum.
 //   ce_grad     grid (rows, chunks): the gradient from lse, in the logits dtype.
+//   ce_cluster  (sm_90) the one-read path: a thread-block cluster of C <= 8 CTAs per row, each
+//               CTA holding its slice of the row in registers (K 16-byte vectors per thread,
+//               all loads issued before any math). Thread (max, sum exp) -> block -> the
+//               cluster's C partials read through distributed shared memory in rank order (every
+//               CTA gets the same lse); rank 0 writes lse and the row loss; with a gradient every
+//               CTA writes its slice from the registers. Logits read once, gradient written once.
 //
 // A target outside [0, V) that is not ignore_index cannot be seen by select(): its row's loss,
 // weight and gradient are NaN (so a mean or sum is NaN), nothing is read out of bounds.
@@ -19,21 +25,10 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "loss/loss_common.cuh"
 #include "loss/loss_launch.h"
-#include "softmax/softmax_kernels.cuh"
 
 namespace baracuda::loss::detail {
-using namespace baracuda::kernels;
-using softmax::detail::block_combine;
-using softmax::detail::block_sum;
-using softmax::detail::combine;
-using softmax::detail::load_chunk;
-using softmax::detail::ninf;
-using softmax::detail::store_chunk;
-using softmax::detail::xexp;
-using softmax::detail::xlog;
-
-template <class T> using acc_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
@@ -58,6 +53,8 @@ template <class T> struct CeParams {
   A* part;   // [3][n * chunks]: max, sum exp, sum w*x
   A* rloss;  // [n]
   A* rw;     // [n]
+  int cl_size;       // cluster path: CTAs per row (1..8)
+  int64_t cl_slice;  // cluster path: elements per CTA (multiple of the vector width)
 };
 
 template <class P> __device__ __forceinline__ int64_t target_of(const P& p, int64_t i) {
@@ -109,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) ce_partial(CeParams<T> p) {
     for (int u = 0; u < kUnroll; ++u) {
       A cm = ninf<A>();
 #pragma unroll
-      for (int j = 0; j < V; ++j) cm = softmax::detail::cmax(cm, v[u][j]);
+      for (int j = 0; j < V; ++j) cm = cmax(cm, v[u][j]);
       A cs = 0;
 #pragma unroll
       for (int j = 0; j < V; ++j) cs += (v[u][j] == cm && cm == ninf<A>()) ? A(0) : xexp<T>(v[u][j] - cm);
@@ -144,7 +141,7 @@ __global__ void __launch_bounds__(256) ce_rows(CeParams<T> p) {
     if (p.part[k] != ninf<A>() || p.part[nk + k] != A(0)) combine<T>(m, s, p.part[k], p.part[nk + k]);
     z += p.part[2 * nk + k];
   }
-  softmax::detail::poison_inf(m, s);
+  poison_inf(m, s);
   if (m == ninf<A>()) s = std::numeric_limits<A>::quiet_NaN();  // every logit -inf: NaN, as torch
   const A lse = m + xlog(s);
   const int64_t t = target_of(p, i);
@@ -209,6 +206,234 @@ __global__ void __launch_bounds__(kThreads) ce_grad(CeParams<T> p) {
   }
 }
 
+// ---- the cluster path (sm_90) ---------------------------------------------------------------
+// The slice is held as raw 16-byte words. `opaque` makes the compiler forget what it derived
+// from them, so each phase converts again instead of keeping K * V f32 values live (which
+// would cost K * V registers instead of 4 * K).
+__device__ __forceinline__ void opaque(uint4& u) { asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w)); }
+// The same for a thread's first offset, so K offsets are not kept live from phase to phase.
+__device__ __forceinline__ int opaque_base(int b) {
+  asm volatile("" : "+r"(b));
+  return b;
+}
+template <class T, int V> union RawPack {
+  uint4 u;
+  Pack<T, V> p;
+};
+template <class T, int V> __device__ __forceinline__ acc_of<T> elem(const uint4& u, int j) {
+  RawPack<T, V> rp;
+  rp.u = u;
+  return acc_of<T>(to_compute(rp.p.v[j]));
+}
+// K = 8: at most 256 threads, 3 CTAs per SM (80 registers); K <= 4: at most 512 threads, 2 CTAs
+// per SM (64 registers). Both keep 64-96 KB of loads in flight per SM.
+template <class T, int K, bool SMOOTH>
+__global__ void __launch_bounds__(ce_cluster_max_threads(K), K >= 8 ? 3 : 2) ce_cluster(CeParams<T> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using A = acc_of<T>;
+  constexpr int V = int(16 / sizeof(T));
+  using P = Pack<T, V>;
+  constexpr A kL2E = A(1.4426950408889634);
+  __shared__ A shm[32], shs[32], shz[32];
+  __shared__ A part[3];  // this CTA's (max, sum exp, sum w*x); the cluster reads it
+  __shared__ A stat[3];  // the row's (max, sum exp, sum w*x)
+  const int C = p.cl_size;
+  const int rank = C > 1 ? int(__clusterRelativeBlockRank()) : 0;
+  const int64_t row = int64_t(blockIdx.x) / C;
+  const int64_t lo = int64_t(rank) * p.cl_slice, hi = min(p.v, lo + p.cl_slice);
+  const T* xr = p.x + row * p.x_stride;
+  const T* xs = xr + lo;  // this CTA's slice; 32-bit offsets within it
+  const int len = int(hi - lo);
+  const int nt = blockDim.x;
+  constexpr bool smooth = SMOOTH;  // label smoothing: the sum of w * x and its gradient term
+
+  // 1. Every load of the slice in flight at once (K x 16 bytes per thread).
+  uint4 r[K];
+  RawPack<T, V> pad;
+#pragma unroll
+  for (int j = 0; j < V; ++j) pad.p.v[j] = from_compute<T>(ninf<A>());
+  {
+  const int b0 = opaque_base(int(threadIdx.x) * V);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int o = b0 + k * nt * V;
+    r[k] = o + V <= len ? *reinterpret_cast<const uint4*>(xs + o) : pad.u;
+  }
+  }
+  if (len > 0 && len % V != 0) {  // rare (odd V with one row, or padded rows): the slice's last, partial vector
+    const int o = len / V * V;
+    if ((o / V) % nt == int(threadIdx.x)) {
+      RawPack<T, V> tp;
+#pragma unroll
+      for (int j = 0; j < V; ++j) tp.p.v[j] = o + j < len ? xs[o + j] : pad.p.v[j];
+      const int kk = (o / V) / nt;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        if (k == kk) r[k] = tp.u;
+    }
+  }
+  // 2. Thread max, then one exp per element against it (NaN: fmax skips it, exp keeps it).
+  A m = ninf<A>();
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) m = cmax(m, elem<T, V>(r[k], j));
+#pragma unroll
+  for (int k = 0; k < K; ++k) opaque(r[k]);
+  const A ms = m == ninf<A>() ? A(0) : m;
+  const A ml2 = ms * kL2E;
+  A s = 0, z = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {  // pairwise within a vector, then in order across vectors
+    A e[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) e[j] = exp_shift<T>(elem<T, V>(r[k], j), ms, ml2);
+#pragma unroll
+    for (int w = 1; w < V; w *= 2)
+#pragma unroll
+      for (int j = 0; j + w < V; j += 2 * w) e[j] += e[j + w];
+    s += e[0];
+  }
+  if constexpr (smooth) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) opaque(r[k]);
+    const int b0 = opaque_base(int(threadIdx.x) * V);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int o = b0 + k * nt * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (o + j < len) z += weight_of<T, A>(p, lo + o + j) * elem<T, V>(r[k], j);
+    }
+  }
+  // 3. Block, then cluster (rank order: every CTA computes the same row statistics).
+  block_combine<T>(m, s, shm, shs);
+  if (smooth) z = block_sum(z, shz);
+  if (C > 1) {
+    if (threadIdx.x == 0) {
+      part[0] = m;
+      part[1] = s;
+      part[2] = z;
+    }
+    __cluster_barrier_arrive();  // release: part[] visible to the cluster
+    __cluster_barrier_wait();
+    if (threadIdx.x == 0) {
+      A M = ninf<A>(), S = 0, Z = 0;
+      for (int q = 0; q < C; ++q) {
+        const A* pq = static_cast<const A*>(__cluster_map_shared_rank(static_cast<void*>(part), unsigned(q)));
+        combine<T>(M, S, pq[0], pq[1]);
+        Z += pq[2];
+      }
+      stat[0] = M;
+      stat[1] = S;
+      stat[2] = Z;
+    }
+    __cluster_barrier_arrive();  // done reading the others' part[]; waited for before exiting
+    __syncthreads();
+    m = stat[0];
+    s = stat[1];
+    z = stat[2];
+  }
+  poison_inf(m, s);
+  if (m == ninf<A>()) s = qnan<A>();  // every logit -inf: NaN, as torch
+  const A lse = m + xlog(s);
+
+  // 4. The row's loss (rank 0).
+  const int64_t t = target_of(p, row);
+  const bool ignored = t == p.ignore, bad = !ignored && (t < 0 || t >= p.v);
+  if (rank == 0 && threadIdx.x == 0) {
+    A loss = 0, w = 0;
+    if (bad) {
+      loss = w = qnan<A>();
+    } else if (!ignored) {
+      w = weight_of<T, A>(p, t);
+      const A xt = A(to_compute(p.x[row * p.x_stride + t]));
+      loss = (A(1) - p.eps) * w * (lse - xt);
+      if (smooth) loss += p.eps / A(p.v) * (p.scal[1] * lse - z);
+    }
+    p.lse[row * p.lse_stride] = lse;
+    if (p.reduction == 0) {
+      p.out[row * p.out_stride] = from_compute<T>(loss);
+    } else {
+      p.rloss[row] = loss;
+      p.rw[row] = w;
+    }
+  }
+
+  // 5. The gradient of the slice, from the registers.
+  if (p.grad != nullptr) {
+    T* gs = p.grad + row * p.gx_stride + lo;
+    const int64_t tl = t - lo;  // the target's offset in the slice (any value)
+    A g = p.grad_loss ? A(to_compute(p.grad_loss[row * p.gl_stride])) : A(1);
+    if (p.reduction == 1) g /= p.scal[0];
+    const A wt = (ignored || bad) ? A(0) : weight_of<T, A>(p, t);
+    const A es = p.eps / A(p.v);
+    const A ga = g * ((A(1) - p.eps) * wt + es * p.scal[1]);
+    const A gh = g * (A(1) - p.eps) * wt;
+    const A ge = g * es;
+    const bool wsm = smooth && p.weight != nullptr;
+    const A ll2 = lse * kL2E;
+#pragma unroll
+    for (int k = 0; k < K; ++k) opaque(r[k]);
+    const int b0 = opaque_base(int(threadIdx.x) * V);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int o = b0 + k * nt * V;
+      if (o >= len) continue;
+      A d[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A e = exp_shift<T>(elem<T, V>(r[k], j), lse, ll2);
+        d[j] = wsm ? ga * e - ge * weight_of<T, A>(p, lo + (o + j < len ? o + j : 0)) : ga * e - ge;
+      }
+      if (tl >= o && tl < o + V) {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (o + j == tl) d[j] -= gh;
+      }
+      if (ignored || bad) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = ignored ? A(0) : qnan<A>();
+      }
+      if (o + V <= len) {
+        P pk;
+#pragma unroll
+        for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(d[j]);
+        *reinterpret_cast<P*>(gs + o) = pk;
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (o + j < len) gs[o + j] = from_compute<T>(d[j]);
+      }
+    }
+  }
+  if (C > 1) __cluster_barrier_wait();  // no CTA leaves while a peer may still read its part[]
+#else
+  __trap();  // select() / ce_launch() never pick this kernel below sm_90
+#endif
+}
+
+template <class T, int K>
+void launch_cluster(const CeParams<T>& p, const CeLaunch& L, cudaStream_t st) {
+  auto kern = p.eps != acc_of<T>(0) ? ce_cluster<T, K, true> : ce_cluster<T, K, false>;
+  if (L.cl_size > 8)  // 16 CTAs per cluster is sm_90's non-portable maximum
+    cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+               "cudaFuncSetAttribute(cross_entropy cluster, non-portable cluster size)");
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(L.n * L.cl_size));
+  cfg.blockDim = dim3(unsigned(L.cl_threads));
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = st;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = unsigned(L.cl_size);
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  cuda_check(cudaLaunchKernelEx(&cfg, kern, p), "cudaLaunchKernelEx(cross_entropy cluster)");
+}
+
 template <class T>
 void ce_launch_typed(const CeLaunch& L, cudaStream_t st) {
   using A = acc_of<T>;
@@ -241,6 +466,8 @@ void ce_launch_typed(const CeLaunch& L, cudaStream_t st) {
   p.part = reinterpret_cast<A*>(ws + 256);
   p.rloss = p.part + 3 * nk;
   p.rw = p.rloss + L.n;
+  p.cl_size = L.cl_size;
+  p.cl_slice = L.cl_slice;
 
   constexpr int VV = int(16 / sizeof(T));
   const dim3 grid(unsigned(L.n), unsigned(L.chunks));
@@ -248,6 +475,19 @@ void ce_launch_typed(const CeLaunch& L, cudaStream_t st) {
   check_launch("cross_entropy totals");
   if (L.n == 0) {  // no rows: a mean is 0 / 0 = NaN, a sum 0, as torch
     if (L.forward && L.reduction != Reduction::None) {
+      ce_reduce<T><<<1, 1024, 0, st>>>(p);
+      check_launch("cross_entropy reduce");
+    }
+    return;
+  }
+  if (L.forward && L.cluster) {  // one kernel: loss, lse and (with_grad) the gradient
+    switch (L.cl_k) {
+      case 2: launch_cluster<T, 2>(p, L, st); break;
+      case 4: launch_cluster<T, 4>(p, L, st); break;
+      default: launch_cluster<T, 8>(p, L, st); break;
+    }
+    check_launch("cross_entropy cluster");
+    if (L.reduction != Reduction::None) {
       ce_reduce<T><<<1, 1024, 0, st>>>(p);
       check_launch("cross_entropy reduce");
     }

@@ -7,6 +7,8 @@
 namespace baracuda::loss {
 namespace detail {
 template <class T> void ce_launch_typed(const CeLaunch&, cudaStream_t);
+template <class T> void pw_launch_typed(const PwLaunch&, cudaStream_t);
+template <class T> void nll_launch_typed(const NllLaunch&, cudaStream_t);
 }  // namespace detail
 
 bool ce_has_kernel(DType t) {
@@ -19,8 +21,20 @@ int64_t ce_workspace_bytes(const CeLaunch& L) {
   return 256 + (body + 255) / 256 * 256;
 }
 
-void ce_launch(const CeLaunch& L, void* stream) {
+int current_device_major() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error state of the failed query
+    return 0;
+  }
+  return major;
+}
+
+void ce_launch(const CeLaunch& L0, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
+  CeLaunch L = L0;
+  if (L.cluster && current_device_major() < 9) L.cluster = false;  // no clusters: the chunked kernels
   switch (L.dtype) {
     case DType::Float32: return detail::ce_launch_typed<float>(L, st);
     case DType::Float64: return detail::ce_launch_typed<double>(L, st);
@@ -29,6 +43,40 @@ void ce_launch(const CeLaunch& L, void* stream) {
     default: break;
   }
   throw Unsupported(std::string("cross_entropy: no kernel for ") + dtype_name(L.dtype));
+}
+
+int64_t pw_workspace_bytes(const PwLaunch& L) {
+  const int64_t a = L.dtype == DType::Float64 ? 8 : 4;
+  return 256 + (int64_t(L.blocks) * a + 255) / 256 * 256;
+}
+
+void pw_launch(const PwLaunch& L, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  switch (L.dtype) {
+    case DType::Float32: return detail::pw_launch_typed<float>(L, st);
+    case DType::Float64: return detail::pw_launch_typed<double>(L, st);
+    case DType::Float16: return detail::pw_launch_typed<kernels::f16>(L, st);
+    case DType::BFloat16: return detail::pw_launch_typed<kernels::bf16>(L, st);
+    default: break;
+  }
+  throw Unsupported(std::string("loss: no pointwise kernel for ") + dtype_name(L.dtype));
+}
+
+int64_t nll_workspace_bytes(const NllLaunch& L) {
+  const int64_t a = L.dtype == DType::Float64 ? 8 : 4;
+  return 256 + ((2 + 2 * int64_t(kPwBlocks)) * a + 255) / 256 * 256;
+}
+
+void nll_launch(const NllLaunch& L, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  switch (L.dtype) {
+    case DType::Float32: return detail::nll_launch_typed<float>(L, st);
+    case DType::Float64: return detail::nll_launch_typed<double>(L, st);
+    case DType::Float16: return detail::nll_launch_typed<kernels::f16>(L, st);
+    case DType::BFloat16: return detail::nll_launch_typed<kernels::bf16>(L, st);
+    default: break;
+  }
+  throw Unsupported(std::string("nll_loss: no kernel for ") + dtype_name(L.dtype));
 }
 
 }  // namespace baracuda::loss

@@ -29,6 +29,13 @@ struct CeLaunch {
   bool vec = true;                  // 16-byte vectors (strides aligned; run() checks pointers)
   int chunks = 1;                   // column chunks per row
   int64_t chunk_len = 0;            // multiple of the vector width
+  // The one-read cluster path (forward and fused; sm_90, 16-byte vectors): cl_size CTAs of
+  // cl_threads threads per row, each holding cl_slice elements in cl_k vectors per thread.
+  // cl_k is 2, 4 or 8; cl_threads a multiple of 32, at most ce_cluster_max_threads(cl_k);
+  // cl_size 1..16 (above 8 needs sm_90's non-portable cluster sizes).
+  bool cluster = false;
+  int cl_size = 1, cl_threads = 256, cl_k = 8;
+  int64_t cl_slice = 0;
   // Pointers (run()).
   const void* x = nullptr;
   const void* target = nullptr;
@@ -40,9 +47,71 @@ struct CeLaunch {
   void* workspace = nullptr;
 };
 
+constexpr int ce_cluster_max_threads(int k) { return k >= 8 ? 256 : 512; }
+
+// ---- pointwise losses ------------------------------------------------------------------------
+// loss_e = f(a_e, b_e, c_e, d_e) over the broadcast shape of the operands (each operand with its
+// own strides, 0 on broadcast dims), then none / mean / sum (/ batchmean). Backward writes
+// grad_a_e = g_e * df/da. One kernel template per dtype, the kind a runtime switch.
+enum class PwKind {
+  Mse = 0, L1, Huber, SmoothL1, Bce, BceLogits, KlDiv, PoissonNll, GaussianNll, MarginRanking, HingeEmbedding,
+  SoftMargin
+};
+constexpr int kPwMaxDims = 8;
+constexpr int kPwBlocks = 1024;  // stage-1 blocks of a mean / sum at most (fixed per plan: deterministic)
+constexpr int kPwThreads = 256;
+struct PwLaunch {
+  PwKind kind = PwKind::Mse;
+  DType dtype = DType::Float32;
+  Reduction reduction = Reduction::Mean;
+  bool backward = false;
+  int64_t n = 0;                  // elements of the broadcast shape
+  double divisor = 1.0;           // mean: n; batchmean: input.size(0); sum: 1
+  int nd = 1;                     // merged dims (row-major), 1..kPwMaxDims
+  int64_t dims[kPwMaxDims] = {};
+  // strides (elements) per operand: 0 a (input), 1 b (target), 2 c, 3 d, 4 out / grad_input,
+  // 5 grad_loss (per element for none; unused for mean / sum)
+  int64_t st[6][kPwMaxDims] = {};
+  double p0 = 0.0;                // delta / beta / margin / eps
+  bool f0 = false, f1 = false;    // log_target | log_input, full
+  int blocks = 1;                 // stage-1 blocks (mean / sum)
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;        // weight / var / input2 / ...
+  const void* d = nullptr;        // pos_weight
+  const void* grad_loss = nullptr;
+  void* out = nullptr;            // loss (forward) or grad_input (backward)
+  void* workspace = nullptr;      // blocks partial sums (acc type)
+};
+int64_t pw_workspace_bytes(const PwLaunch& L);
+void pw_launch(const PwLaunch& L, void* stream);
+
+// nll_loss over log-probabilities [N, C] with targets [N] (int32 / int64), class weights,
+// ignore_index; mean divides by the sum of the weights of the non-ignored targets.
+struct NllLaunch {
+  DType dtype = DType::Float32;
+  DType target_dtype = DType::Int64;
+  Reduction reduction = Reduction::Mean;
+  bool backward = false;
+  int64_t n = 0, c = 0;
+  int64_t x_stride0 = 0, x_stride1 = 1, t_stride = 1, w_stride = 1, out_stride = 1, gl_stride = 0;
+  int64_t g_stride0 = 0, g_stride1 = 1;
+  int64_t ignore_index = -100;
+  const void* x = nullptr;
+  const void* target = nullptr;
+  const void* weight = nullptr;
+  const void* grad_loss = nullptr;
+  void* out = nullptr;            // loss (forward) or grad_input [N, C] (backward)
+  void* workspace = nullptr;
+};
+int64_t nll_workspace_bytes(const NllLaunch& L);
+void nll_launch(const NllLaunch& L, void* stream);
+
 // Bytes of workspace a launch needs (partials, per-row losses and weights, two scalars).
 int64_t ce_workspace_bytes(const CeLaunch& L);
 void ce_launch(const CeLaunch& L, void* stream);
 bool ce_has_kernel(DType t);
+// Compute-capability major of the current device (0 when there is none / no driver).
+int current_device_major();
 
 }  // namespace baracuda::loss

@@ -6,6 +6,7 @@
 // (128..1024). Half types compute in f32, f64 in f64; one rounding to the output. Every sum has
 // a fixed order (butterfly shuffles, then warps in index order), so results are deterministic.
 #pragma once
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include "common/cuda_check.h"
@@ -74,7 +75,7 @@ template <int TPR, class C> __device__ __forceinline__ void group_sum2(C& a, C& 
     if ((threadIdx.x & 31) == 0) { red[threadIdx.x >> 5] = a; red[32 + (threadIdx.x >> 5)] = b; }
     __syncthreads();
     C s = 0, t = 0;
-#pragma unroll
+#pragma unroll 4
     for (int i = 0; i < TPR / 32; ++i) { s += red[i]; t += red[32 + i]; }
     a = s; b = t;
   }
@@ -114,58 +115,209 @@ __device__ __forceinline__ void store_y(const NormLaunch& L, int64_t row, int64_
 constexpr int block_threads(int tpr) { return tpr > 32 ? tpr : 128; }
 
 // ---- forward, row in registers ------------------------------------------------------------------
-template <class T, int TPR, int I>
-__global__ void __launch_bounds__(block_threads(TPR)) fwd_reg(const NormLaunch L) {
+// A thread group (TPR threads) holds R rows at once as packed 16-byte vectors of T (x, or
+// round_T(x + residual)): all loads of the R rows are issued before the first reduction, and the
+// R rows' sums share one barrier.
+// A 16-byte vector of T held as four 32-bit words, so that 16-bit types really take 4
+// registers (an array of 8 bf16 would occupy 8). Elements are unpacked on use (a shift / mask
+// for bf16, a half conversion for f16), so the compiler has no reason to keep 2x larger
+// compute-type copies alive across the reductions.
+template <class T> using VecOf = uint4;
+__device__ __forceinline__ unsigned word(const uint4& u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; }
+__device__ __forceinline__ void set_word(uint4& u, int w, unsigned v) {
+  if (w == 0) u.x = v; else if (w == 1) u.y = v; else if (w == 2) u.z = v; else u.w = v;
+}
+template <class T> __device__ __forceinline__ compute_t<T> get(const uint4& u, int k) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    const unsigned w = word(u, k >> 1);
+    return __uint_as_float((k & 1) ? (w & 0xffff0000u) : (w << 16));
+  } else if constexpr (std::is_same_v<T, f16>) {
+    const unsigned w = word(u, k >> 1);
+    return __half2float(__ushort_as_half((unsigned short)((k & 1) ? (w >> 16) : (w & 0xffffu))));
+  } else if constexpr (std::is_same_v<T, float>) {
+    return __uint_as_float(word(u, k));
+  } else {
+    return __hiloint2double(int(word(u, 2 * k + 1)), int(word(u, 2 * k)));
+  }
+}
+template <class T> __device__ __forceinline__ void put(uint4& u, int k, compute_t<T> v) {
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+    unsigned short b;
+    if constexpr (std::is_same_v<T, bf16>) b = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    else b = __half_as_ushort(__float2half_rn(v));
+    const unsigned w = word(u, k >> 1);
+    set_word(u, k >> 1, (k & 1) ? ((w & 0xffffu) | (unsigned(b) << 16)) : ((w & 0xffff0000u) | b));
+  } else if constexpr (std::is_same_v<T, float>) {
+    set_word(u, k, __float_as_uint(v));
+  } else {
+    set_word(u, 2 * k, unsigned(__double2loint(v)));
+    set_word(u, 2 * k + 1, unsigned(__double2hiint(v)));
+  }
+}
+// An optimization barrier on a vector's words: values derived from it before this point cannot
+// be reused after it, so the compiler recomputes them instead of keeping them alive.
+__device__ __forceinline__ void launder(uint4& u) { asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w)); }
+template <class P> __device__ __forceinline__ P ld_pack(const void* p) { return *static_cast<const P*>(p); }
+template <class T> __device__ __forceinline__ uint4 zero_vec() { return make_uint4(0u, 0u, 0u, 0u); }
+
+// Sums R values each over the TPR threads of a row group (one barrier for all R); `red` holds
+// R x 32 slots. Every thread of the group gets the same bits.
+template <int TPR, int R, class C> __device__ __forceinline__ void group_sum_r(C (&v)[R], C* red) {
+  constexpr int W = TPR < 32 ? TPR : 32;
+#pragma unroll
+  for (int o = W / 2; o > 0; o >>= 1)
+#pragma unroll
+    for (int j = 0; j < R; ++j) v[j] += __shfl_xor_sync(0xffffffffu, v[j], o);
+  if constexpr (TPR > 32) {
+    if ((threadIdx.x & 31) == 0)
+#pragma unroll
+      for (int j = 0; j < R; ++j) red[j * 32 + (threadIdx.x >> 5)] = v[j];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      C s = 0;
+#pragma unroll 4  // all TPR / 32 shared loads at once would take TPR / 32 registers
+      for (int i = 0; i < TPR / 32; ++i) s += red[j * 32 + i];
+      v[j] = s;
+    }
+  }
+}
+
+// Blocks per SM the forward register kernel is compiled for: a register budget of 56 plus the
+// packed row data (4 registers per vector), so that several rows per SM stay in flight.
+constexpr int fwd_min_blocks(int tpr, int packs) {
+  const int regs = 56 + 4 * packs;
+  const int b = 65536 / (regs * block_threads(tpr));
+  return b < 1 ? 1 : (b > 16 ? 16 : b);
+}
+
+template <class T, int TPR, int I, int R>
+__global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)) fwd_reg(const NormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
+  using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
-  __shared__ C red[2][2][32];
+  __shared__ C red[2][2][R * 32];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
   const int64_t H = L.H;
   const C invH = C(1) / C(H), eps = C(L.eps);
+  const T* x = static_cast<const T*>(L.x);
   int parity = 0;
-  for (int64_t base = int64_t(blockIdx.x) * RPB; base < L.rows; base += int64_t(gridDim.x) * RPB, parity ^= 1) {
-    const int64_t row = base + group;
-    const bool valid = row < L.rows;
-    C h[I][V];
-    bool ok[I];
-    C s = 0;
+  for (int64_t base = int64_t(blockIdx.x) * (RPB * R); base < L.rows;
+       base += int64_t(gridDim.x) * (RPB * R), parity ^= 1) {
+    int64_t row[R];
+    bool valid[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) { row[j] = base + j * RPB + group; valid[j] = row[j] < L.rows; }
+    P h[R][I];
+#pragma unroll
+    for (int j = 0; j < R; ++j)
+#pragma unroll
+      for (int i = 0; i < I; ++i) {
+        const int64_t col = int64_t(i * TPR + lane) * V;
+        h[j][i] = (valid[j] && col < H) ? ld_pack<P>(x + row[j] * L.x_rs + col) : zero_vec<T>();
+      }
+    if (L.res) {
+      const T* r = static_cast<const T*>(L.res);
+      T* ro = static_cast<T*>(L.res_out);
+      // Four vectors at a time: all four loads before the first store (residual_out may alias
+      // residual, so a store would otherwise order the loads after it).
+      constexpr int N = R * I, Q = N < 4 ? N : 4;
+#pragma unroll
+      for (int q0 = 0; q0 < N; q0 += Q) {
+        P rv[Q];
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+          const int j = (q0 + q) / I, i = (q0 + q) % I;
+          const int64_t col = int64_t(i * TPR + lane) * V;
+          rv[q] = (q0 + q < N && valid[j] && col < H) ? ld_pack<P>(r + row[j] * L.res_rs + col) : zero_vec<T>();
+        }
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+          if (q0 + q >= N) continue;
+          const int j = (q0 + q) / I, i = (q0 + q) % I;
+          const int64_t col = int64_t(i * TPR + lane) * V;
+#pragma unroll
+          for (int k = 0; k < V; ++k)
+            put<T>(h[j][i], k, get<T>(h[j][i], k) + get<T>(rv[q], k));
+          if (valid[j] && col < H) *reinterpret_cast<P*>(ro + row[j] * L.res_out_rs + col) = h[j][i];
+        }
+      }
+    }
+    C s[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      s[j] = 0;
+#pragma unroll
+      for (int i = 0; i < I; ++i)
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const C c = get<T>(h[j][i], k);
+          s[j] += L.layer ? c : c * c;
+        }
+    }
+    group_sum_r<TPR, R>(s, red[parity][0]);
+#pragma unroll
+    for (int j = 0; j < R; ++j)
+#pragma unroll
+      for (int i = 0; i < I; ++i) launder(h[j][i]);
+    C mean[R], rstd[R];
+    if (L.layer) {
+      C d[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        mean[j] = s[j] * invH;
+        d[j] = 0;
+#pragma unroll
+        for (int i = 0; i < I; ++i)
+          if (int64_t(i * TPR + lane) * V < H) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+              const C c = get<T>(h[j][i], k) - mean[j];
+              d[j] += c * c;
+            }
+          }
+      }
+      group_sum_r<TPR, R>(d, red[parity][1]);
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        rstd[j] = inv_sqrt(d[j] * invH + eps);
+        // (h - mean) of the pass above would otherwise stay alive in compute precision.
+#pragma unroll
+        for (int i = 0; i < I; ++i) launder(h[j][i]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < R; ++j) { mean[j] = 0; rstd[j] = inv_sqrt(s[j] * invH + eps); }
+    }
+    if (lane == 0 && L.save_stats)
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+        if (valid[j]) {
+          static_cast<C*>(L.rstd)[row[j]] = rstd[j];
+          if (L.layer) static_cast<C*>(L.mean)[row[j]] = mean[j];
+        }
+    T* yp = static_cast<T*>(L.y);
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
-      ok[i] = valid && col < H;
-      if (ok[i]) {
-        load_h<V, T>(L, row, col, h[i]);
-      } else {
+      if (col >= H) continue;
+      C w[V], b[V];
+      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+      if (L.b) load_param<V, T>(L.b, L.b_f32, col, b);
 #pragma unroll
-        for (int k = 0; k < V; ++k) h[i][k] = 0;
-      }
+      for (int j = 0; j < R; ++j) {
+        if (!valid[j]) continue;
+        C y[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) s += L.layer ? h[i][k] : h[i][k] * h[i][k];
-    }
-    s = group_sum<TPR>(s, red[parity][0]);
-    C mean = 0, rstd;
-    if (L.layer) {
-      mean = s * invH;
-      C d = 0;
-#pragma unroll
-      for (int i = 0; i < I; ++i)
-        if (ok[i]) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) d += (h[i][k] - mean) * (h[i][k] - mean);
+        for (int k = 0; k < V; ++k) {
+          y[k] = (get<T>(h[j][i], k) - mean[j]) * rstd[j];
+          if (L.w) y[k] *= w[k];
+          if (L.b) y[k] += b[k];
         }
-      d = group_sum<TPR>(d, red[parity][1]);
-      rstd = inv_sqrt(d * invH + eps);
-    } else {
-      rstd = inv_sqrt(s * invH + eps);
+        store_n<V>(yp + row[j] * L.y_rs + col, y);
+      }
     }
-    if (valid && lane == 0 && L.save_stats) {
-      static_cast<C*>(L.rstd)[row] = rstd;
-      if (L.layer) static_cast<C*>(L.mean)[row] = mean;
-    }
-#pragma unroll
-    for (int i = 0; i < I; ++i)
-      if (ok[i]) store_y<V, T>(L, row, int64_t(i * TPR + lane) * V, h[i], mean, rstd);
   }
 }
 
@@ -266,79 +418,161 @@ template <class T> __device__ __forceinline__ compute_t<T>* partial_b(const Norm
   return reinterpret_cast<compute_t<T>*>(static_cast<char*>(L.workspace) + L.bias_partial_offset);
 }
 
-// Row in registers; the block's share of dweight / dbias stays in registers across its rows and
-// is written once, as row blockIdx.x of the [partials, H] workspace.
-template <class T, int TPR, int I>
-__global__ void __launch_bounds__(block_threads(TPR)) bwd_reg(const NormLaunch L) {
+// Row in registers (grad_out and x as packed vectors of T; with XS, x's row goes to dynamic
+// shared memory through cp.async and only grad_out stays in registers). Without XS the block's
+// share of dweight / dbias accumulates in dynamic shared memory (each thread owns its columns;
+// [RPB][SPAN] per gradient) and is written once, as row blockIdx.x of the [partials, H]
+// workspace; with XS the column-reduction kernel computes them.
+template <class T, int TPR, int I, bool XS>
+__global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : fwd_min_blocks(TPR, 2 * I)) bwd_reg(const NormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
+  using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
   constexpr int SPAN = TPR * I * V;  // padded row length
+  extern __shared__ __align__(16) unsigned char norm_bwd_dyn[];
   __shared__ C red[2][64];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
   const int64_t H = L.H;
   const C invH = C(1) / C(H);
-  C aw[I][V], ab[I][V];
+  const bool acc = !XS && (L.gw || L.gb);
+  C* accw = reinterpret_cast<C*>(norm_bwd_dyn) + group * SPAN;
+  C* accb = reinterpret_cast<C*>(norm_bwd_dyn) + (L.gw ? RPB * SPAN : 0) + group * SPAN;
+  P* xsm = reinterpret_cast<P*>(norm_bwd_dyn);
+  if (acc) {
+    C z[V];
 #pragma unroll
-  for (int i = 0; i < I; ++i)
+    for (int k = 0; k < V; ++k) z[k] = 0;
 #pragma unroll
-    for (int k = 0; k < V; ++k) aw[i][k] = ab[i][k] = 0;
+    for (int i = 0; i < I; ++i) {
+      const int o = (i * TPR + lane) * V;
+      if (L.gw) store_n<V>(accw + o, z);
+      if (L.gb) store_n<V>(accb + o, z);
+    }
+  }
+  const T* gyp = static_cast<const T*>(L.gy);
+  const T* xp = static_cast<const T*>(L.x);
   int parity = 0;
   for (int64_t base = int64_t(blockIdx.x) * RPB; base < L.rows; base += int64_t(gridDim.x) * RPB, parity ^= 1) {
     const int64_t row = base + group;
     const bool valid = row < L.rows;
+    P gp[I];
+    P xv[XS ? 1 : I];
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t col = int64_t(i * TPR + lane) * V;
+      const bool ok = valid && col < H;
+      if constexpr (XS) {
+        if (ok) __pipeline_memcpy_async(&xsm[i * TPR + lane], xp + row * L.x_rs + col, 16);
+      } else {
+        xv[i] = ok ? ld_pack<P>(xp + row * L.x_rs + col) : zero_vec<T>();
+      }
+      gp[i] = ok ? ld_pack<P>(gyp + row * L.gy_rs + col) : zero_vec<T>();
+    }
+    if constexpr (XS) __pipeline_commit();
     const C mean = (valid && L.layer) ? static_cast<const C*>(L.mean)[row] : C(0);
     const C rstd = valid ? static_cast<const C*>(L.rstd)[row] : C(0);
-    C gy[I][V], g[I][V], xh[I][V];
-    bool ok[I];
+    if constexpr (XS) __pipeline_wait_prior(0);
+    auto x_of = [&](int i) -> P {
+      if constexpr (XS) return xsm[i * TPR + lane];
+      else return xv[i];
+    };
     C s1 = 0, s2 = 0;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
-      ok[i] = valid && col < H;
-      if (ok[i]) {
-        bwd_load<V, T>(L, row, col, mean, rstd, gy[i], g[i], xh[i], s1, s2);
+      if (!valid || col >= H) continue;
+      const P xi = x_of(i);
+      C w[V];
+      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+      C gyc[V], xh[V];
 #pragma unroll
-        for (int k = 0; k < V; ++k) { aw[i][k] += gy[i][k] * xh[i][k]; ab[i][k] += gy[i][k]; }
+      for (int k = 0; k < V; ++k) {
+        gyc[k] = get<T>(gp[i], k);
+        xh[k] = (get<T>(xi, k) - mean) * rstd;
+        const C g = L.w ? gyc[k] * w[k] : gyc[k];
+        s1 += g;
+        s2 += g * xh[k];
+      }
+      if (acc) {
+        const int o = (i * TPR + lane) * V;
+        C a[V];
+        if (L.gw) {
+          load_n<V>(accw + o, a);
+#pragma unroll
+          for (int k = 0; k < V; ++k) a[k] += gyc[k] * xh[k];
+          store_n<V>(accw + o, a);
+        }
+        if (L.gb) {
+          load_n<V>(accb + o, a);
+#pragma unroll
+          for (int k = 0; k < V; ++k) a[k] += gyc[k];
+          store_n<V>(accb + o, a);
+        }
       }
     }
     group_sum2<TPR>(s1, s2, red[parity]);
     const C c1 = L.layer ? s1 * invH : C(0), c2 = s2 * invH;
 #pragma unroll
-    for (int i = 0; i < I; ++i)
-      if (ok[i]) bwd_store<V, T>(L, row, int64_t(i * TPR + lane) * V, rstd, c1, c2, g[i], xh[i]);
+    for (int i = 0; i < I; ++i) {
+      const int64_t col = int64_t(i * TPR + lane) * V;
+      if (!valid || col >= H) continue;
+      const P xi = x_of(i);
+      C w[V], dx[V];
+      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const C xh = (get<T>(xi, k) - mean) * rstd;
+        const C g = L.w ? get<T>(gp[i], k) * w[k] : get<T>(gp[i], k);
+        dx[k] = rstd * (g - c1 - xh * c2);
+      }
+      if (L.gres) {
+        const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
+#pragma unroll
+        for (int k = 0; k < V; ++k) dx[k] += get<T>(r, k);
+      }
+      store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
+    }
   }
-  if (!L.gw && !L.gb) return;
+  if (!acc) return;
   C* pw = partial_w<T>(L) + int64_t(blockIdx.x) * H;
   C* pb = partial_b<T>(L) + int64_t(blockIdx.x) * H;
   if constexpr (TPR > 32) {
+    // One group per block: each thread copies its own columns (written only by itself).
 #pragma unroll
     for (int i = 0; i < I; ++i) {
-      const int64_t col = int64_t(i * TPR + lane) * V;
-      if (col < H) {
-        if (L.gw) store_n<V>(pw + col, aw[i]);
-        if (L.gb) store_n<V>(pb + col, ab[i]);
+      const int o = (i * TPR + lane) * V;
+      if (o < H) {
+        C a[V];
+        if (L.gw) { load_n<V>(accw + o, a); store_n<V>(pw + o, a); }
+        if (L.gb) { load_n<V>(accb + o, a); store_n<V>(pb + o, a); }
       }
     }
   } else {
-    // Several row groups per block: add their sums in group order through shared memory.
-    __shared__ C sw[RPB * SPAN], sb[RPB * SPAN];
-#pragma unroll
-    for (int i = 0; i < I; ++i)
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        sw[group * SPAN + (i * TPR + lane) * V + k] = aw[i][k];
-        sb[group * SPAN + (i * TPR + lane) * V + k] = ab[i][k];
-      }
+    // Several row groups per block: add their sums in group order.
     __syncthreads();
+    const C* aw0 = reinterpret_cast<const C*>(norm_bwd_dyn);
+    const C* ab0 = aw0 + (L.gw ? RPB * SPAN : 0);
     for (int c = threadIdx.x; c < H; c += blockDim.x) {
       C tw = 0, tb = 0;
 #pragma unroll
-      for (int gi = 0; gi < RPB; ++gi) { tw += sw[gi * SPAN + c]; tb += sb[gi * SPAN + c]; }
+      for (int gi = 0; gi < RPB; ++gi) {
+        if (L.gw) tw += aw0[gi * SPAN + c];
+        if (L.gb) tb += ab0[gi * SPAN + c];
+      }
       if (L.gw) pw[c] = tw;
       if (L.gb) pb[c] = tb;
     }
   }
+}
+
+// Dynamic shared memory of bwd_reg: x's row (XS) or the dweight / dbias accumulators.
+inline int64_t bwd_reg_smem(const NormLaunch& L, int compute_bytes) {
+  const Config& c = L.cfg;
+  if (c.xs) return int64_t(c.tpr) * c.items * 16;
+  const int nacc = (L.gw ? 1 : 0) + (L.gb ? 1 : 0);
+  const int64_t span = int64_t(c.tpr) * c.items * c.vec;
+  return int64_t(rows_per_block(c.tpr)) * span * compute_bytes * nacc;
 }
 
 // Looped: grad_x only (two passes over grad_out and x); dweight / dbias come from colred.
@@ -373,11 +607,12 @@ __global__ void __launch_bounds__(block_threads(TPR)) bwd_loop(const NormLaunch 
   }
 }
 
-// dweight / dbias partials of the looped path: block (x: 256 columns, y: a chunk of rows).
-template <class T>
+// dweight / dbias partials of the looped and XS paths: block (x: kColredThreads x V columns,
+// y: a chunk of rows); rows in order, four rows' loads issued together.
+template <class T, int V>
 __global__ void __launch_bounds__(kColredThreads) colred(const NormLaunch L) {
   using C = compute_t<T>;
-  const int64_t col = int64_t(blockIdx.x) * kColredThreads + threadIdx.x;
+  const int64_t col = (int64_t(blockIdx.x) * kColredThreads + threadIdx.x) * V;
   if (col >= L.H) return;
   const int64_t r0 = int64_t(blockIdx.y) * L.cfg.rows_per_chunk;
   const int64_t r1 = r0 + L.cfg.rows_per_chunk < L.rows ? r0 + L.cfg.rows_per_chunk : L.rows;
@@ -385,15 +620,41 @@ __global__ void __launch_bounds__(kColredThreads) colred(const NormLaunch L) {
   const T* x = static_cast<const T*>(L.x);
   const C* mean = static_cast<const C*>(L.mean);
   const C* rstd = static_cast<const C*>(L.rstd);
-  C aw = 0, ab = 0;
-  for (int64_t r = r0; r < r1; ++r) {
-    const C g = to_compute(gy[r * L.gy_rs + col]);
-    const C xh = (C(to_compute(x[r * L.x_rs + col])) - (L.layer ? mean[r] : C(0))) * rstd[r];
-    aw += g * xh;
-    ab += g;
+  C aw[V], ab[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) aw[k] = ab[k] = 0;
+  constexpr int U = 4;
+  int64_t r = r0;
+  for (; r + U <= r1; r += U) {
+    C g[U][V], xv[U][V], m[U], rs[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      load_n<V>(gy + (r + u) * L.gy_rs + col, g[u]);
+      load_n<V>(x + (r + u) * L.x_rs + col, xv[u]);
+      m[u] = L.layer ? mean[r + u] : C(0);
+      rs[u] = rstd[r + u];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        aw[k] += g[u][k] * ((xv[u][k] - m[u]) * rs[u]);
+        ab[k] += g[u][k];
+      }
   }
-  if (L.gw) partial_w<T>(L)[int64_t(blockIdx.y) * L.H + col] = aw;
-  if (L.gb) partial_b<T>(L)[int64_t(blockIdx.y) * L.H + col] = ab;
+  for (; r < r1; ++r) {
+    C g[V], xv[V];
+    load_n<V>(gy + r * L.gy_rs + col, g);
+    load_n<V>(x + r * L.x_rs + col, xv);
+    const C m = L.layer ? mean[r] : C(0), rs = rstd[r];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      aw[k] += g[k] * ((xv[k] - m) * rs);
+      ab[k] += g[k];
+    }
+  }
+  if (L.gw) store_n<V>(partial_w<T>(L) + int64_t(blockIdx.y) * L.H + col, aw);
+  if (L.gb) store_n<V>(partial_b<T>(L) + int64_t(blockIdx.y) * L.H + col, ab);
 }
 
 // out[col] = sum over p of part[p, col], in a fixed order: 32 strided slices, then the slices.
@@ -415,26 +676,53 @@ __global__ void __launch_bounds__(1024) finish(const C* part, int64_t P, int64_t
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
-template <class T> constexpr int imax_of(bool backward) {
-  constexpr int v = int(16 / sizeof(T));
-  constexpr int cs = int(sizeof(compute_t<T>));
-  const int budget = backward ? 32 : 64;
-  const int m = budget / (v * cs);
-  return m < 1 ? 1 : (m > 4 ? 4 : m);
+// Dynamic shared memory above the default 48 KB needs an opt-in per kernel (and device).
+template <class K> void allow_smem(K kernel, int64_t bytes) {
+  if (bytes > 48 * 1024)
+    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+               "cudaFuncSetAttribute(norm, max dynamic shared memory)");
 }
 
-template <bool BWD, class T, int TPR, int I> void reg_kernel(const NormLaunch& L, cudaStream_t s) {
-  if constexpr (BWD) bwd_reg<T, TPR, I><<<unsigned(L.cfg.grid), block_threads(TPR), 0, s>>>(L);
-  else fwd_reg<T, TPR, I><<<unsigned(L.cfg.grid), block_threads(TPR), 0, s>>>(L);
+template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, cudaStream_t s) {
+  fwd_reg<T, TPR, I, R><<<unsigned(L.cfg.grid), block_threads(TPR), 0, s>>>(L);
+}
+template <class T, int TPR, int I, bool XS> void bwd_kernel(const NormLaunch& L, cudaStream_t s) {
+  const int64_t smem = bwd_reg_smem(L, int(sizeof(compute_t<T>)));
+  allow_smem(bwd_reg<T, TPR, I, XS>, smem);
+  bwd_reg<T, TPR, I, XS><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+}
+
+template <class T, int TPR, int I> bool fwd_rows(const NormLaunch& L, cudaStream_t s) {
+  switch (L.cfg.rows) {
+    case 1: if constexpr (fwd_supported(TPR, I, 1)) { fwd_kernel<T, TPR, I, 1>(L, s); return true; } break;
+    case 2: if constexpr (fwd_supported(TPR, I, 2)) { fwd_kernel<T, TPR, I, 2>(L, s); return true; } break;
+    case 4: if constexpr (fwd_supported(TPR, I, 4)) { fwd_kernel<T, TPR, I, 4>(L, s); return true; } break;
+  }
+  return false;
+}
+template <class T, int TPR, int I> bool bwd_xs(const NormLaunch& L, cudaStream_t s) {
+  if (L.cfg.xs) {
+    if constexpr (bwd_supported(TPR, I, true)) { bwd_kernel<T, TPR, I, true>(L, s); return true; }
+  } else {
+    if constexpr (bwd_supported(TPR, I, false)) { bwd_kernel<T, TPR, I, false>(L, s); return true; }
+  }
+  return false;
+}
+template <bool BWD, class T, int TPR, int I> bool reg_one(const NormLaunch& L, cudaStream_t s) {
+  if constexpr (BWD) return bwd_xs<T, TPR, I>(L, s);
+  else return fwd_rows<T, TPR, I>(L, s);
 }
 
 template <bool BWD, class T, int TPR> bool reg_items(const NormLaunch& L, cudaStream_t s) {
-  constexpr int M = imax_of<T>(BWD);
   switch (L.cfg.items) {
-    case 1: reg_kernel<BWD, T, TPR, 1>(L, s); return true;
-    case 2: if constexpr (M >= 2 && TPR >= 32) { reg_kernel<BWD, T, TPR, 2>(L, s); return true; } break;
-    case 3: if constexpr (M >= 3 && TPR >= 32) { reg_kernel<BWD, T, TPR, 3>(L, s); return true; } break;
-    case 4: if constexpr (M >= 4 && TPR >= 32) { reg_kernel<BWD, T, TPR, 4>(L, s); return true; } break;
+    case 1: return reg_one<BWD, T, TPR, 1>(L, s);
+    case 2: return reg_one<BWD, T, TPR, 2>(L, s);
+    case 3: return reg_one<BWD, T, TPR, 3>(L, s);
+    case 4: return reg_one<BWD, T, TPR, 4>(L, s);
+    case 5: return reg_one<BWD, T, TPR, 5>(L, s);
+    case 6: return reg_one<BWD, T, TPR, 6>(L, s);
+    case 7: return reg_one<BWD, T, TPR, 7>(L, s);
+    case 8: return reg_one<BWD, T, TPR, 8>(L, s);
   }
   return false;
 }
@@ -489,9 +777,12 @@ template <class T> void launch_backward_impl(const NormLaunch& L, cudaStream_t s
     const bool ok = L.cfg.path == Path::Registers ? reg_launch<true, T>(L, s) : loop_launch<true, T>(L, s);
     if (!ok) throw Unsupported("norm: no backward kernel for this configuration (internal)");
     check_launch(L.cfg.path == Path::Registers ? "norm backward (registers)" : "norm backward (looped)");
-    if (L.cfg.path == Path::Looped && (L.gw || L.gb)) {
-      const dim3 grid(unsigned(ceil_div(L.H, kColredThreads)), unsigned(L.cfg.partials));
-      colred<T><<<grid, kColredThreads, 0, s>>>(L);
+    if ((L.cfg.path == Path::Looped || L.cfg.xs) && (L.gw || L.gb)) {
+      constexpr int VV = int(16 / sizeof(T));
+      const int cv = L.cfg.colred_vec;
+      const dim3 grid(unsigned(ceil_div(L.H, int64_t(kColredThreads) * cv)), unsigned(L.cfg.partials));
+      if (cv > 1) colred<T, VV><<<grid, kColredThreads, 0, s>>>(L);
+      else colred<T, 1><<<grid, kColredThreads, 0, s>>>(L);
       check_launch("norm backward column reduction");
     }
   }
@@ -514,7 +805,8 @@ template <class T> void launch_backward(const NormLaunch& L, void* s) {
 }
 }  // namespace baracuda::norm
 
-// Explicit instantiation of one dtype's launchers (norm_<dtype>.cu).
-#define BARACUDA_NORM_INSTANTIATE(T)                                                      \
-  template void baracuda::norm::launch_forward<T>(const baracuda::norm::NormLaunch&, void*); \
+// Explicit instantiation of one dtype's launchers (norm_fwd_<dtype>.cu, norm_bwd_<dtype>.cu).
+#define BARACUDA_NORM_INSTANTIATE_FWD(T) \
+  template void baracuda::norm::launch_forward<T>(const baracuda::norm::NormLaunch&, void*);
+#define BARACUDA_NORM_INSTANTIATE_BWD(T) \
   template void baracuda::norm::launch_backward<T>(const baracuda::norm::NormLaunch&, void*);

@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "baracuda/dtype.h"
 
@@ -14,7 +15,7 @@ namespace baracuda::norm {
 // dbias, hence the bits, depend only on the shape, on every device.
 constexpr int64_t kResidentThreads = 132 * 2048;
 constexpr int64_t kMaxGrid = int64_t(1) << 20;  // forward grids; rows beyond loop (grid-stride)
-constexpr int kColredThreads = 256;             // columns per block of the column-reduction kernel
+constexpr int kColredThreads = 256;             // threads of the column-reduction kernel
 
 enum class Path : int { Registers = 0, Looped = 1 };
 
@@ -22,64 +23,156 @@ struct Config {
   Path path = Path::Looped;
   int tpr = 32;       // threads per row: 8 / 16 / 32 (rows share a 128-thread block) or 128..1024
   int items = 1;      // register path: 16-byte vectors per thread per row
+  int rows = 1;       // register path, forward: rows a thread group holds at once (loads batched)
+  bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
+                      // dweight / dbias from the column-reduction kernel
   int vec = 1;        // elements per vector (looped path: 1, or 16 / sizeof(T) when aligned)
   int threads = 128;  // block size
   int64_t grid = 0;   // blocks of the row kernel
   int64_t partials = 0;        // backward: rows of the [partials, H] dweight / dbias workspace
-  int64_t rows_per_chunk = 0;  // backward, looped path: rows per column-reduction block
+  int64_t rows_per_chunk = 0;  // backward, column-reduction kernel: rows per block
+  int colred_vec = 1;          // backward, column-reduction kernel: columns per thread
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int vec_width(DType t) { return int(16 / dtype_size(t)); }
 inline int compute_size(DType t) { return t == DType::Float64 ? 8 : 4; }
 
-// Vectors a thread may hold per row in registers: 64 bytes of compute values forward (x, or
-// x + residual), 32 backward (x and grad_out, plus dweight / dbias accumulators), at most 4.
-inline int max_items(DType t, bool backward) {
-  const int budget = backward ? 32 : 64;
-  return std::max(1, std::min(4, budget / (vec_width(t) * compute_size(t))));
+// The register kernels that are instantiated (the launcher's switch uses the same tests).
+// Forward: a thread holds rows x items packed 16-byte vectors of x's dtype (at most 8 = 32
+// registers; 1024-thread blocks hold one row of up to 8 vectors per thread).
+constexpr bool fwd_supported(int tpr, int items, int rows) {
+  if (tpr == 8 || tpr == 16) return items == 1 && (rows == 1 || rows == 2 || rows == 4);
+  if (tpr == 32 || tpr == 128 || tpr == 256 || tpr == 512)
+    return items >= 1 && items <= 4 && (rows == 1 || rows == 2) && items * rows <= 8;
+  if (tpr == 1024) return items >= 1 && items <= 8 && rows == 1;
+  return false;
+}
+// Backward: grad_out and x packed in registers (2 x items vectors), the dweight / dbias
+// accumulators in shared memory: items <= 4 (1 for 1024-thread blocks); with xs (x's row in
+// shared memory, dweight / dbias from the column-reduction kernel), 1024-thread blocks hold up to
+// 8 vectors of grad_out per thread.
+constexpr bool bwd_supported(int tpr, int items, bool xs) {
+  if (xs) return tpr == 1024 && items >= 2 && items <= 8;
+  if (tpr == 8 || tpr == 16 || tpr == 1024) return items == 1;
+  if (tpr == 32 || tpr == 128 || tpr == 256 || tpr == 512) return items >= 1 && items <= 4;
+  return false;
+}
+inline int rows_per_block(int tpr) { return tpr > 32 ? 1 : 128 / tpr; }
+
+// The column-reduction partition (dweight / dbias partials of the looped and xs paths):
+// blocks of kColredThreads x vec columns, rows cut into chunks so that ~2112 blocks run.
+inline void colred_partition(Config& c, int64_t H, int64_t rows, int vec) {
+  c.colred_vec = vec;
+  const int64_t col_blocks = std::max<int64_t>(1, ceil_div(H, int64_t(kColredThreads) * vec));
+  const int64_t chunks = std::min(rows, std::max<int64_t>(1, ceil_div(2112, col_blocks)));
+  c.rows_per_chunk = chunks > 0 ? ceil_div(rows, chunks) : 0;
+  c.partials = chunks > 0 ? ceil_div(rows, c.rows_per_chunk) : 0;
 }
 
 inline void finish_grid(Config& c, bool backward, int64_t rows) {
   c.threads = c.tpr > 32 ? c.tpr : 128;
-  const int64_t rpb = c.tpr > 32 ? 1 : 128 / c.tpr;
+  const int64_t rpb = int64_t(rows_per_block(c.tpr)) * c.rows;
   const int64_t need = ceil_div(rows, rpb);
   c.grid = backward ? std::min(need, std::max<int64_t>(1, kResidentThreads / c.threads)) : std::min(need, kMaxGrid);
 }
 
-// The register-resident configuration: the whole row in registers, one read of each input and
-// one write of each output. `ok` is false when the row does not fit (or H is not a multiple of
-// the vector width); the looped path takes it then.
-inline Config register_config(DType t, bool backward, int64_t H, int64_t rows, bool* ok) {
+// A tuning override for the register path, from an environment variable such as
+// BARACUDA_NORM_CFG="tpr=256,items=2,rows=2" (forward) or BARACUDA_NORM_BWD_CFG="tpr=1024,items=8,xs=1".
+// Zero fields are "not given". Invalid / non-fitting overrides are ignored by register_config.
+struct Override {
+  int tpr = 0, items = 0, rows = 0, xs = -1;
+  bool any() const { return tpr || items || rows || xs >= 0; }
+};
+inline Override parse_override(const char* s) {
+  Override o;
+  if (!s) return o;
+  const char* p = s;
+  while (*p) {
+    const char* eq = p;
+    while (*eq && *eq != '=' && *eq != ',') ++eq;
+    if (*eq != '=') { p = *eq ? eq + 1 : eq; continue; }
+    const int v = std::atoi(eq + 1);
+    const int64_t n = eq - p;
+    auto is = [&](const char* k) { int64_t m = 0; while (k[m]) ++m; return m == n && std::equal(p, eq, k); };
+    if (is("tpr") || is("threads")) o.tpr = v;
+    else if (is("items")) o.items = v;
+    else if (is("rows")) o.rows = v;
+    else if (is("xs")) o.xs = v;
+    const char* q = eq;
+    while (*q && *q != ',') ++q;
+    p = *q ? q + 1 : q;
+  }
+  return o;
+}
+
+// The register-resident configuration: the whole row in registers (x's row in shared memory
+// for the xs backward), one read of each input and one write of each output. `ok` is false
+// when the row does not fit (or H is not a multiple of the vector width); the looped path
+// takes it then.
+inline Config register_config(DType t, bool backward, int64_t H, int64_t rows, bool* ok,
+                              const Override& ov = Override{}) {
   Config c;
   c.path = Path::Registers;
   c.vec = vec_width(t);
   *ok = false;
   if (H <= 0 || H % c.vec != 0) return c;
   const int64_t nv = H / c.vec;
-  const int imax = max_items(t, backward);
-  if (nv <= 8) { c.tpr = 8; c.items = 1; }
-  else if (nv <= 16) { c.tpr = 16; c.items = 1; }
-  else if (nv <= 32 * imax) { c.tpr = 32; c.items = int(ceil_div(nv, 32)); }
-  else {
-    int64_t best = -1;
-    for (int tpr : {128, 256, 512, 1024}) {
-      const int64_t items = ceil_div(nv, tpr);
-      if (items > imax) continue;
-      const int64_t waste = tpr * items - nv;
-      if (best < 0 || waste < best) { best = waste; c.tpr = tpr; c.items = int(items); }
+  auto fits = [&](int tpr, int items) { return int64_t(tpr) * items >= nv && (tpr <= 32 || int64_t(tpr) * items - nv < tpr); };
+  bool chosen = false;
+  if (ov.any() && ov.tpr && ov.items) {
+    const int r = backward ? 1 : (ov.rows ? ov.rows : 1);
+    const bool xs = backward && ov.xs > 0;
+    const bool sup = backward ? bwd_supported(ov.tpr, ov.items, xs) : fwd_supported(ov.tpr, ov.items, r);
+    if (sup && fits(ov.tpr, ov.items)) {
+      c.tpr = ov.tpr; c.items = ov.items; c.rows = r; c.xs = xs;
+      chosen = true;
     }
-    if (best < 0) return c;
+  }
+  if (!chosen) {
+    if (nv <= 8) { c.tpr = 8; c.items = 1; }
+    else if (nv <= 16) { c.tpr = 16; c.items = 1; }
+    else if (nv <= 32 * (backward ? 2 : 4)) { c.tpr = 32; c.items = int(ceil_div(nv, 32)); }
+    else {
+      // Least padding, then items closest to 2, then fewer threads.
+      int64_t best = -1, best_d = 0;
+      for (int tpr : {128, 256, 512, 1024})
+        for (int items = 1; items <= 8; ++items) {
+          const bool xs = backward && tpr == 1024 && items >= 2;
+          if (backward ? !bwd_supported(tpr, items, xs) : !fwd_supported(tpr, items, 1)) continue;
+          if (int64_t(tpr) * items < nv) continue;
+          const int64_t waste = int64_t(tpr) * items - nv;
+          const int64_t d = std::abs(items - 2);
+          if (best < 0 || waste < best || (waste == best && d < best_d)) {
+            best = waste; best_d = d; c.tpr = tpr; c.items = items; c.xs = xs;
+          }
+        }
+      if (best < 0 || best >= int64_t(c.tpr)) return c;  // a whole idle vector column: loop instead
+    }
+    // Forward: two rows per thread group (loads of both issued before either reduction) when
+    // there are rows for at least ~4 waves of groups.
+    if (!backward) {
+      const int64_t groups = kResidentThreads / c.tpr;
+      if (fwd_supported(c.tpr, c.items, 2) && c.items <= 2 && rows >= 4 * groups) c.rows = 2;
+    }
+    if (ov.rows && !backward && fwd_supported(c.tpr, c.items, ov.rows)) c.rows = ov.rows;
   }
   *ok = true;
   finish_grid(c, backward, rows);
-  if (backward) c.partials = c.grid;
+  if (backward) {
+    if (c.xs) {
+      c.grid = std::min(rows, int64_t(132 * 2));
+      colred_partition(c, H, rows, c.vec);
+    } else {
+      c.partials = c.grid;
+    }
+  }
   return c;
 }
 
 // The looped configuration: any H, any alignment. Forward reads the row two (RMSNorm) or three
 // (LayerNorm) times, the re-reads mostly from L2; backward reads grad_out and x twice for
-// grad_x, and once more in a column-reduction kernel for dweight / dbias.
+// grad_x, and once more in the column-reduction kernel for dweight / dbias.
 inline Config looped_config(DType t, bool backward, int64_t H, int64_t rows, bool vectorized) {
   Config c;
   c.path = Path::Looped;
@@ -87,14 +180,12 @@ inline Config looped_config(DType t, bool backward, int64_t H, int64_t rows, boo
   c.tpr = H <= 1024 ? 32 : 512;
   c.items = 1;
   finish_grid(c, false, rows);
-  if (backward) {
-    const int64_t col_blocks = std::max<int64_t>(1, ceil_div(H, kColredThreads));
-    int64_t chunks = std::min(rows, std::max<int64_t>(1, ceil_div(2112, col_blocks)));
-    c.rows_per_chunk = chunks > 0 ? ceil_div(rows, chunks) : 0;
-    c.partials = chunks > 0 ? ceil_div(rows, c.rows_per_chunk) : 0;
-  }
+  if (backward) colred_partition(c, H, rows, c.vec);
   return c;
 }
+
+// Dynamic shared memory of the xs backward kernel: x's row, TPR x items 16-byte vectors.
+inline int64_t xs_smem_bytes(const Config& c) { return int64_t(c.tpr) * c.items * 16; }
 
 // One launch (forward) or launch sequence (backward). Row tensors are [rows, H] with unit column
 // stride and a row stride in elements; a null pointer means absent.

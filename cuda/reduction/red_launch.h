@@ -39,8 +39,13 @@ struct RedLaunch {
   Geometry g;
   Path path = Path::Strided;
   int group = 32;                   // rows / strided: threads per output (1, 4, 32 or 256)
+  int short_p = 0;                  // rows: > 0 picks the short-rows kernel (8 lanes per row, short_p
+                                    // vectors per lane, 8 / short_p rows per group) when the base
+                                    // pointer is 16-byte aligned at run; otherwise `group` runs
   int vec = 1;                      // columns: outputs per thread (falls back to 1 at run if misaligned)
+  int wy = 8;                       // columns: row slices per block (1, 2, 4, 8); 256 / wy threads wide
   int splits = 1;                   // > 1: partial states to the workspace, then a finish pass
+  int fgroup = 32;                  // rows / strided finish: threads per output (32 or 256)
   int64_t seg = 0;                  // rows / strided with splits: elements per split; columns: rows per split
   const void* in = nullptr;
   void* out = nullptr;

@@ -5,6 +5,10 @@
 //   merge(a, b)       fold another partial state into a (every merge here is commutative and
 //                     associative up to rounding; the kernels merge in a fixed order)
 //   finish(s, n)      the output value, n = elements reduced per output
+//   add_n<ORDERED>(s, v[N], idx)   optional (kBulk = true): fold N elements at once, with a
+//                     short dependency chain (pairwise trees, one merge into s). ORDERED: the
+//                     elements come in increasing logical index (argmax may then skip index
+//                     compares inside the chunk). idx(j) gives element j's logical index.
 // Half types accumulate in f32, f32 in f32, f64 in f64, integers and bool in int64.
 #pragma once
 #include <cuda_runtime.h>
@@ -43,6 +47,26 @@ template <class O, class A> __device__ __forceinline__ O to_out(A v) {
 
 template <class A> struct Stat2 { A a, b; };
 
+// Pairwise tree over a[0..N) in a fixed shape: a[j] = op(a[j], a[j + w]) for w = 1, 2, 4, ...
+// (the left operand always holds the smaller positions).
+template <int N, class A, class Op> __device__ __forceinline__ A tree(A (&a)[N], Op op) {
+#pragma unroll
+  for (int w = 1; w < N; w *= 2) {
+#pragma unroll
+    for (int j = 0; j + w < N; j += 2 * w) a[j] = op(a[j], a[j + w]);
+  }
+  return a[0];
+}
+struct Plus {
+  template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+};
+// exp for the softmax-like statistics: exp2 of a pre-scaled argument in f32 (one MUFU op plus
+// the scaling, 2 ulp), the libm exp in f64.
+template <class A> __device__ __forceinline__ A fexp(A d) {
+  if constexpr (std::is_same_v<A, float>) return exp2f(d * 1.4426950408889634f);
+  else return exp(d);
+}
+
 // ---- sum / mean / prod / norm2 ------------------------------------------------------------
 template <class T, class O> struct SumR {
   using A = acc_t<T>;
@@ -52,7 +76,14 @@ template <class T, class O> struct SumR {
   using Out = O;
   bool mean = false;
   __device__ State init() const { return A(0); }
+  static constexpr bool kBulk = true;
   __device__ void add(State& s, T v, int64_t) const { s += to_acc<A>(v); }
+  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
+    A a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) a[j] = to_acc<A>(v[j]);
+    s += tree(a, Plus{});
+  }
   __device__ void merge(State& a, const State& b) const { a += b; }
   __device__ O finish(const State& s, int64_t n) const {
     if constexpr (std::is_floating_point_v<A>) {
@@ -85,9 +116,19 @@ template <class T, class O> struct Norm2R {
   using In = T;
   using Out = O;
   __device__ State init() const { return A(0); }
+  static constexpr bool kBulk = true;
   __device__ void add(State& s, T v, int64_t) const {
     const A x = to_acc<A>(v);
     s += x * x;
+  }
+  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
+    A a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const A x = to_acc<A>(v[j]);
+      a[j] = x * x;
+    }
+    s += tree(a, Plus{});
   }
   __device__ void merge(State& a, const State& b) const { a += b; }
   __device__ O finish(const State& s, int64_t) const { return to_out<O>(sqrt(s)); }
@@ -106,33 +147,63 @@ template <class T, class O, bool MAX> struct ExtremeR {
     else
       return MAX ? cuda::std::numeric_limits<C>::lowest() : cuda::std::numeric_limits<C>::max();
   }
+  static constexpr bool kBulk = true;
   __device__ static void fold(State& s, C v) {
     if ((MAX ? v > s : v < s) || is_nan(v)) s = v;
   }
   __device__ void add(State& s, T v, int64_t) const { fold(s, to_compute(v)); }
+  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
+    C a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) a[j] = to_compute(v[j]);
+    fold(s, tree(a, [](C x, C y) { return ((MAX ? y > x : y < x) || is_nan(y)) ? y : x; }));
+  }
   __device__ void merge(State& a, const State& b) const { fold(a, b); }
   __device__ O finish(const State& s, int64_t) const { return to_out<O>(s); }
 };
 
 // ---- logsumexp: running (max, sum of exp(x - max)) -------------------------------------------
+// Any NaN makes the state NaN at once (m = NaN); a +inf max is the result whatever else comes
+// (but NaN); -inf elements contribute nothing.
 template <class T, class O> struct LogSumExpR {
   using A = facc_t<T>;
   struct State { A m, s; };
   static constexpr bool kIndex = false;
+  static constexpr bool kBulk = true;
   using In = T;
   using Out = O;
   __device__ State init() const { return {-cuda::std::numeric_limits<A>::infinity(), A(0)}; }
   __device__ static void fold(State& st, A m, A s) {
-    if (is_nan(m) || is_nan(st.m)) { st.m = st.m + m; st.s = A(1); return; }  // NaN sticks
-    if (m == -cuda::std::numeric_limits<A>::infinity()) return;                // contributes nothing
+    constexpr A kInf = cuda::std::numeric_limits<A>::infinity();
+    if (is_nan(m) || is_nan(st.m)) { st.m = cuda::std::numeric_limits<A>::quiet_NaN(); st.s = A(1); return; }
+    if (m == -kInf || st.m == kInf) return;                       // nothing to add / stays +inf
+    if (m == kInf) { st.m = m; st.s = A(1); return; }
     if (m > st.m) {
-      st.s = st.s * exp(st.m - m) + s;
+      st.s = st.s * fexp(st.m - m) + s;
       st.m = m;
     } else {
-      st.s += s * exp(m - st.m);
+      st.s += s * fexp(m - st.m);
     }
   }
   __device__ void add(State& st, T v, int64_t) const { fold(st, to_acc<A>(v), A(1)); }
+  // A chunk: its max (NaN ignored), then one exp per element against it. A NaN element makes
+  // the chunk sum NaN, which folds as NaN; non-finite maxima take the element-wise path.
+  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& st, const T (&v)[N], IdxF) const {
+    // (Converts v twice rather than keeping N converted values live: fewer registers.)
+    A a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) a[j] = to_acc<A>(v[j]);
+    const A cm = tree(a, [](A p, A q) { return fmax(p, q); });
+    if (isfinite(cm)) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) a[j] = fexp(to_acc<A>(v[j]) - cm);
+      const A cs = tree(a, Plus{});
+      fold(st, is_nan(cs) ? cs : cm, cs);
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) fold(st, to_acc<A>(v[j]), A(1));
+    }
+  }
   __device__ void merge(State& a, const State& b) const { fold(a, b.m, b.s); }
   __device__ O finish(const State& st, int64_t) const {
     // +-inf max (or NaN) is the result itself; otherwise m + log(s).
@@ -150,9 +221,27 @@ template <class T, class O> struct VarR {
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
+  static constexpr bool kBulk = true;
   A correction = A(1);
   bool take_sqrt = false;
   __device__ State init() const { return {A(0), A(0), A(0), 0}; }
+  // A chunk: shifted by the state's shift, its exact mean and M2 (two passes in registers),
+  // merged with Chan's formula (one division per chunk instead of one per element).
+  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
+    // (Converts v twice rather than keeping N converted values live: fewer registers.)
+    A a[N];
+    if (s.n == 0) s.shift = to_acc<A>(v[0]);
+    const A shift = s.shift;
+#pragma unroll
+    for (int j = 0; j < N; ++j) a[j] = to_acc<A>(v[j]) - shift;
+    const A mean = tree(a, Plus{}) * (A(1) / A(N));
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const A d = (to_acc<A>(v[j]) - shift) - mean;
+      a[j] = d * d;
+    }
+    merge(s, State{s.shift, mean, tree(a, Plus{}), int64_t(N)});
+  }
   __device__ void add(State& s, T v, int64_t) const {
     const A x = to_acc<A>(v);
     if (s.n == 0) s.shift = x;
@@ -196,9 +285,33 @@ template <class T, class O, bool MAX> struct ArgR {
     if (b.v == a.v) return b.i < a.i;
     return MAX ? b.v > a.v : b.v < a.v;
   }
+  static constexpr bool kBulk = true;
   __device__ void add(State& s, T v, int64_t idx) const {
     const State b{to_compute(v), idx};
     if (better(b, s)) s = b;
+  }
+  // ORDERED chunks: a tree over (value, position) where the left side always holds the smaller
+  // positions, so ties keep the left one without comparing indices; one full merge at the end.
+  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF idx) const {
+    if constexpr (!ORDERED) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) add(s, v[j], idx(j));
+    } else {
+      C a[N];
+      int p[N];
+#pragma unroll
+      for (int j = 0; j < N; ++j) { a[j] = to_compute(v[j]); p[j] = j; }
+#pragma unroll
+      for (int w = 1; w < N; w *= 2) {
+#pragma unroll
+        for (int j = 0; j + w < N; j += 2 * w) {
+          const bool right = (MAX ? a[j + w] > a[j] : a[j + w] < a[j]) || (is_nan(a[j + w]) && !is_nan(a[j]));
+          if (right) { a[j] = a[j + w]; p[j] = p[j + w]; }
+        }
+      }
+      const State b{a[0], idx(p[0])};
+      if (better(b, s)) s = b;
+    }
   }
   __device__ void merge(State& a, const State& b) const {
     if (better(b, a)) a = b;
@@ -237,8 +350,15 @@ template <class T> struct MeanStatR {
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
+  static constexpr bool kBulk = true;
   __device__ State init() const { return A(0); }
   __device__ void add(State& s, T v, int64_t) const { s += to_acc<A>(v); }
+  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
+    A a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) a[j] = to_acc<A>(v[j]);
+    s += tree(a, Plus{});
+  }
   __device__ void merge(State& a, const State& b) const { a += b; }
   __device__ O finish(const State& s, int64_t n) const { return {s / A(n), A(0)}; }
 };

@@ -13,6 +13,7 @@ const char* path_name(SmPath p) {
   switch (p) {
     case SmPath::RowsWarp: return "rows_warp";
     case SmPath::RowsBlock: return "rows_block";
+    case SmPath::RowsCluster: return "rows_cluster";
     case SmPath::RowsOnline: return "rows_online";
     case SmPath::RowsLoop: return "rows_loop";
     case SmPath::Columns: return "columns";

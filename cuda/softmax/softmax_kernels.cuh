@@ -260,69 +260,6 @@ __global__ void __launch_bounds__(256) rows_warp_bwd(RowGeo g, T* __restrict__ g
   }
 }
 
-template <class T, int V, int K>
-__global__ void __launch_bounds__(1024) rows_block_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log) {
-  using C = compute_t<T>;
-  __shared__ C sh[32];
-  const int n = blockDim.x, t = threadIdx.x;
-  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
-    const T* xr = x + row_off(g, row, 1);
-    C v[K][V];
-    C m = ninf<C>();
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      load_chunk<T, V>(xr, (int64_t(k) * n + t) * V, g.len, v[k], ninf<C>());
-#pragma unroll
-      for (int j = 0; j < V; ++j) m = cmax(m, v[k][j]);
-    }
-    m = block_max(m, sh);
-    C s = 0;
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const C e = xexp<T>(v[k][j] - m);
-        s += e;
-        if (!log) v[k][j] = e;
-      }
-    s = block_sum(s, sh);
-    fwd_finish<T, V, K>(v, m, s, log);
-    T* orow = out + row_off(g, row, 0);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t idx = (int64_t(k) * n + t) * V;
-      if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, v[k]);
-    }
-  }
-}
-
-template <class T, int V, int K>
-__global__ void __launch_bounds__(1024) rows_block_bwd(RowGeo g, T* __restrict__ gx, const T* __restrict__ gy,
-                                                       const T* __restrict__ y, bool log) {
-  using C = compute_t<T>;
-  __shared__ C sh[32];
-  const int n = blockDim.x, t = threadIdx.x;
-  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
-    const T* gr = gy + row_off(g, row, 1);
-    const T* yr = y + row_off(g, row, 2);
-    C a[K][V], b[K][V];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t idx = (int64_t(k) * n + t) * V;
-      load_chunk<T, V>(gr, idx, g.len, a[k], C(0));
-      load_chunk<T, V>(yr, idx, g.len, b[k], C(0));
-    }
-    const C dot = block_sum(bwd_dot<T, V, K>(a, b, log), sh);
-    bwd_finish<T, V, K>(a, b, dot, log);
-    T* orow = gx + row_off(g, row, 0);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t idx = (int64_t(k) * n + t) * V;
-      if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, a[k]);
-    }
-  }
-}
-
 // ---- long rows: a block per row, online (max, sum) pass, then a write pass in reverse chunk
 // order (the most recently read part of the row is the likeliest still in L2) -----------------
 constexpr int kOnlineUnroll = 4;
@@ -552,16 +489,19 @@ void warp_launch(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   check_launch("softmax rows_warp");
 }
 
-template <class T, int V, int K>
-void block_launch(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
-  const unsigned blocks = grid_of(L.rows);
-  const bool log = is_log(L.op);
-  if (is_backward(L.op))
-    rows_block_bwd<T, V, K><<<blocks, L.threads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0),
-                                                          static_cast<const T*>(L.in1), log);
-  else
-    rows_block_fwd<T, V, K><<<blocks, L.threads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0), log);
-  check_launch("softmax rows_block");
+// rows_block / rows_cluster: softmax_reg.cuh, instantiated in softmax_reg_<dtype>_{fwd,bwd}.cu.
+template <class T, bool BWD> void launch_reg(const SmLaunch& L, const RowGeo& g, cudaStream_t st);
+
+// Device capability, cached per device: thread-block clusters need sm_90.
+inline bool device_has_clusters() {
+  static int cache[64] = {};  // 0 unknown, 1 yes, 2 no (benign races: every writer writes the same)
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev >= 0 && dev < 64 && cache[dev]) return cache[dev] == 1;
+  int major = 0;
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+  if (dev >= 0 && dev < 64) cache[dev] = major >= 9 ? 1 : 2;
+  return major >= 9;
 }
 
 template <class T>
@@ -587,10 +527,17 @@ void launch_typed(const SmLaunch& L, cudaStream_t st) {
       }
       if (L.k == 2) return warp_launch<T, V, 2, 32>(L, g, st);
       return warp_launch<T, V, 4, 32>(L, g, st);
+    case SmPath::RowsCluster:
+      if (!device_has_clusters()) {  // before sm_90: the two-pass kernel
+        SmLaunch L2 = L;
+        L2.path = SmPath::RowsOnline;
+        L2.threads = 512;
+        return launch_typed<T>(L2, st);
+      }
+      [[fallthrough]];
     case SmPath::RowsBlock:
-      if (L.k == 1) return block_launch<T, V, 1>(L, g, st);
-      if (L.k == 2) return block_launch<T, V, 2>(L, g, st);
-      return block_launch<T, V, 4>(L, g, st);
+      if (bwd) return launch_reg<T, true>(L, g, st);
+      return launch_reg<T, false>(L, g, st);
     case SmPath::RowsOnline: {
       const unsigned blocks = grid_of(L.rows);
       if (bwd) rows_online_bwd<T, V><<<blocks, L.threads, 0, st>>>(g, out, in0, in1, log);

@@ -15,7 +15,8 @@ inline bool is_log(SmOp op) { return op == SmOp::LogSoftmax || op == SmOp::LogSo
 
 enum class SmPath {
   RowsWarp,    // reduced axis contiguous, short rows: a warp (or a group of 2^g lanes) per row, row in registers
-  RowsBlock,   // reduced axis contiguous, medium rows: a block per row, row in registers
+  RowsBlock,   // reduced axis contiguous, medium rows: W warps per row, row in registers / shared memory
+  RowsCluster, // reduced axis contiguous, long rows: a cluster of CS blocks per row (sm_90), one read
   RowsOnline,  // reduced axis contiguous, long rows: a block per row, online max/sum pass + write pass
   RowsLoop,    // reduced axis contiguous, unaligned: a warp per row, scalar loads, two passes
   Columns,     // reduced axis strided, the rest two dims (inner one usually unit stride): a thread per row
@@ -40,6 +41,12 @@ struct SmLaunch {
   int k = 1;
   int group = 32;
   int threads = 256;
+  // RowsBlock / RowsCluster (softmax_reg.cuh): warps per row (slice), staged operands in shared
+  // memory (0 or 1: x forward, y backward), blocks per cluster (1 = no cluster); `k` = vectors
+  // per lane per operand.
+  int warps = 1;
+  int stage = 0;
+  int cluster = 1;
   void* out = nullptr;
   const void* in0 = nullptr;
   const void* in1 = nullptr;

@@ -59,7 +59,7 @@ def _register_library_dirs():
 
 _register_library_dirs()
 
-from ._C import GemmDescriptor, GemmPlan  # noqa: F401,E402
+from ._C import GemmDescriptor, GemmPlan, GroupedGemmDescriptor, GroupedGemmPlan  # noqa: F401,E402
 from ._gemm import FUNCTIONS as _GEMM_FUNCTIONS  # noqa: E402
 
 globals().update(_GEMM_FUNCTIONS)
@@ -73,6 +73,11 @@ from ._C import LossDescriptor, LossPlan  # noqa: F401,E402
 from ._loss import FUNCTIONS as _LOSS_FUNCTIONS  # noqa: E402
 
 globals().update(_LOSS_FUNCTIONS)
+
+from ._C import ScanDescriptor, ScanPlan  # noqa: F401,E402
+from ._scan import FUNCTIONS as _SCAN_FUNCTIONS  # noqa: E402
+
+globals().update(_SCAN_FUNCTIONS)
 
 
 def features() -> dict:
@@ -98,6 +103,11 @@ def families() -> list:
 def reduction_ops() -> list:
     """The reduction op table (name, category, params, dtypes, out_dtype, backward, backward_inputs, doc)."""
     return list(_C.reduction_ops())
+
+
+def scan_ops() -> list:
+    """The scan op table (name, is_backward, inputs, outputs, dtypes, out_dtype, backward, doc)."""
+    return list(_C.scan_ops())
 
 
 def elementwise_ops() -> list:

@@ -158,10 +158,67 @@ def int8_mm(a, b, *, row_scale=None, col_scale=None, out_dtype=None, out=None, s
     return finish(out)
 
 
+def grouped_linear(x, weight, *, offsets=None, group_sizes=None, bias=None, max_rows_per_group=None, out=None,
+                   stream=None):
+    """Mixture-of-experts linear: rows of x sorted by expert, out_e = x_e @ weight[e].T (+ bias[e]).
+
+    x [T, K], weight [E, N, K], bias [E, N]. Either `offsets` (a device int32 / int64 tensor
+    [E + 1]: expert e owns rows offsets[e]..offsets[e+1]; one launch of our grouped kernel, no
+    host sync) or `group_sizes` (host ints, rows per expert: one cuBLASLt GEMM per non-empty
+    expert). Rows past the last expert's are left as they are in `out` (uninitialised if
+    allocated here). max_rows_per_group: an upper bound on one expert's rows, if known (e.g.
+    tokens for top-k routing): a speed hint for the offsets path.
+    """
+    if (offsets is None) == (group_sizes is None):
+        raise InvalidArgument("grouped_linear: pass exactly one of offsets (device) and group_sizes (host)")
+    t, n = x.shape[0], weight.shape[1]
+    if out is None:
+        out, finish = _interop.output(x, (t, n), _interop.dtype_of(x))
+    else:
+        finish = _interop._identity
+    spec = _C.TensorSpec
+    desc = _C.GroupedGemmDescriptor(
+        spec(tuple(x.shape), _interop.dtype_of(x), _strides(x)), spec(tuple(weight.shape), _interop.dtype_of(weight),
+                                                                     _strides(weight)),
+        spec((t, n), _interop.dtype_of(out), _strides(out)),
+        group_sizes=[int(g) for g in group_sizes] if group_sizes is not None else [],
+        offsets_dtype=_interop.dtype_of(offsets) if offsets is not None else DType.int32, bias=bias is not None,
+        max_rows_per_group=-1 if max_rows_per_group is None else int(max_rows_per_group))
+    plan = _grouped_plan(desc)
+    ws = None
+    if plan.workspace_bytes() > 0:
+        ws = _interop.workspace_allocator(x)(plan.workspace_bytes())
+    plan.run(out, x, weight, offsets=offsets, bias=bias, workspace=ws, stream=stream)
+    return finish(out)
+
+
+_GROUPED_CACHE = {}
+
+
+def _grouped_plan(desc):
+    plan = _GROUPED_CACHE.get(desc)
+    if plan is None:
+        if len(_GROUPED_CACHE) >= 256:
+            _GROUPED_CACHE.clear()
+        plan = _GROUPED_CACHE[desc] = _C.GroupedGemmPlan.select(desc)
+    return plan
+
+
+def _strides(x):
+    """Element strides of a framework tensor (torch: .stride(); numpy-like: .strides in bytes)."""
+    st = getattr(x, "stride", None)
+    if callable(st):
+        return tuple(st())
+    if getattr(x, "strides", None) is not None and hasattr(x, "itemsize"):
+        return tuple(s // x.itemsize for s in x.strides)
+    return ()  # JAX arrays: contiguous
+
+
 def gemm_backend_info() -> dict:
     """Whether cuBLASLt loaded, from where, and its version (loads it on first call)."""
     return dict(_C.gemm_backend_info())
 
 
 FUNCTIONS = dict(matmul=matmul, linear=linear, linear_backward=linear_backward, matmul_dgelu_tanh=matmul_dgelu_tanh,
-                 scaled_mm=scaled_mm, int8_mm=int8_mm, gemm_backend_info=gemm_backend_info)
+                 scaled_mm=scaled_mm, int8_mm=int8_mm, grouped_linear=grouped_linear,
+                 gemm_backend_info=gemm_backend_info)

@@ -472,6 +472,59 @@ def gemm_call(out: object, a: object, b: object, alpha: float, beta: float, epil
 def gemm_cache_size() -> int:
     """Plans in the functional GEMM cache."""
 
+class GroupedGemmDescriptor:
+    """
+    Mixture-of-experts GEMM: x [T, K] sorted by expert, w [E, N, K], out [T, N]. group_sizes (host, rows per expert) selects one cuBLASLt GEMM per expert; without it the rows come from a device offsets array [E + 1] at run time and one kernel of ours covers every expert.
+    """
+
+    def __init__(self, x: TensorSpec, w: TensorSpec, out: TensorSpec, group_sizes: Sequence[int] = [], offsets_dtype: DType = DType.int32, bias: bool = False, max_rows_per_group: int = -1) -> None: ...
+
+    @property
+    def x(self) -> TensorSpec: ...
+
+    @property
+    def w(self) -> TensorSpec: ...
+
+    @property
+    def out(self) -> TensorSpec: ...
+
+    @property
+    def group_sizes(self) -> list[int]: ...
+
+    @property
+    def offsets_dtype(self) -> DType: ...
+
+    @property
+    def bias(self) -> bool: ...
+
+    @property
+    def max_rows_per_group(self) -> int: ...
+
+    def __eq__(self, arg: GroupedGemmDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class GroupedGemmPlan:
+    """A validated grouped (mixture-of-experts) GEMM."""
+
+    @staticmethod
+    def select(desc: GroupedGemmDescriptor, preference: PlanPreference | None = None) -> GroupedGemmPlan: ...
+
+    @property
+    def sku(self) -> KernelSku: ...
+
+    @property
+    def descriptor(self) -> GroupedGemmDescriptor: ...
+
+    def workspace_bytes(self) -> int: ...
+
+    def run(self, out: object, x: object, w: object, *, offsets: object | None = None, bias: object | None = None, workspace: object | None = None, stream: object | None = None) -> None:
+        """
+        Launch on `stream` (default: x's framework's current stream). offsets: the device array [E + 1] when the plan was selected without group_sizes.
+        """
+
 def gemm_backend_info() -> dict:
     """
     Whether cuBLASLt loaded, from where, its version (loads it on first call).
@@ -539,10 +592,10 @@ def softmax_cache_size() -> int:
 
 class LossDescriptor:
     """
-    Cross-entropy over logits [N, V]: op 'cross_entropy' (optionally with_grad) or 'cross_entropy_backward'. Pure data; hashable; the plan-cache key.
+    A loss: 'cross_entropy' (optionally with_grad), 'nll_loss', or a pointwise loss (mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss), or '<op>_backward'. extra: [pos_weight] / [var] / [input2]; param: delta / beta / margin / eps; grad_loss: the spec of the upstream gradient (backward). Pure data; hashable; the plan-cache key.
     """
 
-    def __init__(self, op: str, input: TensorSpec, target: TensorSpec, weight: TensorSpec | None = None, reduction: str = 'mean', ignore_index: int = -100, label_smoothing: float = 0.0, with_grad: bool = False, has_grad_loss: bool = False, grad_input: TensorSpec | None = None) -> None: ...
+    def __init__(self, op: str, input: TensorSpec, target: TensorSpec, weight: TensorSpec | None = None, reduction: str = 'mean', ignore_index: int = -100, label_smoothing: float = 0.0, with_grad: bool = False, has_grad_loss: bool = False, grad_input: TensorSpec | None = None, extra: Sequence[TensorSpec] = [], param: float = 0.0, log_target: bool = False, log_input: bool = True, full: bool = False, grad_loss: TensorSpec | None = None) -> None: ...
 
     @property
     def op(self) -> str: ...
@@ -565,6 +618,21 @@ class LossDescriptor:
     @property
     def with_grad(self) -> bool: ...
 
+    @property
+    def extra(self) -> list[TensorSpec]: ...
+
+    @property
+    def param(self) -> float: ...
+
+    @property
+    def log_target(self) -> bool: ...
+
+    @property
+    def log_input(self) -> bool: ...
+
+    @property
+    def full(self) -> bool: ...
+
     def __eq__(self, arg: LossDescriptor, /) -> bool: ...
 
     def __hash__(self) -> int: ...
@@ -586,7 +654,75 @@ class LossPlan:
     def workspace_bytes(self) -> int:
         """Bytes of 256-byte aligned scratch run() needs."""
 
-    def run(self, input: object, target: object, lse: object, workspace: object, out: object | None = None, weight: object | None = None, grad_input: object | None = None, grad_loss: object | None = None, stream: object | None = None) -> None:
+    def run(self, input: object, target: object, lse: object | None, workspace: object | None, out: object | None = None, weight: object | None = None, grad_input: object | None = None, grad_loss: object | None = None, stream: object | None = None, extra: object | None = None) -> None:
         """
-        Check the tensors against the descriptor and launch. Forward writes out (the loss) and lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes grad_input.
+        Check the tensors against the descriptor and launch. cross_entropy: forward writes out (the loss) and lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, backward writes grad_input.
         """
+
+def scan_ops() -> list:
+    """
+    The scan op table: name, is_backward, inputs, outputs (names, in order), dtypes, out_dtype rule, backward op, doc.
+    """
+
+class ScanDescriptor:
+    """
+    What to scan: op name, input specs (in the op table's order), axis (negative allowed), output specs (cummax / cummin: values, indices). Pure data; hashable.
+    """
+
+    def __init__(self, op: str, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], axis: int = -1) -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def inputs(self) -> list[TensorSpec]: ...
+
+    @property
+    def axis(self) -> int: ...
+
+    @property
+    def outputs(self) -> list[TensorSpec]: ...
+
+    def __eq__(self, arg: ScanDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class ScanPlan:
+    """A validated scan launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: ScanDescriptor, preference: PlanPreference | None = None) -> ScanPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The kernel this plan runs, and its precision guarantee."""
+
+    @property
+    def descriptor(self) -> ScanDescriptor: ...
+
+    @property
+    def num_inputs(self) -> int: ...
+
+    @property
+    def num_outputs(self) -> int: ...
+
+    def workspace_bytes(self) -> int:
+        """Bytes of scratch memory run() needs (split scans)."""
+
+    def run(self, outputs: object, inputs: object, workspace: object | None = None, stream: object | None = None) -> None:
+        """
+        Check the tensors against the descriptor and launch on `stream` (default: the current stream of the first input's framework). outputs / inputs: one tensor or a tuple, in the op table's order. Never allocates, never synchronizes (except to hand results to JAX).
+        """
+
+def scan_call(op: str, outputs: tuple, inputs: tuple, axis: int = -1, stream: object | None = None, workspace_alloc: object | None = None) -> None:
+    """
+    Functional entry: select (cached on op, axis and operand metadata) and run.
+    """
+
+def scan_cache_size() -> int:
+    """Plans in the functional scan cache."""

@@ -10,5 +10,6 @@
 #include "baracuda/reduction.h"
 #include "baracuda/registry.h"
 #include "baracuda/runtime.h"
+#include "baracuda/scan.h"
 #include "baracuda/softmax.h"
 #include "baracuda/tensor.h"

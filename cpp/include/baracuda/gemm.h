@@ -85,6 +85,44 @@ class GemmPlan {
   std::shared_ptr<Impl> impl_;
 };
 
+// Grouped GEMM for mixture-of-experts layers: tokens sorted by expert, one weight per expert.
+//   x   [T, K]     K contiguous; expert e owns rows offsets[e] .. offsets[e + 1]
+//   w   [E, N, K]  nn.Linear weights stacked (K contiguous): out_e = x_e @ w[e]^T (+ bias[e])
+//   out [T, N]     N contiguous; rows past offsets[E] are not written
+// Two paths. Offsets on the device (the router's output; no host sync): one launch of a kernel
+// of ours for every expert (empty experts cost nothing; best for few rows per expert, the
+// decode regime; correct for any count). Group sizes on the host: one cuBLASLt GEMM per
+// non-empty expert (E launches; for large groups, prefill).
+struct GroupedGemmDescriptor {
+  TensorSpec x, w, out;
+  std::vector<int64_t> group_sizes;   // rows per expert on the host; empty = offsets on the device
+  DType offsets_dtype = DType::Int32; // int32 or int64, [E + 1], when group_sizes is empty
+  bool bias = false;                  // bias [E, N], out's dtype
+  int64_t max_rows_per_group = -1;    // offsets path: an upper bound on one expert's rows if known
+                                      // (a speed hint: <= 8 picks the 8-row kernel); -1 = unknown
+  bool operator==(const GroupedGemmDescriptor& o) const;
+  std::string str() const;
+};
+
+struct GroupedGemmTensors {
+  TensorView out, x, w, offsets, bias;  // offsets / bias: data == nullptr when absent
+};
+
+class GroupedGemmPlan {
+ public:
+  static GroupedGemmPlan select(const GroupedGemmDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  const KernelSku& sku() const;
+  const GroupedGemmDescriptor& descriptor() const;
+  int64_t workspace_bytes() const;
+  void run(const GroupedGemmTensors& t, void* workspace = nullptr, int64_t workspace_size = 0,
+           StreamHandle stream = nullptr) const;
+
+  struct Impl;
+  explicit GroupedGemmPlan(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
 // Where cuBLASLt was loaded from and its version, or why it could not be ("" path).
 struct GemmBackendInfo {
   bool cublaslt_available;

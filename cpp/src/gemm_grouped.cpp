@@ -1,0 +1,196 @@
+// GroupedGemmPlan: mixture-of-experts GEMMs, one kernel launch of ours (offsets on the device)
+// or one cuBLASLt GEMM per non-empty expert (group sizes on the host).
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "baracuda/errors.h"
+#include "baracuda/gemm.h"
+#include "device_guard.h"
+#include "gemm/bespoke.h"
+#include "plan_util.h"
+
+namespace baracuda {
+
+bool GroupedGemmDescriptor::operator==(const GroupedGemmDescriptor& o) const {
+  return x == o.x && w == o.w && out == o.out && group_sizes == o.group_sizes &&
+         (!group_sizes.empty() || offsets_dtype == o.offsets_dtype) && bias == o.bias &&
+         max_rows_per_group == o.max_rows_per_group;
+}
+
+std::string GroupedGemmDescriptor::str() const {
+  std::ostringstream s;
+  s << "GroupedGemmDescriptor(x=" << x.str() << ", w=" << w.str() << ", out=" << out.str();
+  if (group_sizes.empty()) s << ", offsets=" << dtype_name(offsets_dtype);
+  else s << ", group_sizes=" << shape_str(group_sizes);
+  if (bias) s << ", bias";
+  if (max_rows_per_group >= 0) s << ", max_rows_per_group=" << max_rows_per_group;
+  s << ")";
+  return s.str();
+}
+
+namespace {
+constexpr const char* kOp = "grouped_gemm";
+}
+
+struct GroupedGemmPlan::Impl {
+  GroupedGemmDescriptor desc;
+  KernelSku sku;
+  int64_t E = 0, N = 0, K = 0, T = 0;
+  int64_t ldx = 0, ldw = 0, sw = 0, ldo = 0;
+  bool kernel = false;                  // the grouped kernel of ours; else the cuBLASLt loop
+  gemm::GroupedGemvArgs args{};
+  std::vector<int64_t> starts;          // loop path: first row of each expert
+  std::map<int64_t, GemmPlan> per_rows;  // loop path: one plan per distinct group size
+  int64_t workspace = 0;
+};
+
+GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const PlanPreference& pref) {
+  auto I = std::make_shared<Impl>();
+  I->desc = d;
+  const std::string op = kOp;
+  if (d.x.shape.size() != 2) throw InvalidArgument(op + ": x must be [T, K], got " + shape_str(d.x.shape));
+  if (d.w.shape.size() != 3) throw InvalidArgument(op + ": w must be [E, N, K], got " + shape_str(d.w.shape));
+  if (d.out.shape.size() != 2) throw InvalidArgument(op + ": out must be [T, N], got " + shape_str(d.out.shape));
+  const int64_t T = d.x.shape[0], K = d.x.shape[1], E = d.w.shape[0], N = d.w.shape[1];
+  for (const auto* s : {&d.x, &d.w, &d.out})
+    for (int64_t v : s->shape)
+      if (v < 0) throw InvalidArgument(op + ": negative dim in " + s->str());
+  if (d.w.shape[2] != K)
+    throw InvalidArgument(op + ": w is [E, N, K] with K = " + std::to_string(d.w.shape[2]) + " but x has K = " +
+                          std::to_string(K));
+  if (d.out.shape[0] != T || d.out.shape[1] != N)
+    throw InvalidArgument(op + ": out must be [T, N] = " + shape_str(std::vector<int64_t>{T, N}) + ", got " +
+                          shape_str(d.out.shape));
+  const DType dt = d.x.dtype;
+  if (d.w.dtype != dt || d.out.dtype != dt)
+    throw InvalidDType(op + ": x, w and out must share one dtype; got x " + dtype_name(dt) + ", w " +
+                       dtype_name(d.w.dtype) + ", out " + dtype_name(d.out.dtype));
+  if (dt != DType::BFloat16 && dt != DType::Float16 && dt != DType::Float32)
+    throw InvalidDType(op + ": x is " + std::string(dtype_name(dt)) + "; expected bfloat16, float16 or float32");
+  const auto sx = d.x.effective_strides(), swt = d.w.effective_strides(), so = d.out.effective_strides();
+  if (K > 1 && sx[1] != 1) throw InvalidArgument(op + ": x must be contiguous along K (unit last stride)");
+  if (K > 1 && swt[2] != 1) throw InvalidArgument(op + ": w must be contiguous along K (unit last stride)");
+  if (N > 1 && so[1] != 1) throw InvalidArgument(op + ": out must be contiguous along N (unit last stride)");
+  I->E = E, I->N = N, I->K = K, I->T = T;
+  I->ldx = T > 1 ? sx[0] : K;
+  I->ldw = N > 1 ? swt[1] : K;
+  I->sw = E > 1 ? swt[0] : N * I->ldw;
+  I->ldo = T > 1 ? so[0] : N;
+  if (I->ldx < K || I->ldw < K || I->ldo < N || (E > 1 && I->sw < N * I->ldw))
+    throw InvalidArgument(op + ": rows of x, w or out overlap (a leading dimension below the row length)");
+
+  KernelSku& k = I->sku;
+  k.category = "gemm";
+  k.op = d.bias ? "grouped+bias" : "grouped";
+  k.dtypes = {dt, dt, dt};
+  k.arch = compiled_archs();
+  k.precision.math = std::string(dtype_name(dt)) + " inputs, f32 accumulate, one rounding";
+  k.precision.compute_dtype = k.precision.accumulator_dtype = DType::Float32;
+  k.precision.deterministic = true;
+
+  if (d.group_sizes.empty()) {
+    if (d.offsets_dtype != DType::Int32 && d.offsets_dtype != DType::Int64)
+      throw InvalidDType(op + ": offsets are " + std::string(dtype_name(d.offsets_dtype)) + "; expected int32 or int64");
+    if (!pref.allows(Backend::Bespoke))
+      throw Unsupported(op + ": offsets on the device need the grouped kernel of ours, which the preference forbids; "
+                        "pass group_sizes on the host for the cuBLASLt path");
+    gemm::GroupedGemvArgs& g = I->args;
+    g.dtype = dt;
+    g.E = E, g.N = N, g.K = K, g.T = T;
+    g.max_rows = d.max_rows_per_group >= 0 ? std::min(d.max_rows_per_group, T) : T;
+    g.ldx = I->ldx, g.ldw = I->ldw, g.sw = I->sw, g.ldo = I->ldo;
+    g.offsets_dtype = d.offsets_dtype;
+    g.sbias = N;
+    g.alpha = 1.0f, g.beta = 0.0f;
+    if (!gemm::grouped_gemv_supported(g)) throw Unsupported(op + ": no grouped kernel for " + d.str());
+    I->kernel = true;
+    k.name = std::string("gemm.") + gemm::grouped_gemv_variant(g);
+    k.layout = "x:row,w:[E,N,K],out:row,offsets on device";
+    k.backend = Backend::Bespoke;
+    k.precision.bit_stable = true;
+    return GroupedGemmPlan(I);
+  }
+
+  if (int64_t(d.group_sizes.size()) != E)
+    throw InvalidArgument(op + ": group_sizes has " + std::to_string(d.group_sizes.size()) + " entries for E = " +
+                          std::to_string(E) + " experts");
+  int64_t row = 0;
+  for (int64_t m : d.group_sizes) {
+    if (m < 0) throw InvalidArgument(op + ": group_sizes has a negative entry");
+    I->starts.push_back(row);
+    row += m;
+  }
+  if (row > T)
+    throw InvalidArgument(op + ": group_sizes add up to " + std::to_string(row) + " rows but x has T = " +
+                          std::to_string(T));
+  for (int64_t m : d.group_sizes) {
+    if (m == 0 || I->per_rows.count(m)) continue;
+    GemmDescriptor g;
+    g.a = TensorSpec{{m, K}, dt, {I->ldx, 1}};
+    g.b = TensorSpec{{K, N}, dt, {1, I->ldw}};
+    g.out = TensorSpec{{m, N}, dt, {I->ldo, 1}};
+    g.bias = d.bias;
+    g.bias_dtype = dt;
+    GemmPlan p = GemmPlan::select(g, pref);
+    I->workspace = std::max(I->workspace, p.workspace_bytes());
+    I->per_rows.emplace(m, p);
+  }
+  k.name = "gemm.grouped_loop(" + std::to_string(I->per_rows.size()) + " plans)";
+  if (!I->per_rows.empty()) k.name += ": " + I->per_rows.begin()->second.sku().name;
+  k.layout = "x:row,w:[E,N,K],out:row,group sizes on host";
+  k.backend = I->per_rows.empty() ? Backend::Bespoke : I->per_rows.begin()->second.sku().backend;
+  return GroupedGemmPlan(I);
+}
+
+const KernelSku& GroupedGemmPlan::sku() const { return impl_->sku; }
+const GroupedGemmDescriptor& GroupedGemmPlan::descriptor() const { return impl_->desc; }
+int64_t GroupedGemmPlan::workspace_bytes() const { return impl_->workspace; }
+
+void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t workspace_size,
+                          StreamHandle stream) const {
+  const Impl& I = *impl_;
+  const auto& d = I.desc;
+  const std::string op = kOp;
+  const int dev = t.out.device;
+  check_view(op, "out", t.out, d.out, dev);
+  check_view(op, "x", t.x, d.x, dev);
+  check_view(op, "w", t.w, d.w, dev);
+  if (d.bias) {
+    check_view(op, "bias", t.bias, TensorSpec{{I.E, I.N}, d.out.dtype, {}}, dev);
+  } else if (t.bias.data) {
+    throw InvalidArgument(op + ": bias was given but the plan was selected without it");
+  }
+  if (I.kernel) {
+    check_view(op, "offsets", t.offsets, TensorSpec{{I.E + 1}, d.offsets_dtype, {}}, dev);
+  } else if (t.offsets.data) {
+    throw InvalidArgument(op + ": the plan takes group_sizes on the host; offsets were given too");
+  }
+  const auto o = byte_range(t.out);
+  for (auto [v, name] : {std::pair<const TensorView*, const char*>{&t.x, "x"}, {&t.w, "w"}, {&t.bias, "bias"},
+                         {&t.offsets, "offsets"}})
+    if (v->data && ranges_overlap(o, byte_range(*v))) throw InvalidArgument(op + ": out overlaps " + name);
+  if (t.out.numel() == 0) return;
+  DeviceGuard guard(dev);
+  if (I.kernel) {
+    gemm::GroupedGemvArgs g = I.args;
+    g.x = t.x.data, g.w = t.w.data, g.out = t.out.data, g.offsets = t.offsets.data, g.bias = t.bias.data;
+    gemm::grouped_gemv(g, stream);
+    return;
+  }
+  const int64_t es = int64_t(dtype_size(d.x.dtype));
+  for (int64_t e = 0; e < I.E; ++e) {
+    const int64_t m = d.group_sizes[e];
+    if (m == 0) continue;
+    const GemmPlan& p = I.per_rows.at(m);
+    GemmTensors g;
+    g.a = make_view(static_cast<char*>(t.x.data) + I.starts[e] * I.ldx * es, d.x.dtype, {m, I.K}, {I.ldx, 1}, dev);
+    g.b = make_view(static_cast<char*>(t.w.data) + e * I.sw * es, d.w.dtype, {I.K, I.N}, {1, I.ldw}, dev);
+    g.out = make_view(static_cast<char*>(t.out.data) + I.starts[e] * I.ldo * es, d.out.dtype, {m, I.N}, {I.ldo, 1},
+                      dev);
+    if (d.bias) g.bias = make_view(static_cast<char*>(t.bias.data) + e * I.N * es, d.out.dtype, {I.N}, {1}, dev);
+    p.run(g, workspace, workspace_size, stream);
+  }
+}
+
+}  // namespace baracuda

@@ -1,0 +1,228 @@
+// Dispatch of the grouped (mixture-of-experts) decode GEMV: the configuration choice, the
+// grid size, the variant names and the public entry points of bespoke.h. The kernels are in
+// gemv_grouped.cuh (one TU per dtype).
+//
+// The host does not know the group sizes. It sizes the launch for the most work the offsets
+// can describe, items <= ntiles * min(E * ceil(max_rows / CM), min(E, T) + ceil(T / CM))
+// (every expert with rows adds at most one partial chunk), and picks the split (warps per
+// block, rows of w per block) with the dense kernel's launch model applied to that much work,
+// i.e. to a dense GEMV with N' = N * chunks rows of w. Blocks past the real item count walk
+// the offsets and exit without reading w. The device loop is grid-strided, so the result is
+// right whatever the offsets hold; the estimate only sizes the grid.
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "gemm/gemv_grouped.cuh"
+
+namespace baracuda::gemm {
+namespace detail {
+namespace {
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+int pow2_at_least(int64_t m) {
+  int b = 1;
+  while (b < m) b <<= 1;
+  return b;
+}
+
+struct GroupedChoice {
+  GemvCfg c;
+  int cm = 8;         // rows of x per work item
+  int64_t chunks = 1; // upper estimate of the row chunks of all experts together
+  int64_t grid = 1;
+};
+
+// BARACUDA_GROUPED_GEMV_CFG="kw=4,rn=1,waves=2": forces the split (kw in {1,2,4,8,16}), the
+// rows per block of the mma path (rn in {1,2,4}: 8/16/32 rows), and caps the grid at `waves`
+// times the resident blocks (0 = no cap, the default: one block per estimated item).
+// A tuning hook for benchmark sweeps, read on every call.
+void apply_grouped_override(GemvCfg& c, int& waves) {
+  const char* env = std::getenv("BARACUDA_GROUPED_GEMV_CFG");
+  if (env == nullptr || *env == '\0') return;
+  const std::string s(env);
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      const std::string k = item.substr(0, eq);
+      const int v = std::atoi(item.c_str() + eq + 1);
+      if (k == "kw" && (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)) c.kw = v;
+      if (k == "rn" && c.path == GemvPath::Mma && (v == 1 || v == 2 || v == 4)) c.rn = v;
+      if (k == "waves" && v >= 0) waves = v;
+    }
+    pos = end + 1;
+  }
+}
+
+int grouped_occupancy(DType dt, const GemvCfg& c) {
+  static std::mutex mu;
+  static std::unordered_map<uint64_t, int> cache;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = -1;
+  }
+  const uint64_t key = (uint64_t(uint32_t(dev + 1)) << 32) | (uint64_t(dt) << 24) |
+                       (uint64_t(c.path) << 20) | (uint64_t(c.vec) << 19) |
+                       (uint64_t(c.mt) << 12) | (uint64_t(c.rn) << 6) | uint64_t(c.kw);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  int blocks = 0;
+  if (dev >= 0) {
+    if (dt == DType::BFloat16) blocks = grouped_occupancy_bf16(c);
+    else if (dt == DType::Float16) blocks = grouped_occupancy_f16(c);
+    else blocks = grouped_occupancy_f32(c);
+  }
+  if (blocks > 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache.emplace(key, blocks);
+    return blocks;
+  }
+  const int threads = 32 * c.kw;  // no device: the estimate of the dense dispatch
+  int est = 65536 / (threads * 96);
+  if (est > 2048 / threads) est = 2048 / threads;
+  return est < 1 ? 1 : est;
+}
+
+GroupedChoice choose(const GroupedGemvArgs& a) {
+  const bool half = a.dtype != DType::Float32;
+  const int V = half ? 8 : 4;
+  GroupedChoice r;
+  GemvCfg& c = r.c;
+  c.vec = aligned16(a.x) && aligned16(a.w) && a.K % V == 0 && (a.T <= 1 || a.ldx % V == 0) &&
+          (a.N <= 1 || a.ldw % V == 0) && (a.E <= 1 || a.sw % V == 0);
+  c.path = half && c.vec ? GemvPath::Mma : GemvPath::Fma;
+  int64_t mr = a.max_rows > 0 && a.max_rows < a.T ? a.max_rows : a.T;
+  if (mr < 1) mr = 1;
+  const int64_t mr16 = mr < kGemvLowMMaxM ? mr : kGemvLowMMaxM;
+  c.mt = c.path == GemvPath::Mma ? (mr16 > 8 ? 16 : 8) : pow2_at_least(mr16);
+  r.cm = c.mt;
+
+  // Row chunks, at most: each expert ceil(max_rows / CM); together T / CM plus one partial
+  // chunk per expert with rows.
+  const int64_t per_expert = (mr + r.cm - 1) / r.cm;
+  const int64_t by_experts = a.E <= (int64_t(1) << 40) / per_expert ? a.E * per_expert : (int64_t(1) << 40);
+  const int64_t by_rows = (a.E < a.T ? a.E : a.T) + (a.T + r.cm - 1) / r.cm;
+  r.chunks = by_experts < by_rows ? by_experts : by_rows;
+  if (r.chunks < 1) r.chunks = 1;
+
+  // The split: the dense model on N * chunks rows of w (same path, bucket and alignment).
+  c.rn = 1;
+  c.kw = 1;
+  const int64_t K = a.alpha == 0.0f ? 0 : a.K;
+  if (K > 0) {
+    GemvLowMArgs d;
+    d.dtype = a.dtype;
+    d.bias_dtype = a.dtype;
+    d.M = r.cm;
+    const int64_t cap = int64_t(1) << 40;
+    d.N = a.N <= cap / r.chunks ? a.N * r.chunks : cap;
+    d.K = K;
+    d.x = c.vec ? nullptr : reinterpret_cast<const void*>(uintptr_t(1));  // same vec decision
+    d.w = nullptr;
+    d.ldx = d.ldw = K;
+    d.alpha = a.alpha;
+    const GemvCfg m = gemv_model_cfg(d);
+    c.kw = m.kw;
+    c.rn = c.path == GemvPath::Mma ? m.rn : 1;
+  }
+  int waves = 0;
+  apply_grouped_override(c, waves);
+
+  const int64_t rows = gemv_rows_per_block(c);
+  const int64_t ntiles = (a.N + rows - 1) / rows;
+  const int64_t max_grid = 0x7fffffff;
+  r.grid = ntiles <= max_grid / r.chunks ? ntiles * r.chunks : max_grid;
+  if (waves > 0) {
+    const int64_t resident =
+        int64_t(grouped_occupancy(a.dtype, c)) * int64_t(gemv_device_sms()) * int64_t(waves);
+    if (resident > 0 && r.grid > resident) r.grid = resident;
+  }
+  if (r.grid < 1) r.grid = 1;
+  return r;
+}
+
+std::string variant_name(const GroupedGemvArgs& a, const GemvCfg& c) {
+  std::string s = "grouped_gemv.";
+  s += c.path == GemvPath::Mma ? "mma" : "fma";
+  s += ".m" + std::to_string(c.mt);
+  s += ".n" + std::to_string(gemv_rows_per_block(c));
+  s += c.vec ? ".vec16" : ".scalar";
+  s += ".splitk" + std::to_string(c.kw);
+  if (a.alpha == 0.0f || a.K == 0) s += ".k0";
+  return s;
+}
+
+}  // namespace
+}  // namespace detail
+
+bool grouped_gemv_supported(const GroupedGemvArgs& a) {
+  const bool dt = a.dtype == DType::BFloat16 || a.dtype == DType::Float16 || a.dtype == DType::Float32;
+  const bool off = a.offsets_dtype == DType::Int32 || a.offsets_dtype == DType::Int64;
+  return dt && off && a.E >= 0 && a.N >= 0 && a.K >= 0 && a.T >= 0;
+}
+
+void grouped_gemv(const GroupedGemvArgs& a, void* stream) {
+  if (!grouped_gemv_supported(a))  // a contract violation: select() refuses these first
+    throw Unsupported(std::string("grouped_gemv: dtype ") + dtype_name(a.dtype) + " / offsets " +
+                      dtype_name(a.offsets_dtype) +
+                      " has no kernel; expected bf16, f16 or f32 with int32 or int64 offsets");
+  if (a.E == 0 || a.N == 0 || a.T == 0) return;
+  const detail::GroupedChoice r = detail::choose(a);
+  detail::GemvGroupParams q;
+  detail::GemvParams& p = q.p;
+  p.x = a.x;
+  p.w = a.w;
+  p.out = a.out;
+  p.bias = a.bias;
+  p.ldx = a.ldx;
+  p.ldw = a.ldw;
+  p.ldo = a.ldo;
+  p.N = a.N;
+  p.K = a.alpha == 0.0f ? 0 : a.K;
+  const int64_t rows = detail::gemv_rows_per_block(r.c);
+  p.ntiles = (a.N + rows - 1) / rows;  // per expert
+  p.M = 0;                             // per item
+  p.alpha = a.alpha;
+  p.beta = a.beta;
+  p.bias_f32 = 0;  // bias has the output dtype
+  q.offsets = a.offsets;
+  q.E = a.E;
+  q.T = a.T;
+  q.sw = a.sw;
+  q.sbias = a.sbias;
+  q.off64 = a.offsets_dtype == DType::Int64;
+  switch (a.dtype) {
+    case DType::BFloat16: detail::grouped_launch_bf16(q, r.c, r.grid, stream); break;
+    case DType::Float16: detail::grouped_launch_f16(q, r.c, r.grid, stream); break;
+    default: detail::grouped_launch_f32(q, r.c, r.grid, stream); break;
+  }
+}
+
+const char* grouped_gemv_variant(const GroupedGemvArgs& a) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> names;  // node-based: c_str() stays valid
+  std::string s;
+  try {
+    if (!grouped_gemv_supported(a)) s = "grouped_gemv.unsupported";
+    else if (a.E == 0 || a.N == 0 || a.T == 0) s = "grouped_gemv.empty";
+    else s = detail::variant_name(a, detail::choose(a).c);
+    std::lock_guard<std::mutex> lock(mu);
+    return names.insert(s).first->c_str();
+  } catch (...) {
+    return "grouped_gemv";
+  }
+}
+
+}  // namespace baracuda::gemm

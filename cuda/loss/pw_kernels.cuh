@@ -1,0 +1,388 @@
+// Pointwise losses (MSE, L1, Huber, smooth-L1, BCE, BCE-with-logits, KL-div, Poisson-NLL,
+// Gaussian-NLL, margin-ranking, hinge-embedding, soft-margin) and nll_loss, templated on the
+// storage type T; math in f32 for half / f32 storage (f64 for f64), rounded once.
+//
+//   pw_none      grid-stride: out_e = loss_e (broadcast operands through per-operand strides).
+//   pw_partial   kPwBlocks or fewer blocks, a fixed grid-stride order: partial sums of loss_e.
+//   pw_finish    one block: sum of the partials in order, / divisor for mean / batchmean.
+//   pw_backward  grid-stride: grad_e = g_e * d loss_e / d a_e.
+//   nll_*        the same two-stage reduction over rows (loss and target weight), and a
+//                gradient that is -w[t_i] * g_i at (i, t_i) and 0 elsewhere.
+// No float atomics anywhere: every sum runs in an order fixed by the plan.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/cuda_check.h"
+#include "common/dtype_traits.cuh"
+#include "loss/loss_common.cuh"
+#include "loss/loss_launch.h"
+
+namespace baracuda::loss::detail {
+
+constexpr int kPwUnroll = 4;
+
+template <class A> __device__ __forceinline__ A xlog1p(A v) {
+  if constexpr (std::is_same_v<A, double>) return log1p(v);
+  else return log1pf(v);
+}
+template <class A> __device__ __forceinline__ A xabs(A v) {
+  if constexpr (std::is_same_v<A, double>) return fabs(v);
+  else return fabsf(v);
+}
+template <class A> __device__ __forceinline__ A ex(A v) {
+  if constexpr (std::is_same_v<A, double>) return exp(v);
+  else return expf(v);
+}
+// max(v, 0) that keeps NaN (torch's clamp_min).
+template <class A> __device__ __forceinline__ A relu_nan(A v) { return v > A(0) ? v : (v != v ? v : A(0)); }
+template <class A> __device__ __forceinline__ A sgn(A v) {
+  return v > A(0) ? A(1) : (v < A(0) ? A(-1) : (v != v ? v : A(0)));
+}
+
+// Per-element offsets of the six operand slots for broadcast-shape index i (row-major).
+__device__ __forceinline__ void pw_offsets(const PwLaunch& L, int64_t i, int64_t (&off)[6]) {
+  if (L.nd == 1) {
+#pragma unroll
+    for (int k = 0; k < 6; ++k) off[k] = i * L.st[k][0];
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 6; ++k) off[k] = 0;
+  for (int d = L.nd - 1; d >= 0; --d) {
+    const int64_t q = i / L.dims[d], r = i - q * L.dims[d];
+    i = q;
+#pragma unroll
+    for (int k = 0; k < 6; ++k) off[k] += r * L.st[k][d];
+  }
+}
+
+template <class T> struct PwVals {
+  using A = acc_of<T>;
+  A a, b, c, d;
+};
+template <class T> __device__ __forceinline__ PwVals<T> pw_load(const PwLaunch& L, const int64_t (&off)[6]) {
+  using A = acc_of<T>;
+  PwVals<T> v;
+  v.a = A(to_compute(static_cast<const T*>(L.a)[off[0]]));
+  v.b = L.b ? A(to_compute(static_cast<const T*>(L.b)[off[1]])) : A(0);
+  v.c = L.c ? A(to_compute(static_cast<const T*>(L.c)[off[2]])) : A(1);
+  v.d = L.d ? A(to_compute(static_cast<const T*>(L.d)[off[3]])) : A(1);
+  return v;
+}
+
+// The loss of one element.
+template <class A> __device__ __forceinline__ A pw_value(const PwLaunch& L, A a, A b, A c, A d) {
+  const A p0 = A(L.p0);
+  switch (L.kind) {
+    case PwKind::Mse: {
+      const A x = a - b;
+      return x * x;
+    }
+    case PwKind::L1: return xabs(a - b);
+    case PwKind::Huber: {
+      const A z = xabs(a - b);
+      return z < p0 ? A(0.5) * z * z : p0 * (z - A(0.5) * p0);
+    }
+    case PwKind::SmoothL1: {
+      const A z = xabs(a - b);
+      if (p0 == A(0)) return z;
+      return z < p0 ? A(0.5) * z * z / p0 : z - A(0.5) * p0;
+    }
+    case PwKind::Bce: {  // c: weight (1 when absent); logs clamped at -100 as torch
+      const A l1 = cmax(xlog(a), A(-100)), l0 = cmax(xlog1p(-a), A(-100));
+      const A v = (b - A(1)) * l0 - b * l1;
+      return (a != a) ? a : c * v;  // cmax drops NaN: keep a NaN input
+    }
+    case PwKind::BceLogits: {  // c: weight, d: pos_weight (1 when absent)
+      const A lw = L.d ? (d - A(1)) * b + A(1) : A(1);
+      const A sp = xlog1p(ex(-xabs(a))) + relu_nan(-a);  // softplus(-a)
+      return c * ((A(1) - b) * a + lw * sp);
+    }
+    case PwKind::KlDiv: {  // a: log-probabilities; b: probabilities (log-probabilities with log_target)
+      if (L.f0) return ex(b) * (b - a);
+      const A xl = (b == A(0)) ? A(0) : b * xlog(b);
+      return xl - b * a;
+    }
+    case PwKind::PoissonNll: {  // f0: log_input, f1: full, p0: eps
+      A v = L.f0 ? ex(a) - b * a : a - b * xlog(a + p0);
+      if (L.f1 && b > A(1)) v += b * xlog(b) - b + A(0.5) * xlog(A(2) * A(3.14159265358979323846) * b);
+      return v;
+    }
+    case PwKind::GaussianNll: {  // c: var, clamped to eps (p0); f1: full
+      const A var = c < p0 ? p0 : c;
+      const A x = a - b;
+      A v = A(0.5) * (xlog(var) + x * x / var);
+      if (L.f1) v += A(0.5) * xlog(A(2) * A(3.14159265358979323846));
+      return v;
+    }
+    case PwKind::MarginRanking: return relu_nan(-b * (a - c) + p0);  // c: input2, b: target
+    case PwKind::HingeEmbedding: {
+      const A m = b != A(1) ? relu_nan(p0 - a) : A(0);
+      const A s = b != A(-1) ? a : A(0);
+      return m + s;
+    }
+    case PwKind::SoftMargin: return xlog1p(ex(-b * a));
+  }
+  return A(0);
+}
+
+// d loss / d a of one element.
+template <class A> __device__ __forceinline__ A pw_deriv(const PwLaunch& L, A a, A b, A c, A d) {
+  const A p0 = A(L.p0);
+  switch (L.kind) {
+    case PwKind::Mse: return A(2) * (a - b);
+    case PwKind::L1: return sgn(a - b);
+    case PwKind::Huber: {
+      const A x = a - b;
+      return x <= -p0 ? -p0 : (x >= p0 ? p0 : x);
+    }
+    case PwKind::SmoothL1: {
+      const A x = a - b;
+      if (p0 == A(0)) return sgn(x);
+      return x <= -p0 ? A(-1) : (x >= p0 ? A(1) : x / p0);
+    }
+    case PwKind::Bce: {
+      const A den = cmax((A(1) - a) * a, A(1e-12));
+      return (a != a) ? a : c * (a - b) / den;
+    }
+    case PwKind::BceLogits: {
+      const A lw = L.d ? (d - A(1)) * b + A(1) : A(1);
+      const A sig_neg = A(1) / (A(1) + ex(a));  // sigmoid(-a)
+      return c * ((A(1) - b) - lw * sig_neg);
+    }
+    case PwKind::KlDiv: return L.f0 ? -ex(b) : -b;
+    case PwKind::PoissonNll: return L.f0 ? ex(a) - b : A(1) - b / (a + p0);
+    case PwKind::GaussianNll: {
+      const A var = c < p0 ? p0 : c;
+      return (a - b) / var;
+    }
+    case PwKind::MarginRanking: {
+      const A v = -b * (a - c) + p0;
+      return v > A(0) ? -b : (v != v ? v : A(0));
+    }
+    case PwKind::HingeEmbedding: {
+      A g = b != A(-1) ? A(1) : A(0);
+      if (b != A(1)) {
+        const A v = p0 - a;
+        g += v > A(0) ? A(-1) : (v != v ? v : A(0));
+      }
+      return g;
+    }
+    case PwKind::SoftMargin: {
+      const A z = ex(-b * a);
+      return -b * z / (A(1) + z);
+    }
+  }
+  return A(0);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kPwThreads) pw_none(PwLaunch L) {
+  using A = acc_of<T>;
+  T* out = static_cast<T*>(L.out);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < L.n; i += stride) {
+    int64_t off[6];
+    pw_offsets(L, i, off);
+    const PwVals<T> v = pw_load<T>(L, off);
+    out[off[4]] = from_compute<T>(pw_value<A>(L, v.a, v.b, v.c, v.d));
+  }
+}
+
+// Stage 1 of a mean / sum: block b sums the elements b * 256 + t + k * (blocks * 256), k = 0, 1, ...
+// per thread in order (kPwUnroll loads in flight), then the block in a fixed tree.
+template <class T>
+__global__ void __launch_bounds__(kPwThreads) pw_partial(PwLaunch L) {
+  using A = acc_of<T>;
+  __shared__ A sh[32];
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  A acc = 0;
+  for (int64_t i0 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i0 < L.n; i0 += stride * kPwUnroll) {
+    A v[kPwUnroll];
+#pragma unroll
+    for (int u = 0; u < kPwUnroll; ++u) {
+      const int64_t i = i0 + u * stride;
+      v[u] = A(0);
+      if (i < L.n) {
+        int64_t off[6];
+        pw_offsets(L, i, off);
+        const PwVals<T> x = pw_load<T>(L, off);
+        v[u] = pw_value<A>(L, x.a, x.b, x.c, x.d);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPwUnroll; ++u)
+      if (i0 + u * stride < L.n) acc += v[u];
+  }
+  acc = block_sum(acc, sh);
+  if (threadIdx.x == 0) static_cast<A*>(L.workspace)[blockIdx.x] = acc;
+}
+
+template <class T>
+__global__ void __launch_bounds__(1024) pw_finish(PwLaunch L) {
+  using A = acc_of<T>;
+  __shared__ A sh[32];
+  const A* part = static_cast<const A*>(L.workspace);
+  A s = 0;
+  for (int i = threadIdx.x; i < L.blocks; i += blockDim.x) s += part[i];
+  s = block_sum(s, sh);
+  if (threadIdx.x == 0) {
+    if (L.reduction == Reduction::Mean) s = s / A(L.divisor);  // n = 0: 0 / 0 = NaN, as torch
+    static_cast<T*>(L.out)[0] = from_compute<T>(s);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kPwThreads) pw_backward(PwLaunch L) {
+  using A = acc_of<T>;
+  T* out = static_cast<T*>(L.out);
+  const T* gl = static_cast<const T*>(L.grad_loss);
+  const bool per_elem = L.reduction == Reduction::None;
+  A gs = per_elem ? A(0) : A(to_compute(gl[0]));
+  if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < L.n; i += stride) {
+    int64_t off[6];
+    pw_offsets(L, i, off);
+    const PwVals<T> v = pw_load<T>(L, off);
+    const A g = per_elem ? A(to_compute(gl[off[5]])) : gs;
+    out[off[4]] = from_compute<T>(g * pw_deriv<A>(L, v.a, v.b, v.c, v.d));
+  }
+}
+
+template <class T>
+void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
+  const int64_t want = (L.n + int64_t(kPwThreads) * kPwUnroll - 1) / (int64_t(kPwThreads) * kPwUnroll);
+  const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(want, 132 * 16)));
+  if (L.backward) {
+    if (L.n == 0) return;
+    pw_backward<T><<<grid, kPwThreads, 0, st>>>(L);
+    check_launch("loss pointwise backward");
+    return;
+  }
+  if (L.reduction == Reduction::None) {
+    if (L.n == 0) return;
+    pw_none<T><<<grid, kPwThreads, 0, st>>>(L);
+    check_launch("loss pointwise");
+    return;
+  }
+  pw_partial<T><<<unsigned(L.blocks), kPwThreads, 0, st>>>(L);
+  check_launch("loss pointwise partial");
+  pw_finish<T><<<1, 1024, 0, st>>>(L);
+  check_launch("loss pointwise finish");
+}
+
+// ---- nll_loss ------------------------------------------------------------------------------
+template <class P> __device__ __forceinline__ int64_t nll_target(const P& L, int64_t i) {
+  return L.target_dtype == DType::Int64 ? static_cast<const int64_t*>(L.target)[i * L.t_stride]
+                                        : int64_t(static_cast<const int32_t*>(L.target)[i * L.t_stride]);
+}
+// The row's loss and target weight: 0, 0 when ignored; NaN, NaN for a target outside [0, C).
+template <class T>
+__device__ __forceinline__ void nll_row(const NllLaunch& L, int64_t i, acc_of<T>& loss, acc_of<T>& w) {
+  using A = acc_of<T>;
+  const int64_t t = nll_target(L, i);
+  loss = w = A(0);
+  if (t == L.ignore_index) return;
+  if (t < 0 || t >= L.c) {
+    loss = w = qnan<A>();
+    return;
+  }
+  w = L.weight ? A(to_compute(static_cast<const T*>(L.weight)[t * L.w_stride])) : A(1);
+  loss = -w * A(to_compute(static_cast<const T*>(L.x)[i * L.x_stride0 + t * L.x_stride1]));
+}
+
+// Stage 1: per block (fixed grid-stride order) the sums of loss and weight; reduction none writes
+// the per-row loss instead.
+template <class T>
+__global__ void __launch_bounds__(kPwThreads) nll_rows(NllLaunch L, int blocks) {
+  using A = acc_of<T>;
+  __shared__ A sh[32];
+  const int64_t stride = int64_t(blocks) * blockDim.x;
+  A sl = 0, sw = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < L.n; i += stride) {
+    A l, w;
+    nll_row<T>(L, i, l, w);
+    if (L.reduction == Reduction::None && !L.backward) static_cast<T*>(L.out)[i * L.out_stride] = from_compute<T>(l);
+    sl += l;
+    sw += w;
+  }
+  if (L.reduction == Reduction::None && !L.backward) return;
+  sl = block_sum(sl, sh);
+  sw = block_sum(sw, sh);
+  if (threadIdx.x == 0) {
+    A* part = static_cast<A*>(L.workspace);
+    part[2 + blockIdx.x] = sl;
+    part[2 + blocks + blockIdx.x] = sw;
+  }
+}
+// Stage 2: part[0] = sum of losses, part[1] = sum of weights; forward writes mean / sum.
+template <class T>
+__global__ void __launch_bounds__(1024) nll_finish(NllLaunch L, int blocks) {
+  using A = acc_of<T>;
+  __shared__ A sh[32];
+  A* part = static_cast<A*>(L.workspace);
+  A sl = 0, sw = 0;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) {
+    sl += part[2 + i];
+    sw += part[2 + blocks + i];
+  }
+  sl = block_sum(sl, sh);
+  sw = block_sum(sw, sh);
+  if (threadIdx.x == 0) {
+    part[0] = sl;
+    part[1] = sw;
+    if (!L.backward) static_cast<T*>(L.out)[0] = from_compute<T>(L.reduction == Reduction::Mean ? sl / sw : sl);
+  }
+}
+template <class T>
+__global__ void __launch_bounds__(kPwThreads) nll_grad(NllLaunch L) {
+  using A = acc_of<T>;
+  T* g = static_cast<T*>(L.out);
+  const T* gl = static_cast<const T*>(L.grad_loss);
+  const bool per_row = L.reduction == Reduction::None;
+  A gs = per_row ? A(0) : A(to_compute(gl[0]));
+  if (L.reduction == Reduction::Mean) gs = gs / static_cast<const A*>(L.workspace)[1];
+  const int64_t total = L.n * L.c, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t i = e / L.c, col = e - i * L.c;
+    const int64_t t = nll_target(L, i);
+    A v = 0;
+    if (t != L.ignore_index) {
+      if (t < 0 || t >= L.c) {
+        v = qnan<A>();
+      } else if (col == t) {
+        const A w = L.weight ? A(to_compute(static_cast<const T*>(L.weight)[t * L.w_stride])) : A(1);
+        v = -w * (per_row ? A(to_compute(gl[i * L.gl_stride])) : gs);
+      }
+    }
+    g[i * L.g_stride0 + col * L.g_stride1] = from_compute<T>(v);
+  }
+}
+
+template <class T>
+void nll_launch_typed(const NllLaunch& L, cudaStream_t st) {
+  const int blocks = int(std::max<int64_t>(1, std::min<int64_t>((L.n + kPwThreads - 1) / kPwThreads, kPwBlocks)));
+  const bool need_sums = L.reduction != Reduction::None;
+  if (!L.backward || need_sums) {
+    if (L.n > 0 || need_sums) {
+      nll_rows<T><<<unsigned(blocks), kPwThreads, 0, st>>>(L, blocks);
+      check_launch("nll_loss rows");
+    }
+    if (need_sums) {
+      nll_finish<T><<<1, 1024, 0, st>>>(L, blocks);
+      check_launch("nll_loss finish");
+    }
+  }
+  if (L.backward && L.n * L.c > 0) {
+    const int64_t want = (L.n * L.c + kPwThreads - 1) / kPwThreads;
+    nll_grad<T><<<unsigned(std::min<int64_t>(want, 132 * 32)), kPwThreads, 0, st>>>(L);
+    check_launch("nll_loss grad");
+  }
+}
+
+}  // namespace baracuda::loss::detail

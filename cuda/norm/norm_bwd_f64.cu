@@ -1,0 +1,4 @@
+// RMSNorm / LayerNorm bwd launchers for f64.
+#include "norm/kernels.cuh"
+
+BARACUDA_NORM_INSTANTIATE_BWD(double)

@@ -1,0 +1,5 @@
+// RMSNorm / LayerNorm fwd launchers for bf16.
+#include "norm/kernels.cuh"
+
+using baracuda::kernels::bf16;
+BARACUDA_NORM_INSTANTIATE_FWD(bf16)

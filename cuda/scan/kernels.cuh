@@ -1,0 +1,402 @@
+// The scan engine: every op of ops.cuh runs through these kernels over the geometry of
+// scan_launch.h.
+//   rows:     the axis has unit stride. A group of G lanes (4, 8, 16 or 32) per (row, segment)
+//             walks it in tiles of G x V elements (V = 16 bytes / element for the vector ops,
+//             else 1), U tiles loaded ahead: each lane scans its V elements sequentially, the
+//             group scans the lane totals with shuffles, a carry chains the tiles.
+//   columns:  any other layout: a thread owns CV adjacent rows (16-byte loads when they are
+//             contiguous) and walks the axis; adjacent threads read adjacent memory when the
+//             innermost row dim has unit stride.
+// Split (nseg > 1): pass 1 reduces each segment to a state in the workspace, pass 2 turns the
+// states of each row into exclusive prefixes (in order), pass 3 rescans every segment from its
+// prefix. No atomics: results depend only on the plan's launch configuration.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/cuda_check.h"
+#include "common/dtype_traits.cuh"
+#include "scan/ops.cuh"
+#include "scan/scan_launch.h"
+
+namespace baracuda::kernels::scan {
+
+using baracuda::scan::Path;
+using baracuda::scan::ScanLaunch;
+
+constexpr int kUnroll = 4;  // tiles (rows) / steps (columns) loaded ahead
+
+struct Args {
+  const char* in[3];
+  char* out[2];
+  int64_t L;
+  int64_t as[kOps];
+  int nrd;
+  int64_t rsize[kMaxRank];
+  int64_t rstride[kMaxRank][kOps];
+  int64_t rows;
+  int64_t seg, nseg;
+  bool reverse;
+  void* part;
+};
+
+__device__ __forceinline__ Row make_row(const Args& a, int64_t r, const int (&esz)[kOps]) {
+  int64_t off[kOps] = {0, 0, 0, 0, 0};
+  for (int d = 0; d < a.nrd; ++d) {
+    const int64_t q = a.nrd == 1 ? 0 : r / a.rsize[d];
+    const int64_t i = r - q * a.rsize[d];
+#pragma unroll
+    for (int k = 0; k < kOps; ++k) off[k] += i * a.rstride[d][k];
+    r = q;
+  }
+  Row row;
+#pragma unroll
+  for (int k = 0; k < 3; ++k) row.in[k] = a.in[k] ? a.in[k] + off[k] * esz[k] : nullptr;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) row.out[k] = a.out[k] ? a.out[k] + off[3 + k] * esz[3 + k] : nullptr;
+#pragma unroll
+  for (int k = 0; k < kOps; ++k) row.as[k] = a.as[k];
+  return row;
+}
+
+template <class S> __device__ __forceinline__ S shfl_up_state(unsigned mask, const S& s, int d, int width) {
+  constexpr int W = int((sizeof(S) + 3) / 4);
+  int w[W];
+  memset(w, 0, sizeof w);
+  memcpy(w, &s, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < W; ++i) w[i] = __shfl_up_sync(mask, w[i], d, width);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+template <class S> __device__ __forceinline__ S shfl_state(unsigned mask, const S& s, int src, int width) {
+  constexpr int W = int((sizeof(S) + 3) / 4);
+  int w[W];
+  memset(w, 0, sizeof w);
+  memcpy(w, &s, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < W; ++i) w[i] = __shfl_sync(mask, w[i], src, width);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
+// Element sizes of the operand slots for an op (unused slots: 1).
+template <class Op, class T, class O> struct Sizes {
+  __host__ __device__ static void fill(int (&e)[kOps]) {
+    e[0] = sizeof(T);
+    e[1] = sizeof(T);
+    e[2] = sizeof(T);
+    e[3] = sizeof(O);
+    e[4] = sizeof(int64_t);
+  }
+};
+
+// ---- rows ----------------------------------------------------------------------------------------
+// Op: the operator; T, O: in0 / out0 element types; V: elements per lane per tile (> 1 only for
+// kVec ops, 16 bytes of T); G: lanes per (row, segment); STORE: false = pass 1 of a split.
+template <class Op, class T, class O, int V, int G, bool STORE>
+__global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
+  using State = typename Op::State;
+  using Elem = typename Op::Elem;
+  constexpr int TILE = G * V;
+  int esz[kOps];
+  Sizes<Op, T, O>::fill(esz);
+  const int lane = threadIdx.x % G;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x % 32) / G * G));
+  const int64_t unit = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  if (unit >= a.rows * a.nseg) return;  // whole groups leave together
+  const int64_t row = unit / a.nseg, s = unit - row * a.nseg;
+  const Row r = make_row(a, row, esz);
+  const int64_t q_lo = s * a.seg, q_hi = min(a.L, q_lo + a.seg);
+  State* part = static_cast<State*>(a.part);
+  State carry = (STORE && a.nseg > 1) ? part[row * a.nseg + s] : Op::identity();
+  const bool rev = a.reverse;
+  const int64_t L = a.L;
+  for (int64_t q0 = q_lo; q0 < q_hi; q0 += int64_t(TILE) * kUnroll) {
+    Elem e[kUnroll][V];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t qb = q0 + int64_t(u) * TILE + int64_t(lane) * V;
+      if constexpr (V > 1) {
+        if (qb + V <= q_hi) {
+          const int64_t ib = rev ? L - qb - V : qb;
+          const uint4 raw = *reinterpret_cast<const uint4*>(reinterpret_cast<const T*>(r.in[0]) + ib);
+          T t[V];
+          memcpy(t, &raw, sizeof raw);
+          if (rev) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) e[u][v] = t[V - 1 - v];
+          } else {
+#pragma unroll
+            for (int v = 0; v < V; ++v) e[u][v] = t[v];
+          }
+          continue;
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        const int64_t q = qb + v;
+        if (q < q_hi) e[u][v] = Op::load(r, rev ? L - 1 - q : q);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t qt = q0 + int64_t(u) * TILE;
+      if (qt >= q_hi) break;  // uniform across the group
+      const int64_t qb = qt + int64_t(lane) * V;
+      State st[V];
+      State acc = Op::identity();
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        const int64_t q = qb + v;
+        if (q < q_hi) acc = Op::combine(acc, Op::lift(e[u][v], rev ? L - 1 - q : q));
+        st[v] = acc;
+      }
+      State inc = acc;
+#pragma unroll
+      for (int d = 1; d < G; d <<= 1) {
+        const State o = shfl_up_state(gmask, inc, d, G);
+        if (lane >= d) inc = Op::combine(o, inc);
+      }
+      State excl = shfl_up_state(gmask, inc, 1, G);
+      if (lane == 0) excl = Op::identity();
+      const State tot = shfl_state(gmask, inc, G - 1, G);
+      if constexpr (STORE) {
+        const State pre = Op::combine(carry, excl);
+        bool done = false;
+        if constexpr (V > 1) {
+          if (qb + V <= q_hi) {
+            O o[V];
+            if (rev) {
+#pragma unroll
+              for (int v = 0; v < V; ++v) o[V - 1 - v] = Op::finish(Op::combine(pre, st[v]));
+            } else {
+#pragma unroll
+              for (int v = 0; v < V; ++v) o[v] = Op::finish(Op::combine(pre, st[v]));
+            }
+            const int64_t ib = rev ? L - qb - V : qb;
+            constexpr int NW = int(sizeof(O) * V / 16);
+            uint4 w[NW];
+            memcpy(w, o, sizeof o);
+            uint4* dst = reinterpret_cast<uint4*>(reinterpret_cast<O*>(r.out[0]) + ib);
+#pragma unroll
+            for (int k = 0; k < NW; ++k) dst[k] = w[k];
+            done = true;
+          }
+        }
+        if (!done) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) {
+            const int64_t q = qb + v;
+            if (q < q_hi) Op::store(r, rev ? L - 1 - q : q, e[u][v], Op::combine(pre, st[v]));
+          }
+        }
+      }
+      carry = Op::combine(carry, tot);
+    }
+  }
+  if constexpr (!STORE)
+    if (lane == 0) part[row * a.nseg + s] = carry;
+}
+
+// ---- columns -------------------------------------------------------------------------------------
+// A thread owns CV adjacent rows (CV > 1: contiguous in every operand, kVec ops) and one segment.
+template <class Op, class T, class O, int CV, bool STORE>
+__global__ void __launch_bounds__(256) cols_kernel(Args a) {
+  using State = typename Op::State;
+  using Elem = typename Op::Elem;
+  int esz[kOps];
+  Sizes<Op, T, O>::fill(esz);
+  const int64_t ngroups = a.rows / CV;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tid >= ngroups * a.nseg) return;
+  const int64_t g = tid % ngroups, s = tid / ngroups;
+  const int64_t row0 = g * CV;
+  const Row r = make_row(a, row0, esz);
+  const int64_t q_lo = s * a.seg, q_hi = min(a.L, q_lo + a.seg);
+  State* part = static_cast<State*>(a.part);
+  State st[CV];
+#pragma unroll
+  for (int c = 0; c < CV; ++c) st[c] = (STORE && a.nseg > 1) ? part[s * a.rows + row0 + c] : Op::identity();
+  const bool rev = a.reverse;
+  const int64_t L = a.L;
+  for (int64_t q0 = q_lo; q0 < q_hi; q0 += kUnroll) {
+    Elem e[kUnroll][CV];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t q = q0 + u;
+      if (q >= q_hi) break;
+      const int64_t i = rev ? L - 1 - q : q;
+      if constexpr (CV > 1) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(reinterpret_cast<const T*>(r.in[0]) + i * r.as[0]);
+        memcpy(e[u], &raw, sizeof raw);
+      } else {
+        e[u][0] = Op::load(r, i);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t q = q0 + u;
+      if (q >= q_hi) break;
+      const int64_t i = rev ? L - 1 - q : q;
+#pragma unroll
+      for (int c = 0; c < CV; ++c) st[c] = Op::combine(st[c], Op::lift(e[u][c], i));
+      if constexpr (STORE) {
+        if constexpr (CV > 1) {
+          O o[CV];
+#pragma unroll
+          for (int c = 0; c < CV; ++c) o[c] = Op::finish(st[c]);
+          constexpr int NW = int(sizeof(O) * CV / 16);
+          uint4 w[NW];
+          memcpy(w, o, sizeof o);
+          uint4* dst = reinterpret_cast<uint4*>(reinterpret_cast<O*>(r.out[0]) + i * r.as[3]);
+#pragma unroll
+          for (int k = 0; k < NW; ++k) dst[k] = w[k];
+        } else {
+          Op::store(r, i, e[u][0], st[0]);
+        }
+      }
+    }
+  }
+  if constexpr (!STORE) {
+#pragma unroll
+    for (int c = 0; c < CV; ++c) part[s * a.rows + row0 + c] = st[c];
+  }
+}
+
+// ---- pass 2: segment states -> exclusive prefixes, in order --------------------------------------
+// Sequence r (one per row) has nseg states at P[r * pr + s * ps]. Block (X, Y): X sequences, Y
+// contiguous blocks of segments per sequence, merged in order through shared memory.
+template <class Op>
+__global__ void partials_kernel(typename Op::State* P, int64_t nseq, int64_t nseg, int64_t pr, int64_t ps) {
+  using State = typename Op::State;
+  extern __shared__ __align__(16) unsigned char smem[];
+  State* sh = reinterpret_cast<State*>(smem);
+  const int X = blockDim.x, Y = blockDim.y, x = threadIdx.x, y = threadIdx.y;
+  const int64_t r = int64_t(blockIdx.x) * X + x;
+  const int64_t per = (nseg + Y - 1) / Y;
+  const int64_t s0 = min(nseg, y * per), s1 = min(nseg, s0 + per);
+  State tot = Op::identity();
+  if (r < nseq)
+    for (int64_t s = s0; s < s1; ++s) tot = Op::combine(tot, P[r * pr + s * ps]);
+  sh[y * X + x] = tot;
+  __syncthreads();
+  for (int d = 1; d < Y; d <<= 1) {
+    const State o = y >= d ? sh[(y - d) * X + x] : Op::identity();
+    __syncthreads();
+    if (y >= d) sh[y * X + x] = Op::combine(o, sh[y * X + x]);
+    __syncthreads();
+  }
+  State run = y > 0 ? sh[(y - 1) * X + x] : Op::identity();
+  if (r < nseq)
+    for (int64_t s = s0; s < s1; ++s) {
+      const State v = P[r * pr + s * ps];
+      P[r * pr + s * ps] = run;
+      run = Op::combine(run, v);
+    }
+}
+
+// ---- host side -----------------------------------------------------------------------------------
+inline Args make_args(const ScanLaunch& L) {
+  Args a{};
+  for (int k = 0; k < 3; ++k) a.in[k] = static_cast<const char*>(L.in[k]);
+  for (int k = 0; k < 2; ++k) a.out[k] = static_cast<char*>(L.out[k]);
+  a.L = L.L;
+  for (int k = 0; k < kOps; ++k) a.as[k] = L.axis_stride[k];
+  a.nrd = L.nrd;
+  for (int d = 0; d < kMaxRank; ++d) {
+    a.rsize[d] = L.rsize[d];
+    for (int k = 0; k < kOps; ++k) a.rstride[d][k] = L.rstride[d][k];
+  }
+  a.rows = L.rows;
+  a.seg = L.nseg > 1 ? L.seg : L.L;
+  a.nseg = L.nseg > 1 ? L.nseg : 1;
+  a.reverse = L.reverse;
+  a.part = L.workspace;
+  return a;
+}
+
+inline bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+inline unsigned grid_of(int64_t threads, int block) {
+  return unsigned((threads + block - 1) / block);
+}
+
+template <class Op, class T, class O, int V, bool STORE>
+void launch_rows_g(const ScanLaunch& L, const Args& a, int block, cudaStream_t st) {
+  const int64_t units = a.rows * a.nseg;
+  if constexpr (!STORE) {  // pass 1 of a split: rows are long, a warp per segment
+    rows_kernel<Op, T, O, V, 32, false><<<grid_of(units * 32, block), block, 0, st>>>(a);
+    check_launch("scan rows_kernel (segment totals)");
+    return;
+  } else {
+    switch (L.group) {
+      case 4: rows_kernel<Op, T, O, V, 4, true><<<grid_of(units * 4, block), block, 0, st>>>(a); break;
+      case 8: rows_kernel<Op, T, O, V, 8, true><<<grid_of(units * 8, block), block, 0, st>>>(a); break;
+      case 16: rows_kernel<Op, T, O, V, 16, true><<<grid_of(units * 16, block), block, 0, st>>>(a); break;
+      default: rows_kernel<Op, T, O, V, 32, true><<<grid_of(units * 32, block), block, 0, st>>>(a); break;
+    }
+    check_launch("scan rows_kernel");
+  }
+}
+
+template <class Op, class T, class O, int CV, bool STORE>
+void launch_cols(const Args& a, int block, cudaStream_t st) {
+  const int64_t threads = a.rows / CV * a.nseg;
+  cols_kernel<Op, T, O, CV, STORE><<<grid_of(threads, block), block, 0, st>>>(a);
+  check_launch("scan cols_kernel");
+}
+
+template <class Op>
+void launch_partials(const ScanLaunch& L, const Args& a, cudaStream_t st) {
+  using State = typename Op::State;
+  const bool rows = L.path == Path::Rows;
+  // rows: [row][seg], few rows with many segments; columns: [seg][row], many rows.
+  const int64_t pr = rows ? a.nseg : 1, ps = rows ? 1 : a.rows;
+  const int X = rows ? 1 : 32;
+  const int Y = rows ? 256 : 8;
+  const dim3 block(X, Y);
+  const size_t sm = size_t(X) * Y * sizeof(State);
+  partials_kernel<Op><<<grid_of(a.rows, X), block, sm, st>>>(static_cast<State*>(a.part), a.rows, a.nseg, pr, ps);
+  check_launch("scan partials_kernel");
+}
+
+// Runs one op: V = the vector width of the rows / columns paths (1 for non-vector ops).
+template <class Op, class T, class O>
+void launch_op(const ScanLaunch& L, cudaStream_t st) {
+  constexpr int VW = Op::kVec ? int(16 / sizeof(T)) : 1;
+  Args a = make_args(L);
+  const int block = L.threads;
+  const bool split = a.nseg > 1;
+  if (L.path == Path::Rows) {
+    const bool vec = VW > 1 && L.vec > 1 && aligned16(a.in[0]) && aligned16(a.out[0]);
+    auto run = [&](auto vtag) {
+      constexpr int V = decltype(vtag)::value;
+      if (split) {
+        launch_rows_g<Op, T, O, V, false>(L, a, block, st);
+        launch_partials<Op>(L, a, st);
+      }
+      launch_rows_g<Op, T, O, V, true>(L, a, block, st);
+    };
+    if (vec) run(std::integral_constant<int, VW>{});
+    else run(std::integral_constant<int, 1>{});
+  } else {
+    const bool vec = VW > 1 && L.cvec > 1 && aligned16(a.in[0]) && aligned16(a.out[0]);
+    auto run = [&](auto vtag) {
+      constexpr int CV = decltype(vtag)::value;
+      if (split) {
+        launch_cols<Op, T, O, CV, false>(a, block, st);
+        launch_partials<Op>(L, a, st);
+      }
+      launch_cols<Op, T, O, CV, true>(a, block, st);
+    };
+    if (vec) run(std::integral_constant<int, VW>{});
+    else run(std::integral_constant<int, 1>{});
+  }
+}
+
+}  // namespace baracuda::kernels::scan

@@ -1,0 +1,204 @@
+// The scan operators. Each is an associative `combine(a, b)` over a State, where `a` comes
+// first in scan order (for the reverse scans of the backward ops, `a` holds the higher axis
+// indices), with an identity, plus how an element is loaded / lifted and how an output is
+// stored.
+//
+//   Elem load(const Row&, i)            the operand values at axis index i
+//   State lift(const Elem&, i)
+//   void store(const Row&, i, const Elem&, const State& inclusive)
+// Ops with kVec = true read one tensor (in0) of T and write one (out0) of O; they also offer
+// lift_value(T) and finish(State) -> O for the 16-byte vector paths.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "common/dtype_traits.cuh"
+#include "scan/scan_launch.h"
+
+namespace baracuda::kernels::scan {
+
+using baracuda::scan::kOps;
+
+// One row's operands: base pointers (bytes) and axis strides (elements).
+struct Row {
+  const char* in[3];
+  char* out[2];
+  int64_t as[kOps];
+};
+
+template <class T> __device__ __forceinline__ const T& at_in(const Row& r, int k, int64_t i) {
+  return reinterpret_cast<const T*>(r.in[k])[i * r.as[k]];
+}
+template <class T> __device__ __forceinline__ T& at_out(const Row& r, int k, int64_t i) {
+  return reinterpret_cast<T*>(r.out[k])[i * r.as[3 + k]];
+}
+
+// Accumulator type: f32 for 16-bit floats, the float type itself otherwise, int64 for integers.
+template <class T> using acc_t = std::conditional_t<is_float_v<T>, compute_t<T>, int64_t>;
+
+template <class C, class T> __device__ __forceinline__ C lift_cast(T v) {
+  if constexpr (is_half_v<T>) return C(static_cast<float>(v));
+  else return C(v);
+}
+
+template <class C> __device__ __forceinline__ bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) return v != v;
+  else return false;
+}
+
+// log(exp(a) + exp(b)) with torch's rules: NaN propagates, equal infinities stay.
+template <class C> __device__ __forceinline__ C log_add_exp(C a, C b) {
+  if (is_nan(a)) return a;
+  if (is_nan(b)) return b;
+  const C mx = a > b ? a : b, mn = a > b ? b : a;
+  if (mn == mx && !isfinite(mn)) return mx;  // -inf, -inf or inf, inf
+  if (mn == -INFINITY) return mx;
+  return mx + log1p(exp(mn - mx));
+}
+
+#define BARACUDA_SCAN_VEC_OP_IO                                                                        \
+  using Elem = T;                                                                                      \
+  static constexpr bool kVec = true;                                                                   \
+  __device__ static Elem load(const Row& r, int64_t i) { return at_in<T>(r, 0, i); }                   \
+  __device__ static State lift(const Elem& e, int64_t) { return lift_value(e); }                       \
+  __device__ static void store(const Row& r, int64_t i, const Elem&, const State& s) {                 \
+    at_out<O>(r, 0, i) = finish(s);                                                                    \
+  }
+
+// cumsum (and, scanned in reverse, cumsum's backward).
+template <class T, class O> struct SumOp {
+  using C = std::conditional_t<is_float_v<O>, acc_t<O>, int64_t>;
+  using State = C;
+  __device__ static State identity() { return C(0); }
+  __device__ static State combine(const State& a, const State& b) { return a + b; }
+  __device__ static State lift_value(T v) { return lift_cast<C>(v); }
+  __device__ static O finish(const State& s) { return from_compute<O>(s); }
+  BARACUDA_SCAN_VEC_OP_IO
+};
+
+template <class T, class O> struct ProdOp {
+  using C = std::conditional_t<is_float_v<O>, acc_t<O>, int64_t>;
+  using State = C;
+  __device__ static State identity() { return C(1); }
+  __device__ static State combine(const State& a, const State& b) { return a * b; }
+  __device__ static State lift_value(T v) { return lift_cast<C>(v); }
+  __device__ static O finish(const State& s) { return from_compute<O>(s); }
+  BARACUDA_SCAN_VEC_OP_IO
+};
+
+template <class T> struct LcseOp {
+  using O = T;
+  using C = compute_t<T>;
+  using State = C;
+  __device__ static State identity() { return C(-INFINITY); }
+  __device__ static State combine(const State& a, const State& b) { return log_add_exp(a, b); }
+  __device__ static State lift_value(T v) { return lift_cast<C>(v); }
+  __device__ static O finish(const State& s) { return from_compute<O>(s); }
+  BARACUDA_SCAN_VEC_OP_IO
+};
+
+// cummax / cummin with torch's rules: the later element wins ties (>= / <=), a NaN always
+// wins over what came before, so the index is that of the last NaN seen. That is the maximum
+// of the key (is_nan, value, index) in lexicographic order: associative. idx < 0 = identity.
+template <class T, bool Max> struct ExtOp {
+  using C = std::conditional_t<is_float_v<T>, compute_t<T>, T>;
+  struct State {
+    C v;
+    int64_t i;
+  };
+  using Elem = T;
+  static constexpr bool kVec = false;
+  __device__ static State identity() { return State{C(0), -1}; }
+  __device__ static State combine(const State& a, const State& b) {
+    if (b.i < 0) return a;
+    if (a.i < 0) return b;
+    if (is_nan(b.v)) return b;
+    if (is_nan(a.v)) return a;
+    if constexpr (Max) return b.v >= a.v ? b : a;
+    else return b.v <= a.v ? b : a;
+  }
+  __device__ static Elem load(const Row& r, int64_t i) { return at_in<T>(r, 0, i); }
+  __device__ static State lift(const Elem& e, int64_t i) { return State{lift_cast<C>(e), i}; }
+  __device__ static void store(const Row& r, int64_t i, const Elem&, const State& s) {
+    at_out<T>(r, 0, i) = from_compute<T>(s.v);
+    at_out<int64_t>(r, 1, i) = s.i;
+  }
+};
+
+// logcumsumexp backward (reverse scan): grad_x[i] = sum_{j >= i} g[j] exp(x[i] - y[j]), split by
+// the sign of g into two reverse logcumsumexps of log|g[j]| - y[j] (torch's formulation).
+// Inputs: in0 = grad_out, in1 = x, in2 = y.
+template <class T> struct LcseBwdOp {
+  using C = compute_t<T>;
+  struct State {
+    C p, n;
+  };
+  struct Elem {
+    C g, y;
+  };
+  static constexpr bool kVec = false;
+  __device__ static State identity() { return State{C(-INFINITY), C(-INFINITY)}; }
+  __device__ static State combine(const State& a, const State& b) {
+    return State{log_add_exp(a.p, b.p), log_add_exp(a.n, b.n)};
+  }
+  __device__ static Elem load(const Row& r, int64_t i) {
+    return Elem{lift_cast<C>(at_in<T>(r, 0, i)), lift_cast<C>(at_in<T>(r, 2, i))};
+  }
+  __device__ static State lift(const Elem& e, int64_t) {
+    const C lg = log(e.g < 0 ? -e.g : e.g) - e.y;
+    return State{e.g > 0 ? lg : C(-INFINITY), e.g < 0 ? lg : C(-INFINITY)};
+  }
+  __device__ static void store(const Row& r, int64_t i, const Elem&, const State& s) {
+    const C x = lift_cast<C>(at_in<T>(r, 1, i));
+    const C pos = s.p == C(-INFINITY) ? C(0) : exp(x + s.p);
+    const C neg = s.n == C(-INFINITY) ? C(0) : exp(x + s.n);
+    at_out<T>(r, 0, i) = from_compute<T>(pos - neg);
+  }
+};
+
+// cumprod backward (reverse scan), torch's result at zeros. With z the first zero of x:
+//   i < z:  grad_x[i] = (sum_{j >= i} g[j] y[j]) / x[i]
+//   i == z: grad_x[z] = y[z-1] * sum_{j >= z} g[j] prod_{z < k <= j} x[k]
+//   i > z:  0
+// "i > z" is read as y[i-1] == 0 (exact after a zero; after an underflow both rules give 0).
+// A segment's state: s1 = sum g*y; v = sum_j g[j] prod_{first < k <= j} x[k];
+// q = prod_{first < k <= last} x[k]; f = x[first]; e = empty (the identity).
+// Inputs: in0 = grad_out, in1 = x, in2 = y.
+template <class T> struct CumprodBwdOp {
+  using C = compute_t<T>;
+  struct State {
+    C s1, v, q, f;
+    int e;
+  };
+  struct Elem {
+    C g, x, y;
+  };
+  static constexpr bool kVec = false;
+  __device__ static State identity() { return State{C(0), C(0), C(1), C(1), 1}; }
+  // a: the higher indices (scanned first); b: the lower indices, prepended.
+  __device__ static State combine(const State& a, const State& b) {
+    if (a.e) return b;
+    if (b.e) return a;
+    const C bq = b.q * a.f;
+    return State{a.s1 + b.s1, b.v + bq * a.v, bq * a.q, b.f, 0};
+  }
+  __device__ static Elem load(const Row& r, int64_t i) {
+    return Elem{lift_cast<C>(at_in<T>(r, 0, i)), lift_cast<C>(at_in<T>(r, 1, i)), lift_cast<C>(at_in<T>(r, 2, i))};
+  }
+  __device__ static State lift(const Elem& e, int64_t) { return State{e.g * e.y, e.g, C(1), e.x, 0}; }
+  __device__ static void store(const Row& r, int64_t i, const Elem& e, const State& s) {
+    const C prev = i == 0 ? C(1) : lift_cast<C>(at_in<T>(r, 2, i - 1));
+    C gx;
+    if (prev == C(0)) gx = C(0);
+    else if (e.x == C(0)) gx = prev * s.v;
+    else gx = s.s1 / e.x;
+    at_out<T>(r, 0, i) = from_compute<T>(gx);
+  }
+};
+
+#undef BARACUDA_SCAN_VEC_OP_IO
+
+}  // namespace baracuda::kernels::scan

@@ -1,0 +1,382 @@
+// Register / shared-memory resident rows (the rows_block and rows_cluster paths).
+//
+// A row (or, with clusters, a 1/CS slice of it) is held by W warps, each lane K raw 16-byte
+// vectors, kept as the *storage* bits (uint4) and converted to the compute type on every use:
+// a 64 KB bf16 row costs 64 KB of registers, not the 128 KB its f32 values would. The input is
+// read from memory once, every load of a thread is issued before any reduction, and the
+// output is written once.
+//
+//   ST = 1 stages the last operand (x forward, y backward) in shared memory through cp.async
+//        instead of registers: loads stay in flight without holding registers, so more rows
+//        are resident per SM. Thread t's chunk k lives at stage[k * THREADS + t]: each thread
+//        reads back only what it copied (no barrier needed after cp.async.wait_all).
+//   R  rows per block (W < 4: 4 / W rows, so blocks have 128 threads); W = 1 needs no barrier.
+//   CS > 1: a thread-block cluster per row (sm_90), each block a slice; the per-block (max, sum)
+//        or dot partials are combined through distributed shared memory in rank order (every
+//        block computes the same bits), so a row spread over CS SMs is still read once.
+//
+// Forward does one (max, sum) reduction: each thread takes its local max, sums exp(x - max)
+// against it, and the (max, sum) pairs are combined (warp shuffles, then shared memory, then
+// the cluster). Softmax evaluates exp twice per element (sum, then write); log-softmax once.
+#pragma once
+#include <cooperative_groups.h>
+
+#include <cstring>
+
+#include "softmax/softmax_kernels.cuh"
+
+namespace baracuda::softmax::detail {
+
+// Converts a copy of the raw bits, laundered through an empty asm so that the compiler cannot
+// keep the converted values of one pass alive for the next (that would hold the row as f32 in
+// registers, twice the bytes, which is what this kernel avoids).
+template <class T, int V, class C>
+__device__ __forceinline__ void unpack(uint4 u, C (&v)[V]) {
+  if constexpr (sizeof(T) < 4) asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w));
+  if constexpr (std::is_same_v<T, bf16>) {  // bf16 is the top half of an f32: two bit operations
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else {
+    Pack<T, V> pk;
+    memcpy(&pk, &u, 16);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = to_compute(pk.v[j]);
+  }
+}
+
+// An empty volatile asm on a running value: volatile asms keep their order, and the next
+// chunk's unpack (also one) must wait for this chunk's result, so ptxas cannot hoist the
+// conversions and exps of every chunk at once (forward went from ~120 to ~60 registers).
+template <class C> __device__ __forceinline__ void fence_value(C& v) {
+  if constexpr (sizeof(C) == 8) asm volatile("" : "+d"(v));
+  else asm volatile("" : "+f"(v));
+}
+
+// 16 bytes of p[idx..idx+V) as storage bits; slots at or past len hold `fill`.
+template <class T, int V, class C>
+__device__ __forceinline__ uint4 load_raw(const T* __restrict__ p, int64_t idx, int64_t len, C fill) {
+  if (idx + V <= len) return *reinterpret_cast<const uint4*>(p + idx);
+  Pack<T, V> pk;
+#pragma unroll
+  for (int j = 0; j < V; ++j) pk.v[j] = idx + j < len ? p[idx + j] : from_compute<T>(fill);
+  uint4 u;
+  memcpy(&u, &pk, 16);
+  return u;
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+// A shared-memory read the compiler must repeat in every pass (not keep in registers).
+__device__ __forceinline__ uint4 lds128(const uint4* p) {
+  uint4 u;
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "r"(a));
+  return u;
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+template <class T, int W, int K, int ST, int CS, bool BWD>
+struct RegCfg {
+  static constexpr int V = int(16 / sizeof(T));
+  static constexpr int R = W >= 4 ? 1 : 4 / W;   // rows per block
+  static constexpr int N = 32 * W;               // threads per row (slice)
+  static constexpr int THREADS = N * R;
+  static constexpr int NREG = (BWD ? 2 : 1) - ST;  // operands held in registers
+  static constexpr int RAW = 4 * K * NREG;         // their registers per thread
+  static constexpr size_t SMEM = size_t(ST) * THREADS * K * 16;
+  // Minimum resident blocks asked of ptxas: registers capped near the data's own plus 32 (the
+  // kernel needs about that much besides the row; uncapped, ptxas takes twice as many and the
+  // SM holds half the rows), and no more blocks than the shared memory and thread limits allow.
+  static constexpr int TARGET = RAW + 32 < 40 ? 40 : RAW + 32;
+  static constexpr int BY_REGS = 65536 / (TARGET * THREADS);
+  static constexpr int BY_THREADS = 2048 / THREADS;
+  static constexpr int BY_SMEM = SMEM ? int((220u * 1024u) / (SMEM ? SMEM : 1)) : 64;
+  static constexpr int MINB0 = BY_REGS < BY_THREADS ? (BY_REGS < BY_SMEM ? BY_REGS : BY_SMEM)
+                                                    : (BY_THREADS < BY_SMEM ? BY_THREADS : BY_SMEM);
+  static constexpr int MINB = MINB0 < 1 ? 1 : MINB0;
+  static constexpr int64_t PACKS = int64_t(N) * K * CS;  // 16-byte vectors a row may have
+};
+
+template <int CS> __device__ __forceinline__ unsigned cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (CS > 1) return cooperative_groups::this_cluster().block_rank();
+#endif
+  return 0;
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+// The value `v` of block `rank` of this cluster (v must be in shared memory).
+template <class C> __device__ __forceinline__ C cluster_read(C* v, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return *cooperative_groups::this_cluster().map_shared_rank(v, rank);
+#else
+  return *v;
+#endif
+}
+
+template <class T, int W, int K, int ST, int CS, bool BWD>
+__global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
+    rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log) {
+  using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
+  using C = compute_t<T>;
+  constexpr int V = Cfg::V, R = Cfg::R, N = Cfg::N, TH = Cfg::THREADS;
+  // Passes that read only the stage (forward, ST = 1) stay rolled: nothing to keep in registers.
+  constexpr int UF = (ST && !BWD) ? 1 : K;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  if constexpr (CS > 1) __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
+#endif
+  extern __shared__ __align__(16) unsigned char sm_dyn[];
+  uint4* stage = reinterpret_cast<uint4*>(sm_dyn);
+  __shared__ C shm[32], shs[32];
+  __shared__ C clm, cls;
+  const int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31;
+  const int rb = tid / N, t = tid - rb * N;
+  const unsigned rank = cluster_rank<CS>();
+  const int64_t groups = (g.rows + R - 1) / R;
+  const int64_t gstride = CS > 1 ? gridDim.x / CS : gridDim.x;
+  const C fill = BWD ? C(0) : ninf<C>();
+
+  for (int64_t grp = CS > 1 ? blockIdx.x / CS : blockIdx.x; grp < groups; grp += gstride) {
+    const int64_t row = grp * R + rb;
+    const bool active = row < g.rows;
+    // This thread's first element; chunk k is KS elements further (a compile-time offset).
+    // `rem` = elements of the row from there on (<= 0: all padding; inactive rows are padding).
+    constexpr int KS = N * V;
+    const int64_t first = (int64_t(rank) * K * N + t) * V;
+    const int64_t rem64 = active ? g.len - first : 0;
+    const int rem = int(rem64 < 0 ? 0 : (rem64 > (int64_t(1) << 30) ? (int64_t(1) << 30) : rem64));
+    const T* q0 = in0 + (active ? row_off(g, row, 1) + first : 0);
+    const T* q1 = BWD ? in1 + (active ? row_off(g, row, 2) + first : 0) : q0;
+    const T* qs = BWD ? q1 : q0;  // the staged operand
+
+    uint4 r0[Cfg::NREG >= 1 ? K : 1];  // forward x (ST = 0) / backward grad_out
+    uint4 r1[Cfg::NREG >= 2 ? K : 1];  // backward y (ST = 0)
+    uint4* my = stage + tid;           // this thread's stage slots: my[k * TH]
+    if constexpr (ST) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k * KS + V <= rem) cp_async16(my + k * TH, qs + k * KS);
+        else my[k * TH] = load_raw<T, V>(qs + k * KS, 0, rem - k * KS, fill);
+      }
+    }
+    if constexpr (Cfg::NREG >= 1) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        r0[k] = load_raw<T, V>(q0 + k * KS, 0, rem - k * KS, fill);
+        if constexpr (Cfg::NREG >= 2) r1[k] = load_raw<T, V>(q1 + k * KS, 0, rem - k * KS, fill);
+      }
+    }
+    if constexpr (ST) cp_async_wait_all();
+    // The staged operand's chunk k (x forward, y backward) and the register-held ones.
+    auto last = [&](int k) -> uint4 {
+      if constexpr (ST) return lds128(my + k * TH);
+      else if constexpr (BWD) return r1[k];
+      else return r0[k];
+    };
+
+    C m = 0, s = 0;  // forward: (max, sum exp(x - max)); backward: s = the dot
+    if constexpr (!BWD) {
+      m = ninf<C>();
+#pragma unroll UF
+      for (int k = 0; k < K; ++k) {
+        C v[V];
+        unpack<T, V>(last(k), v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) m = cmax(m, v[j]);
+        fence_value(m);  // one chunk at a time (see fence_value)
+      }
+      // A thread whose values are all -inf (or NaN, or padding) sums against 0: -inf adds 0,
+      // NaN adds NaN.
+      const C ms = m == ninf<C>() ? C(0) : m;
+#pragma unroll UF
+      for (int k = 0; k < K; ++k) {
+        C v[V];
+        unpack<T, V>(last(k), v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) s += xexp<T>(v[j] - ms);
+        fence_value(s);
+      }
+      group_combine<32, T>(m, s);
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        C a[V], b[V];
+        unpack<T, V>(r0[k], a);
+        if (!log) unpack<T, V>(last(k), b);
+#pragma unroll
+        for (int j = 0; j < V; ++j) s += log ? a[j] : a[j] * b[j];
+      }
+      s = group_sum<32>(s);
+    }
+
+    if constexpr (W > 1) {  // the row's warps, through shared memory
+      __syncthreads();      // the slots are free (previous row group)
+      if (lane == 0) {
+        shm[wid] = m;
+        shs[wid] = s;
+      }
+      __syncthreads();
+      if constexpr (!BWD) {
+        m = lane < W ? shm[rb * W + lane] : ninf<C>();
+        s = lane < W ? shs[rb * W + lane] : C(0);
+        group_combine<W, T>(m, s);
+        m = __shfl_sync(0xffffffffu, m, 0);
+      } else {
+        s = lane < W ? shs[rb * W + lane] : C(0);
+        s = group_sum<W>(s);
+      }
+      s = __shfl_sync(0xffffffffu, s, 0);
+    }
+
+    if constexpr (CS > 1) {  // the cluster's blocks, in rank order (the same bits in every block)
+      if (tid == 0) {
+        clm = m;
+        cls = s;
+      }
+      cluster_arrive_release();
+      cluster_wait_acquire();
+      C M = BWD ? C(0) : ninf<C>(), S = 0;
+#pragma unroll
+      for (unsigned r = 0; r < unsigned(CS); ++r) {
+        const C s2 = cluster_read(&cls, r);
+        if constexpr (BWD) S += s2;
+        else combine<T>(M, S, cluster_read(&clm, r), s2);
+      }
+      m = M;
+      s = S;
+      cluster_arrive_release();  // done reading the others' slots; waited for before they change
+    }
+
+    if (active) {
+      T* orow = out + row_off(g, row, 0) + first;
+      if constexpr (!BWD) {
+        poison_inf(m, s);
+        if (m == ninf<C>()) s = std::numeric_limits<C>::quiet_NaN();  // only -inf (or NaN): NaN, as torch
+        const C r = C(1) / s, ls = xlog(s);
+#pragma unroll UF
+        for (int k = 0; k < K; ++k) {
+          if (k * KS < rem) {
+            C v[V];
+            unpack<T, V>(last(k), v);
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              v[j] = log ? (v[j] - m) - ls : xexp<T>(v[j] - m) * r;
+              fence_value(v[j]);
+            }
+            store_chunk<T, V>(orow + k * KS, 0, rem - k * KS, v);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          if (k * KS < rem) {
+            C a[V], b[V];
+            unpack<T, V>(r0[k], a);
+            unpack<T, V>(last(k), b);
+#pragma unroll
+            for (int j = 0; j < V; ++j) a[j] = log ? a[j] - xexp<T>(b[j]) * s : b[j] * (a[j] - s);
+            store_chunk<T, V>(orow + k * KS, 0, rem - k * KS, a);
+          }
+        }
+      }
+    }
+    if constexpr (CS > 1) cluster_wait_acquire();
+    // (No barrier for the stage: each thread reads back only the slots it filled itself.)
+  }
+}
+
+template <class T, int W, int K, int ST, int CS, bool BWD>
+void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
+  auto kern = rows_reg<T, W, K, ST, CS, BWD>;
+  const size_t smem = Cfg::SMEM;
+  if (smem > 48 * 1024)
+    cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+               "cudaFuncSetAttribute(softmax rows_reg shared memory)");
+  const int64_t groups = (L.rows + Cfg::R - 1) / Cfg::R;
+  T* out = static_cast<T*>(L.out);
+  const T* in0 = static_cast<const T*>(L.in0);
+  const T* in1 = static_cast<const T*>(L.in1);
+  const bool log = is_log(L.op);
+  if constexpr (CS == 1) {
+    kern<<<grid_of(groups), Cfg::THREADS, smem, st>>>(g, out, in0, in1, log);
+    check_launch("softmax rows_block");
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(groups * CS));  // select() keeps rows * CS <= 2^30
+    cfg.blockDim = dim3(Cfg::THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CS;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cuda_check(cudaLaunchKernelEx(&cfg, kern, g, out, in0, in1, log), "launch of softmax rows_cluster");
+  }
+}
+
+// The knob space (select() only produces these; anything else falls back to the default).
+//   CS = 1: W in {1, 2, 4, 8, 16, 32}, K in {4, 8, 16}, ST in {0, 1}
+//   CS in {2, 4, 8}: W in {8, 16}, K = 8, ST in {0, 1}
+template <class T, bool BWD, int W, int K, int ST>
+void reg_cs(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  if constexpr (K == 8 && (W == 8 || W == 16)) {
+    switch (L.cluster) {
+      case 2: return reg_go<T, W, K, ST, 2, BWD>(L, g, st);
+      case 4: return reg_go<T, W, K, ST, 4, BWD>(L, g, st);
+      case 8: return reg_go<T, W, K, ST, 8, BWD>(L, g, st);
+      default: break;
+    }
+  }
+  return reg_go<T, W, K, ST, 1, BWD>(L, g, st);
+}
+template <class T, bool BWD, int W, int K>
+void reg_st(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  if (L.stage) return reg_cs<T, BWD, W, K, 1>(L, g, st);
+  return reg_cs<T, BWD, W, K, 0>(L, g, st);
+}
+template <class T, bool BWD, int W>
+void reg_k(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  if (L.k <= 4) return reg_st<T, BWD, W, 4>(L, g, st);
+  if (L.k <= 8) return reg_st<T, BWD, W, 8>(L, g, st);
+  return reg_st<T, BWD, W, 16>(L, g, st);
+}
+
+template <class T, bool BWD>
+void launch_reg(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  switch (L.warps) {
+    case 1: return reg_k<T, BWD, 1>(L, g, st);
+    case 2: return reg_k<T, BWD, 2>(L, g, st);
+    case 4: return reg_k<T, BWD, 4>(L, g, st);
+    case 8: return reg_k<T, BWD, 8>(L, g, st);
+    case 16: return reg_k<T, BWD, 16>(L, g, st);
+    default: return reg_k<T, BWD, 32>(L, g, st);
+  }
+}
+
+}  // namespace baracuda::softmax::detail

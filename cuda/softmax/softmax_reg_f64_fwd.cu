@@ -1,0 +1,6 @@
+// rows_block / rows_cluster kernels (softmax_reg.cuh) for f64, fwdward: every knob value.
+#include "softmax/softmax_reg.cuh"
+
+namespace baracuda::softmax::detail {
+template void launch_reg<double, false>(const SmLaunch&, const RowGeo&, cudaStream_t);
+}  // namespace baracuda::softmax::detail
