@@ -428,6 +428,76 @@ def test_pointwise_empty():
         assert getattr(bc, name + "_backward")(torch.ones((), device=DEV), e, e).shape == (0,)
 
 
+_BC_DT = {torch.bfloat16: bc.bfloat16, torch.float16: bc.float16, torch.float32: bc.float32,
+          torch.float64: bc.float64}
+
+
+def _pw_layout(name, pos, kw, reduction):
+    s = lambda t: bc.TensorSpec(tuple(t.shape), _BC_DT[t.dtype], list(t.stride()))  # noqa: E731
+    extra = [s(kw["pos_weight"])] if "pos_weight" in kw else []
+    w = s(kw["weight"]) if "weight" in kw else None
+    return bc.LossPlan.select(bc.LossDescriptor(name, s(pos[0]), s(pos[1]), w, reduction, extra=extra)).sku.layout
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits"])
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float32], ids=str)
+def test_pointwise_contiguous_path(name, dt):
+    """The contiguous (16-byte vector) path is selected for dense operands and agrees with the strided
+    kernels on an odd length (vector body + scalar tail) and on a misaligned view (x[1:]: falls back)."""
+    n = 1000003
+    g = R.gen(f"pw-contig/{name}/{dt}")
+    pos, kw = _inputs(name, (n + 1,), g)
+    kw.update(PARAMS.get(name, {}))
+    if name == "smooth_l1_loss":
+        kw = {"beta": 0.6}
+    full = [p.to(dt) for p in pos]
+    fkw = {k: v.to(dt) if torch.is_tensor(v) else v for k, v in kw.items()}
+    dense = [p[:n].clone() for p in full]                       # fresh: 16-byte aligned
+    dkw = {k: v[:n].clone() if torch.is_tensor(v) else v for k, v in fkw.items()}
+    view = [p[1:] for p in full]                                # contiguous, 2 / 4 bytes off alignment
+    vkw = {k: v[1:] if torch.is_tensor(v) else v for k, v in fkw.items()}
+
+    def strided(t):  # the same values with stride 2: the strided kernels
+        s = torch.empty(2 * t.numel(), device=DEV, dtype=t.dtype)
+        s[::2] = t
+        return s[::2]
+    sp = [strided(p) for p in dense]
+    skw = {k: strided(v) if torch.is_tensor(v) else v for k, v in dkw.items()}
+    assert _pw_layout(name, dense, dkw, "none") == "pointwise_contiguous"
+    assert _pw_layout(name, view, vkw, "none") == "pointwise_contiguous"  # select cannot see the pointer
+    assert _pw_layout(name, sp, skw, "none") == "pointwise_strided"
+    fn, bfn = getattr(bc, name), getattr(bc, name + "_backward")
+    ulp = torch.finfo(dt).eps
+    refd = [p.double() for p in dense]
+    rkw = {k: v.double() if torch.is_tensor(v) else v for k, v in dkw.items()}
+    go = torch.randn(n, generator=g, device=DEV, dtype=torch.float64).to(dt)
+    for ops, okw, what in ((dense, dkw, "aligned"), (view[:], vkw, "x[1:]")):
+        if what == "x[1:]":  # the view holds the values of dense shifted by one: compare against its own strided copy
+            sp_v = [strided(p.clone()) for p in ops]
+            skw_v = {k: strided(v.clone()) if torch.is_tensor(v) else v for k, v in okw.items()}
+        else:
+            sp_v, skw_v = sp, skw
+        # reduction none and every backward: the same per-element math; equal up to one rounding
+        a = fn(*ops, reduction="none", **okw)
+        b = fn(*sp_v, reduction="none", **skw_v)
+        torch.testing.assert_close(a.double(), b.double(), rtol=ulp, atol=0.0, msg=lambda m: f"{what} none: {m}")
+        for red in ("none", "mean"):
+            gl = go if red == "none" else go[:1].reshape(())
+            ga = bfn(gl, *ops, reduction=red, out=R.poison((n,), dt), **okw)
+            gb = bfn(gl, *sp_v, reduction=red, out=R.poison((n,), dt), **skw_v)
+            torch.testing.assert_close(ga.double(), gb.double(), rtol=ulp, atol=0.0,
+                                       msg=lambda m: f"{what} backward {red}: {m}")
+        # mean / sum: a different (fixed) summation order; both close to the float64 result
+        for red in ("mean", "sum"):
+            a = fn(*ops, reduction=red, **okw)
+            b = fn(*sp_v, reduction=red, **skw_v)
+            if what == "aligned":
+                ref = getattr(F, name)(*refd, reduction=red, **rkw)
+                _pw_close(a, ref.to(dt), dt, f"{name} contiguous {red}", n if red == "sum" else 1)
+            _pw_close(a, b, dt, f"{name} {what} {red} contiguous vs strided", n if red == "sum" else 1)
+            assert torch.equal(a, fn(*ops, reduction=red, **okw))  # deterministic
+
+
 def test_pointwise_deterministic():
     x = torch.randn(1 << 20, device=DEV, generator=R.gen("det-pw"))
     y = torch.randn(1 << 20, device=DEV, generator=R.gen("det-pw2"))

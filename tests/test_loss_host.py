@@ -90,8 +90,8 @@ def test_pointwise_select(op, reduction):
     param = 1.0 if op == "huber_loss" else 0.0
     p = pw(op, reduction=reduction, extra=extra, param=param)
     assert p.sku.category == "loss" and p.sku.op == op
-    assert p.sku.layout == "pointwise_linear"
-    assert p.sku.name == f"loss.{op}.pointwise_linear"
+    assert p.sku.layout == "pointwise_contiguous"
+    assert p.sku.name == f"loss.{op}.pointwise_contiguous"
     assert p.sku.precision.deterministic and p.sku.precision.accumulator_dtype == f32
     assert p.workspace_bytes() >= 256
     gl = S((4, 5) if reduction == "none" else (), f32)
@@ -103,8 +103,22 @@ def test_pointwise_geometry():
     assert pw("mse_loss", (4, 5, 6), target=S((5, 1), f32)).sku.layout == "pointwise_strided"
     assert "1 merged dim" in pw("mse_loss", (4, 5, 6)).sku.precision.math
     assert pw("mse_loss", (4, 5), target=S((4, 5), f32, [1, 4])).sku.layout == "pointwise_strided"
-    p = pw("mse_loss", (1 << 24,))
+    p = pw("mse_loss", (1 << 24,), target=S((1 << 24,), f32, [2]))
+    assert p.sku.layout == "pointwise_strided"
     assert "1024 block partial(s)" in p.sku.precision.math  # stage-1 blocks capped: fixed order
+    # contiguous: every operand dense, no broadcasting; 16-byte vectors, one wave of partial blocks
+    p = pw("mse_loss", (1 << 24,), dt=bf16)
+    assert p.sku.layout == "pointwise_contiguous" and "8-element 16-byte vector" in p.sku.precision.math
+    assert "1024 block partial(s)" not in p.sku.precision.math
+    assert pw("mse_loss", (4, 5), target=S((5,), f32)).sku.layout == "pointwise_strided"  # broadcast
+    assert pw("binary_cross_entropy_with_logits", (4, 5), weight=S((5,), f32)).sku.layout == "pointwise_strided"
+    assert pw("binary_cross_entropy_with_logits", (4, 5), weight=S((4, 5), f32),
+              extra=[S((4, 5), f32)]).sku.layout == "pointwise_contiguous"
+    gl = S((4, 5), f32, [1, 4])  # a transposed grad_loss makes reduction none's backward strided
+    assert pw("mse_loss_backward", (4, 5), reduction="none", grad=True, grad_loss=gl).sku.layout == \
+        "pointwise_strided"
+    assert pw("mse_loss_backward", (4, 5), reduction="mean", grad=True,
+              grad_loss=S((), f32)).sku.layout == "pointwise_contiguous"
     assert pw("mse_loss", (0,)).workspace_bytes() >= 256
     # gaussian: var of input.shape[:-1] gets a trailing 1
     assert pw("gaussian_nll_loss", (4, 5), extra=[S((4,), f32)]).sku.op == "gaussian_nll_loss"

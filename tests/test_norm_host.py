@@ -99,9 +99,44 @@ def test_tuning_override(monkeypatch):
     assert bc.NormPlan.select(D("rms_norm", (32768, 4096))).sku.name == "norm.rms_norm.row_registers.t128x4"
     monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=128,items=2")  # does not cover the row: ignored
     assert bc.NormPlan.select(D("rms_norm", (32768, 4096))).sku.name == base
+    bwd = bc.NormPlan.select(D("rms_norm_backward", (64, 16384), weight=bf16)).sku.name
+    assert bwd == "norm.rms_norm_backward.row_registers.t512x4", bwd
     monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "tpr=1024,items=2,xs=1")
     k = bc.NormPlan.select(D("rms_norm_backward", (64, 16384), weight=bf16)).sku.name
     assert k == "norm.rms_norm_backward.row_registers.t1024x2xs", k
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "tpr=128,items=1")  # does not cover the row: ignored
+    assert bc.NormPlan.select(D("rms_norm_backward", (64, 16384), weight=bf16)).sku.name == bwd
+
+
+# Defaults from the H200 bf16 sweep (f16 shares them; f32 / f64 keep the generic choice).
+@pytest.mark.parametrize("op,shape,want", [
+    ("rms_norm", (32768, 4096), "t256x2r2"),
+    ("layer_norm", (32768, 4096), "t128x4"),
+    ("rms_norm_backward", (32768, 4096), "t128x4"),
+    ("layer_norm_backward", (32768, 4096), "t256x2"),
+    ("rms_norm_backward", (4096, 16384), "t512x4"),
+    ("layer_norm_backward", (4096, 16384), "t1024x2xs"),
+    ("rms_norm", (65536, 512), "t32x2r2"),
+    ("layer_norm_backward", (65536, 512), "t32x2"),
+])
+@pytest.mark.parametrize("dtype", [bf16, f16])
+def test_measured_defaults(op, shape, want, dtype, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
+    name = bc.NormPlan.select(D(op, shape, dtype, weight=dtype)).sku.name
+    assert name == f"norm.{op}.row_registers.{want}", name
+
+
+@pytest.mark.parametrize("op,shape,want", [
+    ("layer_norm", (32768, 2048), "t256x2r2"),       # f32: 512 vectors, not retuned
+    ("rms_norm_backward", (32768, 2048), "t256x2"),
+    ("rms_norm_backward", (4096, 8192), "t1024x2xs"),
+])
+def test_measured_defaults_are_half_only(op, shape, want, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
+    name = bc.NormPlan.select(D(op, shape, f32, weight=f32)).sku.name
+    assert name == f"norm.{op}.row_registers.{want}", name
 
 
 def test_backward_workspace_scales_with_outputs():

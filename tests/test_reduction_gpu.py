@@ -399,7 +399,7 @@ def test_columns_shapes_and_knobs(op, cfg, monkeypatch):
 
 
 @pytest.mark.parametrize("cfg", ["warp_max=4096", "warp_max=8", "short_max=0", "split_blocks=64",
-                                 "split_blocks=16384,split_min=1024"])
+                                 "split_blocks=16384,split_min=1024", "warp_max_heavy=8"])
 def test_rows_knobs_stay_correct(cfg, monkeypatch):
     g = R.gen(f"rows-knobs-{cfg}")
     for op in ("sum", "argmax", "logsumexp", "var"):

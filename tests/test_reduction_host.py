@@ -133,6 +133,18 @@ def test_row_reductions_pick_rows():
     assert ".g32" in select("sum", S((32768, 4096), bf16), S((32768,), bf16), [1]).sku.name
     long = select("mean", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku
     assert long.layout == "rows" and ".g256" in long.name and "split" not in long.name
+    # The compute-heavy ops keep a warp per row up to 4096 vectors (warp_max_heavy), then a block.
+    assert ".g32" in select("logsumexp", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+    assert ".g32" in select("var", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+    assert ".g32" in select("argmax", S((8192, 16384), bf16), S((8192,), i64), [1]).sku.name
+    assert ".g256" in select("logsumexp", S((8192, 65536), bf16), S((8192,), bf16), [1]).sku.name
+    assert ".g256" in select("amax", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+
+
+def test_leading_axis_default_columns():
+    # Columns default: 8 row slices per block, rows split until about 2048 blocks run.
+    a = select("sum", S((16384, 8192), bf16), S((8192,), bf16), [0])
+    assert a.sku.layout == "columns" and ".v8.y8" in a.sku.name and "split" in a.sku.name
 
 
 def test_tuning_knobs_change_the_choice(monkeypatch):
@@ -140,6 +152,17 @@ def test_tuning_knobs_change_the_choice(monkeypatch):
     assert ".g32" in select("sum", S((32768, 512), bf16), S((32768,), bf16), [1]).sku.name
     assert ".g32" in select("sum", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
     assert ".y8" in select("sum", S((16384, 8192), bf16), S((8192,), bf16), [0]).sku.name
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "col_wy=4")
+    assert ".y4" in select("sum", S((16384, 8192), bf16), S((8192,), bf16), [0]).sku.name
+    # warp_max alone moves every op's limit; warp_max_heavy only logsumexp / var / std / arg*.
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "warp_max=512")
+    assert ".g256" in select("logsumexp", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "warp_max=512,warp_max_heavy=4096")
+    assert ".g32" in select("logsumexp", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+    assert ".g256" in select("sum", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "warp_max_heavy=64")
+    assert ".g256" in select("var", S((8192, 16384), bf16), S((8192,), bf16), [1]).sku.name
+    assert ".g32" in select("sum", S((100, 520), bf16), S((100,), bf16), [1]).sku.name
     monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "col_wy=1,col_blocks=4096,col_rows=8")
     a = select("sum", S((16384, 8192), bf16), S((8192,), bf16), [0])
     assert ".y1" in a.sku.name and a.workspace_bytes() > 0

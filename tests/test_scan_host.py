@@ -75,7 +75,8 @@ def test_rows_group_by_length():
         return select("cumsum", [x], [x]).sku
 
     assert sku((1 << 20, 32)).name == "scan.rows.g4.v8"     # 4 vectors: 8 rows per warp
-    assert sku((1 << 20, 64)).name == "scan.rows.g8.v8"
+    assert sku((1 << 20, 64)).name == "scan.rows.g4.v8"     # 8 vectors: still 4 lanes (swept on H200)
+    assert sku((1 << 20, 72)).name == "scan.rows.g16.v8"    # 9 vectors
     assert sku((1 << 20, 128)).name == "scan.rows.g16.v8"
     assert sku((8192, 4096)).name == "scan.rows.g32.v8"     # a warp per row, no split (8192 rows)
     assert sku((100, 67)).name.endswith(".v1")              # odd row stride: scalar loads

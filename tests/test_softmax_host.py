@@ -67,6 +67,16 @@ def test_backward_paths():
     assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")
     assert sm("softmax_backward", (64, 32768), bf16).sku.layout == "rows_block"
     assert sm("softmax", (8, 300000), bf16).sku.layout == "rows_online"  # beyond 8 x 32768 elements
+    # 512-element half rows: the backward takes rows_block (1 warp per row, measured faster); the
+    # forward and other lengths / dtypes stay on rows_warp.
+    for op in ("log_softmax_backward", "softmax_backward"):
+        assert sm(op, (262144, 512), bf16).sku.layout == "rows_block"
+        assert sm(op, (64, 400), f16).sku.layout == "rows_block"  # 50 vectors
+        assert sm(op, (64, 256), bf16).sku.layout == "rows_warp"
+        assert sm(op, (64, 1024), bf16).sku.layout == "rows_warp"
+        assert sm(op, (64, 512), f32).sku.layout == "rows_warp"
+    assert sm("log_softmax", (262144, 512), bf16).sku.layout == "rows_warp"
+    assert sm("log_softmax_backward", (4096, 32768), bf16).sku.layout == "rows_block"
 
 
 def test_tuning_knob(monkeypatch):
@@ -77,6 +87,9 @@ def test_tuning_knob(monkeypatch):
     assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=block,w=1,k=4")
     assert sm("softmax", (64, 64), bf16).sku.layout == "rows_block"
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=warp")  # the old default of 512-element backward rows
+    assert sm("log_softmax_backward", (64, 512), bf16).sku.layout == "rows_warp"
+    assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"  # no rows_warp beyond 128 vectors
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "garbage,w=,=3")
     assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
 

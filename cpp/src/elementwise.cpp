@@ -490,15 +490,9 @@ void ElementwisePlan::run(const TensorView& out, const TensorView* inputs, int n
                             " without being the same view; in-place needs identical shape and strides");
   }
   if (I.workspace > 0) {
-    if (workspace == nullptr || workspace_size < I.workspace)
-      throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(I.workspace) + " bytes, got " +
-                            std::to_string(workspace ? workspace_size : 0));
-    const uintptr_t w = reinterpret_cast<uintptr_t>(workspace);
-    if (w % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
-    auto hits = [&](std::pair<uintptr_t, uintptr_t> r) { return r.first < w + I.workspace && w < r.second; };
-    if (hits(orange)) throw InvalidArgument(op + ": workspace overlaps out");
-    for (int i = 0; i < num_inputs; ++i)
-      if (hits(byte_range(inputs[i]))) throw InvalidArgument(op + ": workspace overlaps " + kIn[i]);
+    std::vector<NamedView> operands{{"out", &out}};
+    for (int i = 0; i < num_inputs; ++i) operands.push_back({kIn[i], &inputs[i]});
+    check_workspace(op, workspace, workspace_size, I.workspace, operands);
   }
   if (out.numel() == 0) return;
 

@@ -1,6 +1,7 @@
 // LossPlan: validation, geometry and SKU of cross-entropy (chunked / cluster paths), nll_loss and
 // the pointwise losses; thin run().
 #include "baracuda/loss.h"
+#include "common/knobs.h"
 #include "plan_util.h"
 
 #include <algorithm>
@@ -29,24 +30,13 @@ struct CeKnobs {
 };
 CeKnobs ce_knobs() {
   CeKnobs c;
-  const char* env = std::getenv("BARACUDA_CE_CFG");
-  if (!env) return c;
-  std::string s(env);
-  size_t pos = 0;
-  while (pos < s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    const std::string item = s.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
-      const int iv = std::atoi(val.c_str());
-      if (key == "path") c.path = val == "cluster" ? 1 : val == "chunked" ? 0 : -1;
-      else if (key == "k" && (iv == 2 || iv == 4 || iv == 8)) c.k = iv;
-      else if (key == "threads" && iv >= 32 && iv <= 512 && iv % 32 == 0) c.threads = iv;
-      else if (key == "cluster" && iv >= 1 && iv <= 16) c.cluster = iv;
-    }
-    pos = end + 1;
+  for (const Knob& kn : env_knobs("BARACUDA_CE_CFG")) {
+    const std::string& key = kn.key;
+    const long long iv = kn.num();
+    if (key == "path") c.path = kn.value == "cluster" ? 1 : kn.value == "chunked" ? 0 : -1;
+    else if (key == "k" && (iv == 2 || iv == 4 || iv == 8)) c.k = int(iv);
+    else if (key == "threads" && iv >= 32 && iv <= 512 && iv % 32 == 0) c.threads = int(iv);
+    else if (key == "cluster" && iv >= 1 && iv <= 16) c.cluster = int(iv);
   }
   return c;
 }
@@ -333,13 +323,25 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
     slots[4] = strides_against(TensorSpec{full, x.dtype, {}}, full);  // out: contiguous broadcast shape
   }
   merge_geometry(op, full, slots, L);
-  L.blocks = int(std::clamp<int64_t>((n + loss::kPwThreads * 4 - 1) / (loss::kPwThreads * 4), 1, loss::kPwBlocks));
+  // Contiguous: one dense run with stride 1 for every operand the kernel reads or writes (no
+  // broadcasting: a broadcast operand has stride 0 after merging).
+  L.contig = L.nd == 1 && L.dims[0] > 1 && [&] {
+    for (int k = 0; k < 6; ++k) {
+      const bool used = k < 2 || k == 4 || (k == 2 && c) || (k == 3 && dd) ||
+                        (k == 5 && bwd && L.reduction == Reduction::None);
+      if (used && L.st[k][0] != 1) return false;
+    }
+    return true;
+  }();
+  L.blocks = L.contig ? int(loss::pw_contig_blocks(n, x.dtype, loss::current_device_sms()))
+                      : int(std::clamp<int64_t>((n + loss::kPwThreads * 4 - 1) / (loss::kPwThreads * 4), 1,
+                                                loss::kPwBlocks));
   I.workspace = loss::pw_workspace_bytes(L);
 
   KernelSku& k = I.sku;
   k.category = "loss";
   k.op = op;
-  k.layout = L.nd == 1 ? "pointwise_linear" : "pointwise_strided";
+  k.layout = L.contig ? "pointwise_contiguous" : "pointwise_strided";
   k.name = "loss." + op + "." + k.layout;
   k.dtypes = {x.dtype, x.dtype, x.dtype};
   k.arch = compiled_archs();
@@ -350,7 +352,10 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
             (bwd ? "gradient per element" : L.reduction == Reduction::None ? "loss per element" :
              "sum in two stages: " + std::to_string(L.blocks) + " block partial(s) in a fixed grid-stride order, "
              "then one block in order (no atomics)") +
-            "; " + std::to_string(L.nd) + " merged dim(s) after broadcasting";
+            "; " + std::to_string(L.nd) + " merged dim(s) after broadcasting" +
+            (L.contig ? "; contiguous: " + std::to_string(16 / dtype_size(x.dtype)) +
+                            "-element 16-byte vector loads (strided kernels when a pointer is not 16-byte aligned)"
+                      : std::string());
   pg.compute_dtype = acc;
   pg.accumulator_dtype = acc;
   pg.deterministic = true;
@@ -440,10 +445,7 @@ static void select_nll(const LossDescriptor& desc, LossPlan::Impl& I) {
 
 namespace {
 void check_ws(const std::string& op, int64_t need, void* ws, int64_t size) {
-  if (ws == nullptr || size < need)
-    throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(need) + " bytes, got " +
-                          std::to_string(ws ? size : 0));
-  if (reinterpret_cast<uintptr_t>(ws) % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
+  check_workspace(op, ws, size, need, {});
 }
 void check_small(const std::string& op, const std::string& name, const TensorView& v, const std::vector<int64_t>& shape,
                  DType dt, int device) {
@@ -506,6 +508,11 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
   }
   if (L.reduction != Reduction::None && !L.backward) check_ws(op, I.workspace, ws, wsn);
   L.workspace = ws;
+  if (L.contig) {  // 16-byte vectors need 16-byte aligned pointers (a view like x[1:] is not)
+    const void* ptrs[6] = {L.a, L.b, L.c, L.d, L.out, L.reduction == Reduction::None ? L.grad_loss : nullptr};
+    for (const void* p : ptrs)
+      if (p && reinterpret_cast<uintptr_t>(p) % 16) L.contig = false;
+  }
   if (L.n == 0 && (L.backward || L.reduction == Reduction::None)) return;
   DeviceGuard guard(device);
   loss::pw_launch(L, stream);
@@ -728,10 +735,7 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
   if (grad) check(T.grad_input, d.grad_input, "grad_input");
   if (d.has_grad_loss)
     check_shape(T.grad_loss, per_row ? std::vector<int64_t>{N} : std::vector<int64_t>{}, d.input.dtype, "grad_loss");
-  if (workspace == nullptr || workspace_size < I.workspace)
-    throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(I.workspace) + " bytes, got " +
-                          std::to_string(workspace ? workspace_size : 0));
-  if (reinterpret_cast<uintptr_t>(workspace) % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
+  check_ws(op, I.workspace, workspace, workspace_size);
 
   CeLaunch L = I.L;
   L.x = T.input.data;
@@ -768,7 +772,7 @@ FamilyInfo loss_family_info() {
     const bool rank = o.kind == PwKind::MarginRanking || o.kind == PwKind::HingeEmbedding;
     const bool prob = o.kind == PwKind::KlDiv || o.kind == PwKind::PoissonNll || o.kind == PwKind::GaussianNll;
     f.ops.push_back(OpCoverage{o.name, cls ? "classification" : rank ? "ranking" : prob ? "probabilistic" : "regression",
-                               fp, {"pointwise_linear", "pointwise_strided"}, Backend::Bespoke, true});
+                               fp, {"pointwise_contiguous", "pointwise_strided"}, Backend::Bespoke, true});
   }
   return f;
 }

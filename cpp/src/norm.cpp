@@ -138,8 +138,8 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // 16-byte aligned), looped with vectors (aligned, row too long), looped scalar (otherwise).
   // Tuning override (benchmark sweeps): BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG =
   // "tpr=256,items=2,rows=2[,xs=1]"; ignored when the kernel does not exist or the row does not fit.
-  const norm::Override ov = norm::parse_override(std::getenv(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
-  I.reg = norm::register_config(x.dtype, I.backward, I.H, I.rows, &I.reg_ok, ov);
+  const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
+  I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov);
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
   I.loop_scalar = norm::looped_config(x.dtype, I.backward, I.H, I.rows, false);
   if (I.backward && (desc.weight || desc.bias)) {
@@ -395,19 +395,10 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
         throw InvalidArgument(op + ": " + outs[o].second + " overlaps " + outs[p].second + "; outputs must not overlap");
   }
   if (I.workspace > 0) {
-    if (workspace == nullptr || workspace_size < I.workspace)
-      throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(I.workspace) + " bytes, got " +
-                            std::to_string(workspace ? workspace_size : 0));
-    const uintptr_t w = reinterpret_cast<uintptr_t>(workspace);
-    if (w % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
-    auto hits = [&](const TensorView& v) {
-      if (!v.data) return false;
-      const auto rr = byte_range(v);
-      return rr.first < w + uintptr_t(I.workspace) && w < rr.second;
-    };
+    std::vector<NamedView> operands;
     for (const auto& lst : {ins, outs})
-      for (const auto& [v, name] : lst)
-        if (hits(*v)) throw InvalidArgument(op + ": workspace overlaps " + name);
+      for (const auto& [v, name] : lst) operands.push_back({name, v});
+    check_workspace(op, workspace, workspace_size, I.workspace, operands);
   }
 
   // Path: the register kernel (or vectorized loop) needs 16-byte aligned pointers and row strides.

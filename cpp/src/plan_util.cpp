@@ -62,6 +62,19 @@ void check_view(const std::string& op, const std::string& name, const TensorView
                           std::to_string(device) + "; all operands must be on one device");
 }
 
+void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
+                     const std::vector<NamedView>& operands) {
+  if (need <= 0) return;
+  if (workspace == nullptr || workspace_size < need)
+    throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(need) + " bytes, got " +
+                          std::to_string(workspace ? workspace_size : 0));
+  const uintptr_t w = reinterpret_cast<uintptr_t>(workspace);
+  if (w % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
+  const std::pair<uintptr_t, uintptr_t> wr{w, w + uintptr_t(need)};
+  for (const auto& [name, v] : operands)
+    if (v && v->data && ranges_overlap(wr, byte_range(*v))) throw InvalidArgument(op + ": workspace overlaps " + name);
+}
+
 std::string compiled_archs() {
   std::string arch = std::string("sm_") + BARACUDA_CUDA_ARCHS;
   for (size_t i = 0; i < arch.size(); ++i)

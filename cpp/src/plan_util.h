@@ -26,6 +26,16 @@ bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_
 void check_view(const std::string& op, const std::string& name, const TensorView& v, const TensorSpec& s,
                 int device, const char* device_owner = "out");
 
+// A named operand for the checks below; views with data == nullptr are skipped.
+struct NamedView {
+  std::string name;
+  const TensorView* view;
+};
+// The workspace of a run: `need` bytes or more, 256-byte aligned, overlapping none of
+// `operands`. Nothing is checked when need == 0.
+void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
+                     const std::vector<NamedView>& operands);
+
 // "sm_80,sm_90": the archs this build compiled kernels for.
 std::string compiled_archs();
 

@@ -1,5 +1,6 @@
 // SoftmaxPlan: validation, geometry (rows of the reduced axis), path choice, SKU, thin run().
 #include "baracuda/softmax.h"
+#include "common/knobs.h"
 #include "plan_util.h"
 
 #include <algorithm>
@@ -30,6 +31,7 @@ int64_t next_pow2(int64_t v) {
 // Tuning knobs for timing variants in one process (bench_softmax.py --sweep):
 //   BARACUDA_SOFTMAX_CFG="w=16,k=8,stage=1,cs=8"   rows_block / rows_cluster geometry
 //   BARACUDA_SOFTMAX_CFG="path=online"             force the two-pass rows_online kernel
+//   BARACUDA_SOFTMAX_CFG="path=warp"               rows_warp wherever it applies (rows <= 128 vectors)
 // Keys left out keep the default; a geometry that does not cover the row (or is outside the
 // compiled set: w in 1..32, k in 4/8/16, cs in 1/2/4/8 with w 8 or 16 and k 8) is ignored.
 struct Knobs {
@@ -38,27 +40,13 @@ struct Knobs {
 };
 Knobs read_knobs() {
   Knobs kn;
-  const char* e = std::getenv("BARACUDA_SOFTMAX_CFG");
-  if (!e) return kn;
-  std::string str(e);
-  size_t pos = 0;
-  while (pos < str.size()) {
-    size_t end = str.find(',', pos);
-    if (end == std::string::npos) end = str.size();
-    const std::string item = str.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
-      if (key == "path") kn.path = val;
-      else {
-        const int v = std::atoi(val.c_str());
-        if (key == "w") kn.w = v;
-        else if (key == "k") kn.k = v;
-        else if (key == "stage") kn.stage = v;
-        else if (key == "cs") kn.cs = v;
-      }
-    }
-    pos = end + 1;
+  for (const Knob& k : env_knobs("BARACUDA_SOFTMAX_CFG")) {
+    const int v = int(k.num());
+    if (k.key == "path") kn.path = k.value;
+    else if (k.key == "w") kn.w = v;
+    else if (k.key == "k") kn.k = v;
+    else if (k.key == "stage") kn.stage = v;
+    else if (k.key == "cs") kn.cs = v;
   }
   return kn;
 }
@@ -205,6 +193,12 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     // warps. The last operand is staged in shared memory (cp.async) when the row is that long,
     // so 3 blocks of 512 (forward) or 2 (backward: grad_out in registers) fit per SM.
     // Longer rows: a cluster of up to 8 such blocks per row (sm_90), still one read.
+    // Measured overrides (H200 bf16 sweep, BARACUDA_SOFTMAX_CFG):
+    //   backward, 2049..4096 vectors (a 32768-element bf16 row): W = 32, K = 4, no staging
+    //     (101% of copy vs 92% for W = 16, K = 8, staged);
+    //   backward, 33..64 vectors of a 2-byte dtype (a 512-element bf16 row): rows_block W = 1,
+    //     K = 4 instead of rows_warp (104% of copy vs 89%); the forward stays on rows_warp;
+    //   forward on the cluster path: no staging (241 us vs 482 us for [512, 262144] bf16).
     const int64_t kRegPacks = 4096;  // longest row one block holds (K = 8, 16 warps)
     auto warps_for = [](int64_t packs, int k) { return int(std::clamp<int64_t>(next_pow2((packs + 32 * k - 1) / (32 * k)), 1, 32)); };
     auto valid = [&](int w, int k, int stage, int cs) {
@@ -219,13 +213,24 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       return wk && csok && smem_ok && covers && grid_ok && cl_ok;
     };
     int w = 0, kk = 8, stage = 0, cs = 1;
+    bool short_block = false;  // rows_block rather than rows_warp for a short row
     if (nch <= kRegPacks) {
       w = warps_for(nch, 8);
       stage = (bwd && nch > 1024) ? 1 : 0;
       if (!bwd && nch > 2048) stage = 1;
+      if (bwd && nch > 2048) {
+        w = 32;
+        kk = 4;
+        stage = 0;
+      }
+      if (bwd && esize == 2 && nch > 32 && nch <= 64) {
+        w = 1;
+        kk = 4;
+        short_block = true;
+      }
     } else if (nch <= 8 * 4096 && clusters_compiled() && L.rows * 8 <= (int64_t(1) << 30)) {
       w = 16;
-      stage = 1;
+      stage = bwd ? 1 : 0;
       cs = int(next_pow2((nch + 4095) / 4096));
     }
     if (kn.w || kn.k || kn.stage >= 0 || kn.cs) {  // a knob: take it when it is valid for this row
@@ -242,7 +247,7 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     if (!aligned) {
       L.path = SmPath::RowsLoop;
       L.vec = 1;
-    } else if (nch <= 128 && kn.path != "block" && kn.path != "online") {
+    } else if (nch <= 128 && kn.path != "block" && kn.path != "online" && (!short_block || kn.path == "warp")) {
       L.path = SmPath::RowsWarp;
       if (nch <= 32) {
         L.k = 1;

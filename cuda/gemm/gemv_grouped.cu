@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/knobs.h"
 #include "gemm/gemv_grouped.cuh"
 
 namespace baracuda::gemm {
@@ -42,23 +43,11 @@ struct GroupedChoice {
 // times the resident blocks (0 = no cap, the default: one block per estimated item).
 // A tuning hook for benchmark sweeps, read on every call.
 void apply_grouped_override(GemvCfg& c, int& waves) {
-  const char* env = std::getenv("BARACUDA_GROUPED_GEMV_CFG");
-  if (env == nullptr || *env == '\0') return;
-  const std::string s(env);
-  size_t pos = 0;
-  while (pos < s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    const std::string item = s.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      const std::string k = item.substr(0, eq);
-      const int v = std::atoi(item.c_str() + eq + 1);
-      if (k == "kw" && (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)) c.kw = v;
-      if (k == "rn" && c.path == GemvPath::Mma && (v == 1 || v == 2 || v == 4)) c.rn = v;
-      if (k == "waves" && v >= 0) waves = v;
-    }
-    pos = end + 1;
+  for (const Knob& k : env_knobs("BARACUDA_GROUPED_GEMV_CFG")) {
+    const long long v = k.num();
+    if (k.key == "kw" && (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)) c.kw = int(v);
+    if (k.key == "rn" && c.path == GemvPath::Mma && (v == 1 || v == 2 || v == 4)) c.rn = int(v);
+    if (k.key == "waves" && v >= 0) waves = int(v);
   }
 }
 

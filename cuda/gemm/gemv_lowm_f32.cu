@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/knobs.h"
 #include "gemm/gemv_lowm.cuh"
 
 namespace baracuda::gemm {
@@ -105,22 +106,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // BARACUDA_GEMV_LOWM_CFG="kw=8,rn=2" forces the split (and, for the mma path, the rows per
 // block) of every launch: a tuning hook for benchmark sweeps, read on every call.
 void apply_override(GemvCfg& c) {
-  const char* env = std::getenv("BARACUDA_GEMV_LOWM_CFG");
-  if (env == nullptr || *env == '\0') return;
-  std::string s(env);
-  size_t pos = 0;
-  while (pos < s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    const std::string item = s.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      const std::string k = item.substr(0, eq);
-      const int v = std::atoi(item.c_str() + eq + 1);
-      if (k == "kw" && (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)) c.kw = v;
-      if (k == "rn" && c.path == GemvPath::Mma && (v == 1 || v == 2 || v == 4)) c.rn = v;
-    }
-    pos = end + 1;
+  for (const Knob& k : env_knobs("BARACUDA_GEMV_LOWM_CFG")) {
+    const long long v = k.num();
+    if (k.key == "kw" && (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)) c.kw = int(v);
+    if (k.key == "rn" && c.path == GemvPath::Mma && (v == 1 || v == 2 || v == 4)) c.rn = int(v);
   }
 }
 

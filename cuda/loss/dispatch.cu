@@ -1,6 +1,8 @@
 // Runtime dtype -> the loss launchers instantiated for it (ce_<dtype>.cu).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "common/dtype_traits.cuh"
 #include "loss/loss_launch.h"
 
@@ -29,6 +31,22 @@ int current_device_major() {
     return 0;
   }
   return major;
+}
+
+int current_device_sms() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
+int64_t pw_contig_blocks(int64_t n, DType t, int sms) {
+  const int64_t per_block = int64_t(kPwThreads) * kPwVecLoadsPerThread * pw_vec_elems(t);
+  const int64_t cap = std::min<int64_t>(int64_t(sms > 0 ? sms : 132) * kPwMinBlocks, kPwBlocks);
+  return std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, cap));
 }
 
 void ce_launch(const CeLaunch& L0, void* stream) {

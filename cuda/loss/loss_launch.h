@@ -75,6 +75,10 @@ struct PwLaunch {
   double p0 = 0.0;                // delta / beta / margin / eps
   bool f0 = false, f1 = false;    // log_target | log_input, full
   int blocks = 1;                 // stage-1 blocks (mean / sum)
+  // Contiguous fast path: nd == 1 and every operand, out and (none backward) grad_loss dense
+  // with stride 1 (no broadcasting); 16-byte vector loads. run() clears it when a pointer is not
+  // 16-byte aligned (the strided kernels then run with the same blocks).
+  bool contig = false;
   const void* a = nullptr;
   const void* b = nullptr;
   const void* c = nullptr;        // weight / var / input2 / ...
@@ -84,6 +88,12 @@ struct PwLaunch {
   void* workspace = nullptr;      // blocks partial sums (acc type)
 };
 int64_t pw_workspace_bytes(const PwLaunch& L);
+// Elements per 16-byte vector of the contiguous path, and per thread per grid-stride step.
+constexpr int pw_vec_elems(DType t) { return t == DType::Float64 ? 2 : t == DType::Float32 ? 4 : 8; }
+constexpr int kPwVecLoadsPerThread = 2;
+constexpr int kPwMinBlocks = 4;  // contiguous kernels: <= 64 registers, 4 blocks of 256 resident per SM
+// Stage-1 blocks of a contiguous mean / sum: one wave (sms * kPwMinBlocks), at most kPwBlocks.
+int64_t pw_contig_blocks(int64_t n, DType t, int sms);
 void pw_launch(const PwLaunch& L, void* stream);
 
 // nll_loss over log-probabilities [N, C] with targets [N] (int32 / int64), class weights,
@@ -113,5 +123,7 @@ void ce_launch(const CeLaunch& L, void* stream);
 bool ce_has_kernel(DType t);
 // Compute-capability major of the current device (0 when there is none / no driver).
 int current_device_major();
+// Multiprocessor count of the current device (0 when there is none / no driver).
+int current_device_sms();
 
 }  // namespace baracuda::loss

@@ -74,10 +74,29 @@ template <class T> __device__ __forceinline__ PwVals<T> pw_load(const PwLaunch& 
   return v;
 }
 
-// The loss of one element.
-template <class A> __device__ __forceinline__ A pw_value(const PwLaunch& L, A a, A b, A c, A d) {
+// The loss kind as a type, so a whole chunk of elements runs under one switch (with_kind).
+template <PwKind K> struct KindC { static constexpr PwKind value = K; };
+template <class F> __device__ __forceinline__ void with_kind(PwKind k, F&& f) {
+  switch (k) {
+    case PwKind::Mse: return f(KindC<PwKind::Mse>{});
+    case PwKind::L1: return f(KindC<PwKind::L1>{});
+    case PwKind::Huber: return f(KindC<PwKind::Huber>{});
+    case PwKind::SmoothL1: return f(KindC<PwKind::SmoothL1>{});
+    case PwKind::Bce: return f(KindC<PwKind::Bce>{});
+    case PwKind::BceLogits: return f(KindC<PwKind::BceLogits>{});
+    case PwKind::KlDiv: return f(KindC<PwKind::KlDiv>{});
+    case PwKind::PoissonNll: return f(KindC<PwKind::PoissonNll>{});
+    case PwKind::GaussianNll: return f(KindC<PwKind::GaussianNll>{});
+    case PwKind::MarginRanking: return f(KindC<PwKind::MarginRanking>{});
+    case PwKind::HingeEmbedding: return f(KindC<PwKind::HingeEmbedding>{});
+    case PwKind::SoftMargin: return f(KindC<PwKind::SoftMargin>{});
+  }
+}
+
+// The loss of one element (kind K).
+template <PwKind K, class A> __device__ __forceinline__ A pw_value_k(const PwLaunch& L, A a, A b, A c, A d) {
   const A p0 = A(L.p0);
-  switch (L.kind) {
+  switch (K) {
     case PwKind::Mse: {
       const A x = a - b;
       return x * x;
@@ -130,10 +149,10 @@ template <class A> __device__ __forceinline__ A pw_value(const PwLaunch& L, A a,
   return A(0);
 }
 
-// d loss / d a of one element.
-template <class A> __device__ __forceinline__ A pw_deriv(const PwLaunch& L, A a, A b, A c, A d) {
+// d loss / d a of one element (kind K).
+template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_k(const PwLaunch& L, A a, A b, A c, A d) {
   const A p0 = A(L.p0);
-  switch (L.kind) {
+  switch (K) {
     case PwKind::Mse: return A(2) * (a - b);
     case PwKind::L1: return sgn(a - b);
     case PwKind::Huber: {
@@ -178,6 +197,18 @@ template <class A> __device__ __forceinline__ A pw_deriv(const PwLaunch& L, A a,
     }
   }
   return A(0);
+}
+
+// Runtime-kind forms (one element; the strided kernels).
+template <class A> __device__ __forceinline__ A pw_value(const PwLaunch& L, A a, A b, A c, A d) {
+  A r = A(0);
+  with_kind(L.kind, [&](auto kc) { r = pw_value_k<decltype(kc)::value, A>(L, a, b, c, d); });
+  return r;
+}
+template <class A> __device__ __forceinline__ A pw_deriv(const PwLaunch& L, A a, A b, A c, A d) {
+  A r = A(0);
+  with_kind(L.kind, [&](auto kc) { r = pw_deriv_k<decltype(kc)::value, A>(L, a, b, c, d); });
+  return r;
 }
 
 template <class T>
@@ -254,8 +285,178 @@ __global__ void __launch_bounds__(kPwThreads) pw_backward(PwLaunch L) {
   }
 }
 
+// ---- contiguous fast path ------------------------------------------------------------------
+// Every operand (and out / grad_loss) dense with the broadcast shape, pointers 16-byte aligned
+// (run() checks; else the strided kernels): thread g of G handles vectors g + k * G (V elements
+// each, 16 bytes), U vectors of every operand loaded before any is used, then the n % V tail
+// elements one each by threads 0 .. n % V - 1. The kind is switched on once per kernel (the
+// loop is instantiated per kind), so kinds of two operands hold no registers for c / d.
+template <class T> constexpr int pw_vec_width() { return int(16 / sizeof(T)); }
+constexpr bool kind_has_c(PwKind k) {
+  return k == PwKind::Bce || k == PwKind::BceLogits || k == PwKind::GaussianNll || k == PwKind::MarginRanking;
+}
+constexpr bool kind_has_d(PwKind k) { return k == PwKind::BceLogits; }
+// Vectors per stream in flight per thread (16 bytes each; with 4 blocks of 256 per SM that is
+// 32 KiB per stream per SM, above what HBM3 needs to stay busy).
+constexpr int pw_unroll(PwKind, bool) { return kPwVecLoadsPerThread; }
+
+template <class T> __device__ __forceinline__ Pack<T, pw_vec_width<T>()> pw_ldv(const void* p, int64_t vi) {
+  static_assert(sizeof(Pack<T, pw_vec_width<T>()>) == 16, "16-byte packs");
+  Pack<T, pw_vec_width<T>()> pk;
+  *reinterpret_cast<uint4*>(&pk) = __ldg(reinterpret_cast<const uint4*>(p) + vi);
+  return pk;
+}
+
+// One element at index i (the tail), kind K.
+template <PwKind K, class T>
+__device__ __forceinline__ acc_of<T> pw_c_one(const PwLaunch& L, int64_t i, bool grad, bool gv, acc_of<T> gs) {
+  using A = acc_of<T>;
+  const A a = A(to_compute(static_cast<const T*>(L.a)[i])), b = A(to_compute(static_cast<const T*>(L.b)[i]));
+  const A c = kind_has_c(K) && L.c ? A(to_compute(static_cast<const T*>(L.c)[i])) : A(1);
+  const A d = kind_has_d(K) && L.d ? A(to_compute(static_cast<const T*>(L.d)[i])) : A(1);
+  if (!grad) return pw_value_k<K, A>(L, a, b, c, d);
+  return (gv ? A(to_compute(static_cast<const T*>(L.grad_loss)[i])) : gs) * pw_deriv_k<K, A>(L, a, b, c, d);
+}
+
+// Elementwise (reduction none forward: GRAD false; every backward: GRAD true, GV when grad_loss
+// is per element).
+template <PwKind K, class T, bool GRAD, bool GV>
+__device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
+  using A = acc_of<T>;
+  constexpr int V = pw_vec_width<T>(), U = pw_unroll(K, GV);
+  constexpr bool HC = kind_has_c(K), HD = kind_has_d(K);
+  using P = Pack<T, V>;
+  const int64_t nvec = L.n / V, G = int64_t(gridDim.x) * blockDim.x;
+  const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  A gs = A(1);
+  if (GRAD && !GV) {
+    gs = A(to_compute(static_cast<const T*>(L.grad_loss)[0]));
+    if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+  }
+  const bool hc = HC && L.c, hd = HD && L.d;
+  P* out = static_cast<P*>(L.out);
+  for (int64_t v0 = g; v0 < nvec; v0 += G * U) {
+    P ra[U], rb[U], rc[U], rd[U], rg[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t vi = v0 + u * G;
+      if (vi < nvec) {
+        ra[u] = pw_ldv<T>(L.a, vi);
+        rb[u] = pw_ldv<T>(L.b, vi);
+        if (HC && hc) rc[u] = pw_ldv<T>(L.c, vi);
+        if (HD && hd) rd[u] = pw_ldv<T>(L.d, vi);
+        if (GV) rg[u] = pw_ldv<T>(L.grad_loss, vi);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t vi = v0 + u * G;
+      if (vi >= nvec) break;
+      P o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
+        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
+        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
+        A r;
+        if constexpr (GRAD) r = (GV ? A(to_compute(rg[u].v[j])) : gs) * pw_deriv_k<K, A>(L, a, b, c, d);
+        else r = pw_value_k<K, A>(L, a, b, c, d);
+        o.v[j] = from_compute<T>(r);
+      }
+      out[vi] = o;
+    }
+  }
+  const int64_t i = nvec * V + g;  // the tail
+  if (i < L.n) static_cast<T*>(L.out)[i] = from_compute<T>(pw_c_one<K, T>(L, i, GRAD, GV, gs));
+}
+
+template <class T>
+__global__ void __launch_bounds__(kPwThreads, kPwMinBlocks) pw_c_elem(PwLaunch L) {
+  const bool gv = L.reduction == Reduction::None;
+  with_kind(L.kind, [&](auto kc) {
+    constexpr PwKind K = decltype(kc)::value;
+    if (!L.backward) pw_c_elem_body<K, T, false, false>(L);
+    else if (gv) pw_c_elem_body<K, T, true, true>(L);
+    else pw_c_elem_body<K, T, true, false>(L);
+  });
+}
+
+// Stage 1 of a mean / sum on the contiguous path: L.blocks blocks (fixed by the plan); per thread
+// U running sums (sum u takes vectors v0 + u * G, in order), added in order, then the tail
+// element, then the block in a fixed tree. Stage 2 is pw_finish.
+template <PwKind K, class T>
+__device__ __forceinline__ acc_of<T> pw_c_partial_body(const PwLaunch& L) {
+  using A = acc_of<T>;
+  constexpr int V = pw_vec_width<T>(), U = pw_unroll(K, false);
+  constexpr bool HC = kind_has_c(K), HD = kind_has_d(K);
+  using P = Pack<T, V>;
+  const int64_t nvec = L.n / V, G = int64_t(gridDim.x) * blockDim.x;
+  const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool hc = HC && L.c, hd = HD && L.d;
+  A acc[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) acc[u] = A(0);
+  for (int64_t v0 = g; v0 < nvec; v0 += G * U) {
+    P ra[U], rb[U], rc[U], rd[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t vi = v0 + u * G;
+      if (vi < nvec) {
+        ra[u] = pw_ldv<T>(L.a, vi);
+        rb[u] = pw_ldv<T>(L.b, vi);
+        if (HC && hc) rc[u] = pw_ldv<T>(L.c, vi);
+        if (HD && hd) rd[u] = pw_ldv<T>(L.d, vi);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (v0 + u * G >= nvec) break;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
+        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
+        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
+        acc[u] += pw_value_k<K, A>(L, a, b, c, d);
+      }
+    }
+  }
+  A s = acc[0];
+#pragma unroll
+  for (int u = 1; u < U; ++u) s += acc[u];
+  const int64_t i = nvec * V + g;  // the tail (fewer than V elements: threads of block 0)
+  if (i < L.n) s += pw_c_one<K, T>(L, i, false, false, A(0));
+  return s;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kPwThreads, kPwMinBlocks) pw_c_partial(PwLaunch L) {
+  using A = acc_of<T>;
+  __shared__ A sh[32];
+  A s = A(0);
+  with_kind(L.kind, [&](auto kc) { s = pw_c_partial_body<decltype(kc)::value, T>(L); });
+  s = block_sum(s, sh);
+  if (threadIdx.x == 0) static_cast<A*>(L.workspace)[blockIdx.x] = s;
+}
+
 template <class T>
 void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
+  if (L.contig) {
+    if (L.reduction != Reduction::None && !L.backward) {
+      pw_c_partial<T><<<unsigned(L.blocks), kPwThreads, 0, st>>>(L);
+      check_launch("loss pointwise partial (contiguous)");
+      pw_finish<T><<<1, 1024, 0, st>>>(L);
+      check_launch("loss pointwise finish");
+      return;
+    }
+    if (L.n == 0) return;
+    const int64_t nvec = L.n / pw_vec_width<T>();
+    const int64_t per_block = int64_t(kPwThreads) * kPwVecLoadsPerThread;
+    const int64_t cap = int64_t(std::max(1, current_device_sms())) * kPwMinBlocks;  // one wave
+    const unsigned grid = unsigned(std::clamp<int64_t>((nvec + per_block - 1) / per_block, 1, cap));
+    pw_c_elem<T><<<grid, kPwThreads, 0, st>>>(L);
+    check_launch(L.backward ? "loss pointwise backward (contiguous)" : "loss pointwise (contiguous)");
+    return;
+  }
   const int64_t want = (L.n + int64_t(kPwThreads) * kPwUnroll - 1) / (int64_t(kPwThreads) * kPwUnroll);
   const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>(want, 132 * 16)));
   if (L.backward) {
