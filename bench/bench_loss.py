@@ -40,7 +40,8 @@ def spec(t):
 
 # BARACUDA_CE_CFG variants for --sweep ("" = the default selection).
 SWEEP = ["", "path=chunked", "k=4,threads=512", "k=8,threads=128", "k=4,threads=256", "k=2,threads=512",
-         "k=4,threads=128", "k=8,threads=256,cluster=4", "k=8,threads=256,cluster=16"]
+         "k=4,threads=128", "k=8,threads=256,cluster=4", "k=8,threads=256,cluster=16",
+         "path=stream", "path=stream,iters=1", "path=stream,iters=4"]  # stream: forward only
 
 
 def run_row(kind, shape, args, copy_gbs, cfg=None, with_torch=True):

@@ -179,6 +179,44 @@ def test_cross_entropy_cluster_path(n, v, dt):
     _close(per_row, F.cross_entropy(x.double(), t, reduction="none").to(dt), dt, "none")
 
 
+@pytest.mark.parametrize("n,v,dt", [(37, 128256, torch.bfloat16), (5, 40003, torch.float16),
+                                    (9, 50001, torch.float32), (3, 5003, torch.float64)])
+def test_cross_entropy_stream_path(n, v, dt, monkeypatch):
+    """The streaming forward (BARACUDA_CE_CFG=path=stream): padded rows (odd V ends mid-vector),
+    special values, ignored rows; loss and lse against float64."""
+    monkeypatch.setenv("BARACUDA_CE_CFG", "path=stream,iters=1")
+    width = (v + 7) // 8 * 8 + 8
+    base, t = _case(n, width, dt, f"stream/{n}/{v}/{dt}")
+    x = base[:, :v]
+    t = torch.where(t >= v, torch.full_like(t, -100), t)
+    x[0, v - 1] = 1e4 if dt != torch.float16 else 6e4  # the row's max in the partial last vector
+    if n > 3:
+        x[1, 3] = math.nan
+        x[2, :] = -math.inf
+        t[1] = t[2] = 0  # not ignored: the NaN reaches the loss
+        t[3] = -100
+    spec = lambda a: bc.TensorSpec(tuple(a.shape), bc.dtype(a.dtype), [int(s) for s in a.stride()])  # noqa: E731
+    plan = bc.LossPlan.select(bc.LossDescriptor("cross_entropy", spec(x), spec(t), reduction="none"))
+    assert plan.sku.layout == "rows_stream", plan.sku.precision.math
+    lse_dt = torch.float64 if dt == torch.float64 else torch.float32
+    lse = R.poison((n,), lse_dt)
+    out = R.poison((n,), dt)
+    ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
+    plan.run(x, t, lse, ws, out=out)
+    ref = F.cross_entropy(x.double(), t, reduction="none")
+    lref = torch.logsumexp(x.double(), -1)
+    ok = torch.isfinite(lref)
+    ok[:4 if n > 3 else 0] = False
+    _close(out[ok], ref[ok].to(dt), dt, "stream loss")
+    _close(lse[ok], lref[ok], lse_dt, "stream lse", 10)
+    if n > 3:
+        assert torch.isnan(lse[1]) and torch.isnan(out[1]) and torch.isnan(lse[2]) and torch.isnan(out[2])
+        assert out[3].item() == 0
+    _close(out[:1], ref[:1].to(dt), dt, "stream loss row 0")
+    mean = bc.cross_entropy(x[4:] if n > 3 else x, t[4:] if n > 3 else t)
+    _close(mean, F.cross_entropy((x[4:] if n > 3 else x).double(), t[4:] if n > 3 else t).to(dt), dt, "stream mean")
+
+
 def test_cross_entropy_cluster_special_rows():
     """NaN / +inf / all -inf rows, bad targets and ignored rows on the cluster path."""
     x = torch.randn(300, 40000, device=DEV, generator=R.gen("cl-special")).to(torch.bfloat16)

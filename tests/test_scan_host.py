@@ -111,9 +111,12 @@ def test_transposed_input_is_columns_and_contiguous_view_is_rows():
     assert select("cumsum", [t], [S((64, 32), f32, [1, 64])], 0).sku.layout == "rows"
 
 
-def test_backward_and_ext_are_scalar_paths():
+def test_backward_and_ext_vector_paths():
     x = S((64, 4096), f32)
-    assert select("cummax", [x], [x, S((64, 4096), i64)]).sku.name == "scan.rows.g32.v1"
+    # cummax / cummin: 16-byte vectors of values, indices stored two int64 per 16 bytes
+    assert select("cummax", [x], [x, S((64, 4096), i64)]).sku.name == "scan.rows.g32.v4"
+    xo = S((64, 4095), f32)  # odd row stride: scalar
+    assert select("cummin", [xo], [xo, S((64, 4095), i64)]).sku.name.endswith(".v1")
     bw = select("cumsum_backward", [x], [x])
     assert ".v4" in bw.sku.name  # reverse scans vectorise when the row length is a multiple of 4
     odd = S((64, 4095), f32)

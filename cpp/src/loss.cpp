@@ -22,18 +22,22 @@ using loss::Reduction;
 constexpr int64_t kTargetBlocks = 132 * 8;
 
 // Tuning knobs of the cross-entropy cluster path, read at select() time (bench --sweep sets them):
-//   BARACUDA_CE_CFG="path=cluster|chunked,k=8,threads=256,cluster=8"
+//   BARACUDA_CE_CFG="path=cluster|chunked|stream,k=8,threads=256,cluster=8,iters=2"
+// path=stream: the streaming forward (forward only, no label smoothing, 16-byte rows), `iters`
+// iterations of 256 threads x 8 vectors per CTA (chunks of iters * 16384 bf16 elements).
 // Unset keys keep the defaults below; invalid values are ignored (the defaults apply).
 struct CeKnobs {
-  int path = -1;  // -1 auto, 0 chunked, 1 cluster
-  int k = 0, threads = 0, cluster = 0;
+  int path = -1;  // -1 auto, 0 chunked, 1 cluster, 2 stream
+  int k = 0, threads = 0, cluster = 0, iters = 0;
 };
 CeKnobs ce_knobs() {
   CeKnobs c;
   for (const Knob& kn : env_knobs("BARACUDA_CE_CFG")) {
     const std::string& key = kn.key;
     const long long iv = kn.num();
-    if (key == "path") c.path = kn.value == "cluster" ? 1 : kn.value == "chunked" ? 0 : -1;
+    if (key == "path")
+      c.path = kn.value == "cluster" ? 1 : kn.value == "chunked" ? 0 : kn.value == "stream" ? 2 : -1;
+    else if (key == "iters" && iv >= 1 && iv <= 64) c.iters = int(iv);
     else if (key == "k" && (iv == 2 || iv == 4 || iv == 8)) c.k = int(iv);
     else if (key == "threads" && iv >= 32 && iv <= 512 && iv % 32 == 0) c.threads = int(iv);
     else if (key == "cluster" && iv >= 1 && iv <= 16) c.cluster = int(iv);
@@ -665,13 +669,24 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
     // their second read for a gradient is cheap); the cluster path wants >= 2 CTAs per SM.
     if (kn.path != 1 && N * int64_t(L.cl_size) < 2 * 132) L.cluster = false;
   }
+  // The streaming forward (knob path=stream): chunks of `iters` full iterations of ce_stream.
+  if (fwd && !grad && L.vec && desc.label_smoothing == 0.0 && kn.path == 2 && N > 0) {
+    const int64_t span = int64_t(256) * 8 * VEC;  // one iteration: kThreads x 8 vectors
+    int64_t slen = span * (kn.iters ? kn.iters : 2);
+    while ((V + slen - 1) / slen > 65535) slen *= 2;
+    slen = std::min<int64_t>(slen, (V + span - 1) / span * span);
+    L.stream = true;
+    L.cluster = false;
+    L.chunk_len = slen;
+    L.chunks = int((V + slen - 1) / slen);
+  }
   impl->workspace = loss::ce_workspace_bytes(L);
   impl->lse_dtype = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
 
   KernelSku& k = impl->sku;
   k.category = "loss";
   k.op = op;
-  k.layout = L.cluster ? "rows_cluster" : L.chunks > 1 ? "rows_chunked" : "rows";
+  k.layout = L.cluster ? "rows_cluster" : L.stream ? "rows_stream" : L.chunks > 1 ? "rows_chunked" : "rows";
   k.name = "loss." + op + "." + k.layout;
   k.dtypes = {x.dtype, x.dtype, t.dtype};
   k.arch = compiled_archs();
@@ -684,6 +699,9 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
                              std::to_string(L.cl_threads) + " threads x " + std::to_string(L.cl_k) +
                              " 16-byte vectors per row held in registers, partials combined in rank order through "
                              "distributed shared memory (rows_chunked kernels on a device below sm_90)"
+                       : L.stream ? "; streaming forward: " + std::to_string(L.chunks) + " chunk(s) of " +
+                                        std::to_string(L.chunk_len) + " per row, 256 threads x 8 16-byte loads in "
+                                        "flight per iteration, (max, sum exp) partials combined in order"
                        : "; online max / sum over " + std::to_string(L.chunks) + " chunk(s) per row combined in order") +
             "; " +
             "lse saved in " + dtype_name(impl->lse_dtype) + "; mean / sum reduced by one block in a fixed order " +
@@ -764,7 +782,7 @@ FamilyInfo loss_family_info() {
                                    "Huber, smooth-L1, BCE, BCE-with-logits, KL, Poisson, Gaussian, ranking, "
                                    "hinge, soft-margin), each with none / mean / sum and backward", {}};
   const std::vector<DType> fp = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
-  f.ops.push_back(OpCoverage{"cross_entropy", "classification", fp, {"rows_cluster", "rows", "rows_chunked"},
+  f.ops.push_back(OpCoverage{"cross_entropy", "classification", fp, {"rows_cluster", "rows_stream", "rows", "rows_chunked"},
                                Backend::Bespoke, true});
   f.ops.push_back(OpCoverage{"nll_loss", "classification", fp, {"rows"}, Backend::Bespoke, true});
   for (const auto& o : kPwOps) {

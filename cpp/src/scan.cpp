@@ -291,7 +291,9 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   L.nseg = 1;
   L.seg = 0;
   if (L.path == Path::Rows) {
-    bool vec = vec_op && kn.vec && V > 1 && (!L.reverse || L.L % V == 0);
+    // cummax / cummin: rows only, 2-byte and wider types (ExtOp::kVecIdx in cuda/scan/ops.cuh).
+    const bool ext_vec = (kind == ScanKind::Cummax || kind == ScanKind::Cummin) && dtype_size(dt) >= 2;
+    bool vec = (vec_op || ext_vec) && kn.vec && V > 1 && (!L.reverse || L.L % V == 0);
     for (int i = 0; i < L.nrd && vec; ++i)
       for (int k : used) vec = vec && L.rstride[i][k] % V == 0;
     L.vec = vec ? V : 1;

@@ -413,6 +413,80 @@ __global__ void __launch_bounds__(ce_cluster_max_threads(K), K >= 8 ? 3 : 2) ce_
 #endif
 }
 
+// ---- the streaming forward (any arch; forward only, no label smoothing, 16-byte rows) --------
+// grid (rows, chunks), kThreads threads: each iteration issues K raw 16-byte loads per thread
+// (none converted before all are in flight), then ONE max over them, one rescale of the running
+// sum, and one FFMA + MUFU + FADD per element (about 5 instructions per element; ce_partial spends
+// ~15 with its per-vector online combine). <= 64 registers: 4 CTAs per SM, 128 KB in flight.
+// Partials to the workspace (z = 0), combined in order by ce_rows: deterministic.
+template <class T, int K>
+__global__ void __launch_bounds__(kThreads, 3) ce_stream(CeParams<T> p) {
+  using A = acc_of<T>;
+  constexpr int V = int(16 / sizeof(T));
+  constexpr A kL2E = A(1.4426950408889634);
+  __shared__ A shm[32], shs[32];
+  const int64_t row = blockIdx.x;
+  const int c = blockIdx.y;
+  const int64_t lo = int64_t(c) * p.chunk_len, hi = min(p.v, lo + p.chunk_len);
+  const T* xs = p.x + row * p.x_stride + lo;
+  const int len = int(hi - lo);  // chunk_len < 2^31 (select)
+  constexpr int step = kThreads * V;
+  RawPack<T, V> pad;
+#pragma unroll
+  for (int j = 0; j < V; ++j) pad.p.v[j] = from_compute<T>(ninf<A>());
+  A m = ninf<A>(), s = 0;
+  for (int i0 = int(threadIdx.x) * V; i0 < len; i0 += step * K) {
+    uint4 r[K];
+    if (i0 + (K - 1) * step + V <= len) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) r[k] = *reinterpret_cast<const uint4*>(xs + i0 + k * step);
+    } else {  // the chunk's last iteration: bounds per vector, a partial last vector element-wise
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int o = i0 + k * step;
+        if (o + V <= len) {
+          r[k] = *reinterpret_cast<const uint4*>(xs + o);
+        } else {
+          RawPack<T, V> tp;
+#pragma unroll
+          for (int j = 0; j < V; ++j) tp.p.v[j] = o + j < len ? xs[o + j] : pad.p.v[j];
+          r[k] = tp.u;
+        }
+      }
+    }
+    A mn = m;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) mn = cmax(mn, elem<T, V>(r[k], j));
+#pragma unroll
+    for (int k = 0; k < K; ++k) opaque(r[k]);
+    // rescale the running sum to the new maximum (m == -inf: s is 0 or NaN; NaN stays NaN)
+    if (mn != m) s *= m == ninf<A>() ? A(0) : xexp<T>(m - mn);
+    m = mn;
+    const A ms = m == ninf<A>() ? A(0) : m;
+    const A ml2 = ms * kL2E;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {  // pairwise within a vector, then in order across vectors
+      A e[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) e[j] = exp_shift<T>(elem<T, V>(r[k], j), ms, ml2);
+#pragma unroll
+      for (int w = 1; w < V; w *= 2)
+#pragma unroll
+        for (int j = 0; j + w < V; j += 2 * w) e[j] += e[j + w];
+      s += e[0];
+    }
+  }
+  block_combine<T>(m, s, shm, shs);
+  if (threadIdx.x == 0) {
+    const int64_t k = row * p.chunks + c, nk = p.n * int64_t(p.chunks);
+    p.part[k] = m;
+    p.part[nk + k] = s;
+    p.part[2 * nk + k] = A(0);
+  }
+}
+
 template <class T, int K>
 void launch_cluster(const CeParams<T>& p, const CeLaunch& L, cudaStream_t st) {
   auto kern = p.eps != acc_of<T>(0) ? ce_cluster<T, K, true> : ce_cluster<T, K, false>;
@@ -494,7 +568,8 @@ void ce_launch_typed(const CeLaunch& L, cudaStream_t st) {
     return;
   }
   if (L.forward) {
-    if (L.vec) ce_partial<T, VV><<<grid, kThreads, 0, st>>>(p);
+    if (L.vec && L.stream && !L.with_grad && L.label_smoothing == 0.0) ce_stream<T, (sizeof(T) == 8 ? 4 : 8)><<<grid, kThreads, 0, st>>>(p);
+    else if (L.vec) ce_partial<T, VV><<<grid, kThreads, 0, st>>>(p);
     else ce_partial<T, 1><<<grid, kThreads, 0, st>>>(p);
     check_launch("cross_entropy partial");
     ce_rows<T><<<unsigned((L.n + 255) / 256), 256, 0, st>>>(p);

@@ -34,6 +34,9 @@ struct CeLaunch {
   // cl_k is 2, 4 or 8; cl_threads a multiple of 32, at most ce_cluster_max_threads(cl_k);
   // cl_size 1..16 (above 8 needs sm_90's non-portable cluster sizes).
   bool cluster = false;
+  // The streaming forward (forward only, label_smoothing 0, 16-byte rows; any arch): grid
+  // (n, chunks) of ce_stream, chunk_len a multiple of 256 threads x 8 vectors, then ce_rows.
+  bool stream = false;
   int cl_size = 1, cl_threads = 256, cl_k = 8;
   int64_t cl_slice = 0;
   // Pointers (run()).

@@ -423,13 +423,20 @@ template <class T> __device__ __forceinline__ compute_t<T>* partial_b(const Norm
 // share of dweight / dbias accumulates in dynamic shared memory (each thread owns its columns;
 // [RPB][SPAN] per gradient) and is written once, as row blockIdx.x of the [partials, H]
 // workspace; with XS the column-reduction kernel computes them.
+// The accumulators are stored chunk-major: a thread's V columns of vector i are NQ 16-byte
+// chunks of E compute elements, chunk (i, q) of lane l at ((i * NQ + q) * TPR + l) * E, so that
+// a warp's 16-byte shared accesses are contiguous (no bank conflicts; a lane-major layout with
+// 32-byte lanes, as for 16-bit T, conflicts 2-way on every access).
 template <class T, int TPR, int I, bool XS>
-__global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : fwd_min_blocks(TPR, 2 * I)) bwd_reg(const NormLaunch L) {
+__global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TPR, I)) bwd_reg(const NormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
   using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
   constexpr int SPAN = TPR * I * V;  // padded row length
+  constexpr int E = int(16 / sizeof(C));  // compute elements per 16-byte chunk
+  constexpr int NQ = V / E;               // chunks per vector (2 for 16-bit T, else 1)
+  static_assert(NQ * E == V, "norm backward: vector / chunk mismatch");
   extern __shared__ __align__(16) unsigned char norm_bwd_dyn[];
   __shared__ C red[2][64];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
@@ -440,14 +447,14 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : fwd_min_blocks(TP
   C* accb = reinterpret_cast<C*>(norm_bwd_dyn) + (L.gw ? RPB * SPAN : 0) + group * SPAN;
   P* xsm = reinterpret_cast<P*>(norm_bwd_dyn);
   if (acc) {
-    C z[V];
+    C z[E];
 #pragma unroll
-    for (int k = 0; k < V; ++k) z[k] = 0;
+    for (int k = 0; k < E; ++k) z[k] = 0;
 #pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int o = (i * TPR + lane) * V;
-      if (L.gw) store_n<V>(accw + o, z);
-      if (L.gb) store_n<V>(accb + o, z);
+    for (int c = 0; c < I * NQ; ++c) {
+      const int o = (c * TPR + lane) * E;
+      if (L.gw) store_n<E>(accw + o, z);
+      if (L.gb) store_n<E>(accb + o, z);
     }
   }
   const T* gyp = static_cast<const T*>(L.gy);
@@ -495,19 +502,22 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : fwd_min_blocks(TP
         s2 += g * xh[k];
       }
       if (acc) {
-        const int o = (i * TPR + lane) * V;
-        C a[V];
-        if (L.gw) {
-          load_n<V>(accw + o, a);
 #pragma unroll
-          for (int k = 0; k < V; ++k) a[k] += gyc[k] * xh[k];
-          store_n<V>(accw + o, a);
-        }
-        if (L.gb) {
-          load_n<V>(accb + o, a);
+        for (int q = 0; q < NQ; ++q) {
+          const int o = ((i * NQ + q) * TPR + lane) * E;
+          C a[E];
+          if (L.gw) {
+            load_n<E>(accw + o, a);
 #pragma unroll
-          for (int k = 0; k < V; ++k) a[k] += gyc[k];
-          store_n<V>(accb + o, a);
+            for (int e = 0; e < E; ++e) a[e] += gyc[q * E + e] * xh[q * E + e];
+            store_n<E>(accw + o, a);
+          }
+          if (L.gb) {
+            load_n<E>(accb + o, a);
+#pragma unroll
+            for (int e = 0; e < E; ++e) a[e] += gyc[q * E + e];
+            store_n<E>(accb + o, a);
+          }
         }
       }
     }
@@ -537,32 +547,33 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : fwd_min_blocks(TP
   if (!acc) return;
   C* pw = partial_w<T>(L) + int64_t(blockIdx.x) * H;
   C* pb = partial_b<T>(L) + int64_t(blockIdx.x) * H;
-  if constexpr (TPR > 32) {
-    // One group per block: each thread copies its own columns (written only by itself).
+  // The row groups' sums added in group order (RPB = 1 for block groups), written as
+  // consecutive 16-byte chunks of the partial row (coalesced): column chunk c4 is chunk
+  // q = c4 % NQ of vector j = c4 / NQ, held by lane j % TPR as its vector j / TPR.
+  __syncthreads();
+  const C* aw0 = reinterpret_cast<const C*>(norm_bwd_dyn);
+  const C* ab0 = aw0 + (L.gw ? RPB * SPAN : 0);
+  for (int c4 = threadIdx.x; int64_t(c4) * E < H; c4 += blockDim.x) {
+    const int j = c4 / NQ, q = c4 % NQ;
+    const int so = (((j / TPR) * NQ + q) * TPR + j % TPR) * E;
+    C tw[E], tb[E], a[E];
 #pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int o = (i * TPR + lane) * V;
-      if (o < H) {
-        C a[V];
-        if (L.gw) { load_n<V>(accw + o, a); store_n<V>(pw + o, a); }
-        if (L.gb) { load_n<V>(accb + o, a); store_n<V>(pb + o, a); }
+    for (int e = 0; e < E; ++e) tw[e] = tb[e] = 0;
+#pragma unroll
+    for (int gi = 0; gi < RPB; ++gi) {
+      if (L.gw) {
+        load_n<E>(aw0 + gi * SPAN + so, a);
+#pragma unroll
+        for (int e = 0; e < E; ++e) tw[e] += a[e];
+      }
+      if (L.gb) {
+        load_n<E>(ab0 + gi * SPAN + so, a);
+#pragma unroll
+        for (int e = 0; e < E; ++e) tb[e] += a[e];
       }
     }
-  } else {
-    // Several row groups per block: add their sums in group order.
-    __syncthreads();
-    const C* aw0 = reinterpret_cast<const C*>(norm_bwd_dyn);
-    const C* ab0 = aw0 + (L.gw ? RPB * SPAN : 0);
-    for (int c = threadIdx.x; c < H; c += blockDim.x) {
-      C tw = 0, tb = 0;
-#pragma unroll
-      for (int gi = 0; gi < RPB; ++gi) {
-        if (L.gw) tw += aw0[gi * SPAN + c];
-        if (L.gb) tb += ab0[gi * SPAN + c];
-      }
-      if (L.gw) pw[c] = tw;
-      if (L.gb) pb[c] = tb;
-    }
+    if (L.gw) store_n<E>(pw + int64_t(c4) * E, tw);
+    if (L.gb) store_n<E>(pb + int64_t(c4) * E, tb);
   }
 }
 

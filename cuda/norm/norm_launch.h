@@ -71,11 +71,39 @@ inline void colred_partition(Config& c, int64_t H, int64_t rows, int vec) {
   c.partials = chunks > 0 ? ceil_div(rows, c.rows_per_chunk) : 0;
 }
 
-inline void finish_grid(Config& c, bool backward, int64_t rows) {
+// Blocks per SM the register backward kernel (without xs) is compiled for (its
+// __launch_bounds__): a register budget of 56 plus 8 per item (grad_out and x packed).
+constexpr int bwd_min_blocks(int tpr, int items) {
+  const int threads = tpr > 32 ? tpr : 128;
+  const int b = 65536 / ((56 + 8 * items) * threads);
+  return b < 1 ? 1 : (b > 16 ? 16 : b);
+}
+
+// Blocks of the register backward kernel (without xs) that are resident per SM on an H100 /
+// H200 (a constant of the configuration, not a device query, so that the partial sums depend
+// only on the shape): the least of the thread limit, the register budget of its launch bounds
+// and the shared memory of its dweight / dbias accumulators (both for LayerNorm, 228 KB per SM,
+// 1 KB reserved per block, plus the static reduction slots).
+inline int64_t bwd_resident_blocks(const Config& c, DType t, bool layer) {
+  const int64_t threads = c.tpr > 32 ? c.tpr : 128;
+  const int64_t by_threads = 2048 / threads;
+  const int64_t by_regs = bwd_min_blocks(c.tpr, c.items);
+  const int64_t acc = int64_t(rows_per_block(c.tpr)) * c.tpr * c.items * c.vec * compute_size(t) * (layer ? 2 : 1);
+  const int64_t by_smem = (228 * 1024) / (acc + 1024 + 2 * 64 * compute_size(t));
+  return std::max<int64_t>(1, std::min({by_threads, by_regs, by_smem}));
+}
+
+// Forward: one block per (rows_per_block x rows) rows, up to kMaxGrid (grid-stride beyond).
+// Backward (persistent; every block writes one row of partial sums): at most one wave of
+// resident blocks on a 132-SM device, so that no block runs in a partly filled second wave and
+// the [partials, H] workspace stays small.
+inline void finish_grid(Config& c, bool backward, int64_t rows, DType t = DType::Float32, bool layer = false) {
   c.threads = c.tpr > 32 ? c.tpr : 128;
   const int64_t rpb = int64_t(rows_per_block(c.tpr)) * c.rows;
   const int64_t need = ceil_div(rows, rpb);
-  c.grid = backward ? std::min(need, std::max<int64_t>(1, kResidentThreads / c.threads)) : std::min(need, kMaxGrid);
+  if (!backward) { c.grid = std::min(need, kMaxGrid); return; }
+  const int64_t per_sm = c.path == Path::Registers && !c.xs ? bwd_resident_blocks(c, t, layer) : kResidentThreads / 132 / c.threads;
+  c.grid = std::min(need, std::max<int64_t>(1, 132 * per_sm));
 }
 
 // A tuning override for the register path, from an environment variable such as
@@ -159,7 +187,7 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     if (ov.rows && !backward && fwd_supported(c.tpr, c.items, ov.rows)) c.rows = ov.rows;
   }
   *ok = true;
-  finish_grid(c, backward, rows);
+  finish_grid(c, backward, rows, t, layer);
   if (backward) {
     if (c.xs) {
       c.grid = std::min(rows, int64_t(132 * 2));

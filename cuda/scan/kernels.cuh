@@ -97,7 +97,8 @@ template <class Op, class T, class O> struct Sizes {
 
 // ---- rows ----------------------------------------------------------------------------------------
 // Op: the operator; T, O: in0 / out0 element types; V: elements per lane per tile (> 1 only for
-// kVec ops, 16 bytes of T); G: lanes per (row, segment); STORE: false = pass 1 of a split.
+// kVec / kVecIdx ops, 16 bytes of T; kVecIdx ops also store V int64 indices per lane); G: lanes
+// per (row, segment); STORE: false = pass 1 of a split.
 template <class Op, class T, class O, int V, int G, bool STORE>
 __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
   using State = typename Op::State;
@@ -116,10 +117,12 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
   State carry = (STORE && a.nseg > 1) ? part[row * a.nseg + s] : Op::identity();
   const bool rev = a.reverse;
   const int64_t L = a.L;
-  for (int64_t q0 = q_lo; q0 < q_hi; q0 += int64_t(TILE) * kUnroll) {
-    Elem e[kUnroll][V];
+  // Values + indices ops with 8-wide vectors load 2 tiles ahead (4 spills: 16-byte states).
+  constexpr int U = (vec_idx<Op>::value && V >= 8) ? 2 : kUnroll;
+  for (int64_t q0 = q_lo; q0 < q_hi; q0 += int64_t(TILE) * U) {
+    Elem e[U][V];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t qb = q0 + int64_t(u) * TILE + int64_t(lane) * V;
       if constexpr (V > 1) {
         if (qb + V <= q_hi) {
@@ -144,17 +147,20 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t qt = q0 + int64_t(u) * TILE;
       if (qt >= q_hi) break;  // uniform across the group
       const int64_t qb = qt + int64_t(lane) * V;
-      State st[V];
+      // Values + indices ops (exact, so any association gives the same bits) rescan their V
+      // elements from the prefix at store time instead of keeping V 16-byte states live.
+      constexpr bool RESCAN = vec_idx<Op>::value && V > 1;
+      State st[RESCAN ? 1 : V];
       State acc = Op::identity();
 #pragma unroll
       for (int v = 0; v < V; ++v) {
         const int64_t q = qb + v;
         if (q < q_hi) acc = Op::combine(acc, Op::lift(e[u][v], rev ? L - 1 - q : q));
-        st[v] = acc;
+        if constexpr (!RESCAN) st[v] = acc;
       }
       State inc = acc;
 #pragma unroll
@@ -168,7 +174,44 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
       if constexpr (STORE) {
         const State pre = Op::combine(carry, excl);
         bool done = false;
-        if constexpr (V > 1) {
+        if constexpr (RESCAN) {
+          State run = pre;
+          if (qb + V <= q_hi) {
+            O o[V];
+            int64_t ix[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+              const int64_t q = qb + v;
+              run = Op::combine(run, Op::lift(e[u][v], rev ? L - 1 - q : q));
+              const int w = rev ? V - 1 - v : v;
+              o[w] = Op::finish(run);
+              ix[w] = Op::index(run);
+            }
+            const int64_t ib = rev ? L - qb - V : qb;
+            constexpr int NW = int(sizeof(O) * V / 16);
+            uint4 w[NW];
+            memcpy(w, o, sizeof o);
+            uint4* dst = reinterpret_cast<uint4*>(reinterpret_cast<O*>(r.out[0]) + ib);
+#pragma unroll
+            for (int k = 0; k < NW; ++k) dst[k] = w[k];
+            constexpr int NI = V / 2;  // int64 indices: two per 16-byte store
+            uint4 wi[NI];
+            memcpy(wi, ix, sizeof ix);
+            uint4* di = reinterpret_cast<uint4*>(reinterpret_cast<int64_t*>(r.out[1]) + ib);
+#pragma unroll
+            for (int k = 0; k < NI; ++k) di[k] = wi[k];
+          } else {
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+              const int64_t q = qb + v;
+              if (q < q_hi) {
+                run = Op::combine(run, Op::lift(e[u][v], rev ? L - 1 - q : q));
+                Op::store(r, rev ? L - 1 - q : q, e[u][v], run);
+              }
+            }
+          }
+          (void)done;
+        } else if constexpr (V > 1) {
           if (qb + V <= q_hi) {
             O o[V];
             if (rev) {
@@ -188,11 +231,13 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
             done = true;
           }
         }
-        if (!done) {
+        if constexpr (!RESCAN) {
+          if (!done) {
 #pragma unroll
-          for (int v = 0; v < V; ++v) {
-            const int64_t q = qb + v;
-            if (q < q_hi) Op::store(r, rev ? L - 1 - q : q, e[u][v], Op::combine(pre, st[v]));
+            for (int v = 0; v < V; ++v) {
+              const int64_t q = qb + v;
+              if (q < q_hi) Op::store(r, rev ? L - 1 - q : q, e[u][v], Op::combine(pre, st[v]));
+            }
           }
         }
       }
@@ -369,11 +414,13 @@ void launch_partials(const ScanLaunch& L, const Args& a, cudaStream_t st) {
 template <class Op, class T, class O>
 void launch_op(const ScanLaunch& L, cudaStream_t st) {
   constexpr int VW = Op::kVec ? int(16 / sizeof(T)) : 1;
+  // Rows only: the values + indices ops (cummax / cummin) also take 16-byte vectors.
+  constexpr int RVW = (Op::kVec || vec_idx<Op>::value) ? int(16 / sizeof(T)) : 1;
   Args a = make_args(L);
   const int block = L.threads;
   const bool split = a.nseg > 1;
   if (L.path == Path::Rows) {
-    const bool vec = VW > 1 && L.vec > 1 && aligned16(a.in[0]) && aligned16(a.out[0]);
+    const bool vec = RVW > 1 && L.vec == RVW && aligned16(a.in[0]) && aligned16(a.out[0]) && aligned16(a.out[1]);
     auto run = [&](auto vtag) {
       constexpr int V = decltype(vtag)::value;
       if (split) {
@@ -382,7 +429,7 @@ void launch_op(const ScanLaunch& L, cudaStream_t st) {
       }
       launch_rows_g<Op, T, O, V, true>(L, a, block, st);
     };
-    if (vec) run(std::integral_constant<int, VW>{});
+    if (vec) run(std::integral_constant<int, RVW>{});
     else run(std::integral_constant<int, 1>{});
   } else {
     const bool vec = VW > 1 && L.cvec > 1 && aligned16(a.in[0]) && aligned16(a.out[0]);

@@ -8,6 +8,9 @@
 //   void store(const Row&, i, const Elem&, const State& inclusive)
 // Ops with kVec = true read one tensor (in0) of T and write one (out0) of O; they also offer
 // lift_value(T) and finish(State) -> O for the 16-byte vector paths.
+// Ops with kVecIdx = true (cummax / cummin) read one tensor (in0) of T and write out0 of T plus
+// int64 indices (out1); they offer finish(State) -> T and index(State) -> int64 for the rows
+// path's 16-byte vectors (the columns path keeps them scalar).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -21,6 +24,10 @@
 namespace baracuda::kernels::scan {
 
 using baracuda::scan::kOps;
+
+// Whether Op has the values + indices vector variant (kVecIdx, see the top of the file).
+template <class Op, class = void> struct vec_idx : std::false_type {};
+template <class Op> struct vec_idx<Op, std::void_t<decltype(Op::kVecIdx)>> : std::bool_constant<Op::kVecIdx> {};
 
 // One row's operands: base pointers (bytes) and axis strides (elements).
 struct Row {
@@ -111,6 +118,11 @@ template <class T, bool Max> struct ExtOp {
   };
   using Elem = T;
   static constexpr bool kVec = false;
+  // The rows path's 16-byte vector variant (values + int64 indices, see rows_kernel); 1-byte
+  // types stay scalar (16 elements x 16-byte states per lane would spill).
+  static constexpr bool kVecIdx = sizeof(T) >= 2;
+  __device__ static T finish(const State& s) { return from_compute<T>(s.v); }
+  __device__ static int64_t index(const State& s) { return s.i; }
   __device__ static State identity() { return State{C(0), -1}; }
   __device__ static State combine(const State& a, const State& b) {
     if (b.i < 0) return a;
