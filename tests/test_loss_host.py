@@ -35,13 +35,16 @@ def test_cross_entropy_cluster_selection(monkeypatch):
     devs = bc.devices()
     if devs and devs[0]["sm"] < 90:
         pytest.skip("the current device is below sm_90")
-    p = ce()
-    assert p.sku.layout == "rows_cluster"
-    assert "a cluster of 8 CTA(s) x 256 threads x 8 16-byte vectors" in p.sku.precision.math
+    # forward only, many rows of >= 16384 classes: the streaming kernel
+    assert ce().sku.layout == "rows_stream"
+    assert ce((4096, 32000)).sku.layout == "rows_stream"
+    # with the gradient: the one-read cluster path
     fused = ce(with_grad=True)
     assert fused.sku.layout == "rows_cluster"
-    assert ce((4096, 32000)).sku.layout == "rows_cluster"
-    assert "cluster of 2 CTA(s)" in ce((4096, 32000)).sku.precision.math
+    assert "a cluster of 8 CTA(s) x 256 threads x 8 16-byte vectors" in fused.sku.precision.math
+    # label smoothing keeps the forward on the cluster path too
+    assert ce(label_smoothing=0.1).sku.layout == "rows_cluster"
+    assert "cluster of 2 CTA(s)" in ce((4096, 32000), label_smoothing=0.1).sku.precision.math
     # few rows: the chunked kernels (whole GPU)
     assert ce((4, 128256)).sku.layout == "rows_chunked"
     # rows beyond 16 CTAs of 2048 vectors: chunked
@@ -60,14 +63,15 @@ def test_cross_entropy_knobs(monkeypatch):
         pytest.skip("the current device is below sm_90")
     monkeypatch.setenv("BARACUDA_CE_CFG", "path=chunked")
     assert ce().sku.layout in ("rows", "rows_chunked")
-    monkeypatch.setenv("BARACUDA_CE_CFG", "k=4,threads=512")
+    monkeypatch.setenv("BARACUDA_CE_CFG", "path=cluster,k=4,threads=512")
     assert "x 512 threads x 4 16-byte" in ce().sku.precision.math
-    monkeypatch.setenv("BARACUDA_CE_CFG", "k=8,threads=128")
+    monkeypatch.setenv("BARACUDA_CE_CFG", "path=cluster,k=8,threads=128")
     assert "a cluster of 16 CTA(s) x 128 threads" in ce().sku.precision.math
-    monkeypatch.setenv("BARACUDA_CE_CFG", "k=8,threads=256,cluster=4")  # does not fit: not the cluster path
+    monkeypatch.setenv("BARACUDA_CE_CFG", "path=cluster,k=8,threads=256,cluster=4")  # does not fit
     assert ce().sku.layout != "rows_cluster"
-    monkeypatch.setenv("BARACUDA_CE_CFG", "bogus,k=3")  # ignored
-    assert ce().sku.layout == "rows_cluster"
+    monkeypatch.setenv("BARACUDA_CE_CFG", "bogus,k=3")  # ignored: the defaults
+    assert ce().sku.layout == "rows_stream"
+    assert ce(with_grad=True).sku.layout == "rows_cluster"
 
 
 def pw(op, shape=(4, 5), dt=f32, target=None, weight=None, extra=(), reduction="mean", grad=False, grad_loss=None,
