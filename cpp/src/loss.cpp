@@ -149,6 +149,26 @@ Reduction parse_reduction(const std::string& op, const std::string& r, bool batc
   throw InvalidArgument(op + ": reduction '" + r + "' is not one of none, mean, sum" +
                         (batchmean_ok ? ", batchmean" : ""));
 }
+// Class-index losses (cross-entropy, NLL): target [N] int64 / int32, optional weight [C] in the
+// input's dtype.
+void check_class_targets(const LossDescriptor& desc, int64_t N, int64_t C) {
+  const std::string& op = desc.op;
+  const TensorSpec& x = desc.input;
+  const TensorSpec& t = desc.target;
+  if (t.dtype != DType::Int64 && t.dtype != DType::Int32)
+    throw InvalidDType(op + ": target is " + std::string(dtype_name(t.dtype)) + "; expected int64 or int32 class indices");
+  if (t.shape != std::vector<int64_t>{N})
+    throw InvalidArgument(op + ": target must have shape [" + std::to_string(N) + "] (one class per row of input), got " +
+                          shape_str(t.shape));
+  if (desc.has_weight) {
+    if (desc.weight.shape != std::vector<int64_t>{C})
+      throw InvalidArgument(op + ": weight must have shape [" + std::to_string(C) + "] (one per class), got " +
+                            shape_str(desc.weight.shape));
+    if (desc.weight.dtype != x.dtype)
+      throw InvalidDType(op + ": weight is " + std::string(dtype_name(desc.weight.dtype)) + " but input is " +
+                         dtype_name(x.dtype) + "; expected the input's dtype");
+  }
+}
 // numpy / torch broadcasting of the operand shapes (right-aligned; 1 stretches).
 std::vector<int64_t> broadcast_of(const std::string& op, const std::vector<const TensorSpec*>& specs,
                                   const std::vector<std::string>& names) {
@@ -380,19 +400,7 @@ static void select_nll(const LossDescriptor& desc, LossPlan::Impl& I) {
   const int64_t N = x.shape[0], C = x.shape[1];
   if (N < 0 || C < 0) throw InvalidArgument(op + ": input has a negative dimension in " + shape_str(x.shape));
   const TensorSpec& t = desc.target;
-  if (t.dtype != DType::Int64 && t.dtype != DType::Int32)
-    throw InvalidDType(op + ": target is " + std::string(dtype_name(t.dtype)) + "; expected int64 or int32 class indices");
-  if (t.shape != std::vector<int64_t>{N})
-    throw InvalidArgument(op + ": target must have shape [" + std::to_string(N) + "] (one class per row of input), got " +
-                          shape_str(t.shape));
-  if (desc.has_weight) {
-    if (desc.weight.shape != std::vector<int64_t>{C})
-      throw InvalidArgument(op + ": weight must have shape [" + std::to_string(C) + "] (one per class), got " +
-                            shape_str(desc.weight.shape));
-    if (desc.weight.dtype != x.dtype)
-      throw InvalidDType(op + ": weight is " + std::string(dtype_name(desc.weight.dtype)) + " but input is " +
-                         dtype_name(x.dtype) + "; expected the input's dtype");
-  }
+  check_class_targets(desc, N, C);
   L.reduction = parse_reduction(op, desc.reduction, false);
   L.dtype = x.dtype;
   L.target_dtype = t.dtype;
@@ -592,24 +600,8 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
     throw InvalidArgument(op + ": input rows overlap (row stride " + std::to_string(xs[0]) + " < V = " +
                           std::to_string(V) + ")");
   const TensorSpec& t = desc.target;
-  if (t.dtype != DType::Int64 && t.dtype != DType::Int32)
-    throw InvalidDType(op + ": target is " + std::string(dtype_name(t.dtype)) + "; expected int64 or int32 class indices");
-  if (t.shape != std::vector<int64_t>{N})
-    throw InvalidArgument(op + ": target must have shape [" + std::to_string(N) + "] (one class per row of input), got " +
-                          shape_str(t.shape));
-  if (desc.has_weight) {
-    if (desc.weight.shape != std::vector<int64_t>{V})
-      throw InvalidArgument(op + ": weight must have shape [" + std::to_string(V) + "] (one per class), got " +
-                            shape_str(desc.weight.shape));
-    if (desc.weight.dtype != x.dtype)
-      throw InvalidDType(op + ": weight is " + std::string(dtype_name(desc.weight.dtype)) + " but input is " +
-                         dtype_name(x.dtype) + "; expected the input's dtype");
-  }
-  Reduction red;
-  if (desc.reduction == "none") red = Reduction::None;
-  else if (desc.reduction == "mean") red = Reduction::Mean;
-  else if (desc.reduction == "sum") red = Reduction::Sum;
-  else throw InvalidArgument(op + ": reduction '" + desc.reduction + "' is not one of none, mean, sum");
+  check_class_targets(desc, N, V);
+  const Reduction red = parse_reduction(op, desc.reduction, false);
   if (!(desc.label_smoothing >= 0.0 && desc.label_smoothing <= 1.0))
     throw InvalidArgument(op + ": label_smoothing " + std::to_string(desc.label_smoothing) + " is outside [0, 1]");
   if (!fwd && !desc.has_grad_loss)
