@@ -10,8 +10,11 @@ dtype, same timer, same run).
 shapes, times ours only (torch once per shape, for the ratio) and prints the best per row.
 
 Rows: forward (loss, mean) vs torch.nn.functional.cross_entropy; fused forward + gradient vs torch
-forward + autograd backward. GB/s counts the logits read once (+ the gradient written once for
-the fused rows), also as a fraction of the copy bandwidth measured in the same run.
+forward + autograd backward; pointwise losses; the row losses (cosine embedding, triplet, multi
+margin, multilabel (soft) margin) and multi-operand gradients (mse wrt input and target, gaussian
+wrt input, target and var), forward and forward + every gradient, vs torch forward + autograd.
+GB/s counts the logits read once (+ the gradient written once for the fused rows), also as a
+fraction of the copy bandwidth measured in the same run.
 """
 from __future__ import annotations
 
@@ -136,6 +139,112 @@ def run_pointwise(name, shape, dt, call, args, copy_gbs):
                 timing={"ours": tm["ours"], "torch": tm["torch"]})
 
 
+# Row losses and multi-operand gradients: (name, kind, shape, dtype). "forward": the loss (mean);
+# "fwd+bwd": the loss, then the gradients w.r.t. every differentiable operand (torch: forward +
+# autograd). GB/s counts each operand read once (+ each gradient written once).
+ROW_LOSSES = [
+    ("cosine_embedding_loss", "forward", (8192, 1024), torch.bfloat16),
+    ("cosine_embedding_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
+    ("triplet_margin_loss", "forward", (8192, 1024), torch.bfloat16),
+    ("triplet_margin_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
+    ("multi_margin_loss", "forward", (8192, 1024), torch.bfloat16),
+    ("multi_margin_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
+    ("multilabel_soft_margin_loss", "forward", (8192, 1024), torch.bfloat16),
+    ("multilabel_soft_margin_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
+    ("multilabel_margin_loss", "forward", (4096, 256), torch.float32),
+    ("multilabel_margin_loss", "fwd+bwd", (4096, 256), torch.float32),
+    ("mse_loss", "fwd+bwd", (8192, 8192), torch.bfloat16),             # wrt input and target
+    ("gaussian_nll_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),    # wrt input, target, var [N]
+]
+
+
+def _row_loss_case(name, shape, dt):
+    """(float operands, the loss of (module, operands), our backward of (operands)): the first
+    len(_ROW_WRT[name]) operands are differentiated."""
+    n, c = shape
+    x = lambda: torch.randn(shape, device=DEV, dtype=dt)  # noqa: E731
+    one = torch.ones((), device=DEV, dtype=dt)
+    wrt = _ROW_WRT[name]
+    if name == "cosine_embedding_loss":
+        y = torch.where(torch.rand(n, device=DEV) < 0.5, -1, 1)
+        return ([x(), x()], lambda m, f: m.cosine_embedding_loss(f[0], f[1], y, 0.2),
+                lambda f: bc.cosine_embedding_loss_backward(one, f[0], f[1], y, 0.2, wrt=wrt))
+    if name == "triplet_margin_loss":
+        return ([x(), x(), x()], lambda m, f: m.triplet_margin_loss(f[0], f[1], f[2]),
+                lambda f: bc.triplet_margin_loss_backward(one, f[0], f[1], f[2], wrt=wrt))
+    if name == "multi_margin_loss":
+        y = torch.randint(0, c, (n,), device=DEV)
+        return ([x()], lambda m, f: m.multi_margin_loss(f[0], y),
+                lambda f: bc.multi_margin_loss_backward(one, f[0], y, wrt=wrt))
+    if name == "multilabel_soft_margin_loss":
+        t = torch.rand(shape, device=DEV).round().to(dt)
+        return ([x(), t], lambda m, f: m.multilabel_soft_margin_loss(f[0], f[1]),
+                lambda f: bc.multilabel_soft_margin_loss_backward(one, f[0], f[1], wrt=wrt))
+    if name == "multilabel_margin_loss":
+        y = torch.argsort(torch.rand(shape, device=DEV), dim=1)
+        y[:, 8] = -1  # 8 targets per row
+        return ([x()], lambda m, f: m.multilabel_margin_loss(f[0], y),
+                lambda f: bc.multilabel_margin_loss_backward(one, f[0], y, wrt=wrt))
+    if name == "mse_loss":
+        return ([x(), x()], lambda m, f: m.mse_loss(f[0], f[1]),
+                lambda f: bc.mse_loss_backward(one, f[0], f[1], wrt=wrt))
+    if name == "gaussian_nll_loss":
+        var = (torch.rand(n, device=DEV) + 0.5).to(dt)
+        return ([x(), x(), var], lambda m, f: m.gaussian_nll_loss(f[0], f[1], f[2]),
+                lambda f: bc.gaussian_nll_loss_backward(one, f[0], f[1], f[2], wrt=wrt))
+    raise ValueError(name)
+
+
+_ROW_WRT = {"cosine_embedding_loss": ("input1", "input2"), "triplet_margin_loss": ("anchor", "positive", "negative"),
+            "multi_margin_loss": ("input",), "multilabel_soft_margin_loss": ("input",),
+            "multilabel_margin_loss": ("input",), "mse_loss": ("input", "target"),
+            "gaussian_nll_loss": ("input", "target", "var")}
+
+
+def run_row_loss(name, kind, shape, dt, args, copy_gbs):
+    nsets = 3
+    sets = [_row_loss_case(name, shape, dt) for _ in range(nsets)]
+    fwd_only = kind == "forward"
+    nd = len(_ROW_WRT[name])
+
+    def ours(i):
+        fl, loss_fn, back = sets[i]
+        loss = loss_fn(bc, fl)
+        return loss if fwd_only else (loss, back(fl))
+
+    def theirs(i, double=False):
+        fl, loss_fn, _ = sets[i]
+        fl = [t.double() for t in fl] if double else fl
+        if fwd_only:
+            return loss_fn(F, fl)
+        leaves = [t.detach().requires_grad_(k < nd) for k, t in enumerate(fl)]
+        loss = loss_fn(F, leaves)
+        return loss, torch.autograd.grad(loss, leaves[:nd])
+
+    got, ref = ours(0), theirs(0, double=True)
+    if fwd_only:
+        err = C.rel_err(got.double(), ref.double())
+    else:
+        err = C.rel_err(got[0].double(), ref[0].double())
+        for a, b in zip(got[1], ref[1]):
+            err = max(err, C.rel_err(a.double(), b.double()))
+    del ref
+    tm = C.measure({"ours": C.GpuBench(ours, nsets), "torch": C.GpuBench(theirs, nsets)}, iters=args.iters,
+                   passes=args.passes)
+    fl0 = sets[0][0]
+    moved = sum(t.numel() * t.element_size() for t in fl0)
+    if not fwd_only:
+        moved += sum(t.numel() * t.element_size() for t in fl0[:nd])
+    g = moved / tm["ours"].median / 1e9
+    del sets
+    C.free_memory()
+    return dict(key=f"{name} {kind} {str(dt).replace('torch.', '')} {shape[0]}x{shape[1]}", sku="rows",
+                us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, gbs=g,
+                torch_gbs=moved / tm["torch"].median / 1e9, copy_frac=g / copy_gbs,
+                speedup=tm["torch"].median / tm["ours"].median, rel_err=err, ok=err <= TOL,
+                timing={"ours": tm["ours"], "torch": tm["torch"]})
+
+
 def sweep(args, copy_gbs):
     """Every SWEEP variant on the key shapes; prints a table and the best variant per row."""
     lines = []
@@ -165,6 +274,74 @@ def sweep(args, copy_gbs):
                              f"(torch {base['torch_us']:.1f} us, x{base['torch_us'] / best[1]:.2f})")
                 print(lines[-1], flush=True)
     return lines
+
+
+# CTC loss: (kind, torch path) rows at T=500, N=32, C=64, S=100 f32 (padded targets, all inputs full
+# length, target lengths 50..100). torch "native": device int64 targets; "cudnn": CPU int32
+# concatenated targets and lengths (torch's cuDNN conditions). The recursions are latency-bound
+# (T sequential steps per sample); GB/s counts log_probs read once (+ the gradient written once).
+CTC_ROWS = [("forward", "native"), ("fwd+bwd", "native"), ("fwd+bwd", "cudnn")]
+
+
+def run_ctc(kind, path, args, copy_gbs, T=500, N=32, Cn=64, S=100):
+    g = torch.Generator(device=DEV).manual_seed(5)
+    nsets = 2
+    sets = []
+    for _ in range(nsets):
+        lp = torch.log_softmax(torch.randn(T, N, Cn, device=DEV, generator=g), -1)
+        tg = torch.randint(1, Cn, (N, S), device=DEV, generator=g)
+        il = torch.full((N,), T, device=DEV, dtype=torch.int64)
+        tl = torch.randint(S // 2, S + 1, (N,), device=DEV, generator=g)
+        st = dict(lp=lp, tg=tg, il=il, tl=tl, out=torch.empty((), device=DEV), grad=torch.empty_like(lp))
+        if path == "cudnn":
+            st["tg_t"] = torch.cat([tg[i, :int(tl[i])] for i in range(N)]).to(torch.int32).cpu()
+            st["il_t"], st["tl_t"] = il.to(torch.int32).cpu(), tl.to(torch.int32).cpu()
+        else:
+            st["tg_t"], st["il_t"], st["tl_t"] = tg, il, tl
+        sets.append(st)
+    s0 = sets[0]
+    plan = bc.CtcLossPlan.select(bc.CtcLossDescriptor("ctc_loss", spec(s0["lp"]), spec(s0["tg"]), spec(s0["il"]),
+                                                      spec(s0["tl"])))
+    bplan = bc.CtcLossPlan.select(bc.CtcLossDescriptor(
+        "ctc_loss_backward", spec(s0["lp"]), spec(s0["tg"]), spec(s0["il"]), spec(s0["tl"]),
+        grad_loss=bc.TensorSpec((), bc.float32), grad_log_probs=spec(s0["grad"])))
+    for st in sets:
+        st["la"] = torch.empty(plan.log_alpha_shape(), device=DEV)
+    ws = torch.empty(max(plan.workspace_bytes(), bplan.workspace_bytes()), device=DEV, dtype=torch.uint8)
+    one = torch.ones((), device=DEV)
+    fused = kind != "forward"
+
+    def ours(i):
+        st = sets[i]
+        plan.run(st["lp"], st["tg"], st["il"], st["tl"], st["la"], ws, out=st["out"])
+        if fused:
+            bplan.run(st["lp"], st["tg"], st["il"], st["tl"], st["la"], ws, grad_loss=one, grad_log_probs=st["grad"])
+
+    def theirs(i):
+        st = sets[i]
+        if not fused:
+            return F.ctc_loss(st["lp"], st["tg_t"], st["il_t"], st["tl_t"])
+        x = st["lp"].detach().requires_grad_(True)
+        loss = F.ctc_loss(x, st["tg_t"], st["il_t"], st["tl_t"])
+        return loss, torch.autograd.grad(loss, x)[0]
+
+    ours(0)
+    ref = theirs(0)
+    err = C.rel_err(s0["out"].double(), (ref[0] if fused else ref).double())
+    if fused:
+        err = max(err, C.rel_err(s0["grad"].double(), ref[1].double()))
+    tm = C.measure({"ours": C.GpuBench(ours, nsets), "torch": C.GpuBench(theirs, nsets)}, iters=args.iters,
+                   passes=args.passes)
+    moved = T * N * Cn * 4 * (2 if fused else 1)
+    gb = moved / tm["ours"].median / 1e9
+    key = f"ctc_loss {kind} f32 T{T} N{N} C{Cn} S{S} vs torch {path}"
+    sku = plan.sku.layout + ("+" + bplan.sku.layout if fused else "")
+    del sets
+    C.free_memory()
+    return dict(key=key, sku=sku, us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, gbs=gb,
+                torch_gbs=moved / tm["torch"].median / 1e9, copy_frac=gb / copy_gbs,
+                speedup=tm["torch"].median / tm["ours"].median, rel_err=err, ok=err <= 1e-3,
+                timing={"ours": tm["ours"], "torch": tm["torch"]})
 
 
 def main():
@@ -210,6 +387,30 @@ def main():
         failed = failed or not r["ok"]
         rows.append(r)
         print(key, "error" if "error" in r else f"{r['gbs']:.0f} GB/s, x{r['speedup']:.2f} torch", flush=True)
+    for name, kind, shape, dt in ROW_LOSSES:
+        key = f"{name} {kind} {str(dt).replace('torch.', '')} {shape[0]}x{shape[1]}"
+        if not re.search(args.rows, key):
+            continue
+        try:
+            r = run_row_loss(name, kind, shape, dt, args, copy["gbs"])
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(key=key, error=str(e), ok=False)
+        failed = failed or not r["ok"]
+        rows.append(r)
+        print(key, "error" if "error" in r else f"{r['gbs']:.0f} GB/s, x{r['speedup']:.2f} torch", flush=True)
+    for kind, path in CTC_ROWS:
+        key = f"ctc_loss {kind} f32 T500 N32 C64 S100 vs torch {path}"
+        if not re.search(args.rows, key):
+            continue
+        try:
+            r = run_ctc(kind, path, args, copy["gbs"])
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(key=key, error=str(e), ok=False)
+        failed = failed or not r["ok"]
+        rows.append(r)
+        print(key, "error" if "error" in r else f"{r['us']:.0f} us, x{r['speedup']:.2f} torch", flush=True)
     headers = ["row", "kernel", "ours us", "torch us", "ours GB/s", "% copy", "torch GB/s", "x torch", "rel err", "ok"]
     table = [[r["key"], r.get("sku", "-"), C.fmt(r.get("us")), C.fmt(r.get("torch_us")), C.fmt(r.get("gbs"), ".0f"),
               C.fmt(100 * r["copy_frac"] if "copy_frac" in r else None, ".0f"), C.fmt(r.get("torch_gbs"), ".0f"),

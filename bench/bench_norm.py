@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Norm family (RMSNorm, LayerNorm; forward, fused residual, backward): baracuda against torch,
+"""Norm family (RMSNorm, LayerNorm; forward, fused residual, backward; GroupNorm, InstanceNorm,
+BatchNorm forward / backward over NCHW and channels-last): baracuda against torch,
 same shapes, same dtype, same timer, same run.
 
     python3 bench/bench_norm.py            # full run
     python3 bench/bench_norm.py --quick    # smoke run: fewer samples, one pass, fewer shapes
+    python3 bench/bench_norm.py --family channel   # only GroupNorm / InstanceNorm / BatchNorm rows
     OUT=/tmp/out python3 bench/bench_norm.py   # also $OUT/bench_norm.{md,json,txt}
     python3 bench/bench_norm.py --sweep    # time register-kernel variants (BARACUDA_NORM_CFG /
                                            # BARACUDA_NORM_BWD_CFG) on the key shapes, print the best
@@ -138,6 +140,130 @@ def run_case(op, kind, shape, args, copy_gbs, with_torch=True):
     return row
 
 
+# ---- GroupNorm / InstanceNorm / BatchNorm ----------------------------------------------------------
+# (op, kind, shape, layout, dtype): conv-net shapes, NCHW ("nc") and channels-last ("cl").
+CHANNEL_CASES = [
+    ("batch_norm", "fwd", (32, 256, 56, 56), "cl", BF), ("batch_norm", "fwd", (32, 256, 56, 56), "nc", BF),
+    ("batch_norm", "bwd", (32, 256, 56, 56), "cl", BF), ("batch_norm", "bwd", (32, 256, 56, 56), "nc", BF),
+    ("batch_norm", "fwd", (256, 2048, 7, 7), "cl", BF), ("batch_norm", "fwd", (256, 2048, 7, 7), "nc", BF),
+    ("batch_norm", "fwd", (32, 256, 56, 56), "nc", torch.float32),
+    ("batch_norm", "bwd", (32, 256, 56, 56), "nc", torch.float32),
+    ("batch_norm_eval", "fwd", (32, 256, 56, 56), "cl", BF),
+    ("batch_norm", "fwd", (8192, 4096), "nc", BF),
+    ("group_norm", "fwd", (8, 256, 64, 64), "nc", BF), ("group_norm", "fwd", (8, 256, 64, 64), "cl", BF),
+    ("group_norm", "bwd", (8, 256, 64, 64), "nc", BF), ("group_norm", "bwd", (8, 256, 64, 64), "cl", BF),
+    ("group_norm", "fwd", (16, 512, 32, 32), "nc", torch.float32),
+    ("group_norm", "bwd", (16, 512, 32, 32), "nc", torch.float32),
+    ("instance_norm", "fwd", (16, 64, 128, 128), "nc", BF), ("instance_norm", "bwd", (16, 64, 128, 128), "nc", BF),
+]
+QUICK_CHANNEL_CASES = [CHANNEL_CASES[i] for i in (0, 1, 2, 3, 10, 12)]
+_BC_DT = {torch.bfloat16: bc.bfloat16, torch.float32: bc.float32, torch.float16: bc.float16, torch.float64: bc.float64}
+
+
+def _chan_layout(x, layout):
+    if layout == "nc" or x.dim() < 3:
+        return x.contiguous()
+    perm = [0] + list(range(2, x.dim())) + [1]
+    inv = [0, x.dim() - 1] + list(range(1, x.dim() - 1))
+    return x.permute(perm).contiguous().permute(inv)
+
+
+def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
+    """One GroupNorm / InstanceNorm / BatchNorm row: ours through the plan API, torch through F.*
+    (backward: torch.autograd.grad on a retained graph). Bytes: x and y (forward), grad_out, x
+    and grad_x (backward), each once; ours reads x twice in training-mode forward (stats + apply)."""
+    N, Cc = shape[0], shape[1]
+    eval_mode = op == "batch_norm_eval"
+    base = "batch_norm" if eval_mode else op
+    G = 32 if base == "group_norm" else 0
+    numel = 1
+    for d in shape:
+        numel *= d
+    esz = torch.finfo(dt).bits // 8
+    set_bytes = (2 if kind == "fwd" else 3) * numel * esz
+    nsets = C.rotation_sets(set_bytes)
+    xs = [_chan_layout(torch.randn(shape, device=DEV, dtype=dt) * 2 + 1, layout) for _ in range(nsets)]
+    w = torch.randn(Cc, device=DEV, dtype=torch.float32 if dt == BF else dt)
+    b = torch.randn(Cc, device=DEV, dtype=w.dtype)
+    run_dt = torch.float32 if dt in (BF, torch.float16) else dt
+    rm, rv = torch.zeros(Cc, device=DEV, dtype=run_dt), torch.ones(Cc, device=DEV, dtype=run_dt)
+    training = not eval_mode
+    use_running = base == "batch_norm"
+    d = bc.ChannelNormDescriptor(base + ("_backward" if kind == "bwd" else ""),
+                                 bc.TensorSpec(tuple(shape), _BC_DT[dt], list(xs[0].stride())), num_groups=G,
+                                 weight=_BC_DT[w.dtype], bias=_BC_DT[b.dtype],
+                                 running=_BC_DT[run_dt] if (use_running and kind == "fwd") else None,
+                                 training=training, save_stats=False)
+    plan = bc.ChannelNormPlan.select(d)
+    ws = torch.empty(max(1, plan.workspace_bytes()), device=DEV, dtype=torch.uint8)
+    row = dict(op=op, kind=f"{kind} {layout} {str(dt).replace('torch.', '')}", shape=list(shape), bytes=set_bytes,
+               sets=nsets)
+
+    def torch_fwd(x, ww, bb):
+        if base == "group_norm":
+            return F.group_norm(x, G, ww, bb, 1e-5)
+        if base == "instance_norm":
+            return F.instance_norm(x, None, None, ww, bb, True, 0.1, 1e-5)
+        return F.batch_norm(x, rm, rv, ww, bb, training, 0.1, 1e-5)
+
+    if kind == "fwd":
+        ys = [torch.empty_like(x) for x in xs]
+        rmo, rvo = rm.clone(), rv.clone()  # ours updates its own copies
+
+        def ours(i):
+            plan.run(y=ys[i], x=xs[i], weight=w, bias=b, running_mean=rmo if use_running else None,
+                     running_var=rvo if use_running else None, workspace=ws)
+
+        def theirs(i):
+            return torch_fwd(xs[i], w, b)
+
+        ours(0)
+        err = C.rel_err(ys[0], theirs(0))
+    else:
+        gos = [_chan_layout(torch.randn(shape, device=DEV, dtype=dt), layout) for _ in range(nsets)]
+        gxs = [torch.empty_like(x) for x in xs]
+        gw, gb = torch.empty_like(w), torch.empty_like(b)
+        fn = {"group_norm": bc.group_norm, "instance_norm": bc.instance_norm}.get(base)
+        stats = []
+        for x in xs:
+            if fn is bc.group_norm:
+                out = bc.group_norm(x, G, w, b, save_stats=True)
+            elif fn is bc.instance_norm:
+                out = bc.instance_norm(x, weight=w, bias=b, save_stats=True)
+            else:
+                out = bc.batch_norm(x, weight=w, bias=b, training=True, save_stats=True)
+            stats.append(out[1:])
+
+        def ours(i):
+            plan.run(grad_x=gxs[i], grad_out=gos[i], x=xs[i], mean=stats[i][0], rstd=stats[i][1], weight=w,
+                     grad_weight=gw, grad_bias=gb, workspace=ws)
+
+        wl, bl = w.detach().clone().requires_grad_(True), b.detach().clone().requires_grad_(True)
+        leaves = [x.detach().requires_grad_(True) for x in xs]
+        graphs = [torch_fwd(x, wl, bl) for x in leaves]
+
+        def theirs(i):
+            return torch.autograd.grad(graphs[i], (leaves[i], wl, bl), gos[i], retain_graph=True)
+
+        ours(0)
+        tg = theirs(0)
+        err = max(C.rel_err(gxs[0], tg[0]), C.rel_err(gw, tg[1]), C.rel_err(gb, tg[2]))
+    row.update(sku=plan.sku.name, rel_err=err, ok=bool(err <= TOL))
+    small = set_bytes < 64 * C.MiB
+    inner = 10 if small else 1
+    benches = {"ours": C.GpuBench(ours, nsets, inner=inner, graph=small),
+               "torch": C.GpuBench(theirs, nsets, inner=inner, graph=False)}
+    t = C.measure(benches, iters=args.iters, passes=args.passes)
+    for side in ("ours", "torch"):
+        row[side] = t[side]
+        row[side + "_gbs"] = set_bytes / t[side].median / 1e9
+        row[side + "_copy_frac"] = row[side + "_gbs"] / copy_gbs
+    row["speedup"] = t["torch"].median / t["ours"].median
+    del xs, benches
+    C.free_memory()
+    return row
+
+
 # (op, kind, shape, [config strings]): the register-kernel variants --sweep times ("" = default).
 SWEEP = [
     ("rms_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1", "tpr=128,items=4,rows=2",
@@ -146,10 +272,22 @@ SWEEP = [
                                           "tpr=512,items=1,rows=2"]),
     ("rms_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2", "tpr=128,items=1,rows=1"]),
     ("layer_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2"]),
-    ("rms_norm", "fwd", (2048, 65536), ["", "tpr=1024,items=8"]),
+    # Long rows: the thread-block cluster forward (sm_90) against the one-block register kernel
+    # ("tpr=1024,items=8" / "cluster=1"); the cluster shapes are those of kClusterShapes.
+    ("rms_norm", "fwd", (2048, 65536), ["", "tpr=1024,items=8", "cluster=4,tpr=512,items=4",
+                                        "cluster=8,tpr=256,items=4", "cluster=8,tpr=512,items=2"]),
+    ("layer_norm", "fwd", (2048, 65536), ["", "tpr=1024,items=8", "cluster=4,tpr=512,items=4",
+                                          "cluster=8,tpr=256,items=4", "cluster=8,tpr=512,items=2"]),
+    ("layer_norm", "fwd+res", (2048, 65536), ["", "tpr=1024,items=8", "cluster=4,tpr=512,items=4",
+                                              "cluster=8,tpr=256,items=4", "cluster=8,tpr=512,items=2"]),
+    ("rms_norm", "fwd", (4096, 16384), ["", "cluster=1", "cluster=2,tpr=256,items=4", "cluster=4,tpr=256,items=2",
+                                        "cluster=2,tpr=512,items=2"]),
+    ("layer_norm", "fwd", (4096, 16384), ["", "cluster=1", "cluster=2,tpr=256,items=4", "cluster=4,tpr=256,items=2",
+                                          "cluster=2,tpr=512,items=2"]),
     ("rms_norm", "bwd", (32768, 4096), ["", "tpr=512,items=1", "tpr=128,items=4", "tpr=256,items=2"]),
     ("layer_norm", "bwd", (32768, 4096), ["", "tpr=512,items=1", "tpr=128,items=4"]),
     ("layer_norm", "bwd", (65536, 512), ["", "tpr=128,items=1", "tpr=32,items=2"]),
+    ("layer_norm", "bwd", (4096, 16384), ["", "tpr=512,items=4", "tpr=1024,items=2,xs=1"]),
     ("rms_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,xs=1", "tpr=512,items=4"]),
 ]
 
@@ -157,6 +295,8 @@ SWEEP = [
 def sweep(args, copy_gbs) -> int:
     results = []
     for op, kind, shape, cfgs in SWEEP:
+        if args.match and args.match not in f"{op} {kind}":
+            continue
         var = "BARACUDA_NORM_BWD_CFG" if kind == "bwd" else "BARACUDA_NORM_CFG"
         best = None
         for cfg in cfgs:
@@ -190,6 +330,9 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--passes", type=int, default=None)
     ap.add_argument("--sweep", action="store_true", help="time register-kernel variants on the key shapes")
+    ap.add_argument("--match", default="", help="--sweep: only the entries whose 'op kind' contains this")
+    ap.add_argument("--family", choices=["all", "row", "channel"], default="all",
+                    help="row: RMSNorm / LayerNorm rows only; channel: GroupNorm / InstanceNorm / BatchNorm only")
     args = ap.parse_args(argv)
     if args.sweep and args.iters is None:
         args.iters, args.passes = 20, 1
@@ -202,7 +345,7 @@ def main(argv=None) -> int:
     if args.sweep:
         return sweep(args, copy_gbs)
     results, bad = [], []
-    for shape in (QUICK_SHAPES if args.quick else SHAPES):
+    for shape in (QUICK_SHAPES if args.quick else SHAPES) if args.family in ("all", "row") else []:
         for op in ("rms_norm", "layer_norm"):
             for kind in ("fwd", "fwd+res", "bwd"):
                 key = f"{op} {kind} {shape[0]}x{shape[1]}"
@@ -218,6 +361,21 @@ def main(argv=None) -> int:
                 print(key, "->", "ERROR " + r["error"] if "error" in r else
                       f"ours {r['ours_gbs']:.0f} GB/s ({100 * r['ours_copy_frac']:.0f}% copy), torch "
                       f"{r['torch_gbs']:.0f} GB/s, x{r['speedup']:.2f}, err {r['rel_err']:.1e}", flush=True)
+    for op, kind, shape, layout, dt in (QUICK_CHANNEL_CASES if args.quick else CHANNEL_CASES) \
+            if args.family in ("all", "channel") else []:
+        key = f"{op} {kind} {layout} {dt} {'x'.join(map(str, shape))}"
+        try:
+            r = run_channel_case(op, kind, shape, layout, dt, args, copy_gbs)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(op=op, kind=f"{kind} {layout}", shape=list(shape), error=f"{type(e).__name__}: {e}", ok=False)
+            C.free_memory()
+        results.append(r)
+        if not r.get("ok"):
+            bad.append(key)
+        print(key, "->", "ERROR " + r["error"] if "error" in r else
+              f"ours {r['ours_gbs']:.0f} GB/s ({100 * r['ours_copy_frac']:.0f}% copy), torch "
+              f"{r['torch_gbs']:.0f} GB/s, x{r['speedup']:.2f}, err {r['rel_err']:.1e}", flush=True)
     headers = ["op", "kind", "shape", "ours us", "ours GB/s", "% copy", "torch us", "torch GB/s", "torch % copy",
                "speedup", "check", "sku"]
     rows = []
@@ -231,7 +389,8 @@ def main(argv=None) -> int:
                      C.fmt(r["torch"].median * 1e6), C.fmt(r["torch_gbs"], ".0f"),
                      C.fmt(100 * r["torch_copy_frac"], ".0f") + "%", C.fmt(r["speedup"], ".2f") + "x",
                      "ok" if r["ok"] else f"FAIL {r['rel_err']:.1e}", r["sku"]])
-    title = f"bench_norm on {info['name']} (copy {copy_gbs:.0f} GB/s), bf16, weight (+ bias for LayerNorm)"
+    title = (f"bench_norm on {info['name']} (copy {copy_gbs:.0f} GB/s), bf16 unless the kind says, weight (+ bias "
+             f"for LayerNorm and the channel norms)")
     text = title + "\n\n" + C.text_table(headers, rows)
     md = "## " + title + "\n\n" + C.markdown_table(headers, rows)
     print("\n" + text)

@@ -251,28 +251,8 @@ def main(argv=None) -> int:
                   f"{'ok' if r['ok'] else 'FAILED'} (rel {r['rel_err']:.1e})  {r['sku']}", flush=True)
     elapsed = time.perf_counter() - t0
 
-    headers = ["row", "ours GB/s", "ours % copy", "torch GB/s", "torch % copy", "speedup", "check", "sku"]
-    table = []
-    for r in rows:
-        if r["error"]:
-            table.append([r["key"], "-", "-", "-", "-", "-", "ERROR", r["error"][:60]])
-            continue
-        table.append([r["key"], C.fmt(r["ours_gbs"], ".0f"), C.fmt(100 * r["ours_copy_frac"], ".1f") + "%",
-                      C.fmt(r["torch_gbs"], ".0f"), C.fmt(100 * r["torch_copy_frac"], ".1f") + "%",
-                      C.fmt(r["speedup"], ".2f") + "x", "ok" if r["ok"] else "FAILED", r["sku"]])
-    head = (f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}\n"
-            f"device copy bandwidth: {copy_gbs:.0f} GB/s; {len(rows)} rows in {elapsed:.0f} s\n")
-    text = head + "\n" + C.text_table(headers, table)
-    md = "# bench_scan\n\n" + head.replace("\n", "  \n") + "\n" + C.markdown_table(headers, table)
-    C.write_outputs("bench_scan", md, {"device": info, "copy_gbs": copy_gbs, "seed": seed, "rows": rows}, text)
-    print()
-    print(text)
-    failed = [r["key"] for r in rows if not r.get("ok")]
-    if failed:
-        print(f"\nFAILED correctness: {failed}", file=sys.stderr)
-        return 3
-    return 0
-
+    return C.report_bandwidth_rows("bench_scan", rows, info=info, copy_gbs=copy_gbs, seed=seed, elapsed=elapsed,
+                                   version=bc.__version__)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,6 +11,10 @@ Ours runs through the plan API (selected once, `plan.run(out, *inputs)` timed). 
 each operand once (forward: x read + y written; backward: grad_out + y read, grad_x written), also
 as a fraction of the device-to-device copy bandwidth measured at the start of the run. Cross-entropy
 rows are in bench_loss.py.
+
+gumbel_softmax rows time torch.nn.functional.gumbel_softmax (its own noise; our error is measured
+against a float64 softmax of the logits plus our noise, baracuda.gumbel_noise). sparsemax rows time a
+torch reference written with sort + cumsum (torch has no sparsemax), computed in f32.
 """
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ DEV = "cuda"
 BF = torch.bfloat16
 aten = torch.ops.aten
 SHAPES = [(32768, 4096), (4096, 32768), (1048576, 64), (262144, 512), (512, 262144)]
+ROWOP_SHAPES = [(32768, 4096), (4096, 32768), (262144, 512), (512, 262144)]
+ROWOPS = ["gumbel_softmax", "gumbel_softmax_hard", "gumbel_softmax_backward", "sparsemax", "sparsemax_backward"]
 TOL = 2e-2
 
 
@@ -74,6 +80,78 @@ def run_row(op, shape, args, copy_gbs):
     t = C.measure({"ours": ours, "torch": theirs}, iters=args.iters, passes=args.passes)
     moved = set_bytes
     g_ours, g_torch = moved / t["ours"].median / 1e9, moved / t["torch"].median / 1e9
+    del sets
+    C.free_memory()
+    return dict(key=f"{op} bf16 {shape[0]}x{shape[1]}", sku=plan.sku.layout, us=t["ours"].median * 1e6,
+                torch_us=t["torch"].median * 1e6, gbs=g_ours, torch_gbs=g_torch, copy_frac=g_ours / copy_gbs,
+                speedup=t["torch"].median / t["ours"].median, rel_err=err, ok=ok,
+                timing={"ours": t["ours"], "torch": t["torch"]})
+
+
+def torch_sparsemax(x):
+    """sparsemax along the last dim with sort + cumsum, in f32 (the usual torch implementation)."""
+    z = x.float()
+    z = z - z.amax(-1, keepdim=True)
+    zs = torch.sort(z, dim=-1, descending=True).values
+    k = torch.arange(1, z.shape[-1] + 1, device=z.device, dtype=z.dtype)
+    css = zs.cumsum(-1)
+    kz = (1 + k * zs > css).sum(-1, keepdim=True)
+    t = (css.gather(-1, kz - 1) - 1) / kz
+    return torch.clamp(z - t, min=0).to(x.dtype)
+
+
+def torch_sparsemax_backward(gy, y):
+    s = (y > 0).float()
+    g = gy.float()
+    return (s * (g - (g * s).sum(-1, keepdim=True) / s.sum(-1, keepdim=True))).to(gy.dtype)
+
+
+def run_rowop_row(op, shape, args, copy_gbs):
+    """gumbel_softmax (soft / hard), its backward, sparsemax and its backward, bf16, last dim."""
+    F = torch.nn.functional
+    tau = 0.5
+    hard = op == "gumbel_softmax_hard"
+    base = "gumbel_softmax" if hard else op
+    bwd = op.endswith("_backward")
+    nin = 2 if bwd else 1
+    set_bytes = (nin + 1) * shape[0] * shape[1] * 2
+    nsets = C.rotation_sets(set_bytes)
+    sets = []
+    for _ in range(nsets):
+        x = torch.randn(shape, device=DEV, dtype=BF) * 3
+        if op == "gumbel_softmax_backward":
+            ins = [torch.randn(shape, device=DEV, dtype=BF), torch.softmax(x, -1)]
+        elif op == "sparsemax_backward":
+            ins = [torch.randn(shape, device=DEV, dtype=BF), bc.sparsemax(x)]
+        else:
+            ins = [x]
+        sets.append((ins, torch.empty(shape, device=DEV, dtype=BF)))
+    ins0, out0 = sets[0]
+    d = bc.SoftmaxDescriptor(base, [spec(t) for t in ins0], -1, spec(out0),
+                             tau=tau if base.startswith("gumbel") else 1.0, hard=hard)
+    plan = bc.SoftmaxPlan.select(d)
+    C.poison_(out0)
+    plan.run(out0, *ins0, seed=1, offset=0)
+    if base == "gumbel_softmax":
+        x = ins0[0]
+        soft = torch.softmax((x.double() + bc.gumbel_noise(x, seed=1, offset=0).double()) / tau, -1)
+        ref = F.one_hot(soft.to(BF).argmax(-1), shape[1]).to(BF) if hard else soft.to(BF)
+        tf = lambda x: F.gumbel_softmax(x, tau=tau, hard=hard)  # noqa: E731
+    elif op == "gumbel_softmax_backward":
+        ref = aten._softmax_backward_data(ins0[0].double(), ins0[1].double(), -1, torch.float64) / tau
+        tf = lambda gy, y: aten._softmax_backward_data(gy, y, -1, y.dtype) / tau  # noqa: E731
+    elif op == "sparsemax":
+        ref = torch_sparsemax(ins0[0].double())
+        tf = torch_sparsemax
+    else:
+        ref = torch_sparsemax_backward(ins0[0].double(), ins0[1].double())
+        tf = torch_sparsemax_backward
+    err = C.rel_err(out0, ref)
+    ok = err <= TOL
+    ours = C.GpuBench(lambda i: plan.run(sets[i][1], *sets[i][0], seed=1, offset=i), nsets)
+    theirs = C.GpuBench(lambda i: tf(*sets[i][0]), nsets)
+    t = C.measure({"ours": ours, "torch": theirs}, iters=args.iters, passes=args.passes)
+    g_ours, g_torch = set_bytes / t["ours"].median / 1e9, set_bytes / t["torch"].median / 1e9
     del sets
     C.free_memory()
     return dict(key=f"{op} bf16 {shape[0]}x{shape[1]}", sku=plan.sku.layout, us=t["ours"].median * 1e6,
@@ -168,6 +246,7 @@ def main():
                         C.markdown_table(headers, table), {"device": info, "copy": copy, "rows": rows}, text)
         return 3 if any("error" in r or not r["ok"] for r in rows) else 0
     keys = [(op, s) for s in SHAPES for op in ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")]
+    keys += [(op, s) for s in ROWOP_SHAPES for op in ROWOPS]
     keys = [k for k in keys if re.search(args.rows, f"{k[0]} bf16 {k[1][0]}x{k[1][1]}")]
     if args.list:
         for op, s in keys:
@@ -178,7 +257,7 @@ def main():
     rows, failed = [], False
     for op, s in keys:
         try:
-            r = run_row(op, s, args, copy["gbs"])
+            r = (run_rowop_row if op in ROWOPS else run_row)(op, s, args, copy["gbs"])
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             r = dict(key=f"{op} bf16 {s[0]}x{s[1]}", error=str(e), ok=False)

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -355,3 +356,30 @@ def _clean(o):
 
 def _json_default(o):
     return str(o)
+
+
+def report_bandwidth_rows(stem: str, rows: list, *, info: dict, copy_gbs: float, seed, elapsed: float,
+                          version: str) -> int:
+    """The table of a bandwidth bench (one row per case: ours / torch GB/s, % of copy, speedup,
+    check, sku), printed and written as <stem>.md / .json / .txt; returns 3 if a check failed."""
+    headers = ["row", "ours GB/s", "ours % copy", "torch GB/s", "torch % copy", "speedup", "check", "sku"]
+    table = []
+    for r in rows:
+        if r["error"]:
+            table.append([r["key"], "-", "-", "-", "-", "-", "ERROR", r["error"][:60]])
+            continue
+        table.append([r["key"], fmt(r["ours_gbs"], ".0f"), fmt(100 * r["ours_copy_frac"], ".1f") + "%",
+                      fmt(r["torch_gbs"], ".0f"), fmt(100 * r["torch_copy_frac"], ".1f") + "%",
+                      fmt(r["speedup"], ".2f") + "x", "ok" if r["ok"] else "FAILED", r["sku"]])
+    head = (f"GPU: {info['name']}; torch {info['torch']}; baracuda {version}\n"
+            f"device copy bandwidth: {copy_gbs:.0f} GB/s; {len(rows)} rows in {elapsed:.0f} s\n")
+    text = head + "\n" + text_table(headers, table)
+    md = f"# {stem}\n\n" + head.replace("\n", "  \n") + "\n" + markdown_table(headers, table)
+    write_outputs(stem, md, {"device": info, "copy_gbs": copy_gbs, "seed": seed, "rows": rows}, text)
+    print()
+    print(text)
+    failed = [r["key"] for r in rows if not r.get("ok")]
+    if failed:
+        print(f"\nFAILED correctness: {failed}", file=sys.stderr)
+        return 3
+    return 0

@@ -552,8 +552,11 @@ def test_pointwise_errors():
         bc.binary_cross_entropy(torch.rand(4, 5, device=DEV), torch.rand(5, device=DEV))
     with pytest.raises(errors.InvalidArgument, match="reduction 'batchmean'"):
         bc.mse_loss(x, x, reduction="batchmean")
-    with pytest.raises(errors.Unsupported, match="broadcast"):
-        bc.mse_loss_backward(torch.ones((), device=DEV), torch.randn(5, device=DEV), x)
+    # a broadcast input's gradient is summed to its shape
+    xb = torch.randn(5, device=DEV)
+    xd = xb.double().requires_grad_(True)
+    (gref,) = torch.autograd.grad(F.mse_loss(xd.expand(4, 5), x.double()), xd)
+    _pw_close(bc.mse_loss_backward(torch.ones((), device=DEV), xb, x), gref, torch.float32, "broadcast input grad")
 
 
 # ---- nll_loss -------------------------------------------------------------------------------------
@@ -586,6 +589,371 @@ def test_nll_bad_target_and_empty():
     assert math.isnan(bc.nll_loss(torch.empty(0, 10, device=DEV), torch.empty(0, device=DEV, dtype=torch.int64)).item())
 
 
+# ---- row losses: cosine embedding, multi margin, multilabel margin, multilabel soft margin, triplet ------
+ROW = ["cosine_embedding_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+       "triplet_margin_loss"]
+ROW_TOL = {torch.float64: (1e-10, 1e-12), torch.float32: (5e-5, 2e-6), torch.float16: (4e-3, 2e-4),
+           torch.bfloat16: (2e-2, 2e-3)}
+
+
+def _row_close(got, ref, dt, what, n=1):
+    r, a = ROW_TOL[dt]
+    torch.testing.assert_close(got.double(), ref.double(), rtol=r, atol=a * max(1, n), equal_nan=True,
+                               msg=lambda m: f"{what}: {m}")
+
+
+def _multilabel_targets(rows, c, g):
+    """Per row: k distinct classes (k uniform in [0, C]), one repeated now and then, then -1, then
+    garbage in [-1, C) that torch ignores."""
+    u = torch.rand(rows, c, generator=g, device=DEV)
+    perm = torch.argsort(u, dim=1)
+    k = torch.randint(0, c + 1, (rows, 1), generator=g, device=DEV)
+    col = torch.arange(c, device=DEV).expand(rows, c)
+    junk = torch.randint(-1, c, (rows, c), generator=g, device=DEV)
+    y = torch.where(col < k, perm, torch.where(col == k, torch.full_like(perm, -1), junk))
+    rep = (torch.rand(rows, generator=g, device=DEV) < 0.3) & (k[:, 0] >= 2)
+    y[rep, 1] = y[rep, 0]
+    return y
+
+
+def _row_spec(name, shape, g, v):
+    """float64 operands and the torch / baracuda calls of one row loss. v: variant knobs."""
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    u = lambda *s: torch.rand(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    lead, c = shape[:-1], shape[-1]
+    rows = lead[0] if lead else 1
+    if name == "cosine_embedding_loss":
+        y = torch.where(torch.rand(lead, generator=g, device=DEV) < 0.5, -1, 1).to(torch.int64)
+        if v.get("float_target"):
+            y = y.double()
+        m = v.get("margin", 0.2)
+        return dict(floats=[r(shape), r(shape)], wrt=("input1", "input2"), idx=(0, 1), conv_y=v.get("float_target"),
+                    F=lambda fl, y_, red: F.cosine_embedding_loss(fl[0], fl[1], y_, margin=m, reduction=red),
+                    B=lambda fl, y_, red: bc.cosine_embedding_loss(fl[0], fl[1], y_, m, reduction=red),
+                    Bb=lambda go, fl, y_, red, wrt, out: bc.cosine_embedding_loss_backward(
+                        go, fl[0], fl[1], y_, m, reduction=red, wrt=wrt, out=out), y=y)
+    if name == "multi_margin_loss":
+        y = torch.randint(0, c, lead, generator=g, device=DEV)
+        p, w = v.get("p", 1), (u(c) + 0.5 if v.get("weighted") else None)
+        return dict(floats=[r(shape)] + ([w] if w is not None else []), wrt=("input",), idx=(0,), y=y,
+                    F=lambda fl, y_, red: F.multi_margin_loss(fl[0], y_, p=p, margin=0.7,
+                                                              weight=fl[1] if len(fl) > 1 else None, reduction=red),
+                    B=lambda fl, y_, red: bc.multi_margin_loss(fl[0], y_, p, 0.7, fl[1] if len(fl) > 1 else None,
+                                                               reduction=red),
+                    Bb=lambda go, fl, y_, red, wrt, out: bc.multi_margin_loss_backward(
+                        go, fl[0], y_, p, 0.7, fl[1] if len(fl) > 1 else None, reduction=red, wrt=wrt, out=out))
+    if name == "multilabel_margin_loss":
+        y = _multilabel_targets(rows, c, g).reshape(shape)
+        return dict(floats=[r(shape)], wrt=("input",), idx=(0,), y=y,
+                    F=lambda fl, y_, red: F.multilabel_margin_loss(fl[0], y_, reduction=red),
+                    B=lambda fl, y_, red: bc.multilabel_margin_loss(fl[0], y_, reduction=red),
+                    Bb=lambda go, fl, y_, red, wrt, out: bc.multilabel_margin_loss_backward(
+                        go, fl[0], y_, reduction=red, wrt=wrt, out=out))
+    if name == "multilabel_soft_margin_loss":
+        t = torch.where(u(shape) < 0.4, torch.zeros(shape, device=DEV, dtype=torch.float64), u(shape))
+        t = torch.where(u(shape) < 0.3, torch.ones_like(t), t)
+        w = u(c) + 0.5 if v.get("weighted") else None
+        return dict(floats=[3 * r(shape), t] + ([w] if w is not None else []), wrt=("input", "target"), idx=(0, 1),
+                    y=None,
+                    F=lambda fl, y_, red: F.multilabel_soft_margin_loss(fl[0], fl[1], weight=fl[2] if len(fl) > 2
+                                                                        else None, reduction=red),
+                    B=lambda fl, y_, red: bc.multilabel_soft_margin_loss(fl[0], fl[1], fl[2] if len(fl) > 2 else None,
+                                                                         reduction=red),
+                    Bb=lambda go, fl, y_, red, wrt, out: bc.multilabel_soft_margin_loss_backward(
+                        go, fl[0], fl[1], fl[2] if len(fl) > 2 else None, reduction=red, wrt=wrt, out=out))
+    if name == "triplet_margin_loss":
+        p, swap = v.get("p", 2), v.get("swap", False)
+        return dict(floats=[r(shape), r(shape), r(shape)], wrt=("anchor", "positive", "negative"), idx=(0, 1, 2),
+                    y=None,
+                    F=lambda fl, y_, red: F.triplet_margin_loss(fl[0], fl[1], fl[2], margin=1.0, p=p, swap=swap,
+                                                                reduction=red),
+                    B=lambda fl, y_, red: bc.triplet_margin_loss(fl[0], fl[1], fl[2], 1.0, p, swap=swap,
+                                                                 reduction=red),
+                    Bb=lambda go, fl, y_, red, wrt, out: bc.triplet_margin_loss_backward(
+                        go, fl[0], fl[1], fl[2], 1.0, p, swap=swap, reduction=red, wrt=wrt, out=out))
+    raise AssertionError(name)
+
+
+def _row_check(name, shape, dt, reduction, key, variant=None, view=None):
+    """Forward and backward (every differentiable operand at once, into poisoned buffers) against
+    torch in float64 on the same dt-rounded values. view(t) may return a strided view of t."""
+    g = R.gen(key)
+    spec = _row_spec(name, tuple(shape), g, variant or {})
+    view = view or (lambda t: t)
+    floats = [f.to(dt).double() for f in spec["floats"]]
+    y = spec["y"]
+    if y is not None and spec.get("conv_y"):
+        y = y.to(dt)
+    leaves = [f.clone().requires_grad_(True) for f in floats]
+    ref = spec["F"](leaves, None if y is None else (y.double() if y.is_floating_point() else y), reduction)
+    go = torch.randn(ref.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
+    want = [leaves[i] for i in spec["idx"]]
+    grefs = torch.autograd.grad(ref, want, go.double()) if ref.numel() and floats[0].numel() else \
+        [torch.zeros_like(w) for w in want]
+    # the differentiable operands come first; class weights after them are not viewed
+    fl = [view(f.to(dt)) if i < len(spec["idx"]) else f.to(dt) for i, f in enumerate(floats)]
+    got = spec["B"](fl, y, reduction)
+    assert got.shape == ref.shape and got.dtype == dt, (got.shape, ref.shape)
+    n = math.prod(ref.shape) if reduction == "none" else (shape[0] if len(shape) == 2 else 1)
+    _row_close(got, ref.detach().to(dt), dt, f"{name} {reduction}", n if reduction == "sum" else 1)
+    outs = tuple(view(R.poison(tuple(shape), dt)) for _ in spec["wrt"])
+    res = spec["Bb"](go, fl, y, reduction, spec["wrt"], outs)
+    assert len(res) == len(outs) and all(a is b for a, b in zip(res, outs))
+    for nm, o, gr in zip(spec["wrt"], outs, grefs):
+        _row_close(o, gr.to(dt), dt, f"{name}_backward {reduction} w.r.t. {nm}")
+    # one gradient (a str wrt): a tensor, the same values
+    one = spec["Bb"](go, fl, y, reduction, spec["wrt"][-1], None)
+    _row_close(one, grefs[-1].to(dt), dt, f"{name}_backward {reduction} w.r.t. {spec['wrt'][-1]} alone")
+
+
+ROW_VARIANTS = {"cosine_embedding_loss": [{}, {"float_target": True, "margin": -0.3}],
+                "multi_margin_loss": [{"p": 1}, {"p": 2, "weighted": True}],
+                "multilabel_margin_loss": [{}],
+                "multilabel_soft_margin_loss": [{}, {"weighted": True}],
+                "triplet_margin_loss": [{}, {"p": 1, "swap": True}, {"p": 1.5}, {"p": 3, "swap": True}]}
+
+
+@pytest.mark.parametrize("name", ROW)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_row_losses_match_torch(name, reduction, dt):
+    for k, v in enumerate(ROW_VARIANTS[name]):
+        # a warp per row (D <= 1024, odd: vector body + tail) and a block per row (D > 1024)
+        for shape in ((37, 129), (5, 3001)):
+            if name == "multilabel_margin_loss" and shape[1] > 1024 and dt != torch.float32:
+                continue  # O(C^2) per row: once is enough
+            _row_check(name, shape, dt, reduction, f"row/{name}/{reduction}/{dt}/{k}/{shape}", v)
+
+
+@pytest.mark.parametrize("name", ROW)
+def test_row_losses_single_sample_and_odd_sizes(name):
+    for shape in ((1,), (7,), (300,), (1, 1), (3, 2), (1, 8)):
+        for red in ("none", "mean", "sum"):
+            _row_check(name, shape, torch.float64, red, f"row1/{name}/{shape}/{red}")
+
+
+def test_row_multi_margin_target_shapes():
+    x = torch.randn(10, device=DEV, dtype=torch.float64)
+    for t in (torch.tensor(3, device=DEV), torch.tensor([3], device=DEV)):
+        for red in ("none", "mean"):
+            ref = F.multi_margin_loss(x, t, reduction=red)
+            got = bc.multi_margin_loss(x, t, reduction=red)
+            assert got.shape == ref.shape
+            _row_close(got, ref, torch.float64, f"1-d target {tuple(t.shape)} {red}")
+
+
+@pytest.mark.parametrize("name", ROW)
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
+def test_row_losses_strided(name, dt):
+    """Padded rows (16-byte aligned: vectors with a tail; not aligned: scalar loads), a transposed
+    view (column stride != 1) and a view one element off alignment; strided gradient buffers."""
+    n, d = 19, 203
+    views = {"pad8": lambda t: torch.nn.functional.pad(t, (0, 8 - d % 8 + 8))[:, :d],
+             "pad3": lambda t: torch.nn.functional.pad(t, (0, 3))[:, :d],
+             "transposed": lambda t: t.t().contiguous().t(),
+             "offset1": lambda t: torch.nn.functional.pad(t, (1, 12))[:, 1:d + 1]}  # 16-byte rows, odd pointer
+    for vname, fn in views.items():
+        _row_check(name, (n, d), dt, "mean", f"rowv/{name}/{dt}/{vname}", None, fn)
+        _row_check(name, (n, d), dt, "none", f"rowv-none/{name}/{dt}/{vname}", None, fn)
+
+
+def test_row_bad_targets_give_nan():
+    x = torch.randn(4, 10, device=DEV)
+    t = torch.tensor([1, 10, 2, -1], device=DEV)
+    per_row = bc.multi_margin_loss(x, t, reduction="none")
+    assert torch.isnan(per_row[1]) and torch.isnan(per_row[3]) and not torch.isnan(per_row[0])
+    assert math.isnan(bc.multi_margin_loss(x, t).item())
+    g = bc.multi_margin_loss_backward(torch.ones(4, device=DEV), x, t, reduction="none")
+    assert torch.isnan(g[1]).all() and torch.isnan(g[3]).all() and not torch.isnan(g[0]).any()
+    y = torch.full((4, 10), -1, device=DEV, dtype=torch.int64)
+    y[0, :2] = torch.tensor([3, 4])
+    y[1, :2] = torch.tensor([3, 10])        # >= C before the -1: NaN
+    y[2, :3] = torch.tensor([3, -2, 99])    # the list ends at a value below -1: NaN (torch refuses)
+    y[3, :4] = torch.tensor([5, -1, 99, -7])  # garbage after the -1 is ignored
+    per_row = bc.multilabel_margin_loss(x, y, reduction="none")
+    assert torch.isnan(per_row[1]) and torch.isnan(per_row[2])
+    ok = y.clone()
+    ok[3, 2:] = -1
+    ref = F.multilabel_margin_loss(x.double()[[0, 3]], ok[[0, 3]], reduction="none")
+    _row_close(per_row[[0, 3]], ref.float(), torch.float32, "multilabel valid rows")
+    g = bc.multilabel_margin_loss_backward(torch.ones(4, device=DEV), x, y, reduction="none")
+    assert torch.isnan(g[1]).all() and torch.isnan(g[2]).all() and not torch.isnan(g[[0, 3]]).any()
+
+
+def test_row_losses_empty_batch():
+    for name in ROW:
+        spec = _row_spec(name, (0, 6), R.gen(f"empty/{name}"), {})
+        fl = [f.float() for f in spec["floats"]]
+        if name == "multi_margin_loss":
+            fl = fl[:1]
+        assert math.isnan(spec["B"](fl, spec["y"], "mean").item())  # 0 / 0, as torch
+        assert spec["B"](fl, spec["y"], "sum").item() == 0.0
+        assert spec["B"](fl, spec["y"], "none").shape == (0,)
+        res = spec["Bb"](torch.ones((), device=DEV), fl, spec["y"], "mean", spec["wrt"], None)
+        assert all(r.shape == (0, 6) for r in res)
+
+
+def test_row_losses_deterministic():
+    x1, x2 = (torch.randn(4096, 1000, device=DEV, generator=R.gen(f"det-row{i}")) for i in range(2))
+    y = torch.where(torch.rand(4096, device=DEV) < 0.5, -1, 1)
+    assert torch.equal(bc.cosine_embedding_loss(x1, x2, y), bc.cosine_embedding_loss(x1, x2, y))
+    a = bc.triplet_margin_loss_backward(torch.ones((), device=DEV), x1, x2, x1.flip(0), wrt=("anchor", "negative"))
+    b = bc.triplet_margin_loss_backward(torch.ones((), device=DEV), x1, x2, x1.flip(0), wrt=("anchor", "negative"))
+    assert all(torch.equal(p, q) for p, q in zip(a, b))
+
+
+def test_row_losses_errors():
+    x = torch.randn(4, 5, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="input2 must have the shape of input1"):
+        bc.cosine_embedding_loss(x, torch.randn(4, 6, device=DEV), torch.ones(4, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="expected 1 or 2"):
+        bc.multi_margin_loss(x, torch.zeros(4, device=DEV, dtype=torch.int64), p=3)
+    with pytest.raises(errors.InvalidDType, match="target is float32"):
+        bc.multilabel_margin_loss(x, torch.zeros(4, 5, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="not a differentiable"):
+        bc.multi_margin_loss_backward(torch.ones((), device=DEV), x, torch.zeros(4, device=DEV, dtype=torch.int64),
+                                      wrt="target")
+    with pytest.raises(errors.InvalidArgument, match="overlaps"):
+        bc.cosine_embedding_loss_backward(torch.ones((), device=DEV), x, x.clone(), torch.ones(4, device=DEV),
+                                          out=x)
+
+
+# ---- gradients w.r.t. the other operands of the pointwise losses ------------------------------------------
+def _wrt_inputs(name, shape, g):
+    """float64 operands (positional), keyword operands, the differentiable names and their indices."""
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    u = lambda *s: torch.rand(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    if name in ("mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss"):
+        return [r(shape), r(shape)], {}, ("input", "target")
+    if name == "binary_cross_entropy":
+        return [u(shape) * 0.98 + 0.01, u(shape)], {"weight": u(shape) + 0.5}, ("input", "target")
+    if name == "binary_cross_entropy_with_logits":
+        last = shape[-1:]
+        return [3 * r(shape), u(shape)], {"weight": u(last) + 0.5, "pos_weight": u(last) + 0.5}, ("input", "target")
+    if name == "kl_div":
+        return [torch.log_softmax(r(shape), -1), u(shape) + 0.05], {}, ("input", "target")  # targets > 0
+    if name == "poisson_nll_loss":
+        return [r(shape), 4 * u(shape)], {}, ("input", "target")
+    if name == "gaussian_nll_loss":
+        return [r(shape), r(shape), u(shape) + 0.05], {}, ("input", "target", "var")
+    if name == "margin_ranking_loss":
+        return [r(shape), r(shape), _sign(g, shape)], {}, ("input1", "input2", "target")
+    raise AssertionError(name)
+
+
+WRT_OPS = ["mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss", "gaussian_nll_loss", "margin_ranking_loss"]
+
+
+def _wrt_check(name, pos, kw, names, dt, reduction, key, extra_kw=None):
+    g = R.gen(key)
+    kw = dict(kw)
+    kw.update(PARAMS.get(name, {}))
+    kw.update(extra_kw or {})
+    pos = [p.to(dt).double() for p in pos]
+    kw = {k: (v.to(dt).double() if torch.is_tensor(v) else v) for k, v in kw.items()}
+    leaves = [p.clone().requires_grad_(True) for p in pos]
+    ref = getattr(F, name)(*leaves, reduction=reduction, **kw)
+    go = torch.randn(ref.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
+    idx = list(range(len(names)))
+    grefs = torch.autograd.grad(ref, [leaves[i] for i in idx], go.double())
+    bpos = [p.to(dt) for p in pos]
+    bkw = {k: (v.to(dt) if torch.is_tensor(v) else v) for k, v in kw.items()}
+    outs = tuple(R.poison(tuple(bpos[i].shape), dt) for i in idx)
+    res = getattr(bc, name + "_backward")(go, *bpos, reduction=reduction, wrt=names, out=outs, **bkw)
+    assert len(res) == len(outs) and all(a is b for a, b in zip(res, outs))
+    for nm, o, gr in zip(names, outs, grefs):
+        summed = gr.numel() < ref.numel() if reduction == "none" else gr.numel() < max(p.numel() for p in pos)
+        # a summed gradient adds up to numel / size terms: scale the absolute tolerance
+        scale = (max(p.numel() for p in pos) // max(gr.numel(), 1)) if summed else 1
+        _pw_close(o, gr.to(dt), dt, f"{name}_backward {reduction} w.r.t. {nm}", scale)
+
+
+@pytest.mark.parametrize("name", WRT_OPS)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+def test_pointwise_grad_wrt_every_operand(name, reduction, dt):
+    g = R.gen(f"wrt/{name}/{reduction}/{dt}")
+    pos, kw, names = _wrt_inputs(name, (33, 129), g)
+    _wrt_check(name, pos, kw, names, dt, reduction, f"wrt-go/{name}/{reduction}/{dt}")
+
+
+@pytest.mark.parametrize("variant", [dict(log_input=False), dict(full=True), dict(log_input=False, full=True)])
+def test_poisson_target_grad_variants(variant):
+    g = R.gen(f"wrt-poisson/{variant}")
+    x = torch.randn(40, 50, generator=g, device=DEV, dtype=torch.float64)
+    if not variant.get("log_input", True):
+        x = x.abs() + 0.1
+    t = 5 * torch.rand(40, 50, generator=g, device=DEV, dtype=torch.float64) + 0.01  # > 0: no 0 * log(0)
+    for red in ("none", "mean", "sum"):
+        _wrt_check("poisson_nll_loss", [x, t], {}, ("input", "target"), torch.float64, red, f"wrt-p/{red}", variant)
+
+
+def test_kl_div_log_target_grad_target():
+    g = R.gen("wrt-kl")
+    x = torch.log_softmax(torch.randn(16, 100, generator=g, device=DEV, dtype=torch.float64), -1)
+    t = torch.log_softmax(torch.randn(16, 100, generator=g, device=DEV, dtype=torch.float64), -1)
+    for red in ("batchmean", "mean", "sum", "none"):
+        _wrt_check("kl_div", [x, t], {}, ("input", "target"), torch.float64, red, f"wrt-kl/{red}",
+                   {"log_target": True})
+
+
+def test_pointwise_grad_of_broadcast_operands():
+    """Gradients summed to a broadcast operand's shape: a [D] target, a [1] var over ~4M elements
+    (split sums + a second kernel), var of input.shape[:-1] and [N, 1], a [D] input2, a [D] input."""
+    g = R.gen("wrt-bcast")
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    u = lambda *s: torch.rand(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    for red in ("none", "mean", "sum"):
+        x, t = r(64, 300), r(300)
+        xd, td = x.clone().requires_grad_(True), t.clone().requires_grad_(True)
+        ref = F.mse_loss(xd, td.expand(64, 300), reduction=red)
+        go = torch.randn(ref.shape, generator=g, device=DEV, dtype=torch.float64)
+        gx, gt = torch.autograd.grad(ref, (xd, td), go)
+        ox, ot = bc.mse_loss_backward(go, x, t, reduction=red, wrt=("input", "target"))
+        _pw_close(ox, gx, torch.float64, f"mse input {red}")
+        _pw_close(ot, gt, torch.float64, f"mse [D] target {red}", 64)
+        # a [D] input against an [N, D] target
+        oi = bc.mse_loss_backward(go, t, x, reduction=red)
+        td2 = t.clone().requires_grad_(True)
+        (gi,) = torch.autograd.grad(F.mse_loss(td2.expand(64, 300), x, reduction=red), td2, go)
+        _pw_close(oi, gi, torch.float64, f"mse [D] input {red}", 64)
+    # a [D] target over many rows: a thread per output, split sums + the second kernel
+    x, t = r(100000, 64).float(), r(64).float()
+    td = t.double().requires_grad_(True)
+    (gt,) = torch.autograd.grad(F.mse_loss(x.double(), td.expand(100000, 64)), td)
+    got = bc.mse_loss_backward(torch.ones((), device=DEV), x, t, wrt="target")
+    _pw_close(got, gt.float(), torch.float32, "mse [64] target over 100000 rows", 100)
+    # var of input.shape[:-1] ((1,) over 2^22 elements: split sums), and [N, 1]
+    big, mid = (r(1, 1 << 22), r(1, 1 << 22)), (r(1024, 4097), r(1024, 4097))
+    for (x, y), var in ((big, u(1) + 0.5), (mid, u(1024) + 0.1), (mid, u(1024, 1) + 0.1)):
+        for dt in (torch.float64, torch.float32):
+            xv, yv, vv = x.to(dt), y.to(dt), var.to(dt)
+            vd = vv.double().requires_grad_(True)
+            ref = F.gaussian_nll_loss(xv.double(), yv.double(), vd, eps=1e-4)
+            (gv,) = torch.autograd.grad(ref, vd)
+            got = bc.gaussian_nll_loss_backward(torch.ones((), device=DEV, dtype=dt), xv, yv, vv, eps=1e-4, wrt="var")
+            assert got.shape == vv.shape
+            _pw_close(got, gv.to(dt), dt, f"gaussian var {tuple(var.shape)} {dt}", 1 if dt == torch.float64 else 100)
+    a, b = r(8, 16), r(16)
+    tgt = torch.where(u(8, 16) < 0.5, -1.0, 1.0)
+    bd = b.clone().requires_grad_(True)
+    (gb,) = torch.autograd.grad(F.margin_ranking_loss(a, bd.expand(8, 16), tgt, margin=0.1, reduction="sum"), bd)
+    _pw_close(bc.margin_ranking_loss_backward(torch.ones((), device=DEV, dtype=torch.float64), a, b, tgt, 0.1,
+                                              reduction="sum", wrt="input2"), gb, torch.float64, "ranking input2")
+
+
+def test_pointwise_grad_wrt_refusals():
+    x = torch.randn(4, 5, device=DEV)
+    for name in ("hinge_embedding_loss", "soft_margin_loss"):
+        with pytest.raises(errors.InvalidArgument, match="not a differentiable"):
+            getattr(bc, name + "_backward")(torch.ones((), device=DEV), x, torch.ones(4, 5, device=DEV), wrt="target")
+    with pytest.raises(errors.InvalidArgument, match="overlaps"):
+        bc.mse_loss_backward(torch.ones((), device=DEV), x, x.clone(), wrt=("input", "target"), out=(x, None))
+    with pytest.raises(errors.InvalidArgument, match="one per name"):
+        bc.mse_loss_backward(torch.ones((), device=DEV), x, x.clone(), wrt=("input", "target"), out=(None,))
+
+
 # ---- other frameworks ----------------------------------------------------------------------------
 def test_pointwise_from_cupy_and_jax():
     np = pytest.importorskip("numpy")
@@ -613,3 +981,255 @@ def test_pointwise_from_cupy_and_jax():
         pass
     if not ran:
         pytest.skip("neither CuPy nor JAX with a GPU")
+
+
+# ---- CTC loss -------------------------------------------------------------------------------------
+# Reference: torch's CPU ctc_loss in float64 on the same (rounded) log-probabilities, and
+# torch.autograd for the gradient (torch's convention: exp(lp) - posterior / p, as if through a
+# log_softmax). f32 recursions over T steps lose ~T ulps of the running log-likelihood, which the
+# gradient's exp(log_sum + nll - lp) turns into a relative error: tolerances grow with T.
+CTC_LOSS_TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+CTC_GRAD_BASE = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+POISON = 12345.0  # never a legitimate loss or gradient, exact enough in every dtype
+
+
+def _ctc_case(T, N, C, S, key, dt=torch.float32, blank=0, tdt=torch.int64, ldt=torch.int64):
+    """Random log_softmax inputs [T, N, C]; padded labels [N, S], never the blank, ~30% repeated
+    neighbours; sample 0 has the longest target (S) and the full input (T); other lengths random,
+    all feasible when T >= 2 S + 1."""
+    g = R.gen(key)
+    lp = torch.log_softmax(2 * torch.randn(T, N, C, generator=g, device=DEV, dtype=torch.float64), -1).to(dt)
+    r = torch.randint(0, C - 1, (N, S), generator=g, device=DEV)
+    labels = r + (r >= blank).long()
+    rep = torch.rand(N, S, generator=g, device=DEV) < 0.3
+    if S:
+        rep[:, 0] = False
+    labels = torch.where(rep, labels.roll(1, dims=1), labels)
+    tl = torch.randint(0, S + 1, (N,), generator=g, device=DEV)
+    il = torch.randint(T // 2, T + 1, (N,), generator=g, device=DEV)
+    if N:
+        tl[0], il[0] = S, T
+    return lp, labels.to(tdt), il.to(ldt), tl.to(ldt)
+
+
+def _ctc_concat(labels, tl):
+    """The concatenated form of padded labels."""
+    return torch.cat([labels[i, :int(tl[i])] for i in range(labels.shape[0])])
+
+
+def _ctc_ref(lp, targets, il, tl, **kw):
+    x = lp.detach().double().cpu().requires_grad_(True)
+    loss = F.ctc_loss(x, targets.cpu().long(), il.cpu().long(), tl.cpu().long(), **kw)
+    return x, loss
+
+
+def _ctc_close(got, ref, tol, what):
+    ref = ref.double().cpu()
+    got = got.double().cpu()
+    fin = ref[torch.isfinite(ref)]
+    scale = float(fin.abs().max()) if fin.numel() else 1.0
+    torch.testing.assert_close(got, ref, rtol=tol, atol=tol * max(scale, 1e-30), equal_nan=True,
+                               msg=lambda m: f"{what}: {m}")
+
+
+def _ctc_grad_tol(dt, T):
+    return CTC_GRAD_BASE[dt] + (0.0 if dt == torch.float64 else 1e-5 * T)
+
+
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("concat", [False, True], ids=["padded", "concatenated"])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_ctc_matches_torch(dt, reduction, concat, zero_infinity):
+    T, N, C, S = 61, 7, 11, 9
+    lp, tg, il, tl = _ctc_case(T, N, C, S, f"ctc/{dt}/{reduction}/{concat}/{zero_infinity}", dt, blank=3,
+                               tdt=torch.int32 if concat else torch.int64,
+                               ldt=torch.int32 if zero_infinity else torch.int64)
+    tl[N - 1], il[N - 1] = S, 3  # sample N - 1: too short for its labels, an infinite loss
+    if concat:
+        tg = _ctc_concat(tg, tl)
+    x, ref = _ctc_ref(lp, tg, il, tl, blank=3, reduction=reduction, zero_infinity=zero_infinity)
+    assert zero_infinity or reduction != "none" or math.isinf(ref[N - 1].item())
+    gl = torch.randn(ref.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64).to(dt).double()
+    (gref,) = torch.autograd.grad(ref, x, gl)
+    loss, la = bc.ctc_loss(lp, tg, il, tl, blank=3, reduction=reduction, zero_infinity=zero_infinity,
+                           return_log_alpha=True)
+    assert loss.dtype == dt and tuple(loss.shape) == tuple(ref.shape)
+    _ctc_close(loss, ref.detach(), CTC_LOSS_TOL[dt], "loss")
+    assert la.dtype == (torch.float64 if dt == torch.float64 else torch.float32)
+    out = R.poison(lp.shape, dt, POISON)
+    got = bc.ctc_loss_backward(gl.to(dt).to(DEV), lp, tg, il, tl, la, blank=3, reduction=reduction,
+                               zero_infinity=zero_infinity, out=out)
+    assert got is out
+    _ctc_close(out, gref, _ctc_grad_tol(dt, T), "grad")
+    for n in range(N):  # past each input length the gradient is exactly 0
+        assert bool((out[int(il[n]):, n] == 0).all())
+
+
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32], ids=str)
+def test_ctc_large(dt):
+    T, N, C, S = 500, 16, 100, 100
+    lp, tg, il, tl = _ctc_case(T, N, C, S, f"ctc/large/{dt}", dt, blank=0)
+    x, ref = _ctc_ref(lp, tg, il, tl)
+    (gref,) = torch.autograd.grad(ref, x)
+    loss, la = bc.ctc_loss(lp, tg, il, tl, return_log_alpha=True)
+    _ctc_close(loss, ref.detach(), CTC_LOSS_TOL[dt], "loss")
+    grad = bc.ctc_loss_backward(torch.ones((), device=DEV, dtype=dt), lp, tg, il, tl, la)
+    _ctc_close(grad, gref, _ctc_grad_tol(dt, T), "grad")
+    # log_alpha against torch's own (sample 0 has the longest target: the same width)
+    # log_alpha against torch's own inside each sample's lattice (t < il, s < 2 tl + 1; torch leaves
+    # the rest unspecified); sample 0 has the longest target, so the widths agree
+    la_ref = torch.ops.aten._ctc_loss(lp.double().cpu(), tg.cpu(), il.tolist(), tl.tolist(), 0, False)[1]
+    assert tuple(la.shape) == tuple(la_ref.shape)
+    t_idx = torch.arange(T)[None, :, None]
+    s_idx = torch.arange(la.shape[2])[None, None, :]
+    inside = (t_idx < il.cpu()[:, None, None]) & (s_idx < 2 * tl.cpu()[:, None, None] + 1)
+    got, want = la.cpu()[inside], la_ref[inside]
+    assert bool((torch.isneginf(got) == torch.isneginf(want)).all())
+    fin = torch.isfinite(want)
+    _ctc_close(got[fin], want[fin], 10 * CTC_LOSS_TOL[dt], "log_alpha")
+
+
+def test_ctc_edge_cases():
+    T, N, C, S = 23, 8, 6, 5
+    g = R.gen("ctc/edges")
+    lp = torch.log_softmax(torch.randn(T, N, C, generator=g, device=DEV, dtype=torch.float64), -1)
+    tg = torch.tensor([[1, 1, 1, 2, 2],   # repeats need blanks between them: 9 steps at least
+                       [1, 2, 3, 4, 5],
+                       [3, 0, 0, 0, 0],   # padding with the blank is never read
+                       [1, 1, 1, 1, 1],
+                       [2, 3, 2, 3, 2],
+                       [5, 5, 4, 4, 1],
+                       [1, 2, 1, 2, 1],
+                       [4, 4, 4, 4, 4]], device=DEV)
+    il = torch.tensor([T, 0, 0, 9, 5, 7, 1, 8], device=DEV)  # 0 with and without labels, exact fits, too short
+    tl = torch.tensor([5, 0, 1, 5, 5, 5, 1, 5], device=DEV)
+    for zi in (False, True):
+        for reduction in ("none", "mean", "sum"):
+            x, ref = _ctc_ref(lp, tg, il, tl, reduction=reduction, zero_infinity=zi)
+            loss, la = bc.ctc_loss(lp, tg, il, tl, reduction=reduction, zero_infinity=zi, return_log_alpha=True)
+            _ctc_close(loss, ref.detach(), 1e-10, f"edges loss zi={zi} {reduction}")
+            gl = torch.rand(ref.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64) + 0.5
+            (gref,) = torch.autograd.grad(ref, x, gl)
+            out = R.poison(lp.shape, torch.float64, POISON)
+            bc.ctc_loss_backward(gl.to(DEV), lp, tg, il, tl, la, reduction=reduction, zero_infinity=zi, out=out)
+            _ctc_close(out, gref, 1e-9, f"edges grad zi={zi} {reduction}")
+    # lengths as Python lists and as CPU tensors: the same result as device tensors
+    a = bc.ctc_loss(lp, tg, il, tl, reduction="none")
+    b = bc.ctc_loss(lp, tg, il.tolist(), tl.tolist(), reduction="none")
+    c = bc.ctc_loss(lp, tg.cpu(), il.cpu(), tl.cpu(), reduction="none")
+    torch.testing.assert_close(a, b, equal_nan=True)
+    torch.testing.assert_close(a, c, equal_nan=True)
+
+
+def test_ctc_unbatched_strided_and_empty():
+    T, C, S = 40, 9, 6
+    g = R.gen("ctc/unbatched")
+    store = torch.empty(3, T, 2 * C, device=DEV, dtype=torch.float64)
+    store[:, :, ::2] = torch.log_softmax(torch.randn(3, T, C, generator=g, device=DEV, dtype=torch.float64), -1)
+    lp3 = store.permute(1, 0, 2)[:, :, ::2]  # [T, 3, C], no unit stride anywhere
+    tg = torch.randint(1, C, (3, S), generator=g, device=DEV)
+    il, tl = [T, 30, 17], [6, 4, 0]
+    x, ref = _ctc_ref(lp3, tg, torch.tensor(il), torch.tensor(tl), reduction="sum")
+    (gref,) = torch.autograd.grad(ref, x)
+    loss, la = bc.ctc_loss(lp3, tg, il, tl, reduction="sum", return_log_alpha=True)
+    _ctc_close(loss, ref.detach(), 1e-10, "strided loss")
+    out = torch.full((3, T, C), POISON, device=DEV, dtype=torch.float64).permute(1, 0, 2)  # a strided output
+    bc.ctc_loss_backward(1.0, lp3, tg, il, tl, la, reduction="sum", out=out)
+    _ctc_close(out, gref, 1e-9, "strided grad")
+    # unbatched: log_probs [T, C], targets [S], lengths as ints (reference: the batch of one)
+    lp1, tg1 = lp3[:, 1], tg[1, :4]
+    x1, ref1 = _ctc_ref(lp1[:, None], tg1[None], torch.tensor([30]), torch.tensor([4]), reduction="none")
+    l1, la1 = bc.ctc_loss(lp1, tg1, 30, 4, reduction="none", return_log_alpha=True)
+    assert tuple(l1.shape) == () and la1.shape[0] == 1
+    _ctc_close(l1, ref1.detach()[0], 1e-10, "unbatched loss")
+    (g1ref,) = torch.autograd.grad(ref1, x1, torch.ones(1, dtype=torch.float64))
+    g1 = bc.ctc_loss_backward(torch.ones((), device=DEV, dtype=torch.float64), lp1, tg1, 30, 4, la1,
+                              reduction="none")
+    assert tuple(g1.shape) == (T, C)
+    _ctc_close(g1, g1ref[:, 0], 1e-9, "unbatched grad")
+    # no samples: mean is NaN, sum 0, none empty (as torch)
+    e = torch.empty(T, 0, C, device=DEV, dtype=torch.float64)
+    et = torch.empty(0, S, device=DEV, dtype=torch.int64)
+    assert math.isnan(bc.ctc_loss(e, et, [], []).item())
+    assert bc.ctc_loss(e, et, [], [], reduction="sum").item() == 0.0
+    assert tuple(bc.ctc_loss(e, et, [], [], reduction="none").shape) == (0,)
+
+
+def test_ctc_bad_lengths_and_labels():
+    T, N, C, S = 20, 4, 5, 3
+    lp, tg, il, tl = _ctc_case(T, N, C, S, "ctc/bad", torch.float32)
+    tl[2] = 2  # sample 2 (made invalid below) starts valid
+    # host lengths: torch's errors
+    with pytest.raises(errors.InvalidArgument, match=r"input_lengths\[1\] = 21 is outside \[0, T = 20\]"):
+        bc.ctc_loss(lp, tg, [20, 21, 5, 5], tl.tolist())
+    with pytest.raises(errors.InvalidArgument, match="exceeds the padded targets' width"):
+        bc.ctc_loss(lp, tg, il.tolist(), [1, 4, 1, 1])
+    with pytest.raises(errors.InvalidArgument, match="add up to"):
+        bc.ctc_loss(lp, tg.reshape(-1)[:5], il.tolist(), [1, 1, 1, 1])
+    with pytest.raises(errors.InvalidArgument, match="one per sample"):
+        bc.ctc_loss(lp, tg, il.tolist()[:3], tl.tolist())
+    with pytest.raises(errors.InvalidDType, match="input_lengths is float32"):
+        bc.ctc_loss(lp, tg, il.float(), tl)
+    # device lengths / labels are not checked on the host: the invalid sample is NaN, the rest exact
+    ref = _ctc_ref(lp, tg, il, tl, reduction="none")[1].detach()
+    for bad_il, bad_tl, bad_tg in [(T + 1, None, None), (-1, None, None), (None, S + 1, None), (None, -2, None),
+                                   (None, None, C), (None, None, -1)]:
+        il2, tl2, tg2 = il.clone(), tl.clone(), tg.clone()
+        if bad_il is not None:
+            il2[2] = bad_il
+        if bad_tl is not None:
+            tl2[2] = bad_tl
+        if bad_tg is not None:
+            tl2[2] = S
+            tg2[2, 1] = bad_tg
+        loss, la = bc.ctc_loss(lp, tg2, il2, tl2, reduction="none", return_log_alpha=True)
+        assert torch.isnan(loss[2]), (bad_il, bad_tl, bad_tg)
+        keep = [0, 1, 3]
+        _ctc_close(loss[keep], ref[keep], CTC_LOSS_TOL[torch.float32], "valid samples")
+        grad = bc.ctc_loss_backward(torch.ones(N, device=DEV), lp, tg2, il2, tl2, la, reduction="none")
+        assert bool(torch.isnan(grad[:, 2]).all()) and bool(torch.isfinite(grad[:, keep]).all())
+    # concatenated device lengths that do not add up: every sample NaN, nothing read out of bounds
+    flat = torch.cat([tg[i, :int(tl[i])] for i in range(N)])
+    tl3 = tl.clone()
+    tl3[0] += 1
+    loss = bc.ctc_loss(lp, flat, il, tl3, reduction="none", max_target_length=S + 1)
+    assert bool(torch.isnan(loss).all())
+
+
+def test_ctc_deterministic_and_plan_api():
+    T, N, C, S = 97, 5, 13, 11
+    lp, tg, il, tl = _ctc_case(T, N, C, S, "ctc/plan", torch.float32)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), [int(s) for s in t.stride()])  # noqa: E731
+    desc = bc.CtcLossDescriptor("ctc_loss", spec(lp), spec(tg), spec(il), spec(tl), reduction="mean")
+    plan = bc.CtcLossPlan.select(desc)
+    ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
+    outs = []
+    for _ in range(2):
+        out = torch.full((), POISON, device=DEV)
+        la = torch.full(plan.log_alpha_shape(), POISON, device=DEV)
+        plan.run(lp, tg, il, tl, la, ws, out=out)
+        outs.append((out.clone(), la.clone()))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    la = outs[0][1]
+    assert not bool((la == POISON).any())  # written whole: -inf outside each sample's lattice
+    for n in range(N):
+        assert bool(torch.isneginf(la[n, int(il[n]):]).all())
+        assert bool(torch.isneginf(la[n, :, 2 * int(tl[n]) + 1:]).all())
+    _ctc_close(outs[0][0], _ctc_ref(lp, tg, il, tl)[1].detach(), CTC_LOSS_TOL[torch.float32], "plan loss")
+    bdesc = bc.CtcLossDescriptor("ctc_loss_backward", spec(lp), spec(tg), spec(il), spec(tl), reduction="mean",
+                                 grad_loss=bc.TensorSpec((), bc.float32), grad_log_probs=spec(lp))
+    bplan = bc.CtcLossPlan.select(bdesc)
+    bws = torch.empty(bplan.workspace_bytes(), device=DEV, dtype=torch.uint8)
+    grads = []
+    for _ in range(2):
+        g = torch.full_like(lp, POISON)
+        bplan.run(lp, tg, il, tl, la, bws, grad_loss=torch.ones((), device=DEV), grad_log_probs=g)
+        grads.append(g)
+    assert torch.equal(grads[0], grads[1])
+    with pytest.raises(errors.InvalidArgument, match="log_alpha must have shape"):
+        plan.run(lp, tg, il, tl, la[:, :-1], ws, out=torch.empty((), device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="workspace"):
+        plan.run(lp, tg, il, tl, la.clone(), None, out=torch.empty((), device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="log_probs"):
+        plan.run(lp.cpu(), tg, il, tl, la.clone(), ws, out=torch.empty((), device=DEV))

@@ -144,9 +144,10 @@ def test_pointwise_refusals():
     refused(errors.InvalidArgument, lambda: pw("mse_loss_backward", grad=True), "grad_loss")
     refused(errors.InvalidArgument, lambda: pw("mse_loss_backward", grad=True, reduction="none",
                                                grad_loss=S((), f32)), "grad_loss must have shape (4, 5)")
-    refused(errors.Unsupported, lambda: bc.LossPlan.select(bc.LossDescriptor(
-        "mse_loss_backward", S((5,), f32), S((4, 5), f32), grad_input=S((5,), f32), grad_loss=S((), f32))),
-        "broadcast")
+    # a broadcast input's gradient is summed to its shape (no longer refused)
+    summed = bc.LossPlan.select(bc.LossDescriptor(
+        "mse_loss_backward", S((5,), f32), S((4, 5), f32), grad_input=S((5,), f32), grad_loss=S((), f32)))
+    assert summed.sku.layout == "pointwise_reduce" and "summed over its broadcast dims" in summed.sku.precision.math
     refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
         "mse_loss_backward", S((4, 5), f32), S((4, 5), f32), grad_input=S((4, 5), f32, [0, 1]),
         grad_loss=S((), f32))), "overlapping")
@@ -172,6 +173,200 @@ def test_nll_select_and_refusals():
     assert b.sku.op == "nll_loss_backward"
 
 
+# ---- row losses (cosine embedding, multi margin, multilabel margin, multilabel soft margin, triplet) ----
+I64, I32 = bc.int64, bc.int32
+ROW = ["cosine_embedding_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+       "triplet_margin_loss"]
+
+
+def row_desc(op, shape=(8, 100), dt=f32, reduction="mean", target=None, weight=None, extra=None, grad_loss=None,
+             **kw):
+    base = op[:-len("_backward")] if op.endswith("_backward") else op
+    n = shape[0] if len(shape) == 2 else None
+    if target is None:
+        if base == "cosine_embedding_loss":
+            target = S((n,) if n is not None else (), I64)
+        elif base == "multi_margin_loss":
+            target = S((n,) if n is not None else (), I64)
+        elif base == "multilabel_margin_loss":
+            target = S(shape, I64)
+        else:
+            target = S(shape, dt)  # soft margin target / triplet positive
+    if extra is None:
+        extra = [S(shape, dt)] if base in ("cosine_embedding_loss", "triplet_margin_loss") else []
+    if op.endswith("_backward") and grad_loss is None:
+        grad_loss = S((n,) if reduction == "none" and n is not None else (), dt)
+    return bc.LossDescriptor(op, S(shape, dt), target, weight, reduction, extra=list(extra), grad_loss=grad_loss,
+                             **kw)
+
+
+def row(op, *a, **kw):
+    return bc.LossPlan.select(row_desc(op, *a, **kw))
+
+
+@pytest.mark.parametrize("op", ROW)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dt", [f32, bf16, f16, f64], ids=str)
+def test_row_select(op, reduction, dt):
+    p = row(op, reduction=reduction, dt=dt)
+    want = "rows_shared" if op == "multilabel_margin_loss" else "rows_warp"
+    assert p.sku.category == "loss" and p.sku.op == op and p.sku.layout == want
+    assert p.sku.name == f"loss.{op}.{want}"
+    assert p.sku.precision.deterministic and p.sku.precision.bit_stable
+    assert p.sku.precision.accumulator_dtype == (f64 if dt == f64 else f32)
+    assert p.workspace_bytes() >= 256
+    b = row(op + "_backward", reduction=reduction, dt=dt)
+    assert b.sku.op == op + "_backward" and "gradients per element" in b.sku.precision.math
+
+
+def test_row_geometry():
+    assert row("cosine_embedding_loss", (8, 4096)).sku.layout == "rows_block"
+    assert row("triplet_margin_loss", (8, 1024)).sku.layout == "rows_warp"
+    assert "8-element 16-byte vector" in row("cosine_embedding_loss", (8, 1024), bf16).sku.precision.math
+    assert "4-element 16-byte vector" in row("multi_margin_loss", (8, 1000)).sku.precision.math
+    # a column-strided operand, a row stride that is not 16-byte aligned: one element per load
+    tr = S((8, 100), f32, [1, 8])
+    assert "one element per load" in bc.LossPlan.select(bc.LossDescriptor(
+        "cosine_embedding_loss", tr, S((8,), I64), extra=[S((8, 100), f32)])).sku.precision.math
+    odd = S((8, 100), f32, [101, 1])
+    assert "one element per load" in bc.LossPlan.select(bc.LossDescriptor(
+        "triplet_margin_loss", odd, S((8, 100), f32), extra=[S((8, 100), f32)])).sku.precision.math
+    # single samples [D] / [C]
+    assert row("cosine_embedding_loss", (100,), target=S((), f32)).sku.layout == "rows_warp"
+    assert row("multi_margin_loss", (10,), target=S((1,), I32)).sku.dtypes[-1] == I32
+    assert row("multilabel_margin_loss", (10,)).sku.layout == "rows_shared"
+    assert row("multilabel_margin_loss", (4, 8192)).sku.layout == "rows_shared"
+    assert row("multilabel_margin_loss", (4, 6144), f64).sku.layout == "rows_shared"
+
+
+def test_row_backward_wrt():
+    b = row("cosine_embedding_loss_backward", wrt=["input1", "input2"], grads=[S((8, 100), f32), S((8, 100), f32)])
+    assert b.descriptor.wrt == ["input1", "input2"]
+    row("cosine_embedding_loss_backward", wrt=["input2"])  # grads default: contiguous, the operand's shape
+    row("triplet_margin_loss_backward", wrt=["anchor", "positive", "negative"])
+    row("triplet_margin_loss_backward", wrt=["negative", "input"], swap=True, p=1.5)
+    row("multilabel_soft_margin_loss_backward", wrt=["input", "target"], weight=S((100,), f32))
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss_backward", wrt=["target"]),
+            "wrt 'target' is not a differentiable operand", "expected one of input")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss_backward", wrt=["input", "input1"]), "twice")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss_backward", wrt=["input1", "input2"],
+                                                grads=[S((8, 100), f32)]), "one spec per wrt entry")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss_backward", grads=[S((8, 100), f32)]),
+            "wrt is empty")
+    refused(errors.InvalidDType, lambda: row("triplet_margin_loss_backward", wrt=["positive"],
+                                             grads=[S((8, 100), f64)]), "gradient w.r.t. positive must be float32")
+    refused(errors.InvalidArgument, lambda: row("triplet_margin_loss_backward", wrt=["positive"],
+                                                grads=[S((8, 99), f32)]), "must have the shape of positive")
+    refused(errors.InvalidArgument, lambda: row("triplet_margin_loss_backward", wrt=["negative"],
+                                                grads=[S((8, 100), f32, [0, 1])]), "overlapping")
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+        "multi_margin_loss_backward", S((8, 10), f32), S((8,), I64))), "grad_loss is required")
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss_backward", reduction="none",
+                                                grad_loss=S((), f32)), "grad_loss must have shape")
+    refused(errors.InvalidDType, lambda: row("multi_margin_loss_backward", grad_loss=S((), f64)), "grad_loss must be")
+
+
+def test_row_refusals():
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss", extra=[S((8, 99), f32)]),
+            "input2 must have the shape of input1")
+    refused(errors.InvalidDType, lambda: row("cosine_embedding_loss", extra=[S((8, 100), f64)]), "input2 is float64")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss", target=S((9,), I64)),
+            "target must have shape")
+    refused(errors.InvalidDType, lambda: row("cosine_embedding_loss", target=S((8,), bc.uint8)), "target is uint8")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss", (2, 3, 4)), "flatten the leading dims")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss", (8, 0)), "0 features")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss", extra=[]), "extra operand", "input2")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss", weight=S((100,), f32)), "takes no weight")
+    refused(errors.InvalidArgument, lambda: row("cosine_embedding_loss", swap=True), "swap")
+    refused(errors.InvalidDType, lambda: row("cosine_embedding_loss", dt=bc.int32, extra=[S((8, 100), bc.int32)]),
+            "input1 is int32")
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss", p=3.0), "p 3", "expected 1 or 2")
+    refused(errors.InvalidDType, lambda: row("multi_margin_loss", target=S((8,), f32)), "target is float32",
+            "int64 or int32")
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss", target=S((8, 1), I64)), "target must have shape")
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss", weight=S((99,), f32)), "weight must have shape")
+    refused(errors.InvalidDType, lambda: row("multi_margin_loss", weight=S((100,), f64)), "weight is float64")
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss", reduction="batchmean"), "reduction 'batchmean'")
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss", param=float("inf")), "margin")
+    refused(errors.InvalidArgument, lambda: row("multilabel_margin_loss", target=S((8, 99), I64)),
+            "target must have the shape of input")
+    refused(errors.InvalidDType, lambda: row("multilabel_margin_loss", target=S((8, 100), f32)), "target is float32")
+    refused(errors.Unsupported, lambda: row("multilabel_margin_loss", (4, 8193)), "8193 classes", "at most 8192")
+    refused(errors.Unsupported, lambda: row("multilabel_margin_loss", (4, 6145), f64), "at most 6144")
+    refused(errors.InvalidDType, lambda: row("multilabel_soft_margin_loss", target=S((8, 100), f64)),
+            "target is float64")
+    refused(errors.InvalidArgument, lambda: row("multilabel_soft_margin_loss", weight=S((8, 100), f32)),
+            "weight must have shape [100]")
+    refused(errors.InvalidArgument, lambda: row("triplet_margin_loss", p=0.0), "expected p > 0")
+    refused(errors.Unsupported, lambda: row("triplet_margin_loss", p=float("inf")), "p = inf")
+    refused(errors.InvalidArgument, lambda: row("triplet_margin_loss", extra=[S((8, 101), f32)]),
+            "negative must have the shape of anchor")
+    refused(errors.InvalidArgument, lambda: row("triplet_margin_loss", target=S((8, 101), f32)),
+            "positive must have the shape of anchor")
+    refused(errors.InvalidArgument, lambda: row("triplet_margin_loss", extra=[]), "negative")
+
+
+# ---- gradients w.r.t. the other operands of the pointwise losses ---------------------------------------
+def test_pointwise_wrt_select():
+    def sel(op, shape=(4, 5), target=None, extra=(), wrt=(), grads=(), reduction="mean", **kw):
+        return bc.LossPlan.select(bc.LossDescriptor(
+            op, S(shape, f32), target if target is not None else S(shape, f32), None, reduction, extra=list(extra),
+            grad_loss=S(shape if reduction == "none" else (), f32), wrt=list(wrt), grads=list(grads), **kw))
+    # mean / sum: the target's gradient of an odd loss runs on the vector path (negated)
+    assert sel("mse_loss_backward", wrt=["input", "target"]).sku.layout == "pointwise_contiguous"
+    assert sel("mse_loss_backward", wrt=["target"]).sku.layout == "pointwise_contiguous"
+    both = sel("mse_loss_backward", wrt=["input", "target"], reduction="none")
+    assert both.sku.layout == "pointwise_contiguous+pointwise_strided"
+    assert sel("kl_div_backward", wrt=["target"]).sku.layout == "pointwise_strided"
+    b = sel("mse_loss_backward", target=S((5,), f32), wrt=["target"], grads=[S((5,), f32)])
+    assert b.sku.layout == "pointwise_reduce" and "gradient w.r.t. target summed" in b.sku.precision.math
+    assert "thread(s) per element" in b.sku.precision.math  # the kept dim innermost: a thread per output
+    col = sel("mse_loss_backward", (100000, 64), target=S((64,), f32), wrt=["target"], grads=[S((64,), f32)])
+    assert "second kernel" in col.sku.precision.math and col.workspace_bytes() > 256
+    row_ = sel("gaussian_nll_loss_backward", extra=[S((4,), f32)], wrt=["var"], param=1e-6)
+    assert "warp(s) per element" in row_.sku.precision.math
+    # a [1] var over 2^22 elements: split sums with a workspace
+    big = sel("gaussian_nll_loss_backward", (1024, 4096), extra=[S((1,), f32)], wrt=["var"], param=1e-6)
+    assert big.sku.layout == "pointwise_reduce" and big.workspace_bytes() > 256
+    assert "second kernel" in big.sku.precision.math
+    # var of input.shape[:-1]: its gradient has var's shape
+    sel("gaussian_nll_loss_backward", extra=[S((4,), f32)], wrt=["var", "input", "target"], param=1e-6)
+    sel("margin_ranking_loss_backward", extra=[S((5,), f32)], wrt=["input1", "input2", "target"])
+    sel("kl_div_backward", wrt=["target"], log_target=True)
+    sel("poisson_nll_loss_backward", wrt=["target"], full=True, param=1e-8)
+    sel("binary_cross_entropy_with_logits_backward", wrt=["target"], extra=[S((5,), f32)])
+    sel("binary_cross_entropy_backward", wrt=["target"])
+    for op in ("hinge_embedding_loss_backward", "soft_margin_loss_backward"):
+        refused(errors.InvalidArgument, lambda: sel(op, wrt=["target"]), "wrt 'target' is not a differentiable")
+    refused(errors.InvalidArgument, lambda: sel("mse_loss_backward", wrt=["var"]), "expected one of input, target")
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+        "mse_loss", S((4, 5), f32), S((4, 5), f32), wrt=["target"])), "wrt / grads")
+    refused(errors.InvalidArgument, lambda: sel("mse_loss_backward", wrt=["target"], grads=[S((4,), f32)]),
+            "must have the shape of target")
+    refused(errors.InvalidArgument, lambda: sel("gaussian_nll_loss_backward", extra=[S((4,), f32)], wrt=["var"],
+                                                grads=[S((4, 1), f32)], param=1e-6), "must have the shape of var")
+
+
+def test_row_descriptor_identity():
+    a = row_desc("triplet_margin_loss", p=1.0)
+    assert a == row_desc("triplet_margin_loss", p=1.0) and hash(a) == hash(row_desc("triplet_margin_loss", p=1.0))
+    assert a != row_desc("triplet_margin_loss", p=2.0)
+    assert row_desc("triplet_margin_loss", swap=True) != row_desc("triplet_margin_loss")
+    assert row_desc("triplet_margin_loss", eps=1e-3) != row_desc("triplet_margin_loss")
+    w1 = row_desc("triplet_margin_loss_backward", wrt=["anchor"])
+    w2 = row_desc("triplet_margin_loss_backward", wrt=["anchor", "negative"])
+    assert w1 != w2 and hash(w1) != hash(w2)
+    assert row_desc("triplet_margin_loss", p=1.5).p == 1.5 and row_desc("triplet_margin_loss", swap=True).swap
+
+
+def test_registry_lists_the_row_losses():
+    fam = {f["name"]: f for f in bc.families()}["loss"]
+    ops = {o["op"] for o in fam["ops"]}
+    assert set(ROW) <= ops
+    for name in ROW:
+        assert callable(getattr(bc, name)) and callable(getattr(bc, name + "_backward"))
+
+
 def test_descriptor_identity():
     a = bc.LossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.5)
     b = bc.LossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.5)
@@ -188,3 +383,110 @@ def test_registry_lists_the_losses():
     assert {"cross_entropy", "nll_loss"} | set(POINTWISE) <= ops
     for name in ["nll_loss"] + POINTWISE:
         assert callable(getattr(bc, name)) and callable(getattr(bc, name + "_backward"))
+
+
+# ---- CTC loss -------------------------------------------------------------------------------------
+i64, i32 = bc.int64, bc.int32
+
+
+def ctc(lp=(50, 4, 20), dt=f32, targets=None, il=None, tl=None, op="ctc_loss", **kw):
+    T, N, C = lp if len(lp) == 3 else (lp[0], 0, 0)
+    targets = targets if targets is not None else S((N, 7), i64)
+    il = il if il is not None else S((N,), i64)
+    tl = tl if tl is not None else S((N,), i64)
+    return bc.CtcLossPlan.select(bc.CtcLossDescriptor(op, S(lp, dt), targets, il, tl, **kw))
+
+
+@pytest.mark.parametrize("dt", [f16, bf16, f32, f64])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_ctc_select(dt, reduction):
+    p = ctc(dt=dt, reduction=reduction)
+    acc = f64 if dt == f64 else f32
+    assert p.sku.category == "loss" and p.sku.op == "ctc_loss"
+    assert p.sku.layout == "alpha_per_sample" and p.sku.name == "loss.ctc_loss.alpha_per_sample"
+    assert p.sku.dtypes == [dt, dt, i64]
+    assert p.sku.precision.accumulator_dtype == acc and p.sku.precision.compute_dtype == acc
+    assert p.sku.precision.deterministic and p.sku.precision.bit_stable
+    assert "15 extended labels" in p.sku.precision.math  # 2 * 7 + 1
+    assert p.log_alpha_shape() == [4, 50, 15] and p.log_alpha_dtype() == acc
+    assert p.workspace_bytes() % 256 == 0
+    if reduction == "none":
+        assert p.workspace_bytes() == 0
+    else:
+        assert p.workspace_bytes() >= 256 and "fixed order" in p.sku.precision.math
+    gl = S((4,) if reduction == "none" else (), dt)
+    b = ctc(dt=dt, reduction=reduction, op="ctc_loss_backward", grad_loss=gl, grad_log_probs=S((50, 4, 20), dt))
+    assert b.sku.layout == "beta_per_sample+grad_rows" and b.sku.op == "ctc_loss_backward"
+    # meta + class map + next map + log_beta (f32 / f64) at least
+    assert b.workspace_bytes() >= 4 * 50 * 15 * (8 if dt == f64 else 4) + 4 * 20 * 4
+    assert "torch's formula" in b.sku.precision.math
+
+
+def test_ctc_geometry():
+    # concatenated targets: the bound comes from max_target_length (clamped to the total)
+    p = ctc(targets=S((30,), i32), max_target_length=12)
+    assert p.log_alpha_shape() == [4, 50, 25] and p.sku.dtypes[-1] == i32
+    assert ctc(targets=S((30,), i64), max_target_length=1000).log_alpha_shape() == [4, 50, 61]
+    # padded: max_target_length may shrink S
+    assert ctc(max_target_length=3).log_alpha_shape() == [4, 50, 7]
+    assert ctc(max_target_length=0).log_alpha_shape() == [4, 50, 1]
+    # strided operands are accepted (a transposed log_probs view, strided lengths)
+    q = ctc(lp=(50, 4, 20), targets=S((4, 7), i64, [1, 4]), il=S((4,), i32, [2]))
+    assert q.sku.layout == "alpha_per_sample"
+    bc.CtcLossPlan.select(bc.CtcLossDescriptor("ctc_loss", S((50, 4, 20), f32, [20, 1000, 1]), S((4, 7), i64),
+                                               S((4,), i64), S((4,), i64)))
+    # long label sequences: 512 threads, fewer gathered steps; empty shapes select
+    big = ctc(targets=S((4, 1000), i64))
+    assert "one block of 512 threads" in big.sku.precision.math and "2001 extended" in big.sku.precision.math
+    assert ctc(lp=(0, 0, 5), targets=S((0, 3), i64), il=S((0,), i64), tl=S((0,), i64)).log_alpha_shape() == [0, 0, 7]
+
+
+def test_ctc_refusals():
+    refused(errors.InvalidArgument, lambda: bc.CtcLossPlan.select(bc.CtcLossDescriptor(
+        "ctc_loss", S((50, 20), f32), S((7,), i64), S((1,), i64), S((1,), i64))), "[T, N, C]")
+    refused(errors.InvalidDType, lambda: ctc(dt=bc.int32), "log_probs is int32", "f32")
+    refused(errors.InvalidArgument, lambda: ctc(blank=20), "blank 20 is outside [0, C)", "C = 20")
+    refused(errors.InvalidArgument, lambda: ctc(blank=-1), "blank -1")
+    refused(errors.InvalidDType, lambda: ctc(targets=S((4, 7), f32)), "targets is float32")
+    refused(errors.InvalidArgument, lambda: ctc(targets=S((5, 7), i64)), "N = 4")
+    refused(errors.InvalidArgument, lambda: ctc(targets=S((4, 7, 2), i64)), "[N, S]", "concatenated")
+    refused(errors.InvalidArgument, lambda: ctc(il=S((5,), i64)), "input_lengths must have shape [4]")
+    refused(errors.InvalidDType, lambda: ctc(tl=S((4,), f32)), "target_lengths is float32")
+    refused(errors.InvalidArgument, lambda: ctc(targets=S((30,), i64)), "max_target_length is required")
+    refused(errors.InvalidArgument, lambda: ctc(max_target_length=8), "exceeds", "S = 7")
+    refused(errors.InvalidArgument, lambda: ctc(reduction="avg"), "reduction 'avg'")
+    refused(errors.InvalidArgument, lambda: ctc(op="ctc"), "unknown op 'ctc'")
+    refused(errors.Unsupported, lambda: bc.CtcLossPlan.select(
+        bc.CtcLossDescriptor("ctc_loss", S((50, 4, 20), f32), S((4, 7), i64), S((4,), i64), S((4,), i64)),
+        bc.PlanPreference(forbid=[bc.Backend.bespoke])), "bespoke", "forbids")
+    refused(errors.Unsupported, lambda: ctc(targets=S((4, 100000), i64)), "shared memory", "labels are supported")
+    bwd = dict(op="ctc_loss_backward", grad_log_probs=S((50, 4, 20), f32))
+    refused(errors.InvalidArgument, lambda: ctc(reduction="none", grad_loss=S((), f32), **bwd),
+            "grad_loss must have shape (4,)")
+    refused(errors.InvalidDType, lambda: ctc(grad_loss=S((), f64), **bwd), "grad_loss must be float32")
+    refused(errors.InvalidDType, lambda: ctc(op="ctc_loss_backward", grad_loss=S((), f32),
+                                             grad_log_probs=S((50, 4, 20), f16)), "grad_log_probs must be float32")
+    refused(errors.InvalidArgument, lambda: ctc(op="ctc_loss_backward", grad_loss=S((), f32),
+                                                grad_log_probs=S((50, 4, 21), f32)), "shape of log_probs")
+    refused(errors.InvalidArgument, lambda: ctc(op="ctc_loss_backward", grad_loss=S((), f32),
+                                                grad_log_probs=S((50, 4, 20), f32, [20, 0, 1])), "overlapping")
+    # the Python wrapper refuses host (numpy) log_probs before anything else
+    np = pytest.importorskip("numpy")
+    refused(errors.InvalidArgument, lambda: bc.ctc_loss(np.zeros((5, 2, 3), np.float32), np.zeros((2, 2), np.int64),
+                                                        [5, 5], [2, 2]), "numpy")
+
+
+def test_ctc_descriptor_identity_and_registry():
+    a = bc.CtcLossDescriptor("ctc_loss", S((50, 4, 20), f32), S((4, 7), i64), S((4,), i64), S((4,), i64))
+    b = bc.CtcLossDescriptor("ctc_loss", S((50, 4, 20), f32), S((4, 7), i64), S((4,), i64), S((4,), i64))
+    c = bc.CtcLossDescriptor("ctc_loss", S((50, 4, 20), f32), S((4, 7), i64), S((4,), i64), S((4,), i64),
+                             zero_infinity=True)
+    d = bc.CtcLossDescriptor("ctc_loss", S((50, 4, 20), f32), S((4, 7), i64), S((4,), i64), S((4,), i64), blank=3)
+    assert a == b and hash(a) == hash(b) and a != c and a != d
+    assert c.zero_infinity and d.blank == 3 and a.max_target_length == -1 and a.reduction == "mean"
+    assert "CtcLossDescriptor(ctc_loss" in repr(a)
+    fam = {f["name"]: f for f in bc.families()}["loss"]
+    row = {o["op"]: o for o in fam["ops"]}["ctc_loss"]
+    assert row["backward"] and len(row["dtypes"]) == 4 and all(d in row["dtypes"] for d in (f16, bf16, f32, f64))
+    assert callable(bc.ctc_loss) and callable(bc.ctc_loss_backward)
+    assert bc.CtcLossPlan is bc._C.CtcLossPlan

@@ -252,6 +252,152 @@ def test_nan_stays_in_its_row(op, H):
         assert torch.equal(torch.isnan(y), torch.isnan(ref))
 
 
+# ---- long rows: the thread-block cluster forward (sm_90; the register / looped kernels elsewhere) -----
+# H >= 16384 with 16-byte aligned rows takes the cluster path by default (norm.<op>.row_cluster.c*):
+# a row split over 2 / 4 / 8 blocks, their sums combined in rank order. 65528 pads the last
+# block; 65544 fits no cluster shape (the looped kernel); f64 65536 is looped too.
+_BC = {torch.float32: bc.float32, torch.float16: bc.float16, torch.bfloat16: bc.bfloat16, torch.float64: bc.float64}
+# (cluster, tpr, items): every cluster shape the launcher instantiates (kClusterShapes).
+CLUSTER_SHAPES = [(2, 256, 4), (4, 256, 2), (2, 512, 2), (4, 256, 4), (8, 256, 2), (4, 512, 4), (8, 256, 4),
+                  (8, 512, 2), (8, 512, 4)]
+
+
+def fwd_plan_run(op, x, w, b, r, save_stats, eps=None, y=None, ro=None):
+    """One forward through the plan API (select sees the current BARACUDA_NORM_CFG); poisoned outputs."""
+    dt = x.dtype
+    rows, H = x.shape
+    eps = EPS[op] if eps is None else eps
+    d = bc.NormDescriptor(op, bc.TensorSpec(tuple(x.shape), _BC[dt], list(x.stride())),
+                          weight=None if w is None else _BC[w.dtype], bias=None if b is None else _BC[b.dtype],
+                          residual=r is not None, eps=eps, save_stats=save_stats)
+    plan = bc.NormPlan.select(d)
+    y = poison((rows, H), dt) if y is None else y
+    if r is not None and ro is None:
+        ro = poison((rows, H), dt)
+    sd = stats_dt(dt)
+    mean = poison((rows,), sd) if (save_stats and op == "layer_norm") else None
+    rstd = poison((rows,), sd) if save_stats else None
+    plan.run(y=y, x=x, weight=w, bias=b, residual=r, residual_out=ro, mean=mean, rstd=rstd)
+    return plan, y, ro, mean, rstd
+
+
+def check_fwd(op, x, w, b, r, y, ro, mean, rstd, name, rtol=None):
+    dt = x.dtype
+    h = x
+    if r is not None:
+        h = (x.double() + r.double()).to(dt)  # one rounding of the exact sum (as x.float() + r.float() for 16-bit)
+        assert torch.equal(ro, h), f"{name}: residual_out"
+    ref, rm, rr = ref_forward(op, h, w, b)
+    t = TOL[dt] * (3 if dt == torch.float32 else 1) if rtol is None else rtol
+    close(y, ref, dt, name, rtol=t)
+    # f32 stats of rows up to 65536 long: f32 sums (per thread, then trees) against exact ones.
+    rt, mt = (1e-12, 1e-12) if dt == torch.float64 else (1e-4, 2e-5)
+    if rstd is not None:
+        torch.testing.assert_close(rstd.double(), rr, rtol=rt, atol=0, msg=lambda m: f"{name} rstd: {m}")
+    if mean is not None:
+        torch.testing.assert_close(mean.double(), rm, rtol=mt, atol=mt, msg=lambda m: f"{name} mean: {m}")
+
+
+@pytest.mark.parametrize("rows", [1, 3, 300])
+@pytest.mark.parametrize("H", [16384, 65536, 65528, 65544])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_cluster_long_rows(op, dtname, H, rows, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    dt = DT[dtname]
+    g = R.gen(f"norm/cluster/{op}/{dtname}/{H}/{rows}")
+    x = make((rows, H), dt, g, 1.5, 2.0)  # a mean well off zero: LayerNorm's two passes matter
+    layer = op == "layer_norm"
+    # 1) weight (+ bias) in x's dtype, stats saved, no residual.
+    w = make((H,), dt, g, 0.5, 1.0)
+    b = make((H,), dt, g) if layer else None
+    plan, y, ro, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
+    check_fwd(op, x, w, b, None, y, ro, mean, rstd, f"{op} {dtname} {rows}x{H}")
+    # 2) f32 weight / bias (16-bit x), residual, stats.
+    w32 = make((H,), torch.float32, g, 0.5, 1.0)
+    b32 = make((H,), torch.float32, g) if layer else None
+    r = make((rows, H), dt, g, 2.0)
+    plan, y, ro, mean, rstd = fwd_plan_run(op, x, w32, b32, r, True)
+    check_fwd(op, x, w32, b32, r, y, ro, mean, rstd, f"{op} {dtname} {rows}x{H} residual f32-params")
+    # 3) no weight, no bias, no stats; twice: the same bits (fixed summation order).
+    _, y1, _, _, _ = fwd_plan_run(op, x, None, None, None, False)
+    _, y2, _, _, _ = fwd_plan_run(op, x, None, None, None, False)
+    check_fwd(op, x, None, None, None, y1, None, None, None, f"{op} {dtname} {rows}x{H} bare")
+    assert torch.equal(y1, y2)
+    cluster = dt != torch.float64 and H != 65544 or (dt == torch.float64 and H == 16384)
+    assert (plan.sku.layout == "row_cluster") == cluster, plan.sku.name
+
+
+@pytest.mark.parametrize("pad", ["exact", "one", "last-block-nearly-idle"])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape", CLUSTER_SHAPES, ids=[f"c{c}t{t}x{i}" for c, t, i in CLUSTER_SHAPES])
+def test_cluster_shapes(shape, dtname, pad, monkeypatch):
+    """Every instantiated cluster shape (the benchmark sweep's knobs), with a padded last block."""
+    cs, tpr, items = shape
+    dt = DT[dtname]
+    V = 16 // torch.empty((), dtype=dt).element_size()
+    share = tpr * items
+    nv = cs * share - {"exact": 0, "one": 1, "last-block-nearly-idle": share - 1}[pad]
+    H = nv * V
+    monkeypatch.setenv("BARACUDA_NORM_CFG", f"cluster={cs},tpr={tpr},items={items}")
+    g = R.gen(f"norm/cluster-shape/{shape}/{dtname}/{pad}")
+    rows = 5
+    x = make((rows, H), dt, g, 1.0, -3.0)
+    r = make((rows, H), dt, g)
+    for op in ("rms_norm", "layer_norm"):
+        w = make((H,), dt, g, 0.5, 1.0)
+        b = make((H,), torch.float32, g) if op == "layer_norm" else None
+        plan, y, ro, mean, rstd = fwd_plan_run(op, x, w, b, r, True)
+        assert plan.sku.name == f"norm.{op}.row_cluster.c{cs}t{tpr}x{items}", plan.sku.name
+        check_fwd(op, x, w, b, r, y, ro, mean, rstd, f"{op} {dtname} c{cs}t{tpr}x{items} H={H}")
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_cluster_strided_misaligned_and_in_place(op, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    dt, H, rows = torch.bfloat16, 65536, 7
+    g = R.gen(f"norm/cluster-layouts/{op}")
+    w = make((H,), dt, g, 0.5, 1.0)
+    b = make((H,), dt, g) if op == "layer_norm" else None
+    # A 16-byte aligned row stride larger than H (a slice of a wider tensor): still the cluster path.
+    xw = make((rows, H + 64), dt, g)
+    x = xw[:, 8:8 + H]
+    rw = make((rows, H + 16), dt, g)
+    r = rw[:, :H]
+    plan, y, ro, mean, rstd = fwd_plan_run(op, x, w, b, r, True)
+    assert plan.sku.layout == "row_cluster", plan.sku.name
+    check_fwd(op, x, w, b, r, y, ro, mean, rstd, f"{op} strided")
+    # The same rows contiguous: the same bits (same kernel, same order).
+    _, yc, roc, _, _ = fwd_plan_run(op, x.contiguous(), w, b, r.contiguous(), True)
+    assert torch.equal(y, yc) and torch.equal(ro, roc)
+    # In place, vLLM style (y over x, residual_out over residual): the same bits.
+    x2, r2 = x.contiguous(), r.contiguous()
+    fwd_plan_run(op, x2, w, b, r2, False, y=x2, ro=r2)
+    assert torch.equal(x2, yc) and torch.equal(r2, roc)
+    # Base pointer one element off (not 16-byte aligned): the looped scalar kernel runs instead.
+    flat = make((rows * H + 1,), dt, g)
+    xm = flat[1:].view(rows, H)
+    plan, y, ro, mean, rstd = fwd_plan_run(op, xm, w, b, None, True)
+    check_fwd(op, xm, w, b, None, y, ro, mean, rstd, f"{op} misaligned")
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_cluster_nan_and_constant_rows(op, monkeypatch):
+    """A NaN stays in its row (every row is its own cluster); a constant row gives LayerNorm's
+    y = 0 exactly (zero deviations times the finite rstd = 1 / sqrt(eps))."""
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    H = 65536
+    x = torch.randn(6, H, device=DEV, dtype=torch.bfloat16)
+    x[2, H - 1] = float("nan")  # in the last block of the cluster
+    x[4] = 0.25
+    y = call(op, x)
+    assert torch.isnan(y[2]).all()
+    keep = torch.tensor([0, 1, 3, 4, 5], device=DEV)
+    assert not torch.isnan(y[keep]).any()
+    if op == "layer_norm":
+        assert torch.equal(y[4], torch.zeros(H, device=DEV, dtype=torch.bfloat16))
+
+
 # ---- backward ---------------------------------------------------------------------------------------
 
 def autograd(op, x, w, b, go, eps=None):
@@ -492,3 +638,520 @@ def test_jax_input():
     assert isinstance(y, jax.Array)
     ref = ref_forward("layer_norm", torch.from_numpy(xn).to(DEV))[0]
     close(torch.from_numpy(np.asarray(y)).to(DEV), ref, torch.float32, "jax y")
+
+
+# ---- GroupNorm / InstanceNorm / BatchNorm ---------------------------------------------------------------
+# x [N, C, *spatial], contiguous or channels-last; float64 references from torch (F.group_norm,
+# F.instance_norm, F.batch_norm on float64 copies, their autograd for the backward).
+
+def chan_layout(x, layout):
+    """x in the given memory layout: 'nc' (contiguous) or 'cl' (channels-last, any rank >= 3)."""
+    if layout == "nc" or x.dim() < 3:
+        return x.contiguous()
+    perm = [0] + list(range(2, x.dim())) + [1]  # N, *spatial, C in memory
+    inv = [0, x.dim() - 1] + list(range(1, x.dim() - 1))
+    return x.permute(perm).contiguous().permute(inv)
+
+
+def is_channels_last(t):
+    return t.dim() >= 3 and t.shape[1] > 1 and t.stride(1) == 1
+
+
+def group_stats_ref(x, G, eps):
+    xd = x.double().reshape(x.shape[0], G, -1)
+    return xd.mean(-1), torch.rsqrt(xd.var(-1, unbiased=False) + eps)
+
+
+def batch_stats_ref(x, eps):
+    xd = x.double().transpose(0, 1).reshape(x.shape[1], -1)
+    return xd.mean(-1), torch.rsqrt(xd.var(-1, unbiased=False) + eps), xd.var(-1, unbiased=True)
+
+
+def dbl(t):
+    return None if t is None else t.detach().double()
+
+
+def copy64(t):
+    """A float64 copy that never aliases t (t.double() is t itself for float64)."""
+    return None if t is None else t.detach().double().clone()
+
+
+GN_SHAPES = [((2, 6, 7, 9), 3), ((3, 64, 32, 32), 8), ((1, 4, 1), 2), ((1, 5, 3), 1), ((4, 12, 13), 12),
+             ((2, 8, 3, 5, 7), 4), ((5, 3, 1, 1), 3), ((2, 32, 1000), 32), ((6, 10), 5)]
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape,G", GN_SHAPES, ids=[f"{s}-G{g}" for s, g in GN_SHAPES])
+def test_group_norm_forward(shape, G, dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/gn/{shape}/{G}/{dtname}/{layout}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    y, mean, rstd = bc.group_norm(x, G, w, b, save_stats=True)
+    ref = F.group_norm(x.double(), G, w.double(), b.double(), 1e-5)
+    close(y, ref, dt, f"group_norm {shape} G={G}")
+    assert is_channels_last(y) == is_channels_last(x)  # outputs keep x's layout
+    rm, rr = group_stats_ref(x, G, 1e-5)
+    sd = stats_dt(dt)
+    assert mean.dtype == sd and tuple(mean.shape) == (shape[0], G) and tuple(rstd.shape) == (shape[0], G)
+    st = 1e-10 if dt == torch.float64 else 2e-5
+    torch.testing.assert_close(mean.double(), rm, rtol=st, atol=st)
+    torch.testing.assert_close(rstd.double(), rr, rtol=st, atol=st)
+
+
+@pytest.mark.parametrize("dtname", ["bfloat16", "float32"])
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+def test_group_norm_large(dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/gn-large/{dtname}/{layout}")
+    x = chan_layout(make((8, 256, 64, 64), dt, g, 1.5, 2.0), layout)
+    w, b = make((256,), torch.float32, g, 0.5, 1.0), make((256,), torch.float32, g)
+    out = poison((8, 256, 64, 64), dt)
+    res = bc.group_norm(x, 32, w, b, out=out)
+    assert res is out
+    close(out, F.group_norm(x.double(), 32, w.double(), b.double(), 1e-5), dt, "group_norm large")
+
+
+@pytest.mark.parametrize("wdt", [None, "same", "float32"])
+@pytest.mark.parametrize("bdt", [None, "same", "float32"])
+def test_group_norm_weight_bias_presence(wdt, bdt):
+    dt = torch.bfloat16
+    g = R.gen(f"cnorm/gn-wb/{wdt}/{bdt}")
+    x = make((3, 16, 9, 5), dt, g)
+    pick = {None: None, "same": dt, "float32": torch.float32}
+    w = None if wdt is None else make((16,), pick[wdt], g, 0.5, 1.0)
+    b = None if bdt is None else make((16,), pick[bdt], g)
+    y = bc.group_norm(x, 4, w, b)
+    close(y, F.group_norm(x.double(), 4, dbl(w), dbl(b), 1e-5), dt, "group_norm wb")
+
+
+def test_group_norm_large_mean_is_accurate():
+    """A mean of 1e4 with unit spread over 2^20 values a group: no E[x^2] - E[x]^2 collapse."""
+    g = R.gen("cnorm/gn-largemean")
+    x = make((2, 4, 512, 512), torch.float32, g, 1.0, 1e4)
+    y, mean, rstd = bc.group_norm(x, 2, save_stats=True)
+    _, rr = group_stats_ref(x, 2, 1e-5)
+    torch.testing.assert_close(rstd.double(), rr, rtol=3e-4, atol=0)  # f32 chunk means at 1e4: ulp 1e-3
+    ref = F.group_norm(x.double(), 2, eps=1e-5)
+    theirs = F.group_norm(x, 2, eps=1e-5)
+    err, err_torch = (y.double() - ref).abs().max().item(), (theirs.double() - ref).abs().max().item()
+    # y inherits the mean's rounding at 1e4 (f32 ulp ~1e-3): bound by torch's f32 error or that ulp.
+    assert err <= max(2 * err_torch, 4e-3), (err, err_torch)
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape", [(2, 6, 7, 9), (3, 5, 17), (1, 8, 4, 4, 3)])
+@pytest.mark.parametrize("running", [False, True])
+def test_instance_norm_forward(shape, dtname, layout, running):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/in/{shape}/{dtname}/{layout}/{running}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    rdt = torch.float32 if dt != torch.float64 else dt
+    rm = make((C,), rdt, g) if running else None
+    rv = (make((C,), rdt, g).abs() + 0.5) if running else None
+    rm_ref, rv_ref = copy64(rm), copy64(rv)  # torch updates these in place
+    ref = F.instance_norm(x.double(), rm_ref, rv_ref, w.double(), b.double(), True, 0.2, 1e-5)
+    y, mean, rstd = bc.instance_norm(x, rm, rv, w, b, True, 0.2, 1e-5, save_stats=True)
+    close(y, ref, dt, f"instance_norm {shape}")
+    assert tuple(mean.shape) == (shape[0], C)
+    em, er = group_stats_ref(x, C, 1e-5)
+    st = 1e-10 if dt == torch.float64 else 2e-5
+    torch.testing.assert_close(rstd.double(), er, rtol=st, atol=st)
+    if running:
+        rt = 1e-10 if dt == torch.float64 else 2e-6
+        torch.testing.assert_close(rm.double(), rm_ref, rtol=rt, atol=rt)
+        torch.testing.assert_close(rv.double(), rv_ref, rtol=rt, atol=rt)
+
+
+@pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float64"])
+def test_instance_norm_running_stats_mode(dtname):
+    """use_input_stats=False: normalized with running_mean / running_var, nothing updated."""
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/in-eval/{dtname}")
+    x = make((3, 7, 11, 2), dt, g, 2.0)
+    rm, rv = make((7,), dt, g), make((7,), dt, g).abs() + 0.5
+    w, b = make((7,), dt, g), make((7,), dt, g)
+    rm0, rv0 = rm.clone(), rv.clone()
+    y = bc.instance_norm(x, rm, rv, w, b, use_input_stats=False)
+    ref = F.instance_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), False, 0.1, 1e-5)
+    close(y, ref, dt, "instance_norm eval")
+    assert torch.equal(rm, rm0) and torch.equal(rv, rv0)
+
+
+def test_instance_norm_refuses_one_spatial_value():
+    x = torch.randn(4, 3, 1, 1, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="more than 1 spatial element"):
+        bc.instance_norm(x)
+
+
+BN_SHAPES = [(2, 6, 7, 9), (3, 64, 32, 32), (4, 5), (256, 512), (7, 3, 1), (1, 4, 1, 2), (5, 3, 4, 4, 2),
+             (2, 32, 1000), (64, 128, 7, 7)]
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape", BN_SHAPES, ids=[str(s) for s in BN_SHAPES])
+def test_batch_norm_training(shape, dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/bn/{shape}/{dtname}/{layout}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    rdt = torch.float32 if dtname in ("bfloat16", "float16") else dt  # AMP style: f32 running stats
+    rm, rv = make((C,), rdt, g), make((C,), rdt, g).abs() + 0.5
+    rm_ref, rv_ref = copy64(rm), copy64(rv)  # torch updates these in place
+    ref = F.batch_norm(x.double(), rm_ref, rv_ref, w.double(), b.double(), True, 0.1, 1e-5)
+    out = poison(shape, dt)
+    y, mean, rstd = bc.batch_norm(x, rm, rv, w, b, training=True, save_stats=True, out=out)
+    assert y is out
+    close(y, ref, dt, f"batch_norm {shape}")
+    em, er, _ = batch_stats_ref(x, 1e-5)
+    st = 1e-10 if dt == torch.float64 else 2e-5
+    assert tuple(mean.shape) == (C,) and mean.dtype == stats_dt(dt)
+    torch.testing.assert_close(mean.double(), em, rtol=st, atol=st)
+    torch.testing.assert_close(rstd.double(), er, rtol=st, atol=st)
+    rt = 1e-10 if dt == torch.float64 else 2e-6
+    torch.testing.assert_close(rm.double(), rm_ref, rtol=rt, atol=rt)  # updated in place, unbiased var
+    torch.testing.assert_close(rv.double(), rv_ref, rtol=rt, atol=rt)
+
+
+@pytest.mark.parametrize("dtname", ["bfloat16", "float32"])
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+def test_batch_norm_large(dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/bn-large/{dtname}/{layout}")
+    x = chan_layout(make((8, 256, 64, 64), dt, g, 1.5, 3.0), layout)
+    rm, rv = torch.zeros(256, device=DEV), torch.ones(256, device=DEV)
+    rm_ref, rv_ref = copy64(rm), copy64(rv)
+    y = bc.batch_norm(x, rm, rv, training=True, momentum=0.3)
+    close(y, F.batch_norm(x.double(), rm_ref, rv_ref, None, None, True, 0.3, 1e-5), dt, "batch_norm large")
+    torch.testing.assert_close(rm.double(), rm_ref, rtol=2e-6, atol=2e-6)
+    torch.testing.assert_close(rv.double(), rv_ref, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape", [(2, 6, 7, 9), (4, 5), (7, 3, 1), (3, 16, 33)])
+def test_batch_norm_inference(shape, dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/bn-eval/{shape}/{dtname}/{layout}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), torch.float32, g, 0.5, 1.0), make((C,), dt, g)
+    rm, rv = make((C,), dt, g), make((C,), dt, g).abs() + 0.5
+    rm0, rv0 = rm.clone(), rv.clone()
+    y = bc.batch_norm(x, rm, rv, w, b, training=False)
+    close(y, F.batch_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), False, 0.1, 1e-5), dt,
+          f"batch_norm eval {shape}")
+    assert torch.equal(rm, rm0) and torch.equal(rv, rv0)
+
+
+def test_batch_norm_without_running_stats_in_training():
+    g = R.gen("cnorm/bn-norunning")
+    x = make((4, 6, 5, 5), torch.float32, g)
+    y = bc.batch_norm(x, training=True)
+    close(y, F.batch_norm(x.double(), None, None, None, None, True, 0.1, 1e-5), torch.float32, "batch_norm")
+
+
+def test_batch_norm_refusals():
+    x = torch.randn(1, 4, 1, 1, device=DEV)
+    rm, rv = torch.zeros(4, device=DEV), torch.ones(4, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="more than 1 value per channel"):
+        bc.batch_norm(x, rm, rv, training=True)
+    x = torch.randn(2, 4, 3, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="running_mean and running_var"):
+        bc.batch_norm(x, training=False)
+    with pytest.raises(errors.Unsupported, match="momentum=None"):
+        bc.batch_norm(x, rm, rv, training=True, momentum=None)
+    with pytest.raises(errors.InvalidArgument, match="running_var"):
+        bc.batch_norm(x, rm, torch.ones(5, device=DEV), training=True)
+    with pytest.raises(errors.InvalidDType, match="running_mean"):
+        bc.batch_norm(x, rm.half(), rv, training=True)
+
+
+def test_group_norm_refusals():
+    x = torch.randn(2, 6, 4, 4, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="does not divide"):
+        bc.group_norm(x, 4)
+    with pytest.raises(errors.InvalidArgument, match="weight"):
+        bc.group_norm(x, 3, torch.ones(5, device=DEV))
+    with pytest.raises(errors.Unsupported, match="layouts"):
+        bc.group_norm(x.transpose(2, 3), 3)  # spatial dims do not collapse
+    with pytest.raises(errors.Unsupported, match="layouts"):
+        bc.group_norm(torch.randn(2, 6, 4, 8, device=DEV)[..., ::2], 3)  # neither unit stride
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(errors.InvalidArgument, match="cuda:1"):
+            bc.group_norm(x, 3, torch.ones(6, device="cuda:1"))
+
+
+@pytest.mark.parametrize("shape", [(0, 6, 4), (3, 6, 0), (0, 6)])
+def test_channel_norms_empty(shape):
+    x = torch.randn(shape, device=DEV)
+    y = bc.group_norm(x, 3)
+    assert tuple(y.shape) == shape
+    y, mean, rstd = bc.group_norm(x, 3, save_stats=True)
+    assert tuple(mean.shape) == (shape[0], 3)
+    if mean.numel():
+        assert torch.isnan(mean).all() and torch.isnan(rstd).all()  # statistics of empty sets
+    rm, rv = torch.zeros(6, device=DEV), torch.ones(6, device=DEV)
+    y = bc.batch_norm(x, rm, rv, training=True)
+    assert tuple(y.shape) == shape and torch.equal(rm, torch.zeros(6, device=DEV))  # untouched, as torch
+    go = torch.randn(shape, device=DEV)
+    w = torch.ones(6, device=DEV)
+    if len(shape) == 3:
+        gx, gw, gb = bc.group_norm_backward(go, x, mean, rstd, 3, w, w)
+        assert tuple(gx.shape) == shape and torch.equal(gw, torch.zeros(6, device=DEV)) and not gb.any()
+
+
+def test_channel_norm_in_place_and_determinism():
+    g = R.gen("cnorm/inplace")
+    x = make((4, 32, 15, 15), torch.bfloat16, g)
+    w, b = make((32,), torch.bfloat16, g), make((32,), torch.bfloat16, g)
+    y = bc.group_norm(x, 8, w, b)
+    assert torch.equal(y, bc.group_norm(x, 8, w, b))  # bit-stable
+    x2 = x.clone()
+    assert bc.group_norm(x2, 8, w, b, out=x2) is x2 and torch.equal(x2, y)
+    big = torch.empty(x.numel() + 1, dtype=x.dtype, device=DEV)
+    big[:-1] = x.flatten()
+    with pytest.raises(errors.InvalidArgument, match="overlaps"):
+        bc.group_norm(big[:-1].view(x.shape), 8, w, b, out=big[1:].view(x.shape))  # shifted by one element
+
+
+def test_channel_norm_mixed_layouts():
+    """y / grad_out / grad_x may have another layout than x."""
+    g = R.gen("cnorm/mixed")
+    x = chan_layout(make((3, 16, 10, 12), torch.float32, g), "cl")
+    out = poison((3, 16, 10, 12), torch.float32)  # contiguous
+    bc.batch_norm(x, training=True, out=out)
+    close(out, F.batch_norm(x.double(), None, None, None, None, True, 0.1, 1e-5), torch.float32, "mixed")
+    y, mean, rstd = bc.group_norm(x, 4, save_stats=True)
+    go = make((3, 16, 10, 12), torch.float32, g)  # contiguous while x is channels-last
+    gx, _, _ = bc.group_norm_backward(go, x, mean, rstd, 4)
+    gx2, _, _ = bc.group_norm_backward(chan_layout(go, "cl"), x, mean, rstd, 4)
+    torch.testing.assert_close(gx, gx2, rtol=1e-5, atol=1e-6)
+
+
+# ---- backward of the channel norms -------------------------------------------------------------------
+
+def chan_autograd(fn, x, w, b, go):
+    xd = x.detach().double().requires_grad_(True)
+    wd = None if w is None else w.detach().double().requires_grad_(True)
+    bd = None if b is None else b.detach().double().requires_grad_(True)
+    y = fn(xd, wd, bd)
+    leaves = [t for t in (xd, wd, bd) if t is not None]
+    grads = torch.autograd.grad(y, leaves, go.double())
+    out = {"x": grads[0]}
+    i = 1
+    if wd is not None:
+        out["w"] = grads[i]
+        i += 1
+    if bd is not None:
+        out["b"] = grads[i]
+    return out
+
+
+def per_channel_l1(t):
+    return t.double().abs().transpose(0, 1).reshape(t.shape[1], -1).sum(-1)
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float16", "float64"])
+@pytest.mark.parametrize("shape,G", GN_SHAPES, ids=[f"{s}-G{g}" for s, g in GN_SHAPES])
+def test_group_norm_backward(shape, G, dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/gn-bwd/{shape}/{G}/{dtname}/{layout}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), torch.float32, g)
+    go = chan_layout(make(shape, dt, g), layout)
+    _, mean, rstd = bc.group_norm(x, G, w, b, save_stats=True)
+    gxo = poison(shape, dt)
+    gx, gw, gb = bc.group_norm_backward(go, x, mean, rstd, G, w, b, out=gxo)
+    assert gx is gxo and gw.dtype == dt and gb.dtype == torch.float32
+    ref = chan_autograd(lambda a, ww, bb: F.group_norm(a, G, ww, bb, 1e-5), x, w, b, go)
+    close(gx, ref["x"], dt, f"grad_x group_norm {shape}", scale_atol=True)
+    xhat = F.group_norm(x.double(), G, eps=1e-5)
+    check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")
+    check_sum(gb, ref["b"], per_channel_l1(go), torch.float32, "grad_bias")  # f32 bias: f32 grad
+
+
+@pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float64"])
+def test_group_norm_backward_without_weight(dtname):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/gn-bwd-now/{dtname}")
+    x, go = make((3, 12, 9, 7), dt, g), make((3, 12, 9, 7), dt, g)
+    _, mean, rstd = bc.group_norm(x, 4, save_stats=True)
+    gx, gw, gb = bc.group_norm_backward(go, x, mean, rstd, 4)
+    assert gw is None and gb is None
+    ref = chan_autograd(lambda a, ww, bb: F.group_norm(a, 4, None, None, 1e-5), x, None, None, go)
+    close(gx, ref["x"], dt, "grad_x group_norm without weight", scale_atol=True)
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float64"])
+@pytest.mark.parametrize("shape", [(2, 6, 7, 9), (3, 5, 17), (1, 8, 4, 4, 3)])
+def test_instance_norm_backward(shape, dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/in-bwd/{shape}/{dtname}/{layout}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    go = make(shape, dt, g)
+    _, mean, rstd = bc.instance_norm(x, weight=w, bias=b, save_stats=True)
+    gx, gw, gb = bc.instance_norm_backward(go, x, mean, rstd, w, b)
+    ref = chan_autograd(lambda a, ww, bb: F.instance_norm(a, None, None, ww, bb, True, 0.1, 1e-5), x, w, b, go)
+    close(gx, ref["x"], dt, f"grad_x instance_norm {shape}", scale_atol=True)
+    xhat = F.instance_norm(x.double(), eps=1e-5)
+    check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")
+    check_sum(gb, ref["b"], per_channel_l1(go), dt, "grad_bias")
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float16", "float64"])
+@pytest.mark.parametrize("shape", [(2, 6, 7, 9), (3, 64, 32, 32), (4, 5), (256, 512), (7, 3, 1), (2, 32, 1000)])
+def test_batch_norm_backward_training(shape, dtname, layout):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/bn-bwd/{shape}/{dtname}/{layout}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    go = chan_layout(make(shape, dt, g), layout)
+    _, mean, rstd = bc.batch_norm(x, weight=w, bias=b, training=True, save_stats=True)
+    gxo = poison(shape, dt)
+    gx, gw, gb = bc.batch_norm_backward(go, x, mean, rstd, w, b, out=gxo)
+    assert gx is gxo
+    ref = chan_autograd(lambda a, ww, bb: F.batch_norm(a, None, None, ww, bb, True, 0.1, 1e-5), x, w, b, go)
+    close(gx, ref["x"], dt, f"grad_x batch_norm {shape}", scale_atol=True)
+    xhat = F.batch_norm(x.double(), None, None, None, None, True, 0.1, 1e-5)
+    check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")
+    check_sum(gb, ref["b"], per_channel_l1(go), dt, "grad_bias")
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float64"])
+@pytest.mark.parametrize("with_params", [True, False])
+def test_batch_norm_backward_inference(dtname, layout, with_params):
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/bn-bwd-eval/{dtname}/{layout}/{with_params}")
+    shape, C = (3, 16, 9, 11), 16
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    rdt = torch.float32 if dt != torch.float64 else dt
+    rm, rv = make((C,), rdt, g), make((C,), rdt, g).abs() + 0.5
+    w = make((C,), dt, g, 0.5, 1.0) if with_params else None
+    b = make((C,), dt, g) if with_params else None
+    go = make(shape, dt, g)
+    gx, gw, gb = bc.batch_norm_backward(go, x, rm, None, w, b, training=False, running_var=rv, eps=1e-5)
+    ref = chan_autograd(lambda a, ww, bb: F.batch_norm(a, rm.double(), rv.double(), ww, bb, False, 0.1, 1e-5),
+                        x, w, b, go)
+    close(gx, ref["x"], dt, "grad_x batch_norm eval", scale_atol=True)
+    if with_params:
+        xhat = F.batch_norm(x.double(), rm.double(), rv.double(), None, None, False, 0.1, 1e-5)
+        check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")
+        check_sum(gb, ref["b"], per_channel_l1(go), dt, "grad_bias")
+    else:
+        assert gw is None and gb is None
+
+
+def test_batch_norm_backward_large_is_deterministic():
+    g = R.gen("cnorm/bn-bwd-large")
+    x = chan_layout(make((8, 256, 64, 64), torch.bfloat16, g), "cl")
+    go = chan_layout(make((8, 256, 64, 64), torch.bfloat16, g), "cl")
+    w, b = make((256,), torch.float32, g), make((256,), torch.float32, g)
+    _, mean, rstd = bc.batch_norm(x, weight=w, bias=b, training=True, save_stats=True)
+    a = bc.batch_norm_backward(go, x, mean, rstd, w, b)
+    c = bc.batch_norm_backward(go, x, mean, rstd, w, b)
+    for u, v in zip(a, c):
+        assert torch.equal(u, v)
+    ref = chan_autograd(lambda t, ww, bb: F.batch_norm(t, None, None, ww, bb, True, 0.1, 1e-5), x, w, b, go)
+    close(a[0], ref["x"], torch.bfloat16, "grad_x large", scale_atol=True)
+
+
+def test_channel_norm_plan_api():
+    x = torch.randn(4, 8, 6, 6, device=DEV)
+    d = bc.ChannelNormDescriptor("group_norm", bc.TensorSpec(tuple(x.shape), bc.float32), num_groups=2,
+                                 save_stats=True)
+    p = bc.ChannelNormPlan.select(d)
+    assert p.sku.layout == "nc_planes" and p.workspace_bytes() > 0
+    y = torch.full_like(x, float("nan"))
+    mean, rstd = torch.empty(4, 2, device=DEV), torch.empty(4, 2, device=DEV)
+    ws = torch.empty(p.workspace_bytes(), dtype=torch.uint8, device=DEV)
+    p.run(y=y, x=x, mean=mean, rstd=rstd, workspace=ws)
+    close(y, F.group_norm(x.double(), 2, eps=1e-5), torch.float32, "plan run")
+    with pytest.raises(errors.InvalidArgument, match="workspace"):
+        p.run(y=y, x=x, mean=mean, rstd=rstd)
+
+
+@pytest.mark.parametrize("dtname", ["bfloat16", "float32", "float64"])
+def test_channel_norm_misaligned_and_mixed_planes(dtname):
+    """NC* x one element off 16-byte alignment (the scalar plane kernels) and an NC* x with a
+    channels-last out / grad_x: same results as the aligned vector path, up to rounding."""
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/misaligned/{dtname}")
+    shape = (3, 16, 16, 16)
+    n = 3 * 16 * 16 * 16
+    x_al = make(shape, dt, g, 2.0, 1.0)
+    x_mis = torch.empty(n + 1, dtype=dt, device=DEV)[1:].view(shape)
+    x_mis.copy_(x_al)
+    w, b = make((16,), dt, g), make((16,), dt, g)
+    ref = F.group_norm(x_al.double(), 4, w.double(), b.double(), 1e-5)
+    for x in (x_al, x_mis):
+        close(bc.group_norm(x, 4, w, b), ref, dt, "group_norm planes")
+        out = chan_layout(poison(shape, dt), "cl")
+        bc.group_norm(x, 4, w, b, out=out)
+        close(out, ref, dt, "group_norm planes, channels-last out")
+    go = make(shape, dt, g)
+    _, mean, rstd = bc.batch_norm(x_al, weight=w, bias=b, training=True, save_stats=True)
+    ref_g = chan_autograd(lambda a, ww, bb: F.batch_norm(a, None, None, ww, bb, True, 0.1, 1e-5), x_al, w, b, go)
+    for x in (x_al, x_mis):
+        gxo = chan_layout(poison(shape, dt), "cl")
+        gx, gw, gb = bc.batch_norm_backward(go, x, mean, rstd, w, b, out=gxo)
+        close(gx, ref_g["x"], dt, "grad_x planes", scale_atol=True)
+        check_sum(gw, ref_g["w"], per_channel_l1(go.double() * F.batch_norm(
+            x_al.double(), None, None, None, None, True, 0.1, 1e-5)), dt, "grad_weight")
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+@pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float64"])
+@pytest.mark.parametrize("op,shape,G", [("instance_norm", (16, 64, 9, 9), 64), ("group_norm", (64, 32, 5, 5), 16),
+                                        ("batch_norm", (4, 1024, 3, 3), 0)])
+def test_channel_norm_many_small_units(op, shape, G, dtname, layout):
+    """>= 1024 statistic units with few partials each: the warp-per-unit finalize kernels."""
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/many/{op}/{dtname}/{layout}")
+    C = shape[1]
+    x = chan_layout(make(shape, dt, g, 2.0, 0.5), layout)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    go = make(shape, dt, g)
+    rdt = torch.float32 if dt != torch.float64 else dt
+    rm, rv = make((C,), rdt, g), make((C,), rdt, g).abs() + 0.5
+    rm_ref, rv_ref = copy64(rm), copy64(rv)  # torch updates these in place
+    if op == "instance_norm":
+        y, mean, rstd = bc.instance_norm(x, rm, rv, w, b, True, 0.1, 1e-5, save_stats=True)
+        gx, gw, gb = bc.instance_norm_backward(go, x, mean, rstd, w, b)
+        fn = lambda a, ww, bb: F.instance_norm(a, None, None, ww, bb, True, 0.1, 1e-5)  # noqa: E731
+        yref = F.instance_norm(x.double(), rm_ref, rv_ref, w.double(), b.double(), True, 0.1, 1e-5)
+    elif op == "group_norm":
+        y, mean, rstd = bc.group_norm(x, G, w, b, save_stats=True)
+        gx, gw, gb = bc.group_norm_backward(go, x, mean, rstd, G, w, b)
+        fn = lambda a, ww, bb: F.group_norm(a, G, ww, bb, 1e-5)  # noqa: E731
+        yref = fn(x.double(), w.double(), b.double())
+    else:
+        y, mean, rstd = bc.batch_norm(x, rm, rv, w, b, training=True, save_stats=True)
+        gx, gw, gb = bc.batch_norm_backward(go, x, mean, rstd, w, b)
+        fn = lambda a, ww, bb: F.batch_norm(a, None, None, ww, bb, True, 0.1, 1e-5)  # noqa: E731
+        yref = F.batch_norm(x.double(), rm_ref, rv_ref, w.double(), b.double(), True, 0.1, 1e-5)
+    close(y, yref, dt, f"{op} many units")
+    if op != "group_norm":
+        rt = 1e-10 if dt == torch.float64 else 2e-6
+        torch.testing.assert_close(rm.double(), rm_ref, rtol=rt, atol=rt)
+        torch.testing.assert_close(rv.double(), rv_ref, rtol=rt, atol=rt)
+    ref = chan_autograd(fn, x, w, b, go)
+    close(gx, ref["x"], dt, f"grad_x {op} many units", scale_atol=True)
+    xhat = fn(x.double(), None, None)
+    check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")
+    check_sum(gb, ref["b"], per_channel_l1(go), dt, "grad_bias")

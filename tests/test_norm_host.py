@@ -82,8 +82,55 @@ def test_select_accepts(op, dtype):
                                       (16384, "row_registers"), (65536, "row_registers"), (65544, "row_looped"),
                                       (131072, "row_looped"), (262144, "row_looped")])
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm_backward"])
-def test_layout_choice(H, layout, op):
+def test_layout_choice(H, layout, op, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    if op == "rms_norm" and H in (16384, 65536, 131072):
+        layout = "row_cluster"  # forward rows >= 16384: split over a thread-block cluster (sm_90)
     assert bc.NormPlan.select(D(op, (4, H))).sku.layout == layout
+
+
+# Forward rows of H >= 16384 (16-byte vectors: 2048 .. 16384 per row): the cluster path.
+@pytest.mark.parametrize("dtype,H,want", [
+    (bf16, 16384, "row_cluster.c2t256x4"), (f16, 16384, "row_cluster.c2t256x4"),
+    (bf16, 65536, "row_cluster.c4t512x4"), (f16, 65536, "row_cluster.c4t512x4"),
+    (bf16, 65528, "row_cluster.c4t512x4"),   # the last block's last vector is padding
+    (bf16, 32768, "row_cluster.c4t256x4"),
+    (f32, 16384, "row_cluster.c4t256x4"), (f32, 65536, "row_cluster.c8t512x4"),
+    (f64, 16384, "row_cluster.c4t512x4"), (f64, 65536, "row_looped.t512"),
+    (bf16, 65544, "row_looped.t512"),        # fits no cluster shape
+    (bf16, 8192, "row_registers.t512x2"),    # below the cluster threshold
+    (bf16, 24000, "row_registers.t1024x3"),  # 3000 vectors: no cluster shape pads less than a block's share
+])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_cluster_defaults(op, dtype, H, want, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    k = bc.NormPlan.select(D(op, (3, H), dtype, weight=dtype, residual=True, save_stats=True)).sku
+    assert k.name == f"norm.{op}.{want}", k.name
+    if want.startswith("row_cluster"):
+        assert k.layout == "row_cluster" and "cluster" in k.precision.math and "rank order" in k.precision.math
+        assert k.precision.deterministic and k.precision.bit_stable
+    # The backward keeps its own kernels.
+    assert "row_cluster" not in bc.NormPlan.select(D(op + "_backward", (3, H), dtype)).sku.name
+
+
+def test_cluster_override(monkeypatch):
+    d = D("layer_norm", (2048, 65536), bf16, weight=bf16, bias=bf16)
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=8,tpr=256,items=4")
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_cluster.c8t256x4"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=8,tpr=512,items=2")
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_cluster.c8t512x2"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=8,tpr=1024,items=4")  # not instantiated: the default
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_cluster.c4t512x4"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=2,tpr=256,items=4")  # does not cover the row: the default
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_cluster.c4t512x4"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=1")  # no cluster: the one-block register kernel
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8")  # tpr / items alone: the one-block kernel
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8"
+    # An explicit cluster shape below the default threshold (the sweep may try it).
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=2,tpr=256,items=4")
+    k = bc.NormPlan.select(D("rms_norm", (64, 8192), f32)).sku.name
+    assert k == "norm.rms_norm.row_cluster.c2t256x4", k
 
 
 def test_long_row_backward_holds_x_in_shared_memory():
@@ -115,7 +162,7 @@ def test_tuning_override(monkeypatch):
     ("rms_norm_backward", (32768, 4096), "t128x4"),
     ("layer_norm_backward", (32768, 4096), "t256x2"),
     ("rms_norm_backward", (4096, 16384), "t512x4"),
-    ("layer_norm_backward", (4096, 16384), "t1024x2xs"),
+    ("layer_norm_backward", (4096, 16384), "t512x4"),
     ("rms_norm", (65536, 512), "t32x2r2"),
     ("layer_norm_backward", (65536, 512), "t32x2"),
 ])
@@ -182,3 +229,138 @@ def test_functional_api_exists():
 def test_functional_refuses_numpy():
     np = pytest.importorskip("numpy")
     refused(errors.InvalidArgument, lambda: bc.rms_norm(np.ones((4, 8), np.float32)), "numpy")
+
+
+# ---- GroupNorm / InstanceNorm / BatchNorm -------------------------------------------------------------
+
+def CD(op, shape=(4, 8, 5, 5), dtype=bf16, strides=None, **kw):
+    return bc.ChannelNormDescriptor(op, S(shape, dtype, strides), **kw)
+
+
+NHWC = [8 * 5 * 5, 1, 5 * 8, 8]  # channels-last strides of (4, 8, 5, 5)
+
+CHAN_REFUSALS = [
+    ("unknown-op", dict(op="layer_norm"), errors.InvalidArgument, ["unknown op", "group_norm", "batch_norm"]),
+    ("int-x", dict(op="batch_norm", dtype=bc.int32), errors.InvalidDType, ["x is int32", "float32"]),
+    ("rank-1", dict(op="batch_norm", shape=(8,)), errors.InvalidArgument, ["[N, C, *spatial]"]),
+    ("groups-divide", dict(op="group_norm", num_groups=3), errors.InvalidArgument, ["num_groups 3", "does not divide",
+                                                                                   "8 channels"]),
+    ("groups-zero", dict(op="group_norm", num_groups=0), errors.InvalidArgument, ["num_groups is 0", ">= 1"]),
+    ("groups-on-bn", dict(op="batch_norm", num_groups=2), errors.InvalidArgument, ["only group_norm"]),
+    ("weight-dtype", dict(op="group_norm", num_groups=2, weight=f16), errors.InvalidDType,
+     ["weight is float16", "bfloat16 or float32"]),
+    ("running-dtype", dict(op="batch_norm", running=f64), errors.InvalidDType, ["running_mean / running_var",
+                                                                             "float64"]),
+    ("gn-running", dict(op="group_norm", num_groups=2, running=f32), errors.InvalidArgument, ["keeps none"]),
+    ("eval-without-running", dict(op="batch_norm", training=False), errors.InvalidArgument,
+     ["needs running_mean and running_var"]),
+    ("in-eval-without-running", dict(op="instance_norm", training=False), errors.InvalidArgument,
+     ["needs running_mean"]),
+    ("eval-save-stats", dict(op="batch_norm", training=False, running=f32, save_stats=True), errors.InvalidArgument,
+     ["save_stats with training=false"]),
+    ("bwd-save-stats", dict(op="batch_norm_backward", save_stats=True), errors.InvalidArgument,
+     ["save_stats applies to the forward"]),
+    ("bn-one-value", dict(op="batch_norm", shape=(1, 8, 1, 1)), errors.InvalidArgument,
+     ["more than 1 value per channel"]),
+    ("bn-one-value-2d", dict(op="batch_norm", shape=(1, 8)), errors.InvalidArgument, ["more than 1 value"]),
+    ("in-one-spatial", dict(op="instance_norm", shape=(4, 8, 1, 1)), errors.InvalidArgument,
+     ["more than 1 spatial element"]),
+    ("eps", dict(op="batch_norm", eps=-1.0), errors.InvalidArgument, ["eps must be"]),
+    ("momentum", dict(op="batch_norm", momentum=float("nan")), errors.InvalidArgument, ["momentum", "None"]),
+    ("spatial-not-collapsing", dict(op="batch_norm", strides=[200, 25, 1, 5]), errors.Unsupported,
+     ["do not collapse", "channels-last"]),
+    ("no-unit-stride", dict(op="batch_norm", strides=[400, 50, 10, 2]), errors.Unsupported,
+     ["supported layouts", "channel stride 1"]),
+    ("in-eval-backward", dict(op="instance_norm_backward", training=False, running=f32), errors.InvalidArgument,
+     ["batch_norm_backward with training=false"]),
+    ("train-bwd-running", dict(op="batch_norm_backward", running=f32), errors.InvalidArgument,
+     ["reads the saved mean"]),
+]
+
+
+@pytest.mark.parametrize("kw,exc,needles", [r[1:] for r in CHAN_REFUSALS], ids=[r[0] for r in CHAN_REFUSALS])
+def test_channel_select_refusals(kw, exc, needles):
+    kw = dict(kw)
+    op = kw.pop("op")
+    shape = kw.pop("shape", (4, 8, 5, 5))
+    dtype = kw.pop("dtype", bf16)
+    strides = kw.pop("strides", None)
+    refused(exc, lambda: bc.ChannelNormPlan.select(CD(op, shape, dtype, strides, **kw)), *needles)
+
+
+@pytest.mark.parametrize("op,kw", [
+    ("group_norm", dict(num_groups=4)), ("instance_norm", {}), ("instance_norm", dict(running=f32)),
+    ("instance_norm", dict(running=f32, training=False)), ("batch_norm", dict(training=True)),
+    ("batch_norm", dict(running=f32, training=True)), ("batch_norm", dict(running=f32, training=False)),
+    ("group_norm_backward", dict(num_groups=2)), ("instance_norm_backward", {}),
+    ("batch_norm_backward", {}), ("batch_norm_backward", dict(training=False, running=f32)),
+])
+@pytest.mark.parametrize("dtype", [f32, f16, bf16, f64])
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+def test_channel_select_accepts(op, kw, dtype, layout):
+    p = bc.ChannelNormPlan.select(CD(op, (4, 8, 5, 5), dtype, None if layout == "nc" else NHWC,
+                                     weight=dtype, bias=f32, **kw))
+    k = p.sku
+    assert k.category == "norm" and k.op == op and k.backend == bc.Backend.bespoke
+    assert k.layout == ("nc_planes" if layout == "nc" else "channels_last_columns")
+    assert k.name.startswith(f"norm.{op}.{k.layout}.")
+    acc = f64 if dtype == f64 else f32
+    assert k.precision.compute_dtype == acc and k.precision.accumulator_dtype == acc
+    assert k.precision.deterministic and k.precision.bit_stable
+    assert p.workspace_bytes() > 0 and p.workspace_bytes() % 256 == 0
+    if op in ("group_norm", "instance_norm", "batch_norm") and kw.get("training", True):
+        assert "Chan" in k.precision.math and "E[x^2]" in k.precision.math
+
+
+def test_channel_mode_names():
+    name = lambda op, **kw: bc.ChannelNormPlan.select(CD(op, **kw)).sku.name  # noqa: E731
+    assert name("group_norm", num_groups=2).endswith(".per_group")
+    assert name("instance_norm").endswith(".per_group")
+    assert name("batch_norm").endswith(".per_channel")
+    assert name("batch_norm", training=False, running=f32).endswith(".running")
+    assert name("instance_norm", training=False, running=f32).endswith(".running")
+
+
+def test_channel_2d_batch_norm_uses_columns():
+    # x [N, C]: samples become the spatial dim, channel stride 1 -> the column kernels
+    assert bc.ChannelNormPlan.select(CD("batch_norm", (256, 512))).sku.layout == "channels_last_columns"
+    assert bc.ChannelNormPlan.select(CD("batch_norm", (256, 512), strides=[1, 256])).sku.layout == "nc_planes"
+
+
+def test_channel_empty_needs_no_workspace():
+    for shape in [(0, 8, 5), (4, 8, 0), (4, 0, 3)]:
+        p = bc.ChannelNormPlan.select(CD("batch_norm", shape, running=f32))
+        assert p.workspace_bytes() == 0
+        assert bc.ChannelNormPlan.select(CD("group_norm", shape, num_groups=1)).workspace_bytes() == 0
+
+
+def test_channel_workspace_limit():
+    refused(errors.Unsupported, lambda: bc.ChannelNormPlan.select(CD("batch_norm"),
+                                                                  bc.PlanPreference(workspace_limit=16)), "workspace")
+    pref = bc.PlanPreference(forbid=[bc.Backend.bespoke])
+    refused(errors.Unsupported, lambda: bc.ChannelNormPlan.select(CD("batch_norm"), pref), "bespoke")
+
+
+def test_channel_descriptor_identity():
+    a = CD("group_norm", num_groups=2, weight=bf16)
+    b = CD("group_norm", num_groups=2, weight=bf16)
+    c = CD("group_norm", num_groups=4, weight=bf16)
+    assert a == b and hash(a) == hash(b) and a != c
+    assert "group_norm" in repr(a) and "num_groups=2" in repr(a) and "running=none" in repr(a)
+    assert a.num_groups == 2 and a.weight == bf16 and a.bias is None and a.training and a.momentum == 0.1
+
+
+def test_channel_functional_api_exists():
+    for name in ("group_norm", "instance_norm", "batch_norm", "group_norm_backward", "instance_norm_backward",
+                 "batch_norm_backward"):
+        fn = getattr(bc, name)
+        assert callable(fn) and fn.__doc__ and name in fn.__doc__
+    fams = {f["name"] if isinstance(f, dict) else f.name: f for f in bc.families()}
+    ops = [o["op"] if isinstance(o, dict) else o.op for o in fams["norm"]["ops"]]
+    assert {"group_norm", "instance_norm", "batch_norm"} <= set(ops)
+
+
+def test_channel_functional_refuses_numpy():
+    np = pytest.importorskip("numpy")
+    refused(errors.InvalidArgument, lambda: bc.group_norm(np.ones((2, 4, 3), np.float32), 2), "numpy")
+    refused(errors.InvalidArgument, lambda: bc.batch_norm(np.ones((2, 4, 3), np.float32)), "numpy")

@@ -116,6 +116,129 @@ def test_descriptor_identity():
     assert a == b and hash(a) == hash(b) and a != c
 
 
+# ---- gumbel_softmax, gumbel_noise, sparsemax ---------------------------------------------------------
+
+def rop(op, shape, dt=f32, axis=-1, strides=None, out_dt=None, out_shape=None, tau=1.0, hard=False, soft=None,
+        y_dt=None, nin=None):
+    n = nin if nin is not None else (0 if op == "gumbel_noise" else 2 if op.endswith("_backward") else 1)
+    ins = [S(shape, dt, strides)] + [S(shape, y_dt or dt, strides)] * (n - 1) if n else []
+    d = bc.SoftmaxDescriptor(op, ins, axis, S(out_shape or shape, out_dt or dt), tau=tau, hard=hard, soft_out=soft)
+    return bc.SoftmaxPlan.select(d)
+
+
+@pytest.mark.parametrize("op", ["gumbel_softmax", "gumbel_softmax_backward", "sparsemax", "sparsemax_backward"])
+@pytest.mark.parametrize("shape,dt,axis,layout", [
+    ((4096, 64), bf16, -1, "rows_warp"),
+    ((4096, 7), f32, -1, "rows_warp"),
+    ((10, 1), f16, -1, "rows_warp"),
+    ((64, 512), f32, -1, "rows_warp"),
+    ((64, 513), f32, -1, "rows_block"),
+    ((32768, 4096), bf16, -1, "rows_block"),
+    ((8, 16384), f32, -1, "rows_block"),
+    ((8, 32768), f32, -1, ("rows_block", "rows_global")),  # the backward holds two operands: k <= 4
+    ((8, 32769), f32, -1, "rows_global"),
+    ((8, 8192), f64, -1, "rows_block"),
+    ((8, 8193), f64, -1, "rows_global"),
+    ((512, 262144), bf16, -1, "rows_global"),
+    ((8, 16, 32), f32, 1, "rows_warp"),
+    ((8, 4000, 3), f32, 1, "rows_block"),
+])
+def test_rowop_paths(op, shape, dt, axis, layout):
+    if isinstance(layout, tuple):
+        layout = layout[1] if op.endswith("_backward") else layout[0]
+    p = rop(op, shape, dt, axis)
+    assert p.sku.layout == layout
+    assert p.sku.name == f"softmax.{op}.{layout}"
+    assert p.sku.category == "softmax" and p.sku.op == op
+    assert p.workspace_bytes() == 0
+    assert p.sku.precision.deterministic and p.sku.precision.bit_stable
+    assert p.sku.precision.accumulator_dtype == (f64 if dt == f64 else f32)
+
+
+def test_rowop_sku_contents():
+    p = rop("gumbel_softmax", (8, 100), bf16, hard=True, soft=S((8, 100), bf16))
+    assert "Philox-4x32-10" in p.sku.precision.math and "one-hot" in p.sku.precision.math
+    assert list(p.sku.dtypes) == [bf16, bf16, bf16]
+    assert "Newton" in rop("sparsemax", (8, 100)).sku.precision.math
+    g = rop("gumbel_noise", (3, 5), f32)
+    assert g.sku.layout == "elementwise" and g.sku.name == "softmax.gumbel_noise.elementwise"
+    assert rop("gumbel_noise", (), f64).sku.precision.compute_dtype == f64
+    d = bc.SoftmaxDescriptor("gumbel_softmax", [S((4, 8), f32)], -1, S((4, 8), f32), tau=0.5, hard=True,
+                             soft_out=S((4, 8), f32))
+    assert d.tau == 0.5 and d.hard and d.soft_out == S((4, 8), f32)
+    assert "tau=0.5" in repr(d) and "hard=true" in repr(d) and "soft_out" in repr(d)
+    assert bc.SoftmaxDescriptor("sparsemax", [S((4, 8), f32)], -1, S((4, 8), f32)).soft_out is None
+
+
+def test_rowop_descriptor_identity():
+    def d(**kw):
+        return bc.SoftmaxDescriptor("gumbel_softmax", [S((4, 8), f32)], -1, S((4, 8), f32), **kw)
+    assert d() == d() and hash(d()) == hash(d())
+    assert d(tau=0.5) != d() and hash(d(tau=0.5)) != hash(d())
+    assert d(hard=True) != d()
+    assert d(soft_out=S((4, 8), f32)) != d()
+
+
+def test_rowop_refusals():
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax", (4, 4), tau=0.0), "tau must be finite and > 0")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax", (4, 4), tau=-1.0), "tau")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax", (4, 4), tau=float("nan")), "tau")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax", (4, 4), tau=float("inf")), "tau")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax_backward", (4, 4), tau=0.0), "tau")
+    refused(errors.InvalidArgument, lambda: rop("sparsemax", (4, 4), tau=2.0), "tau is only")
+    refused(errors.InvalidArgument, lambda: rop("sparsemax", (4, 4), hard=True), "hard is only")
+    refused(errors.InvalidArgument, lambda: rop("sparsemax", (4, 4), soft=S((4, 4), f32)), "soft_out is only")
+    refused(errors.InvalidArgument, lambda: rop("softmax", (4, 4), tau=2.0, nin=1), "gumbel_softmax only")
+    refused(errors.InvalidArgument, lambda: rop("softmax", (4, 4), hard=True, nin=1), "gumbel_softmax only")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax", (4, 4), soft=S((4, 5), f32)),
+            "soft_out must have shape")
+    refused(errors.InvalidDType, lambda: rop("gumbel_softmax", (4, 4), soft=S((4, 4), f16)), "soft_out must be float32")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax", (4, 4), soft=S((4, 4), f32, [0, 1])), "soft_out",
+            "overlapping")
+    refused(errors.InvalidDType, lambda: rop("sparsemax", (4, 4), bc.int32), "x is int32", "supported")
+    refused(errors.InvalidDType, lambda: rop("gumbel_softmax", (4, 4), f32, out_dt=bf16), "out must be float32")
+    refused(errors.InvalidDType, lambda: rop("sparsemax_backward", (4, 4), f32, y_dt=f64), "y is float64")
+    refused(errors.InvalidDType, lambda: rop("gumbel_softmax_backward", (4, 4), f32, y_dt=f16), "y_soft is float16")
+    refused(errors.InvalidArgument, lambda: rop("sparsemax", (4, 4), out_shape=(4, 5)), "out must have shape")
+    refused(errors.InvalidArgument, lambda: rop("sparsemax", (4, 4), axis=2), "axis 2", "out of range")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_softmax", (4, 4), axis=-3), "axis -3")
+    refused(errors.InvalidArgument, lambda: rop("sparsemax_backward", (4, 4), nin=1), "takes 2 input", "grad_out, y")
+    refused(errors.InvalidArgument, lambda: rop("gumbel_noise", (4, 4), nin=1), "takes 0 input")
+    refused(errors.InvalidDType, lambda: rop("gumbel_noise", (4, 4), bf16), "out is bfloat16", "f32")
+    refused(errors.Unsupported, lambda: bc.SoftmaxPlan.select(
+        bc.SoftmaxDescriptor("sparsemax", [S((4, 4), f32)], -1, S((4, 4), f32)),
+        bc.PlanPreference(forbid=[bc.Backend.bespoke])), "bespoke")
+    refused(errors.Unsupported, lambda: rop("sparsemax", (1,) * 13), "rank 13")
+
+
+def test_rowop_registry():
+    fam = next(f for f in bc.families() if f["name"] == "softmax")
+    ops = {o["op"] for o in fam["ops"]}
+    assert {"softmax", "log_softmax", "gumbel_softmax", "gumbel_noise", "sparsemax"} <= ops
+
+
+def test_rowop_functions_exported():
+    for name in ("gumbel_softmax", "gumbel_softmax_backward", "gumbel_noise", "sparsemax", "sparsemax_backward"):
+        assert callable(getattr(bc, name)), name
+
+
+def test_philox_reference_known_answers():
+    # Random123's known-answer vectors for philox4x32_10: the numpy reference the GPU tests compare
+    # the noise with is itself right.
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import numpy as np
+    import _philox as P
+    kat = [((0, 0, 0), (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+           ((2**64 - 1, 2**64 - 1, 2**64 - 1), (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+           (((0x85a308d3 << 32) | 0x243f6a88, (0x03707344 << 32) | 0x13198a2e, (0x299f31d0 << 32) | 0xa4093822),
+            (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1))]
+    for (block, offset, seed), want in kat:
+        got = P.philox4x32_10(np.array([block], dtype=np.uint64), offset, seed)[:, 0]
+        assert tuple(int(v) for v in got) == want
+
+
 def ce(shape=(8, 1000), dt=bf16, tdt=bc.int64, weight=None, op="cross_entropy", **kw):
     n = shape[0]
     grad = kw.pop("grad_input", None)

@@ -55,6 +55,24 @@ TensorSpec spec_of(const TensorView& v) {
   return s;
 }
 
+void append_params(std::string& key, const std::map<std::string, double>& params) {
+  for (const auto& [k, v] : params) {
+    key += k;
+    key.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+}
+
+Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc) {
+  Workspace w;
+  if (bytes <= 0) return w;
+  if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator");
+  w.owner = workspace_alloc(bytes);
+  w.imported = import_tensor(w.owner, "workspace", true);
+  w.data = w.imported.view.data;
+  w.size = bytes;
+  return w;
+}
+
 void append_key(std::string& key, const TensorView& v) {
   key.push_back(char(v.dtype));
   key.push_back(char(v.ndim));

@@ -3,7 +3,10 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <unordered_map>
 
 #include "baracuda/dtype.h"
 #include "baracuda/plan.h"
@@ -34,6 +37,40 @@ void finish_for_framework(const Imported& like, StreamHandle stream);
 TensorSpec spec_of(const TensorView& v);
 // Appends a view's dtype, shape and strides to a plan-cache key.
 void append_key(std::string& key, const TensorView& v);
+
+// Appends scalar params (name and value bits, in name order) to a plan-cache key.
+void append_params(std::string& key, const std::map<std::string, double>& params);
+
+// One family's functional plan cache: plans keyed by op, params and operand metadata
+// (append_key). Bounded: cleared when full, plans are cheap to rebuild. get() returns a copy,
+// so a clear by another caller cannot pull the plan from under a run.
+template <class Plan> class PlanCache {
+ public:
+  explicit PlanCache(size_t capacity = 4096) : capacity_(capacity) {}
+  template <class Make> Plan get(const std::string& key, Make&& make) {
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      if (plans_.size() >= capacity_) plans_.clear();
+      it = plans_.emplace(key, make()).first;
+    }
+    return it->second;
+  }
+  size_t size() const { return plans_.size(); }
+
+ private:
+  size_t capacity_;
+  std::unordered_map<std::string, Plan> plans_;
+};
+
+// Scratch memory of one functional run, from the caller's allocator (a callable bytes ->
+// tensor); empty when bytes == 0. `owner` keeps the allocation alive during the run.
+struct Workspace {
+  nb::object owner;
+  Imported imported;
+  void* data = nullptr;
+  int64_t size = 0;
+};
+Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc);
 
 DType dtype_from_dlpack(nb::dlpack::dtype t, const char* name);
 nb::dlpack::dtype dlpack_from_dtype(DType t);

@@ -50,8 +50,8 @@ void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& input
 }
 
 // The functional path's plan cache: key = op, params and every operand's metadata.
-std::unordered_map<std::string, ElementwisePlan>& plan_cache() {
-  static auto* cache = new std::unordered_map<std::string, ElementwisePlan>();
+PlanCache<ElementwisePlan>& plan_cache() {
+  static auto* cache = new PlanCache<ElementwisePlan>();
   return *cache;
 }
 
@@ -117,40 +117,24 @@ void init_elementwise(nb::module_& m) {
           TensorView views[4];
           std::string key = op;
           key.push_back('\0');
-          for (auto& [k, v] : params) {
-            key += k;
-            key.append(reinterpret_cast<const char*>(&v), sizeof v);
-          }
+          append_params(key, params);
           append_key(key, o.view);
           for (size_t i = 0; i < inputs.size(); ++i) {
             ins[i] = import_tensor(inputs[i], kNames[i], false);
             views[i] = ins[i].view;
             append_key(key, ins[i].view);
           }
-          auto& cache = plan_cache();
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            if (cache.size() >= 4096) cache.clear();  // bound the cache; plans are cheap to rebuild
+          const ElementwisePlan plan = plan_cache().get(key, [&] {
             ElementwiseDescriptor d{op, {}, spec_of(o.view), params};
             for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
-            it = cache.emplace(key, ElementwisePlan::select(d)).first;
-          }
-          const ElementwisePlan plan = it->second;  // a copy: another thread may clear the cache while we run
-          nb::object ws_obj;
-          Imported w;
-          void* ws = nullptr;
-          int64_t ws_size = plan.workspace_bytes();
-          if (ws_size > 0) {
-            if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator");
-            ws_obj = workspace_alloc(ws_size);
-            w = import_tensor(ws_obj, "workspace", true);
-            ws = w.view.data;
-          }
+            return ElementwisePlan::select(d);
+          });
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc);
           const Imported& like = inputs.size() ? ins[0] : o;
           StreamHandle s = resolve_stream(stream, like);
           {
             nb::gil_scoped_release release;
-            plan.run(o.view, views, int(inputs.size()), ws, ws_size, s);
+            plan.run(o.view, views, int(inputs.size()), ws.data, ws.size, s);
           }
           finish_for_framework(like, s);
         },

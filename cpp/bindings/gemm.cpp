@@ -83,8 +83,8 @@ void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int6
   finish_for_framework(a, s);
 }
 
-std::unordered_map<std::string, GemmPlan>& plan_cache() {
-  static auto* cache = new std::unordered_map<std::string, GemmPlan>();
+PlanCache<GemmPlan>& plan_cache() {
+  static auto* cache = new PlanCache<GemmPlan>(1024);
   return *cache;
 }
 
@@ -180,17 +180,13 @@ void init_gemm(nb::module_& m) {
           append_key(key, o.view);
           append_key(key, ia.view);
           append_key(key, ib.view);
-          auto& cache = plan_cache();
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            if (cache.size() >= 1024) cache.clear();  // bound the cache; plans are cheap to rebuild
+          const GemmPlan plan = plan_cache().get(key, [&] {
             GemmDescriptor d = make_desc(spec_of(ia.view), spec_of(ib.view), spec_of(o.view), alpha, beta, epilogue,
                                          bias_dt, present(aux), grad_dt, sa, sb, present(amax));
             PlanPreference pref;
             pref.allow_tf32 = allow_tf32;
-            it = cache.emplace(key, GemmPlan::select(d, pref)).first;
-          }
-          const GemmPlan plan = it->second;
+            return GemmPlan::select(d, pref);
+          });
           nb::object ws_obj;
           const int64_t need = plan.workspace_bytes();
           if (need > 0) {

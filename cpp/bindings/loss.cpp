@@ -16,14 +16,19 @@ void init_loss(nb::module_& m) {
                              "A loss: 'cross_entropy' (optionally with_grad), 'nll_loss', or a pointwise loss "
                              "(mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, "
                              "binary_cross_entropy_with_logits, kl_div, poisson_nll_loss, gaussian_nll_loss, "
-                             "margin_ranking_loss, hinge_embedding_loss, soft_margin_loss), or '<op>_backward'. "
-                             "extra: [pos_weight] / [var] / [input2]; param: delta / beta / margin / eps; grad_loss: "
-                             "the spec of the upstream gradient (backward). Pure data; hashable; the plan-cache key.")
+                             "margin_ranking_loss, hinge_embedding_loss, soft_margin_loss), a row loss "
+                             "(cosine_embedding_loss, multi_margin_loss, multilabel_margin_loss, "
+                             "multilabel_soft_margin_loss, triplet_margin_loss), or '<op>_backward'. "
+                             "extra: [pos_weight] / [var] / [input2] / [negative]; param: delta / beta / margin / eps; "
+                             "p, eps, swap: multi margin / triplet; grad_loss: the spec of the upstream gradient "
+                             "(backward); wrt: the operands to differentiate (default ['input']) and grads the spec of "
+                             "each gradient. Pure data; hashable; the plan-cache key.")
       .def("__init__",
            [](LossDescriptor* d, std::string op, TensorSpec input, TensorSpec target, std::optional<TensorSpec> weight,
               std::string reduction, int64_t ignore_index, double label_smoothing, bool with_grad, bool has_grad_loss,
               std::optional<TensorSpec> grad_input, std::vector<TensorSpec> extra, double param, bool log_target,
-              bool log_input, bool full, std::optional<TensorSpec> grad_loss) {
+              bool log_input, bool full, std::optional<TensorSpec> grad_loss, double p, double eps, bool swap,
+              std::vector<std::string> wrt, std::vector<TensorSpec> grads) {
              new (d) LossDescriptor{};
              d->op = std::move(op);
              d->input = std::move(input);
@@ -47,11 +52,17 @@ void init_loss(nb::module_& m) {
              } else {
                d->grad_loss = TensorSpec{{}, d->input.dtype, {}};
              }
+             d->p = p;
+             d->eps = eps;
+             d->swap = swap;
+             d->wrt = std::move(wrt);
+             d->grads = std::move(grads);
            },
            "op"_a, "input"_a, "target"_a, "weight"_a = nb::none(), "reduction"_a = "mean", "ignore_index"_a = -100,
            "label_smoothing"_a = 0.0, "with_grad"_a = false, "has_grad_loss"_a = false, "grad_input"_a = nb::none(),
            "extra"_a = std::vector<TensorSpec>{}, "param"_a = 0.0, "log_target"_a = false, "log_input"_a = true,
-           "full"_a = false, "grad_loss"_a = nb::none())
+           "full"_a = false, "grad_loss"_a = nb::none(), "p"_a = 2.0, "eps"_a = 1e-6, "swap"_a = false,
+           "wrt"_a = std::vector<std::string>{}, "grads"_a = std::vector<TensorSpec>{})
       .def_ro("op", &LossDescriptor::op)
       .def_ro("input", &LossDescriptor::input)
       .def_ro("target", &LossDescriptor::target)
@@ -64,6 +75,10 @@ void init_loss(nb::module_& m) {
       .def_ro("log_target", &LossDescriptor::log_target)
       .def_ro("log_input", &LossDescriptor::log_input)
       .def_ro("full", &LossDescriptor::full)
+      .def_ro("p", &LossDescriptor::p)
+      .def_ro("eps", &LossDescriptor::eps)
+      .def_ro("swap", &LossDescriptor::swap)
+      .def_ro("wrt", &LossDescriptor::wrt)
       .def("__eq__", [](const LossDescriptor& a, const LossDescriptor& b) { return a == b; })
       .def("__hash__", [](const LossDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &LossDescriptor::str);
@@ -80,7 +95,7 @@ void init_loss(nb::module_& m) {
       .def("run",
            [](const LossPlan& plan, nb::handle input, nb::handle target, nb::handle lse, nb::handle workspace,
               nb::handle out, nb::handle weight, nb::handle grad_input, nb::handle grad_loss, nb::handle stream,
-              nb::handle extra) {
+              nb::handle extra, nb::handle grads) {
              Imported x = import_tensor(input, "input", false);
              Imported t = import_tensor(target, "target", false);
              LossTensors T;
@@ -99,6 +114,11 @@ void init_loss(nb::module_& m) {
              if (!weight.is_none()) { w = import_tensor(weight, "weight", false); T.weight = w.view; }
              if (!grad_input.is_none()) { g = import_tensor(grad_input, "grad_input", true); T.grad_input = g.view; }
              if (!grad_loss.is_none()) { gl = import_tensor(grad_loss, "grad_loss", false); T.grad_loss = gl.view; }
+             std::vector<Imported> gs;
+             if (!grads.is_none()) {
+               for (nb::handle e : grads) gs.push_back(import_tensor(e, "grads", true));
+               for (auto& e : gs) T.grads.push_back(e.view);
+             }
              void* wsp = nullptr;
              int64_t wsn = 0;
              if (!workspace.is_none()) {
@@ -115,10 +135,118 @@ void init_loss(nb::module_& m) {
            },
            "input"_a, "target"_a, "lse"_a.none(), "workspace"_a.none(), "out"_a = nb::none(), "weight"_a = nb::none(),
            "grad_input"_a = nb::none(), "grad_loss"_a = nb::none(), "stream"_a = nb::none(), "extra"_a = nb::none(),
+           "grads"_a = nb::none(),
            "Check the tensors against the descriptor and launch. cross_entropy: forward writes out (the loss) and "
            "lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes "
            "grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, "
-           "backward writes grad_input.");
+           "backward writes grad_input, or with the descriptor's wrt one tensor per entry of grads (in wrt order).");
+
+  void init_ctc_loss(nb::module_ & m);  // the CTC loss block below
+  init_ctc_loss(m);
+}
+
+// ---- CTC loss ----------------------------------------------------------------------------------
+void init_ctc_loss(nb::module_& m) {
+  nb::class_<CtcLossDescriptor>(m, "CtcLossDescriptor",
+                                "CTC loss, torch.nn.functional.ctc_loss's semantics: 'ctc_loss' (forward: the "
+                                "loss and log_alpha [N, T, 2 S + 1]) or 'ctc_loss_backward' (grad_log_probs from "
+                                "log_alpha). log_probs [T, N, C]; targets [N, S] padded or [sum(target_lengths)] "
+                                "concatenated; input_lengths, target_lengths [N] device int tensors. "
+                                "max_target_length: required for concatenated targets (a bound on every target "
+                                "length), optional for padded ones (default S). Pure data; hashable; the "
+                                "plan-cache key.")
+      .def("__init__",
+           [](CtcLossDescriptor* d, std::string op, TensorSpec log_probs, TensorSpec targets, TensorSpec input_lengths,
+              TensorSpec target_lengths, int64_t blank, std::string reduction, bool zero_infinity,
+              int64_t max_target_length, std::optional<TensorSpec> grad_loss,
+              std::optional<TensorSpec> grad_log_probs) {
+             new (d) CtcLossDescriptor{};
+             d->op = std::move(op);
+             d->log_probs = std::move(log_probs);
+             d->targets = std::move(targets);
+             d->input_lengths = std::move(input_lengths);
+             d->target_lengths = std::move(target_lengths);
+             d->blank = blank;
+             d->reduction = std::move(reduction);
+             d->zero_infinity = zero_infinity;
+             d->max_target_length = max_target_length;
+             const int64_t n = d->log_probs.shape.size() == 3 ? d->log_probs.shape[1] : 0;
+             d->grad_loss = grad_loss ? *grad_loss
+                                      : TensorSpec{d->reduction == "none" ? std::vector<int64_t>{n} : std::vector<int64_t>{},
+                                                   d->log_probs.dtype, {}};
+             d->grad_log_probs = grad_log_probs ? *grad_log_probs : TensorSpec{d->log_probs.shape, d->log_probs.dtype, {}};
+           },
+           "op"_a, "log_probs"_a, "targets"_a, "input_lengths"_a, "target_lengths"_a, "blank"_a = 0,
+           "reduction"_a = "mean", "zero_infinity"_a = false, "max_target_length"_a = -1, "grad_loss"_a = nb::none(),
+           "grad_log_probs"_a = nb::none())
+      .def_ro("op", &CtcLossDescriptor::op)
+      .def_ro("log_probs", &CtcLossDescriptor::log_probs)
+      .def_ro("targets", &CtcLossDescriptor::targets)
+      .def_ro("input_lengths", &CtcLossDescriptor::input_lengths)
+      .def_ro("target_lengths", &CtcLossDescriptor::target_lengths)
+      .def_ro("blank", &CtcLossDescriptor::blank)
+      .def_ro("reduction", &CtcLossDescriptor::reduction)
+      .def_ro("zero_infinity", &CtcLossDescriptor::zero_infinity)
+      .def_ro("max_target_length", &CtcLossDescriptor::max_target_length)
+      .def_ro("grad_loss", &CtcLossDescriptor::grad_loss)
+      .def_ro("grad_log_probs", &CtcLossDescriptor::grad_log_probs)
+      .def("__eq__", [](const CtcLossDescriptor& a, const CtcLossDescriptor& b) { return a == b; })
+      .def("__hash__", [](const CtcLossDescriptor& d) { return std::hash<std::string>{}(d.str()); })
+      .def("__repr__", &CtcLossDescriptor::str);
+
+  nb::class_<CtcLossPlan>(m, "CtcLossPlan", "A validated CTC loss launch: select once, run many times.")
+      .def_static("select",
+                  [](const CtcLossDescriptor& d, std::optional<PlanPreference> pref) {
+                    return CtcLossPlan::select(d, pref.value_or(PlanPreference{}));
+                  },
+                  "desc"_a, "preference"_a = nb::none())
+      .def_prop_ro("sku", &CtcLossPlan::sku)
+      .def_prop_ro("descriptor", &CtcLossPlan::descriptor)
+      .def("workspace_bytes", &CtcLossPlan::workspace_bytes, "Bytes of 256-byte aligned scratch run() needs.")
+      .def("log_alpha_shape", &CtcLossPlan::log_alpha_shape, "[N, T, 2 S + 1]: the saved forward variables.")
+      .def("log_alpha_dtype", &CtcLossPlan::log_alpha_dtype, "float32 (float64 for float64 log_probs).")
+      .def("run",
+           [](const CtcLossPlan& plan, nb::handle log_probs, nb::handle targets, nb::handle input_lengths,
+              nb::handle target_lengths, nb::handle log_alpha, nb::handle workspace, nb::handle out,
+              nb::handle grad_loss, nb::handle grad_log_probs, nb::handle stream) {
+             const bool fwd = plan.descriptor().op == "ctc_loss";
+             Imported x = import_tensor(log_probs, "log_probs", false);
+             Imported tg = import_tensor(targets, "targets", false);
+             Imported il = import_tensor(input_lengths, "input_lengths", false);
+             Imported tl = import_tensor(target_lengths, "target_lengths", false);
+             Imported la = import_tensor(log_alpha, "log_alpha", fwd);
+             CtcLossTensors T;
+             T.log_probs = x.view;
+             T.targets = tg.view;
+             T.input_lengths = il.view;
+             T.target_lengths = tl.view;
+             T.log_alpha = la.view;
+             Imported o, gl, g, ws;
+             if (!out.is_none()) { o = import_tensor(out, "out", true); T.out = o.view; }
+             if (!grad_loss.is_none()) { gl = import_tensor(grad_loss, "grad_loss", false); T.grad_loss = gl.view; }
+             if (!grad_log_probs.is_none()) {
+               g = import_tensor(grad_log_probs, "grad_log_probs", true);
+               T.grad_log_probs = g.view;
+             }
+             void* wsp = nullptr;
+             int64_t wsn = 0;
+             if (!workspace.is_none()) {
+               ws = import_tensor(workspace, "workspace", true);
+               wsp = ws.view.data;
+               wsn = ws.view.numel() * int64_t(dtype_size(ws.view.dtype));
+             }
+             StreamHandle s = resolve_stream(stream, x);
+             {
+               nb::gil_scoped_release release;
+               plan.run(T, wsp, wsn, s);
+             }
+             finish_for_framework(x, s);
+           },
+           "log_probs"_a, "targets"_a, "input_lengths"_a, "target_lengths"_a, "log_alpha"_a, "workspace"_a.none(),
+           "out"_a = nb::none(), "grad_loss"_a = nb::none(), "grad_log_probs"_a = nb::none(), "stream"_a = nb::none(),
+           "Check the tensors against the descriptor and launch. Forward writes out (the loss: [] for mean / sum, "
+           "[N] for none) and log_alpha (log_alpha_shape(), log_alpha_dtype(), contiguous); backward reads "
+           "log_alpha and grad_loss and writes grad_log_probs.");
 }
 
 }  // namespace baracuda::py

@@ -90,6 +90,74 @@ void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb
   finish_for_framework(like, s);
 }
 
+// ---- GroupNorm / InstanceNorm / BatchNorm ----
+constexpr int kChanSlots = 12;
+enum ChanSlot { CY, CX, CW, CB, CRM, CRV, CMEAN, CRSTD, CGY, CGX, CGW, CGB };
+const char* kChanSlotNames[kChanSlots] = {"y",    "x",        "weight", "bias",   "running_mean", "running_var",
+                                          "mean", "rstd",     "grad_out", "grad_x", "grad_weight", "grad_bias"};
+
+bool chan_is_output(int slot, bool backward, bool running_updated) {
+  if (backward) return slot == CGX || slot == CGW || slot == CGB;
+  return slot == CY || slot == CMEAN || slot == CRSTD || (running_updated && (slot == CRM || slot == CRV));
+}
+TensorView& chan_slot_view(ChannelNormTensors& t, int slot) {
+  switch (slot) {
+    case CY: return t.y;
+    case CX: return t.x;
+    case CW: return t.weight;
+    case CB: return t.bias;
+    case CRM: return t.running_mean;
+    case CRV: return t.running_var;
+    case CMEAN: return t.mean;
+    case CRSTD: return t.rstd;
+    case CGY: return t.grad_out;
+    case CGX: return t.grad_x;
+    case CGW: return t.grad_weight;
+    default: return t.grad_bias;
+  }
+}
+
+PlanCache<ChannelNormPlan>& chan_cache() {
+  static auto* cache = new PlanCache<ChannelNormPlan>();
+  return *cache;
+}
+
+void chan_launch(const ChannelNormPlan& plan, const nb::handle* hs, nb::handle workspace, nb::handle workspace_alloc,
+                 nb::handle stream) {
+  const ChannelNormDescriptor& d = plan.descriptor();
+  const bool backward = is_backward_op(d.op);
+  const bool running_updated = d.running && d.training && !backward;
+  Imported keep[kChanSlots];
+  ChannelNormTensors t;
+  for (int i = 0; i < kChanSlots; ++i) {
+    if (hs[i].is_none()) continue;
+    if (backward && i == CB) continue;  // the backward reads no bias (grad_bias says it is wanted)
+    keep[i] = import_tensor(hs[i], kChanSlotNames[i], chan_is_output(i, backward, running_updated));
+    chan_slot_view(t, i) = keep[i].view;
+  }
+  void* ws = nullptr;
+  int64_t ws_size = 0;
+  Imported w;
+  nb::object ws_obj;
+  if (!workspace.is_none()) {
+    w = import_tensor(workspace, "workspace", true);
+    ws = w.view.data;
+    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
+  } else if (plan.workspace_bytes() > 0 && !workspace_alloc.is_none()) {
+    ws_obj = workspace_alloc(plan.workspace_bytes());
+    w = import_tensor(ws_obj, "workspace", true);
+    ws = w.view.data;
+    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
+  }
+  const Imported& like = keep[CX];
+  StreamHandle s = resolve_stream(stream, like);
+  {
+    nb::gil_scoped_release release;
+    plan.run(t, ws, ws_size, s);
+  }
+  finish_for_framework(like, s);
+}
+
 }  // namespace
 
 void init_norm(nb::module_& m) {
@@ -191,6 +259,103 @@ void init_norm(nb::module_& m) {
         "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, eps, flags and x's metadata) and run.");
   m.def("norm_cache_size", [] { return norm_cache().size(); }, "Plans in the norm functional cache.");
+  nb::class_<ChannelNormDescriptor>(
+      m, "ChannelNormDescriptor",
+      "GroupNorm / InstanceNorm / BatchNorm over x [N, C, *spatial], forward or backward. op: 'group_norm', "
+      "'instance_norm', 'batch_norm' or one of them + '_backward'; num_groups: group_norm only (0 otherwise); "
+      "weight / bias / running: dtypes (x's or float32) or None; training: batch statistics (batch_norm), "
+      "use_input_stats (instance_norm), saved stats vs running stats (batch_norm_backward); save_stats: write "
+      "mean / rstd. Pure data; hashable.")
+      .def("__init__",
+           [](ChannelNormDescriptor* d, std::string op, TensorSpec x, int64_t num_groups, std::optional<DType> weight,
+              std::optional<DType> bias, std::optional<DType> running, bool training, double momentum, double eps,
+              bool save_stats) {
+             new (d) ChannelNormDescriptor{std::move(op), std::move(x), num_groups, weight, bias, running,
+                                           training, momentum, eps, save_stats};
+           },
+           "op"_a, "x"_a, "num_groups"_a = 0, "weight"_a = nb::none(), "bias"_a = nb::none(),
+           "running"_a = nb::none(), "training"_a = true, "momentum"_a = 0.1, "eps"_a = 1e-5, "save_stats"_a = false)
+      .def_ro("op", &ChannelNormDescriptor::op)
+      .def_ro("x", &ChannelNormDescriptor::x)
+      .def_ro("num_groups", &ChannelNormDescriptor::num_groups)
+      .def_ro("weight", &ChannelNormDescriptor::weight)
+      .def_ro("bias", &ChannelNormDescriptor::bias)
+      .def_ro("running", &ChannelNormDescriptor::running)
+      .def_ro("training", &ChannelNormDescriptor::training)
+      .def_ro("momentum", &ChannelNormDescriptor::momentum)
+      .def_ro("eps", &ChannelNormDescriptor::eps)
+      .def_ro("save_stats", &ChannelNormDescriptor::save_stats)
+      .def("__eq__", [](const ChannelNormDescriptor& a, const ChannelNormDescriptor& b) { return a == b; })
+      .def("__hash__", [](const ChannelNormDescriptor& d) { return std::hash<std::string>{}(d.str()); })
+      .def("__repr__", &ChannelNormDescriptor::str);
+
+  nb::class_<ChannelNormPlan>(m, "ChannelNormPlan", "A validated group / instance / batch norm launch.")
+      .def_static("select",
+                  [](const ChannelNormDescriptor& d, std::optional<PlanPreference> pref) {
+                    return ChannelNormPlan::select(d, pref.value_or(PlanPreference{}));
+                  },
+                  "desc"_a, "preference"_a = nb::none(),
+                  "Validate the descriptor and pick the kernels; raises a baracuda.errors exception naming the reason.")
+      .def_prop_ro("sku", &ChannelNormPlan::sku, "The kernels this plan runs, and their precision guarantee.")
+      .def_prop_ro("descriptor", &ChannelNormPlan::descriptor)
+      .def("workspace_bytes", &ChannelNormPlan::workspace_bytes,
+           "Bytes of scratch run() needs: partial sums and the per-channel coefficient table (0 for empty x).")
+      .def("run",
+           [](const ChannelNormPlan& plan, nb::handle y, nb::handle x, nb::handle weight, nb::handle bias,
+              nb::handle running_mean, nb::handle running_var, nb::handle mean, nb::handle rstd, nb::handle grad_out,
+              nb::handle grad_x, nb::handle grad_weight, nb::handle grad_bias, nb::handle workspace,
+              nb::handle stream) {
+             const nb::handle hs[kChanSlots] = {y,    x,    weight,   bias,   running_mean, running_var,
+                                                mean, rstd, grad_out, grad_x, grad_weight,  grad_bias};
+             chan_launch(plan, hs, workspace, nb::none(), stream);
+           },
+           nb::kw_only(), "y"_a = nb::none(), "x"_a = nb::none(), "weight"_a = nb::none(), "bias"_a = nb::none(),
+           "running_mean"_a = nb::none(), "running_var"_a = nb::none(), "mean"_a = nb::none(), "rstd"_a = nb::none(),
+           "grad_out"_a = nb::none(), "grad_x"_a = nb::none(), "grad_weight"_a = nb::none(),
+           "grad_bias"_a = nb::none(), "workspace"_a = nb::none(), "stream"_a = nb::none(),
+           "Forward: run(y=, x=, [weight=, bias=, running_mean=, running_var=, mean=, rstd=], workspace=); backward: "
+           "run(grad_x=, grad_out=, x=, mean=, [rstd=, running_var=, weight=, grad_weight=, grad_bias=], workspace=). "
+           "Never allocates, never synchronizes (except to hand results to JAX).");
+
+  m.def("channel_norm_call",
+        [](const std::string& op, int64_t num_groups, bool training, double momentum, double eps, bool save_stats,
+           nb::handle y, nb::handle x, nb::handle weight, nb::handle bias, nb::handle running_mean,
+           nb::handle running_var, nb::handle mean, nb::handle rstd, nb::handle grad_out, nb::handle grad_x,
+           nb::handle grad_weight, nb::handle grad_bias, nb::handle stream, nb::handle workspace_alloc) {
+          const nb::handle hs[kChanSlots] = {y,    x,    weight,   bias,   running_mean, running_var,
+                                             mean, rstd, grad_out, grad_x, grad_weight,  grad_bias};
+          const bool backward = is_backward_op(op);
+          Imported xi = import_tensor(x, "x", false);
+          std::string key = op;
+          key.push_back('\0');
+          append_params(key, {{"eps", eps}, {"g", double(num_groups)}, {"momentum", momentum},
+                              {"save", double(save_stats)}, {"training", double(training)}});
+          append_key(key, xi.view);
+          auto dtype_of = [&](nb::handle h, const char* name) { return import_tensor(h, name, false).view.dtype; };
+          std::optional<DType> wd, bd, rd;
+          if (!weight.is_none()) wd = dtype_of(weight, "weight");
+          if (backward) {
+            if (!grad_bias.is_none()) bd = dtype_of(grad_bias, "grad_bias");
+          } else if (!bias.is_none()) {
+            bd = dtype_of(bias, "bias");
+          }
+          if (!running_var.is_none()) rd = dtype_of(running_var, "running_var");
+          else if (!running_mean.is_none()) rd = dtype_of(running_mean, "running_mean");
+          key.push_back(wd ? char(*wd) : char(-1));
+          key.push_back(bd ? char(*bd) : char(-1));
+          key.push_back(rd ? char(*rd) : char(-1));
+          const ChannelNormPlan plan = chan_cache().get(key, [&] {
+            ChannelNormDescriptor d{op, spec_of(xi.view), num_groups, wd, bd, rd, training, momentum, eps, save_stats};
+            return ChannelNormPlan::select(d);
+          });
+          chan_launch(plan, hs, nb::none(), workspace_alloc, stream);
+        },
+        "op"_a, "num_groups"_a, "training"_a, "momentum"_a, "eps"_a, "save_stats"_a, "y"_a.none(), "x"_a.none(),
+        "weight"_a.none(), "bias"_a.none(), "running_mean"_a.none(), "running_var"_a.none(), "mean"_a.none(),
+        "rstd"_a.none(), "grad_out"_a.none(), "grad_x"_a.none(), "grad_weight"_a.none(), "grad_bias"_a.none(),
+        "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "Functional entry of group / instance / batch norm: select (cached on op, flags and x's metadata) and run.");
+  m.def("channel_norm_cache_size", [] { return chan_cache().size(); }, "Plans in the channel-norm functional cache.");
 }
 
 }  // namespace baracuda::py

@@ -50,8 +50,8 @@ void run_plan(const ReductionPlan& plan, nb::handle out, const nb::args& inputs,
   finish_for_framework(like, s);
 }
 
-std::unordered_map<std::string, ReductionPlan>& plan_cache() {
-  static auto* cache = new std::unordered_map<std::string, ReductionPlan>();
+PlanCache<ReductionPlan>& plan_cache() {
+  static auto* cache = new PlanCache<ReductionPlan>();
   return *cache;
 }
 
@@ -144,20 +144,14 @@ void init_reduction(nb::module_& m) {
           key.push_back(char(keepdim));
           key.push_back(char(ax.size()));
           key.append(reinterpret_cast<const char*>(ax.data()), sizeof(int64_t) * ax.size());
-          for (auto& [k, v] : params) {
-            key += k;
-            key.append(reinterpret_cast<const char*>(&v), sizeof v);
-          }
+          append_params(key, params);
           append_key(key, o.view);
           for (size_t i = 0; i < inputs.size(); ++i) {
             ins[i] = import_tensor(inputs[i], names[i], false);
             views[i] = ins[i].view;
             append_key(key, ins[i].view);
           }
-          auto& cache = plan_cache();
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            if (cache.size() >= 4096) cache.clear();
+          const ReductionPlan plan = plan_cache().get(key, [&] {
             ReductionDescriptor d;
             d.op = op;
             d.axes = ax;
@@ -171,27 +165,17 @@ void init_reduction(nb::module_& m) {
               d.input = spec_of(views[1]);
               if (inputs.size() == 3) d.y = spec_of(views[2]);
             }
-            it = cache.emplace(key, ReductionPlan::select(d)).first;
-          }
-          const ReductionPlan plan = it->second;
+            return ReductionPlan::select(d);
+          });
           if (plan.num_inputs() != int(inputs.size()))
             throw InvalidArgument(op + ": takes " + std::to_string(plan.num_inputs()) + " input tensors, got " +
                                   std::to_string(inputs.size()));
-          nb::object ws_obj;
-          Imported w;
-          void* ws = nullptr;
-          const int64_t ws_size = plan.workspace_bytes();
-          if (ws_size > 0) {
-            if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator");
-            ws_obj = workspace_alloc(ws_size);
-            w = import_tensor(ws_obj, "workspace", true);
-            ws = w.view.data;
-          }
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc);
           const Imported& like = ins[inputs.size() == 1 ? 0 : 1];
           StreamHandle s = resolve_stream(stream, like);
           {
             nb::gil_scoped_release release;
-            plan.run(o.view, views, int(inputs.size()), ws, ws_size, s);
+            plan.run(o.view, views, int(inputs.size()), ws.data, ws.size, s);
           }
           finish_for_framework(like, s);
         },

@@ -69,8 +69,8 @@ void run_plan(const ScanPlan& plan, nb::handle outputs, nb::handle inputs, nb::h
   run_views(plan, outs, ins, ws, ws_size, stream);
 }
 
-std::unordered_map<std::string, ScanPlan>& plan_cache() {
-  static auto* cache = new std::unordered_map<std::string, ScanPlan>();
+PlanCache<ScanPlan>& plan_cache() {
+  static auto* cache = new PlanCache<ScanPlan>();
   return *cache;
 }
 
@@ -141,29 +141,16 @@ void init_scan(nb::module_& m) {
           key.append(reinterpret_cast<const char*>(&axis), sizeof axis);
           for (const auto& o : outs) append_key(key, o.view);
           for (const auto& i : ins) append_key(key, i.view);
-          auto& cache = plan_cache();
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            if (cache.size() >= 4096) cache.clear();
+          const ScanPlan plan = plan_cache().get(key, [&] {
             ScanDescriptor d;
             d.op = op;
             d.axis = axis;
             for (const auto& i : ins) d.inputs.push_back(spec_of(i.view));
             for (const auto& o : outs) d.outputs.push_back(spec_of(o.view));
-            it = cache.emplace(key, ScanPlan::select(d)).first;
-          }
-          const ScanPlan plan = it->second;
-          nb::object ws_obj;
-          Imported w;
-          void* ws = nullptr;
-          const int64_t ws_size = plan.workspace_bytes();
-          if (ws_size > 0) {
-            if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator");
-            ws_obj = workspace_alloc(ws_size);
-            w = import_tensor(ws_obj, "workspace", true);
-            ws = w.view.data;
-          }
-          run_views(plan, outs, ins, ws, ws_size, stream);
+            return ScanPlan::select(d);
+          });
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc);
+          run_views(plan, outs, ins, ws.data, ws.size, stream);
         },
         "op"_a, "outputs"_a, "inputs"_a, "axis"_a = -1, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, axis and operand metadata) and run.");

@@ -22,9 +22,10 @@ std::unordered_map<std::string, SoftmaxPlan>& sm_cache() {
   return *cache;
 }
 
-void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::args& inputs, nb::handle stream) {
+void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::args& inputs, nb::handle stream,
+            std::optional<uint64_t> seed, uint64_t offset, nb::handle soft_out) {
   static const char* kNames[] = {"input 0", "input 1"};
-  if (inputs.size() < 1 || inputs.size() > 2)
+  if (inputs.size() > 2 || (inputs.size() < 1 && plan.sku().op != "gumbel_noise"))
     throw InvalidArgument(plan.sku().op + ": run() takes 1 (forward) or 2 (backward) inputs, got " +
                           std::to_string(inputs.size()));
   Imported o = import_tensor(out, "out", true);
@@ -35,29 +36,54 @@ void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::args& inputs, nb:
     ins[i] = import_tensor(inputs[i], kNames[i], false);
     views[i] = ins[i].view;
   }
-  StreamHandle s = resolve_stream(stream, ins[0]);
+  SoftmaxRunArgs args;
+  args.has_seed = seed.has_value();
+  args.seed = seed.value_or(0);
+  args.offset = offset;
+  Imported so;
+  if (!soft_out.is_none()) {
+    so = import_tensor(soft_out, "soft_out", true);
+    args.soft_out = &so.view;
+  }
+  const Imported& like = n > 0 ? ins[0] : o;
+  StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;
-    plan.run(o.view, views, n, s);
+    plan.run(o.view, views, n, args, s);
   }
-  finish_for_framework(ins[0], s);
+  finish_for_framework(like, s);
 }
 
 }  // namespace
 
 void init_softmax(nb::module_& m) {
   nb::class_<SoftmaxDescriptor>(m, "SoftmaxDescriptor",
-                                "Softmax / log-softmax (forward: inputs [x]; backward: inputs [grad_out, y]) "
-                                "along `axis`. Pure data; hashable; the plan-cache key.")
+                                "Softmax / log-softmax / gumbel_softmax / sparsemax (forward: inputs [x]; backward: "
+                                "inputs [grad_out, y]; gumbel_noise: no input) along `axis`. Pure data; hashable; "
+                                "the plan-cache key.")
       .def("__init__",
-           [](SoftmaxDescriptor* d, std::string op, std::vector<TensorSpec> inputs, int64_t axis, TensorSpec out) {
+           [](SoftmaxDescriptor* d, std::string op, std::vector<TensorSpec> inputs, int64_t axis, TensorSpec out,
+              double tau, bool hard, std::optional<TensorSpec> soft_out) {
              new (d) SoftmaxDescriptor{std::move(op), std::move(inputs), axis, std::move(out)};
+             d->tau = tau;
+             d->hard = hard;
+             if (soft_out) d->soft_out.push_back(std::move(*soft_out));
            },
-           "op"_a, "inputs"_a, "axis"_a, "out"_a)
+           "op"_a, "inputs"_a, "axis"_a, "out"_a, nb::kw_only(), "tau"_a = 1.0, "hard"_a = false,
+           "soft_out"_a = nb::none(),
+           "tau / hard / soft_out (a second output, y_soft) are parameters of gumbel_softmax (tau also of "
+           "gumbel_softmax_backward).")
       .def_ro("op", &SoftmaxDescriptor::op)
       .def_ro("inputs", &SoftmaxDescriptor::inputs)
       .def_ro("axis", &SoftmaxDescriptor::axis)
       .def_ro("out", &SoftmaxDescriptor::out)
+      .def_ro("tau", &SoftmaxDescriptor::tau)
+      .def_ro("hard", &SoftmaxDescriptor::hard)
+      .def_prop_ro("soft_out",
+                   [](const SoftmaxDescriptor& d) -> std::optional<TensorSpec> {
+                     if (d.soft_out.empty()) return std::nullopt;
+                     return d.soft_out[0];
+                   })
       .def("__eq__", [](const SoftmaxDescriptor& a, const SoftmaxDescriptor& b) { return a == b; })
       .def("__hash__", [](const SoftmaxDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &SoftmaxDescriptor::str);
@@ -72,9 +98,12 @@ void init_softmax(nb::module_& m) {
       .def_prop_ro("sku", &SoftmaxPlan::sku, "The kernel this plan runs, and its precision guarantee.")
       .def_prop_ro("descriptor", &SoftmaxPlan::descriptor)
       .def("workspace_bytes", &SoftmaxPlan::workspace_bytes, "Always 0: softmax needs no workspace.")
-      .def("run", &sm_run, "out"_a, "inputs"_a, "stream"_a = nb::none(),
+      .def("run", &sm_run, "out"_a, "inputs"_a, "stream"_a = nb::none(), "seed"_a = nb::none(), "offset"_a = 0,
+           "soft_out"_a = nb::none(),
            "run(out, x) or run(grad_x, grad_out, y): check the tensors against the descriptor and launch on "
-           "`stream` (default: the current stream of the inputs' framework). Never allocates.");
+           "`stream` (default: the current stream of the inputs' framework). Never allocates. gumbel_softmax and "
+           "gumbel_noise (run(g) with no input) need `seed` (and `offset`, default 0); gumbel_softmax with a "
+           "soft_out spec needs `soft_out`.");
 
   m.def("softmax_call",
         [](const std::string& op, nb::handle out, nb::tuple inputs, int64_t axis, nb::handle stream) {
@@ -110,6 +139,64 @@ void init_softmax(nb::module_& m) {
         },
         "op"_a, "out"_a, "inputs"_a, "axis"_a, "stream"_a = nb::none(),
         "Functional entry: select (cached on op, axis and operand metadata) and run.");
+  m.def("softmax_rowop_call",
+        [](const std::string& op, nb::handle out, nb::tuple inputs, int64_t axis, double tau, bool hard,
+           std::optional<uint64_t> seed, uint64_t offset, nb::handle soft_out, nb::handle stream, nb::handle like_h) {
+          static const char* kNames[] = {"input 0", "input 1"};
+          if (inputs.size() > 2) throw InvalidArgument(op + ": takes 0, 1 or 2 inputs");
+          Imported o = import_tensor(out, "out", true);
+          Imported ins[2];
+          TensorView views[2];
+          std::string key = op;
+          key.push_back('\0');
+          key.append(reinterpret_cast<const char*>(&axis), sizeof axis);
+          key.append(reinterpret_cast<const char*>(&tau), sizeof tau);
+          key.push_back(hard ? 'h' : 's');
+          append_key(key, o.view);
+          for (size_t i = 0; i < inputs.size(); ++i) {
+            ins[i] = import_tensor(inputs[i], kNames[i], false);
+            views[i] = ins[i].view;
+            append_key(key, views[i]);
+          }
+          SoftmaxRunArgs args;
+          args.has_seed = seed.has_value();
+          args.seed = seed.value_or(0);
+          args.offset = offset;
+          Imported so;
+          if (!soft_out.is_none()) {
+            so = import_tensor(soft_out, "soft_out", true);
+            args.soft_out = &so.view;
+            key.push_back('+');
+            append_key(key, so.view);
+          }
+          auto& cache = sm_cache();
+          auto it = cache.find(key);
+          if (it == cache.end()) {
+            if (cache.size() >= 4096) cache.clear();
+            SoftmaxDescriptor d{op, {}, axis, spec_of(o.view)};
+            d.tau = tau;
+            d.hard = hard;
+            for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
+            if (args.soft_out) d.soft_out.push_back(spec_of(so.view));
+            it = cache.emplace(key, SoftmaxPlan::select(d)).first;
+          }
+          const SoftmaxPlan plan = it->second;
+          // gumbel_noise has no input: `like` (the tensor whose shape and framework the noise takes)
+          // picks the stream and the JAX hand-off instead.
+          Imported like_in;
+          if (inputs.size() == 0 && !like_h.is_none()) like_in = import_tensor(like_h, "like", false);
+          const Imported& like = inputs.size() > 0 ? ins[0] : (like_h.is_none() ? o : like_in);
+          StreamHandle s = resolve_stream(stream, like);
+          {
+            nb::gil_scoped_release release;
+            plan.run(o.view, views, int(inputs.size()), args, s);
+          }
+          finish_for_framework(like, s);
+        },
+        "op"_a, "out"_a, "inputs"_a, "axis"_a, "tau"_a, "hard"_a, "seed"_a, "offset"_a, "soft_out"_a,
+        "stream"_a = nb::none(), "like"_a = nb::none(),
+        "Functional entry of gumbel_softmax(_backward), gumbel_noise and sparsemax(_backward): select (cached on "
+        "op, axis, tau, hard and operand metadata; not on seed / offset) and run.");
   m.def("softmax_cache_size", [] { return sm_cache().size(); }, "Plans in the softmax functional cache.");
 }
 

@@ -11,6 +11,7 @@
 #include "baracuda/errors.h"
 #include "device_guard.h"
 #include "loss/loss_launch.h"
+#include "loss_rows.h"
 
 namespace baracuda {
 
@@ -73,8 +74,11 @@ bool ce_cluster_geometry(int64_t nv, int64_t vec, const CeKnobs& kn, CeLaunch& L
 
 struct LossPlan::Impl {
   LossDescriptor desc;
-  int which = 0;  // 0 cross-entropy, 1 pointwise, 2 nll
+  int which = 0;  // 0 cross-entropy, 1 pointwise, 2 nll, 3 row losses
   loss::PwLaunch pw;
+  loss::RowLaunch row;
+  std::vector<GradRequest> grads;  // row / pointwise losses: the gradients a backward plan writes
+  std::vector<loss::PwLaunch> pw_grads;  // pointwise backward: one launch per entry of grads
   loss::NllLaunch nll;
   CeLaunch L;
   KernelSku sku;
@@ -93,6 +97,13 @@ std::string LossDescriptor::str() const {
   for (size_t i = 0; i < extra.size(); ++i) os << ", extra" << i << "=" << extra[i].str();
   os << ", param=" << param << ", log_target=" << log_target << ", log_input=" << log_input << ", full=" << full;
   if (has_grad_loss) os << ", grad_loss_spec=" << grad_loss.str();
+  os << ", p=" << p << ", eps=" << eps << ", swap=" << swap;
+  if (!wrt.empty()) {
+    os << ", wrt=[";
+    for (size_t i = 0; i < wrt.size(); ++i) os << (i ? ", " : "") << wrt[i];
+    os << "]";
+  }
+  for (size_t i = 0; i < grads.size(); ++i) os << ", grad" << i << "=" << grads[i].str();
   os << ")";
   return os.str();
 }
@@ -134,6 +145,7 @@ static bool pw_kind(const std::string& name, PwKind* out) {
 static std::string loss_op_list() {
   std::string s = "cross_entropy, nll_loss";
   for (const auto& o : kPwOps) s += std::string(", ") + o.name;
+  for (const char* n : kRowLossNames) s += std::string(", ") + n;
   return s;
 }
 
@@ -320,19 +332,24 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
     const int slot = k < 2 ? int(k) : (specs[k] == dd ? 3 : 2);
     slots[slot] = strides_against(*specs[k], full);
   }
+  // Contiguous: one dense run with stride 1 for every operand the kernel reads or writes (no
+  // broadcasting: a broadcast operand has stride 0 after merging).
+  auto set_blocks = [&](PwLaunch& P) {
+    P.contig = P.nd == 1 && P.dims[0] > 1 && [&] {
+      for (int k = 0; k < 6; ++k) {
+        const bool used = k < 2 || k == 4 || (k == 2 && c) || (k == 3 && dd) ||
+                          (k == 5 && bwd && P.reduction == Reduction::None);
+        if (used && P.st[k][0] != 1) return false;
+      }
+      return true;
+    }();
+    P.blocks = P.contig ? int(loss::pw_contig_blocks(n, x.dtype, loss::current_device_sms()))
+                        : int(std::clamp<int64_t>((n + loss::kPwThreads * 4 - 1) / (loss::kPwThreads * 4), 1,
+                                                  loss::kPwBlocks));
+  };
+  I.workspace = 0;
+  std::string reduce_note;
   if (bwd) {
-    if (x.shape != full)
-      throw Unsupported(op + ": input " + shape_str(x.shape) + " is broadcast to " + shape_str(full) +
-                        "; the gradient of a broadcast input (a sum) is not supported; expand input first");
-    const TensorSpec& g = desc.grad_input;
-    if (g.shape != x.shape)
-      throw InvalidArgument(op + ": grad_input must have the shape of input " + shape_str(x.shape) + ", got " +
-                            shape_str(g.shape));
-    if (g.dtype != x.dtype)
-      throw InvalidDType(op + ": grad_input must be " + std::string(dtype_name(x.dtype)) + ", got " + dtype_name(g.dtype));
-    if (!non_overlapping(g.shape, g.effective_strides()))
-      throw InvalidArgument(op + ": grad_input has overlapping elements (strides " + shape_str(g.effective_strides()) + ")");
-    slots[4] = strides_against(g, full);
     if (!desc.has_grad_loss) throw InvalidArgument(op + ": grad_loss is required (the gradient of the loss)");
     const TensorSpec& gl = desc.grad_loss;
     const std::vector<int64_t> want = L.reduction == Reduction::None ? full : std::vector<int64_t>{};
@@ -343,29 +360,126 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
       throw InvalidDType(op + ": grad_loss must be " + std::string(dtype_name(x.dtype)) + ", got " +
                          dtype_name(gl.dtype));
     if (L.reduction == Reduction::None) slots[5] = strides_against(gl, full);
+    // The operands torch differentiates: input always; target except for hinge / soft margin
+    // (torch has no derivative there); var of gaussian_nll_loss; input2 of margin_ranking_loss.
+    const bool target_ok = L.kind != PwKind::HingeEmbedding && L.kind != PwKind::SoftMargin;
+    std::vector<std::vector<std::string>> slot_names = {{"input"}, {"target"}, {}};
+    std::vector<const TensorSpec*> slot_specs = {&x, target_ok ? &desc.target : nullptr, nullptr};
+    if (L.kind == PwKind::MarginRanking) {
+      slot_names[0].push_back("input1");
+      slot_names[2] = {"input2"};
+      slot_specs[2] = &desc.extra[0];
+    } else if (L.kind == PwKind::GaussianNll) {
+      slot_names[2] = {"var"};
+      slot_specs[2] = &desc.extra[0];  // the caller's shape (the trailing 1 is added below)
+    }
+    if (desc.wrt.empty()) {  // the original API: grad_input, with its messages
+      const TensorSpec& g = desc.grad_input;
+      if (g.shape != x.shape)
+        throw InvalidArgument(op + ": grad_input must have the shape of input " + shape_str(x.shape) + ", got " +
+                              shape_str(g.shape));
+      if (g.dtype != x.dtype)
+        throw InvalidDType(op + ": grad_input must be " + std::string(dtype_name(x.dtype)) + ", got " +
+                           dtype_name(g.dtype));
+    }
+    I.grads = resolve_wrt(desc, slot_names, slot_specs);
+    for (const GradRequest& r : I.grads) {
+      PwLaunch P = L;
+      P.wrt = r.slot;
+      TensorSpec gspec = r.spec;
+      const TensorSpec* opnd = r.slot == 0 ? &x : r.slot == 1 ? &desc.target : c;
+      if (r.slot == 2 && opnd->shape.size() != desc.extra[0].shape.size()) {  // gaussian var: the trailing 1
+        gspec.strides = gspec.effective_strides();
+        gspec.shape.push_back(1);
+        gspec.strides.push_back(1);
+      }
+      auto sl = slots;
+      sl[4] = strides_against(gspec, full);
+      int64_t numel = 1;
+      for (int64_t v : opnd->shape) numel *= v;
+      if (numel == n) {  // not broadcast: one gradient element per loss element
+        merge_geometry(op, full, sl, P);
+        set_blocks(P);  // (an elementwise gradient needs no workspace)
+        // The vector kernels differentiate w.r.t. input only; a loss odd in input - target (or
+        // input1 - input2) has the other gradient = -(the input's): with a scalar upstream
+        // gradient it runs there, negated once per kernel.
+        const bool odd = (P.wrt == 1 && (L.kind == PwKind::Mse || L.kind == PwKind::L1 || L.kind == PwKind::Huber ||
+                                         L.kind == PwKind::SmoothL1)) ||
+                         (P.wrt == 2 && L.kind == PwKind::MarginRanking);
+        if (odd && P.contig && P.reduction != Reduction::None) {
+          P.wrt = 0;
+          P.negate = true;
+        }
+        if (P.wrt != 0) P.contig = false;
+      } else {
+        // Summed over the dims the operand is broadcast along: kept dims first, then the summed
+        // ones (no merging), so index j * R + r walks output j's terms.
+        std::vector<size_t> kept, summed;
+        const size_t off = full.size() - opnd->shape.size();
+        for (size_t i = 0; i < full.size(); ++i) {
+          if (full[i] == 1) continue;
+          const int64_t sz = i >= off ? opnd->shape[i - off] : 1;
+          (sz == full[i] ? kept : summed).push_back(i);
+        }
+        std::vector<size_t> order = kept;
+        order.insert(order.end(), summed.begin(), summed.end());
+        if (order.size() > size_t(loss::kPwMaxDims))
+          throw Unsupported(op + ": the gradient w.r.t. " + r.name + " sums over a broadcast of " +
+                            std::to_string(order.size()) + " dims; at most " + std::to_string(loss::kPwMaxDims) +
+                            " are supported");
+        P.reduce = true;
+        P.contig = false;
+        P.nd = std::max<int>(1, int(order.size()));
+        P.red_m = 1;
+        P.red_r = 1;
+        for (size_t q = 0; q < order.size(); ++q) {
+          P.dims[q] = full[order[q]];
+          for (int k = 0; k < 6; ++k) P.st[k][q] = sl[size_t(k)][order[q]];
+          (q < kept.size() ? P.red_m : P.red_r) *= full[order[q]];
+        }
+        if (order.empty()) {
+          P.dims[0] = 1;
+          for (int k = 0; k < 6; ++k) P.st[k][0] = 0;
+        }
+        // The innermost dim kept (a [D] target over [N, D]): a thread per output walks its terms
+        // (adjacent threads read adjacent elements); else a warp per output, lanes along r.
+        P.red_cols = !kept.empty() && !summed.empty() && kept.back() > summed.back();
+        // Splits: enough warps (132 SMs x 64, each summing >= 512 terms) or threads (132 x 2048,
+        // each >= 64 terms) for the GPU.
+        const int64_t target_workers = P.red_cols ? 132 * 2048 : 132 * 64;
+        const int64_t min_terms = P.red_cols ? 64 : 512;
+        int64_t splits = std::clamp<int64_t>((target_workers + std::max<int64_t>(P.red_m, 1) - 1) /
+                                                 std::max<int64_t>(P.red_m, 1),
+                                             1, std::max<int64_t>(1, P.red_r / min_terms));
+        splits = std::min<int64_t>(splits, 65535);
+        P.red_chunk = std::max<int64_t>(1, (P.red_r + splits - 1) / splits);
+        P.red_splits = int(std::max<int64_t>(1, (P.red_r + P.red_chunk - 1) / P.red_chunk));
+        const int64_t a = x.dtype == DType::Float64 ? 8 : 4;
+        if (P.red_splits > 1) I.workspace = std::max(I.workspace, 256 + (P.red_splits * P.red_m * a + 255) / 256 * 256);
+        reduce_note += "; the gradient w.r.t. " + r.name + " summed over its broadcast dims: " +
+                       std::to_string(P.red_splits) + (P.red_cols ? " thread(s)" : " warp(s)") +
+                       " per element in a fixed order" +
+                       (P.red_splits > 1 ? ", partials added in order by a second kernel" : "") + " (no atomics)";
+      }
+      I.pw_grads.push_back(P);
+    }
+    L = I.pw_grads[0];
   } else {
     slots[4] = strides_against(TensorSpec{full, x.dtype, {}}, full);  // out: contiguous broadcast shape
+    merge_geometry(op, full, slots, L);
+    set_blocks(L);
+    I.workspace = loss::pw_workspace_bytes(L);
   }
-  merge_geometry(op, full, slots, L);
-  // Contiguous: one dense run with stride 1 for every operand the kernel reads or writes (no
-  // broadcasting: a broadcast operand has stride 0 after merging).
-  L.contig = L.nd == 1 && L.dims[0] > 1 && [&] {
-    for (int k = 0; k < 6; ++k) {
-      const bool used = k < 2 || k == 4 || (k == 2 && c) || (k == 3 && dd) ||
-                        (k == 5 && bwd && L.reduction == Reduction::None);
-      if (used && L.st[k][0] != 1) return false;
-    }
-    return true;
-  }();
-  L.blocks = L.contig ? int(loss::pw_contig_blocks(n, x.dtype, loss::current_device_sms()))
-                      : int(std::clamp<int64_t>((n + loss::kPwThreads * 4 - 1) / (loss::kPwThreads * 4), 1,
-                                                loss::kPwBlocks));
-  I.workspace = loss::pw_workspace_bytes(L);
 
   KernelSku& k = I.sku;
   k.category = "loss";
   k.op = op;
-  k.layout = L.contig ? "pointwise_contiguous" : "pointwise_strided";
+  auto layout_of = [](const PwLaunch& P) {
+    return std::string(P.reduce ? "pointwise_reduce" : P.contig ? "pointwise_contiguous" : "pointwise_strided");
+  };
+  k.layout = layout_of(L);
+  for (size_t q = 1; q < I.pw_grads.size(); ++q)
+    if (k.layout.find(layout_of(I.pw_grads[q])) == std::string::npos) k.layout += "+" + layout_of(I.pw_grads[q]);
   k.name = "loss." + op + "." + k.layout;
   k.dtypes = {x.dtype, x.dtype, x.dtype};
   k.arch = compiled_archs();
@@ -379,7 +493,8 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
             "; " + std::to_string(L.nd) + " merged dim(s) after broadcasting" +
             (L.contig ? "; contiguous: " + std::to_string(16 / dtype_size(x.dtype)) +
                             "-element 16-byte vector loads (strided kernels when a pointer is not 16-byte aligned)"
-                      : std::string());
+                      : std::string()) +
+            reduce_note;
   pg.compute_dtype = acc;
   pg.accumulator_dtype = acc;
   pg.deterministic = true;
@@ -497,10 +612,55 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
     else L.c = T.extra[i].data;
   }
   if (L.backward) {
-    check_view(op, "grad_input", T.grad_input, d.grad_input, device, "input");
     check_view(op, "grad_loss", T.grad_loss, d.grad_loss, device, "input");
-    L.out = T.grad_input.data;
     L.grad_loss = T.grad_loss.data;
+    const std::vector<const TensorView*> gv = grad_views(d, T);
+    bool any_reduce = false;
+    for (size_t r = 0; r < gv.size(); ++r) {
+      check_view(op, d.wrt.empty() ? std::string("grad_input") : "the gradient w.r.t. " + I.grads[r].name, *gv[r],
+                 I.grads[r].spec, device, "input");
+      any_reduce = any_reduce || I.pw_grads[r].reduce;
+    }
+    if (gv.size() > 1 || any_reduce) {
+      // Later launches read the inputs again, and a summed gradient is written once per output:
+      // gradients share no memory with the inputs or with each other.
+      const std::vector<std::pair<std::string, const TensorView*>> ins = {
+          {"input", &T.input}, {"target", &T.target}, {"weight", &T.weight}, {"grad_loss", &T.grad_loss}};
+      for (size_t r = 0; r < gv.size(); ++r) {
+        const auto gr = byte_range(*gv[r]);
+        for (const auto& [nm, v] : ins)
+          if (v->data && ranges_overlap(gr, byte_range(*v)))
+            throw InvalidArgument(op + ": the gradient w.r.t. " + I.grads[r].name + " overlaps " + nm +
+                                  "; expected separate memory");
+        for (const auto& e : T.extra)
+          if (ranges_overlap(gr, byte_range(e)))
+            throw InvalidArgument(op + ": the gradient w.r.t. " + I.grads[r].name + " overlaps an extra operand");
+        for (size_t q = r + 1; q < gv.size(); ++q)
+          if (ranges_overlap(gr, byte_range(*gv[q])))
+            throw InvalidArgument(op + ": the gradients w.r.t. " + I.grads[r].name + " and " + I.grads[q].name +
+                                  " overlap");
+      }
+    }
+    check_ws(op, I.workspace, ws, wsn);
+    DeviceGuard guard(device);
+    for (size_t r = 0; r < gv.size(); ++r) {
+      PwLaunch P = I.pw_grads[r];
+      P.a = L.a;
+      P.b = L.b;
+      P.c = L.c;
+      P.d = L.d;
+      P.grad_loss = L.grad_loss;
+      P.out = gv[r]->data;
+      P.workspace = ws;
+      if (P.contig) {  // 16-byte vectors need 16-byte aligned pointers (a view like x[1:] is not)
+        const void* ptrs[6] = {P.a, P.b, P.c, P.d, P.out, P.reduction == Reduction::None ? P.grad_loss : nullptr};
+        for (const void* p : ptrs)
+          if (p && reinterpret_cast<uintptr_t>(p) % 16) P.contig = false;
+      }
+      if (P.reduce ? P.red_m == 0 : P.n == 0) continue;
+      loss::pw_launch(P, stream);
+    }
+    return;
   } else {
     check_small(op, "out", T.out, L.reduction == Reduction::None ? std::vector<int64_t>(T.out.shape, T.out.shape + T.out.ndim)
                                                                  : std::vector<int64_t>{},
@@ -566,14 +726,22 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
   impl->desc = desc;
   const std::string& op = desc.op;
   const std::string base = op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0 ? op.substr(0, op.size() - 9) : op;
-  const bool known = base == "cross_entropy" || base == "nll_loss" || pw_kind(base, nullptr);
+  const bool known = base == "cross_entropy" || base == "nll_loss" || pw_kind(base, nullptr) || is_row_loss(base);
   if (!known)
     throw InvalidArgument("loss: unknown op '" + op + "'; expected one of " + loss_op_list() +
                           " (or <op>_backward)");
   if (!pref.allows(Backend::Bespoke))
     throw Unsupported(op + ": the only backend for losses is 'bespoke', and the preference forbids it");
+  if ((!desc.wrt.empty() || !desc.grads.empty()) && (base == op || base == "cross_entropy" || base == "nll_loss"))
+    throw InvalidArgument(op + ": wrt / grads name the gradients of a backward; they are for the pointwise and row "
+                               "losses' <op>_backward");
   if (base == "nll_loss") {
     select_nll(desc, *impl);
+    return LossPlan(impl);
+  }
+  if (is_row_loss(base)) {
+    impl->which = 3;
+    select_row_loss(desc, base, impl->row, impl->grads, impl->sku, impl->workspace);
     return LossPlan(impl);
   }
   if (base != "cross_entropy") {
@@ -717,6 +885,7 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
   const Impl& I = *impl_;
   if (I.which == 1) return run_pw(I, T, workspace, workspace_size, stream);
   if (I.which == 2) return run_nll(I, T, workspace, workspace_size, stream);
+  if (I.which == 3) return run_row_loss(I.desc, I.row, I.grads, I.workspace, T, workspace, workspace_size, stream);
   const LossDescriptor& d = I.desc;
   const std::string& op = d.op;
   const bool fwd = op == "cross_entropy", grad = !fwd || d.with_grad;
@@ -776,7 +945,9 @@ FamilyInfo loss_family_info() {
   FamilyInfo f{"loss", "LossPlan", "cross-entropy for large vocabularies (fused gradient, label smoothing, "
                                    "class weights, ignore_index), nll_loss and torch's pointwise losses (MSE, L1, "
                                    "Huber, smooth-L1, BCE, BCE-with-logits, KL, Poisson, Gaussian, ranking, "
-                                   "hinge, soft-margin), each with none / mean / sum and backward", {}};
+                                   "hinge, soft-margin), the row losses (cosine embedding, multi margin, multilabel "
+                                   "margin, multilabel soft margin, triplet margin), each with none / mean / sum and "
+                                   "backward", {}};
   const std::vector<DType> fp = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
   f.ops.push_back(OpCoverage{"cross_entropy", "classification", fp, {"rows_cluster", "rows_stream", "rows", "rows_chunked"},
                                Backend::Bespoke, true});
@@ -788,6 +959,8 @@ FamilyInfo loss_family_info() {
     f.ops.push_back(OpCoverage{o.name, cls ? "classification" : rank ? "ranking" : prob ? "probabilistic" : "regression",
                                fp, {"pointwise_contiguous", "pointwise_strided"}, Backend::Bespoke, true});
   }
+  add_row_loss_ops(f);
+  append_ctc_loss_coverage(f);  // cpp/src/loss_ctc.cpp
   return f;
 }
 

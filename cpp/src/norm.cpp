@@ -137,7 +137,8 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // Kernel configurations: register-resident (when the row fits and the run's pointers are
   // 16-byte aligned), looped with vectors (aligned, row too long), looped scalar (otherwise).
   // Tuning override (benchmark sweeps): BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG =
-  // "tpr=256,items=2,rows=2[,xs=1]"; ignored when the kernel does not exist or the row does not fit.
+  // "tpr=256,items=2,rows=2[,xs=1]", forward "cluster=4,tpr=512,items=4" (the cluster path; cluster=1
+  // forbids it); ignored when the kernel does not exist or the row does not fit.
   const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
   I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov);
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
@@ -156,9 +157,11 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   KernelSku& k = I.sku;
   k.category = "norm";
   k.op = op;
-  k.layout = I.reg_ok ? "row_registers" : "row_looped";
+  const bool cluster = I.reg_ok && I.reg.path == norm::Path::Cluster;
+  k.layout = cluster ? "row_cluster" : I.reg_ok ? "row_registers" : "row_looped";
   const norm::Config& c = I.reg_ok ? I.reg : I.loop_vec;
-  k.name = "norm." + op + "." + k.layout + ".t" + std::to_string(c.tpr);
+  k.name = "norm." + op + "." + k.layout + "." + (cluster ? "c" + std::to_string(c.cluster) : std::string()) + "t" +
+           std::to_string(c.tpr);
   if (I.reg_ok) {
     k.name += "x" + std::to_string(c.items);
     if (c.rows > 1) k.name += "r" + std::to_string(c.rows);
@@ -186,6 +189,10 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   if (I.reg_ok && I.reg.xs)
     pg.math += "; grad_x from the row held on chip (x in shared memory), grad_weight / grad_bias from a "
                "column-reduction pass over grad_out and x";
+  if (cluster)
+    pg.math += "; the row split over a thread-block cluster of " + std::to_string(c.cluster) +
+               " blocks (sm_90), their partial sums combined in block-rank order (every block the same bits); "
+               "before sm_90 the one-block register kernel or the looped kernel (same math, another summation order)";
   if (I.reg_ok)
     pg.math += "; row in registers with 16-byte vectors when pointers and row strides are 16-byte aligned, else the "
                "looped kernel (same math, another summation order)";
@@ -421,14 +428,18 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   norm::launch(L, stream);
 }
 
+void add_channel_norm_ops(FamilyInfo& f);
+
 FamilyInfo norm_family_info() {
   const std::vector<DType> fp(std::begin(kFloatDTypes), std::end(kFloatDTypes));
-  const std::vector<std::string> layouts = {"row_registers", "row_looped"};
+  const std::vector<std::string> layouts = {"row_registers", "row_cluster", "row_looped"};
   FamilyInfo f{"norm", "NormPlan",
-               "RMSNorm and LayerNorm over the last dimension (fused residual add, saved stats); with backward",
+               "RMSNorm and LayerNorm over the last dimension (fused residual add, saved stats); GroupNorm, "
+               "InstanceNorm and BatchNorm over [N, C, *spatial] (running stats); with backward",
                {}};
   f.ops.push_back(OpCoverage{"rms_norm", "forward", fp, layouts, Backend::Bespoke, true});
   f.ops.push_back(OpCoverage{"layer_norm", "forward", fp, layouts, Backend::Bespoke, true});
+  add_channel_norm_ops(f);  // group_norm, instance_norm, batch_norm (norm_channel.cpp)
   return f;
 }
 

@@ -4,11 +4,13 @@
 #include "plan_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
 #include "baracuda/errors.h"
 #include "device_guard.h"
+#include "softmax/rowops_launch.h"
 #include "softmax/softmax_launch.h"
 
 namespace baracuda {
@@ -20,6 +22,10 @@ using softmax::SmOp;
 using softmax::SmPath;
 
 const char* kOps[] = {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"};
+
+// The ops of cuda/softmax/gumbel.cuh and sparsemax.cuh, in RowOp order.
+const char* kRowOps[] = {"gumbel_softmax", "gumbel_softmax_backward", "gumbel_noise", "sparsemax",
+                         "sparsemax_backward"};
 
 
 int64_t next_pow2(int64_t v) {
@@ -72,13 +78,283 @@ struct SoftmaxPlan::Impl {
   std::vector<std::string> names;
   int64_t numel = 0;
   bool vector_path = false;
+  // gumbel_softmax / sparsemax / gumbel_noise (rowops_launch.h)
+  bool rowop = false;
+  softmax::RowOpLaunch R;
 };
+
+namespace {
+
+using softmax::RowOp;
+using softmax::RowOpLaunch;
+using softmax::RowPath;
+
+// select() of the row ops: validation, geometry (4 stride slots: out, x / grad_out, y / y_soft,
+// row-major logical index), path, SKU.
+SoftmaxPlan select_rowop(const SoftmaxDescriptor& desc, const PlanPreference& pref, int opi) {
+  auto impl = std::make_shared<SoftmaxPlan::Impl>();
+  impl->desc = desc;
+  impl->rowop = true;
+  const std::string& op = desc.op;
+  const RowOp rop = RowOp(opi);
+  const bool noise = rop == RowOp::GumbelNoise;
+  const bool bwd = rop == RowOp::GumbelSoftmaxBackward || rop == RowOp::SparsemaxBackward;
+  const bool gumbel = rop == RowOp::GumbelSoftmax || rop == RowOp::GumbelSoftmaxBackward;
+  const int nin = noise ? 0 : bwd ? 2 : 1;
+  if (int(desc.inputs.size()) != nin)
+    throw InvalidArgument(op + ": takes " + std::to_string(nin) + " input tensor(s) (" +
+                          (noise ? std::string("none: the noise has out's shape") :
+                           bwd ? std::string(gumbel ? "grad_out, y_soft" : "grad_out, y") : std::string("x")) +
+                          "), got " + std::to_string(desc.inputs.size()));
+  if (!pref.allows(Backend::Bespoke))
+    throw Unsupported(op + ": the only backend for " + op + " is 'bespoke', and the preference forbids it");
+  if (bwd) impl->names = {"grad_out", gumbel ? "y_soft" : "y"};
+  else if (!noise) impl->names = {"x"};
+  const auto& names = impl->names;
+
+  if (!desc.soft_out.empty() && rop != RowOp::GumbelSoftmax)
+    throw InvalidArgument(op + ": soft_out is only an output of gumbel_softmax");
+  if (desc.soft_out.size() > 1)
+    throw InvalidArgument(op + ": soft_out takes at most one spec, got " + std::to_string(desc.soft_out.size()));
+  if (desc.hard && rop != RowOp::GumbelSoftmax) throw InvalidArgument(op + ": hard is only a flag of gumbel_softmax");
+  if (gumbel) {
+    if (!(desc.tau > 0.0) || !std::isfinite(desc.tau))
+      throw InvalidArgument(op + ": tau must be finite and > 0, got " + std::to_string(desc.tau));
+  } else if (desc.tau != 1.0) {
+    throw InvalidArgument(op + ": tau is only a parameter of gumbel_softmax and gumbel_softmax_backward");
+  }
+
+  auto check_spec = [&](const TensorSpec& s, const std::string& name) {
+    if (s.shape.size() > size_t(kMaxRank))
+      throw Unsupported(op + ": " + name + " has rank " + std::to_string(s.shape.size()) + "; at most " +
+                        std::to_string(kMaxRank) + " is supported");
+    for (int64_t d : s.shape)
+      if (d < 0) throw InvalidArgument(op + ": " + name + " has a negative dimension in shape " + shape_str(s.shape));
+    if (!s.strides.empty() && s.strides.size() != s.shape.size())
+      throw InvalidArgument(op + ": " + name + " has " + std::to_string(s.strides.size()) + " strides for rank " +
+                            std::to_string(s.shape.size()));
+  };
+  for (int i = 0; i < nin; ++i) check_spec(desc.inputs[i], names[i]);
+  check_spec(desc.out, "out");
+  for (const auto& so : desc.soft_out) check_spec(so, "soft_out");
+
+  // Dtypes.
+  const DType dt = noise ? desc.out.dtype : desc.inputs[0].dtype;
+  if (noise) {
+    if (dt != DType::Float32 && dt != DType::Float64)
+      throw InvalidDType(op + ": out is " + std::string(dtype_name(dt)) +
+                         "; supported: f32 (the noise of f16 / bf16 / f32 logits), f64 (of f64 logits)");
+  } else {
+    if (!softmax::has_kernel(dt))
+      throw InvalidDType(op + ": " + names[0] + " is " + dtype_name(dt) + "; supported: f16, bf16, f32, f64");
+    for (int i = 1; i < nin; ++i)
+      if (desc.inputs[i].dtype != dt)
+        throw InvalidDType(op + ": " + names[i] + " is " + dtype_name(desc.inputs[i].dtype) + " but " + names[0] +
+                           " is " + dtype_name(dt) + "; cast one first (baracuda.cast)");
+    if (desc.out.dtype != dt)
+      throw InvalidDType(op + ": out must be " + std::string(dtype_name(dt)) + ", got " + dtype_name(desc.out.dtype));
+    for (const auto& so : desc.soft_out)
+      if (so.dtype != dt)
+        throw InvalidDType(op + ": soft_out must be " + std::string(dtype_name(dt)) + ", got " + dtype_name(so.dtype));
+  }
+
+  // Shapes.
+  const auto& shape = noise ? desc.out.shape : desc.inputs[0].shape;
+  for (int i = 1; i < nin; ++i)
+    if (desc.inputs[i].shape != shape)
+      throw InvalidArgument(op + ": " + names[i] + " must have the shape of " + names[0] + " " + shape_str(shape) +
+                            ", got " + shape_str(desc.inputs[i].shape));
+  if (desc.out.shape != shape)
+    throw InvalidArgument(op + ": out must have shape " + shape_str(shape) + ", got " + shape_str(desc.out.shape));
+  for (const auto& so : desc.soft_out)
+    if (so.shape != shape)
+      throw InvalidArgument(op + ": soft_out must have shape " + shape_str(shape) + ", got " + shape_str(so.shape));
+  const int r = int(shape.size());
+  const int rr = std::max(r, 1);
+  if (!noise && (desc.axis < -rr || desc.axis >= rr))
+    throw InvalidArgument(op + ": axis " + std::to_string(desc.axis) + " is out of range for " + names[0] +
+                          " of rank " + std::to_string(r) + "; expected [" + std::to_string(-rr) + ", " +
+                          std::to_string(rr - 1) + "]");
+  const auto out_st = desc.out.effective_strides();
+  if (!non_overlapping(desc.out.shape, out_st))
+    throw InvalidArgument(op + ": out has overlapping elements (strides " + shape_str(out_st) + " for shape " +
+                          shape_str(desc.out.shape) + "); outputs need one element per index");
+  for (const auto& so : desc.soft_out)
+    if (!non_overlapping(so.shape, so.effective_strides()))
+      throw InvalidArgument(op + ": soft_out has overlapping elements (strides " + shape_str(so.effective_strides()) +
+                            " for shape " + shape_str(so.shape) + "); outputs need one element per index");
+
+  RowOpLaunch& R = impl->R;
+  R.op = rop;
+  R.dtype = dt;
+  R.inv_tau = 1.0 / desc.tau;
+  R.hard = desc.hard;
+  R.has_out2 = !desc.soft_out.empty();
+  impl->numel = 1;
+  for (int64_t d : shape) impl->numel *= d;
+  R.numel = impl->numel;
+
+  if (noise) {  // every dim of out, in order: the kernel walks the row-major index
+    R.path = RowPath::Elementwise;
+    R.nd = r;
+    for (int d = 0; d < r; ++d) {
+      R.dims[d] = shape[d];
+      R.stride[0][d] = out_st[d];
+    }
+    R.rows = impl->numel;
+    R.len = 1;
+    R.threads = 256;
+  } else {
+    const int axis = r == 0 ? -1 : int(desc.axis < 0 ? desc.axis + r : desc.axis);
+    const std::vector<int64_t> st[4] = {
+        out_st, desc.inputs[0].effective_strides(),
+        bwd ? desc.inputs[1].effective_strides()
+            : (R.has_out2 ? desc.soft_out[0].effective_strides() : desc.inputs[0].effective_strides()),
+        contiguous_strides(shape)};
+    R.len = axis >= 0 ? shape[axis] : 1;
+    for (int a = 0; a < 4; ++a) R.axis_stride[a] = (axis >= 0 && R.len > 1) ? st[a][axis] : 1;
+    R.nd = 0;
+    R.rows = 1;
+    for (int d = 0; d < r; ++d) {  // the other dims: size-1 dropped, neighbours merged
+      if (d == axis || shape[d] == 1) continue;
+      R.rows *= shape[d];
+      bool merge = R.nd > 0;
+      for (int a = 0; a < 4 && merge; ++a) merge = R.stride[a][R.nd - 1] == st[a][d] * shape[d];
+      if (merge) {
+        R.dims[R.nd - 1] *= shape[d];
+        for (int a = 0; a < 4; ++a) R.stride[a][R.nd - 1] = st[a][d];
+      } else {
+        R.dims[R.nd] = shape[d];
+        for (int a = 0; a < 4; ++a) R.stride[a][R.nd] = st[a][d];
+        ++R.nd;
+      }
+    }
+    if (impl->numel == 0) R.rows = 0;
+    // Path: the row in registers as 4-element chunks, k chunks per lane; a warp per row up to
+    // 512 elements, a block of up to 1024 up to 32768 elements (16384 for the backward ops, which
+    // hold two operands, and 8192 for f64: what a 1024-thread block keeps in its 64 registers
+    // without spilling much), beyond that the row is re-read (from L2) per pass.
+    const int64_t nch = (R.len + 3) / 4;
+    const int kmax = dt == DType::Float64 ? 2 : bwd ? 4 : 8;
+    if (nch <= 128) {
+      R.path = RowPath::Warp;
+      R.threads = 256;
+      R.k = nch <= 32 ? 1 : nch <= 64 ? 2 : 4;
+    } else if (nch <= int64_t(1024) * kmax) {
+      R.path = RowPath::Block;
+      R.threads = int(std::clamp<int64_t>(next_pow2((nch + 3) / 4), 64, 1024));
+      R.k = int(next_pow2((nch + R.threads - 1) / R.threads));
+    } else {
+      R.path = RowPath::Global;
+      R.threads = 1024;
+      R.k = 1;
+    }
+  }
+
+  KernelSku& k = impl->sku;
+  k.category = "softmax";
+  k.op = op;
+  k.layout = softmax::rowop_path_name(R.path);
+  k.name = "softmax." + op + "." + k.layout;
+  k.dtypes.push_back(dt);
+  if (R.has_out2) k.dtypes.push_back(dt);
+  for (int i = 0; i < nin; ++i) k.dtypes.push_back(dt);
+  k.arch = compiled_archs();
+  k.backend = Backend::Bespoke;
+  auto& pg = k.precision;
+  const bool f64 = dt == DType::Float64;
+  pg.compute_dtype = f64 ? DType::Float64 : DType::Float32;
+  pg.accumulator_dtype = pg.compute_dtype;
+  pg.deterministic = true;
+  pg.bit_stable = true;
+  const std::string math = f64 ? "f64 math" : "f32 math";
+  const std::string rounding = (dt == DType::Float16 || dt == DType::BFloat16)
+                                   ? std::string(", one rounding to ") + dtype_name(dt) : std::string();
+  const std::string noise_doc = std::string("Gumbel noise -log(-log(u)) with libm log, u strictly in (0, 1) from ") +
+                                (f64 ? "32" : "23") +
+                                " bits of Philox-4x32-10 keyed by (seed, offset, row-major element index)";
+  switch (rop) {
+    case RowOp::GumbelSoftmax:
+      pg.math = math + " (libm exp)" + rounding + "; " + noise_doc + "; row max and sum reduced in a fixed order" +
+                (desc.hard ? "; hard: exact one-hot at the first maximum of the rounded y_soft" : "");
+      break;
+    case RowOp::GumbelSoftmaxBackward:
+      pg.math = math + rounding + "; sum(grad_out * y_soft) reduced in a fixed order";
+      break;
+    case RowOp::GumbelNoise:
+      pg.math = noise_doc;
+      break;
+    case RowOp::Sparsemax:
+      pg.math = math + rounding +
+                "; threshold by safeguarded Newton on the support (row shifted by its max), taken from the final "
+                "support (exact to the compute precision); sums in a fixed order";
+      break;
+    case RowOp::SparsemaxBackward:
+      pg.math = math + rounding + "; mean of grad_out over the support reduced in a fixed order";
+      break;
+  }
+  return SoftmaxPlan(impl);
+}
+
+void run_rowop(const SoftmaxPlan::Impl& I, const TensorView& out, const TensorView* inputs, int num_inputs,
+               const SoftmaxRunArgs& args, StreamHandle stream) {
+  const std::string& op = I.desc.op;
+  const int nin = int(I.desc.inputs.size());
+  if (num_inputs != nin)
+    throw InvalidArgument(op + ": run() got " + std::to_string(num_inputs) + " inputs, the plan takes " +
+                          std::to_string(nin));
+  const bool random = I.R.op == RowOp::GumbelSoftmax || I.R.op == RowOp::GumbelNoise;
+  if (random && !args.has_seed)
+    throw InvalidArgument(op + ": needs a seed (and an offset, default 0): run(out, inputs, SoftmaxRunArgs{true, "
+                          "seed, offset}, stream); from Python plan.run(..., seed=, offset=)");
+  if (I.R.has_out2 && args.soft_out == nullptr)
+    throw InvalidArgument(op + ": the plan writes soft_out (y_soft) too; pass it to run()");
+  if (!I.R.has_out2 && args.soft_out != nullptr)
+    throw InvalidArgument(op + ": got soft_out, but the descriptor has no soft_out spec");
+  check_view(op, "out", out, I.desc.out, out.device);
+  for (int i = 0; i < nin; ++i) check_view(op, I.names[i], inputs[i], I.desc.inputs[i], out.device);
+  if (args.soft_out) check_view(op, "soft_out", *args.soft_out, I.desc.soft_out[0], out.device);
+  const auto orange = byte_range(out);
+  for (int i = 0; i < nin; ++i) {
+    const auto rg = byte_range(inputs[i]);
+    if (ranges_overlap(rg, orange) && !same_view(out, inputs[i]))
+      throw InvalidArgument(op + ": out overlaps " + I.names[i] +
+                            " without being the same view; in-place needs identical shape and strides");
+  }
+  if (args.soft_out) {
+    const auto srange = byte_range(*args.soft_out);
+    if (ranges_overlap(srange, orange)) throw InvalidArgument(op + ": soft_out overlaps out");
+    for (int i = 0; i < nin; ++i)
+      if (ranges_overlap(srange, byte_range(inputs[i]))) throw InvalidArgument(op + ": soft_out overlaps " + I.names[i]);
+  }
+  if (I.numel == 0) return;
+  RowOpLaunch R = I.R;
+  R.out = out.data;
+  R.in0 = nin > 0 ? inputs[0].data : nullptr;
+  R.in1 = nin > 1 ? inputs[1].data : R.in0;
+  R.out2 = args.soft_out ? args.soft_out->data : nullptr;
+  R.seed = args.seed;
+  R.offset = args.offset;
+  DeviceGuard guard(out.device);
+  softmax::launch_rowop(R, stream);
+}
+
+}  // namespace
 
 std::string SoftmaxDescriptor::str() const {
   std::ostringstream os;
   os << "SoftmaxDescriptor(" << op << ", inputs=[";
   for (size_t i = 0; i < inputs.size(); ++i) os << (i ? ", " : "") << inputs[i].str();
-  os << "], axis=" << axis << ", out=" << out.str() << ")";
+  os << "], axis=" << axis << ", out=" << out.str();
+  if (tau != 1.0) {
+    std::ostringstream t;
+    t.precision(17);
+    t << tau;
+    os << ", tau=" << t.str();
+  }
+  if (hard) os << ", hard=true";
+  for (const auto& so : soft_out) os << ", soft_out=" << so.str();
+  os << ")";
   return os.str();
 }
 
@@ -89,9 +365,14 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
   int opi = -1;
   for (int i = 0; i < 4; ++i)
     if (op == kOps[i]) opi = i;
+  for (int i = 0; i < 5 && opi < 0; ++i)
+    if (op == kRowOps[i]) return select_rowop(desc, pref, i);
   if (opi < 0)
     throw InvalidArgument("softmax: unknown op '" + op +
-                          "'; expected softmax, log_softmax, softmax_backward or log_softmax_backward");
+                          "'; expected softmax, log_softmax, softmax_backward, log_softmax_backward, gumbel_softmax, "
+                          "gumbel_softmax_backward, gumbel_noise, sparsemax or sparsemax_backward");
+  if (desc.tau != 1.0 || desc.hard || !desc.soft_out.empty())
+    throw InvalidArgument(op + ": tau, hard and soft_out are parameters of gumbel_softmax only");
   const SmOp sop = SmOp(opi);
   const bool bwd = softmax::is_backward(sop);
   const int nin = bwd ? 2 : 1;
@@ -307,7 +588,14 @@ const KernelSku& SoftmaxPlan::sku() const { return impl_->sku; }
 const SoftmaxDescriptor& SoftmaxPlan::descriptor() const { return impl_->desc; }
 
 void SoftmaxPlan::run(const TensorView& out, const TensorView* inputs, int num_inputs, StreamHandle stream) const {
+  run(out, inputs, num_inputs, SoftmaxRunArgs{}, stream);
+}
+
+void SoftmaxPlan::run(const TensorView& out, const TensorView* inputs, int num_inputs, const SoftmaxRunArgs& args,
+                      StreamHandle stream) const {
   const Impl& I = *impl_;
+  if (I.rowop) return run_rowop(I, out, inputs, num_inputs, args, stream);
+  if (args.soft_out) throw InvalidArgument(I.desc.op + ": soft_out is only an output of gumbel_softmax");
   const std::string& op = I.desc.op;
   const int nin = int(I.desc.inputs.size());
   if (num_inputs != nin)
@@ -341,12 +629,18 @@ void SoftmaxPlan::run(const TensorView& out, const TensorView* inputs, int num_i
 }
 
 FamilyInfo softmax_family_info() {
-  FamilyInfo f{"softmax", "SoftmaxPlan", "softmax and log-softmax along any axis, with backward", {}};
+  FamilyInfo f{"softmax", "SoftmaxPlan",
+               "softmax, log-softmax, gumbel-softmax (seeded) and sparsemax along any axis, with backward", {}};
   const std::vector<DType> fp = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
   const std::vector<std::string> layouts = {"rows_warp",  "rows_block", "rows_cluster", "rows_online",
                                             "rows_loop", "columns",    "strided"};
   f.ops.push_back(OpCoverage{"softmax", "forward", fp, layouts, Backend::Bespoke, true});
   f.ops.push_back(OpCoverage{"log_softmax", "forward", fp, layouts, Backend::Bespoke, true});
+  const std::vector<std::string> row_layouts = {"rows_warp", "rows_block", "rows_global"};
+  f.ops.push_back(OpCoverage{"gumbel_softmax", "forward", fp, row_layouts, Backend::Bespoke, true});
+  f.ops.push_back(OpCoverage{"gumbel_noise", "random", {DType::Float32, DType::Float64}, {"elementwise"},
+                             Backend::Bespoke, false});
+  f.ops.push_back(OpCoverage{"sparsemax", "forward", fp, row_layouts, Backend::Bespoke, true});
   return f;
 }
 

@@ -23,14 +23,6 @@ namespace baracuda::gemm {
 namespace detail {
 namespace {
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-int pow2_at_least(int64_t m) {
-  int b = 1;
-  while (b < m) b <<= 1;
-  return b;
-}
-
 struct GroupedChoice {
   GemvCfg c;
   int cm = 8;         // rows of x per work item
@@ -51,37 +43,9 @@ void apply_grouped_override(GemvCfg& c, int& waves) {
   }
 }
 
+const GemvOccupancyQuery kGroupedOccupancy[3] = {grouped_occupancy_bf16, grouped_occupancy_f16, grouped_occupancy_f32};
 int grouped_occupancy(DType dt, const GemvCfg& c) {
-  static std::mutex mu;
-  static std::unordered_map<uint64_t, int> cache;
-  int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    dev = -1;
-  }
-  const uint64_t key = (uint64_t(uint32_t(dev + 1)) << 32) | (uint64_t(dt) << 24) |
-                       (uint64_t(c.path) << 20) | (uint64_t(c.vec) << 19) |
-                       (uint64_t(c.mt) << 12) | (uint64_t(c.rn) << 6) | uint64_t(c.kw);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  int blocks = 0;
-  if (dev >= 0) {
-    if (dt == DType::BFloat16) blocks = grouped_occupancy_bf16(c);
-    else if (dt == DType::Float16) blocks = grouped_occupancy_f16(c);
-    else blocks = grouped_occupancy_f32(c);
-  }
-  if (blocks > 0) {
-    std::lock_guard<std::mutex> lock(mu);
-    cache.emplace(key, blocks);
-    return blocks;
-  }
-  const int threads = 32 * c.kw;  // no device: the estimate of the dense dispatch
-  int est = 65536 / (threads * 96);
-  if (est > 2048 / threads) est = 2048 / threads;
-  return est < 1 ? 1 : est;
+  return gemv_cached_occupancy(1, dt, c, gemv_current_device(), kGroupedOccupancy);
 }
 
 GroupedChoice choose(const GroupedGemvArgs& a) {
@@ -89,13 +53,13 @@ GroupedChoice choose(const GroupedGemvArgs& a) {
   const int V = half ? 8 : 4;
   GroupedChoice r;
   GemvCfg& c = r.c;
-  c.vec = aligned16(a.x) && aligned16(a.w) && a.K % V == 0 && (a.T <= 1 || a.ldx % V == 0) &&
+  c.vec = gemv_aligned16(a.x) && gemv_aligned16(a.w) && a.K % V == 0 && (a.T <= 1 || a.ldx % V == 0) &&
           (a.N <= 1 || a.ldw % V == 0) && (a.E <= 1 || a.sw % V == 0);
   c.path = half && c.vec ? GemvPath::Mma : GemvPath::Fma;
   int64_t mr = a.max_rows > 0 && a.max_rows < a.T ? a.max_rows : a.T;
   if (mr < 1) mr = 1;
   const int64_t mr16 = mr < kGemvLowMMaxM ? mr : kGemvLowMMaxM;
-  c.mt = c.path == GemvPath::Mma ? (mr16 > 8 ? 16 : 8) : pow2_at_least(mr16);
+  c.mt = c.path == GemvPath::Mma ? (mr16 > 8 ? 16 : 8) : gemv_pow2_at_least(mr16);
   r.cm = c.mt;
 
   // Row chunks, at most: each expert ceil(max_rows / CM); together T / CM plus one partial

@@ -90,6 +90,15 @@ int gemv_occupancy_f32(const GemvCfg& c);
 // Defined in gemv_lowm_f32.cu; the grouped dispatch models its launch as a dense one.
 GemvCfg gemv_model_cfg(const GemvLowMArgs& a);
 int gemv_device_sms();
+// Shared by the dense and grouped dispatchers (defined in gemv_lowm_f32.cu).
+// Resident blocks per SM of one kernel family for c on device dev, from the family's per-dtype
+// occupancy queries (bf16, f16, f32), memoized per (family, device, dtype, c); without a device
+// an estimate of ~96 registers per thread.
+using GemvOccupancyQuery = int (*)(const GemvCfg&);
+int gemv_cached_occupancy(int family, DType dt, const GemvCfg& c, int dev, const GemvOccupancyQuery (&by_dtype)[3]);
+int gemv_current_device();  // -1 without a device (select-time calls on a machine without a GPU)
+int gemv_pow2_at_least(int64_t m);
+bool gemv_aligned16(const void* p);
 
 // ---------------------------------------------------------------------------------------
 // Device side.

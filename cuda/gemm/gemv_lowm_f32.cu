@@ -20,6 +20,50 @@ void gemv_launch_f32(const GemvLowMArgs& a, const GemvCfg& c, void* stream) {
 }
 int gemv_occupancy_f32(const GemvCfg& c) { return gemv_occupancy_t<float>(c); }
 
+int gemv_current_device() {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
+int gemv_cached_occupancy(int family, DType dt, const GemvCfg& c, int dev, const GemvOccupancyQuery (&by_dtype)[3]) {
+  static std::mutex mu;
+  static std::unordered_map<uint64_t, int> cache;
+  const uint64_t key = (uint64_t(family) << 56) | (uint64_t(uint32_t(dev + 1)) << 32) | (uint64_t(dt) << 24) |
+                       (uint64_t(c.path) << 20) | (uint64_t(c.vec) << 19) | (uint64_t(c.mt) << 12) |
+                       (uint64_t(c.rn) << 6) | uint64_t(c.kw);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  int blocks = 0;
+  if (dev >= 0) blocks = by_dtype[dt == DType::BFloat16 ? 0 : dt == DType::Float16 ? 1 : 2](c);
+  if (blocks > 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache.emplace(key, blocks);
+    return blocks;
+  }
+  // No device: assume ~96 registers per thread on a 64K-register, 2048-thread SM (the real
+  // kernels use 56-128, so select-time names without a GPU can differ from run-time ones).
+  const int threads = 32 * c.kw;
+  int est = 65536 / (threads * 96);
+  if (est > 2048 / threads) est = 2048 / threads;
+  if (est > 32) est = 32;  // resident blocks per SM
+  return est < 1 ? 1 : est;
+}
+
+int gemv_pow2_at_least(int64_t m) {
+  int b = 1;
+  while (b < m) b <<= 1;
+  return b;
+}
+
+bool gemv_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
 namespace {
 
 // ---- the launch model ----------------------------------------------------------------
@@ -54,54 +98,8 @@ int device_sms(int dev) {
   return n;
 }
 
-// Current device, or -1 when there is none (select-time calls on a machine without a GPU).
-int current_device() {
-  int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  return dev;
-}
-
-int occupancy(DType dt, const GemvCfg& c, int dev) {
-  static std::mutex mu;
-  static std::unordered_map<uint64_t, int> cache;
-  const uint64_t key = (uint64_t(uint32_t(dev + 1)) << 32) | (uint64_t(dt) << 24) |
-                       (uint64_t(c.path) << 20) | (uint64_t(c.vec) << 19) |
-                       (uint64_t(c.mt) << 12) | (uint64_t(c.rn) << 6) | uint64_t(c.kw);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  int blocks = 0;
-  if (dev >= 0) {
-    if (dt == DType::BFloat16) blocks = gemv_occupancy_bf16(c);
-    else if (dt == DType::Float16) blocks = gemv_occupancy_f16(c);
-    else blocks = gemv_occupancy_f32(c);
-  }
-  if (blocks > 0) {
-    std::lock_guard<std::mutex> lock(mu);
-    cache.emplace(key, blocks);
-    return blocks;
-  }
-  // No device: assume ~96 registers per thread on a 64K-register, 2048-thread SM (the real
-  // kernels use 56-128, so select-time names without a GPU can differ from run-time ones).
-  const int threads = 32 * c.kw;
-  int est = 65536 / (threads * 96);
-  if (est > 2048 / threads) est = 2048 / threads;
-  if (est > 32) est = 32;  // resident blocks per SM
-  return est < 1 ? 1 : est;
-}
-
-int pow2_at_least(int64_t m) {
-  int b = 1;
-  while (b < m) b <<= 1;
-  return b;
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+const GemvOccupancyQuery kDenseOccupancy[3] = {gemv_occupancy_bf16, gemv_occupancy_f16, gemv_occupancy_f32};
+int occupancy(DType dt, const GemvCfg& c, int dev) { return gemv_cached_occupancy(0, dt, c, dev, kDenseOccupancy); }
 
 // BARACUDA_GEMV_LOWM_CFG="kw=8,rn=2" forces the split (and, for the mma path, the rows per
 // block) of every launch: a tuning hook for benchmark sweeps, read on every call.
@@ -122,10 +120,10 @@ GemvCfg choose_cfg_model(const GemvLowMArgs& a) {
   const int es = half ? 2 : 4;
   const int V = 16 / es;
   GemvCfg c;
-  c.vec = aligned16(a.x) && aligned16(a.w) && a.K % V == 0 && (a.M <= 1 || a.ldx % V == 0) &&
+  c.vec = gemv_aligned16(a.x) && gemv_aligned16(a.w) && a.K % V == 0 && (a.M <= 1 || a.ldx % V == 0) &&
           (a.N <= 1 || a.ldw % V == 0);
   c.path = half && c.vec ? GemvPath::Mma : GemvPath::Fma;
-  c.mt = c.path == GemvPath::Mma ? (a.M > 8 ? 16 : 8) : pow2_at_least(a.M < 1 ? 1 : a.M);
+  c.mt = c.path == GemvPath::Mma ? (a.M > 8 ? 16 : 8) : gemv_pow2_at_least(a.M < 1 ? 1 : a.M);
   c.rn = 1;
   c.kw = 1;
   const int64_t K = a.alpha == 0.0f ? 0 : a.K;
@@ -145,7 +143,7 @@ GemvCfg choose_cfg_model(const GemvLowMArgs& a) {
     };
     static std::mutex mu;
     static std::unordered_map<Key, GemvCfg, KeyHash> memo;
-    const int dev = current_device();
+    const int dev = gemv_current_device();
     const Key key{(uint64_t(uint32_t(dev + 1)) << 16) | (uint64_t(a.dtype) << 8) |
                       (uint64_t(c.vec) << 7) | uint64_t(c.mt),
                   a.N, K};
@@ -237,7 +235,7 @@ std::string variant_name(const GemvLowMArgs& a, const GemvCfg& c) {
 // For the grouped kernels (gemv_grouped.cu): the dense model's choice, and the SM count.
 GemvCfg gemv_model_cfg(const GemvLowMArgs& a) { return choose_cfg_model(a); }
 int gemv_device_sms() {
-  const int dev = current_device();
+  const int dev = gemv_current_device();
   return dev >= 0 ? device_sms(dev) : kDefaultSms;
 }
 

@@ -82,6 +82,22 @@ struct PwLaunch {
   // with stride 1 (no broadcasting); 16-byte vector loads. run() clears it when a pointer is not
   // 16-byte aligned (the strided kernels then run with the same blocks).
   bool contig = false;
+  // Backward: the operand differentiated (0 input, 1 target, 2 c: var / input2).
+  int wrt = 0;
+  // Mean / sum backward: negate the scalar upstream gradient (the target's gradient of a loss odd
+  // in input - target, run as the input's on the vector path).
+  bool negate = false;
+  // A gradient w.r.t. a broadcast operand (reduce): dims / strides are ordered kept dims first,
+  // then the summed dims, so broadcast-shape index j * red_r + r is element r of output j's sum.
+  // red_splits warps per output each sum red_chunk consecutive r (lanes strided); with more than
+  // one split the partials go to the workspace [red_splits, red_m] and a second kernel adds them
+  // in split order. Deterministic, no atomics.
+  // red_cols (the innermost dim is kept, e.g. a [D] target over [N, D]): a thread per (output,
+  // split) instead of a warp, adjacent threads on adjacent outputs (coalesced), each summing its
+  // chunk of r in order.
+  bool reduce = false, red_cols = false;
+  int64_t red_m = 0, red_r = 0, red_chunk = 0;
+  int red_splits = 1;
   const void* a = nullptr;
   const void* b = nullptr;
   const void* c = nullptr;        // weight / var / input2 / ...

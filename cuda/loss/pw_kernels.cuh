@@ -199,15 +199,70 @@ template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_k(const PwLau
   return A(0);
 }
 
+// d loss / d b (the target) of one element, as torch.autograd gives it (kinds whose target torch
+// does not differentiate are refused by select()).
+template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_b_k(const PwLaunch& L, A a, A b, A c, A d) {
+  switch (K) {
+    case PwKind::Mse:
+    case PwKind::L1:
+    case PwKind::Huber:
+    case PwKind::SmoothL1: return -pw_deriv_k<K, A>(L, a, b, c, d);  // odd in a - b (ties included)
+    case PwKind::Bce: return (a != a) ? a : -c * (xlog(a) - xlog1p(-a));  // -w logit(a), unclamped (torch)
+    case PwKind::BceLogits: {
+      const A sp = xlog1p(ex(-xabs(a))) + relu_nan(-a);  // softplus(-a)
+      return c * ((L.d ? d - A(1) : A(0)) * sp - a);
+    }
+    case PwKind::KlDiv:  // log_target: exp(b) (b - a + 1); else log(b) + 1 - a (b = 0: 0 / 0 = NaN, as
+                         // torch's xlogy gradient)
+      if (L.f0) return ex(b) * (b - a + A(1));
+      return b == A(0) ? qnan<A>() : xlog(b) + A(1) - a;
+    case PwKind::PoissonNll: {
+      A g = L.f0 ? -a : -xlog(a + A(L.p0));
+      // Stirling's term is masked where b <= 1; torch's gradient through the mask is 0 there,
+      // but 0 * inf = NaN at b = 0 (log(0)), which torch returns too.
+      if (L.f1) g += b > A(1) ? xlog(b) + A(0.5) / b : (b > A(0) ? A(0) : qnan<A>());
+      return g;
+    }
+    case PwKind::GaussianNll: {
+      const A var = c < A(L.p0) ? A(L.p0) : c;
+      return (b - a) / var;
+    }
+    case PwKind::MarginRanking: {  // b: target
+      const A v = -b * (a - c) + A(L.p0);
+      return v > A(0) ? -(a - c) : (v != v ? v : A(0));
+    }
+    default: return qnan<A>();
+  }
+}
+// d loss / d c (var of gaussian_nll_loss: its clamp to eps is outside autograd in torch, so the
+// gradient flows through it; input2 of margin_ranking_loss).
+template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_c_k(const PwLaunch& L, A a, A b, A c, A d) {
+  switch (K) {
+    case PwKind::GaussianNll: {
+      const A var = c < A(L.p0) ? A(L.p0) : c;
+      const A x = a - b;
+      return A(0.5) * (A(1) / var - x * x / (var * var));
+    }
+    case PwKind::MarginRanking: return -pw_deriv_k<K, A>(L, a, b, c, d);
+    default: return qnan<A>();
+  }
+}
+// The derivative w.r.t. the operand L.wrt names.
+template <PwKind K, class A> __device__ __forceinline__ A pw_grad_k(const PwLaunch& L, A a, A b, A c, A d) {
+  if (L.wrt == 1) return pw_deriv_b_k<K, A>(L, a, b, c, d);
+  if (L.wrt == 2) return pw_deriv_c_k<K, A>(L, a, b, c, d);
+  return pw_deriv_k<K, A>(L, a, b, c, d);
+}
+
 // Runtime-kind forms (one element; the strided kernels).
 template <class A> __device__ __forceinline__ A pw_value(const PwLaunch& L, A a, A b, A c, A d) {
   A r = A(0);
   with_kind(L.kind, [&](auto kc) { r = pw_value_k<decltype(kc)::value, A>(L, a, b, c, d); });
   return r;
 }
-template <class A> __device__ __forceinline__ A pw_deriv(const PwLaunch& L, A a, A b, A c, A d) {
+template <class A> __device__ __forceinline__ A pw_grad(const PwLaunch& L, A a, A b, A c, A d) {
   A r = A(0);
-  with_kind(L.kind, [&](auto kc) { r = pw_deriv_k<decltype(kc)::value, A>(L, a, b, c, d); });
+  with_kind(L.kind, [&](auto kc) { r = pw_grad_k<decltype(kc)::value, A>(L, a, b, c, d); });
   return r;
 }
 
@@ -275,13 +330,14 @@ __global__ void __launch_bounds__(kPwThreads) pw_backward(PwLaunch L) {
   const bool per_elem = L.reduction == Reduction::None;
   A gs = per_elem ? A(0) : A(to_compute(gl[0]));
   if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+  if (L.negate) gs = -gs;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < L.n; i += stride) {
     int64_t off[6];
     pw_offsets(L, i, off);
     const PwVals<T> v = pw_load<T>(L, off);
     const A g = per_elem ? A(to_compute(gl[off[5]])) : gs;
-    out[off[4]] = from_compute<T>(g * pw_deriv<A>(L, v.a, v.b, v.c, v.d));
+    out[off[4]] = from_compute<T>(g * pw_grad<A>(L, v.a, v.b, v.c, v.d));
   }
 }
 
@@ -318,8 +374,8 @@ __device__ __forceinline__ acc_of<T> pw_c_one(const PwLaunch& L, int64_t i, bool
   return (gv ? A(to_compute(static_cast<const T*>(L.grad_loss)[i])) : gs) * pw_deriv_k<K, A>(L, a, b, c, d);
 }
 
-// Elementwise (reduction none forward: GRAD false; every backward: GRAD true, GV when grad_loss
-// is per element).
+// Elementwise (reduction none forward: GRAD false; every backward w.r.t. input: GRAD true, GV
+// when grad_loss is per element; gradients w.r.t. other operands take the strided kernels).
 template <PwKind K, class T, bool GRAD, bool GV>
 __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   using A = acc_of<T>;
@@ -332,6 +388,7 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   if (GRAD && !GV) {
     gs = A(to_compute(static_cast<const T*>(L.grad_loss)[0]));
     if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+    if (L.negate) gs = -gs;
   }
   const bool hc = HC && L.c, hd = HD && L.d;
   P* out = static_cast<P*>(L.out);
@@ -438,8 +495,97 @@ __global__ void __launch_bounds__(kPwThreads, kPwMinBlocks) pw_c_partial(PwLaunc
   if (threadIdx.x == 0) static_cast<A*>(L.workspace)[blockIdx.x] = s;
 }
 
+// ---- gradients w.r.t. a broadcast operand ----------------------------------------------------
+// Warp w of the grid-stride loop takes output j = w % red_m, split s = w / red_m (adjacent warps:
+// adjacent outputs); lane l sums the elements r = s * chunk + l + 32 k of the split in order,
+// then the warp in a fixed shuffle tree.
+template <class T>
+__global__ void __launch_bounds__(kPwThreads) pw_grad_reduce(PwLaunch L) {
+  using A = acc_of<T>;
+  T* out = static_cast<T*>(L.out);
+  const T* gl = static_cast<const T*>(L.grad_loss);
+  const bool per_elem = L.reduction == Reduction::None;
+  A gs = per_elem ? A(0) : A(to_compute(gl[0]));
+  if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+  const int64_t total = L.red_m * L.red_splits;
+  if (L.red_cols) {  // a thread per (output, split); threads t, t + 1 on outputs j, j + 1
+    const int64_t threads = int64_t(gridDim.x) * kPwThreads;
+    for (int64_t t = int64_t(blockIdx.x) * kPwThreads + threadIdx.x; t < total; t += threads) {
+      const int64_t j = t % L.red_m, s = t / L.red_m;
+      const int64_t r0 = s * L.red_chunk, r1 = std::min(L.red_r, r0 + L.red_chunk);
+      A acc = A(0);
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t off[6];
+        pw_offsets(L, j * L.red_r + r, off);
+        const PwVals<T> v = pw_load<T>(L, off);
+        const A g = per_elem ? A(to_compute(gl[off[5]])) : gs;
+        acc += g * pw_grad<A>(L, v.a, v.b, v.c, v.d);
+      }
+      if (L.red_splits == 1) {
+        int64_t off[6];
+        pw_offsets(L, j * L.red_r, off);
+        out[off[4]] = from_compute<T>(acc);
+      } else {
+        static_cast<A*>(L.workspace)[s * L.red_m + j] = acc;
+      }
+    }
+    return;
+  }
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = int64_t(gridDim.x) * (kPwThreads / 32);
+  for (int64_t w = int64_t(blockIdx.x) * (kPwThreads / 32) + threadIdx.x / 32; w < total; w += warps) {
+    const int64_t j = w % L.red_m, s = w / L.red_m;
+    const int64_t r0 = s * L.red_chunk, r1 = std::min(L.red_r, r0 + L.red_chunk);
+    A acc = A(0);
+    for (int64_t r = r0 + lane; r < r1; r += 32) {
+      int64_t off[6];
+      pw_offsets(L, j * L.red_r + r, off);
+      const PwVals<T> v = pw_load<T>(L, off);
+      const A g = per_elem ? A(to_compute(gl[off[5]])) : gs;
+      acc += g * pw_grad<A>(L, v.a, v.b, v.c, v.d);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      if (L.red_splits == 1) {
+        int64_t off[6];
+        pw_offsets(L, j * L.red_r, off);
+        out[off[4]] = from_compute<T>(acc);
+      } else {
+        static_cast<A*>(L.workspace)[s * L.red_m + j] = acc;
+      }
+    }
+  }
+}
+template <class T>
+__global__ void __launch_bounds__(kPwThreads) pw_grad_reduce_finish(PwLaunch L) {
+  using A = acc_of<T>;
+  const A* part = static_cast<const A*>(L.workspace);
+  T* out = static_cast<T*>(L.out);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < L.red_m; j += stride) {
+    A s = A(0);
+    for (int k = 0; k < L.red_splits; ++k) s += part[int64_t(k) * L.red_m + j];
+    int64_t off[6];
+    pw_offsets(L, j * L.red_r, off);
+    out[off[4]] = from_compute<T>(s);
+  }
+}
+
 template <class T>
 void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
+  if (L.reduce) {
+    if (L.red_m == 0) return;
+    const int64_t total = L.red_m * L.red_splits, per_block = L.red_cols ? kPwThreads : kPwThreads / 32;
+    const unsigned grid = unsigned(std::clamp<int64_t>((total + per_block - 1) / per_block, 1, 132 * 16));
+    pw_grad_reduce<T><<<grid, kPwThreads, 0, st>>>(L);
+    check_launch("loss pointwise gradient (broadcast operand)");
+    if (L.red_splits > 1) {
+      const unsigned g2 = unsigned(std::clamp<int64_t>((L.red_m + kPwThreads - 1) / kPwThreads, 1, 132 * 16));
+      pw_grad_reduce_finish<T><<<g2, kPwThreads, 0, st>>>(L);
+      check_launch("loss pointwise gradient finish");
+    }
+    return;
+  }
   if (L.contig) {
     if (L.reduction != Reduction::None && !L.backward) {
       pw_c_partial<T><<<unsigned(L.blocks), kPwThreads, 0, st>>>(L);

@@ -775,8 +775,18 @@ template <class T, class C> void finish_one(const C* part, int64_t P, int64_t H,
   check_launch("norm finish (grad_weight / grad_bias)");
 }
 
+// The cluster forward (sm_90; fwd_cluster.cuh, instantiated in norm_fwd_<dtype>.cu): false, with
+// nothing launched, on a device without clusters (or a build without sm_90 code).
+template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s);
+
 template <class T> void launch_forward_impl(const NormLaunch& L, cudaStream_t s) {
   if (L.rows == 0 || L.H == 0) return;
+  if (L.cfg.path == Path::Cluster) {
+    if (fwd_cluster_launch<T>(L, s)) return;
+    NormLaunch L2 = L;  // before sm_90: the one-block register kernel or the loop
+    L2.cfg = cluster_fallback_config(L.dtype, L.layer, L.H, L.rows);
+    return launch_forward_impl<T>(L2, s);
+  }
   const bool ok = L.cfg.path == Path::Registers ? reg_launch<false, T>(L, s) : loop_launch<false, T>(L, s);
   if (!ok) throw Unsupported("norm: no forward kernel for this configuration (internal)");
   check_launch(L.cfg.path == Path::Registers ? "norm forward (registers)" : "norm forward (looped)");

@@ -1,4 +1,5 @@
 // RMSNorm / LayerNorm fwd launchers for f64.
-#include "norm/kernels.cuh"
+#include "norm/fwd_cluster.cuh"
 
 BARACUDA_NORM_INSTANTIATE_FWD(double)
+BARACUDA_NORM_INSTANTIATE_FWD_CLUSTER(double)

@@ -18,13 +18,17 @@ constexpr int64_t kResidentThreads = 132 * 2048;
 constexpr int64_t kMaxGrid = int64_t(1) << 20;  // forward grids; rows beyond loop (grid-stride)
 constexpr int kColredThreads = 256;             // threads of the column-reduction kernel
 
-enum class Path : int { Registers = 0, Looped = 1 };
+// Cluster: forward only, sm_90; a row split over a thread-block cluster of `cluster` blocks,
+// each holding 1/cluster of it in registers (fwd_cluster.cuh). The launcher falls back to
+// cluster_fallback_config() on devices without clusters.
+enum class Path : int { Registers = 0, Looped = 1, Cluster = 2 };
 
 struct Config {
   Path path = Path::Looped;
   int tpr = 32;       // threads per row: 8 / 16 / 32 (rows share a 128-thread block) or 128..1024
   int items = 1;      // register path: 16-byte vectors per thread per row
   int rows = 1;       // register path, forward: rows a thread group holds at once (loads batched)
+  int cluster = 1;    // cluster path: blocks per row (2 / 4 / 8); tpr = threads per block, items per thread
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
                       // dweight / dbias from the column-reduction kernel
   int vec = 1;        // elements per vector (looped path: 1, or 16 / sizeof(T) when aligned)
@@ -60,6 +64,25 @@ constexpr bool bwd_supported(int tpr, int items, bool xs) {
   return false;
 }
 inline int rows_per_block(int tpr) { return tpr > 32 ? 1 : 128 / tpr; }
+
+// The cluster forward kernels that are instantiated (blocks per row, threads per block, 16-byte
+// vectors per thread), in the order of preference among equally padded candidates. A row of up
+// to cs x tpr x items vectors; block rank r holds vectors [r, r + 1) x tpr x items.
+struct ClusterShape { int cs, tpr, items; };
+constexpr ClusterShape kClusterShapes[] = {
+    {2, 256, 4}, {4, 256, 2}, {2, 512, 2},  // 2048 vectors (H = 16384 for 16-bit types)
+    {4, 256, 4}, {8, 256, 2},               // 4096 (f32 16384, 16-bit 32768)
+    {4, 512, 4}, {8, 256, 4}, {8, 512, 2},  // 8192 (16-bit 65536, f32 32768, f64 16384)
+    {8, 512, 4},                            // 16384 (f32 65536)
+};
+constexpr bool cluster_supported(int cs, int tpr, int items) {
+  for (const ClusterShape& c : kClusterShapes)
+    if (c.cs == cs && c.tpr == tpr && c.items == items) return true;
+  return false;
+}
+// Rows of at least this many elements take the cluster path by default (forward, sm_90,
+// 16-byte aligned): below it a block-resident row already overlaps with other blocks' rows.
+constexpr int64_t kClusterMinH = 16384;
 
 // The column-reduction partition (dweight / dbias partials of the looped and xs paths):
 // blocks of kColredThreads x vec columns, rows cut into chunks so that ~2112 blocks run.
@@ -111,7 +134,8 @@ inline void finish_grid(Config& c, bool backward, int64_t rows, DType t = DType:
 // Zero fields are "not given". Invalid / non-fitting overrides are ignored by register_config.
 struct Override {
   int tpr = 0, items = 0, rows = 0, xs = -1;
-  bool any() const { return tpr || items || rows || xs >= 0; }
+  int cluster = 0;  // forward: > 1 asks for the cluster path (with tpr, items); 1 forbids it
+  bool any() const { return tpr || items || rows || xs >= 0 || cluster; }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
   Override o;
@@ -121,8 +145,45 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "items") o.items = v;
     else if (k.key == "rows") o.rows = v;
     else if (k.key == "xs") o.xs = v;
+    else if (k.key == "cluster") o.cluster = v;
   }
   return o;
+}
+
+// The cluster configuration (forward): the given (cs, tpr, items) when it is instantiated and
+// fits the row, else (cs = 0) the least padded instantiated shape, ties to the earlier in
+// kClusterShapes. A shape fits when it holds the row and pads less than one block's share (at
+// most the last block is partly idle). cluster = 1 in the result: no shape fits.
+inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int tpr = 0, int items = 0) {
+  Config c;
+  c.path = Path::Cluster;
+  c.vec = vec_width(t);
+  c.cluster = 1;
+  if (H <= 0 || H % c.vec != 0 || rows <= 0) return c;
+  const int64_t nv = H / c.vec;
+  auto fits = [&](const ClusterShape& s) {
+    const int64_t share = int64_t(s.tpr) * s.items, cap = share * s.cs;
+    return cap >= nv && cap - nv < share;
+  };
+  int64_t best = -1;
+  for (const ClusterShape& s : kClusterShapes) {
+    if (cs && !(s.cs == cs && s.tpr == tpr && s.items == items)) continue;
+    if (!fits(s)) continue;
+    const int64_t waste = int64_t(s.cs) * s.tpr * s.items - nv;
+    if (best < 0 || waste < best) {
+      best = waste;
+      c.cluster = s.cs; c.tpr = s.tpr; c.items = s.items;
+    }
+  }
+  // One cluster per row (the hardware overlaps one cluster's reductions with another's loads),
+  // the grid within the 2^31 - 1 blocks of a launch (a bound no real tensor of such rows reaches).
+  if (best < 0 || rows > ((int64_t(1) << 31) - 1) / c.cluster) {
+    c.cluster = 1;
+    return c;
+  }
+  c.threads = c.tpr;
+  c.grid = rows * c.cluster;
+  return c;
 }
 
 // The register-resident configuration: the whole row in registers (x's row in shared memory
@@ -130,16 +191,28 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
 // when the row does not fit (or H is not a multiple of the vector width); the looped path
 // takes it then.
 inline Config register_config(DType t, bool layer, bool backward, int64_t H, int64_t rows, bool* ok,
-                              const Override& ov = Override{}) {
+                              const Override& ov = Override{}, bool allow_cluster = true) {
   Config c;
   c.path = Path::Registers;
   c.vec = vec_width(t);
   *ok = false;
   if (H <= 0 || H % c.vec != 0) return c;
   const int64_t nv = H / c.vec;
+  if (!backward && allow_cluster && ov.cluster != 1) {
+    // An explicit tpr / items without `cluster` keeps meaning the one-block register kernel.
+    // An override that does not exist or does not fit gives the default, as for the other knobs.
+    const bool asked = ov.cluster > 1 && ov.tpr && ov.items;
+    Config cc;
+    if (asked) cc = cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items);
+    if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items)) && H >= kClusterMinH) cc = cluster_config(t, H, rows);
+    if (cc.cluster > 1) {
+      *ok = true;
+      return cc;
+    }
+  }
   auto fits = [&](int tpr, int items) { return int64_t(tpr) * items >= nv && (tpr <= 32 || int64_t(tpr) * items - nv < tpr); };
   bool chosen = false;
-  if (ov.any() && ov.tpr && ov.items) {
+  if (ov.any() && ov.tpr && ov.items && ov.cluster <= 1) {
     const int r = backward ? 1 : (ov.rows ? ov.rows : 1);
     const bool xs = backward && ov.xs > 0;
     const bool sup = backward ? bwd_supported(ov.tpr, ov.items, xs) : fwd_supported(ov.tpr, ov.items, r);
@@ -171,11 +244,11 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
       // vectors per row (H = 4096): LayerNorm forward and RMSNorm backward run 128 x 4 (158 vs
       // 172 us, 265 vs 279 us at 32768 rows); RMSNorm forward and LayerNorm backward keep the
       // default (256 x 2), which measured best. At 2048 vectors (H = 16384): RMSNorm backward runs
-      // 512 x 4 without xs (178 vs 243 us for 1024 x 2 xs, 4096 rows); LayerNorm backward there
-      // was not measured and keeps the default.
+      // 512 x 4 without xs (178 vs 243 us for 1024 x 2 xs, 4096 rows), and so does LayerNorm
+      // backward (H100: 187 vs 316 us).
       if (dtype_size(t) == 2) {
         if (nv == 512 && (layer ? !backward : backward)) { c.tpr = 128; c.items = 4; c.xs = false; }
-        if (nv == 2048 && backward && !layer) { c.tpr = 512; c.items = 4; c.xs = false; }
+        if (nv == 2048 && backward) { c.tpr = 512; c.items = 4; c.xs = false; }
       }
     }
     // Forward: two rows per thread group (loads of both issued before either reduction) when
@@ -211,6 +284,15 @@ inline Config looped_config(DType t, bool backward, int64_t H, int64_t rows, boo
   finish_grid(c, false, rows);
   if (backward) colred_partition(c, H, rows, c.vec);
   return c;
+}
+
+// What a cluster configuration runs on a device without thread-block clusters (before sm_90): the
+// register kernel when the row fits one block, else the vectorized loop (the cluster path was
+// chosen for 16-byte aligned operands only).
+inline Config cluster_fallback_config(DType t, bool layer, int64_t H, int64_t rows) {
+  bool ok = false;
+  const Config c = register_config(t, layer, false, H, rows, &ok, Override{}, false);
+  return ok ? c : looped_config(t, false, H, rows, true);
 }
 
 // Dynamic shared memory of the xs backward kernel: x's row, TPR x items 16-byte vectors.

@@ -35,7 +35,7 @@ from ._reduction import FUNCTIONS as _REDUCTION_FUNCTIONS  # noqa: E402
 
 globals().update(_REDUCTION_FUNCTIONS)
 
-from ._C import NormDescriptor, NormPlan  # noqa: F401,E402
+from ._C import ChannelNormDescriptor, ChannelNormPlan, NormDescriptor, NormPlan  # noqa: F401,E402
 from ._norm import FUNCTIONS as _NORM_FUNCTIONS  # noqa: E402
 
 globals().update(_NORM_FUNCTIONS)
@@ -70,6 +70,7 @@ from ._softmax import FUNCTIONS as _SOFTMAX_FUNCTIONS  # noqa: E402
 globals().update(_SOFTMAX_FUNCTIONS)
 
 from ._C import LossDescriptor, LossPlan  # noqa: F401,E402
+from ._C import CtcLossDescriptor, CtcLossPlan  # noqa: F401,E402
 from ._loss import FUNCTIONS as _LOSS_FUNCTIONS  # noqa: E402
 
 globals().update(_LOSS_FUNCTIONS)

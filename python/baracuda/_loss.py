@@ -132,9 +132,9 @@ def _bshape(op, shapes):
 
 
 def _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, ignore_index,
-              grad_out, grad_input):
+              grad_out, grad_input, wrt=(), grads=()):
     key = (op, reduction, float(param), bool(log_target), bool(log_input), bool(full), int(ignore_index),
-           _key(input, target, weight, grad_out, grad_input, *extra))
+           _key(input, target, weight, grad_out, grad_input, *extra), tuple(wrt), _key(*grads))
     plan = _CACHE.get(key)
     if plan is None:
         if len(_CACHE) >= 4096:
@@ -143,7 +143,8 @@ def _gen_plan(op, input, target, weight, extra, reduction, param, log_target, lo
                                  reduction, int(ignore_index), 0.0, False, grad_out is not None,
                                  None if grad_input is None else _spec(grad_input), [_spec(e) for e in extra],
                                  float(param), bool(log_target), bool(log_input), bool(full),
-                                 None if grad_out is None else _spec(grad_out))
+                                 None if grad_out is None else _spec(grad_out), wrt=list(wrt),
+                                 grads=[_spec(g) for g in grads])
         plan = _CACHE[key] = _C.LossPlan.select(desc)
     return plan
 
@@ -178,21 +179,33 @@ def _pointwise(op, input, target, *, weight=None, extra=(), reduction="mean", pa
 
 
 def _pointwise_backward(op, grad_output, input, target, *, weight=None, extra=(), reduction="mean", param=0.0,
-                        log_target=False, log_input=True, full=False, out=None, stream=None):
+                        log_target=False, log_input=True, full=False, out=None, wrt="input", names=None,
+                        stream=None):
+    """The gradient(s) of a pointwise loss: wrt "input" (one tensor, the original API) or any
+    operand names in `names` (a str gives a tensor, a sequence a tuple in that order)."""
     if _interop.framework(input) == "numpy":
         raise InvalidArgument(f"{op}: got a numpy (CPU) array; expected a CUDA tensor")
     target = _as_operand(op, "target", target, input)
     grad_output = _as_operand(op, "grad_output", grad_output, input)
     extra = [e for e in extra if e is not None]
-    d = _interop.dtype_of(input)
-    finish = None
-    if out is None:
-        out, finish = _interop.output(input, tuple(input.shape), d)
-    plan = _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, -100,
-                     grad_output, out)
-    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
-    plan.run(input, target, None, ws, weight=weight, grad_input=out, grad_loss=grad_output, stream=stream, extra=extra)
-    return finish(out) if finish else out
+    wrt_names, single = _wrt_names(op, wrt)
+    operands = {"input": input, "target": target}
+    operands.update(names or {})
+    bufs, fins = _grad_buffers(op, wrt_names, single, out, operands)
+    ws_like = input
+    if wrt_names == ("input",):  # the original descriptor: grad_input
+        plan = _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, -100,
+                         grad_output, bufs[0])
+        nb = plan.workspace_bytes()
+        plan.run(input, target, None, _interop.workspace_allocator(ws_like)(nb) if nb else None, weight=weight,
+                 grad_input=bufs[0], grad_loss=grad_output, stream=stream, extra=extra)
+    else:
+        plan = _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, -100,
+                         grad_output, None, wrt_names, bufs)
+        nb = plan.workspace_bytes()
+        plan.run(input, target, None, _interop.workspace_allocator(ws_like)(nb) if nb else None, weight=weight,
+                 grad_loss=grad_output, stream=stream, extra=extra, grads=bufs)
+    return _finish_grads(bufs, fins, single)
 
 
 def _var_shape(input, var):
@@ -208,10 +221,17 @@ def mse_loss(input, target, *, reduction="mean", stream=None):
     return _pointwise("mse_loss", input, target, reduction=reduction, stream=stream)
 
 
-def mse_loss_backward(grad_output, input, target, *, reduction="mean", out=None, stream=None):
-    """Gradient of mse_loss w.r.t. input: grad_output * 2 (input - target) (/ numel for mean)."""
+def mse_loss_backward(grad_output, input, target, *, reduction="mean", wrt="input", out=None, stream=None):
+    """Gradient of mse_loss w.r.t. input: grad_output * 2 (input - target) (/ numel for mean).
+
+    Every ``*_backward`` of a pointwise loss takes ``wrt``: "input" (default: one tensor, as
+    before), or another operand torch differentiates ("target"; "var" of gaussian_nll_loss;
+    "input2" / "target" of margin_ranking_loss; not the target of hinge_embedding_loss /
+    soft_margin_loss, which torch does not differentiate), or a sequence of names for a tuple of
+    gradients in that order. A gradient w.r.t. a broadcast operand is summed to its shape; out is
+    then a tensor (str wrt) or a sequence of tensors / None (sequence wrt)."""
     return _pointwise_backward("mse_loss_backward", grad_output, input, target, reduction=reduction, out=out,
-                               stream=stream)
+                               stream=stream, wrt=wrt)
 
 
 def l1_loss(input, target, *, reduction="mean", stream=None):
@@ -219,9 +239,9 @@ def l1_loss(input, target, *, reduction="mean", stream=None):
     return _pointwise("l1_loss", input, target, reduction=reduction, stream=stream)
 
 
-def l1_loss_backward(grad_output, input, target, *, reduction="mean", out=None, stream=None):
+def l1_loss_backward(grad_output, input, target, *, reduction="mean", wrt="input", out=None, stream=None):
     return _pointwise_backward("l1_loss_backward", grad_output, input, target, reduction=reduction, out=out,
-                               stream=stream)
+                               stream=stream, wrt=wrt)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, *, stream=None):
@@ -229,9 +249,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0, *, stream=None):
     return _pointwise("huber_loss", input, target, reduction=reduction, param=delta, stream=stream)
 
 
-def huber_loss_backward(grad_output, input, target, reduction="mean", delta=1.0, *, out=None, stream=None):
+def huber_loss_backward(grad_output, input, target, reduction="mean", delta=1.0, *, wrt="input", out=None, stream=None):
     return _pointwise_backward("huber_loss_backward", grad_output, input, target, reduction=reduction, param=delta,
-                               out=out, stream=stream)
+                               out=out, stream=stream, wrt=wrt)
 
 
 def smooth_l1_loss(input, target, *, reduction="mean", beta=1.0, stream=None):
@@ -239,9 +259,10 @@ def smooth_l1_loss(input, target, *, reduction="mean", beta=1.0, stream=None):
     return _pointwise("smooth_l1_loss", input, target, reduction=reduction, param=beta, stream=stream)
 
 
-def smooth_l1_loss_backward(grad_output, input, target, *, reduction="mean", beta=1.0, out=None, stream=None):
+def smooth_l1_loss_backward(grad_output, input, target, *, reduction="mean", beta=1.0, wrt="input", out=None,
+                            stream=None):
     return _pointwise_backward("smooth_l1_loss_backward", grad_output, input, target, reduction=reduction,
-                               param=beta, out=out, stream=stream)
+                               param=beta, out=out, stream=stream, wrt=wrt)
 
 
 def binary_cross_entropy(input, target, weight=None, *, reduction="mean", stream=None):
@@ -249,10 +270,10 @@ def binary_cross_entropy(input, target, weight=None, *, reduction="mean", stream
     return _pointwise("binary_cross_entropy", input, target, weight=weight, reduction=reduction, stream=stream)
 
 
-def binary_cross_entropy_backward(grad_output, input, target, weight=None, *, reduction="mean", out=None,
+def binary_cross_entropy_backward(grad_output, input, target, weight=None, *, reduction="mean", wrt="input", out=None,
                                   stream=None):
     return _pointwise_backward("binary_cross_entropy_backward", grad_output, input, target, weight=weight,
-                               reduction=reduction, out=out, stream=stream)
+                               reduction=reduction, out=out, stream=stream, wrt=wrt)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction="mean", pos_weight=None, stream=None):
@@ -264,10 +285,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction="m
 
 
 def binary_cross_entropy_with_logits_backward(grad_output, input, target, weight=None, *, reduction="mean",
-                                              pos_weight=None, out=None, stream=None):
+                                              pos_weight=None, wrt="input", out=None, stream=None):
     ex = [] if pos_weight is None else [pos_weight]
     return _pointwise_backward("binary_cross_entropy_with_logits_backward", grad_output, input, target,
-                               weight=weight, extra=ex, reduction=reduction, out=out, stream=stream)
+                               weight=weight, extra=ex, reduction=reduction, out=out, stream=stream, wrt=wrt)
 
 
 def kl_div(input, target, *, reduction="mean", log_target=False, stream=None):
@@ -276,9 +297,10 @@ def kl_div(input, target, *, reduction="mean", log_target=False, stream=None):
     return _pointwise("kl_div", input, target, reduction=reduction, log_target=log_target, stream=stream)
 
 
-def kl_div_backward(grad_output, input, target, *, reduction="mean", log_target=False, out=None, stream=None):
+def kl_div_backward(grad_output, input, target, *, reduction="mean", log_target=False, wrt="input", out=None,
+                    stream=None):
     return _pointwise_backward("kl_div_backward", grad_output, input, target, reduction=reduction,
-                               log_target=log_target, out=out, stream=stream)
+                               log_target=log_target, out=out, stream=stream, wrt=wrt)
 
 
 def poisson_nll_loss(input, target, log_input=True, full=False, *, eps=1e-8, reduction="mean", stream=None):
@@ -289,9 +311,9 @@ def poisson_nll_loss(input, target, log_input=True, full=False, *, eps=1e-8, red
 
 
 def poisson_nll_loss_backward(grad_output, input, target, log_input=True, full=False, *, eps=1e-8,
-                              reduction="mean", out=None, stream=None):
+                              reduction="mean", wrt="input", out=None, stream=None):
     return _pointwise_backward("poisson_nll_loss_backward", grad_output, input, target, reduction=reduction,
-                               param=eps, log_input=log_input, full=full, out=out, stream=stream)
+                               param=eps, log_input=log_input, full=full, out=out, stream=stream, wrt=wrt)
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean", *, stream=None):
@@ -304,10 +326,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 
 def gaussian_nll_loss_backward(grad_output, input, target, var, full=False, eps=1e-6, reduction="mean", *,
-                               out=None, stream=None):
+                               wrt="input", out=None, stream=None):
     var = _as_operand("gaussian_nll_loss_backward", "var", var, input)
     return _pointwise_backward("gaussian_nll_loss_backward", grad_output, input, target, extra=[var],
-                               reduction=reduction, param=eps, full=full, out=out, stream=stream)
+                               reduction=reduction, param=eps, full=full, out=out, stream=stream,
+                               names={"var": var}, wrt=wrt)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, *, reduction="mean", stream=None):
@@ -316,11 +339,12 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, *, reduction="mean",
                       out_shape_extra=[tuple(input2.shape)], stream=stream)
 
 
-def margin_ranking_loss_backward(grad_output, input1, input2, target, margin=0.0, *, reduction="mean", out=None,
-                                 stream=None):
-    """Gradient w.r.t. input1 (the gradient w.r.t. input2 is its negative)."""
+def margin_ranking_loss_backward(grad_output, input1, input2, target, margin=0.0, *, reduction="mean", wrt="input",
+                                 out=None, stream=None):
+    """Gradient w.r.t. input1 (wrt "input" / "input1"), "input2" and / or "target"."""
     return _pointwise_backward("margin_ranking_loss_backward", grad_output, input1, target, extra=[input2],
-                               reduction=reduction, param=margin, out=out, stream=stream)
+                               reduction=reduction, param=margin, out=out, stream=stream,
+                               names={"input1": input1, "input2": input2}, wrt=wrt)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, *, reduction="mean", stream=None):
@@ -329,10 +353,10 @@ def hinge_embedding_loss(input, target, margin=1.0, *, reduction="mean", stream=
     return _pointwise("hinge_embedding_loss", input, target, reduction=reduction, param=margin, stream=stream)
 
 
-def hinge_embedding_loss_backward(grad_output, input, target, margin=1.0, *, reduction="mean", out=None,
+def hinge_embedding_loss_backward(grad_output, input, target, margin=1.0, *, reduction="mean", wrt="input", out=None,
                                   stream=None):
     return _pointwise_backward("hinge_embedding_loss_backward", grad_output, input, target, reduction=reduction,
-                               param=margin, out=out, stream=stream)
+                               param=margin, out=out, stream=stream, wrt=wrt)
 
 
 def soft_margin_loss(input, target, *, reduction="mean", stream=None):
@@ -340,9 +364,9 @@ def soft_margin_loss(input, target, *, reduction="mean", stream=None):
     return _pointwise("soft_margin_loss", input, target, reduction=reduction, stream=stream)
 
 
-def soft_margin_loss_backward(grad_output, input, target, *, reduction="mean", out=None, stream=None):
+def soft_margin_loss_backward(grad_output, input, target, *, reduction="mean", wrt="input", out=None, stream=None):
     return _pointwise_backward("soft_margin_loss_backward", grad_output, input, target, reduction=reduction, out=out,
-                               stream=stream)
+                               stream=stream, wrt=wrt)
 
 
 def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean", stream=None):
@@ -375,12 +399,360 @@ def nll_loss_backward(grad_output, input, target, weight=None, *, ignore_index=-
     return finish(out) if finish else out
 
 
+# ---- gradients w.r.t. several operands (wrt) --------------------------------------------------------
+def _wrt_names(op, wrt):
+    """(names, single): a str asks for one gradient (returned as a tensor), a sequence for a tuple."""
+    if isinstance(wrt, str):
+        return (wrt,), True
+    names = tuple(wrt) if wrt is not None else ()
+    if not names or not all(isinstance(w, str) for w in names):
+        raise InvalidArgument(f"{op}: wrt must be an operand name or a non-empty sequence of names, got {wrt!r}")
+    return names, False
+
+
+def _grad_buffers(op, names, single, out, operands):
+    """One gradient buffer per name: the caller's (out) or a new one of the operand's shape and dtype."""
+    if single:
+        outs = [out]
+    else:
+        outs = [None] * len(names) if out is None else list(out)
+        if len(outs) != len(names):
+            raise InvalidArgument(f"{op}: out has {len(outs)} tensor(s) for {len(names)} wrt name(s); expected one "
+                                  "per name (None entries are allocated)")
+    bufs, fins = [], []
+    for name, o in zip(names, outs):
+        src = operands.get(name)
+        if src is None or not _is_tensor(src):
+            raise InvalidArgument(f"{op}: wrt '{name}' is not a differentiable tensor operand of this call; expected "
+                                  f"one of {', '.join(k for k, v in operands.items() if _is_tensor(v))}")
+        if o is None:
+            b, f = _interop.output(src, tuple(src.shape), _interop.dtype_of(src))
+        else:
+            b, f = o, None
+        bufs.append(b)
+        fins.append(f)
+    return bufs, fins
+
+
+def _finish_grads(bufs, fins, single):
+    res = tuple(f(b) if f else b for b, f in zip(bufs, fins))
+    return res[0] if single else res
+
+
+# ---- row losses -----------------------------------------------------------------------------------
+def _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, grad_out, wrt, grads):
+    key = ("row", op, reduction, float(margin), float(p), float(eps), bool(swap), tuple(wrt),
+           _key(input, target, weight, grad_out, *extra), _key(*grads))
+    plan = _CACHE.get(key)
+    if plan is None:
+        if len(_CACHE) >= 4096:
+            _CACHE.clear()
+        desc = _C.LossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
+                                 reduction, -100, 0.0, False, grad_out is not None, None, [_spec(e) for e in extra],
+                                 float(margin), False, True, False, None if grad_out is None else _spec(grad_out),
+                                 p=float(p), eps=float(eps), swap=bool(swap), wrt=list(wrt),
+                                 grads=[_spec(g) for g in grads])
+        plan = _CACHE[key] = _C.LossPlan.select(desc)
+    return plan
+
+
+def _row_forward(op, input, target, *, weight=None, extra=(), reduction="mean", margin=0.0, p=2.0, eps=1e-6,
+                 swap=False, stream=None):
+    if _interop.framework(input) == "numpy":
+        raise InvalidArgument(f"{op}: got a numpy (CPU) array; expected a CUDA tensor")
+    plan = _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, None, (), ())
+    shape = ()
+    if reduction == "none":
+        n = int(input.shape[0]) if len(input.shape) == 2 else 1
+        per_row = len(target.shape) > 0 if op == "multi_margin_loss" else len(input.shape) == 2
+        shape = (n,) if per_row else ()
+    out, finish = _interop.output(input, shape, _interop.dtype_of(input))
+    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
+    plan.run(input, target, None, ws, out=out, weight=weight, stream=stream, extra=list(extra))
+    return finish(out)
+
+
+def _row_backward(op, grad_output, input, target, operands, *, weight=None, extra=(), reduction="mean", margin=0.0,
+                  p=2.0, eps=1e-6, swap=False, wrt="input", out=None, stream=None):
+    if _interop.framework(input) == "numpy":
+        raise InvalidArgument(f"{op}: got a numpy (CPU) array; expected a CUDA tensor")
+    grad_output = _as_operand(op, "grad_output", grad_output, input)
+    names, single = _wrt_names(op, wrt)
+    bufs, fins = _grad_buffers(op, names, single, out, operands)
+    plan = _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, grad_output, names, bufs)
+    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
+    plan.run(input, target, None, ws, weight=weight, grad_loss=grad_output, stream=stream, extra=list(extra),
+             grads=bufs)
+    return _finish_grads(bufs, fins, single)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, *, reduction="mean", stream=None):
+    """1 - cos(input1, input2) where target == 1, max(0, cos - margin) where target == -1, 0 for
+    other targets; cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) per row (torch's EPSILON).
+    input1, input2: [N, D] (same shape) or [D]; target: [N] (or [] for [D]), int or input1's dtype."""
+    return _row_forward("cosine_embedding_loss", input1, target, extra=[input2], reduction=reduction, margin=margin,
+                        stream=stream)
+
+
+def cosine_embedding_loss_backward(grad_output, input1, input2, target, margin=0.0, *, reduction="mean",
+                                   wrt="input1", out=None, stream=None):
+    """Gradients of cosine_embedding_loss: wrt "input1" (alias "input") and / or "input2"; a str
+    gives one tensor, a sequence (e.g. ("input1", "input2")) a tuple in that order. out: the
+    gradient buffer(s) to write, in wrt's form."""
+    return _row_backward("cosine_embedding_loss_backward", grad_output, input1, target,
+                         {"input": input1, "input1": input1, "input2": input2}, extra=[input2], reduction=reduction,
+                         margin=margin, wrt=wrt, out=out, stream=stream)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, *, reduction="mean", stream=None):
+    """Per row: weight[y] / C * sum_{j != y} max(0, margin - x[y] + x[j])^p (torch's kernel), p 1 or 2.
+    input [N, C] or [C]; target [N] int64 / int32 (or [] / [1] for [C]). A target outside [0, C)
+    gives NaN for its row."""
+    return _row_forward("multi_margin_loss", input, target, weight=weight, reduction=reduction, margin=margin, p=p,
+                        stream=stream)
+
+
+def multi_margin_loss_backward(grad_output, input, target, p=1, margin=1.0, weight=None, *, reduction="mean",
+                               wrt="input", out=None, stream=None):
+    """Gradient of multi_margin_loss w.r.t. input."""
+    return _row_backward("multi_margin_loss_backward", grad_output, input, target, {"input": input}, weight=weight,
+                         reduction=reduction, margin=margin, p=p, wrt=wrt, out=out, stream=stream)
+
+
+def multilabel_margin_loss(input, target, *, reduction="mean", stream=None):
+    """Per row: 1/C sum over the targets y_k (up to the first -1) and the non-target classes j of
+    max(0, 1 - x[y_k] + x[j]). input [N, C] or [C]; target of input's shape, int64 / int32. A target
+    >= C before the -1 (or a value below -1 where the list ends) gives NaN for its row."""
+    return _row_forward("multilabel_margin_loss", input, target, reduction=reduction, stream=stream)
+
+
+def multilabel_margin_loss_backward(grad_output, input, target, *, reduction="mean", wrt="input", out=None,
+                                    stream=None):
+    """Gradient of multilabel_margin_loss w.r.t. input."""
+    return _row_backward("multilabel_margin_loss_backward", grad_output, input, target, {"input": input},
+                         reduction=reduction, wrt=wrt, out=out, stream=stream)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, *, reduction="mean", stream=None):
+    """Per row: -1/C sum_j weight[j] (t_j log sigmoid(x_j) + (1 - t_j) log sigmoid(-x_j)).
+    input [N, C] or [C]; target of input's shape and dtype; weight [C]."""
+    return _row_forward("multilabel_soft_margin_loss", input, target, weight=weight, reduction=reduction,
+                        stream=stream)
+
+
+def multilabel_soft_margin_loss_backward(grad_output, input, target, weight=None, *, reduction="mean", wrt="input",
+                                         out=None, stream=None):
+    """Gradients of multilabel_soft_margin_loss: wrt "input" and / or "target"."""
+    return _row_backward("multilabel_soft_margin_loss_backward", grad_output, input, target,
+                         {"input": input, "target": target}, weight=weight, reduction=reduction, wrt=wrt, out=out,
+                         stream=stream)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, *, reduction="mean",
+                        stream=None):
+    """max(0, margin + d(a, p) - d(a, n)) per row, d(x, y) = ||x - y + eps||_p (pairwise_distance);
+    swap: d(a, n) becomes min(d(a, n), d(p, n)). anchor, positive, negative: [N, D] (same shape) or
+    [D]; p > 0 (finite)."""
+    return _row_forward("triplet_margin_loss", anchor, positive, extra=[negative], reduction=reduction,
+                        margin=margin, p=p, eps=eps, swap=swap, stream=stream)
+
+
+def triplet_margin_loss_backward(grad_output, anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, *,
+                                 reduction="mean", wrt="anchor", out=None, stream=None):
+    """Gradients of triplet_margin_loss: wrt "anchor" (alias "input"), "positive", "negative"; a
+    str gives one tensor, a sequence a tuple in that order."""
+    return _row_backward("triplet_margin_loss_backward", grad_output, anchor, positive,
+                         {"input": anchor, "anchor": anchor, "positive": positive, "negative": negative},
+                         extra=[negative], reduction=reduction, margin=margin, p=p, eps=eps, swap=swap, wrt=wrt,
+                         out=out, stream=stream)
+
+
+_ROW_FUNCTIONS = (cosine_embedding_loss, cosine_embedding_loss_backward, multi_margin_loss,
+                  multi_margin_loss_backward, multilabel_margin_loss, multilabel_margin_loss_backward,
+                  multilabel_soft_margin_loss, multilabel_soft_margin_loss_backward, triplet_margin_loss,
+                  triplet_margin_loss_backward)
+
+
 FUNCTIONS = dict(cross_entropy=cross_entropy, cross_entropy_backward=cross_entropy_backward)
 for _f in (mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
            kl_div, poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
            nll_loss, mse_loss_backward, l1_loss_backward, huber_loss_backward, smooth_l1_loss_backward,
            binary_cross_entropy_backward, binary_cross_entropy_with_logits_backward, kl_div_backward,
            poisson_nll_loss_backward, gaussian_nll_loss_backward, margin_ranking_loss_backward,
-           hinge_embedding_loss_backward, soft_margin_loss_backward, nll_loss_backward):
+           hinge_embedding_loss_backward, soft_margin_loss_backward, nll_loss_backward, *_ROW_FUNCTIONS):
     FUNCTIONS[_f.__name__] = _f
 del _f
+
+
+# ---- CTC loss -------------------------------------------------------------------------------------
+def _ctc_host_ints(v):
+    """Lengths given on the host (an int, a sequence, a numpy array, a CPU torch tensor) as a list of
+    ints; None for a device tensor."""
+    if isinstance(v, bool):
+        raise InvalidArgument("ctc_loss: lengths must be integers, got a bool")
+    if isinstance(v, int) or (not _is_tensor(v) and hasattr(v, "__index__")):
+        return [int(v)]
+    if isinstance(v, (list, tuple)):
+        return [int(x) for x in v]
+    fw = _interop.framework(v)
+    if fw == "numpy" or (fw == "torch" and v.device.type == "cpu"):
+        if "int" not in str(v.dtype):
+            raise InvalidArgument(f"ctc_loss: lengths must be integers, got dtype {v.dtype}")
+        return [int(x) for x in v.reshape(-1).tolist()]
+    return None
+
+
+def _ctc_to_device(values, like, dtype="int64"):
+    """Host integers (a list, numpy array or CPU torch tensor) as a device array next to `like`."""
+    fw = _interop.framework(like)
+    if fw == "torch":
+        import torch
+
+        return torch.as_tensor(values, dtype=getattr(torch, dtype)).to(like.device)
+    if fw == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.asarray(values, dtype=dtype)
+    if fw == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        return jax.device_put(jnp.asarray(values, dtype=jnp.int32), next(iter(like.devices())))
+    raise InvalidArgument("ctc_loss: host lengths / targets need torch, CuPy or JAX log_probs; pass device tensors")
+
+
+def _ctc_prepare(op, log_probs, targets, input_lengths, target_lengths, max_target_length):
+    """Views log_probs as [T, N, C] and targets as [N, S] / [total], checks host lengths as torch does
+    and moves them to the device. Returns (lp3, targets, il, tl, max_target_length, unbatched)."""
+    if _interop.framework(log_probs) == "numpy":
+        raise InvalidArgument(f"{op}: log_probs is a numpy (CPU) array; expected a CUDA tensor")
+    rank = len(log_probs.shape)
+    if rank not in (2, 3):
+        raise InvalidArgument(f"{op}: log_probs must have shape [T, N, C] or [T, C] (unbatched), "
+                              f"got {tuple(log_probs.shape)}")
+    unbatched = rank == 2
+    tfw = _interop.framework(targets) if _is_tensor(targets) else "host"
+    if tfw in ("numpy", "host") or (tfw == "torch" and targets.device.type == "cpu"):
+        targets = _ctc_to_device(targets, log_probs, "int64" if "int32" not in str(getattr(targets, "dtype", "")) else
+                                 "int32")
+    if unbatched:
+        if len(targets.shape) != 1:
+            raise InvalidArgument(f"{op}: unbatched log_probs [T, C] takes 1-D targets [S], got {tuple(targets.shape)}")
+        log_probs = log_probs[:, None, :]
+        targets = targets[None, :]
+    T, N = int(log_probs.shape[0]), int(log_probs.shape[1])
+    concat = len(targets.shape) == 1
+    lens = []
+    for name, v in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        host = _ctc_host_ints(v)
+        if host is not None:
+            if len(host) != N:
+                raise InvalidArgument(f"{op}: {name} has {len(host)} entries; expected one per sample (N = {N})")
+            lens.append((host, None))
+        else:
+            if unbatched and len(v.shape) == 0:
+                v = v.reshape(1)
+            lens.append((None, v))
+    (il_host, il_dev), (tl_host, tl_dev) = lens
+    if il_host is not None:
+        for i, x in enumerate(il_host):
+            if not 0 <= x <= T:
+                raise InvalidArgument(f"{op}: input_lengths[{i}] = {x} is outside [0, T = {T}]")
+        il_dev = _ctc_to_device(il_host, log_probs)
+    if tl_host is not None:
+        for i, x in enumerate(tl_host):
+            if x < 0:
+                raise InvalidArgument(f"{op}: target_lengths[{i}] = {x} is negative")
+            if not concat and x > int(targets.shape[1]):
+                raise InvalidArgument(f"{op}: target_lengths[{i}] = {x} exceeds the padded targets' width "
+                                      f"S = {int(targets.shape[1])}")
+        if concat and sum(tl_host) != int(targets.shape[0]):
+            raise InvalidArgument(f"{op}: the target lengths add up to {sum(tl_host)}, but the concatenated targets "
+                                  f"have {int(targets.shape[0])} labels")
+        if max_target_length is None:
+            max_target_length = max(tl_host, default=0)
+        tl_dev = _ctc_to_device(tl_host, log_probs)
+    if max_target_length is None:
+        # Concatenated targets with device lengths: one device-to-host read of the maximum (pass
+        # max_target_length= to avoid it). Padded targets: S.
+        max_target_length = (int(tl_dev.max()) if N else 0) if concat else -1
+    return log_probs, targets, il_dev, tl_dev, int(max_target_length), unbatched
+
+
+def _ctc_plan(op, lp, targets, il, tl, blank, reduction, zero_infinity, max_target_length, grad_loss, grad):
+    key = ("ctc", op, int(blank), reduction, bool(zero_infinity), int(max_target_length),
+           _key(lp, targets, il, tl, grad_loss, grad))
+    plan = _CACHE.get(key)
+    if plan is None:
+        if len(_CACHE) >= 4096:
+            _CACHE.clear()
+        desc = _C.CtcLossDescriptor(op, _spec(lp), _spec(targets), _spec(il), _spec(tl), int(blank), reduction,
+                                    bool(zero_infinity), int(max_target_length),
+                                    None if grad_loss is None else _spec(grad_loss),
+                                    None if grad is None else _spec(grad))
+        plan = _CACHE[key] = _C.CtcLossPlan.select(desc)
+    return plan
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False, *,
+             max_target_length=None, return_log_alpha=False, stream=None):
+    """ctc_loss(log_probs [T, N, C] or [T, C], targets [N, S] padded or [sum(target_lengths)] concatenated
+    (int64 / int32), input_lengths [N], target_lengths [N], blank=0, reduction="mean", zero_infinity=False,
+    *, max_target_length=None, return_log_alpha=False, stream=None)
+
+    torch.nn.functional.ctc_loss's semantics: per sample -log p(target | log_probs[:input_length]);
+    mean = mean over the batch of loss_n / max(target_length_n, 1); zero_infinity turns infinite losses
+    (no alignment exists) and their gradients into 0. Lengths: Python ints / sequences, numpy arrays,
+    CPU tensors (checked here, with torch's errors, then copied to the device) or device int tensors
+    (not checked on the host: an invalid sample gets a NaN loss). Concatenated targets with device
+    lengths read max(target_lengths) back once unless max_target_length is given. With
+    return_log_alpha, also returns log_alpha [N, T, 2 S + 1] (f32; f64 for f64), which
+    ctc_loss_backward takes."""
+    op = "ctc_loss"
+    lp, tg, il, tl, mtl, unbatched = _ctc_prepare(op, log_probs, targets, input_lengths, target_lengths,
+                                                  max_target_length)
+    plan = _ctc_plan(op, lp, tg, il, tl, blank, reduction, zero_infinity, mtl, None, None)
+    d = _interop.dtype_of(lp)
+    n = int(lp.shape[1])
+    out, out_finish = _interop.output(lp, (n,) if reduction == "none" else (), d)
+    la, la_finish = _interop.output(lp, tuple(plan.log_alpha_shape()), plan.log_alpha_dtype())
+    ws = _interop.workspace_allocator(lp)(plan.workspace_bytes())
+    plan.run(lp, tg, il, tl, la, ws, out=out, stream=stream)
+    loss = out_finish(out)
+    if unbatched and reduction == "none":
+        loss = loss.reshape(())
+    return (loss, la_finish(la)) if return_log_alpha else loss
+
+
+def ctc_loss_backward(grad_loss, log_probs, targets, input_lengths, target_lengths, log_alpha, blank=0,
+                      reduction="mean", zero_infinity=False, *, out=None, stream=None):
+    """ctc_loss_backward(grad_loss, log_probs, targets, input_lengths, target_lengths, log_alpha, blank=0,
+    reduction="mean", zero_infinity=False, *, out=None, stream=None): the gradient w.r.t. log_probs
+    (its shape and dtype) from the log_alpha that ctc_loss(..., return_log_alpha=True) returned.
+    grad_loss: [] (or a number) for mean / sum, [N] for none. torch's formula, as torch.autograd gives
+    it: (exp(lp) - posterior / p) * the reduction's scale for t < input_length, 0 past it."""
+    op = "ctc_loss_backward"
+    mtl = (int(log_alpha.shape[-1]) - 1) // 2 if len(log_alpha.shape) == 3 else None
+    lp, tg, il, tl, mtl, unbatched = _ctc_prepare(op, log_probs, targets, input_lengths, target_lengths, mtl)
+    d = _interop.dtype_of(lp)
+    grad_loss = _as_operand(op, "grad_loss", grad_loss, lp)
+    if unbatched and reduction == "none" and len(grad_loss.shape) == 0:
+        grad_loss = grad_loss.reshape(1)
+    finish = None
+    user_out = out
+    if out is None:
+        out, finish = _interop.output(lp, tuple(lp.shape), d)
+    elif unbatched:
+        out = out[:, None, :]
+    plan = _ctc_plan(op, lp, tg, il, tl, blank, reduction, zero_infinity, mtl, grad_loss, out)
+    ws = _interop.workspace_allocator(lp)(plan.workspace_bytes())
+    plan.run(lp, tg, il, tl, log_alpha, ws, grad_loss=grad_loss, grad_log_probs=out, stream=stream)
+    if user_out is not None:
+        return user_out
+    g = finish(out)
+    return g.reshape((int(g.shape[0]), int(g.shape[2]))) if unbatched else g
+
+
+FUNCTIONS["ctc_loss"] = ctc_loss
+FUNCTIONS["ctc_loss_backward"] = ctc_loss_backward

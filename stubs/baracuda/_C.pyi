@@ -384,6 +384,83 @@ def norm_call(op: str, eps: float, save_stats: bool, y: object | None, x: object
 def norm_cache_size() -> int:
     """Plans in the norm functional cache."""
 
+class ChannelNormDescriptor:
+    """
+    GroupNorm / InstanceNorm / BatchNorm over x [N, C, *spatial], forward or backward. op: 'group_norm', 'instance_norm', 'batch_norm' or one of them + '_backward'; num_groups: group_norm only (0 otherwise); weight / bias / running: dtypes (x's or float32) or None; training: batch statistics (batch_norm), use_input_stats (instance_norm), saved stats vs running stats (batch_norm_backward); save_stats: write mean / rstd. Pure data; hashable.
+    """
+
+    def __init__(self, op: str, x: TensorSpec, num_groups: int = 0, weight: DType | None = None, bias: DType | None = None, running: DType | None = None, training: bool = True, momentum: float = 0.1, eps: float = 1e-05, save_stats: bool = False) -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def x(self) -> TensorSpec: ...
+
+    @property
+    def num_groups(self) -> int: ...
+
+    @property
+    def weight(self) -> DType | None: ...
+
+    @property
+    def bias(self) -> DType | None: ...
+
+    @property
+    def running(self) -> DType | None: ...
+
+    @property
+    def training(self) -> bool: ...
+
+    @property
+    def momentum(self) -> float: ...
+
+    @property
+    def eps(self) -> float: ...
+
+    @property
+    def save_stats(self) -> bool: ...
+
+    def __eq__(self, arg: ChannelNormDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class ChannelNormPlan:
+    """A validated group / instance / batch norm launch."""
+
+    @staticmethod
+    def select(desc: ChannelNormDescriptor, preference: PlanPreference | None = None) -> ChannelNormPlan:
+        """
+        Validate the descriptor and pick the kernels; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The kernels this plan runs, and their precision guarantee."""
+
+    @property
+    def descriptor(self) -> ChannelNormDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """
+        Bytes of scratch run() needs: partial sums and the per-channel coefficient table (0 for empty x).
+        """
+
+    def run(self, *, y: object | None = None, x: object | None = None, weight: object | None = None, bias: object | None = None, running_mean: object | None = None, running_var: object | None = None, mean: object | None = None, rstd: object | None = None, grad_out: object | None = None, grad_x: object | None = None, grad_weight: object | None = None, grad_bias: object | None = None, workspace: object | None = None, stream: object | None = None) -> None:
+        """
+        Forward: run(y=, x=, [weight=, bias=, running_mean=, running_var=, mean=, rstd=], workspace=); backward: run(grad_x=, grad_out=, x=, mean=, [rstd=, running_var=, weight=, grad_weight=, grad_bias=], workspace=). Never allocates, never synchronizes (except to hand results to JAX).
+        """
+
+def channel_norm_call(op: str, num_groups: int, training: bool, momentum: float, eps: float, save_stats: bool, y: object | None, x: object | None, weight: object | None, bias: object | None, running_mean: object | None, running_var: object | None, mean: object | None, rstd: object | None, grad_out: object | None, grad_x: object | None, grad_weight: object | None, grad_bias: object | None, stream: object | None = None, workspace_alloc: object | None = None) -> None:
+    """
+    Functional entry of group / instance / batch norm: select (cached on op, flags and x's metadata) and run.
+    """
+
+def channel_norm_cache_size() -> int:
+    """Plans in the channel-norm functional cache."""
+
 class GemmDescriptor:
     """
     out = alpha * a @ b + beta * out, then the epilogue. a [..., M, K], b [..., K, N], out [..., M, N]; each row- or column-major with a leading dimension; batch dims broadcast. Pure data; hashable; the plan-cache key.
@@ -535,10 +612,13 @@ def gemm_add_library_dir(dir: str) -> None:
 
 class SoftmaxDescriptor:
     """
-    Softmax / log-softmax (forward: inputs [x]; backward: inputs [grad_out, y]) along `axis`. Pure data; hashable; the plan-cache key.
+    Softmax / log-softmax / gumbel_softmax / sparsemax (forward: inputs [x]; backward: inputs [grad_out, y]; gumbel_noise: no input) along `axis`. Pure data; hashable; the plan-cache key.
     """
 
-    def __init__(self, op: str, inputs: Sequence[TensorSpec], axis: int, out: TensorSpec) -> None: ...
+    def __init__(self, op: str, inputs: Sequence[TensorSpec], axis: int, out: TensorSpec, *, tau: float = 1.0, hard: bool = False, soft_out: TensorSpec | None = None) -> None:
+        """
+        tau / hard / soft_out (a second output, y_soft) are parameters of gumbel_softmax (tau also of gumbel_softmax_backward).
+        """
 
     @property
     def op(self) -> str: ...
@@ -551,6 +631,15 @@ class SoftmaxDescriptor:
 
     @property
     def out(self) -> TensorSpec: ...
+
+    @property
+    def tau(self) -> float: ...
+
+    @property
+    def hard(self) -> bool: ...
+
+    @property
+    def soft_out(self) -> TensorSpec | None: ...
 
     def __eq__(self, arg: SoftmaxDescriptor, /) -> bool: ...
 
@@ -577,9 +666,9 @@ class SoftmaxPlan:
     def workspace_bytes(self) -> int:
         """Always 0: softmax needs no workspace."""
 
-    def run(self, out: object, *inputs, stream: object | None = None) -> None:
+    def run(self, out: object, *inputs, stream: object | None = None, seed: int | None = None, offset: int = 0, soft_out: object | None = None) -> None:
         """
-        run(out, x) or run(grad_x, grad_out, y): check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates.
+        run(out, x) or run(grad_x, grad_out, y): check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates. gumbel_softmax and gumbel_noise (run(g) with no input) need `seed` (and `offset`, default 0); gumbel_softmax with a soft_out spec needs `soft_out`.
         """
 
 def softmax_call(op: str, out: object, inputs: tuple, axis: int, stream: object | None = None) -> None:
@@ -587,15 +676,20 @@ def softmax_call(op: str, out: object, inputs: tuple, axis: int, stream: object 
     Functional entry: select (cached on op, axis and operand metadata) and run.
     """
 
+def softmax_rowop_call(op: str, out: object, inputs: tuple, axis: int, tau: float, hard: bool, seed: int | None, offset: int, soft_out: object, stream: object | None = None, like: object | None = None) -> None:
+    """
+    Functional entry of gumbel_softmax(_backward), gumbel_noise and sparsemax(_backward): select (cached on op, axis, tau, hard and operand metadata; not on seed / offset) and run.
+    """
+
 def softmax_cache_size() -> int:
     """Plans in the softmax functional cache."""
 
 class LossDescriptor:
     """
-    A loss: 'cross_entropy' (optionally with_grad), 'nll_loss', or a pointwise loss (mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss), or '<op>_backward'. extra: [pos_weight] / [var] / [input2]; param: delta / beta / margin / eps; grad_loss: the spec of the upstream gradient (backward). Pure data; hashable; the plan-cache key.
+    A loss: 'cross_entropy' (optionally with_grad), 'nll_loss', or a pointwise loss (mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, hinge_embedding_loss, soft_margin_loss), a row loss (cosine_embedding_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, triplet_margin_loss), or '<op>_backward'. extra: [pos_weight] / [var] / [input2] / [negative]; param: delta / beta / margin / eps; p, eps, swap: multi margin / triplet; grad_loss: the spec of the upstream gradient (backward); wrt: the operands to differentiate (default ['input']) and grads the spec of each gradient. Pure data; hashable; the plan-cache key.
     """
 
-    def __init__(self, op: str, input: TensorSpec, target: TensorSpec, weight: TensorSpec | None = None, reduction: str = 'mean', ignore_index: int = -100, label_smoothing: float = 0.0, with_grad: bool = False, has_grad_loss: bool = False, grad_input: TensorSpec | None = None, extra: Sequence[TensorSpec] = [], param: float = 0.0, log_target: bool = False, log_input: bool = True, full: bool = False, grad_loss: TensorSpec | None = None) -> None: ...
+    def __init__(self, op: str, input: TensorSpec, target: TensorSpec, weight: TensorSpec | None = None, reduction: str = 'mean', ignore_index: int = -100, label_smoothing: float = 0.0, with_grad: bool = False, has_grad_loss: bool = False, grad_input: TensorSpec | None = None, extra: Sequence[TensorSpec] = [], param: float = 0.0, log_target: bool = False, log_input: bool = True, full: bool = False, grad_loss: TensorSpec | None = None, p: float = 2.0, eps: float = 1e-06, swap: bool = False, wrt: Sequence[str] = [], grads: Sequence[TensorSpec] = []) -> None: ...
 
     @property
     def op(self) -> str: ...
@@ -633,6 +727,18 @@ class LossDescriptor:
     @property
     def full(self) -> bool: ...
 
+    @property
+    def p(self) -> float: ...
+
+    @property
+    def eps(self) -> float: ...
+
+    @property
+    def swap(self) -> bool: ...
+
+    @property
+    def wrt(self) -> list[str]: ...
+
     def __eq__(self, arg: LossDescriptor, /) -> bool: ...
 
     def __hash__(self) -> int: ...
@@ -654,9 +760,81 @@ class LossPlan:
     def workspace_bytes(self) -> int:
         """Bytes of 256-byte aligned scratch run() needs."""
 
-    def run(self, input: object, target: object, lse: object | None, workspace: object | None, out: object | None = None, weight: object | None = None, grad_input: object | None = None, grad_loss: object | None = None, stream: object | None = None, extra: object | None = None) -> None:
+    def run(self, input: object, target: object, lse: object | None, workspace: object | None, out: object | None = None, weight: object | None = None, grad_input: object | None = None, grad_loss: object | None = None, stream: object | None = None, extra: object | None = None, grads: object | None = None) -> None:
         """
-        Check the tensors against the descriptor and launch. cross_entropy: forward writes out (the loss) and lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, backward writes grad_input.
+        Check the tensors against the descriptor and launch. cross_entropy: forward writes out (the loss) and lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, backward writes grad_input, or with the descriptor's wrt one tensor per entry of grads (in wrt order).
+        """
+
+class CtcLossDescriptor:
+    """
+    CTC loss, torch.nn.functional.ctc_loss's semantics: 'ctc_loss' (forward: the loss and log_alpha [N, T, 2 S + 1]) or 'ctc_loss_backward' (grad_log_probs from log_alpha). log_probs [T, N, C]; targets [N, S] padded or [sum(target_lengths)] concatenated; input_lengths, target_lengths [N] device int tensors. max_target_length: required for concatenated targets (a bound on every target length), optional for padded ones (default S). Pure data; hashable; the plan-cache key.
+    """
+
+    def __init__(self, op: str, log_probs: TensorSpec, targets: TensorSpec, input_lengths: TensorSpec, target_lengths: TensorSpec, blank: int = 0, reduction: str = 'mean', zero_infinity: bool = False, max_target_length: int = -1, grad_loss: TensorSpec | None = None, grad_log_probs: TensorSpec | None = None) -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def log_probs(self) -> TensorSpec: ...
+
+    @property
+    def targets(self) -> TensorSpec: ...
+
+    @property
+    def input_lengths(self) -> TensorSpec: ...
+
+    @property
+    def target_lengths(self) -> TensorSpec: ...
+
+    @property
+    def blank(self) -> int: ...
+
+    @property
+    def reduction(self) -> str: ...
+
+    @property
+    def zero_infinity(self) -> bool: ...
+
+    @property
+    def max_target_length(self) -> int: ...
+
+    @property
+    def grad_loss(self) -> TensorSpec: ...
+
+    @property
+    def grad_log_probs(self) -> TensorSpec: ...
+
+    def __eq__(self, arg: CtcLossDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class CtcLossPlan:
+    """A validated CTC loss launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: CtcLossDescriptor, preference: PlanPreference | None = None) -> CtcLossPlan: ...
+
+    @property
+    def sku(self) -> KernelSku: ...
+
+    @property
+    def descriptor(self) -> CtcLossDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """Bytes of 256-byte aligned scratch run() needs."""
+
+    def log_alpha_shape(self) -> list[int]:
+        """[N, T, 2 S + 1]: the saved forward variables."""
+
+    def log_alpha_dtype(self) -> DType:
+        """float32 (float64 for float64 log_probs)."""
+
+    def run(self, log_probs: object, targets: object, input_lengths: object, target_lengths: object, log_alpha: object, workspace: object | None, out: object | None = None, grad_loss: object | None = None, grad_log_probs: object | None = None, stream: object | None = None) -> None:
+        """
+        Check the tensors against the descriptor and launch. Forward writes out (the loss: [] for mean / sum, [N] for none) and log_alpha (log_alpha_shape(), log_alpha_dtype(), contiguous); backward reads log_alpha and grad_loss and writes grad_log_probs.
         """
 
 def scan_ops() -> list:

@@ -15,9 +15,23 @@
 //   soft_margin_loss                    input, target                                     -
 //   nll_loss                            input [N, C] log-probs, target [N] int, weight? [C], ignore_index
 //
-// "<op>_backward" writes the gradient w.r.t. input (grad_input, input's shape) from grad_loss
-// (shape [] for mean / sum, the broadcast shape for none). Every mean / sum is reduced in an
-// order fixed by the plan (no float atomics).
+// Row losses (one sample per row of [N, D] / [N, C], or a single sample [D]; none gives [N] / []):
+//   cosine_embedding_loss               input (input1), extra=[input2], target [N] (+1 / -1;      margin
+//                                       int or input's dtype)
+//   multi_margin_loss                   input [N, C], target [N] int, weight? [C]; p (1 or 2)      margin
+//   multilabel_margin_loss              input [N, C], target [N, C] int (class indices, the first
+//                                       negative ends the list)
+//   multilabel_soft_margin_loss         input [N, C], target [N, C] (input's dtype), weight? [C]
+//   triplet_margin_loss                 input (anchor), target (positive), extra=[negative];      margin
+//                                       p (norm degree > 0), eps, swap
+//
+// "<op>_backward" writes gradients from grad_loss (shape [] for mean / sum, the loss's shape for
+// none): by default w.r.t. input only (grad_input, input's shape); `wrt` names the operands to
+// differentiate, as torch names them ("input", "target", "input1", "input2", "var", "anchor",
+// "positive", "negative"; "input" is always the first operand), and `grads` gives the spec of
+// each gradient in the same order (LossTensors::grads the tensors). A gradient w.r.t. a
+// broadcast operand is summed to its shape. Every mean / sum and every broadcast gradient is
+// reduced in an order fixed by the plan (no float atomics).
 //
 //   loss_i = (1 - eps) * w[t_i] * (lse_i - x[i, t_i]) + eps / V * sum_c w_c * (lse_i - x[i, c])
 //   mean = sum_i loss_i / sum_i w[t_i]   (rows with t_i == ignore_index count 0 in both), as torch.
@@ -55,13 +69,23 @@ struct LossDescriptor {
   bool log_input = true;          // poisson_nll_loss
   bool full = false;              // poisson_nll_loss, gaussian_nll_loss
   TensorSpec grad_loss;           // pointwise / nll backward: spec of grad_loss ([] for mean / sum)
+  // Row losses (param is the margin).
+  double p = 2.0;                 // multi_margin_loss: 1 or 2; triplet_margin_loss: the norm degree
+  double eps = 1e-6;              // triplet_margin_loss
+  bool swap = false;              // triplet_margin_loss
+  // Backward: the operands to differentiate, by name (empty: {"input"}), and the spec of each
+  // gradient in the same order (empty: grad_input for {"input"}; else each operand's shape and
+  // dtype, contiguous).
+  std::vector<std::string> wrt;
+  std::vector<TensorSpec> grads;
   bool operator==(const LossDescriptor& o) const {
     return op == o.op && input == o.input && target == o.target && has_weight == o.has_weight &&
            (!has_weight || weight == o.weight) && reduction == o.reduction && ignore_index == o.ignore_index &&
            label_smoothing == o.label_smoothing && with_grad == o.with_grad && has_grad_loss == o.has_grad_loss &&
            ((!with_grad && op == "cross_entropy") || grad_input == o.grad_input) && extra == o.extra &&
            param == o.param && log_target == o.log_target && log_input == o.log_input && full == o.full &&
-           (!has_grad_loss || grad_loss == o.grad_loss);
+           (!has_grad_loss || grad_loss == o.grad_loss) && p == o.p && eps == o.eps && swap == o.swap &&
+           wrt == o.wrt && grads == o.grads;
   }
   std::string str() const;
 };
@@ -74,6 +98,7 @@ struct LossTensors {
                           // none), input dtype
   TensorView lse;         // cross_entropy: [N] f32 (f64 for f64 logits): written by forward, read by backward
   TensorView grad_input;  // with_grad / backward
+  std::vector<TensorView> grads;  // backward with desc.wrt: one per wrt entry (grad_input is then unused)
 };
 
 class LossPlan {
@@ -91,5 +116,74 @@ class LossPlan {
 };
 
 FamilyInfo loss_family_info();
+
+// ---- CTC loss (torch.nn.functional.ctc_loss semantics) -----------------------------------------
+//
+//   ctc_loss(log_probs [T, N, C], targets [N, S] padded or [sum(target_lengths)] concatenated,
+//            input_lengths [N], target_lengths [N], blank, reduction, zero_infinity)
+//
+// Per sample n: loss_n = -log p(l_n | x_n), the sum over alignments of the first input_lengths[n]
+// steps (log-space alpha recursion over the extended labels: blank, l_1, blank, ..., blank).
+// none: [N]; sum: sum_n loss_n; mean: mean_n of loss_n / max(target_lengths[n], 1).
+// zero_infinity: an infinite loss (no alignment exists) and its gradient become 0.
+// The forward saves log_alpha [N, T, 2 S + 1] (f32; f64 for f64 log_probs), which the backward
+// reads. The backward ("ctc_loss_backward") writes grad_log_probs [T, N, C] with torch's
+// formula: exp(lp) - posterior(c) / p, times the reduction's scale, for t < input_lengths[n]
+// (the gradient w.r.t. the inputs of a log_softmax that produced log_probs, as torch's), 0 past
+// it. Lengths and targets live on the device, so select() cannot see them: an invalid sample
+// (input length outside [0, T], target length outside [0, S], a label outside [0, C),
+// concatenated lengths that do not add up to targets' length) gets a NaN loss and NaN
+// gradients, and nothing is read out of bounds. S is targets.shape[1] for padded targets (or
+// max_target_length, when given and smaller); for concatenated targets max_target_length is
+// required (a bound on every target length).
+struct CtcLossDescriptor {
+  std::string op = "ctc_loss";     // "ctc_loss" | "ctc_loss_backward"
+  TensorSpec log_probs;            // [T, N, C] f16 / bf16 / f32 / f64, any strides
+  TensorSpec targets;              // [N, S] or [sum(target_lengths)], int32 / int64
+  TensorSpec input_lengths;        // [N] int32 / int64
+  TensorSpec target_lengths;       // [N] int32 / int64
+  int64_t blank = 0;
+  std::string reduction = "mean";  // "none" | "mean" | "sum"
+  bool zero_infinity = false;
+  int64_t max_target_length = -1;  // -1: targets.shape[1] (padded); required for concatenated targets
+  TensorSpec grad_loss;            // backward: [] for mean / sum, [N] for none; log_probs' dtype
+  TensorSpec grad_log_probs;       // backward: [T, N, C], log_probs' dtype, non-overlapping
+  bool operator==(const CtcLossDescriptor& o) const {
+    const bool bwd = op == "ctc_loss_backward";
+    return op == o.op && log_probs == o.log_probs && targets == o.targets && input_lengths == o.input_lengths &&
+           target_lengths == o.target_lengths && blank == o.blank && reduction == o.reduction &&
+           zero_infinity == o.zero_infinity && max_target_length == o.max_target_length &&
+           (!bwd || (grad_loss == o.grad_loss && grad_log_probs == o.grad_log_probs));
+  }
+  std::string str() const;
+};
+
+// The tensors of one run (absent ones: data == nullptr).
+struct CtcLossTensors {
+  TensorView log_probs, targets, input_lengths, target_lengths;
+  TensorView log_alpha;       // [N, T, 2 S + 1] contiguous, log_alpha_dtype(): forward writes, backward reads
+  TensorView out;             // forward: the loss, [] (mean / sum) or [N] (none), log_probs' dtype
+  TensorView grad_loss;       // backward
+  TensorView grad_log_probs;  // backward
+};
+
+class CtcLossPlan {
+ public:
+  static CtcLossPlan select(const CtcLossDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  const KernelSku& sku() const;
+  const CtcLossDescriptor& descriptor() const;
+  int64_t workspace_bytes() const;                // 256-byte aligned scratch run() needs
+  std::vector<int64_t> log_alpha_shape() const;   // [N, T, 2 S + 1]
+  DType log_alpha_dtype() const;                  // f32 (f64 for f64 log_probs)
+  void run(const CtcLossTensors& t, void* workspace, int64_t workspace_size, StreamHandle stream = nullptr) const;
+
+  struct Impl;
+  CtcLossPlan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+// The CTC rows of the loss family's registry entry (loss_family_info() appends them).
+void append_ctc_loss_coverage(FamilyInfo& f);
 
 }  // namespace baracuda

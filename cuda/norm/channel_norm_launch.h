@@ -1,0 +1,133 @@
+// The contract between the channel-norm plan layer (cpp/src/norm_channel.cpp) and its kernels
+// (GroupNorm / InstanceNorm / BatchNorm over x viewed as [N, C, S], S = the spatial dims
+// collapsed): plain C++, no CUDA types.
+//
+// Passes (every sum in a fixed order, no atomics; the partition depends only on the shape):
+//   stats   one read of x (forward) or of grad_out and x (backward): per (n, c, chunk) partials,
+//           (count, mean, M2) from shifted sums (forward), (sum dy, sum dy * (x - mean)) (backward)
+//   finalize one block per statistic unit ((n, group) or channel): merges its partials (Chan's
+//           formula forward), writes mean / rstd / running stats / grad_weight / grad_bias and
+//           a per-(n, c) (or per-c) coefficient table
+//   apply   one read of x (and grad_out) and one write of y (grad_x) from the table
+// x's layout picks the kernels: "planes" (spatial stride 1, NC* memory: a warp walks a chunk of a
+// plane) or "columns" (channel stride 1, channels-last memory: a block walks a chunk of rows of a
+// tile of channels). The other tensors may have either layout (their own strides).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "baracuda/dtype.h"
+
+namespace baracuda::norm {
+
+constexpr int kChanThreads = 256;         // block size of every channel-norm kernel
+constexpr int64_t kChanMaxGrid = 1 << 20;  // grid-stride beyond
+
+struct ChanPartition {
+  bool columns = false;  // x's channel stride is 1 (channels-last); else x's spatial stride is 1
+  int64_t chunk = 0;     // planes: elements of a plane per warp task; columns: rows per block task
+  int64_t P = 0;         // chunks per plane (planes) or per sample n (columns)
+  int tile = 32;         // columns: channels per block (power of two <= 32); rows lanes = 256 / tile
+  int gw = 32;           // planes, scalar kernels: lanes per (plane, chunk) task (8 / 16 for small planes)
+  int64_t tasks = 0;     // planes: warp tasks N*C*P; columns: block tasks N*P*ceil(C/tile)
+  int64_t grid = 0;      // blocks of the stats / apply kernels
+};
+
+inline int64_t chan_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The partition of an [N, C, S] tensor with N, C, S >= 1.
+inline ChanPartition chan_partition(bool columns, int64_t N, int64_t C, int64_t S) {
+  ChanPartition p;
+  p.columns = columns;
+  if (!columns) {
+    // ~16K warp tasks (two waves of 64 warps on 132 SMs), chunks of >= 256 elements.
+    const int64_t total = N * C * S;
+    int64_t cl = std::max<int64_t>(256, chan_ceil_div(total, 16384));
+    cl = chan_ceil_div(cl, 128) * 128;
+    p.chunk = std::min(cl, S);
+    p.P = chan_ceil_div(S, p.chunk);
+    p.tasks = N * C * p.P;
+    // Small planes share a warp (the scalar kernels; each lane still gets up to 4 values).
+    p.gw = p.chunk <= 32 ? 8 : (p.chunk <= 64 ? 16 : 32);
+    p.grid = std::min(chan_ceil_div(p.tasks, (kChanThreads / 32) * (32 / p.gw)), kChanMaxGrid);
+  } else {
+    int tile = 1;
+    while (tile < 32 && tile < C) tile *= 2;
+    p.tile = tile;
+    const int64_t lanes = kChanThreads / tile;
+    const int64_t col_tiles = chan_ceil_div(C, tile);
+    // ~4096 block tasks, chunks of >= 4 rows per row lane.
+    int64_t P = std::max<int64_t>(1, chan_ceil_div(4096, N * col_tiles));
+    P = std::min(P, std::max<int64_t>(1, chan_ceil_div(S, 4 * lanes)));
+    p.chunk = chan_ceil_div(S, P);
+    p.P = chan_ceil_div(S, p.chunk);
+    p.tasks = N * p.P * col_tiles;
+    p.grid = std::min(p.tasks, kChanMaxGrid);
+  }
+  return p;
+}
+
+// What one run does.
+enum class ChanMode : int {
+  Forward = 0,        // batch statistics (GroupNorm, InstanceNorm, BatchNorm training)
+  ForwardRunning = 1, // BatchNorm inference / InstanceNorm without input stats: running stats
+  Backward = 2,       // from saved mean / rstd
+  BackwardRunning = 3 // BatchNorm inference backward: from running_mean / running_var
+};
+
+struct ChanNormLaunch {
+  ChanMode mode = ChanMode::Forward;
+  DType dtype = DType::Float32;  // x, y, grad_out, grad_x
+  bool w_f32 = false, b_f32 = false, r_f32 = false;  // weight, bias, running stats in f32 (else dtype)
+  int64_t N = 0, C = 0, S = 0;
+  // Statistic units: per (n, group) with G groups (GroupNorm, InstanceNorm: G = C), or per
+  // channel over (N, S) when per_channel (BatchNorm).
+  bool per_channel = false;
+  int64_t G = 1;
+  double eps = 0, momentum = 0;
+  ChanPartition part;
+  // Plane kernels with 16-byte vectors: every operand they touch has spatial stride 1, its
+  // pointer 16-byte aligned and its n / c strides, S and the chunk multiples of 16 / sizeof(T).
+  bool vec = false;
+  // [N, C, S] views: element strides of n, c, s.
+  const void* x = nullptr; int64_t xs[3] = {};
+  void* y = nullptr; int64_t ys[3] = {};
+  const void* gy = nullptr; int64_t gys[3] = {};
+  void* gx = nullptr; int64_t gxs[3] = {};
+  const void* w = nullptr;  // [C] or null
+  const void* b = nullptr;  // [C] or null (forward)
+  void* rmean = nullptr;    // [C] running stats, updated in place when update_running (Forward)
+  void* rvar = nullptr;     //   or read (the *Running modes)
+  bool update_running = false;
+  // Saved stats [units] in f32 (f64 for f64): written by Forward when non-null, read by Backward.
+  void* mean = nullptr;
+  void* rstd = nullptr;
+  void* gw = nullptr;  // grad_weight [C] (weight's dtype), computed when non-null
+  void* gb = nullptr;  // grad_bias [C] (bias's dtype)
+  void* workspace = nullptr;  // chan_workspace(...).total bytes, 256-byte aligned
+  void* partials = nullptr;   // set by the launcher from workspace
+  void* table = nullptr;
+  void* aux = nullptr;
+};
+
+// Workspace (bytes, 256-aligned pieces): partials (3 values per (n, c, chunk)), the coefficient
+// table (4 values per (n, c), or per c when per_channel), and an auxiliary [N*C, 2] block
+// (InstanceNorm running update, GroupNorm grad_weight / grad_bias per (n, c), running-stat
+// statistics of the *Running backward).
+struct ChanWorkspace {
+  int64_t partials = 0, table = 0, aux = 0, total = 0;
+};
+inline ChanWorkspace chan_workspace(DType t, const ChanPartition& p, int64_t N, int64_t C, bool per_channel) {
+  const int64_t cs = t == DType::Float64 ? 8 : 4;
+  auto al = [](int64_t b) { return (b + 255) / 256 * 256; };
+  ChanWorkspace w;
+  w.partials = al(3 * N * C * p.P * cs);
+  w.table = al(4 * (per_channel ? C : N * C) * cs);
+  w.aux = al(2 * std::max(N * C, C) * cs);
+  w.total = w.partials + w.table + w.aux;
+  return w;
+}
+
+void chan_launch(const ChanNormLaunch& L, void* stream);
+
+}  // namespace baracuda::norm

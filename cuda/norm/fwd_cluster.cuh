@@ -1,0 +1,283 @@
+// RMSNorm / LayerNorm forward for long rows on sm_90: a row split over a thread-block cluster.
+// Included (it includes kernels.cuh) only by the forward translation units (norm_fwd_<dtype>.cu),
+// which instantiate fwd_cluster_launch<T> with BARACUDA_NORM_INSTANTIATE_FWD_CLUSTER.
+//
+// Why: the one-block register kernel holds a whole long row per SM (1024 threads x 8 vectors at
+// H = 65536, 16-bit), so an SM alternates load -> reduce -> write of one row and the phases of
+// different rows never overlap. Here a row is split over CS blocks of a cluster, each holding
+// its 1/CS share in registers (TPR threads x I 16-byte vectors), so several blocks (of different
+// rows) are resident per SM and one block's reduction overlaps another's loads.
+//
+// Layout: block rank r of the cluster holds the row's vectors [r * TPR * I, (r + 1) * TPR * I),
+// vector i of thread l at r * TPR * I + i * TPR + l (a warp's loads are contiguous). Vectors past
+// the row are zeros and never stored.
+//
+// Sums (deterministic, the same bits in every block of the cluster): each thread over its
+// vectors in order, butterfly shuffles within a warp, the warps in index order, then the CS
+// block sums in rank order. A block's sum is pushed by threads 0..CS-1 into slot [rank] of every
+// block's `part` array (distributed shared memory), one cluster barrier, then each block adds
+// its local copy in rank order. LayerNorm: the mean, then the sum of squared deviations (two
+// cluster reductions, the same two-pass math as the register kernel).
+//
+// One cluster per row, no loop over rows: a row loop lets the compiler hoist the row-invariant
+// addresses out of it and the I = 4 kernels then spill at their 64-register budget.
+//
+// Barriers: each reduction has its own slots (no slot is reused). Pushes go to the other
+// blocks' shared memory, which must be running: the first push waits on a cluster barrier
+// that every block arrives at when it starts (split arrive / wait, so the row's loads are in
+// flight meanwhile). After the last reduction's barrier no block touches another's shared
+// memory, so blocks exit without a further barrier.
+#pragma once
+#include <cooperative_groups.h>
+
+#include "norm/kernels.cuh"
+
+namespace baracuda::norm::kern {
+
+// Blocks per SM the cluster kernel is compiled for: a register budget of 48 plus the packed
+// share (4 registers per vector), at most the thread limit. 512 x 4 -> 2, 256 x 4 -> 4.
+constexpr int cluster_min_blocks(int tpr, int items) {
+  const int by_regs = 65536 / ((48 + 4 * items) * tpr);
+  const int by_threads = 2048 / tpr;
+  const int b = by_regs < by_threads ? by_regs : by_threads;
+  return b < 1 ? 1 : b;
+}
+
+__device__ __forceinline__ unsigned cl_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().block_rank();
+#else
+  return 0;
+#endif
+}
+__device__ __forceinline__ void cl_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+// Stores v at `local` (a shared-memory address) of block `rank` of this cluster.
+template <class C> __device__ __forceinline__ void cl_store(C* local, unsigned rank, C v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  *cooperative_groups::this_cluster().map_shared_rank(local, rank) = v;
+#else
+  *local = v;
+#endif
+}
+
+template <class T, int CS, int TPR, int I>
+__global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(const NormLaunch L) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
+#else
+  using C = compute_t<T>;
+  using P = VecOf<T>;
+  constexpr int V = 16 / sizeof(T);
+  constexpr int W = TPR / 32;
+  static_assert(TPR % 32 == 0 && W <= 32 && CS >= 2 && CS <= 8, "cluster kernel shape");
+  __shared__ C red[2][W];    // per-warp sums, one slot set per reduction
+  __shared__ C part[2][CS];  // the cluster's block sums (pushed by every block), one slot set per reduction
+  const int64_t row = blockIdx.x / CS;  // the grid is rows x CS blocks
+  if (row >= L.rows) return;            // (never: the same row, hence the same exit, for the whole cluster)
+  const int lane = threadIdx.x, warp = lane >> 5;
+  const unsigned rank = cl_rank();
+  const int64_t H = L.H;
+  const C invH = C(1) / C(H), eps = C(L.eps);
+  const int64_t share0 = int64_t(rank) * (TPR * I);  // this block's first vector of the row
+  const T* x = static_cast<const T*>(L.x);
+  cl_arrive();  // this block runs: the others may push into its shared memory
+
+  // The row sum of v over the cluster (every thread of every block gets the same bits).
+  auto cluster_sum = [&](C v, int slot) -> C {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((lane & 31) == 0) red[slot][warp] = v;
+    __syncthreads();
+    if (slot == 0) cl_wait();  // the start barrier: every block of the cluster runs
+    if (lane < CS) {
+      C b = 0;
+#pragma unroll
+      for (int i = 0; i < W; ++i) b += red[slot][i];
+      cl_store(&part[slot][rank], unsigned(lane), b);
+    }
+    cl_arrive();
+    cl_wait();
+    C s = 0;
+#pragma unroll
+    for (int r = 0; r < CS; ++r) s += part[slot][r];
+    return s;
+  };
+
+  P h[I];
+#pragma unroll
+  for (int i = 0; i < I; ++i) {
+    const int64_t col = (share0 + i * TPR + lane) * V;
+    h[i] = col < H ? ld_pack<P>(x + row * L.x_rs + col) : zero_vec<T>();
+  }
+  if (L.res) {
+    const T* r = static_cast<const T*>(L.res);
+    T* ro = static_cast<T*>(L.res_out);
+    // All residual loads before the first store: residual_out may alias residual.
+    constexpr int Q = I < 4 ? I : 4;
+#pragma unroll
+    for (int i0 = 0; i0 < I; i0 += Q) {
+      P rv[Q];
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const int64_t col = (share0 + (i0 + q) * TPR + lane) * V;
+        rv[q] = (i0 + q < I && col < H) ? ld_pack<P>(r + row * L.res_rs + col) : zero_vec<T>();
+      }
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const int i = i0 + q;
+        if (i >= I) continue;
+        const int64_t col = (share0 + i * TPR + lane) * V;
+#pragma unroll
+        for (int k = 0; k < V; ++k) put<T>(h[i], k, get<T>(h[i], k) + get<T>(rv[q], k));
+        if (col < H) *reinterpret_cast<P*>(ro + row * L.res_out_rs + col) = h[i];
+      }
+    }
+  }
+  C s = 0;
+#pragma unroll
+  for (int i = 0; i < I; ++i)
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const C c = get<T>(h[i], k);
+      s += L.layer ? c : c * c;
+    }
+  s = cluster_sum(s, 0);
+#pragma unroll
+  for (int i = 0; i < I; ++i) launder(h[i]);
+  C mean = 0, rstd;
+  if (L.layer) {
+    mean = s * invH;
+    C d = 0;
+#pragma unroll
+    for (int i = 0; i < I; ++i)
+      if ((share0 + i * TPR + lane) * V < H) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const C c = get<T>(h[i], k) - mean;
+          d += c * c;
+        }
+      }
+    d = cluster_sum(d, 1);
+    rstd = inv_sqrt(d * invH + eps);
+    // (h - mean) of the pass above would otherwise stay alive in compute precision.
+#pragma unroll
+    for (int i = 0; i < I; ++i) launder(h[i]);
+  } else {
+    rstd = inv_sqrt(s * invH + eps);
+  }
+  if (rank == 0 && lane == 0 && L.save_stats) {
+    static_cast<C*>(L.rstd)[row] = rstd;
+    if (L.layer) static_cast<C*>(L.mean)[row] = mean;
+  }
+  T* yp = static_cast<T*>(L.y);
+#pragma unroll
+  for (int i = 0; i < I; ++i) {
+    const int64_t col = (share0 + i * TPR + lane) * V;
+    if (col >= H) continue;
+    C w[V], b[V], y[V];
+    if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+    if (L.b) load_param<V, T>(L.b, L.b_f32, col, b);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      y[k] = (get<T>(h[i], k) - mean) * rstd;
+      if (L.w) y[k] *= w[k];
+      if (L.b) y[k] += b[k];
+    }
+    store_n<V>(yp + row * L.y_rs + col, y);
+  }
+#endif
+}
+
+// Device capability, cached per device: thread-block clusters need sm_90.
+inline bool norm_device_has_clusters() {
+  static int cache[64] = {};  // 0 unknown, 1 yes, 2 no (benign races: every writer writes the same)
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev >= 0 && dev < 64 && cache[dev]) return cache[dev] == 1;
+  int major = 0;
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+  if (dev >= 0 && dev < 64) cache[dev] = major >= 9 ? 1 : 2;
+  return major >= 9;
+}
+
+// Whether this device runs the kernel's sm_90 code: a build without sm_90 in its arch list would
+// run it from older PTX, which traps (cached per device).
+template <class K> bool runs_sm90_code(K kernel) {
+  static int cache[64] = {};  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev >= 0 && dev < 64 && cache[dev]) return cache[dev] == 1;
+  cudaFuncAttributes a{};
+  cuda_check(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes(norm forward, cluster)");
+  const bool yes = a.binaryVersion >= 90;
+  if (dev >= 0 && dev < 64) cache[dev] = yes ? 1 : 2;
+  return yes;
+}
+
+// False (nothing launched) when the device would not run the kernel's sm_90 code.
+template <class T, int CS, int TPR, int I> bool fwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
+  if (!runs_sm90_code(fwd_cluster<T, CS, TPR, I>)) return false;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(L.cfg.grid));  // rows x CS (cluster_config)
+  cfg.blockDim = dim3(TPR);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CS;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cuda_check(cudaLaunchKernelEx(&cfg, fwd_cluster<T, CS, TPR, I>, L), "launch of norm forward (cluster)");
+  return true;
+}
+
+// Launches the cluster kernel of L.cfg; false (nothing launched) on a device without clusters or
+// without the kernel's sm_90 code.
+template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
+  if (!norm_device_has_clusters()) return false;
+  const Config& c = L.cfg;
+  bool done = false, launched = false;
+  // One case per kClusterShapes entry (the static_assert keeps the two lists together).
+  auto one = [&](auto cs, auto tpr, auto items) {
+    constexpr int CS = decltype(cs)::value, TPR = decltype(tpr)::value, I = decltype(items)::value;
+    static_assert(cluster_supported(CS, TPR, I), "a cluster shape missing from kClusterShapes");
+    if (!done && c.cluster == CS && c.tpr == TPR && c.items == I) {
+      launched = fwd_cluster_go<T, CS, TPR, I>(L, s);
+      done = true;
+    }
+  };
+  using std::integral_constant;
+  using i2 = integral_constant<int, 2>;
+  using i4 = integral_constant<int, 4>;
+  using i8 = integral_constant<int, 8>;
+  using t256 = integral_constant<int, 256>;
+  using t512 = integral_constant<int, 512>;
+  one(i2{}, t256{}, i4{});
+  one(i4{}, t256{}, i2{});
+  one(i2{}, t512{}, i2{});
+  one(i4{}, t256{}, i4{});
+  one(i8{}, t256{}, i2{});
+  one(i4{}, t512{}, i4{});
+  one(i8{}, t256{}, i4{});
+  one(i8{}, t512{}, i2{});
+  one(i8{}, t512{}, i4{});
+  if (!done) throw Unsupported("norm: no cluster forward kernel for this configuration (internal)");
+  if (launched) check_launch("norm forward (cluster)");
+  return launched;
+}
+
+}  // namespace baracuda::norm::kern
+
+#define BARACUDA_NORM_INSTANTIATE_FWD_CLUSTER(T) \
+  template bool baracuda::norm::kern::fwd_cluster_launch<T>(const baracuda::norm::NormLaunch&, cudaStream_t);
