@@ -193,7 +193,7 @@ void init_softmax(nb::module_& m) {
           }
           finish_for_framework(like, s);
         },
-        "op"_a, "out"_a, "inputs"_a, "axis"_a, "tau"_a, "hard"_a, "seed"_a, "offset"_a, "soft_out"_a,
+        "op"_a, "out"_a, "inputs"_a, "axis"_a, "tau"_a, "hard"_a, "seed"_a.none(), "offset"_a, "soft_out"_a.none(),
         "stream"_a = nb::none(), "like"_a = nb::none(),
         "Functional entry of gumbel_softmax(_backward), gumbel_noise and sparsemax(_backward): select (cached on "
         "op, axis, tau, hard and operand metadata; not on seed / offset) and run.");
