@@ -612,7 +612,8 @@ def _multilabel_targets(rows, c, g):
     junk = torch.randint(-1, c, (rows, c), generator=g, device=DEV)
     y = torch.where(col < k, perm, torch.where(col == k, torch.full_like(perm, -1), junk))
     rep = (torch.rand(rows, generator=g, device=DEV) < 0.3) & (k[:, 0] >= 2)
-    y[rep, 1] = y[rep, 0]
+    if c >= 2:  # a repeat needs two columns (k >= 2 implies it; the column index must exist too)
+        y[rep, 1] = y[rep, 0]
     return y
 
 
@@ -644,8 +645,11 @@ def _row_spec(name, shape, g, v):
                         go, fl[0], y_, p, 0.7, fl[1] if len(fl) > 1 else None, reduction=red, wrt=wrt, out=out))
     if name == "multilabel_margin_loss":
         y = _multilabel_targets(rows, c, g).reshape(shape)
+        # torch's CUDA backward races (thread 0 adds the last target's gradient while the other
+        # threads scale by grad_output: pytorch/pytorch#84202); its CPU kernel is serial. The CPU
+        # round trip is differentiable, so the gradients still reach the leaves on DEV.
         return dict(floats=[r(shape)], wrt=("input",), idx=(0,), y=y,
-                    F=lambda fl, y_, red: F.multilabel_margin_loss(fl[0], y_, reduction=red),
+                    F=lambda fl, y_, red: F.multilabel_margin_loss(fl[0].cpu(), y_.cpu(), reduction=red).to(DEV),
                     B=lambda fl, y_, red: bc.multilabel_margin_loss(fl[0], y_, reduction=red),
                     Bb=lambda go, fl, y_, red, wrt, out: bc.multilabel_margin_loss_backward(
                         go, fl[0], y_, reduction=red, wrt=wrt, out=out))
@@ -684,7 +688,8 @@ def _row_check(name, shape, dt, reduction, key, variant=None, view=None):
     y = spec["y"]
     if y is not None and spec.get("conv_y"):
         y = y.to(dt)
-    leaves = [f.clone().requires_grad_(True) for f in floats]
+    # only the differentiable operands: torch refuses requires_grad on multi_margin_loss's weight
+    leaves = [f.clone().requires_grad_(i in spec["idx"]) for i, f in enumerate(floats)]
     ref = spec["F"](leaves, None if y is None else (y.double() if y.is_floating_point() else y), reduction)
     go = torch.randn(ref.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
     want = [leaves[i] for i in spec["idx"]]
@@ -755,6 +760,38 @@ def test_row_losses_strided(name, dt):
     for vname, fn in views.items():
         _row_check(name, (n, d), dt, "mean", f"rowv/{name}/{dt}/{vname}", None, fn)
         _row_check(name, (n, d), dt, "none", f"rowv-none/{name}/{dt}/{vname}", None, fn)
+
+
+def test_multilabel_margin_repeats_and_last_target():
+    """Semantics pinned by a plain loop (torch's CUDA backward races on the last target): a
+    repeated target counts each time, garbage after the -1 is ignored, every target's gradient is
+    scaled by grad_output."""
+    g = R.gen("mlm-loop")
+    n, c = 6, 300  # > 256 classes: two rounds of the block's columns
+    x = torch.randn(n, c, generator=g, device=DEV, dtype=torch.float64)
+    y = torch.full((n, c), -1, device=DEV, dtype=torch.int64)
+    lists = [[5, 5, 299], [0], [], [299, 7, 7, 7, 260], list(range(c)), [3, 280, 3]]
+    for i, lst in enumerate(lists):
+        y[i, :len(lst)] = torch.tensor(lst, device=DEV, dtype=torch.int64)
+    y[1, 2:] = 299  # after the -1: ignored
+    go = torch.randn(n, generator=g, device=DEV, dtype=torch.float64) * 3
+    xs, gos, loss, grad = x.tolist(), go.tolist(), [], [[0.0] * c for _ in range(n)]
+    for i, lst in enumerate(lists):
+        tset, s = set(lst), 0.0
+        for t in lst:
+            for j in range(c):
+                z = 1 - xs[i][t] + xs[i][j]
+                if j not in tset and z > 0:
+                    s += z
+                    grad[i][j] += gos[i] / c
+                    grad[i][t] -= gos[i] / c
+        loss.append(s / c)
+    ref_loss = torch.tensor(loss, device=DEV, dtype=torch.float64)
+    ref_grad = torch.tensor(grad, device=DEV, dtype=torch.float64)
+    _row_close(bc.multilabel_margin_loss(x, y, reduction="none"), ref_loss, torch.float64, "loop loss")
+    out = R.poison((n, c), torch.float64)
+    bc.multilabel_margin_loss_backward(go, x, y, reduction="none", out=out)
+    _row_close(out, ref_grad, torch.float64, "loop grad")
 
 
 def test_row_bad_targets_give_nan():
@@ -936,7 +973,7 @@ def test_pointwise_grad_of_broadcast_operands():
             assert got.shape == vv.shape
             _pw_close(got, gv.to(dt), dt, f"gaussian var {tuple(var.shape)} {dt}", 1 if dt == torch.float64 else 100)
     a, b = r(8, 16), r(16)
-    tgt = torch.where(u(8, 16) < 0.5, -1.0, 1.0)
+    tgt = torch.where(u(8, 16) < 0.5, -1.0, 1.0).double()  # python scalars give float32; operands share a dtype
     bd = b.clone().requires_grad_(True)
     (gb,) = torch.autograd.grad(F.margin_ranking_loss(a, bd.expand(8, 16), tgt, margin=0.1, reduction="sum"), bd)
     _pw_close(bc.margin_ranking_loss_backward(torch.ones((), device=DEV, dtype=torch.float64), a, b, tgt, 0.1,

@@ -974,7 +974,12 @@ def test_group_norm_backward(shape, G, dtname, layout):
     gx, gw, gb = bc.group_norm_backward(go, x, mean, rstd, G, w, b, out=gxo)
     assert gx is gxo and gw.dtype == dt and gb.dtype == torch.float32
     ref = chan_autograd(lambda a, ww, bb: F.group_norm(a, G, ww, bb, 1e-5), x, w, b, go)
-    close(gx, ref["x"], dt, f"grad_x group_norm {shape}", scale_atol=True)
+    # dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w: with 1..2 elements per group the
+    # terms cancel to ~0 while each is ~rstd |g|, so the rounding error scales with that, not |dx|.
+    amp = float(rstd.max()) * float(go.double().abs().max()) * float(w.double().abs().max())
+    atol = TOL[dt] * max(1.0, float(ref["x"].abs().max()), amp)
+    torch.testing.assert_close(gx.double(), ref["x"].to(dt).double(), rtol=TOL[dt], atol=atol, equal_nan=True,
+                               msg=lambda m: f"grad_x group_norm {shape}: {m}")
     xhat = F.group_norm(x.double(), G, eps=1e-5)
     check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")
     check_sum(gb, ref["b"], per_channel_l1(go), torch.float32, "grad_bias")  # f32 bias: f32 grad

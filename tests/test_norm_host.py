@@ -84,7 +84,7 @@ def test_select_accepts(op, dtype):
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm_backward"])
 def test_layout_choice(H, layout, op, monkeypatch):
     monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
-    if op == "rms_norm" and H in (16384, 65536, 131072):
+    if op == "rms_norm" and H in (16384, 131072):
         layout = "row_cluster"  # forward rows >= 16384: split over a thread-block cluster (sm_90)
     assert bc.NormPlan.select(D(op, (4, H))).sku.layout == layout
 
@@ -101,6 +101,21 @@ def test_layout_choice(H, layout, op, monkeypatch):
     (bf16, 8192, "row_registers.t512x2"),    # below the cluster threshold
     (bf16, 24000, "row_registers.t1024x3"),  # 3000 vectors: no cluster shape pads less than a block's share
 ])
+# Without a residual, rows a single block holds (<= 1024 x 8 vectors) above 4096 vectors keep the
+# one-block kernel (measured faster at H = 65536 bf16).
+@pytest.mark.parametrize("dtype,H,want", [
+    (bf16, 16384, "row_cluster.c2t256x4"), (bf16, 32768, "row_cluster.c4t256x4"),
+    (bf16, 65536, "row_registers.t1024x8"), (f16, 65528, "row_registers.t1024x8"),
+    (f32, 16384, "row_cluster.c4t256x4"), (f32, 65536, "row_cluster.c8t512x4"),
+    (f64, 16384, "row_registers.t1024x8"), (bf16, 131072, "row_cluster.c8t512x4"),
+])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_cluster_defaults_without_residual(op, dtype, H, want, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    k = bc.NormPlan.select(D(op, (3, H), dtype, weight=dtype)).sku
+    assert k.name == f"norm.{op}.{want}", k.name
+
+
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_cluster_defaults(op, dtype, H, want, monkeypatch):
     monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)

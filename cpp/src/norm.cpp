@@ -140,7 +140,7 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // "tpr=256,items=2,rows=2[,xs=1]", forward "cluster=4,tpr=512,items=4" (the cluster path; cluster=1
   // forbids it); ignored when the kernel does not exist or the row does not fit.
   const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
-  I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov);
+  I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov, true, desc.residual);
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
   I.loop_scalar = norm::looped_config(x.dtype, I.backward, I.H, I.rows, false);
   if (I.backward && (desc.weight || desc.bias)) {

@@ -44,6 +44,8 @@ struct CtcMeta {
   int32_t status;   // 0: gradient; 1: zero gradient; 2: NaN gradient (invalid sample)
   int32_t pad;
 };
+// The workspace reserves kCtcMetaBytes per sample: a larger record would spill into the label maps.
+static_assert(sizeof(CtcMeta) == kCtcMetaBytes && alignof(CtcMeta) <= 256, "CtcMeta vs the workspace layout");
 
 template <class T> struct CtcParams {
   using A = acc_of<T>;

@@ -61,8 +61,11 @@ constexpr int64_t ctc_grad_smem(int64_t s, int64_t acc) { return (ctc_ext(s) + s
 // Largest dynamic shared memory a CTC block may ask for (below sm_80's opt-in limit).
 constexpr int64_t kCtcMaxSmem = 160 * 1024;
 
+// Bytes of one per-sample record of the backward (CtcMeta in ctc_kernels.cuh, which asserts it).
+constexpr int64_t kCtcMetaBytes = 40;
+
 // Workspace: forward with mean / sum: the per-sample values [N] (acc). Backward: per-sample
-// facts [N] (32 bytes each), the first position of each class among the labels [N, C] int32,
+// facts [N] (kCtcMetaBytes each), the first position of each class among the labels [N, C] int32,
 // the next position of the same label [N, s] int32, log_beta [N, T, 2 s + 1] (acc). Each part
 // 256-byte aligned; offs[0..3] receive their byte offsets (forward: offs[0] only).
 inline int64_t ctc_workspace_layout(const CtcLaunch& L, int64_t offs[4]) {
@@ -73,7 +76,7 @@ inline int64_t ctc_workspace_layout(const CtcLaunch& L, int64_t offs[4]) {
     return L.reduction == Reduction::None ? 0 : up(L.n * acc) + 256;
   }
   offs[0] = 0;
-  offs[1] = offs[0] + up(L.n * 32);
+  offs[1] = offs[0] + up(L.n * kCtcMetaBytes);
   offs[2] = offs[1] + up(L.n * L.c * 4);
   offs[3] = offs[2] + up(L.n * L.s * 4);
   return offs[3] + up(L.n * L.t * ctc_ext(L.s) * acc) + 256;

@@ -191,7 +191,7 @@ inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int t
 // when the row does not fit (or H is not a multiple of the vector width); the looped path
 // takes it then.
 inline Config register_config(DType t, bool layer, bool backward, int64_t H, int64_t rows, bool* ok,
-                              const Override& ov = Override{}, bool allow_cluster = true) {
+                              const Override& ov = Override{}, bool allow_cluster = true, bool residual = false) {
   Config c;
   c.path = Path::Registers;
   c.vec = vec_width(t);
@@ -204,7 +204,13 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     const bool asked = ov.cluster > 1 && ov.tpr && ov.items;
     Config cc;
     if (asked) cc = cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items);
-    if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items)) && H >= kClusterMinH) cc = cluster_config(t, H, rows);
+    // Measured (H200 bf16 sweep, docs/benchmarks.md): the cluster wins at H = 16384 (2048 vectors:
+    // RMSNorm 92 vs 111 us, LayerNorm 109 vs 134 us at 4096 rows) and with a residual at 65536
+    // (LayerNorm 341 vs 442 us), loses without one at 65536 (RMSNorm 202 vs 163 us, LayerNorm
+    // 246 vs 226 us); rows a single block cannot hold (> 1024 x 8 vectors) take it always.
+    const bool prefer = residual || nv <= 4096 || nv > 8192;
+    if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items && prefer)) && H >= kClusterMinH)
+      cc = cluster_config(t, H, rows);
     if (cc.cluster > 1) {
       *ok = true;
       return cc;
