@@ -142,19 +142,21 @@ def run_pointwise(name, shape, dt, call, args, copy_gbs):
 # Row losses and multi-operand gradients: (name, kind, shape, dtype). "forward": the loss (mean);
 # "fwd+bwd": the loss, then the gradients w.r.t. every differentiable operand (torch: forward +
 # autograd). GB/s counts each operand read once (+ each gradient written once).
+# 256 MiB of bf16 rows (the size for bandwidth numbers; at 16 MiB both sides measure their
+# host overhead, ~35 us for torch and ~60 us for our Python wrappers, not the GPU).
 ROW_LOSSES = [
-    ("cosine_embedding_loss", "forward", (8192, 1024), torch.bfloat16),
-    ("cosine_embedding_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
-    ("triplet_margin_loss", "forward", (8192, 1024), torch.bfloat16),
-    ("triplet_margin_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
-    ("multi_margin_loss", "forward", (8192, 1024), torch.bfloat16),
-    ("multi_margin_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
-    ("multilabel_soft_margin_loss", "forward", (8192, 1024), torch.bfloat16),
-    ("multilabel_soft_margin_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),
-    ("multilabel_margin_loss", "forward", (4096, 256), torch.float32),
-    ("multilabel_margin_loss", "fwd+bwd", (4096, 256), torch.float32),
+    ("cosine_embedding_loss", "forward", (65536, 2048), torch.bfloat16),
+    ("cosine_embedding_loss", "fwd+bwd", (65536, 2048), torch.bfloat16),
+    ("triplet_margin_loss", "forward", (65536, 2048), torch.bfloat16),
+    ("triplet_margin_loss", "fwd+bwd", (65536, 2048), torch.bfloat16),
+    ("multi_margin_loss", "forward", (65536, 2048), torch.bfloat16),
+    ("multi_margin_loss", "fwd+bwd", (65536, 2048), torch.bfloat16),
+    ("multilabel_soft_margin_loss", "forward", (65536, 2048), torch.bfloat16),
+    ("multilabel_soft_margin_loss", "fwd+bwd", (65536, 2048), torch.bfloat16),
+    ("multilabel_margin_loss", "forward", (65536, 256), torch.float32),
+    ("multilabel_margin_loss", "fwd+bwd", (65536, 256), torch.float32),
     ("mse_loss", "fwd+bwd", (8192, 8192), torch.bfloat16),             # wrt input and target
-    ("gaussian_nll_loss", "fwd+bwd", (8192, 1024), torch.bfloat16),    # wrt input, target, var [N]
+    ("gaussian_nll_loss", "fwd+bwd", (65536, 2048), torch.bfloat16),   # wrt input, target, var [N]
 ]
 
 
@@ -183,7 +185,7 @@ def _row_loss_case(name, shape, dt):
     if name == "multilabel_margin_loss":
         y = torch.argsort(torch.rand(shape, device=DEV), dim=1)
         y[:, 8] = -1  # 8 targets per row
-        return ([x()], lambda m, f: m.multilabel_margin_loss(f[0], y),
+        return ([x()], lambda m, f: m.multilabel_margin_loss(f[0], y.to(f[0].device)),
                 lambda f: bc.multilabel_margin_loss_backward(one, f[0], y, wrt=wrt))
     if name == "mse_loss":
         return ([x(), x()], lambda m, f: m.mse_loss(f[0], f[1]),
@@ -221,7 +223,14 @@ def run_row_loss(name, kind, shape, dt, args, copy_gbs):
         loss = loss_fn(F, leaves)
         return loss, torch.autograd.grad(loss, leaves[:nd])
 
-    got, ref = ours(0), theirs(0, double=True)
+    if name == "multilabel_margin_loss":  # torch's CUDA backward races (pytorch#84202): check against its CPU kernel
+        fl0, loss_fn, _ = sets[0]
+        cpu = [t.detach().double().cpu().requires_grad_(k < nd) for k, t in enumerate(fl0)]
+        loss = loss_fn(F, cpu)
+        ref = loss.to(DEV) if fwd_only else (loss.to(DEV), [g.to(DEV) for g in torch.autograd.grad(loss, cpu[:nd])])
+        got = ours(0)
+    else:
+        got, ref = ours(0), theirs(0, double=True)
     if fwd_only:
         err = C.rel_err(got.double(), ref.double())
     else:
@@ -280,7 +289,7 @@ def sweep(args, copy_gbs):
 # length, target lengths 50..100). torch "native": device int64 targets; "cudnn": CPU int32
 # concatenated targets and lengths (torch's cuDNN conditions). The recursions are latency-bound
 # (T sequential steps per sample); GB/s counts log_probs read once (+ the gradient written once).
-CTC_ROWS = [("forward", "native"), ("fwd+bwd", "native"), ("fwd+bwd", "cudnn")]
+CTC_ROWS = [("forward", "native"), ("fwd+bwd", "native")]
 
 
 def run_ctc(kind, path, args, copy_gbs, T=500, N=32, Cn=64, S=100):

@@ -200,8 +200,8 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
                sets=nsets)
 
     def torch_fwd(x, ww, bb):
-        if base == "group_norm":
-            return F.group_norm(x, G, ww, bb, 1e-5)
+        if base == "group_norm":  # torch's group_norm wants weight / bias in x's dtype
+            return F.group_norm(x, G, ww if ww is None else ww.to(x.dtype), bb if bb is None else bb.to(x.dtype), 1e-5)
         if base == "instance_norm":
             return F.instance_norm(x, None, None, ww, bb, True, 0.1, 1e-5)
         return F.batch_norm(x, rm, rv, ww, bb, training, 0.1, 1e-5)

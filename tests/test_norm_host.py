@@ -89,18 +89,6 @@ def test_layout_choice(H, layout, op, monkeypatch):
     assert bc.NormPlan.select(D(op, (4, H))).sku.layout == layout
 
 
-# Forward rows of H >= 16384 (16-byte vectors: 2048 .. 16384 per row): the cluster path.
-@pytest.mark.parametrize("dtype,H,want", [
-    (bf16, 16384, "row_cluster.c2t256x4"), (f16, 16384, "row_cluster.c2t256x4"),
-    (bf16, 65536, "row_cluster.c4t512x4"), (f16, 65536, "row_cluster.c4t512x4"),
-    (bf16, 65528, "row_cluster.c4t512x4"),   # the last block's last vector is padding
-    (bf16, 32768, "row_cluster.c4t256x4"),
-    (f32, 16384, "row_cluster.c4t256x4"), (f32, 65536, "row_cluster.c8t512x4"),
-    (f64, 16384, "row_cluster.c4t512x4"), (f64, 65536, "row_looped.t512"),
-    (bf16, 65544, "row_looped.t512"),        # fits no cluster shape
-    (bf16, 8192, "row_registers.t512x2"),    # below the cluster threshold
-    (bf16, 24000, "row_registers.t1024x3"),  # 3000 vectors: no cluster shape pads less than a block's share
-])
 # Without a residual, rows a single block holds (<= 1024 x 8 vectors) above 4096 vectors keep the
 # one-block kernel (measured faster at H = 65536 bf16).
 @pytest.mark.parametrize("dtype,H,want", [
@@ -116,6 +104,18 @@ def test_cluster_defaults_without_residual(op, dtype, H, want, monkeypatch):
     assert k.name == f"norm.{op}.{want}", k.name
 
 
+# Forward rows of H >= 16384 (16-byte vectors: 2048 .. 16384 per row): the cluster path.
+@pytest.mark.parametrize("dtype,H,want", [
+    (bf16, 16384, "row_cluster.c2t256x4"), (f16, 16384, "row_cluster.c2t256x4"),
+    (bf16, 65536, "row_cluster.c4t512x4"), (f16, 65536, "row_cluster.c4t512x4"),
+    (bf16, 65528, "row_cluster.c4t512x4"),   # the last block's last vector is padding
+    (bf16, 32768, "row_cluster.c4t256x4"),
+    (f32, 16384, "row_cluster.c4t256x4"), (f32, 65536, "row_cluster.c8t512x4"),
+    (f64, 16384, "row_cluster.c4t512x4"), (f64, 65536, "row_looped.t512"),
+    (bf16, 65544, "row_looped.t512"),        # fits no cluster shape
+    (bf16, 8192, "row_registers.t512x2"),    # below the cluster threshold
+    (bf16, 24000, "row_registers.t1024x3"),  # 3000 vectors: no cluster shape pads less than a block's share
+])
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_cluster_defaults(op, dtype, H, want, monkeypatch):
     monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)

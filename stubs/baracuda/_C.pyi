@@ -676,7 +676,7 @@ def softmax_call(op: str, out: object, inputs: tuple, axis: int, stream: object 
     Functional entry: select (cached on op, axis and operand metadata) and run.
     """
 
-def softmax_rowop_call(op: str, out: object, inputs: tuple, axis: int, tau: float, hard: bool, seed: int | None, offset: int, soft_out: object, stream: object | None = None, like: object | None = None) -> None:
+def softmax_rowop_call(op: str, out: object, inputs: tuple, axis: int, tau: float, hard: bool, seed: int | None, offset: int, soft_out: object | None, stream: object | None = None, like: object | None = None) -> None:
     """
     Functional entry of gumbel_softmax(_backward), gumbel_noise and sparsemax(_backward): select (cached on op, axis, tau, hard and operand metadata; not on seed / offset) and run.
     """
