@@ -80,7 +80,7 @@ __device__ __forceinline__ void gumbel_z(const T* __restrict__ xr, int64_t ax, u
 }
 
 template <class T, bool WARP, int K, bool REG>
-__global__ void __launch_bounds__(WARP ? 256 : 1024) gumbel_fwd(Geo g, T* __restrict__ out, T* __restrict__ soft,
+__global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) gumbel_fwd(Geo g, T* __restrict__ out, T* __restrict__ soft,
                                                    const T* __restrict__ x, double inv_tau_d, bool hard,
                                                    uint64_t seed, uint64_t offset) {
   using C = compute_t<T>;
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(WARP ? 256 : 1024) gumbel_fwd(Geo g, T* __rest
 
 // gx = y_soft * (gy - sum(gy * y_soft)) * inv_tau
 template <class T, bool WARP, int K, bool REG>
-__global__ void __launch_bounds__(WARP ? 256 : 1024) gumbel_bwd(Geo g, T* __restrict__ gx, const T* __restrict__ gy,
+__global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) gumbel_bwd(Geo g, T* __restrict__ gx, const T* __restrict__ gy,
                                                    const T* __restrict__ ys, double inv_tau_d) {
   using C = compute_t<T>;
   __shared__ Scratch<C> sh;

@@ -24,7 +24,7 @@
 namespace baracuda::softmax::rowops {
 
 template <class T, bool WARP, int K, bool REG>
-__global__ void __launch_bounds__(WARP ? 256 : 1024) sparsemax_fwd(Geo g, T* __restrict__ out, const T* __restrict__ x) {
+__global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) sparsemax_fwd(Geo g, T* __restrict__ out, const T* __restrict__ x) {
   using C = compute_t<T>;
   __shared__ Scratch<C> sh;
   const Team<WARP> tm;
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(WARP ? 256 : 1024) sparsemax_fwd(Geo g, T* __r
 }
 
 template <class T, bool WARP, int K, bool REG>
-__global__ void __launch_bounds__(WARP ? 256 : 1024) sparsemax_bwd(Geo g, T* __restrict__ gx, const T* __restrict__ gy,
+__global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) sparsemax_bwd(Geo g, T* __restrict__ gx, const T* __restrict__ gy,
                                                       const T* __restrict__ y) {
   using C = compute_t<T>;
   __shared__ Scratch<C> sh;
