@@ -213,38 +213,12 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   const int r = int(D.x.shape.size());
   const int device = t.x.device;
 
-  auto present = [](const TensorView& v) { return v.data != nullptr; };
   // Presence must match the plan (an empty tensor may have a null pointer: then it counts as present).
   auto require = [&](const TensorView& v, bool needed, const std::string& name, const std::string& why) {
-    const bool has = present(v) || (v.ndim > 0 && v.numel() == 0);
-    if (needed && !has) throw InvalidArgument(op + ": " + name + " is missing; " + why);
-    if (!needed && present(v)) throw InvalidArgument(op + ": " + name + " is given; " + why);
+    check_presence(op, v, needed, name, why);
   };
-  auto same_device = [&](const TensorView& v, const std::string& name) {
-    if (v.device != device)
-      throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but x is on cuda:" +
-                            std::to_string(device) + "; all operands must be on one device");
-  };
-  auto shape_is = [&](const TensorView& v, const std::vector<int64_t>& s) {
-    if (size_t(v.ndim) != s.size()) return false;
-    for (int i = 0; i < v.ndim; ++i)
-      if (v.shape[i] != s[i]) return false;
-    return true;
-  };
-  // x: exactly the descriptor's spec.
-  {
-    if (!present(t.x) && t.x.numel() > 0) throw InvalidArgument(op + ": x is missing (null data pointer)");
-    if (t.x.dtype != dt)
-      throw InvalidDType(op + ": x is " + std::string(dtype_name(t.x.dtype)) + ", the plan was selected for " + dtype_name(dt));
-    if (!shape_is(t.x, D.x.shape))
-      throw InvalidArgument(op + ": x has shape " + shape_str(t.x.shape, t.x.ndim) + ", the plan was selected for " +
-                            shape_str(D.x.shape));
-    const auto st = D.x.effective_strides();
-    for (int i = 0; i < r; ++i)
-      if (t.x.shape[i] > 1 && t.x.strides[i] != st[i])
-        throw InvalidArgument(op + ": x has strides " + shape_str(t.x.strides, t.x.ndim) + ", the plan was selected for " +
-                              shape_str(st) + " (select a plan for these strides)");
-  }
+  auto same_device = [&](const TensorView& v, const std::string& name) { check_same_device(op, v, device, name); };
+  check_view(op, "x", t.x, D.x, device, "x");  // x: exactly the descriptor's spec
   const int64_t x_rs = collapse_rows(t.x.shape, t.x.strides, t.x.ndim);
   // Another [..., H] row tensor: x's shape and dtype, unit column stride, one row stride.
   auto row_tensor = [&](const TensorView& v, const std::string& name) -> int64_t {

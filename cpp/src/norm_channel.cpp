@@ -187,7 +187,7 @@ ChannelNormPlan ChannelNormPlan::select(const ChannelNormDescriptor& desc, const
   const int64_t kn = I.merge_n ? 1 : I.N, ks = I.merge_n ? I.N : I.S;
   const bool columns = I.merge_n ? (I.C <= 1 || ncs[1] == 1 || ncs[0] != 1) : (I.S <= 1 || !s_unit);
   if (!empty) {
-    I.part = norm::chan_partition(columns, kn, I.C, ks);
+    I.part = norm::chan_partition(columns, kn, I.C, ks, int(16 / dtype_size(x.dtype)));
     I.workspace = norm::chan_workspace(x.dtype, I.part, kn, I.C, I.per_channel).total;
   } else {
     I.part.columns = columns;
@@ -243,38 +243,12 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
   const bool bwd = I.backward;
   const bool running_mode = I.mode == norm::ChanMode::ForwardRunning || I.mode == norm::ChanMode::BackwardRunning;
 
-  auto present = [](const TensorView& v) { return v.data != nullptr; };
   auto require = [&](const TensorView& v, bool needed, const std::string& name, const std::string& why) {
-    const bool has = present(v) || (v.ndim > 0 && v.numel() == 0);
-    if (needed && !has) throw InvalidArgument(op + ": " + name + " is missing; " + why);
-    if (!needed && present(v)) throw InvalidArgument(op + ": " + name + " is given; " + why);
+    check_presence(op, v, needed, name, why);
   };
-  auto same_device = [&](const TensorView& v, const std::string& name) {
-    if (v.device != device)
-      throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but x is on cuda:" +
-                            std::to_string(device) + "; all operands must be on one device");
-  };
-  auto shape_is = [&](const TensorView& v, const std::vector<int64_t>& s) {
-    if (size_t(v.ndim) != s.size()) return false;
-    for (int i = 0; i < v.ndim; ++i)
-      if (v.shape[i] != s[i]) return false;
-    return true;
-  };
+  auto same_device = [&](const TensorView& v, const std::string& name) { check_same_device(op, v, device, name); };
 
-  // x: exactly the descriptor's spec.
-  if (!present(t.x) && t.x.numel() > 0) throw InvalidArgument(op + ": x is missing (null data pointer)");
-  if (t.x.dtype != dt)
-    throw InvalidDType(op + ": x is " + std::string(dtype_name(t.x.dtype)) + ", the plan was selected for " + dtype_name(dt));
-  if (!shape_is(t.x, D.x.shape))
-    throw InvalidArgument(op + ": x has shape " + shape_str(t.x.shape, t.x.ndim) + ", the plan was selected for " +
-                          shape_str(D.x.shape));
-  {
-    const auto st = D.x.effective_strides();
-    for (int i = 0; i < r; ++i)
-      if (t.x.shape[i] > 1 && t.x.strides[i] != st[i])
-        throw InvalidArgument(op + ": x has strides " + shape_str(t.x.strides, t.x.ndim) + ", the plan was selected for " +
-                              shape_str(st) + " (select a plan for these strides)");
-  }
+  check_view(op, "x", t.x, D.x, device, "x");  // x: exactly the descriptor's spec
 
   norm::ChanNormLaunch L;
   L.mode = I.mode;
@@ -451,6 +425,13 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
     };
     L.vec = !I.part.columns && I.part.gw == 32 && L.S % V == 0 && I.part.chunk % V == 0 && vec_ok(L.x, L.xs) &&
             (bwd ? vec_ok(L.gy, L.gys) && vec_ok(L.gx, L.gxs) : vec_ok(L.y, L.ys));
+    // The column kernels' vector path: channel stride 1 (C is a multiple of V by the partition).
+    auto cvec_ok = [&](const void* p, const int64_t st[3]) {
+      return st[1] == 1 && (L.N <= 1 || st[0] % V == 0) && (L.S <= 1 || st[2] % V == 0) &&
+             reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    };
+    L.cvec = I.part.columns && I.part.vtile > 0 && L.C % V == 0 && cvec_ok(L.x, L.xs) &&
+             (bwd ? cvec_ok(L.gy, L.gys) && cvec_ok(L.gx, L.gxs) : cvec_ok(L.y, L.ys));
   }
 
   const bool empty = I.N == 0 || I.C == 0 || I.S == 0;

@@ -62,6 +62,28 @@ void check_view(const std::string& op, const std::string& name, const TensorView
                           std::to_string(device) + "; all operands must be on one device");
 }
 
+void check_presence(const std::string& op, const TensorView& v, bool needed, const std::string& name,
+                    const std::string& why) {
+  const bool given = v.data != nullptr;
+  const bool has = given || (v.ndim > 0 && v.numel() == 0);
+  if (needed && !has) throw InvalidArgument(op + ": " + name + " is missing; " + why);
+  if (!needed && given) throw InvalidArgument(op + ": " + name + " is given; " + why);
+}
+
+void check_same_device(const std::string& op, const TensorView& v, int device, const std::string& name,
+                       const char* device_owner) {
+  if (v.device != device)
+    throw InvalidArgument(op + ": " + name + " is on cuda:" + std::to_string(v.device) + " but " + device_owner +
+                          " is on cuda:" + std::to_string(device) + "; all operands must be on one device");
+}
+
+bool shape_is(const TensorView& v, const std::vector<int64_t>& shape) {
+  if (size_t(v.ndim) != shape.size()) return false;
+  for (int i = 0; i < v.ndim; ++i)
+    if (v.shape[i] != shape[i]) return false;
+  return true;
+}
+
 void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
                      const std::vector<NamedView>& operands) {
   if (need <= 0) return;

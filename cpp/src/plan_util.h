@@ -26,6 +26,15 @@ bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_
 void check_view(const std::string& op, const std::string& name, const TensorView& v, const TensorSpec& s,
                 int device, const char* device_owner = "out");
 
+// An optional operand's presence must match the plan: throws "<op>: <name> is missing; <why>" or
+// "<op>: <name> is given; <why>". An empty tensor may have a null pointer: it counts as present.
+void check_presence(const std::string& op, const TensorView& v, bool needed, const std::string& name,
+                    const std::string& why);
+// Throws "<op>: <name> is on cuda:a but <owner> is on cuda:b" unless v is on `device`.
+void check_same_device(const std::string& op, const TensorView& v, int device, const std::string& name,
+                       const char* device_owner = "x");
+bool shape_is(const TensorView& v, const std::vector<int64_t>& shape);
+
 // A named operand for the checks below; views with data == nullptr are skipped.
 struct NamedView {
   std::string name;

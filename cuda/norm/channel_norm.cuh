@@ -378,6 +378,152 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
   }
 }
 
+// Columns, vector path (L.cvec): a thread owns V = 16 / sizeof(T) adjacent channels and reads
+// 16-byte vectors. A block per (n, chunk p of rows, tile of VT = L.part.vtile vector columns);
+// thread (tx, ty) walks rows ty, ty + lanes, ... (lanes = 256 / VT), kColVecUnroll rows in flight.
+// Row lanes merge in a fixed order: a shuffle tree inside each warp, then the warps in order.
+constexpr int kColVecUnroll = 4;
+template <class T> __device__ __forceinline__ Vec16<T> ld_raw(const void* p, int64_t off) {
+  return *reinterpret_cast<const Vec16<T>*>(static_cast<const T*>(p) + off);
+}
+// The 4 table values of entry i (16- or 32-byte aligned: the table is 256-byte aligned).
+template <class C> __device__ __forceinline__ void ld_entry(const C* table, int64_t i, C out[4]) {
+  if constexpr (sizeof(C) == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(table + 4 * i);
+    out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+  } else {
+    const double2 v0 = *reinterpret_cast<const double2*>(table + 4 * i);
+    const double2 v1 = *reinterpret_cast<const double2*>(table + 4 * i + 2);
+    out[0] = v0.x; out[1] = v0.y; out[2] = v1.x; out[3] = v1.y;
+  }
+}
+
+template <class T, bool BWD>
+__global__ void __launch_bounds__(kChanThreads, 4) stats_columns_vec(const ChanNormLaunch L) {
+  using C = compute_t<T>;
+  constexpr int V = int(16 / sizeof(T));
+  constexpr int U = kColVecUnroll;
+  // Per warp, per vector column, per channel: 3 values (forward moments or backward sums).
+  __shared__ C sh[kWarps][kChanVecTileMax][V][3];
+  const Pointers<C> W = ws<C>(L);
+  const int VT = L.part.vtile;
+  const int lanes = kChanThreads / VT;
+  const int tx = threadIdx.x % VT, ty = threadIdx.x / VT;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t P = L.part.P, CR = L.part.chunk;
+  const int64_t col_tiles = (L.C / V + VT - 1) / VT;
+  for (int64_t task = blockIdx.x; task < L.part.vtasks; task += gridDim.x) {
+    int64_t tile, rest, p, n;
+    divmod(task, col_tiles, rest, tile);
+    divmod(rest, P, n, p);
+    const int64_t c = (tile * VT + tx) * V;  // first channel of this thread; C % V == 0
+    const bool col_in = c < L.C;
+    const int64_t r0 = p * CR, r1 = min(L.S, r0 + CR);
+    const int64_t xb = n * L.xs[0] + c;  // channel stride 1
+    if constexpr (!BWD) {
+      C K[V], a[V], b[V], cnt = 0;
+#pragma unroll
+      for (int k = 0; k < V; ++k) { K[k] = 0; a[k] = 0; b[k] = 0; }
+      if (col_in) {
+        ld_vec<T, C>(L.x, xb + r0 * L.xs[2], K);
+        for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
+          Vec16<T> raw[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t rr = r + int64_t(u) * lanes;
+            if (rr < r1) raw[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (r + int64_t(u) * lanes < r1) {
+#pragma unroll
+              for (int k = 0; k < V; ++k) {
+                const C d = C(to_compute(raw[u].v[k])) - K[k];
+                a[k] += d;
+                b[k] += d * d;
+              }
+              cnt += C(1);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        // Rows of the same column inside the warp: lanes tx, tx + VT, ...; a shuffle tree.
+        Moments<C> m = from_shifted(cnt, K[k], a[k], b[k]);
+        for (int o = 16; o >= VT; o >>= 1) m = merge(m, shfl_down(m, o, 32));
+        if (lane < VT) { sh[warp][lane][k][0] = m.n; sh[warp][lane][k][1] = m.mean; sh[warp][lane][k][2] = m.m2; }
+      }
+      __syncthreads();
+      if (threadIdx.x < VT * V) {
+        const int jx = threadIdx.x / V, k = threadIdx.x % V;
+        const int64_t cj = (tile * VT + jx) * V + k;
+        Moments<C> m{sh[0][jx][k][0], sh[0][jx][k][1], sh[0][jx][k][2]};
+        for (int w = 1; w < kWarps; ++w) m = merge(m, Moments<C>{sh[w][jx][k][0], sh[w][jx][k][1], sh[w][jx][k][2]});
+        if (cj < L.C) {
+          C* out = W.partials + 3 * partial_index(L, n, cj, p);
+          out[0] = m.n; out[1] = m.mean; out[2] = m.m2;
+        }
+      }
+    } else {
+      C mean[V], a[V], b[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) { mean[k] = 0; a[k] = 0; b[k] = 0; }
+      if (col_in) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          C rstd;
+          unit_stats(L, W, unit_of(L, n, c + k), mean[k], rstd);
+        }
+        const int64_t gb = n * L.gys[0] + c;
+        for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
+          Vec16<T> dy[U], xv[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t rr = r + int64_t(u) * lanes;
+            if (rr < r1) {
+              dy[u] = ld_raw<T>(L.gy, gb + rr * L.gys[2]);
+              xv[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (r + int64_t(u) * lanes < r1) {
+#pragma unroll
+              for (int k = 0; k < V; ++k) {
+                const C g = C(to_compute(dy[u].v[k]));
+                a[k] += g;
+                b[k] += g * (C(to_compute(xv[u].v[k])) - mean[k]);
+              }
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        C sa = a[k], sb = b[k];
+        for (int o = 16; o >= VT; o >>= 1) {
+          sa += __shfl_down_sync(0xffffffffu, sa, o, 32);
+          sb += __shfl_down_sync(0xffffffffu, sb, o, 32);
+        }
+        if (lane < VT) { sh[warp][lane][k][0] = sa; sh[warp][lane][k][1] = sb; }
+      }
+      __syncthreads();
+      if (threadIdx.x < VT * V) {
+        const int jx = threadIdx.x / V, k = threadIdx.x % V;
+        const int64_t cj = (tile * VT + jx) * V + k;
+        C sa = sh[0][jx][k][0], sb = sh[0][jx][k][1];
+        for (int w = 1; w < kWarps; ++w) { sa += sh[w][jx][k][0]; sb += sh[w][jx][k][1]; }
+        if (cj < L.C) {
+          C* out = W.partials + 3 * partial_index(L, n, cj, p);
+          out[0] = sa; out[1] = sb; out[2] = 0;
+        }
+      }
+    }
+    __syncthreads();  // sh is reused by the next task
+  }
+}
+
 // ---- finalize --------------------------------------------------------------------------------
 // The unit's channels: per-group units (n, g) cover channels g*Cg .. g*Cg+Cg-1 of sample n; a
 // per-channel unit covers channel c of every sample.
@@ -816,12 +962,90 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
   }
 }
 
+// Vector path of apply_columns (L.cvec): the partition of stats_columns_vec.
+template <class T, bool BWD>
+__global__ void __launch_bounds__(kChanThreads, 4) apply_columns_vec(const ChanNormLaunch L) {
+  using C = compute_t<T>;
+  constexpr int V = int(16 / sizeof(T));
+  constexpr int U = kColVecUnroll;
+  const Pointers<C> W = ws<C>(L);
+  const int VT = L.part.vtile;
+  const int lanes = kChanThreads / VT;
+  const int tx = threadIdx.x % VT, ty = threadIdx.x / VT;
+  const int64_t P = L.part.P, CR = L.part.chunk;
+  const int64_t col_tiles = (L.C / V + VT - 1) / VT;
+  for (int64_t task = blockIdx.x; task < L.part.vtasks; task += gridDim.x) {
+    int64_t tile, rest, p, n;
+    divmod(task, col_tiles, rest, tile);
+    divmod(rest, P, n, p);
+    const int64_t c = (tile * VT + tx) * V;
+    if (c >= L.C) continue;  // no block-wide sync in this kernel
+    const int64_t r0 = p * CR, r1 = min(L.S, r0 + CR);
+    C mean[V], k1[V], k2[V], k3[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      C e[4];
+      ld_entry(W.table, entry_of(L, n, c + k), e);
+      mean[k] = e[0]; k1[k] = e[1]; k2[k] = e[2]; k3[k] = e[3];
+    }
+    const int64_t xb = n * L.xs[0] + c;
+    if constexpr (!BWD) {
+      const int64_t yb = n * L.ys[0] + c;
+      for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
+        Vec16<T> raw[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t rr = r + int64_t(u) * lanes;
+          if (rr < r1) raw[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t rr = r + int64_t(u) * lanes;
+          if (rr < r1) {
+            C out[V];
+#pragma unroll
+            for (int k = 0; k < V; ++k) out[k] = (C(to_compute(raw[u].v[k])) - mean[k]) * k1[k] + k2[k];
+            st_vec<T, C>(L.y, yb + rr * L.ys[2], out);
+          }
+        }
+      }
+    } else {
+      const int64_t gb = n * L.gys[0] + c, ob = n * L.gxs[0] + c;
+      for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
+        Vec16<T> dy[U], xv[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t rr = r + int64_t(u) * lanes;
+          if (rr < r1) {
+            dy[u] = ld_raw<T>(L.gy, gb + rr * L.gys[2]);
+            xv[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t rr = r + int64_t(u) * lanes;
+          if (rr < r1) {
+            C out[V];
+#pragma unroll
+            for (int k = 0; k < V; ++k)
+              out[k] = k1[k] * C(to_compute(dy[u].v[k])) - k2[k] - (C(to_compute(xv[u].v[k])) - mean[k]) * k3[k];
+            st_vec<T, C>(L.gx, ob + rr * L.gxs[2], out);
+          }
+        }
+      }
+    }
+  }
+}
+
 inline unsigned small_grid(int64_t n) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>(chan_ceil_div(n, kChanThreads), kChanMaxGrid)));
 }
 
 template <class T, bool BWD> void stats(const ChanNormLaunch& L, cudaStream_t s) {
-  if (L.part.columns) {
+  if (L.part.columns && L.cvec) {
+    stats_columns_vec<T, BWD><<<unsigned(L.part.vgrid), kChanThreads, 0, s>>>(L);
+    check_launch("norm.channel.stats_columns_vec");
+  } else if (L.part.columns) {
     stats_columns<T, BWD><<<unsigned(L.part.grid), kChanThreads, 0, s>>>(L);
     check_launch("norm.channel.stats_columns");
   } else {
@@ -831,7 +1055,10 @@ template <class T, bool BWD> void stats(const ChanNormLaunch& L, cudaStream_t s)
   }
 }
 template <class T, bool BWD> void apply(const ChanNormLaunch& L, cudaStream_t s) {
-  if (L.part.columns) {
+  if (L.part.columns && L.cvec) {
+    apply_columns_vec<T, BWD><<<unsigned(L.part.vgrid), kChanThreads, 0, s>>>(L);
+    check_launch("norm.channel.apply_columns_vec");
+  } else if (L.part.columns) {
     apply_columns<T, BWD><<<unsigned(L.part.grid), kChanThreads, 0, s>>>(L);
     check_launch("norm.channel.apply_columns");
   } else {

@@ -31,12 +31,21 @@ struct ChanPartition {
   int gw = 32;           // planes, scalar kernels: lanes per (plane, chunk) task (8 / 16 for small planes)
   int64_t tasks = 0;     // planes: warp tasks N*C*P; columns: block tasks N*P*ceil(C/tile)
   int64_t grid = 0;      // blocks of the stats / apply kernels
+  // Columns with 16-byte vectors along C (C a multiple of vec = 16 / sizeof(T)): vtile vector
+  // columns (of vec channels each) per block, 0 when C does not allow it. P and chunk are chosen
+  // for this path; the scalar column kernels (tile, tasks, grid) run with the same P and chunk
+  // when the operands turn out unaligned at run time (the partials layout depends on P only).
+  int vec = 1;
+  int vtile = 0;
+  int64_t vtasks = 0;    // block tasks N*P*ceil(C/(vec*vtile))
+  int64_t vgrid = 0;
 };
+constexpr int kChanVecTileMax = 8;  // vector columns per block in the vector column kernels
 
 inline int64_t chan_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The partition of an [N, C, S] tensor with N, C, S >= 1.
-inline ChanPartition chan_partition(bool columns, int64_t N, int64_t C, int64_t S) {
+// The partition of an [N, C, S] tensor with N, C, S >= 1; vec = 16 / sizeof(element).
+inline ChanPartition chan_partition(bool columns, int64_t N, int64_t C, int64_t S, int vec = 1) {
   ChanPartition p;
   p.columns = columns;
   if (!columns) {
@@ -50,6 +59,30 @@ inline ChanPartition chan_partition(bool columns, int64_t N, int64_t C, int64_t 
     // Small planes share a warp (the scalar kernels; each lane still gets up to 4 values).
     p.gw = p.chunk <= 32 ? 8 : (p.chunk <= 64 ? 16 : 32);
     p.grid = std::min(chan_ceil_div(p.tasks, (kChanThreads / 32) * (32 / p.gw)), kChanMaxGrid);
+  } else if (vec > 1 && C % vec == 0) {
+    // Vector columns: a thread owns vec adjacent channels; a block covers vtile vector columns
+    // (<= 128 contiguous bytes of a row) and 256 / vtile rows at a time. Narrow tiles give many
+    // blocks without short chunks (each chunk adds 3 partials per channel to write and merge).
+    const int64_t vcols = C / vec;
+    int vt = 1;
+    while (vt < kChanVecTileMax && vt < vcols) vt *= 2;
+    p.vec = vec;
+    p.vtile = vt;
+    const int64_t vlanes = kChanThreads / vt;
+    const int64_t vcol_tiles = chan_ceil_div(vcols, vt);
+    // ~4096 block tasks (>= 2 waves of up to 8 blocks on 132 SMs), chunks of >= 4 rows per row lane.
+    int64_t P = std::max<int64_t>(1, chan_ceil_div(4096, N * vcol_tiles));
+    P = std::min(P, std::max<int64_t>(1, chan_ceil_div(S, 4 * vlanes)));
+    p.chunk = chan_ceil_div(S, P);
+    p.P = chan_ceil_div(S, p.chunk);
+    p.vtasks = N * p.P * vcol_tiles;
+    p.vgrid = std::min(p.vtasks, kChanMaxGrid);
+    // The scalar fallback (unaligned operands): same P and chunk.
+    int tile = 1;
+    while (tile < 32 && tile < C) tile *= 2;
+    p.tile = tile;
+    p.tasks = N * p.P * chan_ceil_div(C, tile);
+    p.grid = std::min(p.tasks, kChanMaxGrid);
   } else {
     int tile = 1;
     while (tile < 32 && tile < C) tile *= 2;
@@ -89,6 +122,9 @@ struct ChanNormLaunch {
   // Plane kernels with 16-byte vectors: every operand they touch has spatial stride 1, its
   // pointer 16-byte aligned and its n / c strides, S and the chunk multiples of 16 / sizeof(T).
   bool vec = false;
+  // Column kernels with 16-byte vectors (part.vtile > 0): every operand has channel stride 1,
+  // n / s strides multiples of 16 / sizeof(T) and a 16-byte aligned pointer.
+  bool cvec = false;
   // [N, C, S] views: element strides of n, c, s.
   const void* x = nullptr; int64_t xs[3] = {};
   void* y = nullptr; int64_t ys[3] = {};
