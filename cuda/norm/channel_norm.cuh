@@ -383,6 +383,7 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 // thread (tx, ty) walks rows ty, ty + lanes, ... (lanes = 256 / VT), kColVecUnroll rows in flight.
 // Row lanes merge in a fixed order: a shuffle tree inside each warp, then the warps in order.
 constexpr int kColVecUnroll = 4;
+constexpr int kColVecMinBlocks = 3;  // <= 80 registers: V accumulators per thread
 template <class T> __device__ __forceinline__ Vec16<T> ld_raw(const void* p, int64_t off) {
   return *reinterpret_cast<const Vec16<T>*>(static_cast<const T*>(p) + off);
 }
@@ -399,7 +400,7 @@ template <class C> __device__ __forceinline__ void ld_entry(const C* table, int6
 }
 
 template <class T, bool BWD>
-__global__ void __launch_bounds__(kChanThreads, 4) stats_columns_vec(const ChanNormLaunch L) {
+__global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) stats_columns_vec(const ChanNormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = int(16 / sizeof(T));
   constexpr int U = kColVecUnroll;
@@ -426,6 +427,7 @@ __global__ void __launch_bounds__(kChanThreads, 4) stats_columns_vec(const ChanN
       for (int k = 0; k < V; ++k) { K[k] = 0; a[k] = 0; b[k] = 0; }
       if (col_in) {
         ld_vec<T, C>(L.x, xb + r0 * L.xs[2], K);
+#pragma unroll 1  // U rows in flight per iteration
         for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
           Vec16<T> raw[U];
 #pragma unroll
@@ -476,6 +478,7 @@ __global__ void __launch_bounds__(kChanThreads, 4) stats_columns_vec(const ChanN
           unit_stats(L, W, unit_of(L, n, c + k), mean[k], rstd);
         }
         const int64_t gb = n * L.gys[0] + c;
+#pragma unroll 1  // U rows in flight per iteration
         for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
           Vec16<T> dy[U], xv[U];
 #pragma unroll
@@ -964,7 +967,7 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 
 // Vector path of apply_columns (L.cvec): the partition of stats_columns_vec.
 template <class T, bool BWD>
-__global__ void __launch_bounds__(kChanThreads, 4) apply_columns_vec(const ChanNormLaunch L) {
+__global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) apply_columns_vec(const ChanNormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = int(16 / sizeof(T));
   constexpr int U = kColVecUnroll;
@@ -991,6 +994,7 @@ __global__ void __launch_bounds__(kChanThreads, 4) apply_columns_vec(const ChanN
     const int64_t xb = n * L.xs[0] + c;
     if constexpr (!BWD) {
       const int64_t yb = n * L.ys[0] + c;
+#pragma unroll 1  // U rows in flight per iteration
       for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
         Vec16<T> raw[U];
 #pragma unroll
@@ -1011,6 +1015,7 @@ __global__ void __launch_bounds__(kChanThreads, 4) apply_columns_vec(const ChanN
       }
     } else {
       const int64_t gb = n * L.gys[0] + c, ob = n * L.gxs[0] + c;
+#pragma unroll 1  // U rows in flight per iteration
       for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
         Vec16<T> dy[U], xv[U];
 #pragma unroll

@@ -263,22 +263,7 @@ void gumbel_launch_one(const RowOpLaunch& L, const Geo& g, cudaStream_t st) {
 
 template <class T> void gumbel_launch(const RowOpLaunch& L, cudaStream_t st) {
   const Geo g = geo_of(L);
-  switch (L.path) {
-    case RowPath::Warp:
-      if (L.k == 1) return gumbel_launch_one<T, true, 1, true>(L, g, st);
-      if (L.k == 2) return gumbel_launch_one<T, true, 2, true>(L, g, st);
-      return gumbel_launch_one<T, true, 4, true>(L, g, st);
-    case RowPath::Block:
-      if (L.k == 1) return gumbel_launch_one<T, false, 1, true>(L, g, st);
-      if (L.k == 2) return gumbel_launch_one<T, false, 2, true>(L, g, st);
-      if constexpr (!std::is_same_v<T, double>) {  // f64 rows past k = 2 take the Global path
-        if (L.k == 4) return gumbel_launch_one<T, false, 4, true>(L, g, st);
-        return gumbel_launch_one<T, false, 8, true>(L, g, st);
-      }
-      [[fallthrough]];
-    default:
-      return gumbel_launch_one<T, false, 1, false>(L, g, st);
-  }
+  for_row_geometry<T>(L, [&](auto warp, auto k, auto reg) { gumbel_launch_one<T, decltype(warp)::value, decltype(k)::value, decltype(reg)::value>(L, g, st); });
 }
 
 }  // namespace baracuda::softmax::rowops

@@ -200,6 +200,32 @@ template <bool WARP> struct Team {
 inline unsigned grid_of(int64_t blocks) {
   return unsigned(blocks < 1 ? 1 : (blocks > (int64_t(1) << 30) ? (int64_t(1) << 30) : blocks));
 }
+// Calls f(warp, k, reg) (std::integral_constant arguments) with the kernel geometry of the launch's
+// path and chunks per lane: the instantiated (path, k) table every row op shares. Warp: k 1 / 2 /
+// 4; Block: k 1 / 2 / 4 / 8 (f64: 1 / 2, its longer rows take Global); Global: the row re-read.
+template <class T, class F> void for_row_geometry(const RowOpLaunch& L, F&& f) {
+  using W = std::true_type;
+  using B = std::false_type;
+  using Reg = std::true_type;
+  using Reread = std::false_type;
+  switch (L.path) {
+    case RowPath::Warp:
+      if (L.k == 1) return f(W{}, std::integral_constant<int, 1>{}, Reg{});
+      if (L.k == 2) return f(W{}, std::integral_constant<int, 2>{}, Reg{});
+      return f(W{}, std::integral_constant<int, 4>{}, Reg{});
+    case RowPath::Block:
+      if (L.k == 1) return f(B{}, std::integral_constant<int, 1>{}, Reg{});
+      if (L.k == 2) return f(B{}, std::integral_constant<int, 2>{}, Reg{});
+      if constexpr (!std::is_same_v<T, double>) {
+        if (L.k == 4) return f(B{}, std::integral_constant<int, 4>{}, Reg{});
+        return f(B{}, std::integral_constant<int, 8>{}, Reg{});
+      }
+      [[fallthrough]];
+    default:
+      return f(B{}, std::integral_constant<int, 1>{}, Reread{});
+  }
+}
+
 // Blocks for `rows` rows on the given path (a warp team takes 8 rows per 256-thread block).
 inline unsigned row_grid(const RowOpLaunch& L) {
   const int64_t per = L.path == RowPath::Warp ? L.threads / 32 : 1;
