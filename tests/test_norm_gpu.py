@@ -1160,3 +1160,108 @@ def test_channel_norm_many_small_units(op, shape, G, dtname, layout):
     xhat = fn(x.double(), None, None)
     check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")
     check_sum(gb, ref["b"], per_channel_l1(go), dt, "grad_bias")
+
+
+def channels_last_at(src, offset):
+    """A copy of src in channels-last memory (N, *spatial, C; 2-D stays [N, C]) starting `offset`
+    elements into a fresh buffer (offset 1: off 16-byte alignment, the scalar column kernels)."""
+    perm = [0] + list(range(2, src.dim())) + [1] if src.dim() >= 3 else list(range(src.dim()))
+    inv = [perm.index(i) for i in range(src.dim())]
+    buf = torch.empty(src.numel() + offset, dtype=src.dtype, device=DEV)
+    t = buf[offset:].view([src.shape[i] for i in perm]).permute(inv)
+    t.copy_(src)
+    return t
+
+
+# C * elem_size a multiple of 16 (C = 8, 24: the 16-byte vector column kernels for every dtype) or
+# not (C = 7, 12: scalar for 16-bit types, C = 12 vector for f32 / f64); odd spatial sizes; S = 1;
+# a 2-D [N, C] batch.
+CL_VEC_CASES = [((3, 8, 5, 7), 2), ((2, 24, 9, 11), 6), ((5, 7, 3, 5), 7), ((3, 12, 13, 3), 4),
+                ((4, 24, 1, 1), 3), ((2, 16, 1031), 4), ((37, 24), 0)]
+
+
+@pytest.mark.parametrize("where", ["aligned", "offset", "mixed"])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape,G", CL_VEC_CASES, ids=[f"{s}-G{g}" for s, g in CL_VEC_CASES])
+def test_channels_last_vector_columns(shape, G, dtname, where):
+    """Channels-last x: aligned (vector column kernels when C allows), one element off alignment
+    (scalar column kernels on the vector partition), and NC* out / grad_out / grad_x (scalar)."""
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/clvec/{shape}/{G}/{dtname}/{where}")
+    C = shape[1]
+    off = 1 if where == "offset" else 0
+    src = make(shape, dt, g, 2.0, 0.5)
+    x = channels_last_at(src, off)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    go_src = make(shape, dt, g)
+    go = go_src.contiguous() if where == "mixed" else channels_last_at(go_src, off)
+
+    def out_buf():
+        return poison(shape, dt) if where == "mixed" else channels_last_at(poison(shape, dt), off)
+
+    xd = src.double()
+    # BatchNorm training forward / backward.
+    out = out_buf()
+    y, mean, rstd = bc.batch_norm(x, weight=w, bias=b, training=True, save_stats=True, out=out)
+    assert y is out
+    close(y, F.batch_norm(xd, None, None, w.double(), b.double(), True, 0.1, 1e-5), dt, f"batch_norm cl {shape}")
+    em, er, _ = batch_stats_ref(src, 1e-5)
+    st = 1e-10 if dt == torch.float64 else 2e-5
+    torch.testing.assert_close(mean.double(), em, rtol=st, atol=st)
+    torch.testing.assert_close(rstd.double(), er, rtol=st, atol=st)
+    gxo = out_buf()
+    gx, gw, gb = bc.batch_norm_backward(go, x, mean, rstd, w, b, out=gxo)
+    assert gx is gxo
+    fn = lambda a, ww, bb: F.batch_norm(a, None, None, ww, bb, True, 0.1, 1e-5)  # noqa: E731
+    ref = chan_autograd(fn, src, w, b, go_src)
+    close(gx, ref["x"], dt, f"grad_x batch_norm cl {shape}", scale_atol=True)
+    check_sum(gw, ref["w"], per_channel_l1(go_src.double() * fn(xd, None, None)), dt, "grad_weight")
+    check_sum(gb, ref["b"], per_channel_l1(go_src), dt, "grad_bias")
+    # BatchNorm inference (apply only).
+    rdt = torch.float32 if dt != torch.float64 else dt
+    rm, rv = make((C,), rdt, g), make((C,), rdt, g).abs() + 0.5
+    out = out_buf()
+    bc.batch_norm(x, rm, rv, w, b, training=False, out=out)
+    close(out, F.batch_norm(xd, rm.double(), rv.double(), w.double(), b.double(), False, 0.1, 1e-5), dt,
+          f"batch_norm eval cl {shape}")
+    if G == 0:
+        return
+    # GroupNorm forward / backward.
+    out = out_buf()
+    y, mean, rstd = bc.group_norm(x, G, w, b, save_stats=True, out=out)
+    assert y is out
+    close(y, F.group_norm(xd, G, w.double(), b.double(), 1e-5), dt, f"group_norm cl {shape}")
+    gxo = out_buf()
+    gx, gw, gb = bc.group_norm_backward(go, x, mean, rstd, G, w, b, out=gxo)
+    assert gx is gxo
+    fn = lambda a, ww, bb: F.group_norm(a, G, ww, bb, 1e-5)  # noqa: E731
+    ref = chan_autograd(fn, src, w, b, go_src)
+    amp = float(rstd.max()) * float(go_src.double().abs().max()) * float(w.double().abs().max())
+    atol = TOL[dt] * max(1.0, float(ref["x"].abs().max()), amp)
+    torch.testing.assert_close(gx.double(), ref["x"].to(dt).double(), rtol=TOL[dt], atol=atol, equal_nan=True,
+                               msg=lambda m: f"grad_x group_norm cl {shape}: {m}")
+    check_sum(gw, ref["w"], per_channel_l1(go_src.double() * fn(xd, None, None)), dt, "grad_weight")
+    check_sum(gb, ref["b"], per_channel_l1(go_src), dt, "grad_bias")
+
+
+@pytest.mark.parametrize("dtname", ["bfloat16", "float32"])
+def test_channels_last_vector_columns_deterministic(dtname):
+    """The vector column kernels on a multi-wave shape: bitwise repeatable, and close to the scalar
+    column kernels on the same data one element off alignment."""
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/clvec-det/{dtname}")
+    shape = (6, 96, 23, 29)
+    src, go_src = make(shape, dt, g, 1.5, 3.0), make(shape, dt, g)
+    w, b = make((96,), torch.float32, g, 0.5, 1.0), make((96,), torch.float32, g)
+    res = {}
+    for off in (0, 1):
+        x, go = channels_last_at(src, off), channels_last_at(go_src, off)
+        runs = []
+        for _ in range(2):
+            y, mean, rstd = bc.batch_norm(x, weight=w, bias=b, training=True, save_stats=True)
+            runs.append((y, mean, rstd) + tuple(bc.batch_norm_backward(go, x, mean, rstd, w, b)))
+        for u, v in zip(*runs):
+            assert torch.equal(u, v)
+        res[off] = runs[0]
+    for u, v in zip(res[0], res[1]):
+        torch.testing.assert_close(u.double(), v.double(), rtol=TOL[dt], atol=TOL[dt] * 10)

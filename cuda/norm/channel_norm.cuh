@@ -383,7 +383,7 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 // thread (tx, ty) walks rows ty, ty + lanes, ... (lanes = 256 / VT), kColVecUnroll rows in flight.
 // Row lanes merge in a fixed order: a shuffle tree inside each warp, then the warps in order.
 constexpr int kColVecUnroll = 4;
-constexpr int kColVecMinBlocks = 3;  // <= 80 registers: V accumulators per thread
+constexpr int kColVecMinBlocks = 3;  // <= 80 registers (V channels of accumulators or coefficients per thread)
 template <class T> __device__ __forceinline__ Vec16<T> ld_raw(const void* p, int64_t off) {
   return *reinterpret_cast<const Vec16<T>*>(static_cast<const T*>(p) + off);
 }
@@ -403,7 +403,7 @@ template <class T, bool BWD>
 __global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) stats_columns_vec(const ChanNormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = int(16 / sizeof(T));
-  constexpr int U = kColVecUnroll;
+  constexpr int U = BWD ? kColVecUnroll / 2 : kColVecUnroll;  // backward holds dy and x
   // Per warp, per vector column, per channel: 3 values (forward moments or backward sums).
   __shared__ C sh[kWarps][kChanVecTileMax][V][3];
   const Pointers<C> W = ws<C>(L);
@@ -970,7 +970,7 @@ template <class T, bool BWD>
 __global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) apply_columns_vec(const ChanNormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = int(16 / sizeof(T));
-  constexpr int U = kColVecUnroll;
+  constexpr int U = BWD ? kColVecUnroll / 2 : kColVecUnroll;  // backward holds dy and x
   const Pointers<C> W = ws<C>(L);
   const int VT = L.part.vtile;
   const int lanes = kChanThreads / VT;

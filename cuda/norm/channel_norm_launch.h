@@ -70,7 +70,8 @@ inline ChanPartition chan_partition(bool columns, int64_t N, int64_t C, int64_t 
     p.vtile = vt;
     const int64_t vlanes = kChanThreads / vt;
     const int64_t vcol_tiles = chan_ceil_div(vcols, vt);
-    // ~4096 block tasks (>= 2 waves of up to 8 blocks on 132 SMs), chunks of >= 4 rows per row lane.
+    // ~4096 block tasks (many waves of the 3 resident blocks per SM of kColVecMinBlocks on 132
+    // SMs), chunks of >= 4 rows per row lane.
     int64_t P = std::max<int64_t>(1, chan_ceil_div(4096, N * vcol_tiles));
     P = std::min(P, std::max<int64_t>(1, chan_ceil_div(S, 4 * vlanes)));
     p.chunk = chan_ceil_div(S, P);
