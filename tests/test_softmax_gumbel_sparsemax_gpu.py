@@ -538,3 +538,47 @@ def test_sparsemax_errors():
         bc.sparsemax(y[:, :100], -1, out=y[:, 1:])
     with pytest.raises(errors.InvalidArgument, match="numpy"):
         bc.sparsemax(np.zeros((3, 4), dtype=np.float32))
+
+
+# ---- other frameworks ----------------------------------------------------------------------------
+
+def _jax_gpu():
+    jax = pytest.importorskip("jax")
+    try:
+        return jax, jax.devices("gpu")[0]
+    except RuntimeError as e:
+        pytest.skip(f"JAX has no GPU backend: {e}")
+
+
+def test_cupy_inputs():
+    cp = pytest.importorskip("cupy")
+    x = _x((7, 1000), torch.float32, "cupy")
+    xc = cp.asarray(x.cpu().numpy())
+    y = bc.gumbel_softmax(xc, 0.7, seed=31, offset=4)
+    assert isinstance(y, cp.ndarray)
+    _close(torch.as_tensor(cp.asnumpy(y), device=DEV), _gumbel_ref(x, -1, 0.7, 31, 4), torch.float32,
+           "gumbel_softmax cupy", tol=GTOL)
+    # the same bits as the torch call on the same data
+    assert torch.equal(torch.as_tensor(cp.asnumpy(y), device=DEV), bc.gumbel_softmax(x, 0.7, seed=31, offset=4))
+    s = bc.sparsemax(xc, 0)
+    assert isinstance(s, cp.ndarray)
+    _close(torch.as_tensor(cp.asnumpy(s), device=DEV), sparsemax_ref(x, 0), torch.float32, "sparsemax cupy")
+    gy = cp.asarray(_x((7, 1000), torch.float32, "cupy-gy").cpu().numpy())
+    gx = bc.sparsemax_backward(gy, s, 0)
+    assert isinstance(gx, cp.ndarray)
+    assert torch.equal(torch.as_tensor(cp.asnumpy(gx), device=DEV),
+                       bc.sparsemax_backward(torch.as_tensor(cp.asnumpy(gy), device=DEV),
+                                             torch.as_tensor(cp.asnumpy(s), device=DEV), 0))
+
+
+def test_jax_inputs():
+    jax, dev = _jax_gpu()
+    x = _x((5, 333), torch.float32, "jax")
+    xj = jax.device_put(x.cpu().numpy(), dev)
+    y = bc.gumbel_softmax(xj, 1.3, dim=0, seed=8, offset=2)
+    assert isinstance(y, jax.Array)
+    _close(torch.as_tensor(np.asarray(y), device=DEV), _gumbel_ref(x, 0, 1.3, 8, 2), torch.float32,
+           "gumbel_softmax jax", tol=GTOL)
+    s = bc.sparsemax(xj)
+    assert isinstance(s, jax.Array)
+    _close(torch.as_tensor(np.asarray(s), device=DEV), sparsemax_ref(x), torch.float32, "sparsemax jax")

@@ -73,6 +73,20 @@ Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle wo
   return w;
 }
 
+Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc) {
+  Workspace w;
+  if (!workspace.is_none()) {
+    w.imported = import_tensor(workspace, "workspace", true);
+    w.size = w.imported.view.numel() * int64_t(dtype_size(w.imported.view.dtype));
+  } else if (bytes > 0 && !workspace_alloc.is_none()) {
+    w.owner = workspace_alloc(bytes);
+    w.imported = import_tensor(w.owner, "workspace", true);
+    w.size = w.imported.view.numel() * int64_t(dtype_size(w.imported.view.dtype));
+  }
+  w.data = w.imported.view.data;
+  return w;
+}
+
 void append_key(std::string& key, const TensorView& v) {
   key.push_back(char(v.dtype));
   key.push_back(char(v.ndim));

@@ -56,8 +56,8 @@ NormTensors import_all(const nb::handle* hs, bool backward, Imported* keep) {
   return t;
 }
 
-std::unordered_map<std::string, NormPlan>& norm_cache() {
-  static auto* cache = new std::unordered_map<std::string, NormPlan>();
+PlanCache<NormPlan>& norm_cache() {
+  static auto* cache = new PlanCache<NormPlan>();
   return *cache;
 }
 
@@ -67,25 +67,12 @@ void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb
   const bool backward = is_backward_op(plan.descriptor().op);
   Imported keep[kNumSlots];
   NormTensors t = import_all(hs, backward, keep);
-  void* ws = nullptr;
-  int64_t ws_size = 0;
-  Imported w;
-  nb::object ws_obj;
-  if (!workspace.is_none()) {
-    w = import_tensor(workspace, "workspace", true);
-    ws = w.view.data;
-    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  } else if (plan.workspace_bytes() > 0 && !workspace_alloc.is_none()) {
-    ws_obj = workspace_alloc(plan.workspace_bytes());
-    w = import_tensor(ws_obj, "workspace", true);
-    ws = w.view.data;
-    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  }
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc);
   const Imported& like = keep[X];
   StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;
-    plan.run(t, ws, ws_size, s);
+    plan.run(t, ws.data, ws.size, s);
   }
   finish_for_framework(like, s);
 }
@@ -135,25 +122,12 @@ void chan_launch(const ChannelNormPlan& plan, const nb::handle* hs, nb::handle w
     keep[i] = import_tensor(hs[i], kChanSlotNames[i], chan_is_output(i, backward, running_updated));
     chan_slot_view(t, i) = keep[i].view;
   }
-  void* ws = nullptr;
-  int64_t ws_size = 0;
-  Imported w;
-  nb::object ws_obj;
-  if (!workspace.is_none()) {
-    w = import_tensor(workspace, "workspace", true);
-    ws = w.view.data;
-    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  } else if (plan.workspace_bytes() > 0 && !workspace_alloc.is_none()) {
-    ws_obj = workspace_alloc(plan.workspace_bytes());
-    w = import_tensor(ws_obj, "workspace", true);
-    ws = w.view.data;
-    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  }
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc);
   const Imported& like = keep[CX];
   StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;
-    plan.run(t, ws, ws_size, s);
+    plan.run(t, ws.data, ws.size, s);
   }
   finish_for_framework(like, s);
 }
@@ -243,14 +217,8 @@ void init_norm(nb::module_& m) {
           key.push_back(wd ? char(*wd) : char(-1));
           key.push_back(bd ? char(*bd) : char(-1));
           key.push_back(char(res));
-          auto& cache = norm_cache();
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            if (cache.size() >= 4096) cache.clear();  // bound the cache; plans are cheap to rebuild
-            NormDescriptor d{op, spec_of(xi.view), wd, bd, res, eps, save_stats};
-            it = cache.emplace(key, NormPlan::select(d)).first;
-          }
-          const NormPlan plan = it->second;  // a copy: another thread may clear the cache while we run
+          const NormPlan plan = norm_cache().get(
+              key, [&] { return NormPlan::select(NormDescriptor{op, spec_of(xi.view), wd, bd, res, eps, save_stats}); });
           launch(plan, hs, nb::none(), workspace_alloc, stream);
         },
         "op"_a, "eps"_a, "save_stats"_a, "y"_a.none(), "x"_a.none(), "weight"_a.none(), "bias"_a.none(),

@@ -536,6 +536,82 @@ __device__ __forceinline__ void unit_channels(const ChanNormLaunch& L, int64_t u
   else { const int64_t cg = L.C / L.G; n = u / L.G; c0 = (u % L.G) * cg; nch = cg; }
 }
 
+// ---- pieces shared by the block-per-unit and warp-per-unit finalize kernels ----------------------
+// Forward: the unit's mean / rstd (saved when asked) and the running-stat update or its per-instance
+// record in aux; returns rstd. One thread per unit calls it.
+template <class T, class C>
+__device__ __forceinline__ C store_unit_stats(const ChanNormLaunch& L, const Pointers<C>& W, int64_t u, const Moments<C>& m) {
+  const C var = m.m2 / m.n;  // biased, as the normalization uses
+  const C rstd = C(1) / sqrt(var + C(L.eps));
+  if (L.mean) static_cast<C*>(L.mean)[u] = m.mean;
+  if (L.rstd) static_cast<C*>(L.rstd)[u] = rstd;
+  const C unbiased = m.n > C(1) ? m.m2 / (m.n - C(1)) : C(NAN);
+  if (L.update_running && L.per_channel) {
+    const C mo = C(L.momentum);
+    const C rm = ld_param<T, C>(L.rmean, L.r_f32, u), rv = ld_param<T, C>(L.rvar, L.r_f32, u);
+    st_param<T, C>(L.rmean, L.r_f32, u, (C(1) - mo) * rm + mo * m.mean);
+    st_param<T, C>(L.rvar, L.r_f32, u, (C(1) - mo) * rv + mo * unbiased);
+  }
+  if (L.update_running && !L.per_channel) {
+    W.aux[2 * u] = m.mean;
+    W.aux[2 * u + 1] = unbiased;
+  }
+  return rstd;
+}
+// Forward table entries (mean, rstd * w, b, 0) of the unit's channels j0, j0 + step, ...
+template <class T, class C>
+__device__ __forceinline__ void fill_forward_table(const ChanNormLaunch& L, const Pointers<C>& W, int64_t n, int64_t c0,
+                                                   int64_t nch, C mean, C rstd, int64_t j0, int64_t step) {
+  for (int64_t j = j0; j < nch; j += step) {
+    const int64_t c = c0 + j;
+    C* e = W.table + 4 * entry_of(L, n, c);
+    e[0] = mean;
+    e[1] = L.w ? rstd * ld_param<T, C>(L.w, L.w_f32, c) : rstd;
+    e[2] = L.b ? ld_param<T, C>(L.b, L.b_f32, c) : C(0);
+    e[3] = 0;
+  }
+}
+// Backward, channel c of unit (n, ..): a warp sums its K partials (sum dy, sum dy * (x - mean)) in a
+// fixed order; lane 0 writes grad_weight / grad_bias (per channel) or their per-sample record in
+// aux (per group) and adds w * db, w * gw to its S1, S2.
+template <class T, class C>
+__device__ __forceinline__ void channel_backward_sums(const ChanNormLaunch& L, const Pointers<C>& W, int64_t n, int64_t c,
+                                                      int64_t K, C rstd, int lane, C& S1, C& S2) {
+  const C* src = W.partials + 3 * (L.per_channel ? c * K : (n * L.C + c) * K);
+  C db = 0, ds = 0;
+  for (int64_t i = lane; i < K; i += 32) { db += src[3 * i]; ds += src[3 * i + 1]; }
+  db = warp_sum(db);
+  ds = warp_sum(ds);
+  if (lane == 0) {
+    const C gw = ds * rstd;
+    if (L.per_channel) {
+      if (L.gw) st_param<T, C>(L.gw, L.w_f32, c, gw);
+      if (L.gb) st_param<T, C>(L.gb, L.b_f32, c, db);
+    } else if (L.gw || L.gb) {
+      W.aux[2 * (n * L.C + c)] = gw;
+      W.aux[2 * (n * L.C + c) + 1] = db;
+    }
+    const C w = L.w ? ld_param<T, C>(L.w, L.w_f32, c) : C(1);
+    S1 += w * db;
+    S2 += w * gw;
+  }
+}
+// Backward table entries (mean, rstd * w, rstd * S1 / M, rstd^2 * S2 / M) of channels j0, j0 + step, ...
+template <class T, class C>
+__device__ __forceinline__ void fill_backward_table(const ChanNormLaunch& L, const Pointers<C>& W, int64_t n, int64_t c0,
+                                                    int64_t nch, C mean, C rstd, C S1, C S2, int64_t j0, int64_t step) {
+  const C M = L.per_channel ? C(double(L.N) * double(L.S)) : C(double(nch) * double(L.S));
+  for (int64_t j = j0; j < nch; j += step) {
+    const int64_t c = c0 + j;
+    const C w = L.w ? ld_param<T, C>(L.w, L.w_f32, c) : C(1);
+    C* e = W.table + 4 * entry_of(L, n, c);
+    e[0] = mean;
+    e[1] = rstd * w;
+    e[2] = rstd * S1 / M;
+    e[3] = rstd * rstd * S2 / M;
+  }
+}
+
 // Forward: a block per unit merges its partials (a contiguous span), then writes the saved stats,
 // the running stats (per-channel units), the InstanceNorm aux (mean, unbiased var) and the
 // table entries (mean, rstd * weight, bias) of its channels.
@@ -563,34 +639,12 @@ template <class T> __global__ void __launch_bounds__(kChanThreads) finalize_forw
       __syncthreads();
     }
     if (threadIdx.x == 0) {
-      const C var = m.m2 / m.n;  // biased, as the normalization uses
-      const C rstd = C(1) / sqrt(var + C(L.eps));
       s_mean = m.mean;
-      s_rstd = rstd;
-      if (L.mean) static_cast<C*>(L.mean)[u] = m.mean;
-      if (L.rstd) static_cast<C*>(L.rstd)[u] = rstd;
-      const C unbiased = m.n > C(1) ? m.m2 / (m.n - C(1)) : C(NAN);
-      if (L.update_running && L.per_channel) {
-        const C mo = C(L.momentum);
-        const C rm = ld_param<T, C>(L.rmean, L.r_f32, u), rv = ld_param<T, C>(L.rvar, L.r_f32, u);
-        st_param<T, C>(L.rmean, L.r_f32, u, (C(1) - mo) * rm + mo * m.mean);
-        st_param<T, C>(L.rvar, L.r_f32, u, (C(1) - mo) * rv + mo * unbiased);
-      }
-      if (L.update_running && !L.per_channel) {
-        W.aux[2 * u] = m.mean;
-        W.aux[2 * u + 1] = unbiased;
-      }
+      s_rstd = store_unit_stats<T>(L, W, u, m);
     }
     __syncthreads();
     const C mean = s_mean, rstd = s_rstd;
-    for (int64_t j = threadIdx.x; j < nch; j += kChanThreads) {
-      const int64_t c = c0 + j;
-      C* e = W.table + 4 * entry_of(L, n, c);
-      e[0] = mean;
-      e[1] = L.w ? rstd * ld_param<T, C>(L.w, L.w_f32, c) : rstd;
-      e[2] = L.b ? ld_param<T, C>(L.b, L.b_f32, c) : C(0);
-      e[3] = 0;
-    }
+    fill_forward_table<T>(L, W, n, c0, nch, mean, rstd, threadIdx.x, kChanThreads);
     __syncthreads();  // s_mean / sh are reused by the next unit
   }
 }
@@ -654,24 +708,7 @@ template <class T> __global__ void __launch_bounds__(kChanThreads) finalize_back
     C S1 = 0, S2 = 0;
     for (int64_t j = warp; j < nch; j += kWarps) {
       const int64_t c = c0 + j;
-      const C* src = W.partials + 3 * (L.per_channel ? c * K : (n * L.C + c) * K);
-      C db = 0, ds = 0;
-      for (int64_t i = lane; i < K; i += 32) { db += src[3 * i]; ds += src[3 * i + 1]; }
-      db = warp_sum(db);
-      ds = warp_sum(ds);
-      if (lane == 0) {
-        const C gw = ds * rstd;
-        if (L.per_channel) {
-          if (L.gw) st_param<T, C>(L.gw, L.w_f32, c, gw);
-          if (L.gb) st_param<T, C>(L.gb, L.b_f32, c, db);
-        } else if (L.gw || L.gb) {
-          W.aux[2 * (n * L.C + c)] = gw;
-          W.aux[2 * (n * L.C + c) + 1] = db;
-        }
-        const C w = L.w ? ld_param<T, C>(L.w, L.w_f32, c) : C(1);
-        S1 += w * db;
-        S2 += w * gw;
-      }
+      channel_backward_sums<T>(L, W, n, c, K, rstd, lane, S1, S2);
     }
     if (lane == 0) { sh[0][warp] = S1; sh[1][warp] = S2; }
     __syncthreads();
@@ -679,16 +716,7 @@ template <class T> __global__ void __launch_bounds__(kChanThreads) finalize_back
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) { S1 += sh[0][i]; S2 += sh[1][i]; }
     if (!running) {
-      const C M = L.per_channel ? C(double(L.N) * double(L.S)) : C(double(nch) * double(L.S));
-      for (int64_t j = threadIdx.x; j < nch; j += kChanThreads) {
-        const int64_t c = c0 + j;
-        const C w = L.w ? ld_param<T, C>(L.w, L.w_f32, c) : C(1);
-        C* e = W.table + 4 * entry_of(L, n, c);
-        e[0] = mean;
-        e[1] = rstd * w;
-        e[2] = rstd * S1 / M;
-        e[3] = rstd * rstd * S2 / M;
-      }
+      fill_backward_table<T>(L, W, n, c0, nch, mean, rstd, S1, S2, threadIdx.x, kChanThreads);
     }
     __syncthreads();  // sh is reused by the next unit
   }
@@ -710,34 +738,11 @@ template <class T> __global__ void __launch_bounds__(kChanThreads) finalize_forw
     Moments<C> m{0, 0, 0};
     for (int64_t i = lane; i < span; i += 32) m = merge(m, Moments<C>{src[3 * i], src[3 * i + 1], src[3 * i + 2]});
     m = warp_merge(m);
-    const C var = m.m2 / m.n;
-    C rstd = C(1) / sqrt(var + C(L.eps));
-    C mean = m.mean;
-    mean = __shfl_sync(0xffffffffu, mean, 0);
+    C rstd = C(0);
+    if (lane == 0) rstd = store_unit_stats<T>(L, W, u, m);
+    const C mean = __shfl_sync(0xffffffffu, m.mean, 0);
     rstd = __shfl_sync(0xffffffffu, rstd, 0);
-    if (lane == 0) {
-      if (L.mean) static_cast<C*>(L.mean)[u] = mean;
-      if (L.rstd) static_cast<C*>(L.rstd)[u] = rstd;
-      const C unbiased = m.n > C(1) ? m.m2 / (m.n - C(1)) : C(NAN);
-      if (L.update_running && L.per_channel) {
-        const C mo = C(L.momentum);
-        const C rm = ld_param<T, C>(L.rmean, L.r_f32, u), rv = ld_param<T, C>(L.rvar, L.r_f32, u);
-        st_param<T, C>(L.rmean, L.r_f32, u, (C(1) - mo) * rm + mo * mean);
-        st_param<T, C>(L.rvar, L.r_f32, u, (C(1) - mo) * rv + mo * unbiased);
-      }
-      if (L.update_running && !L.per_channel) {
-        W.aux[2 * u] = mean;
-        W.aux[2 * u + 1] = unbiased;
-      }
-    }
-    for (int64_t j = lane; j < nch; j += 32) {
-      const int64_t c = c0 + j;
-      C* e = W.table + 4 * entry_of(L, n, c);
-      e[0] = mean;
-      e[1] = L.w ? rstd * ld_param<T, C>(L.w, L.w_f32, c) : rstd;
-      e[2] = L.b ? ld_param<T, C>(L.b, L.b_f32, c) : C(0);
-      e[3] = 0;
-    }
+    fill_forward_table<T>(L, W, n, c0, nch, mean, rstd, lane, 32);
   }
 }
 
@@ -756,38 +761,12 @@ template <class T> __global__ void __launch_bounds__(kChanThreads) finalize_back
     C S1 = 0, S2 = 0;
     for (int64_t j = 0; j < nch; ++j) {
       const int64_t c = c0 + j;
-      const C* src = W.partials + 3 * (L.per_channel ? c * K : (n * L.C + c) * K);
-      C db = 0, ds = 0;
-      for (int64_t i = lane; i < K; i += 32) { db += src[3 * i]; ds += src[3 * i + 1]; }
-      db = warp_sum(db);
-      ds = warp_sum(ds);
-      if (lane == 0) {
-        const C gw = ds * rstd;
-        if (L.per_channel) {
-          if (L.gw) st_param<T, C>(L.gw, L.w_f32, c, gw);
-          if (L.gb) st_param<T, C>(L.gb, L.b_f32, c, db);
-        } else if (L.gw || L.gb) {
-          W.aux[2 * (n * L.C + c)] = gw;
-          W.aux[2 * (n * L.C + c) + 1] = db;
-        }
-        const C w = L.w ? ld_param<T, C>(L.w, L.w_f32, c) : C(1);
-        S1 += w * db;
-        S2 += w * gw;
-      }
+      channel_backward_sums<T>(L, W, n, c, K, rstd, lane, S1, S2);
     }
     S1 = __shfl_sync(0xffffffffu, S1, 0);
     S2 = __shfl_sync(0xffffffffu, S2, 0);
     if (!running) {
-      const C M = L.per_channel ? C(double(L.N) * double(L.S)) : C(double(nch) * double(L.S));
-      for (int64_t j = lane; j < nch; j += 32) {
-        const int64_t c = c0 + j;
-        const C w = L.w ? ld_param<T, C>(L.w, L.w_f32, c) : C(1);
-        C* e = W.table + 4 * entry_of(L, n, c);
-        e[0] = mean;
-        e[1] = rstd * w;
-        e[2] = rstd * S1 / M;
-        e[3] = rstd * rstd * S2 / M;
-      }
+      fill_backward_table<T>(L, W, n, c0, nch, mean, rstd, S1, S2, lane, 32);
     }
   }
 }
