@@ -61,12 +61,68 @@ def _check(name, logits):
         raise InvalidArgument(f"{name}: {what}, got {tuple(logits.shape)}")
 
 
+# ---- class-index targets: a typed error for values out of range ------------------------------------
+# The kernels give NaN for such a row (no sync, graph-safe); with check_targets (the default of
+# the functional forms) one small pass over the targets and a host sync turn that into an
+# InvalidArgument naming the first offending entry.
+_CHECK_DOC = ("check_targets=True (default) raises InvalidArgument naming the first target out of range; it "
+              "costs one small pass over the targets and a host sync: pass False to stay asynchronous (CUDA "
+              "graphs), and such a row gives NaN.")
+
+
+def _host(x):
+    fw = _interop.framework(x)
+    if fw == "torch":
+        return x.detach().cpu().numpy()
+    if fw == "cupy":
+        return x.get()
+    import numpy as np
+    return np.asarray(x)
+
+
+def _raise_first_bad(op, bad, target, what):
+    import numpy as np
+    b, t = _host(bad), _host(target)
+    idx = tuple(int(i) for i in np.argwhere(b)[0])
+    raise InvalidArgument(f"{op}: target{list(idx)} = {int(t[idx])} {what}")
+
+
+def _check_class_targets(op, target, n_classes, ignore_index=None, stream=None):
+    """Every target in [0, n_classes) or equal to ignore_index."""
+    import baracuda as bc
+    if any(int(s) == 0 for s in target.shape):
+        return
+    bad = bc.logical_or(bc.lt(target, 0, stream=stream), bc.ge(target, n_classes, stream=stream), stream=stream)
+    if ignore_index is not None and not 0 <= ignore_index < n_classes:
+        bad = bc.logical_and(bad, bc.ne(target, ignore_index, stream=stream), stream=stream)
+    if bool(bc.any(bad, stream=stream)):
+        ign = f" and is not ignore_index = {ignore_index}" if ignore_index is not None else ""
+        _raise_first_bad(op, bad, target, f"is outside [0, {n_classes}){ign}")
+
+
+def _check_multilabel_targets(op, target, n_classes, stream=None):
+    """Per row: the entries before the first negative one in [0, n_classes), and that negative one -1."""
+    import baracuda as bc
+    if any(int(s) == 0 for s in target.shape):
+        return
+    nonneg = bc.cast(bc.ge(target, 0, stream=stream), DType.int32, stream=stream)
+    listed = bc.cumprod(nonneg, -1, stream=stream)          # 1 up to the first negative entry
+    ended = bc.cast(bc.eq(listed, 0, stream=stream), DType.int32, stream=stream)
+    first_neg = bc.eq(bc.cumsum(ended, -1, stream=stream), 1, stream=stream)  # the first entry past the list
+    too_big = bc.logical_and(bc.eq(listed, 1, stream=stream), bc.ge(target, n_classes, stream=stream), stream=stream)
+    below = bc.logical_and(bc.logical_and(first_neg, bc.eq(ended, 1, stream=stream), stream=stream),
+                           bc.lt(target, -1, stream=stream), stream=stream)
+    bad = bc.logical_or(too_big, below, stream=stream)
+    if bool(bc.any(bad, stream=stream)):
+        _raise_first_bad(op, bad, target, f"is outside [0, {n_classes}) before the list's end (-1)")
+
+
 def _lse_dtype(logits):
     return DType.float64 if _interop.dtype_of(logits) == DType.float64 else DType.float32
 
 
 def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean",
-                  return_grad=False, grad_loss=None, return_lse=False, stream=None):
+                  return_grad=False, grad_loss=None, return_lse=False, check_targets=True, stream=None):
     """cross_entropy(logits [N, V], target [N] int64/int32, *, weight=None [V], ignore_index=-100,
     label_smoothing=0.0, reduction="mean", return_grad=False, grad_loss=None, return_lse=False, stream=None)
 
@@ -74,7 +130,9 @@ def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoot
     non-ignored targets). Returns the loss; with return_grad also the gradient w.r.t. the logits
     (in the logits' dtype, scaled by grad_loss when given, else 1) computed in the same call;
     with return_lse also the per-row logsumexp (f32 [N]; f64 for f64 logits) that
-    cross_entropy_backward takes. A target outside [0, V) (not ignore_index) gives NaN for its row."""
+    cross_entropy_backward takes. A target outside [0, V) that is not ignore_index: with
+    check_targets=True (default) an InvalidArgument naming it, after one small pass over the
+    targets and a host sync; with False no sync (CUDA graphs) and NaN for its row."""
     _check("cross_entropy", logits)
     n = int(logits.shape[0])
     d = _interop.dtype_of(logits)
@@ -83,6 +141,8 @@ def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoot
         grad_buf, grad_finish = _interop.output(logits, tuple(logits.shape), d)
     plan = _plan("cross_entropy", logits, target, weight, reduction, ignore_index, label_smoothing, return_grad,
                  grad_loss, grad_buf)
+    if check_targets:
+        _check_class_targets("cross_entropy", target, int(logits.shape[1]), ignore_index, stream)
     out, out_finish = _interop.output(logits, (n,) if reduction == "none" else (), d)
     lse, lse_finish = _interop.output(logits, (n,), _lse_dtype(logits))
     ws = _interop.workspace_allocator(logits)(plan.workspace_bytes())
@@ -96,10 +156,10 @@ def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoot
 
 
 def cross_entropy_backward(grad_loss, logits, target, lse, *, weight=None, ignore_index=-100, label_smoothing=0.0,
-                           reduction="mean", out=None, stream=None):
+                           reduction="mean", out=None, check_targets=True, stream=None):
     """cross_entropy_backward(grad_loss, logits, target, lse, ...): the gradient w.r.t. the logits
     from the logsumexp saved by cross_entropy(..., return_lse=True). grad_loss: [] for mean / sum,
-    [N] for none, in the logits' dtype."""
+    [N] for none, in the logits' dtype. check_targets as cross_entropy."""
     _check("cross_entropy_backward", logits)
     d = _interop.dtype_of(logits)
     finish = None
@@ -107,6 +167,8 @@ def cross_entropy_backward(grad_loss, logits, target, lse, *, weight=None, ignor
         out, finish = _interop.output(logits, tuple(logits.shape), d)
     plan = _plan("cross_entropy_backward", logits, target, weight, reduction, ignore_index, label_smoothing, False,
                  grad_loss, out)
+    if check_targets:
+        _check_class_targets("cross_entropy_backward", target, int(logits.shape[1]), ignore_index, stream)
     ws = _interop.workspace_allocator(logits)(plan.workspace_bytes())
     plan.run(logits, target, lse, ws, weight=weight, grad_input=out, grad_loss=grad_loss, stream=stream)
     return finish(out) if finish else out
@@ -369,13 +431,17 @@ def soft_margin_loss_backward(grad_output, input, target, *, reduction="mean", w
                                stream=stream, wrt=wrt)
 
 
-def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean", stream=None):
+def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean", check_targets=True, stream=None):
     """-weight[t] input[i, t] over log-probabilities [N, C]; mean divides by the sum of the weights
-    of the non-ignored targets (torch). A target outside [0, C) (not ignore_index) gives NaN."""
+    of the non-ignored targets (torch). A target outside [0, C) that is not ignore_index: with
+    check_targets=True (default) an InvalidArgument naming it (one small pass and a host sync);
+    with False, NaN."""
     _check("nll_loss", input)
     d = _interop.dtype_of(input)
     plan = _gen_plan("nll_loss", input, target, weight, [], reduction, 0.0, False, True, False, ignore_index, None,
                      None)
+    if check_targets:
+        _check_class_targets("nll_loss", target, int(input.shape[-1]), ignore_index, stream)
     out, finish = _interop.output(input, (int(input.shape[0]),) if reduction == "none" else (), d)
     ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
     plan.run(input, target, None, ws, out=out, weight=weight, stream=stream)
@@ -383,9 +449,9 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean",
 
 
 def nll_loss_backward(grad_output, input, target, weight=None, *, ignore_index=-100, reduction="mean", out=None,
-                      stream=None):
+                      check_targets=True, stream=None):
     """Gradient of nll_loss w.r.t. input: -weight[t_i] * grad_output(_i) (/ sum of weights for
-    mean) at (i, t_i), 0 elsewhere."""
+    mean) at (i, t_i), 0 elsewhere. check_targets as nll_loss."""
     _check("nll_loss_backward", input)
     grad_output = _as_operand("nll_loss_backward", "grad_output", grad_output, input)
     d = _interop.dtype_of(input)
@@ -394,6 +460,8 @@ def nll_loss_backward(grad_output, input, target, weight=None, *, ignore_index=-
         out, finish = _interop.output(input, tuple(input.shape), d)
     plan = _gen_plan("nll_loss_backward", input, target, weight, [], reduction, 0.0, False, True, False, ignore_index,
                      grad_output, out)
+    if check_targets:
+        _check_class_targets("nll_loss_backward", target, int(input.shape[-1]), ignore_index, stream)
     ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
     plan.run(input, target, None, ws, weight=weight, grad_input=out, grad_loss=grad_output, stream=stream)
     return finish(out) if finish else out
@@ -456,6 +524,23 @@ def _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap,
     return plan
 
 
+def _maybe_check_rows(op, input, target, check, stream):
+    """The target checks of the row losses, once the operands look like tensors (the plan names
+    anything else)."""
+    if not (check and _is_tensor(input) and _is_tensor(target) and len(input.shape) >= 1):
+        return
+    try:
+        if _interop.dtype_of(target) not in (DType.int64, DType.int32):
+            return  # the plan refuses it with its own message
+    except Exception:  # noqa: BLE001  (not a dtype we know: the plan names it)
+        return
+    if op.startswith("multilabel"):
+        if tuple(target.shape) == tuple(input.shape):
+            _check_multilabel_targets(op, target, int(input.shape[-1]), stream)
+    else:
+        _check_class_targets(op, target, int(input.shape[-1]), None, stream)
+
+
 def _row_forward(op, input, target, *, weight=None, extra=(), reduction="mean", margin=0.0, p=2.0, eps=1e-6,
                  swap=False, stream=None):
     if _interop.framework(input) == "numpy":
@@ -504,31 +589,38 @@ def cosine_embedding_loss_backward(grad_output, input1, input2, target, margin=0
                          margin=margin, wrt=wrt, out=out, stream=stream)
 
 
-def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, *, reduction="mean", stream=None):
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, *, reduction="mean", check_targets=True,
+                      stream=None):
     """Per row: weight[y] / C * sum_{j != y} max(0, margin - x[y] + x[j])^p (torch's kernel), p 1 or 2.
-    input [N, C] or [C]; target [N] int64 / int32 (or [] / [1] for [C]). A target outside [0, C)
-    gives NaN for its row."""
+    input [N, C] or [C]; target [N] int64 / int32 (or [] / [1] for [C]). A target outside [0, C):
+    with check_targets=True (default) an InvalidArgument naming it (one small pass and a host
+    sync); with False, NaN for its row."""
+    _maybe_check_rows("multi_margin_loss", input, target, check_targets, stream)
     return _row_forward("multi_margin_loss", input, target, weight=weight, reduction=reduction, margin=margin, p=p,
                         stream=stream)
 
 
 def multi_margin_loss_backward(grad_output, input, target, p=1, margin=1.0, weight=None, *, reduction="mean",
-                               wrt="input", out=None, stream=None):
-    """Gradient of multi_margin_loss w.r.t. input."""
+                               wrt="input", out=None, check_targets=True, stream=None):
+    """Gradient of multi_margin_loss w.r.t. input. check_targets as multi_margin_loss."""
+    _maybe_check_rows("multi_margin_loss_backward", input, target, check_targets, stream)
     return _row_backward("multi_margin_loss_backward", grad_output, input, target, {"input": input}, weight=weight,
                          reduction=reduction, margin=margin, p=p, wrt=wrt, out=out, stream=stream)
 
 
-def multilabel_margin_loss(input, target, *, reduction="mean", stream=None):
+def multilabel_margin_loss(input, target, *, reduction="mean", check_targets=True, stream=None):
     """Per row: 1/C sum over the targets y_k (up to the first -1) and the non-target classes j of
     max(0, 1 - x[y_k] + x[j]). input [N, C] or [C]; target of input's shape, int64 / int32. A target
-    >= C before the -1 (or a value below -1 where the list ends) gives NaN for its row."""
+    >= C before the -1 (or a value below -1 where the list ends): with check_targets=True (default)
+    an InvalidArgument naming it (a few small passes and a host sync); with False, NaN for its row."""
+    _maybe_check_rows("multilabel_margin_loss", input, target, check_targets, stream)
     return _row_forward("multilabel_margin_loss", input, target, reduction=reduction, stream=stream)
 
 
 def multilabel_margin_loss_backward(grad_output, input, target, *, reduction="mean", wrt="input", out=None,
-                                    stream=None):
-    """Gradient of multilabel_margin_loss w.r.t. input."""
+                                    check_targets=True, stream=None):
+    """Gradient of multilabel_margin_loss w.r.t. input. check_targets as multilabel_margin_loss."""
+    _maybe_check_rows("multilabel_margin_loss_backward", input, target, check_targets, stream)
     return _row_backward("multilabel_margin_loss_backward", grad_output, input, target, {"input": input},
                          reduction=reduction, wrt=wrt, out=out, stream=stream)
 
