@@ -513,6 +513,146 @@ def test_backward_is_deterministic(H):
         assert torch.equal(R.bits(u), R.bits(v))
 
 
+# ---- long rows, backward: a persistent grid of thread-block clusters (sm_90) ---------------------------
+# Rows of more than 2048 16-byte vectors (bf16 H > 16384, f32 H > 8192, f64 H > 4096) up to 8192
+# take norm.<op>_backward.row_cluster.c*: a row split over 4 / 8 blocks, each accumulating dweight /
+# dbias of its columns over the rows of its cluster (cluster c: rows c, c + G, ...).
+# (cluster, tpr, items): every backward cluster shape the launcher instantiates (kBwdClusterShapes).
+BWD_CLUSTER_SHAPES = [(4, 256, 3), (4, 256, 4), (8, 256, 3), (8, 256, 4)]
+
+
+def bwd_plan_run(op, go, x, w, b, gres=None, layer_stats=None, gx=None):
+    """One backward through the plan API (select sees the current BARACUDA_NORM_BWD_CFG); poisoned
+    outputs. Returns (plan, grad_x, grad_weight, grad_bias)."""
+    dt = x.dtype
+    rows, H = x.shape
+    mean, rstd = layer_stats
+    d = bc.NormDescriptor(op + "_backward", bc.TensorSpec(tuple(x.shape), _BC[dt], list(x.stride())),
+                          weight=None if w is None else _BC[w.dtype], bias=None if b is None else _BC[b.dtype],
+                          residual=gres is not None)
+    plan = bc.NormPlan.select(d)
+    ws = torch.full((max(1, plan.workspace_bytes()),), 0xFF, device=DEV, dtype=torch.uint8)  # NaN partials
+    gx = poison((rows, H), dt) if gx is None else gx
+    gw = None if w is None else poison((H,), w.dtype)
+    gb = None if b is None else poison((H,), b.dtype)
+    plan.run(grad_x=gx, grad_out=go, x=x, mean=mean, rstd=rstd, weight=w, grad_weight=gw, grad_bias=gb,
+             grad_residual=gres, workspace=ws)
+    return plan, gx, gw, gb
+
+
+def check_bwd(op, go, x, w, b, gres, gx, gw, gb, name):
+    dt = x.dtype
+    ref, xhat = autograd(op, x, w, b, go)
+    want = ref["x"] + (0 if gres is None else gres.double())
+    close(gx, want, dt, f"{name} grad_x", scale_atol=True)
+    if w is not None:
+        check_sum(gw, ref["w"], (go.double() * xhat).abs().sum(0), w.dtype, f"{name} grad_weight")
+    if b is not None:
+        check_sum(gb, ref["b"], go.double().abs().sum(0), b.dtype, f"{name} grad_bias")
+
+
+def fwd_stats(op, x):
+    outs = call(op, x, save_stats=True)
+    return (outs[1], outs[2]) if op == "layer_norm" else (None, outs[1])
+
+
+@pytest.mark.parametrize("rows,clusters", [(1, 0), (5, 0), (37, 4)])
+@pytest.mark.parametrize("pad", ["exact", "one", "last-block-nearly-idle"])
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape", BWD_CLUSTER_SHAPES, ids=[f"c{c}t{t}x{i}" for c, t, i in BWD_CLUSTER_SHAPES])
+def test_bwd_cluster_shapes(shape, dtname, pad, rows, clusters, monkeypatch):
+    """Every instantiated backward cluster shape, padded rows, 1 row, and rows that do not divide
+    among the clusters (37 rows over 4 clusters: 10, 9, 9, 9); grad_residual; f32 weight / bias."""
+    cs, tpr, items = shape
+    dt = DT[dtname]
+    V = 16 // torch.empty((), dtype=dt).element_size()
+    share = tpr * items
+    nv = cs * share - {"exact": 0, "one": 1, "last-block-nearly-idle": share - 1}[pad]
+    H = nv * V
+    cfg = f"cluster={cs},tpr={tpr},items={items}" + (f",clusters={clusters}" if clusters else "")
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)
+    g = R.gen(f"norm/bwd-cluster-shape/{shape}/{dtname}/{pad}/{rows}")
+    x = make((rows, H), dt, g, 1.5, 0.75)
+    go = make((rows, H), dt, g)
+    gres = make((rows, H), dt, g)
+    for op in ("rms_norm", "layer_norm"):
+        w = make((H,), dt, g, 0.5, 1.0)
+        b = make((H,), torch.float32, g) if op == "layer_norm" else None
+        stats = fwd_stats(op, x)
+        plan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, gres, stats)
+        assert plan.sku.name == f"norm.{op}_backward.row_cluster.c{cs}t{tpr}x{items}", plan.sku.name
+        want_clusters = min(rows, clusters or 192 // cs)
+        assert f"persistent grid of {want_clusters} clusters" in plan.sku.precision.math, plan.sku.precision.math
+        check_bwd(op, go, x, w, b, gres, gx, gw, gb, f"{op} {dtname} c{cs}t{tpr}x{items} {rows}x{H}")
+
+
+@pytest.mark.parametrize("dtname", ["bfloat16", "float16", "float32", "float64"])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_bwd_cluster_default_long_rows(op, dtname, monkeypatch):
+    """The default path for the longest rows of each dtype (8192 vectors) over more rows than
+    clusters; the same bits twice; close to the one-block xs kernel (cluster=1) / the loop."""
+    monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
+    dt = DT[dtname]
+    V = 16 // torch.empty((), dtype=dt).element_size()
+    H, rows = 8192 * V, 61
+    g = R.gen(f"norm/bwd-cluster-default/{op}/{dtname}")
+    x = make((rows, H), dt, g, 2.0, -1.0)
+    go = make((rows, H), dt, g)
+    w = make((H,), dt, g, 0.5, 1.0)
+    b = make((H,), dt, g) if op == "layer_norm" else None
+    stats = fwd_stats(op, x)
+    plan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, None, stats)
+    assert plan.sku.name == f"norm.{op}_backward.row_cluster.c8t256x4", plan.sku.name
+    check_bwd(op, go, x, w, b, None, gx, gw, gb, f"{op} {dtname} default {rows}x{H}")
+    _, gx2, gw2, gb2 = bwd_plan_run(op, go, x, w, b, None, stats)
+    assert torch.equal(R.bits(gx), R.bits(gx2)) and torch.equal(R.bits(gw), R.bits(gw2))
+    if b is not None:
+        assert torch.equal(R.bits(gb), R.bits(gb2))
+    # The old path stays reachable: cluster=1 gives the one-block xs kernel (16-bit) or the loop.
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "cluster=1")
+    plan1, gx1, gw1, gb1 = bwd_plan_run(op, go, x, w, b, None, stats)
+    assert "row_cluster" not in plan1.sku.name, plan1.sku.name
+    check_bwd(op, go, x, w, b, None, gx1, gw1, gb1, f"{op} {dtname} cluster=1 {rows}x{H}")
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_bwd_cluster_layouts_and_params(op, monkeypatch):
+    """bf16 H = 65536: no weight (grad_x only), f32 weight / bias, a strided (sliced) x, grad_x in
+    place over grad_residual, and a misaligned base pointer (the looped kernel, same workspace)."""
+    monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
+    dt, H, rows = torch.bfloat16, 65536, 29
+    g = R.gen(f"norm/bwd-cluster-layouts/{op}")
+    x = make((rows, H), dt, g, 1.0, 0.5)
+    go = make((rows, H), dt, g)
+    stats = fwd_stats(op, x)
+    # No weight / bias.
+    plan, gx, gw, gb = bwd_plan_run(op, go, x, None, None, None, stats)
+    assert plan.sku.layout == "row_cluster", plan.sku.name
+    check_bwd(op, go, x, None, None, None, gx, gw, gb, f"{op} bare")
+    # f32 weight / bias; x and grad_out as slices of wider rows (16-byte aligned row strides).
+    w = make((H,), torch.float32, g, 0.5, 1.0)
+    b = make((H,), torch.float32, g) if op == "layer_norm" else None
+    xw = make((rows, H + 64), dt, g)
+    xs = xw[:, 8:8 + H]
+    gow = make((rows, H + 16), dt, g)
+    gos = gow[:, :H]
+    stats_s = fwd_stats(op, xs)
+    plan, gx, gw, gb = bwd_plan_run(op, gos, xs, w, b, None, stats_s)
+    assert plan.sku.layout == "row_cluster", plan.sku.name
+    check_bwd(op, gos, xs, w, b, None, gx, gw, gb, f"{op} strided f32-params")
+    # grad_x written over grad_residual (in place).
+    gres = make((rows, H), dt, g)
+    keep = gres.clone()
+    plan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, gres, stats, gx=gres)
+    check_bwd(op, go, x, w, b, keep, gx, gw, gb, f"{op} in place")
+    # Misaligned base pointer: the looped kernel (its partials fit the plan's workspace).
+    flat = make((rows * H + 1,), dt, g)
+    xm = flat[1:].view(rows, H)
+    stats_m = fwd_stats(op, xm)
+    plan, gx, gw, gb = bwd_plan_run(op, go, xm, w, b, None, stats_m)
+    check_bwd(op, go, xm, w, b, None, gx, gw, gb, f"{op} misaligned")
+
+
 # ---- tuning variants (BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG, read by select) -------------------------
 # Every variant the benchmark sweep may pick must be correct: odd row counts exercise the
 # partially filled row groups (rows=2 batches, several groups per block).

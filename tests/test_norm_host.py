@@ -84,8 +84,11 @@ def test_select_accepts(op, dtype):
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm_backward"])
 def test_layout_choice(H, layout, op, monkeypatch):
     monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
+    monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
     if op == "rms_norm" and H in (16384, 131072):
         layout = "row_cluster"  # forward rows >= 16384: split over a thread-block cluster (sm_90)
+    if op == "layer_norm_backward" and H == 65536:
+        layout = "row_cluster"  # backward rows of 2049..8192 vectors: a persistent grid of clusters
     assert bc.NormPlan.select(D(op, (4, H))).sku.layout == layout
 
 
@@ -124,8 +127,10 @@ def test_cluster_defaults(op, dtype, H, want, monkeypatch):
     if want.startswith("row_cluster"):
         assert k.layout == "row_cluster" and "cluster" in k.precision.math and "rank order" in k.precision.math
         assert k.precision.deterministic and k.precision.bit_stable
-    # The backward keeps its own kernels.
-    assert "row_cluster" not in bc.NormPlan.select(D(op + "_backward", (3, H), dtype)).sku.name
+    # The backward has its own cluster kernels (rows of 2049..8192 vectors), with their own shapes.
+    bwd = bc.NormPlan.select(D(op + "_backward", (3, H), dtype)).sku.name
+    nv = H // (16 // {f16: 2, bf16: 2, f32: 4, f64: 8}[dtype])
+    assert ("row_cluster" in bwd) == (2048 < nv <= 8192), bwd
 
 
 def test_cluster_override(monkeypatch):
@@ -148,10 +153,64 @@ def test_cluster_override(monkeypatch):
     assert k == "norm.rms_norm.row_cluster.c2t256x4", k
 
 
-def test_long_row_backward_holds_x_in_shared_memory():
+def test_long_row_backward_holds_x_in_shared_memory(monkeypatch):
+    # cluster=1: the one-block kernel with x's row in shared memory (the default before the cluster path).
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "cluster=1")
     k = bc.NormPlan.select(D("layer_norm_backward", (4, 65536), weight=bf16, bias=bf16)).sku
     assert k.name == "norm.layer_norm_backward.row_registers.t1024x8xs", k.name
     assert "shared memory" in k.precision.math
+
+
+# Backward rows of 2049..8192 16-byte vectors: a persistent grid of clusters (kBwdClusterShapes),
+# kBwdClusterBlocks / cs clusters (at most one per row), one [H] partial row per cluster.
+@pytest.mark.parametrize("dtype,shape,want,clusters", [
+    (bf16, (2048, 65536), "c8t256x4", 24), (f16, (2048, 65528), "c8t256x4", 24),
+    (bf16, (2048, 49152), "c8t256x3", 24), (bf16, (4096, 32768), "c4t256x4", 48),
+    (bf16, (64, 16392), "c4t256x3", 48), (bf16, (5, 65536), "c8t256x4", 5), (bf16, (1, 65536), "c8t256x4", 1),
+    (f32, (4096, 16384), "c4t256x4", 48), (f32, (4096, 32768), "c8t256x4", 24), (f64, (64, 16384), "c8t256x4", 24),
+])
+@pytest.mark.parametrize("op", ["rms_norm_backward", "layer_norm_backward"])
+def test_backward_cluster_defaults(op, dtype, shape, want, clusters, monkeypatch):
+    monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
+    bias = dtype if op.startswith("layer") else None
+    p = bc.NormPlan.select(D(op, shape, dtype, weight=dtype, bias=bias))
+    k = p.sku
+    assert k.name == f"norm.{op}.row_cluster.{want}", k.name
+    assert f"persistent grid of {clusters} clusters" in k.precision.math, k.precision.math
+    assert k.precision.deterministic and k.precision.bit_stable
+    # The workspace holds the clusters' partial rows and the fallbacks' (xs / looped) partitions.
+    rows, H = shape
+    esz = 8 if dtype == f64 else 4
+    one = (max(clusters, 1) * H * esz + 255) // 256 * 256
+    assert p.workspace_bytes() >= one * (2 if bias else 1)
+
+
+@pytest.mark.parametrize("op", ["rms_norm_backward", "layer_norm_backward"])
+def test_backward_cluster_edges(op):
+    # 2048 vectors (bf16 16384) stay on the register kernel; more than 8192 (bf16 65544) loop.
+    assert bc.NormPlan.select(D(op, (64, 16384))).sku.name == f"norm.{op}.row_registers.t512x4"
+    assert bc.NormPlan.select(D(op, (64, 65544))).sku.name == f"norm.{op}.row_looped.t512"
+    assert bc.NormPlan.select(D(op, (64, 131072), f32)).sku.layout == "row_looped"
+
+
+def test_backward_cluster_override(monkeypatch):
+    d = D("layer_norm_backward", (2048, 65536), bf16, weight=bf16, bias=bf16)
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "cluster=8,tpr=256,items=4,clusters=16")
+    k = bc.NormPlan.select(d).sku
+    assert k.name == "norm.layer_norm_backward.row_cluster.c8t256x4" and "grid of 16 clusters" in k.precision.math
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "clusters=33")  # the default shape, 33 clusters
+    k = bc.NormPlan.select(d).sku
+    assert k.name == "norm.layer_norm_backward.row_cluster.c8t256x4" and "grid of 33 clusters" in k.precision.math
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "cluster=4,tpr=256,items=4")  # does not hold the row: default
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm_backward.row_cluster.c8t256x4"
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "cluster=8,tpr=512,items=2")  # not instantiated: default
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm_backward.row_cluster.c8t256x4"
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "tpr=1024,items=8,xs=1")  # tpr / items alone: one block
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm_backward.row_registers.t1024x8xs"
+    # An explicit cluster shape below the default threshold (a sweep may try it).
+    monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", "cluster=4,tpr=256,items=3")
+    k = bc.NormPlan.select(D("rms_norm_backward", (64, 16384), bf16, weight=bf16)).sku.name
+    assert k == "norm.rms_norm_backward.row_cluster.c4t256x3", k
 
 
 def test_tuning_override(monkeypatch):

@@ -138,7 +138,8 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // 16-byte aligned), looped with vectors (aligned, row too long), looped scalar (otherwise).
   // Tuning override (benchmark sweeps): BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG =
   // "tpr=256,items=2,rows=2[,xs=1]", forward "cluster=4,tpr=512,items=4" (the cluster path; cluster=1
-  // forbids it); ignored when the kernel does not exist or the row does not fit.
+  // forbids it); backward "cluster=8,tpr=256,items=4[,clusters=N]" (the cluster path with N clusters in
+  // its persistent grid; cluster=1 forbids it); ignored when the kernel does not exist or the row does not fit.
   const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
   I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov, true, desc.residual);
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
@@ -193,6 +194,10 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
     pg.math += "; the row split over a thread-block cluster of " + std::to_string(c.cluster) +
                " blocks (sm_90), their partial sums combined in block-rank order (every block the same bits); "
                "before sm_90 the one-block register kernel or the looped kernel (same math, another summation order)";
+  if (cluster && I.backward)
+    pg.math += "; a persistent grid of " + std::to_string(c.partials) + " clusters, cluster c taking rows c, c + " +
+               std::to_string(c.partials) + ", ...; grad_weight / grad_bias: each block adds its columns over its "
+               "cluster's rows in order (one pass over grad_out and x), then the clusters' partial rows in order";
   if (I.reg_ok)
     pg.math += "; row in registers with 16-byte vectors when pointers and row strides are 16-byte aligned, else the "
                "looped kernel (same math, another summation order)";

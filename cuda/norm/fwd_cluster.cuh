@@ -1,6 +1,8 @@
-// RMSNorm / LayerNorm forward for long rows on sm_90: a row split over a thread-block cluster.
-// Included (it includes kernels.cuh) only by the forward translation units (norm_fwd_<dtype>.cu),
-// which instantiate fwd_cluster_launch<T> with BARACUDA_NORM_INSTANTIATE_FWD_CLUSTER.
+// RMSNorm / LayerNorm forward (and, at the end, backward) for long rows on sm_90: a row split over
+// a thread-block cluster. Included (it includes kernels.cuh) only by the per-dtype translation
+// units, which instantiate fwd_cluster_launch<T> (norm_fwd_<dtype>.cu,
+// BARACUDA_NORM_INSTANTIATE_FWD_CLUSTER) or bwd_cluster_launch<T> (norm_bwd_<dtype>.cu,
+// BARACUDA_NORM_INSTANTIATE_BWD_CLUSTER).
 //
 // Why: the one-block register kernel holds a whole long row per SM (1024 threads x 8 vectors at
 // H = 65536, 16-bit), so an SM alternates load -> reduce -> write of one row and the phases of
@@ -277,7 +279,225 @@ template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) 
   return launched;
 }
 
+// ---- backward: a persistent grid of clusters ---------------------------------------------------------
+// Why: a row of more than 2048 vectors leaves no room in one block for its dweight / dbias
+// accumulators, so the one-block (xs) kernel computes grad_x only and a column-reduction kernel
+// reads grad_out and x a second time (5 passes over [rows, H] instead of 3). Here a row is split
+// over a cluster of CS blocks; block rank r owns the row's vectors [r, r + 1) x TPR x I (vector i
+// of thread l at r * TPR * I + i * TPR + l) and accumulates dweight / dbias of those columns in
+// registers over every row its cluster handles. Cluster c handles rows c, c + G, c + 2G, ... (G =
+// clusters of the grid) and writes row c of the [G, H] partial sums once at the end; `finish` adds
+// the G rows in order. So grad_out and x are read once, grad_x written once, and the partials
+// are G x H (G = 24 at the default 8-block clusters: 6 MB per gradient at H = 65536).
+//
+// Pipelining: the block's share of the next row (grad_out and x, 16-byte cp.async into a second
+// shared-memory buffer) is in flight while the current row is reduced, its grad_x written and its
+// dweight / dbias accumulated. A thread copies and reads only its own vectors, so the wait on its
+// own copies is the only synchronization the buffers need.
+//
+// Sums (deterministic): each thread over its vectors in order, butterfly shuffles, warps in index
+// order, then the CS block sums in rank order (every block the same bits), as in the forward.
+// Slot sets alternate between rows (parity): a block pushes into another's slots for row k + 2
+// only after the cluster barrier of row k + 1, which that block reaches after reading row k's.
+// dweight / dbias: per column, the rows of the cluster in order, then the clusters in order.
+template <int TPR> constexpr int bwd_cluster_min_blocks() { return 2048 / TPR / 4 > 1 ? 2048 / TPR / 4 : 1; }
+
+template <class T, int CS, int TPR, int I>
+__global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluster(const NormLaunch L) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
+#else
+  using C = compute_t<T>;
+  using P = VecOf<T>;
+  constexpr int V = 16 / sizeof(T);
+  constexpr int W = TPR / 32;
+  constexpr int SH = TPR * I;  // vectors of a block's share
+  static_assert(TPR % 32 == 0 && W <= 32 && CS >= 2 && CS <= 8, "cluster kernel shape");
+  extern __shared__ __align__(16) unsigned char norm_bwd_cl_dyn[];
+  P* stage = reinterpret_cast<P*>(norm_bwd_cl_dyn);  // [2 buffers][grad_out, x][SH]
+  __shared__ C red[2][2][W];      // per-warp (s1, s2), one slot set per parity
+  __shared__ C part[2][2][CS];    // the cluster's block sums, one slot set per parity
+  const int lane = threadIdx.x, warp = lane >> 5;
+  const unsigned rank = cl_rank();
+  const int64_t G = int64_t(gridDim.x) / CS;  // clusters
+  const int64_t c0 = int64_t(blockIdx.x) / CS;
+  const int64_t H = L.H;
+  const C invH = C(1) / C(H);
+  const int64_t share0 = int64_t(rank) * SH;
+  const T* gyp = static_cast<const T*>(L.gy);
+  const T* xp = static_cast<const T*>(L.x);
+  const C* meanp = static_cast<const C*>(L.mean);
+  const C* rstdp = static_cast<const C*>(L.rstd);
+  cl_arrive();  // this block runs: the others may push into its shared memory
+
+  // Issues the copies of row `row` (this thread's vectors) into buffer b, and one commit group.
+  auto prefetch = [&](int64_t row, int b) {
+    if (row < L.rows) {
+#pragma unroll
+      for (int i = 0; i < I; ++i) {
+        const int64_t col = (share0 + i * TPR + lane) * V;
+        if (col < H) {
+          __pipeline_memcpy_async(&stage[(b * 2 + 0) * SH + i * TPR + lane], gyp + row * L.gy_rs + col, 16);
+          __pipeline_memcpy_async(&stage[(b * 2 + 1) * SH + i * TPR + lane], xp + row * L.x_rs + col, 16);
+        }
+      }
+    }
+    __pipeline_commit();
+  };
+
+  C aw[I][V], ab[I][V];
+#pragma unroll
+  for (int i = 0; i < I; ++i)
+#pragma unroll
+    for (int k = 0; k < V; ++k) aw[i][k] = ab[i][k] = 0;
+
+  int64_t row = c0;
+  prefetch(row, 0);
+  C mean = L.layer ? meanp[row] : C(0), rstd = rstdp[row];
+  int b = 0;
+  for (bool first = true; row < L.rows; row += G, b ^= 1, first = false) {
+    const int64_t next = row + G;
+    prefetch(next, b ^ 1);
+    C mean_n = 0, rstd_n = 0;
+    if (next < L.rows) {
+      mean_n = L.layer ? meanp[next] : C(0);
+      rstd_n = rstdp[next];
+    }
+    __pipeline_wait_prior(1);  // this row's copies (the next row's may still be in flight)
+    const P* gs = stage + (b * 2 + 0) * SH;
+    const P* xs = stage + (b * 2 + 1) * SH;
+
+    C s1 = 0, s2 = 0;
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t col = (share0 + i * TPR + lane) * V;
+      if (col >= H) continue;
+      const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
+      C w[V];
+      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const C gy = get<T>(gv, k);
+        const C xh = (get<T>(xv, k) - mean) * rstd;
+        const C g = L.w ? gy * w[k] : gy;
+        s1 += g;
+        s2 += g * xh;
+      }
+    }
+    // The row sums over the cluster (every thread of every block the same bits).
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+      s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    }
+    if ((lane & 31) == 0) { red[b][0][warp] = s1; red[b][1][warp] = s2; }
+    __syncthreads();
+    if (first) cl_wait();  // the start barrier: every block of the cluster runs
+    if (lane < CS) {
+      C t1 = 0, t2 = 0;
+#pragma unroll
+      for (int i = 0; i < W; ++i) { t1 += red[b][0][i]; t2 += red[b][1][i]; }
+      cl_store(&part[b][0][rank], unsigned(lane), t1);
+      cl_store(&part[b][1][rank], unsigned(lane), t2);
+    }
+    cl_arrive();
+    cl_wait();
+    s1 = 0; s2 = 0;
+#pragma unroll
+    for (int r = 0; r < CS; ++r) { s1 += part[b][0][r]; s2 += part[b][1][r]; }
+    const C c1 = L.layer ? s1 * invH : C(0), c2 = s2 * invH;
+
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t col = (share0 + i * TPR + lane) * V;
+      if (col >= H) continue;
+      const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
+      C w[V], dx[V];
+      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const C gy = get<T>(gv, k);
+        const C xh = (get<T>(xv, k) - mean) * rstd;
+        const C g = L.w ? gy * w[k] : gy;
+        dx[k] = rstd * (g - c1 - xh * c2);
+        aw[i][k] += gy * xh;
+        ab[i][k] += gy;
+      }
+      if (L.gres) {
+        const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
+#pragma unroll
+        for (int k = 0; k < V; ++k) dx[k] += get<T>(r, k);
+      }
+      store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
+    }
+    mean = mean_n;
+    rstd = rstd_n;
+  }
+  // Every block took part in every barrier of its cluster; none touches another's shared memory
+  // from here on. Row c0 of the partial sums, this block's columns (coalesced 16-byte chunks).
+  C* pw = static_cast<C*>(L.workspace) + c0 * H;
+  C* pb = reinterpret_cast<C*>(static_cast<char*>(L.workspace) + L.bias_partial_offset) + c0 * H;
+#pragma unroll
+  for (int i = 0; i < I; ++i) {
+    const int64_t col = (share0 + i * TPR + lane) * V;
+    if (col >= H) continue;
+    if (L.gw) store_n<V>(pw + col, aw[i]);
+    if (L.gb) store_n<V>(pb + col, ab[i]);
+  }
+#endif
+}
+
+// Launches the backward cluster kernel of L.cfg (dynamic shared memory: two buffers of the block's
+// share of grad_out and x); false, with nothing launched, without clusters / sm_90 code.
+template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
+  if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I>)) return false;
+  const int64_t smem = int64_t(2) * 2 * TPR * I * 16;
+  allow_smem(bwd_cluster<T, CS, TPR, I>, smem);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(L.cfg.grid));  // clusters x CS (bwd_cluster_config)
+  cfg.blockDim = dim3(TPR);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CS;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cuda_check(cudaLaunchKernelEx(&cfg, bwd_cluster<T, CS, TPR, I>, L), "launch of norm backward (cluster)");
+  return true;
+}
+
+template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
+  if (!norm_device_has_clusters()) return false;
+  const Config& c = L.cfg;
+  bool done = false, launched = false;
+  auto one = [&](auto cs, auto tpr, auto items) {
+    constexpr int CS = decltype(cs)::value, TPR = decltype(tpr)::value, I = decltype(items)::value;
+    static_assert(bwd_cluster_supported(CS, TPR, I), "a cluster shape missing from kBwdClusterShapes");
+    if (!done && c.cluster == CS && c.tpr == TPR && c.items == I) {
+      launched = bwd_cluster_go<T, CS, TPR, I>(L, s);
+      done = true;
+    }
+  };
+  using std::integral_constant;
+  using i3 = integral_constant<int, 3>;
+  using i4 = integral_constant<int, 4>;
+  using i8 = integral_constant<int, 8>;
+  using t256 = integral_constant<int, 256>;
+  one(i4{}, t256{}, i3{});
+  one(i4{}, t256{}, i4{});
+  one(i8{}, t256{}, i3{});
+  one(i8{}, t256{}, i4{});
+  if (!done) throw Unsupported("norm: no cluster backward kernel for this configuration (internal)");
+  if (launched) check_launch("norm backward (cluster)");
+  return launched;
+}
+
 }  // namespace baracuda::norm::kern
 
+#define BARACUDA_NORM_INSTANTIATE_BWD_CLUSTER(T) \
+  template bool baracuda::norm::kern::bwd_cluster_launch<T>(const baracuda::norm::NormLaunch&, cudaStream_t);
 #define BARACUDA_NORM_INSTANTIATE_FWD_CLUSTER(T) \
   template bool baracuda::norm::kern::fwd_cluster_launch<T>(const baracuda::norm::NormLaunch&, cudaStream_t);

@@ -792,8 +792,28 @@ template <class T> void launch_forward_impl(const NormLaunch& L, cudaStream_t s)
   check_launch(L.cfg.path == Path::Registers ? "norm forward (registers)" : "norm forward (looped)");
 }
 
+// The cluster backward (sm_90; fwd_cluster.cuh, instantiated in norm_bwd_<dtype>.cu): false, with
+// nothing launched, on a device without clusters (or a build without sm_90 code).
+template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s);
+
 template <class T> void launch_backward_impl(const NormLaunch& L, cudaStream_t s) {
   using C = compute_t<T>;
+  if (L.cfg.path == Path::Cluster) {
+    if (L.rows > 0 && L.H > 0 && bwd_cluster_launch<T>(L, s)) {
+      const int64_t P = L.cfg.partials;
+      const C* pw = static_cast<const C*>(L.workspace);
+      const C* pb = reinterpret_cast<const C*>(static_cast<const char*>(L.workspace) + L.bias_partial_offset);
+      if (L.gw) finish_one<T>(pw, P, L.H, L.gw, L.w_f32, s);
+      if (L.gb) finish_one<T>(pb, P, L.H, L.gb, L.b_f32, s);
+      return;
+    }
+    // Before sm_90 (or no rows): the one-block xs kernel or the loop, with its own partials (the
+    // plan's workspace holds the looped partition's, which equals the xs kernel's).
+    NormLaunch L2 = L;
+    L2.cfg = cluster_fallback_config(L.dtype, L.layer, L.H, L.rows, true);
+    L2.bias_partial_offset = L.gw ? partial_bytes(L.dtype, L2.cfg.partials, L.H) : 0;
+    return launch_backward_impl<T>(L2, s);
+  }
   if (L.rows > 0 && L.H > 0) {
     const bool ok = L.cfg.path == Path::Registers ? reg_launch<true, T>(L, s) : loop_launch<true, T>(L, s);
     if (!ok) throw Unsupported("norm: no backward kernel for this configuration (internal)");

@@ -18,9 +18,9 @@ constexpr int64_t kResidentThreads = 132 * 2048;
 constexpr int64_t kMaxGrid = int64_t(1) << 20;  // forward grids; rows beyond loop (grid-stride)
 constexpr int kColredThreads = 256;             // threads of the column-reduction kernel
 
-// Cluster: forward only, sm_90; a row split over a thread-block cluster of `cluster` blocks,
-// each holding 1/cluster of it in registers (fwd_cluster.cuh). The launcher falls back to
-// cluster_fallback_config() on devices without clusters.
+// Cluster: sm_90; a row split over a thread-block cluster of `cluster` blocks, each holding
+// 1/cluster of it (fwd_cluster.cuh; forward: one cluster per row, backward: a persistent grid of
+// clusters). The launcher falls back to cluster_fallback_config() on devices without clusters.
 enum class Path : int { Registers = 0, Looped = 1, Cluster = 2 };
 
 struct Config {
@@ -84,6 +84,30 @@ constexpr bool cluster_supported(int cs, int tpr, int items) {
 // 16-byte aligned): below it a block-resident row already overlaps with other blocks' rows.
 constexpr int64_t kClusterMinH = 16384;
 
+// Backward cluster kernels (fwd_cluster.cuh, bwd_cluster): rows of more than 2048 vectors, whose
+// dweight / dbias accumulators no longer fit one block's shared memory. A row is split over a
+// cluster of cs blocks of 256 threads (items vectors per thread); a persistent grid of clusters
+// loops over rows, each block accumulating dweight / dbias of its column share in registers, so
+// grad_out and x are read once (the xs path re-reads both in the column-reduction kernel).
+constexpr ClusterShape kBwdClusterShapes[] = {
+    {4, 256, 3}, {4, 256, 4},  // 3072 / 4096 vectors (16-bit H <= 32768, f32 <= 16384)
+    {8, 256, 3}, {8, 256, 4},  // 6144 / 8192 vectors (16-bit H <= 65536, f32 <= 32768)
+};
+constexpr bool bwd_cluster_supported(int cs, int tpr, int items) {
+  for (const ClusterShape& c : kBwdClusterShapes)
+    if (c.cs == cs && c.tpr == tpr && c.items == items) return true;
+  return false;
+}
+// Blocks of the persistent backward cluster grid by default (clusters = this / cs): below the
+// 2 x 132 blocks an H100 / H200 holds (2 per SM: 64 KB of shared memory, <= 128 registers), with
+// room for GPCs whose SM count is not a multiple of the cluster size, so every cluster is
+// resident at once (a second wave would double the time). A constant, not a device query: the
+// [clusters, H] partial sums, hence the bits, depend only on the shape.
+constexpr int64_t kBwdClusterBlocks = 192;
+// The backward cluster path starts above the rows the register kernel with shared-memory
+// accumulators holds (512 threads x 4 vectors).
+constexpr int64_t kBwdClusterMinVectors = 2048;
+
 // The column-reduction partition (dweight / dbias partials of the looped and xs paths):
 // blocks of kColredThreads x vec columns, rows cut into chunks so that ~2112 blocks run.
 inline void colred_partition(Config& c, int64_t H, int64_t rows, int vec) {
@@ -134,8 +158,9 @@ inline void finish_grid(Config& c, bool backward, int64_t rows, DType t = DType:
 // Zero fields are "not given". Invalid / non-fitting overrides are ignored by register_config.
 struct Override {
   int tpr = 0, items = 0, rows = 0, xs = -1;
-  int cluster = 0;  // forward: > 1 asks for the cluster path (with tpr, items); 1 forbids it
-  bool any() const { return tpr || items || rows || xs >= 0 || cluster; }
+  int cluster = 0;   // > 1 asks for the cluster path (with tpr, items); 1 forbids it
+  int clusters = 0;  // backward cluster path: clusters of the persistent grid (0: the default)
+  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters; }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
   Override o;
@@ -146,6 +171,7 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "rows") o.rows = v;
     else if (k.key == "xs") o.xs = v;
     else if (k.key == "cluster") o.cluster = v;
+    else if (k.key == "clusters") o.clusters = v;
   }
   return o;
 }
@@ -186,6 +212,38 @@ inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int t
   return c;
 }
 
+// The backward cluster configuration: the given (cs, tpr, items) when it is instantiated and holds
+// the row, else (cs = 0) the instantiated shape of least capacity that holds it, ties to the
+// smaller cluster. cluster = 1 in the result: none holds the row. The grid: `clusters` clusters
+// (default kBwdClusterBlocks / cs, at most one per row), each looping over rows c, c + clusters, ...;
+// partials = clusters (one [H] row of dweight / dbias partial sums per cluster).
+inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int tpr = 0, int items = 0,
+                                 int clusters = 0) {
+  Config c;
+  c.path = Path::Cluster;
+  c.vec = vec_width(t);
+  c.cluster = 1;
+  if (H <= 0 || H % c.vec != 0 || rows <= 0) return c;
+  const int64_t nv = H / c.vec;
+  int64_t best = -1;
+  for (const ClusterShape& s : kBwdClusterShapes) {
+    if (cs && !(s.cs == cs && s.tpr == tpr && s.items == items)) continue;
+    const int64_t cap = int64_t(s.cs) * s.tpr * s.items;
+    if (cap < nv) continue;
+    if (best < 0 || cap < best) {
+      best = cap;
+      c.cluster = s.cs; c.tpr = s.tpr; c.items = s.items;
+    }
+  }
+  if (best < 0) return c;
+  int64_t g = clusters > 0 ? clusters : kBwdClusterBlocks / c.cluster;
+  g = std::max<int64_t>(1, std::min<int64_t>({g, rows, int64_t(65535)}));
+  c.threads = c.tpr;
+  c.grid = g * c.cluster;
+  c.partials = g;
+  return c;
+}
+
 // The register-resident configuration: the whole row in registers (x's row in shared memory
 // for the xs backward), one read of each input and one write of each output. `ok` is false
 // when the row does not fit (or H is not a multiple of the vector width); the looped path
@@ -211,6 +269,21 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     const bool prefer = residual || nv <= 4096 || nv > 8192;
     if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items && prefer)) && H >= kClusterMinH)
       cc = cluster_config(t, H, rows);
+    if (cc.cluster > 1) {
+      *ok = true;
+      return cc;
+    }
+  }
+  if (backward && allow_cluster && ov.cluster != 1) {
+    // Rows beyond what one block holds with its dweight / dbias accumulators (> 512 x 4 vectors):
+    // the cluster kernel (sm_90). An explicit tpr / items without `cluster` keeps meaning the
+    // one-block register kernel; an override that does not exist or does not hold the row gives
+    // the default.
+    const bool asked = ov.cluster > 1 && ov.tpr && ov.items;
+    Config cc;
+    if (asked) cc = bwd_cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items, ov.clusters);
+    if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items)) && nv > kBwdClusterMinVectors)
+      cc = bwd_cluster_config(t, H, rows, 0, 0, 0, ov.clusters);
     if (cc.cluster > 1) {
       *ok = true;
       return cc;
@@ -294,11 +367,13 @@ inline Config looped_config(DType t, bool backward, int64_t H, int64_t rows, boo
 
 // What a cluster configuration runs on a device without thread-block clusters (before sm_90): the
 // register kernel when the row fits one block, else the vectorized loop (the cluster path was
-// chosen for 16-byte aligned operands only).
-inline Config cluster_fallback_config(DType t, bool layer, int64_t H, int64_t rows) {
+// chosen for 16-byte aligned operands only). Backward: the xs register kernel or the loop, whose
+// partials (the column-reduction partition) are those of looped_config, which the plan's
+// workspace covers.
+inline Config cluster_fallback_config(DType t, bool layer, int64_t H, int64_t rows, bool backward = false) {
   bool ok = false;
-  const Config c = register_config(t, layer, false, H, rows, &ok, Override{}, false);
-  return ok ? c : looped_config(t, false, H, rows, true);
+  const Config c = register_config(t, layer, backward, H, rows, &ok, Override{}, false);
+  return ok ? c : looped_config(t, backward, H, rows, true);
 }
 
 // Dynamic shared memory of the xs backward kernel: x's row, TPR x items 16-byte vectors.
