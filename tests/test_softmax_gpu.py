@@ -93,9 +93,78 @@ def test_cluster_rows_odd_length(op):
     _check_bwd(op, x, -1)
 
 
+def _run_plan(op, x, cfg, monkeypatch):
+    if cfg is None:
+        monkeypatch.delenv("BARACUDA_SOFTMAX_CFG", raising=False)
+    else:
+        monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", cfg)
+    spec = bc.TensorSpec(tuple(x.shape), bc.dtype(x.dtype), list(x.stride()))
+    d = bc.SoftmaxDescriptor(op, [spec], -1, bc.TensorSpec(tuple(x.shape), bc.dtype(x.dtype)))
+    plan = bc.SoftmaxPlan.select(d)
+    out = R.poison(x.shape, x.dtype)
+    plan.run(out, x)
+    return out, plan.sku.layout
+
+
+# rows_cluster forward prefetches (stage=2, the default): a persistent grid of as many clusters
+# as fit at once, each looping over rows with the next row's slice copied into shared memory
+# while the current one is reduced and written. Enough rows that every cluster loops (more rows
+# than resident clusters: ~33 clusters of 8, ~66 of 4, ~132 of 2 on an H100), odd lengths (a
+# partial last vector, a partial or empty last slice), rows just past the one-block limit, NaN /
+# inf rows, and bit equality with the non-prefetching kernel (stage=0: the same math, same order).
+PF_CASES = [
+    (torch.bfloat16, 40, 262141, None),      # 8-block clusters, last slice partial
+    (torch.bfloat16, 300, 32769, None),      # one element past 4096 vectors: 2-block clusters
+    (torch.float16, 300, 65543, None),       # 4-block clusters, odd
+    (torch.float32, 150, 3 * 4096 * 4 + 5, None),  # 4-block clusters
+    (torch.float32, 300, 16385, None),
+    (torch.float64, 300, 8193, None),
+    (torch.bfloat16, 400, 40000, "w=8,k=8,cs=4,stage=2"),  # 256-thread blocks, 4 per SM
+    (torch.bfloat16, 90, 131072, "w=16,k=8,cs=8,stage=2"),  # 4 full slices and 4 empty ones
+]
+
+
+@pytest.mark.parametrize("dt,rows,n,cfg", PF_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_cluster_prefetch_rows(op, dt, rows, n, cfg, monkeypatch):
+    x = _x((rows, n), dt, f"pf/{op}/{n}/{dt}")
+    x[1, 7] = math.nan
+    x[2, :] = -math.inf
+    x[3, n - 1] = math.inf
+    x[4, : n // 2] = -math.inf
+    x[rows - 1, :] = 0.0
+    out, layout = _run_plan(op, x, cfg, monkeypatch)
+    ref = FWD[op](x.double(), -1)
+    r, a = TOL[dt]
+    torch.testing.assert_close(out.double(), ref.to(dt).double(), rtol=r, atol=a, equal_nan=True,
+                               msg=lambda m: f"{op} {dt} {rows}x{n} {cfg} {layout}: {m}")
+    if layout != "rows_cluster":
+        return  # no sm_90 build: rows_online ran (checked above)
+    old_cfg = ",".join([kv for kv in (cfg or "w=16,k=8").split(",") if not kv.startswith("stage=")] + ["stage=0"])
+    old, old_layout = _run_plan(op, x, old_cfg, monkeypatch)
+    assert old_layout == "rows_cluster"
+    bits = torch.int64 if dt == torch.float64 else (torch.int32 if dt == torch.float32 else torch.int16)
+    assert torch.equal(out.view(bits), old.view(bits)), f"{op} {dt} {rows}x{n}: stage 2 and stage 0 differ"
+
+
+def test_cluster_prefetch_strided_rows(monkeypatch):
+    # rows of two merged outer dims with a gap (row_off's division) on the prefetching path
+    base = _x((3, 70, 40000), torch.bfloat16, "pf/strided")
+    x = base[:, 5:65]
+    for op in ("softmax", "log_softmax"):
+        ref = FWD[op](x.double(), -1)
+        spec = bc.TensorSpec(tuple(x.shape), bc.bfloat16, list(x.stride()))
+        d = bc.SoftmaxDescriptor(op, [spec], -1, bc.TensorSpec(tuple(x.shape), bc.bfloat16))
+        plan = bc.SoftmaxPlan.select(d)
+        out = R.poison(x.shape, x.dtype)
+        plan.run(out, x)
+        _close(out, ref, torch.bfloat16, f"{op} strided prefetch ({plan.sku.layout})")
+
+
 # Every geometry class of rows_block / rows_cluster, chosen through the tuning knob.
 KNOBS = ["w=1,k=4", "w=1,k=16", "w=2,k=8", "w=4,k=4,stage=1", "w=8,k=8", "w=8,k=16,stage=1", "w=16,k=8,stage=1",
-         "w=32,k=4", "w=8,k=8,cs=2", "w=16,k=8,cs=4,stage=1", "w=16,k=8,cs=8", "path=online"]
+         "w=32,k=4", "w=8,k=8,cs=2", "w=16,k=8,cs=4,stage=1", "w=16,k=8,cs=8", "w=8,k=8,cs=4,stage=2",
+         "w=16,k=8,cs=2,stage=2", "path=online"]
 
 
 @pytest.mark.parametrize("cfg", KNOBS)

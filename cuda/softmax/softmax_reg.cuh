@@ -10,6 +10,13 @@
 //        instead of registers: loads stay in flight without holding registers, so more rows
 //        are resident per SM. Thread t's chunk k lives at stage[k * THREADS + t]: each thread
 //        reads back only what it copied (no barrier needed after cp.async.wait_all).
+//   ST = 2 (forward, clusters) prefetches: the grid is persistent (as many clusters as fit at
+//        once, each looping over rows), the current row's slice is in registers and the next
+//        row's slice is copied into shared memory (cp.async) while the current one is reduced,
+//        exchanged through the cluster and written. Without it every block loads, reduces, waits
+//        at the cluster barrier and writes in turn, and since all resident blocks start together
+//        the whole GPU alternates between a read phase, an exp / barrier phase with DRAM idle,
+//        and a write phase (68% of the copy rate for [512, 262144] bf16 on an H100).
 //   R  rows per block (W < 4: 4 / W rows, so blocks have 128 threads); W = 1 needs no barrier.
 //   CS > 1: a thread-block cluster per row (sm_90), each block a slice; the per-block (max, sum)
 //        or dot partials are combined through distributed shared memory in rank order (every
@@ -21,6 +28,7 @@
 #pragma once
 #include <cooperative_groups.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "softmax/softmax_kernels.cuh"
@@ -76,6 +84,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
 #endif
 }
+// A shared-memory store kept in order with the volatile asms around it (lds128, cp.async).
+__device__ __forceinline__ void sts128(uint4* p, uint4 u) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w)
+               : "memory");
+}
 // A shared-memory read the compiler must repeat in every pass (not keep in registers).
 __device__ __forceinline__ uint4 lds128(const uint4* p) {
   uint4 u;
@@ -95,9 +109,11 @@ struct RegCfg {
   static constexpr int R = W >= 4 ? 1 : 4 / W;   // rows per block
   static constexpr int N = 32 * W;               // threads per row (slice)
   static constexpr int THREADS = N * R;
-  static constexpr int NREG = (BWD ? 2 : 1) - ST;  // operands held in registers
+  static constexpr bool PF = ST == 2;             // prefetch (forward only)
+  static_assert(!PF || !BWD, "the prefetching variant is forward only");
+  static constexpr int NREG = (BWD ? 2 : 1) - (ST == 1 ? 1 : 0);  // operands held in registers
   static constexpr int RAW = 4 * K * NREG;         // their registers per thread
-  static constexpr size_t SMEM = size_t(ST) * THREADS * K * 16;
+  static constexpr size_t SMEM = size_t(ST ? 1 : 0) * THREADS * K * 16;
   // Minimum resident blocks asked of ptxas: registers capped near the data's own plus 32 (the
   // kernel needs about that much besides the row; uncapped, ptxas takes twice as many and the
   // SM holds half the rows), and no more blocks than the shared memory and thread limits allow.
@@ -143,7 +159,8 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
   using C = compute_t<T>;
   constexpr int V = Cfg::V, R = Cfg::R, N = Cfg::N, TH = Cfg::THREADS;
   // Passes that read only the stage (forward, ST = 1) stay rolled: nothing to keep in registers.
-  constexpr int UF = (ST && !BWD) ? 1 : K;
+  constexpr int UF = (ST == 1 && !BWD) ? 1 : K;
+  constexpr bool PF = Cfg::PF;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   if constexpr (CS > 1) __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
 #endif
@@ -157,16 +174,50 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
   const int64_t groups = (g.rows + R - 1) / R;
   const int64_t gstride = CS > 1 ? gridDim.x / CS : gridDim.x;
   const C fill = BWD ? C(0) : ninf<C>();
+  // This thread's first element; chunk k is KS elements further (a compile-time offset).
+  // `rem` = elements of the row from there on (<= 0: all padding; inactive rows are padding).
+  constexpr int KS = N * V;
+  const int64_t first = (int64_t(rank) * K * N + t) * V;
+  auto rem_of = [&](bool act) -> int {
+    const int64_t r64 = act ? g.len - first : 0;
+    return int(r64 < 0 ? 0 : (r64 > (int64_t(1) << 30) ? (int64_t(1) << 30) : r64));
+  };
+  const int64_t grp0 = CS > 1 ? blockIdx.x / CS : blockIdx.x;
+  // PF: where this thread's part of row group `gp` starts, and its `rem`.
+  auto slice_of = [&](int64_t gp, int& rm) -> const T* {
+    const int64_t rw = gp * R + rb;
+    const bool act = gp < groups && rw < g.rows;
+    rm = rem_of(act);
+    return in0 + (act ? row_off(g, rw, 1) + first : 0);
+  };
+  // PF: copies that part into this thread's stage slots: cp.async from one base (immediate
+  // offsets, few registers) when it is all inside the row; else chunk by chunk, the partial
+  // vector and the padding by plain loads, stored in order with the asms.
+  auto prefetch = [&](const T* qp, int rm) {
+    uint4* mp = stage + tid;
+    if ((K - 1) * KS + V <= rm) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) cp_async16(mp + k * TH, qp + k * KS);
+    } else {
+#pragma unroll 1
+      for (int k = 0; k < K; ++k) {
+        if (k * KS + V <= rm) cp_async16(mp + k * TH, qp + k * KS);
+        else sts128(mp + k * TH, load_raw<T, V>(qp + k * KS, 0, rm - k * KS, fill));
+      }
+    }
+  };
+  if constexpr (PF) {
+    if (grp0 < groups) {
+      int rm0;
+      const T* q = slice_of(grp0, rm0);
+      prefetch(q, rm0);
+    }
+  }
 
-  for (int64_t grp = CS > 1 ? blockIdx.x / CS : blockIdx.x; grp < groups; grp += gstride) {
+  for (int64_t grp = grp0; grp < groups; grp += gstride) {
     const int64_t row = grp * R + rb;
     const bool active = row < g.rows;
-    // This thread's first element; chunk k is KS elements further (a compile-time offset).
-    // `rem` = elements of the row from there on (<= 0: all padding; inactive rows are padding).
-    constexpr int KS = N * V;
-    const int64_t first = (int64_t(rank) * K * N + t) * V;
-    const int64_t rem64 = active ? g.len - first : 0;
-    const int rem = int(rem64 < 0 ? 0 : (rem64 > (int64_t(1) << 30) ? (int64_t(1) << 30) : rem64));
+    const int rem = rem_of(active);
     const T* q0 = in0 + (active ? row_off(g, row, 1) + first : 0);
     const T* q1 = BWD ? in1 + (active ? row_off(g, row, 2) + first : 0) : q0;
     const T* qs = BWD ? q1 : q0;  // the staged operand
@@ -174,24 +225,31 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
     uint4 r0[Cfg::NREG >= 1 ? K : 1];  // forward x (ST = 0) / backward grad_out
     uint4 r1[Cfg::NREG >= 2 ? K : 1];  // backward y (ST = 0)
     uint4* my = stage + tid;           // this thread's stage slots: my[k * TH]
-    if constexpr (ST) {
+    if constexpr (ST == 1) {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         if (k * KS + V <= rem) cp_async16(my + k * TH, qs + k * KS);
         else my[k * TH] = load_raw<T, V>(qs + k * KS, 0, rem - k * KS, fill);
       }
     }
-    if constexpr (Cfg::NREG >= 1) {
+    // PF: the next row's part (computed before this row's registers fill up).
+    int rem_n = 0;
+    const T* q_n = PF ? slice_of(grp + gstride, rem_n) : nullptr;
+    if constexpr (PF) {  // this row was prefetched (before the loop, or during the previous row)
+      cp_async_wait_all();
+#pragma unroll
+      for (int k = 0; k < K; ++k) r0[k] = lds128(my + k * TH);
+    } else if constexpr (Cfg::NREG >= 1) {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         r0[k] = load_raw<T, V>(q0 + k * KS, 0, rem - k * KS, fill);
         if constexpr (Cfg::NREG >= 2) r1[k] = load_raw<T, V>(q1 + k * KS, 0, rem - k * KS, fill);
       }
     }
-    if constexpr (ST) cp_async_wait_all();
+    if constexpr (ST == 1) cp_async_wait_all();
     // The staged operand's chunk k (x forward, y backward) and the register-held ones.
     auto last = [&](int k) -> uint4 {
-      if constexpr (ST) return lds128(my + k * TH);
+      if constexpr (ST == 1) return lds128(my + k * TH);
       else if constexpr (BWD) return r1[k];
       else return r0[k];
     };
@@ -206,6 +264,11 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
 #pragma unroll
         for (int j = 0; j < V; ++j) m = cmax(m, v[j]);
         fence_value(m);  // one chunk at a time (see fence_value)
+      }
+      // PF: the slots' values are in registers and consumed (m depends on all of them), so the
+      // next row can land there while this one is reduced, exchanged and written.
+      if constexpr (PF) {
+        if (grp + gstride < groups) prefetch(q_n, rem_n);
       }
       // A thread whose values are all -inf (or NaN, or padding) sums against 0: -inf adds 0,
       // NaN adds NaN.
@@ -304,7 +367,33 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
     }
     if constexpr (CS > 1) cluster_wait_acquire();
     // (No barrier for the stage: each thread reads back only the slots it filled itself.)
+    (void)q1;
+    (void)qs;
   }
+}
+
+// Clusters of rows_reg<...> resident at once on the current device (0 when unknown), cached
+// per device. The kernel's shared-memory attributes must be set before the first call.
+template <class T, int W, int K, int ST, int CS, bool BWD>
+int resident_clusters(const cudaLaunchConfig_t& cfg) {
+  static std::atomic<int> cache[64];  // 0: not asked yet (static storage: zero-initialized)
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const bool cached = dev >= 0 && dev < 64;
+  if (cached) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c) return c;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, rows_reg<T, W, K, ST, CS, BWD>, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky; the launch then takes the full grid
+    return 0;
+  }
+  if (cached && n > 0) cache[dev].store(n, std::memory_order_relaxed);
+  return n;
 }
 
 template <class T, int W, int K, int ST, int CS, bool BWD>
@@ -315,6 +404,10 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   if (smem > 48 * 1024)
     cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                "cudaFuncSetAttribute(softmax rows_reg shared memory)");
+  if constexpr (Cfg::PF)  // two 64 KB blocks per SM: ask for the largest shared-memory carveout
+    cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)),
+               "cudaFuncSetAttribute(softmax rows_cluster carveout)");
   const int64_t groups = (L.rows + Cfg::R - 1) / Cfg::R;
   T* out = static_cast<T*>(L.out);
   const T* in0 = static_cast<const T*>(L.in0);
@@ -336,13 +429,19 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
+    if constexpr (Cfg::PF) {
+      // Persistent: no more clusters than are resident at once (a cluster beyond would start
+      // only when a whole earlier one ends, and then run alone with nothing to overlap).
+      const int64_t fit = resident_clusters<T, W, K, ST, CS, BWD>(cfg);
+      if (fit > 0 && groups > fit) cfg.gridDim = dim3(unsigned(fit * CS));
+    }
     cuda_check(cudaLaunchKernelEx(&cfg, kern, g, out, in0, in1, log), "launch of softmax rows_cluster");
   }
 }
 
 // The knob space (select() only produces these; anything else falls back to the default).
 //   CS = 1: W in {1, 2, 4, 8, 16, 32}, K in {4, 8, 16}, ST in {0, 1}
-//   CS in {2, 4, 8}: W in {8, 16}, K = 8, ST in {0, 1}
+//   CS in {2, 4, 8}: W in {8, 16}, K = 8, ST in {0, 1}, and ST = 2 forward
 template <class T, bool BWD, int W, int K, int ST>
 void reg_cs(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   if constexpr (K == 8 && (W == 8 || W == 16)) {
@@ -357,7 +456,17 @@ void reg_cs(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
 }
 template <class T, bool BWD, int W, int K>
 void reg_st(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
-  if (L.stage) return reg_cs<T, BWD, W, K, 1>(L, g, st);
+  if constexpr (!BWD && K == 8 && (W == 8 || W == 16)) {
+    if (L.stage == 2) {
+      switch (L.cluster) {
+        case 2: return reg_go<T, W, K, 2, 2, BWD>(L, g, st);
+        case 4: return reg_go<T, W, K, 2, 4, BWD>(L, g, st);
+        case 8: return reg_go<T, W, K, 2, 8, BWD>(L, g, st);
+        default: break;  // no cluster: the plain register kernel below
+      }
+    }
+  }
+  if (L.stage == 1) return reg_cs<T, BWD, W, K, 1>(L, g, st);
   return reg_cs<T, BWD, W, K, 0>(L, g, st);
 }
 template <class T, bool BWD, int W>
