@@ -209,7 +209,7 @@ def row(op, *a, **kw):
 @pytest.mark.parametrize("dt", [f32, bf16, f16, f64], ids=str)
 def test_row_select(op, reduction, dt):
     p = row(op, reduction=reduction, dt=dt)
-    want = "rows_shared" if op == "multilabel_margin_loss" else "rows_warp"
+    want = "rows_warp"  # multilabel margin too: 100 classes <= 512, a warp per row
     assert p.sku.category == "loss" and p.sku.op == op and p.sku.layout == want
     assert p.sku.name == f"loss.{op}.{want}"
     assert p.sku.precision.deterministic and p.sku.precision.bit_stable
@@ -222,6 +222,11 @@ def test_row_select(op, reduction, dt):
 def test_row_geometry():
     assert row("cosine_embedding_loss", (8, 4096)).sku.layout == "rows_block"
     assert row("triplet_margin_loss", (8, 1024)).sku.layout == "rows_warp"
+    # long rows: a warp per row when there are enough rows to fill the GPU, else a block
+    assert row("multi_margin_loss", (4096, 2048), bf16).sku.layout == "rows_warp"
+    assert row("multi_margin_loss", (4095, 2048), bf16).sku.layout == "rows_block"
+    assert row("cosine_embedding_loss", (65536, 16384), bf16).sku.layout == "rows_warp"
+    assert row("cosine_embedding_loss", (65536, 16385), bf16).sku.layout == "rows_block"
     assert "8-element 16-byte vector" in row("cosine_embedding_loss", (8, 1024), bf16).sku.precision.math
     assert "4-element 16-byte vector" in row("multi_margin_loss", (8, 1000)).sku.precision.math
     # a column-strided operand, a row stride that is not 16-byte aligned: one element per load
@@ -234,7 +239,9 @@ def test_row_geometry():
     # single samples [D] / [C]
     assert row("cosine_embedding_loss", (100,), target=S((), f32)).sku.layout == "rows_warp"
     assert row("multi_margin_loss", (10,), target=S((1,), I32)).sku.dtypes[-1] == I32
-    assert row("multilabel_margin_loss", (10,)).sku.layout == "rows_shared"
+    assert row("multilabel_margin_loss", (10,)).sku.layout == "rows_warp"
+    assert row("multilabel_margin_loss", (4, 512)).sku.layout == "rows_warp"
+    assert row("multilabel_margin_loss", (4, 513)).sku.layout == "rows_shared"
     assert row("multilabel_margin_loss", (4, 8192)).sku.layout == "rows_shared"
     assert row("multilabel_margin_loss", (4, 6144), f64).sku.layout == "rows_shared"
 

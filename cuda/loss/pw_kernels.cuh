@@ -382,7 +382,7 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   constexpr int V = pw_vec_width<T>(), U = pw_unroll(K, GV);
   constexpr bool HC = kind_has_c(K), HD = kind_has_d(K);
   using P = Pack<T, V>;
-  const int64_t nvec = L.n / V, G = int64_t(gridDim.x) * blockDim.x;
+  const int64_t nvec = L.n / V;
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   A gs = A(1);
   if (GRAD && !GV) {
@@ -392,11 +392,14 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   }
   const bool hc = HC && L.c, hd = HD && L.d;
   P* out = static_cast<P*>(L.out);
-  for (int64_t v0 = g; v0 < nvec; v0 += G * U) {
+  // Block b takes the U * blockDim vectors from b * U * blockDim (thread t: t, t + blockDim, ..),
+  // then strides by the grid (the launch sizes the grid to cover every vector in one step).
+  const int64_t per_block = int64_t(blockDim.x) * U;
+  for (int64_t v0 = int64_t(blockIdx.x) * per_block + threadIdx.x; v0 < nvec; v0 += int64_t(gridDim.x) * per_block) {
     P ra[U], rb[U], rc[U], rd[U], rg[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t vi = v0 + u * G;
+      const int64_t vi = v0 + u * int64_t(blockDim.x);
       if (vi < nvec) {
         ra[u] = pw_ldv<T>(L.a, vi);
         rb[u] = pw_ldv<T>(L.b, vi);
@@ -407,7 +410,7 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t vi = v0 + u * G;
+      const int64_t vi = v0 + u * int64_t(blockDim.x);
       if (vi >= nvec) break;
       P o;
 #pragma unroll
@@ -595,10 +598,12 @@ void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
       return;
     }
     if (L.n == 0) return;
+    // One block per kPwThreads * kPwVecLoadsPerThread vectors (no grid-stride loop in practice):
+    // many short blocks keep every SM's loads in flight while others compute or store, as the
+    // elementwise family's contiguous kernel (a one-wave grid-stride grid reached ~88% of copy).
     const int64_t nvec = L.n / pw_vec_width<T>();
     const int64_t per_block = int64_t(kPwThreads) * kPwVecLoadsPerThread;
-    const int64_t cap = int64_t(std::max(1, current_device_sms())) * kPwMinBlocks;  // one wave
-    const unsigned grid = unsigned(std::clamp<int64_t>((nvec + per_block - 1) / per_block, 1, cap));
+    const unsigned grid = unsigned(std::clamp<int64_t>((nvec + per_block - 1) / per_block, 1, int64_t(1) << 30));
     pw_c_elem<T><<<grid, kPwThreads, 0, st>>>(L);
     check_launch(L.backward ? "loss pointwise backward (contiguous)" : "loss pointwise (contiguous)");
     return;
