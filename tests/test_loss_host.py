@@ -323,8 +323,21 @@ def test_pointwise_wrt_select():
     assert sel("mse_loss_backward", wrt=["input", "target"]).sku.layout == "pointwise_contiguous"
     assert sel("mse_loss_backward", wrt=["target"]).sku.layout == "pointwise_contiguous"
     both = sel("mse_loss_backward", wrt=["input", "target"], reduction="none")
-    assert both.sku.layout == "pointwise_contiguous+pointwise_strided"
-    assert sel("kl_div_backward", wrt=["target"]).sku.layout == "pointwise_strided"
+    assert both.sku.layout == "pointwise_contiguous+pointwise_rows"  # a dense target's gradient: 16-byte rows
+    assert sel("kl_div_backward", wrt=["target"]).sku.layout == "pointwise_rows"
+    # one value per row: var [N] against [N, D] (16-byte rows) runs the rows kernels, its own gradient
+    # a warp per row over 16-byte vectors; rows that are not 16-byte aligned stay strided
+    g = sel("gaussian_nll_loss_backward", (64, 256), extra=[S((64,), f32)], wrt=["input", "target", "var"],
+            param=1e-6)
+    assert g.sku.layout == "pointwise_rows+pointwise_reduce_rows" and g.workspace_bytes() == 0
+    assert "16-byte vectors along the row" in g.sku.precision.math
+    fwd = bc.LossPlan.select(bc.LossDescriptor("gaussian_nll_loss", S((64, 256), f32), S((64, 256), f32), None,
+                                               "mean", extra=[S((64,), f32)], param=1e-6))
+    assert fwd.sku.layout == "pointwise_rows" and "rows: 4-element 16-byte vector" in fwd.sku.precision.math
+    odd = sel("gaussian_nll_loss_backward", (64, 257), extra=[S((64,), f32)], wrt=["input", "var"], param=1e-6)
+    assert odd.sku.layout == "pointwise_strided+pointwise_reduce"
+    one = sel("gaussian_nll_loss_backward", (1, 4096), extra=[S((1,), f32)], wrt=["var"], param=1e-6)
+    assert one.sku.layout == "pointwise_reduce_rows"
     b = sel("mse_loss_backward", target=S((5,), f32), wrt=["target"], grads=[S((5,), f32)])
     assert b.sku.layout == "pointwise_reduce" and "gradient w.r.t. target summed" in b.sku.precision.math
     assert "thread(s) per element" in b.sku.precision.math  # the kept dim innermost: a thread per output
