@@ -1062,6 +1062,81 @@ def test_pointwise_grad_of_broadcast_operands():
                                               reduction="sum", wrt="input2"), gb, torch.float64, "ranking input2")
 
 
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_pointwise_rows_path_gaussian_var_per_row(dt, reduction):
+    """var [N] (one per row) against [N, D]: the rows kernels (16-byte vectors along each row, var
+    broadcast) for the loss and the input / target gradients, a warp per row for var's gradient
+    (split over several warps for few long rows); odd D (partial last vector), D below a vector
+    (strided), many rows, one row."""
+    g = R.gen(f"rows-gauss/{dt}/{reduction}")
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    u = lambda *s: torch.rand(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    # (37, 1031), (5, 4097), (3, 7): rows not 16-byte aligned, the strided kernels; (1, 4099): one row
+    # with a partial last vector
+    for n, d in ((37, 1031), (4097, 64), (5, 4097), (3, 7), (2, 70000), (1, 4096), (1, 4099), (64, 1)):
+        x, y, var = r(n, d), r(n, d), u(n) + 0.05
+        if n == 3:
+            var[1] = 1e-9  # below eps: clamped (the gradient still flows, as torch)
+        key = f"rows-gauss/{dt}/{reduction}/{n}x{d}"
+        _wrt_check("gaussian_nll_loss", [x, y, var], {}, ("input", "target", "var"), dt, reduction, key)
+        xs, ys, vs = x.to(dt), y.to(dt), var.to(dt)
+        ref = F.gaussian_nll_loss(xs.double(), ys.double(), vs.double(), reduction=reduction)
+        _pw_close(bc.gaussian_nll_loss(xs, ys, vs, reduction=reduction), ref.to(dt), dt,
+                  f"gaussian {n}x{d} {reduction}", n * d if reduction == "sum" else 1)
+        if n == 37:  # var [N, 1] and full=True
+            v1 = vs.reshape(n, 1)
+            ref = F.gaussian_nll_loss(xs.double(), ys.double(), v1.double(), full=True, reduction=reduction)
+            _pw_close(bc.gaussian_nll_loss(xs, ys, v1, full=True, reduction=reduction), ref.to(dt), dt,
+                      f"gaussian [N, 1] full {reduction}", n * d if reduction == "sum" else 1)
+            _wrt_check("gaussian_nll_loss", [x, y, var.reshape(n, 1)], {}, ("input", "target", "var"), dt, reduction,
+                       key + "/n1")
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
+def test_pointwise_rows_path_views(dt):
+    """Padded rows (row stride a multiple of the vector: the rows kernels) and views one element
+    off alignment (the strided fallback on the same plan) give torch's values."""
+    g = R.gen(f"rows-views/{dt}")
+    n, d = 33, 1003  # row stride 1016: 16-byte rows, a partial last vector in each
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    views = {"pad": lambda t: torch.nn.functional.pad(t, (0, 13))[:, :d],
+             "offset1": lambda t: torch.nn.functional.pad(t, (1, 12))[:, 1:d + 1]}
+    for vname, fn in views.items():
+        x, y = fn(r(n, d).to(dt)), fn(r(n, d).to(dt))
+        var = (torch.rand(n, generator=g, device=DEV, dtype=torch.float64) + 0.1).to(dt)
+        for red in ("none", "mean", "sum"):
+            ref = F.gaussian_nll_loss(x.double(), y.double(), var.double(), reduction=red)
+            _pw_close(bc.gaussian_nll_loss(x, y, var, reduction=red), ref.to(dt), dt, f"{vname} {red}",
+                      n * d if red == "sum" else 1)
+            leaves = [t.double().requires_grad_(True) for t in (x, y, var)]
+            lo = F.gaussian_nll_loss(*leaves, reduction=red)
+            go = torch.randn(lo.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
+            grefs = torch.autograd.grad(lo, leaves, go.double())
+            got = bc.gaussian_nll_loss_backward(go, x, y, var, reduction=red, wrt=("input", "target", "var"))
+            for nm, o, gr in zip(("input", "target", "var"), got, grefs):
+                _pw_close(o, gr.to(dt), dt, f"{vname} {red} grad {nm}", d if nm == "var" else 1)
+        # a [N, 1] target of mse: broadcast along the rows
+        t1 = r(n, 1).to(dt)
+        for red in ("none", "mean"):
+            ref = F.mse_loss(x.double(), t1.double().expand(n, d), reduction=red)
+            _pw_close(bc.mse_loss(x, t1, reduction=red), ref.to(dt), dt, f"{vname} mse [N, 1] {red}")
+
+
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_pointwise_rows_path_row_broadcast_weights(dt, reduction):
+    """[D] weight / pos_weight against [N, D] rows whose length is a multiple of the vector (the rows
+    kernels, the weights as vectors with row stride 0), and a [D] target's gradient next to them."""
+    _pw_check("binary_cross_entropy_with_logits", (33, 136), dt, reduction, f"rows-bcew/{dt}/{reduction}")
+    _pw_check("binary_cross_entropy_with_logits", (2, 4104), dt, reduction, f"rows-bcew2/{dt}/{reduction}")
+    g = R.gen(f"rows-wrt/{dt}/{reduction}")
+    pos, kw, names = _wrt_inputs("binary_cross_entropy_with_logits", (65, 264), g)
+    _wrt_check("binary_cross_entropy_with_logits", pos, kw, names, dt, reduction, f"rows-wrt-go/{dt}/{reduction}")
+    pos, kw, names = _wrt_inputs("kl_div", (9, 1001), g)  # one dense row of 9009: the target's gradient
+    _wrt_check("kl_div", pos, kw, names, dt, reduction, f"rows-wrt-kl/{dt}/{reduction}")
+
+
 def test_pointwise_grad_wrt_refusals():
     x = torch.randn(4, 5, device=DEV)
     for name in ("hinge_embedding_loss", "soft_margin_loss"):
