@@ -818,6 +818,88 @@ def test_row_bad_targets_give_nan():
     assert torch.isnan(g[1]).all() and torch.isnan(g[2]).all() and not torch.isnan(g[[0, 3]]).any()
 
 
+@pytest.mark.parametrize("name", [n for n in ROW if n != "multilabel_margin_loss"])
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
+def test_row_losses_warp_long_rows(name, dt):
+    """Rows of 1025..16384 elements with >= 4096 rows take a warp per row (8 rows per block, batched
+    16-byte loads): odd lengths (vector body + partial last vector), a padded view (16-byte rows)
+    and an odd pointer (one element per load)."""
+    pads = {"dense": None, "pad8": lambda t: torch.nn.functional.pad(t, (0, 8 - t.shape[1] % 8 + 8))[:, :t.shape[1]],
+            "offset1": lambda t: torch.nn.functional.pad(t, (1, 12))[:, 1:t.shape[1] + 1]}
+    for shape in ((4096, 1031), (4100, 2053)):
+        for vname, fn in pads.items():
+            if vname != "dense" and shape[1] != 1031:
+                continue
+            for red in ("none", "mean"):
+                _row_check(name, shape, dt, red, f"roww/{name}/{dt}/{shape}/{vname}/{red}", None, fn)
+
+
+def test_multi_margin_warp_long_rows_bad_targets():
+    """A warp per row (4096 x 1031): the target's load overlaps the row's; bad targets give NaN rows
+    (loss and gradient) and leave the other rows exact."""
+    g = R.gen("mm-warp-bad")
+    x = torch.randn(4096, 1031, generator=g, device=DEV, dtype=torch.float64)
+    t = torch.randint(0, 1031, (4096,), generator=g, device=DEV)
+    t[[5, 77, 4095]] = torch.tensor([-1, 1031, 1 << 40], device=DEV)
+    t[[6, 8]] = torch.tensor([0, 1030], device=DEV)  # first and last class
+    ok = torch.ones(4096, dtype=torch.bool, device=DEV)
+    ok[[5, 77, 4095]] = False
+    for dt in (torch.float64, torch.bfloat16):
+        xd = x.to(dt)
+        per_row = bc.multi_margin_loss(xd, t, reduction="none")
+        assert torch.isnan(per_row[~ok]).all() and not torch.isnan(per_row[ok]).any()
+        ref = F.multi_margin_loss(xd.double()[ok], t[ok], reduction="none")
+        _row_close(per_row[ok], ref.to(dt), dt, f"multi margin warp rows {dt}")
+        go = torch.randn(4096, generator=g, device=DEV, dtype=torch.float64).to(dt)
+        gr = bc.multi_margin_loss_backward(go, xd, t, reduction="none")
+        assert torch.isnan(gr[~ok]).all() and not torch.isnan(gr[ok]).any()
+        xl = xd.double()[ok].requires_grad_(True)
+        (gref,) = torch.autograd.grad(F.multi_margin_loss(xl, t[ok], reduction="none"), xl, go.double()[ok])
+        _row_close(gr[ok], gref.to(dt), dt, f"multi margin warp rows backward {dt}")
+
+
+@pytest.mark.parametrize("c", [1, 31, 32, 33, 64, 129, 256, 300, 511, 512, 513])
+def test_multilabel_margin_warp_and_block_sizes(c):
+    """A warp per row up to 512 classes (the row and the target list in registers, the list read 32
+    entries at a time until its -1), a block above: every list length up to C (C: no -1 at all),
+    the class >= C / entry < -1 checks in any 32-entry chunk, repeats, garbage after the -1."""
+    g = R.gen(f"mlm-sizes/{c}")
+    rows = 64
+    x = torch.randn(rows, c, generator=g, device=DEV, dtype=torch.float64)
+    y = _multilabel_targets(rows, c, g)
+    y[0] = torch.randperm(c, generator=torch.Generator().manual_seed(c)).to(DEV)  # a full list, no -1
+    if c >= 2:
+        y[1, :] = -1
+        y[1, : c // 2 + 1] = torch.arange(c // 2 + 1, device=DEV) % c
+        y[1, c // 2] = y[1, 0]  # a repeat late in the list
+    bad = []
+    if c > 40:
+        y[2, :41] = torch.arange(41, device=DEV)
+        y[2, 40] = c          # a class >= C in the second chunk
+        y[2, 41:] = -1
+        y[3, :37] = torch.arange(37, device=DEV)
+        y[3, 37] = -2         # the list ends below -1 in the second chunk
+        bad = [2, 3]
+    good = [i for i in range(rows) if i not in bad]
+    go = torch.randn(rows, generator=g, device=DEV, dtype=torch.float64)
+    for dt in (torch.float64, torch.float32):
+        xd = x.to(dt)
+        per_row = bc.multilabel_margin_loss(xd, y, reduction="none")
+        xl = xd.double()[good].cpu().requires_grad_(True)
+        ref = F.multilabel_margin_loss(xl, y[good].cpu(), reduction="none")
+        _row_close(per_row[good], ref.to(DEV).to(dt), dt, f"mlm C={c} {dt}")
+        assert torch.isnan(per_row[bad]).all()
+        (gref,) = torch.autograd.grad(ref, xl, go[good].cpu())
+        gr = bc.multilabel_margin_loss_backward(go.to(dt), xd, y, reduction="none")
+        _row_close(gr[good], gref.to(DEV).to(dt), dt, f"mlm C={c} {dt} backward")
+        assert torch.isnan(gr[bad]).all()
+        for red in ("mean", "sum"):
+            yg = y[good]
+            ref = F.multilabel_margin_loss(xd.double()[good].cpu(), yg.cpu(), reduction=red).to(DEV)
+            _row_close(bc.multilabel_margin_loss(xd[good], yg, reduction=red), ref.to(dt), dt, f"mlm C={c} {red}",
+                       len(good) if red == "sum" else 1)
+
+
 def test_row_losses_empty_batch():
     for name in ROW:
         spec = _row_spec(name, (0, 6), R.gen(f"empty/{name}"), {})
@@ -979,6 +1061,81 @@ def test_pointwise_grad_of_broadcast_operands():
     (gb,) = torch.autograd.grad(F.margin_ranking_loss(a, bd.expand(8, 16), tgt, margin=0.1, reduction="sum"), bd)
     _pw_close(bc.margin_ranking_loss_backward(torch.ones((), device=DEV, dtype=torch.float64), a, b, tgt, 0.1,
                                               reduction="sum", wrt="input2"), gb, torch.float64, "ranking input2")
+
+
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_pointwise_rows_path_gaussian_var_per_row(dt, reduction):
+    """var [N] (one per row) against [N, D]: the rows kernels (16-byte vectors along each row, var
+    broadcast) for the loss and the input / target gradients, a warp per row for var's gradient
+    (split over several warps for few long rows); odd D (partial last vector), D below a vector
+    (strided), many rows, one row."""
+    g = R.gen(f"rows-gauss/{dt}/{reduction}")
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    u = lambda *s: torch.rand(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    # (37, 1031), (5, 4097), (3, 7): rows not 16-byte aligned, the strided kernels; (1, 4099): one row
+    # with a partial last vector
+    for n, d in ((37, 1031), (4097, 64), (5, 4097), (3, 7), (2, 70000), (1, 4096), (1, 4099), (64, 1)):
+        x, y, var = r(n, d), r(n, d), u(n) + 0.05
+        if n == 3:
+            var[1] = 1e-9  # below eps: clamped (the gradient still flows, as torch)
+        key = f"rows-gauss/{dt}/{reduction}/{n}x{d}"
+        _wrt_check("gaussian_nll_loss", [x, y, var], {}, ("input", "target", "var"), dt, reduction, key)
+        xs, ys, vs = x.to(dt), y.to(dt), var.to(dt)
+        ref = F.gaussian_nll_loss(xs.double(), ys.double(), vs.double(), reduction=reduction)
+        _pw_close(bc.gaussian_nll_loss(xs, ys, vs, reduction=reduction), ref.to(dt), dt,
+                  f"gaussian {n}x{d} {reduction}", n * d if reduction == "sum" else 1)
+        if n == 37:  # var [N, 1] and full=True
+            v1 = vs.reshape(n, 1)
+            ref = F.gaussian_nll_loss(xs.double(), ys.double(), v1.double(), full=True, reduction=reduction)
+            _pw_close(bc.gaussian_nll_loss(xs, ys, v1, full=True, reduction=reduction), ref.to(dt), dt,
+                      f"gaussian [N, 1] full {reduction}", n * d if reduction == "sum" else 1)
+            _wrt_check("gaussian_nll_loss", [x, y, var.reshape(n, 1)], {}, ("input", "target", "var"), dt, reduction,
+                       key + "/n1")
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
+def test_pointwise_rows_path_views(dt):
+    """Padded rows (row stride a multiple of the vector: the rows kernels) and views one element
+    off alignment (the strided fallback on the same plan) give torch's values."""
+    g = R.gen(f"rows-views/{dt}")
+    n, d = 33, 1003  # row stride 1016: 16-byte rows, a partial last vector in each
+    r = lambda *s: torch.randn(*s, generator=g, device=DEV, dtype=torch.float64)  # noqa: E731
+    views = {"pad": lambda t: torch.nn.functional.pad(t, (0, 13))[:, :d],
+             "offset1": lambda t: torch.nn.functional.pad(t, (1, 12))[:, 1:d + 1]}
+    for vname, fn in views.items():
+        x, y = fn(r(n, d).to(dt)), fn(r(n, d).to(dt))
+        var = (torch.rand(n, generator=g, device=DEV, dtype=torch.float64) + 0.1).to(dt)
+        for red in ("none", "mean", "sum"):
+            ref = F.gaussian_nll_loss(x.double(), y.double(), var.double(), reduction=red)
+            _pw_close(bc.gaussian_nll_loss(x, y, var, reduction=red), ref.to(dt), dt, f"{vname} {red}",
+                      n * d if red == "sum" else 1)
+            leaves = [t.double().requires_grad_(True) for t in (x, y, var)]
+            lo = F.gaussian_nll_loss(*leaves, reduction=red)
+            go = torch.randn(lo.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
+            grefs = torch.autograd.grad(lo, leaves, go.double())
+            got = bc.gaussian_nll_loss_backward(go, x, y, var, reduction=red, wrt=("input", "target", "var"))
+            for nm, o, gr in zip(("input", "target", "var"), got, grefs):
+                _pw_close(o, gr.to(dt), dt, f"{vname} {red} grad {nm}", d if nm == "var" else 1)
+        # a [N, 1] target of mse: broadcast along the rows
+        t1 = r(n, 1).to(dt)
+        for red in ("none", "mean"):
+            ref = F.mse_loss(x.double(), t1.double().expand(n, d), reduction=red)
+            _pw_close(bc.mse_loss(x, t1, reduction=red), ref.to(dt), dt, f"{vname} mse [N, 1] {red}")
+
+
+@pytest.mark.parametrize("dt", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_pointwise_rows_path_row_broadcast_weights(dt, reduction):
+    """[D] weight / pos_weight against [N, D] rows whose length is a multiple of the vector (the rows
+    kernels, the weights as vectors with row stride 0), and a [D] target's gradient next to them."""
+    _pw_check("binary_cross_entropy_with_logits", (33, 136), dt, reduction, f"rows-bcew/{dt}/{reduction}")
+    _pw_check("binary_cross_entropy_with_logits", (2, 4104), dt, reduction, f"rows-bcew2/{dt}/{reduction}")
+    g = R.gen(f"rows-wrt/{dt}/{reduction}")
+    pos, kw, names = _wrt_inputs("binary_cross_entropy_with_logits", (65, 264), g)
+    _wrt_check("binary_cross_entropy_with_logits", pos, kw, names, dt, reduction, f"rows-wrt-go/{dt}/{reduction}")
+    pos, kw, names = _wrt_inputs("kl_div", (9, 1001), g)  # one dense row of 9009: the target's gradient
+    _wrt_check("kl_div", pos, kw, names, dt, reduction, f"rows-wrt-kl/{dt}/{reduction}")
 
 
 def test_pointwise_grad_wrt_refusals():

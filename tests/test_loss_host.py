@@ -209,7 +209,7 @@ def row(op, *a, **kw):
 @pytest.mark.parametrize("dt", [f32, bf16, f16, f64], ids=str)
 def test_row_select(op, reduction, dt):
     p = row(op, reduction=reduction, dt=dt)
-    want = "rows_shared" if op == "multilabel_margin_loss" else "rows_warp"
+    want = "rows_warp"  # multilabel margin too: 100 classes <= 512, a warp per row
     assert p.sku.category == "loss" and p.sku.op == op and p.sku.layout == want
     assert p.sku.name == f"loss.{op}.{want}"
     assert p.sku.precision.deterministic and p.sku.precision.bit_stable
@@ -222,6 +222,11 @@ def test_row_select(op, reduction, dt):
 def test_row_geometry():
     assert row("cosine_embedding_loss", (8, 4096)).sku.layout == "rows_block"
     assert row("triplet_margin_loss", (8, 1024)).sku.layout == "rows_warp"
+    # long rows: a warp per row when there are enough rows to fill the GPU, else a block
+    assert row("multi_margin_loss", (4096, 2048), bf16).sku.layout == "rows_warp"
+    assert row("multi_margin_loss", (4095, 2048), bf16).sku.layout == "rows_block"
+    assert row("cosine_embedding_loss", (65536, 16384), bf16).sku.layout == "rows_warp"
+    assert row("cosine_embedding_loss", (65536, 16385), bf16).sku.layout == "rows_block"
     assert "8-element 16-byte vector" in row("cosine_embedding_loss", (8, 1024), bf16).sku.precision.math
     assert "4-element 16-byte vector" in row("multi_margin_loss", (8, 1000)).sku.precision.math
     # a column-strided operand, a row stride that is not 16-byte aligned: one element per load
@@ -234,7 +239,9 @@ def test_row_geometry():
     # single samples [D] / [C]
     assert row("cosine_embedding_loss", (100,), target=S((), f32)).sku.layout == "rows_warp"
     assert row("multi_margin_loss", (10,), target=S((1,), I32)).sku.dtypes[-1] == I32
-    assert row("multilabel_margin_loss", (10,)).sku.layout == "rows_shared"
+    assert row("multilabel_margin_loss", (10,)).sku.layout == "rows_warp"
+    assert row("multilabel_margin_loss", (4, 512)).sku.layout == "rows_warp"
+    assert row("multilabel_margin_loss", (4, 513)).sku.layout == "rows_shared"
     assert row("multilabel_margin_loss", (4, 8192)).sku.layout == "rows_shared"
     assert row("multilabel_margin_loss", (4, 6144), f64).sku.layout == "rows_shared"
 
@@ -316,8 +323,21 @@ def test_pointwise_wrt_select():
     assert sel("mse_loss_backward", wrt=["input", "target"]).sku.layout == "pointwise_contiguous"
     assert sel("mse_loss_backward", wrt=["target"]).sku.layout == "pointwise_contiguous"
     both = sel("mse_loss_backward", wrt=["input", "target"], reduction="none")
-    assert both.sku.layout == "pointwise_contiguous+pointwise_strided"
-    assert sel("kl_div_backward", wrt=["target"]).sku.layout == "pointwise_strided"
+    assert both.sku.layout == "pointwise_contiguous+pointwise_rows"  # a dense target's gradient: 16-byte rows
+    assert sel("kl_div_backward", wrt=["target"]).sku.layout == "pointwise_rows"
+    # one value per row: var [N] against [N, D] (16-byte rows) runs the rows kernels, its own gradient
+    # a warp per row over 16-byte vectors; rows that are not 16-byte aligned stay strided
+    g = sel("gaussian_nll_loss_backward", (64, 256), extra=[S((64,), f32)], wrt=["input", "target", "var"],
+            param=1e-6)
+    assert g.sku.layout == "pointwise_rows+pointwise_reduce_rows" and g.workspace_bytes() == 0
+    assert "16-byte vectors along the row" in g.sku.precision.math
+    fwd = bc.LossPlan.select(bc.LossDescriptor("gaussian_nll_loss", S((64, 256), f32), S((64, 256), f32), None,
+                                               "mean", extra=[S((64,), f32)], param=1e-6))
+    assert fwd.sku.layout == "pointwise_rows" and "rows: 4-element 16-byte vector" in fwd.sku.precision.math
+    odd = sel("gaussian_nll_loss_backward", (64, 257), extra=[S((64,), f32)], wrt=["input", "var"], param=1e-6)
+    assert odd.sku.layout == "pointwise_strided+pointwise_reduce"
+    one = sel("gaussian_nll_loss_backward", (1, 4096), extra=[S((1,), f32)], wrt=["var"], param=1e-6)
+    assert one.sku.layout == "pointwise_reduce_rows"
     b = sel("mse_loss_backward", target=S((5,), f32), wrt=["target"], grads=[S((5,), f32)])
     assert b.sku.layout == "pointwise_reduce" and "gradient w.r.t. target summed" in b.sku.precision.math
     assert "thread(s) per element" in b.sku.precision.math  # the kept dim innermost: a thread per output

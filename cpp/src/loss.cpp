@@ -347,6 +347,39 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
                         : int(std::clamp<int64_t>((n + loss::kPwThreads * 4 - 1) / (loss::kPwThreads * 4), 1,
                                                   loss::kPwBlocks));
   };
+  // Rows path: the shape as [rows, cols] with every operand the kernel reads (and an elementwise
+  // output) dense along the row (unit inner stride, 16-byte row strides) or one value per row
+  // (inner stride 0): 16-byte vectors along the rows. One merged dim is taken as one row. Rows
+  // shorter than a vector stay on the strided kernels. `reduce` plans: only the gradient w.r.t. a
+  // one-value-per-row operand (kept dim outer, summed dim inner).
+  const int64_t vecw = 16 / int64_t(dtype_size(x.dtype));
+  auto set_rows = [&](PwLaunch& P) {
+    P.rows = false;
+    if (P.contig || n == 0) return;
+    PwLaunch Q = P;
+    if (Q.nd == 1) {  // [1, n]
+      Q.nd = 2;
+      Q.dims[1] = Q.dims[0];
+      Q.dims[0] = 1;
+      for (int k = 0; k < 6; ++k) {
+        Q.st[k][1] = Q.st[k][0];
+        Q.st[k][0] = 0;
+      }
+    }
+    if (Q.nd != 2 || Q.dims[1] < vecw) return;
+    if (Q.reduce && (Q.red_cols || Q.dims[0] != Q.red_m || Q.dims[1] != Q.red_r)) return;
+    for (int k = 0; k < 6; ++k) {
+      const bool used = k < 2 || (k == 2 && c) || (k == 3 && dd) || (k == 4 && !Q.reduce) ||
+                        (k == 5 && bwd && Q.reduction == Reduction::None);
+      if (!used) continue;
+      const int64_t in = Q.st[k][1];
+      if (in != 0 && in != 1) return;
+      if (k == 4 && in != 1) return;
+      if (in == 1 && Q.dims[0] > 1 && Q.st[k][0] % vecw != 0) return;
+    }
+    Q.rows = true;
+    P = Q;
+  };
   I.workspace = 0;
   std::string reduce_note;
   if (bwd) {
@@ -411,6 +444,7 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
           P.negate = true;
         }
         if (P.wrt != 0) P.contig = false;
+        set_rows(P);  // any operand's gradient, broadcast operands along the rows included
       } else {
         // Summed over the dims the operand is broadcast along: kept dims first, then the summed
         // ones (no merging), so index j * R + r walks output j's terms.
@@ -444,6 +478,9 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
         // The innermost dim kept (a [D] target over [N, D]): a thread per output walks its terms
         // (adjacent threads read adjacent elements); else a warp per output, lanes along r.
         P.red_cols = !kept.empty() && !summed.empty() && kept.back() > summed.back();
+        // One value per row (var [N] / [N, 1] against [N, D]; one kept and one summed dim, or
+        // only a summed one): the rows kernel, 16-byte vectors along each row.
+        if (order.size() <= 2 && kept.size() <= 1 && summed.size() == 1) set_rows(P);
         // Splits: enough warps (132 SMs x 64, each summing >= 512 terms) or threads (132 x 2048,
         // each >= 64 terms) for the GPU.
         const int64_t target_workers = P.red_cols ? 132 * 2048 : 132 * 64;
@@ -453,12 +490,14 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
                                              1, std::max<int64_t>(1, P.red_r / min_terms));
         splits = std::min<int64_t>(splits, 65535);
         P.red_chunk = std::max<int64_t>(1, (P.red_r + splits - 1) / splits);
+        if (P.rows) P.red_chunk = (P.red_chunk + vecw - 1) / vecw * vecw;  // splits start on a vector
         P.red_splits = int(std::max<int64_t>(1, (P.red_r + P.red_chunk - 1) / P.red_chunk));
         const int64_t a = x.dtype == DType::Float64 ? 8 : 4;
         if (P.red_splits > 1) I.workspace = std::max(I.workspace, 256 + (P.red_splits * P.red_m * a + 255) / 256 * 256);
         reduce_note += "; the gradient w.r.t. " + r.name + " summed over its broadcast dims: " +
                        std::to_string(P.red_splits) + (P.red_cols ? " thread(s)" : " warp(s)") +
                        " per element in a fixed order" +
+                       (P.rows ? " (16-byte vectors along the row when pointers are 16-byte aligned)" : "") +
                        (P.red_splits > 1 ? ", partials added in order by a second kernel" : "") + " (no atomics)";
       }
       I.pw_grads.push_back(P);
@@ -468,6 +507,8 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
     slots[4] = strides_against(TensorSpec{full, x.dtype, {}}, full);  // out: contiguous broadcast shape
     merge_geometry(op, full, slots, L);
     set_blocks(L);
+    set_rows(L);
+    if (L.rows) L.blocks = int(loss::pw_contig_blocks(n, x.dtype, loss::current_device_sms()));
     I.workspace = loss::pw_workspace_bytes(L);
   }
 
@@ -475,11 +516,18 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
   k.category = "loss";
   k.op = op;
   auto layout_of = [](const PwLaunch& P) {
-    return std::string(P.reduce ? "pointwise_reduce" : P.contig ? "pointwise_contiguous" : "pointwise_strided");
+    return std::string(P.reduce ? (P.rows ? "pointwise_reduce_rows" : "pointwise_reduce")
+                       : P.contig ? "pointwise_contiguous" : P.rows ? "pointwise_rows" : "pointwise_strided");
   };
   k.layout = layout_of(L);
-  for (size_t q = 1; q < I.pw_grads.size(); ++q)
-    if (k.layout.find(layout_of(I.pw_grads[q])) == std::string::npos) k.layout += "+" + layout_of(I.pw_grads[q]);
+  std::vector<std::string> seen = {k.layout};
+  for (size_t q = 1; q < I.pw_grads.size(); ++q) {
+    const std::string lq = layout_of(I.pw_grads[q]);
+    if (std::find(seen.begin(), seen.end(), lq) == seen.end()) {
+      seen.push_back(lq);
+      k.layout += "+" + lq;
+    }
+  }
   k.name = "loss." + op + "." + k.layout;
   k.dtypes = {x.dtype, x.dtype, x.dtype};
   k.arch = compiled_archs();
@@ -494,6 +542,10 @@ static void select_pw(const LossDescriptor& desc, const std::string& base, LossP
             (L.contig ? "; contiguous: " + std::to_string(16 / dtype_size(x.dtype)) +
                             "-element 16-byte vector loads (strided kernels when a pointer is not 16-byte aligned)"
                       : std::string()) +
+            (L.rows && !L.reduce ? "; rows: " + std::to_string(16 / dtype_size(x.dtype)) +
+                                       "-element 16-byte vector loads along each row, one-value-per-row operands "
+                                       "broadcast (strided kernels when a pointer is not 16-byte aligned)"
+                                 : std::string()) +
             reduce_note;
   pg.compute_dtype = acc;
   pg.accumulator_dtype = acc;
@@ -589,6 +641,15 @@ void check_small(const std::string& op, const std::string& name, const TensorVie
 }
 }  // namespace
 
+// The rows path's vector operands (inner stride 1) need 16-byte aligned pointers.
+static bool rows_aligned(const PwLaunch& P) {
+  const void* ptrs[6] = {P.a, P.b, P.c, P.d, P.reduce ? nullptr : P.out,
+                         P.backward && P.reduction == Reduction::None ? P.grad_loss : nullptr};
+  for (int k = 0; k < 6; ++k)
+    if (ptrs[k] && P.st[k][1] == 1 && reinterpret_cast<uintptr_t>(ptrs[k]) % 16) return false;
+  return true;
+}
+
 static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int64_t wsn, StreamHandle stream) {
   const LossDescriptor& d = I.desc;
   const std::string& op = d.op;
@@ -657,6 +718,7 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
         for (const void* p : ptrs)
           if (p && reinterpret_cast<uintptr_t>(p) % 16) P.contig = false;
       }
+      if (P.rows && !rows_aligned(P)) P.rows = false;
       if (P.reduce ? P.red_m == 0 : P.n == 0) continue;
       loss::pw_launch(P, stream);
     }
@@ -685,6 +747,7 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
     for (const void* p : ptrs)
       if (p && reinterpret_cast<uintptr_t>(p) % 16) L.contig = false;
   }
+  if (L.rows && !rows_aligned(L)) L.rows = false;
   if (L.n == 0 && (L.backward || L.reduction == Reduction::None)) return;
   DeviceGuard guard(device);
   loss::pw_launch(L, stream);

@@ -297,10 +297,12 @@ void select_row_loss(const LossDescriptor& desc, const std::string& base, RowLau
     }
   }
 
-  // Geometry: a warp per row up to 1024 elements, a block above; 16-byte vectors when every
-  // operand the kernel touches has unit column stride and 16-byte row strides.
+  // Geometry: a warp per row up to 1024 elements (up to kRowWarpMaxD with many rows), a block
+  // above; 16-byte vectors when every operand the kernel touches has unit column stride and
+  // 16-byte row strides.
   const int64_t VEC = 16 / int64_t(dtype_size(x.dtype));
-  L.group = D > 1024 ? loss::kRowThreads : 32;
+  const bool warp_rows = D <= 1024 || (D <= loss::kRowWarpMaxD && N >= loss::kRowWarpMinRows);
+  L.group = warp_rows ? 32 : loss::kRowThreads;
   bool vec = L.kind != RowKind::MultilabelMargin && D >= VEC;
   auto fits = [&](int64_t rs, int64_t cs) { return (cs == 1 || D == 1) && (N == 1 || rs % VEC == 0); };
   for (int k = 0; k < 3; ++k) {
@@ -308,12 +310,13 @@ void select_row_loss(const LossDescriptor& desc, const std::string& base, RowLau
     if (L.want[k] && !fits(L.grs[k], L.gcs[k])) vec = false;
   }
   L.vec = vec ? int(VEC) : 1;
-  if (L.kind == RowKind::MultilabelMargin) L.group = loss::kRowThreads;
+  if (L.kind == RowKind::MultilabelMargin) L.group = D <= loss::kMultilabelWarpMaxClasses ? 32 : loss::kRowThreads;
   workspace = loss::row_workspace_bytes(L);
 
   sku.category = "loss";
   sku.op = op;
-  sku.layout = L.kind == RowKind::MultilabelMargin ? "rows_shared" : L.group == 32 ? "rows_warp" : "rows_block";
+  const bool mlm = L.kind == RowKind::MultilabelMargin;
+  sku.layout = mlm && L.group != 32 ? "rows_shared" : L.group == 32 ? "rows_warp" : "rows_block";
   sku.name = "loss." + op + "." + sku.layout;
   sku.dtypes = {x.dtype, x.dtype, t.dtype};
   sku.arch = compiled_archs();
@@ -322,7 +325,10 @@ void select_row_loss(const LossDescriptor& desc, const std::string& base, RowLau
   const DType acc = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   std::ostringstream m;
   m << (acc == DType::Float64 ? "f64 math" : "f32 math") << ", rounded once; ";
-  if (L.kind == RowKind::MultilabelMargin)
+  if (mlm && L.group == 32)
+    m << "one warp per row, the row and its target list in registers (lane l: classes l, l + 32, ..), the "
+         "loss terms in target-list order per lane then a fixed shuffle tree, counts in integers (exact)";
+  else if (mlm)
     m << "one 256-thread block per row, the row's target list and a class bitmap in shared memory, per-target "
          "counts by integer shared atomics (exact)";
   else

@@ -96,6 +96,16 @@ struct PwLaunch {
   // split) instead of a warp, adjacent threads on adjacent outputs (coalesced), each summing its
   // chunk of r in order.
   bool reduce = false, red_cols = false;
+  // Rows path (any loss with a broadcast operand along the rows, e.g. gaussian's var [N] against
+  // [N, D], or a gradient w.r.t. a target / var that the contiguous kernels do not take): nd == 2,
+  // the shape [dims[0] rows, dims[1] columns], every operand's (and the output's) innermost
+  // stride 1 (16-byte vectors along the row, rows 16-byte aligned) or 0 (one value per row / a
+  // scalar). Elementwise (forward none, every elementwise gradient), a mean / sum's stage 1 (blocks
+  // fixed by the plan), and with `reduce` the gradient w.r.t. a one-value-per-row operand (a warp
+  // per (row, split), red_chunk a multiple of the vector width). run() clears it when a vector
+  // operand's pointer is not 16-byte aligned (the strided / pointwise_reduce kernels then run on the
+  // same geometry).
+  bool rows = false;
   int64_t red_m = 0, red_r = 0, red_chunk = 0;
   int red_splits = 1;
   const void* a = nullptr;

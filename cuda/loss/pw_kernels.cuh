@@ -6,6 +6,10 @@
 //   pw_partial   kPwBlocks or fewer blocks, a fixed grid-stride order: partial sums of loss_e.
 //   pw_finish    one block: sum of the partials in order, / divisor for mean / batchmean.
 //   pw_backward  grid-stride: grad_e = g_e * d loss_e / d a_e.
+//   pw_c_*       dense operands (one merged dim): 16-byte vectors.
+//   pw_r_*       [rows, cols] with every operand dense along the row or one value per row:
+//                16-byte vectors along the rows (elementwise, mean / sum stage 1, and the
+//                gradient w.r.t. a one-value-per-row operand as a warp-per-row sum).
 //   nll_*        the same two-stage reduction over rows (loss and target weight), and a
 //                gradient that is -w[t_i] * g_i at (i, t_i) and 0 elsewhere.
 // No float atomics anywhere: every sum runs in an order fixed by the plan.
@@ -382,7 +386,7 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   constexpr int V = pw_vec_width<T>(), U = pw_unroll(K, GV);
   constexpr bool HC = kind_has_c(K), HD = kind_has_d(K);
   using P = Pack<T, V>;
-  const int64_t nvec = L.n / V, G = int64_t(gridDim.x) * blockDim.x;
+  const int64_t nvec = L.n / V;
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   A gs = A(1);
   if (GRAD && !GV) {
@@ -392,11 +396,14 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   }
   const bool hc = HC && L.c, hd = HD && L.d;
   P* out = static_cast<P*>(L.out);
-  for (int64_t v0 = g; v0 < nvec; v0 += G * U) {
+  // Block b takes the U * blockDim vectors from b * U * blockDim (thread t: t, t + blockDim, ..),
+  // then strides by the grid (the launch sizes the grid to cover every vector in one step).
+  const int64_t per_block = int64_t(blockDim.x) * U;
+  for (int64_t v0 = int64_t(blockIdx.x) * per_block + threadIdx.x; v0 < nvec; v0 += int64_t(gridDim.x) * per_block) {
     P ra[U], rb[U], rc[U], rd[U], rg[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t vi = v0 + u * G;
+      const int64_t vi = v0 + u * int64_t(blockDim.x);
       if (vi < nvec) {
         ra[u] = pw_ldv<T>(L.a, vi);
         rb[u] = pw_ldv<T>(L.b, vi);
@@ -407,7 +414,7 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t vi = v0 + u * G;
+      const int64_t vi = v0 + u * int64_t(blockDim.x);
       if (vi >= nvec) break;
       P o;
 #pragma unroll
@@ -427,16 +434,57 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   if (i < L.n) static_cast<T*>(L.out)[i] = from_compute<T>(pw_c_one<K, T>(L, i, GRAD, GV, gs));
 }
 
-template <class T>
-__global__ void __launch_bounds__(kPwThreads, kPwMinBlocks) pw_c_elem(PwLaunch L) {
-  const bool gv = L.reduction == Reduction::None;
-  with_kind(L.kind, [&](auto kc) {
-    constexpr PwKind K = decltype(kc)::value;
-    if (!L.backward) pw_c_elem_body<K, T, false, false>(L);
-    else if (gv) pw_c_elem_body<K, T, true, true>(L);
-    else pw_c_elem_body<K, T, true, false>(L);
-  });
+// One kernel per (kind, mode): 0 forward, 1 gradient with a scalar upstream gradient, 2 with a
+// per-element one (pw_mode), so each gets its own registers (all kinds in one kernel spilled ~500
+// bytes under the 64-register cap).
+// Register caps (blocks of 256 per SM): 4 (64 registers) for the light kinds; one block fewer
+// for the kinds with logs / exps / divisions or a per-element upstream gradient, two for both and
+// for BCE-with-logits (four operands); R: the rows kernels (index math per vector, broadcast
+// operands held as packs) one fewer again. Each step removed the spills -Xptxas -v showed.
+constexpr bool pw_heavy(PwKind k) {
+  return k == PwKind::Bce || k == PwKind::BceLogits || k == PwKind::KlDiv || k == PwKind::PoissonNll ||
+         k == PwKind::GaussianNll || k == PwKind::SoftMargin;
 }
+template <PwKind K, int MODE, bool R = false> constexpr int pw_min_blocks() {
+  int b = kPwMinBlocks - (pw_heavy(K) || MODE == 2 ? 1 : 0) - (R ? 1 : 0);
+  if ((pw_heavy(K) && MODE == 2) || K == PwKind::BceLogits) --b;  // four operands / a per-element g
+  return b < 1 ? 1 : b;
+}
+template <class T, PwKind K, int MODE>
+__global__ void __launch_bounds__(kPwThreads, pw_min_blocks<K, MODE>()) pw_c_elem(PwLaunch L) {
+  pw_c_elem_body<K, T, MODE != 0, MODE == 2>(L);
+}
+inline int pw_mode(const PwLaunch& L) { return !L.backward ? 0 : L.reduction == Reduction::None ? 2 : 1; }
+// with_kind for the launchers (host side).
+template <class F> void pw_kind_host(PwKind k, F&& f) {
+  switch (k) {
+    case PwKind::Mse: return f(KindC<PwKind::Mse>{});
+    case PwKind::L1: return f(KindC<PwKind::L1>{});
+    case PwKind::Huber: return f(KindC<PwKind::Huber>{});
+    case PwKind::SmoothL1: return f(KindC<PwKind::SmoothL1>{});
+    case PwKind::Bce: return f(KindC<PwKind::Bce>{});
+    case PwKind::BceLogits: return f(KindC<PwKind::BceLogits>{});
+    case PwKind::KlDiv: return f(KindC<PwKind::KlDiv>{});
+    case PwKind::PoissonNll: return f(KindC<PwKind::PoissonNll>{});
+    case PwKind::GaussianNll: return f(KindC<PwKind::GaussianNll>{});
+    case PwKind::MarginRanking: return f(KindC<PwKind::MarginRanking>{});
+    case PwKind::HingeEmbedding: return f(KindC<PwKind::HingeEmbedding>{});
+    case PwKind::SoftMargin: return f(KindC<PwKind::SoftMargin>{});
+  }
+}
+// Launches kernel<T, K, mode> for the launch's kind and mode.
+#define BARACUDA_PW_LAUNCH_KM(KERNEL, T, L, GRID, ST)                                         \
+  pw_kind_host((L).kind, [&](auto kc) {                                                     \
+    constexpr PwKind K_ = decltype(kc)::value;                                              \
+    const int m_ = pw_mode(L);                                                              \
+    if (m_ == 0) KERNEL<T, K_, 0><<<(GRID), kPwThreads, 0, (ST)>>>(L);                     \
+    else if (m_ == 1) KERNEL<T, K_, 1><<<(GRID), kPwThreads, 0, (ST)>>>(L);                \
+    else KERNEL<T, K_, 2><<<(GRID), kPwThreads, 0, (ST)>>>(L);                             \
+  })
+#define BARACUDA_PW_LAUNCH_K(KERNEL, T, L, GRID, ST)                                          \
+  pw_kind_host((L).kind, [&](auto kc) {                                                     \
+    KERNEL<T, decltype(kc)::value><<<(GRID), kPwThreads, 0, (ST)>>>(L);                     \
+  })
 
 // Stage 1 of a mean / sum on the contiguous path: L.blocks blocks (fixed by the plan); per thread
 // U running sums (sum u takes vectors v0 + u * G, in order), added in order, then the tail
@@ -485,12 +533,11 @@ __device__ __forceinline__ acc_of<T> pw_c_partial_body(const PwLaunch& L) {
   return s;
 }
 
-template <class T>
-__global__ void __launch_bounds__(kPwThreads, kPwMinBlocks) pw_c_partial(PwLaunch L) {
+template <class T, PwKind K>
+__global__ void __launch_bounds__(kPwThreads, pw_min_blocks<K, 0>()) pw_c_partial(PwLaunch L) {
   using A = acc_of<T>;
   __shared__ A sh[32];
-  A s = A(0);
-  with_kind(L.kind, [&](auto kc) { s = pw_c_partial_body<decltype(kc)::value, T>(L); });
+  A s = pw_c_partial_body<K, T>(L);
   s = block_sum(s, sh);
   if (threadIdx.x == 0) static_cast<A*>(L.workspace)[blockIdx.x] = s;
 }
@@ -571,8 +618,253 @@ __global__ void __launch_bounds__(kPwThreads) pw_grad_reduce_finish(PwLaunch L) 
   }
 }
 
+// ---- rows path -----------------------------------------------------------------------------
+// Operand slot k's element (r, c) at r * st[k][0] + c * st[k][1], st[k][1] 0 or 1 (see PwLaunch).
+// V elements of slot k at (row, c..) as raw storage: a broadcast value repeated, one 16-byte load,
+// or (the row's last, partial vector) element by element, column c repeated past the row's end.
+template <class T>
+__device__ __forceinline__ Pack<T, pw_vec_width<T>()> pw_r_raw(const PwLaunch& L, const void* p, int k, int64_t row,
+                                                               int64_t c) {
+  constexpr int V = pw_vec_width<T>();
+  const T* b = static_cast<const T*>(p) + row * L.st[k][0];
+  Pack<T, V> pk;
+  if (L.st[k][1] == 0) {
+    const T v = b[0];
+#pragma unroll
+    for (int j = 0; j < V; ++j) pk.v[j] = v;
+  } else if (c + V <= L.dims[1]) {
+    *reinterpret_cast<uint4*>(&pk) = __ldg(reinterpret_cast<const uint4*>(b + c));
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) pk.v[j] = b[c + j < L.dims[1] ? c + j : c];
+  }
+  return pk;
+}
+// Vector vi of the [rows, ceil(cols / V)] vector grid: its row and first column (32-bit division
+// when the grid fits).
+template <int V>
+__device__ __forceinline__ void pw_r_pos(int64_t vi, int64_t cv, bool d32, int64_t& row, int64_t& col) {
+  row = d32 ? int64_t(uint32_t(vi) / uint32_t(cv)) : vi / cv;
+  col = (vi - row * cv) * V;
+}
+
+template <PwKind K, class T, bool GRAD, bool GV>
+__device__ __forceinline__ void pw_r_elem_body(const PwLaunch& L) {
+  using A = acc_of<T>;
+  constexpr int V = pw_vec_width<T>(), U = kPwVecLoadsPerThread;
+  constexpr bool HC = kind_has_c(K), HD = kind_has_d(K);
+  using P = Pack<T, V>;
+  const int64_t cols = L.dims[1], cv = (cols + V - 1) / V, nvec = L.dims[0] * cv;
+  const bool d32 = nvec <= int64_t(0xffffffffu);
+  A gs = A(1);
+  if (GRAD && !GV) {
+    gs = A(to_compute(static_cast<const T*>(L.grad_loss)[0]));
+    if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+    if (L.negate) gs = -gs;
+  }
+  const bool hc = HC && L.c, hd = HD && L.d;
+  const int64_t per_block = int64_t(blockDim.x) * U;
+  for (int64_t v0 = int64_t(blockIdx.x) * per_block + threadIdx.x; v0 < nvec; v0 += int64_t(gridDim.x) * per_block) {
+    P ra[U], rb[U], rc[U], rd[U], rg[U];
+    int64_t row[U], col[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t vi = v0 + u * int64_t(blockDim.x);
+      if (vi < nvec) {
+        pw_r_pos<V>(vi, cv, d32, row[u], col[u]);
+        ra[u] = pw_r_raw<T>(L, L.a, 0, row[u], col[u]);
+        rb[u] = pw_r_raw<T>(L, L.b, 1, row[u], col[u]);
+        if (HC && hc) rc[u] = pw_r_raw<T>(L, L.c, 2, row[u], col[u]);
+        if (HD && hd) rd[u] = pw_r_raw<T>(L, L.d, 3, row[u], col[u]);
+        if (GV) rg[u] = pw_r_raw<T>(L, L.grad_loss, 5, row[u], col[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t vi = v0 + u * int64_t(blockDim.x);
+      if (vi >= nvec) break;
+      P o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
+        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
+        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
+        A r;
+        if constexpr (GRAD) r = (GV ? A(to_compute(rg[u].v[j])) : gs) * pw_grad_k<K, A>(L, a, b, c, d);
+        else r = pw_value_k<K, A>(L, a, b, c, d);
+        o.v[j] = from_compute<T>(r);
+      }
+      T* ob = static_cast<T*>(L.out) + row[u] * L.st[4][0];
+      if (col[u] + V <= cols) {
+        *reinterpret_cast<P*>(ob + col[u]) = o;
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (col[u] + j < cols) ob[col[u] + j] = o.v[j];
+      }
+    }
+  }
+}
+
+template <class T, PwKind K, int MODE>
+__global__ void __launch_bounds__(kPwThreads, pw_min_blocks<K, MODE, true>()) pw_r_elem(PwLaunch L) {
+  pw_r_elem_body<K, T, MODE != 0, MODE == 2>(L);
+}
+
+// Stage 1 of a mean / sum on the rows path: L.blocks blocks; thread g sums vectors g + k * G in
+// order (U running sums, added in order), then the block in a fixed tree. Stage 2 is pw_finish.
+template <PwKind K, class T>
+__device__ __forceinline__ acc_of<T> pw_r_partial_body(const PwLaunch& L) {
+  using A = acc_of<T>;
+  constexpr int V = pw_vec_width<T>(), U = kPwVecLoadsPerThread;
+  constexpr bool HC = kind_has_c(K), HD = kind_has_d(K);
+  using P = Pack<T, V>;
+  const int64_t cols = L.dims[1], cv = (cols + V - 1) / V, nvec = L.dims[0] * cv;
+  const bool d32 = nvec <= int64_t(0xffffffffu);
+  const int64_t G = int64_t(gridDim.x) * blockDim.x, g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool hc = HC && L.c, hd = HD && L.d;
+  A acc[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) acc[u] = A(0);
+  for (int64_t v0 = g; v0 < nvec; v0 += G * U) {
+    P ra[U], rb[U], rc[U], rd[U];
+    int64_t row[U], col[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t vi = v0 + u * G;
+      if (vi < nvec) {
+        pw_r_pos<V>(vi, cv, d32, row[u], col[u]);
+        ra[u] = pw_r_raw<T>(L, L.a, 0, row[u], col[u]);
+        rb[u] = pw_r_raw<T>(L, L.b, 1, row[u], col[u]);
+        if (HC && hc) rc[u] = pw_r_raw<T>(L, L.c, 2, row[u], col[u]);
+        if (HD && hd) rd[u] = pw_r_raw<T>(L, L.d, 3, row[u], col[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (v0 + u * G >= nvec) break;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if (col[u] + j >= cols) break;
+        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
+        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
+        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
+        acc[u] += pw_value_k<K, A>(L, a, b, c, d);
+      }
+    }
+  }
+  A s = acc[0];
+#pragma unroll
+  for (int u = 1; u < U; ++u) s += acc[u];
+  return s;
+}
+
+template <class T, PwKind K>
+__global__ void __launch_bounds__(kPwThreads, pw_min_blocks<K, 0, true>()) pw_r_partial(PwLaunch L) {
+  using A = acc_of<T>;
+  __shared__ A sh[32];
+  A s = pw_r_partial_body<K, T>(L);
+  s = block_sum(s, sh);
+  if (threadIdx.x == 0) static_cast<A*>(L.workspace)[blockIdx.x] = s;
+}
+
+// The gradient w.r.t. a one-value-per-row operand (reduce, rows): warp w takes row j = w % red_m,
+// split s = w / red_m (columns [s * red_chunk, ..) of the row); lane l sums its vectors l, l + 32,
+// .. of the split in order (U per operand in flight), then the warp in a fixed shuffle tree.
+constexpr int kPwRowReduceUnroll = 2;
+template <PwKind K, class T>
+__device__ __forceinline__ void pw_r_reduce_body(const PwLaunch& L) {
+  using A = acc_of<T>;
+  constexpr int V = pw_vec_width<T>(), U = kPwRowReduceUnroll;
+  constexpr bool HC = kind_has_c(K), HD = kind_has_d(K);
+  using P = Pack<T, V>;
+  const bool per_elem = L.reduction == Reduction::None;
+  const T* gl = static_cast<const T*>(L.grad_loss);
+  A gs = per_elem ? A(0) : A(to_compute(gl[0]));
+  if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+  const bool hc = HC && L.c, hd = HD && L.d;
+  const int lane = threadIdx.x & 31;
+  const int64_t total = L.red_m * L.red_splits, cols = L.dims[1];
+  const int64_t warps = int64_t(gridDim.x) * (kPwThreads / 32);
+  for (int64_t w = int64_t(blockIdx.x) * (kPwThreads / 32) + threadIdx.x / 32; w < total; w += warps) {
+    const int64_t j = w % L.red_m, s = w / L.red_m;
+    const int64_t r0 = s * L.red_chunk, r1 = std::min(cols, r0 + L.red_chunk);
+    A acc = A(0);
+    for (int64_t c0 = r0 + int64_t(lane) * V; c0 < r1; c0 += int64_t(32) * V * U) {
+      P ra[U], rb[U], rc[U], rd[U], rg[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + int64_t(u) * 32 * V;
+        if (c < r1) {
+          ra[u] = pw_r_raw<T>(L, L.a, 0, j, c);
+          rb[u] = pw_r_raw<T>(L, L.b, 1, j, c);
+          if (HC && hc) rc[u] = pw_r_raw<T>(L, L.c, 2, j, c);
+          if (HD && hd) rd[u] = pw_r_raw<T>(L, L.d, 3, j, c);
+          if (per_elem) rg[u] = pw_r_raw<T>(L, L.grad_loss, 5, j, c);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + int64_t(u) * 32 * V;
+        if (c >= r1) break;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          if (c + e >= r1) break;
+          const A a = A(to_compute(ra[u].v[e])), b = A(to_compute(rb[u].v[e]));
+          const A cc = HC && hc ? A(to_compute(rc[u].v[e])) : A(1);
+          const A d = HD && hd ? A(to_compute(rd[u].v[e])) : A(1);
+          const A g = per_elem ? A(to_compute(rg[u].v[e])) : gs;
+          acc += g * pw_grad_k<K, A>(L, a, b, cc, d);
+        }
+      }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      if (L.red_splits == 1) static_cast<T*>(L.out)[j * L.st[4][0]] = from_compute<T>(acc);
+      else static_cast<A*>(L.workspace)[s * L.red_m + j] = acc;
+    }
+  }
+}
+
+template <class T, PwKind K>
+__global__ void __launch_bounds__(kPwThreads, pw_min_blocks<K, 2, true>()) pw_r_reduce(PwLaunch L) {
+  pw_r_reduce_body<K, T>(L);
+}
+
+template <class T>
+void pw_rows_launch(const PwLaunch& L, cudaStream_t st) {
+  constexpr int V = pw_vec_width<T>();
+  if (L.reduce) {
+    if (L.red_m == 0) return;
+    const int64_t total = L.red_m * L.red_splits, per_block = kPwThreads / 32;
+    const unsigned grid = unsigned(std::clamp<int64_t>((total + per_block - 1) / per_block, 1, int64_t(1) << 30));
+    BARACUDA_PW_LAUNCH_K(pw_r_reduce, T, L, grid, st);
+    check_launch("loss pointwise gradient (rows, one value per row)");
+    if (L.red_splits > 1) {
+      const unsigned g2 = unsigned(std::clamp<int64_t>((L.red_m + kPwThreads - 1) / kPwThreads, 1, 132 * 16));
+      pw_grad_reduce_finish<T><<<g2, kPwThreads, 0, st>>>(L);
+      check_launch("loss pointwise gradient finish");
+    }
+    return;
+  }
+  if (!L.backward && L.reduction != Reduction::None) {
+    BARACUDA_PW_LAUNCH_K(pw_r_partial, T, L, unsigned(L.blocks), st);
+    check_launch("loss pointwise partial (rows)");
+    pw_finish<T><<<1, 1024, 0, st>>>(L);
+    check_launch("loss pointwise finish");
+    return;
+  }
+  if (L.n == 0) return;
+  const int64_t nvec = L.dims[0] * ((L.dims[1] + V - 1) / V);
+  const int64_t per_block = int64_t(kPwThreads) * kPwVecLoadsPerThread;
+  const unsigned grid = unsigned(std::clamp<int64_t>((nvec + per_block - 1) / per_block, 1, int64_t(1) << 30));
+  BARACUDA_PW_LAUNCH_KM(pw_r_elem, T, L, grid, st);
+  check_launch(L.backward ? "loss pointwise backward (rows)" : "loss pointwise (rows)");
+}
+
 template <class T>
 void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
+  if (L.rows) return pw_rows_launch<T>(L, st);
   if (L.reduce) {
     if (L.red_m == 0) return;
     const int64_t total = L.red_m * L.red_splits, per_block = L.red_cols ? kPwThreads : kPwThreads / 32;
@@ -588,18 +880,20 @@ void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
   }
   if (L.contig) {
     if (L.reduction != Reduction::None && !L.backward) {
-      pw_c_partial<T><<<unsigned(L.blocks), kPwThreads, 0, st>>>(L);
+      BARACUDA_PW_LAUNCH_K(pw_c_partial, T, L, unsigned(L.blocks), st);
       check_launch("loss pointwise partial (contiguous)");
       pw_finish<T><<<1, 1024, 0, st>>>(L);
       check_launch("loss pointwise finish");
       return;
     }
     if (L.n == 0) return;
+    // One block per kPwThreads * kPwVecLoadsPerThread vectors (no grid-stride loop in practice):
+    // many short blocks keep every SM's loads in flight while others compute or store, as the
+    // elementwise family's contiguous kernel (a one-wave grid-stride grid reached ~88% of copy).
     const int64_t nvec = L.n / pw_vec_width<T>();
     const int64_t per_block = int64_t(kPwThreads) * kPwVecLoadsPerThread;
-    const int64_t cap = int64_t(std::max(1, current_device_sms())) * kPwMinBlocks;  // one wave
-    const unsigned grid = unsigned(std::clamp<int64_t>((nvec + per_block - 1) / per_block, 1, cap));
-    pw_c_elem<T><<<grid, kPwThreads, 0, st>>>(L);
+    const unsigned grid = unsigned(std::clamp<int64_t>((nvec + per_block - 1) / per_block, 1, int64_t(1) << 30));
+    BARACUDA_PW_LAUNCH_KM(pw_c_elem, T, L, grid, st);
     check_launch(L.backward ? "loss pointwise backward (contiguous)" : "loss pointwise (contiguous)");
     return;
   }

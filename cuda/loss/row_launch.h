@@ -16,6 +16,13 @@ constexpr int kRowThreads = 256;
 // shared memory: at most this many classes.
 constexpr int64_t kMultilabelMaxClasses = 8192;
 constexpr int64_t kMultilabelMaxClassesF64 = 6144;
+// Up to this many classes multilabel margin runs a warp per row with the row in registers.
+constexpr int64_t kMultilabelWarpMaxClasses = 512;
+// The other row losses: a warp per row up to 1024 elements, and up to kRowWarpMaxD when there are
+// at least kRowWarpMinRows rows (enough warps to fill the GPU: many short-lived 256-thread blocks
+// with a block reduction each keep fewer bytes in flight than 8 rows per block); a block above.
+constexpr int64_t kRowWarpMaxD = 16384;
+constexpr int64_t kRowWarpMinRows = 4096;
 
 struct RowLaunch {
   RowKind kind = RowKind::CosineEmbedding;
@@ -25,7 +32,8 @@ struct RowLaunch {
   bool backward = false;
   int64_t n = 0;     // rows (samples)
   int64_t d = 0;     // row length (features D or classes C)
-  int group = 32;    // threads per row: 32 (a warp; 8 rows per block) or 256 (a block)
+  int group = 32;    // threads per row: 32 (a warp; 8 rows per block) or 256 (a block); multilabel
+                     // margin: 32 the warp kernel (d <= kMultilabelWarpMaxClasses), 256 the shared one
   int vec = 1;       // elements per load: 1, or 16 / sizeof(T) (unit column strides, 16-byte rows)
   // Float operands [n, d]: 0 input / input1 / anchor, 1 input2 / positive / target (multilabel
   // soft margin), 2 negative. Row and column strides in elements.
