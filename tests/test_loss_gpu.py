@@ -814,7 +814,7 @@ def test_row_bad_targets_give_nan():
     ok[3, 2:] = -1
     ref = F.multilabel_margin_loss(x.double()[[0, 3]], ok[[0, 3]], reduction="none")
     _row_close(per_row[[0, 3]], ref.float(), torch.float32, "multilabel valid rows")
-    g = bc.multilabel_margin_loss_backward(torch.ones(4, device=DEV), x, y, reduction="none")
+    g = bc.multilabel_margin_loss_backward(torch.ones(4, device=DEV), x, y, reduction="none", check_targets=False)
     assert torch.isnan(g[1]).all() and torch.isnan(g[2]).all() and not torch.isnan(g[[0, 3]]).any()
 
 
@@ -846,12 +846,14 @@ def test_multi_margin_warp_long_rows_bad_targets():
     ok[[5, 77, 4095]] = False
     for dt in (torch.float64, torch.bfloat16):
         xd = x.to(dt)
-        per_row = bc.multi_margin_loss(xd, t, reduction="none")
+        with pytest.raises(errors.InvalidArgument, match=r"target\[5\] = -1 "):
+            bc.multi_margin_loss(xd, t, reduction="none")
+        per_row = bc.multi_margin_loss(xd, t, reduction="none", check_targets=False)
         assert torch.isnan(per_row[~ok]).all() and not torch.isnan(per_row[ok]).any()
         ref = F.multi_margin_loss(xd.double()[ok], t[ok], reduction="none")
         _row_close(per_row[ok], ref.to(dt), dt, f"multi margin warp rows {dt}")
         go = torch.randn(4096, generator=g, device=DEV, dtype=torch.float64).to(dt)
-        gr = bc.multi_margin_loss_backward(go, xd, t, reduction="none")
+        gr = bc.multi_margin_loss_backward(go, xd, t, reduction="none", check_targets=False)
         assert torch.isnan(gr[~ok]).all() and not torch.isnan(gr[ok]).any()
         xl = xd.double()[ok].requires_grad_(True)
         (gref,) = torch.autograd.grad(F.multi_margin_loss(xl, t[ok], reduction="none"), xl, go.double()[ok])
@@ -884,13 +886,18 @@ def test_multilabel_margin_warp_and_block_sizes(c):
     go = torch.randn(rows, generator=g, device=DEV, dtype=torch.float64)
     for dt in (torch.float64, torch.float32):
         xd = x.to(dt)
-        per_row = bc.multilabel_margin_loss(xd, y, reduction="none")
+        if bad:  # the functional check names the first bad entry (row 2's class >= C)
+            with pytest.raises(errors.InvalidArgument, match=rf"target\[2, 40\] = {c} "):
+                bc.multilabel_margin_loss(xd, y, reduction="none")
+            with pytest.raises(errors.InvalidArgument, match=r"target\[3, 37\] = -2 "):
+                bc.multilabel_margin_loss(xd[3:], y[3:], reduction="none")
+        per_row = bc.multilabel_margin_loss(xd, y, reduction="none", check_targets=False)
         xl = xd.double()[good].cpu().requires_grad_(True)
         ref = F.multilabel_margin_loss(xl, y[good].cpu(), reduction="none")
         _row_close(per_row[good], ref.to(DEV).to(dt), dt, f"mlm C={c} {dt}")
         assert torch.isnan(per_row[bad]).all()
         (gref,) = torch.autograd.grad(ref, xl, go[good].cpu())
-        gr = bc.multilabel_margin_loss_backward(go.to(dt), xd, y, reduction="none")
+        gr = bc.multilabel_margin_loss_backward(go.to(dt), xd, y, reduction="none", check_targets=False)
         _row_close(gr[good], gref.to(DEV).to(dt), dt, f"mlm C={c} {dt} backward")
         assert torch.isnan(gr[bad]).all()
         for red in ("mean", "sum"):
