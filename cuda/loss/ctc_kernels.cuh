@@ -427,7 +427,7 @@ template <class T> void ctc_launch_typed(const CtcLaunch& L, cudaStream_t st) {
 
   const int64_t rsmem = ctc_recursion_smem(L.s, L.tt, int64_t(sizeof(A)));
   auto opt_in = [](const void* fn, int64_t bytes, const char* what) {
-    if (bytes > 48 * 1024)
+    if (bytes > 40 * 1024)  // as allow_dynamic_smem (cuda_check.h): static arrays count too
       cuda_check(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
   };
   if (!L.backward) {

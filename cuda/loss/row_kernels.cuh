@@ -662,9 +662,7 @@ void row_launch_typed(const RowLaunch& L, cudaStream_t st) {
       else mlm_warp_launch<T, 16>(L, st);  // select(): d <= kMultilabelWarpMaxClasses = 512
     } else if (L.kind == RowKind::MultilabelMargin) {
       const size_t smem = size_t(L.d) * (sizeof(A) + 2 * sizeof(int)) + size_t((L.d + 31) / 32) * sizeof(unsigned);
-      if (smem > 48 * 1024)
-        cuda_check(cudaFuncSetAttribute(mlm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                   "cudaFuncSetAttribute(multilabel_margin_loss)");
+      allow_dynamic_smem(mlm_kernel<T>, smem, "cudaFuncSetAttribute(multilabel_margin_loss)");
       mlm_kernel<T><<<unsigned(L.n), kRowThreads, smem, st>>>(L);
       check_launch(L.backward ? "multilabel_margin_loss backward" : "multilabel_margin_loss");
     } else if (L.vec > 1) {

@@ -689,9 +689,7 @@ __global__ void __launch_bounds__(1024) finish(const C* part, int64_t P, int64_t
 // ---- launchers ------------------------------------------------------------------------------------
 // Dynamic shared memory above the default 48 KB needs an opt-in per kernel (and device).
 template <class K> void allow_smem(K kernel, int64_t bytes) {
-  if (bytes > 48 * 1024)
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-               "cudaFuncSetAttribute(norm, max dynamic shared memory)");
+  allow_dynamic_smem(kernel, size_t(bytes), "cudaFuncSetAttribute(norm, max dynamic shared memory)");
 }
 
 template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, cudaStream_t s) {

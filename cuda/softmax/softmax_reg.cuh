@@ -401,9 +401,7 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
   auto kern = rows_reg<T, W, K, ST, CS, BWD>;
   const size_t smem = Cfg::SMEM;
-  if (smem > 48 * 1024)
-    cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-               "cudaFuncSetAttribute(softmax rows_reg shared memory)");
+  allow_dynamic_smem(kern, smem, "cudaFuncSetAttribute(softmax rows_reg shared memory)");
   if constexpr (Cfg::PF)  // two 64 KB blocks per SM: ask for the largest shared-memory carveout
     cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     int(cudaSharedmemCarveoutMaxShared)),
