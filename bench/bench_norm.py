@@ -289,6 +289,12 @@ SWEEP = [
     ("layer_norm", "bwd", (65536, 512), ["", "tpr=128,items=1", "tpr=32,items=2"]),
     ("layer_norm", "bwd", (4096, 16384), ["", "tpr=512,items=4", "tpr=1024,items=2,xs=1"]),
     ("rms_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,xs=1", "tpr=512,items=4"]),
+    # Long rows backward: the persistent cluster grid (default 192 / cs clusters) against the
+    # one-block kernel + column pass (cluster=1), and other grid sizes.
+    ("rms_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=33", "clusters=48",
+                                        "cluster=4,tpr=256,items=4", "cluster=4,tpr=256,items=4,clusters=66"]),
+    ("layer_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=33", "clusters=48",
+                                          "cluster=4,tpr=256,items=4", "cluster=4,tpr=256,items=4,clusters=66"]),
 ]
 
 
