@@ -106,19 +106,19 @@ def _run_plan(op, x, cfg, monkeypatch):
     return out, plan.sku.layout
 
 
-# rows_cluster forward prefetches (stage=2, the default): a persistent grid of as many clusters
+# rows_cluster forward, prefetching variant (stage=2, opt-in): a persistent grid of as many clusters
 # as fit at once, each looping over rows with the next row's slice copied into shared memory
 # while the current one is reduced and written. Enough rows that every cluster loops (more rows
 # than resident clusters: ~33 clusters of 8, ~66 of 4, ~132 of 2 on an H100), odd lengths (a
 # partial last vector, a partial or empty last slice), rows just past the one-block limit, NaN /
 # inf rows, and bit equality with the non-prefetching kernel (stage=0: the same math, same order).
 PF_CASES = [
-    (torch.bfloat16, 40, 262141, None),      # 8-block clusters, last slice partial
-    (torch.bfloat16, 300, 32769, None),      # one element past 4096 vectors: 2-block clusters
-    (torch.float16, 300, 65543, None),       # 4-block clusters, odd
-    (torch.float32, 150, 3 * 4096 * 4 + 5, None),  # 4-block clusters
-    (torch.float32, 300, 16385, None),
-    (torch.float64, 300, 8193, None),
+    (torch.bfloat16, 40, 262141, "stage=2"),      # 8-block clusters, last slice partial
+    (torch.bfloat16, 300, 32769, "stage=2"),      # one element past 4096 vectors: 2-block clusters
+    (torch.float16, 300, 65543, "stage=2"),       # 4-block clusters, odd
+    (torch.float32, 150, 3 * 4096 * 4 + 5, "stage=2"),  # 4-block clusters
+    (torch.float32, 300, 16385, "stage=2"),
+    (torch.float64, 300, 8193, "stage=2"),
     (torch.bfloat16, 400, 40000, "w=8,k=8,cs=4,stage=2"),  # 256-thread blocks, 4 per SM
     (torch.bfloat16, 90, 131072, "w=16,k=8,cs=8,stage=2"),  # 4 full slices and 4 empty ones
 ]
@@ -149,6 +149,7 @@ def test_cluster_prefetch_rows(op, dt, rows, n, cfg, monkeypatch):
 
 def test_cluster_prefetch_strided_rows(monkeypatch):
     # rows of two merged outer dims with a gap (row_off's division) on the prefetching path
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "stage=2")
     base = _x((3, 70, 40000), torch.bfloat16, "pf/strided")
     x = base[:, 5:65]
     for op in ("softmax", "log_softmax"):
