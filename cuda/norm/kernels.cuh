@@ -183,54 +183,6 @@ template <int TPR, int R, class C> __device__ __forceinline__ void group_sum_r(C
   }
 }
 
-// Chan's merge of two parts' (count, mean, M2) into (n, m, q); (na, ma, qa) is the part of the
-// lower lanes, so every thread merging the same two parts gets the same bits. Empty parts pass.
-template <class C>
-__device__ __forceinline__ void merge_moments(C& n, C& m, C& q, C na, C ma, C qa, C nb, C mb, C qb) {
-  if (nb == C(0)) { n = na; m = ma; q = qa; return; }
-  if (na == C(0)) { n = nb; m = mb; q = qb; return; }
-  const C nn = na + nb, d = mb - ma, f = nb / nn;
-  n = nn;
-  m = ma + d * f;
-  q = qa + qb + d * d * na * f;
-}
-// Merges R (count, mean, M2) triples over the TPR threads of a row group: a butterfly in each warp
-// (lower lane bit first), then the warps in order (one barrier); `rn`, `rm`, `rq` hold R x 32
-// slots each. Every thread of the group gets the same bits.
-template <int TPR, int R, class C>
-__device__ __forceinline__ void group_moments_r(C (&n)[R], C (&m)[R], C (&q)[R], C* rn, C* rm, C* rq) {
-  constexpr int W = TPR < 32 ? TPR : 32;
-#pragma unroll
-  for (int o = 1; o < W; o <<= 1) {
-    const bool lower = (threadIdx.x & o) == 0;
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const C on = __shfl_xor_sync(0xffffffffu, n[j], o), om = __shfl_xor_sync(0xffffffffu, m[j], o),
-              oq = __shfl_xor_sync(0xffffffffu, q[j], o);
-      if (lower) merge_moments(n[j], m[j], q[j], n[j], m[j], q[j], on, om, oq);
-      else merge_moments(n[j], m[j], q[j], on, om, oq, n[j], m[j], q[j]);
-    }
-  }
-  if constexpr (TPR > 32) {
-    if ((threadIdx.x & 31) == 0)
-#pragma unroll
-      for (int j = 0; j < R; ++j) {
-        rn[j * 32 + (threadIdx.x >> 5)] = n[j];
-        rm[j * 32 + (threadIdx.x >> 5)] = m[j];
-        rq[j * 32 + (threadIdx.x >> 5)] = q[j];
-      }
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      n[j] = rn[j * 32];
-      m[j] = rm[j * 32];
-      q[j] = rq[j * 32];
-      for (int i = 1; i < TPR / 32; ++i)
-        merge_moments(n[j], m[j], q[j], n[j], m[j], q[j], rn[j * 32 + i], rm[j * 32 + i], rq[j * 32 + i]);
-    }
-  }
-}
-
 // Blocks per SM the forward register kernel is compiled for: a register budget of 56 plus the
 // packed row data (4 registers per vector), so that several rows per SM stay in flight.
 constexpr int fwd_min_blocks(int tpr, int packs) {
@@ -245,7 +197,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
   constexpr int V = 16 / sizeof(T);
   using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
-  __shared__ C red[2][3][R * 32];
+  __shared__ C red[2][2][R * 32];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
   const int64_t H = L.H;
   const C invH = C(1) / C(H), eps = C(L.eps);
@@ -292,65 +244,51 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         }
       }
     }
+    C s[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      s[j] = 0;
+#pragma unroll
+      for (int i = 0; i < I; ++i)
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const C c = get<T>(h[j][i], k);
+          s[j] += L.layer ? c : c * c;
+        }
+    }
+    group_sum_r<TPR, R>(s, red[parity][0]);
+#pragma unroll
+    for (int j = 0; j < R; ++j)
+#pragma unroll
+      for (int i = 0; i < I; ++i) launder(h[j][i]);
     C mean[R], rstd[R];
     if (L.layer) {
-      // LayerNorm: each thread's exact two-pass moments over its own values (registers), then one
-      // group merge (Chan) instead of a sum, a barrier, a second pass and a second barrier: with
-      // one 1024-thread block per SM (H = 65536) the second barrier left DRAM idle.
-      C n[R], m[R], q[R];
-      int valid_items = 0;
-#pragma unroll
-      for (int i = 0; i < I; ++i) valid_items += int64_t(i * TPR + lane) * V < H ? 1 : 0;
+      C d[R];
 #pragma unroll
       for (int j = 0; j < R; ++j) {
-        C sj = 0;
-#pragma unroll
-        for (int i = 0; i < I; ++i)
-#pragma unroll
-          for (int k = 0; k < V; ++k) sj += get<T>(h[j][i], k);  // padding vectors are zeros
-        n[j] = C(valid_items * V);
-        m[j] = valid_items ? sj / n[j] : C(0);
-        q[j] = 0;
+        mean[j] = s[j] * invH;
+        d[j] = 0;
 #pragma unroll
         for (int i = 0; i < I; ++i)
           if (int64_t(i * TPR + lane) * V < H) {
 #pragma unroll
             for (int k = 0; k < V; ++k) {
-              const C c = get<T>(h[j][i], k) - m[j];
-              q[j] += c * c;
+              const C c = get<T>(h[j][i], k) - mean[j];
+              d[j] += c * c;
             }
           }
       }
-      group_moments_r<TPR, R>(n, m, q, red[parity][0], red[parity][1], red[parity][2]);
+      group_sum_r<TPR, R>(d, red[parity][1]);
 #pragma unroll
       for (int j = 0; j < R; ++j) {
-        mean[j] = m[j];
-        rstd[j] = inv_sqrt(q[j] * invH + eps);
+        rstd[j] = inv_sqrt(d[j] * invH + eps);
         // (h - mean) of the pass above would otherwise stay alive in compute precision.
 #pragma unroll
         for (int i = 0; i < I; ++i) launder(h[j][i]);
       }
     } else {
-      C s[R];
 #pragma unroll
-      for (int j = 0; j < R; ++j) {
-        s[j] = 0;
-#pragma unroll
-        for (int i = 0; i < I; ++i)
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            const C c = get<T>(h[j][i], k);
-            s[j] += c * c;
-          }
-      }
-      group_sum_r<TPR, R>(s, red[parity][0]);
-#pragma unroll
-      for (int j = 0; j < R; ++j) {
-        mean[j] = 0;
-        rstd[j] = inv_sqrt(s[j] * invH + eps);
-#pragma unroll
-        for (int i = 0; i < I; ++i) launder(h[j][i]);
-      }
+      for (int j = 0; j < R; ++j) { mean[j] = 0; rstd[j] = inv_sqrt(s[j] * invH + eps); }
     }
     if (lane == 0 && L.save_stats)
 #pragma unroll
