@@ -301,11 +301,9 @@ void select_row_loss(const LossDescriptor& desc, const std::string& base, RowLau
   // above; 16-byte vectors when every operand the kernel touches has unit column stride and
   // 16-byte row strides.
   const int64_t VEC = 16 / int64_t(dtype_size(x.dtype));
-  // Triplet's backward keeps a block per row above 1024: it needs ~200 registers a thread (three
-  // operands, three gradients), and a warp per row then runs a few rows per SM (H100, [65536,
-  // 2048] bf16 forward + backward: 2873 us with warps, 1658 us with blocks).
-  const bool long_warp_ok = !(L.kind == RowKind::TripletMargin && L.backward);
-  const bool warp_rows = D <= 1024 || (long_warp_ok && D <= loss::kRowWarpMaxD && N >= loss::kRowWarpMinRows);
+  // (Triplet's backward, register-heavy, measured slower still with a block per row: H100,
+  // [65536, 2048] bf16 forward + backward 4093 us against 2873 us with a warp per row.)
+  const bool warp_rows = D <= 1024 || (D <= loss::kRowWarpMaxD && N >= loss::kRowWarpMinRows);
   L.group = warp_rows ? 32 : loss::kRowThreads;
   bool vec = L.kind != RowKind::MultilabelMargin && D >= VEC;
   auto fits = [&](int64_t rs, int64_t cs) { return (cs == 1 || D == 1) && (N == 1 || rs % VEC == 0); };
