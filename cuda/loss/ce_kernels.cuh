@@ -23,6 +23,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/cluster_launch.h"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "loss/loss_common.cuh"
@@ -493,19 +494,8 @@ void launch_cluster(const CeParams<T>& p, const CeLaunch& L, cudaStream_t st) {
   if (L.cl_size > 8)  // 16 CTAs per cluster is sm_90's non-portable maximum
     cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
                "cudaFuncSetAttribute(cross_entropy cluster, non-portable cluster size)");
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(L.n * L.cl_size));
-  cfg.blockDim = dim3(unsigned(L.cl_threads));
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = st;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = unsigned(L.cl_size);
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  cuda_check(cudaLaunchKernelEx(&cfg, kern, p), "cudaLaunchKernelEx(cross_entropy cluster)");
+  ClusterLaunch(dim3(unsigned(L.n * L.cl_size)), dim3(unsigned(L.cl_threads)), 0, st, unsigned(L.cl_size))
+      .launch(kern, "cudaLaunchKernelEx(cross_entropy cluster)", p);
 }
 
 template <class T>

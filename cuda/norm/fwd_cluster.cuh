@@ -32,6 +32,8 @@
 #pragma once
 #include <cooperative_groups.h>
 
+#include "common/cluster_launch.h"
+
 #include "norm/kernels.cuh"
 
 namespace baracuda::norm::kern {
@@ -228,19 +230,8 @@ template <class K> bool runs_sm90_code(K kernel) {
 // False (nothing launched) when the device would not run the kernel's sm_90 code.
 template <class T, int CS, int TPR, int I> bool fwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
   if (!runs_sm90_code(fwd_cluster<T, CS, TPR, I>)) return false;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(L.cfg.grid));  // rows x CS (cluster_config)
-  cfg.blockDim = dim3(TPR);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CS;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cuda_check(cudaLaunchKernelEx(&cfg, fwd_cluster<T, CS, TPR, I>, L), "launch of norm forward (cluster)");
+  ClusterLaunch(dim3(unsigned(L.cfg.grid)), dim3(TPR), 0, s, CS)  // grid: rows x CS (cluster_config)
+      .launch(fwd_cluster<T, CS, TPR, I>, "launch of norm forward (cluster)", L);
   return true;
 }
 
@@ -453,19 +444,8 @@ template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch&
   if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I>)) return false;
   const int64_t smem = int64_t(2) * 2 * TPR * I * 16;
   allow_smem(bwd_cluster<T, CS, TPR, I>, smem);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(L.cfg.grid));  // clusters x CS (bwd_cluster_config)
-  cfg.blockDim = dim3(TPR);
-  cfg.dynamicSmemBytes = size_t(smem);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CS;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cuda_check(cudaLaunchKernelEx(&cfg, bwd_cluster<T, CS, TPR, I>, L), "launch of norm backward (cluster)");
+  ClusterLaunch(dim3(unsigned(L.cfg.grid)), dim3(TPR), size_t(smem), s, CS)  // grid: clusters x CS
+      .launch(bwd_cluster<T, CS, TPR, I>, "launch of norm backward (cluster)", L);
   return true;
 }
 

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/cluster_launch.h"
 #include "softmax/softmax_kernels.cuh"
 
 namespace baracuda::softmax::detail {
@@ -415,25 +416,14 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
     kern<<<grid_of(groups), Cfg::THREADS, smem, st>>>(g, out, in0, in1, log);
     check_launch("softmax rows_block");
   } else {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(groups * CS));  // select() keeps rows * CS <= 2^30
-    cfg.blockDim = dim3(Cfg::THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    ClusterLaunch cl(dim3(unsigned(groups * CS)), dim3(Cfg::THREADS), smem, st, CS);  // rows * CS <= 2^30
     if constexpr (Cfg::PF) {
       // Persistent: no more clusters than are resident at once (a cluster beyond would start
       // only when a whole earlier one ends, and then run alone with nothing to overlap).
-      const int64_t fit = resident_clusters<T, W, K, ST, CS, BWD>(cfg);
-      if (fit > 0 && groups > fit) cfg.gridDim = dim3(unsigned(fit * CS));
+      const int64_t fit = resident_clusters<T, W, K, ST, CS, BWD>(cl.cfg);
+      if (fit > 0 && groups > fit) cl.cfg.gridDim = dim3(unsigned(fit * CS));
     }
-    cuda_check(cudaLaunchKernelEx(&cfg, kern, g, out, in0, in1, log), "launch of softmax rows_cluster");
+    cl.launch(kern, "launch of softmax rows_cluster", g, out, in0, in1, log);
   }
 }
 

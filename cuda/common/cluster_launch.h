@@ -1,0 +1,40 @@
+// One launch configuration for a kernel run in thread-block clusters (sm_90): `cs` blocks per
+// cluster along x. Shared by every family with a cluster path (softmax, cross-entropy, norms).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "common/cuda_check.h"
+
+namespace baracuda {
+
+class ClusterLaunch {
+ public:
+  ClusterLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cs) {
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr_[0].id = cudaLaunchAttributeClusterDimension;
+    attr_[0].val.clusterDim.x = cs;
+    attr_[0].val.clusterDim.y = 1;
+    attr_[0].val.clusterDim.z = 1;
+    cfg.attrs = attr_;
+    cfg.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;  // cfg.attrs points into this object
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+
+  // cudaLaunchKernelEx; a failure is a CudaError naming `what`.
+  template <class... Params, class... Args> void launch(void (*kernel)(Params...), const char* what, Args&&... args) {
+    cuda_check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), what);
+  }
+
+  cudaLaunchConfig_t cfg = {};  // adjustable before launch() (a persistent grid, say)
+
+ private:
+  cudaLaunchAttribute attr_[1];
+};
+
+}  // namespace baracuda
