@@ -378,6 +378,38 @@ __device__ __forceinline__ acc_of<T> pw_c_one(const PwLaunch& L, int64_t i, bool
   return (gv ? A(to_compute(static_cast<const T*>(L.grad_loss)[i])) : gs) * pw_deriv_k<K, A>(L, a, b, c, d);
 }
 
+// The scalar upstream gradient of a mean / sum backward (/ n for mean, negated where asked).
+template <class T> __device__ __forceinline__ acc_of<T> pw_scalar_grad(const PwLaunch& L) {
+  using A = acc_of<T>;
+  A gs = A(to_compute(static_cast<const T*>(L.grad_loss)[0]));
+  if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
+  if (L.negate) gs = -gs;
+  return gs;
+}
+// One vector of results of kind K: the loss (GRAD false) or the upstream gradient (per element
+// GV, else gs) times the derivative w.r.t. the input (ANY_WRT false) or the operand L.wrt names.
+template <PwKind K, bool GRAD, bool GV, bool HC, bool HD, bool ANY_WRT, class T, int V, class A>
+__device__ __forceinline__ Pack<T, V> pw_vec_result(const PwLaunch& L, const Pack<T, V>& ra, const Pack<T, V>& rb,
+                                                    const Pack<T, V>& rc, const Pack<T, V>& rd, const Pack<T, V>& rg,
+                                                    bool hc, bool hd, A gs) {
+  Pack<T, V> o;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const A a = A(to_compute(ra.v[j])), b = A(to_compute(rb.v[j]));
+    const A c = HC && hc ? A(to_compute(rc.v[j])) : A(1);
+    const A d = HD && hd ? A(to_compute(rd.v[j])) : A(1);
+    A r;
+    if constexpr (GRAD) {
+      const A deriv = ANY_WRT ? pw_grad_k<K, A>(L, a, b, c, d) : pw_deriv_k<K, A>(L, a, b, c, d);
+      r = (GV ? A(to_compute(rg.v[j])) : gs) * deriv;
+    } else {
+      r = pw_value_k<K, A>(L, a, b, c, d);
+    }
+    o.v[j] = from_compute<T>(r);
+  }
+  return o;
+}
+
 // Elementwise (reduction none forward: GRAD false; every backward w.r.t. input: GRAD true, GV
 // when grad_loss is per element; gradients w.r.t. other operands take the strided kernels).
 template <PwKind K, class T, bool GRAD, bool GV>
@@ -388,12 +420,7 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
   using P = Pack<T, V>;
   const int64_t nvec = L.n / V;
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  A gs = A(1);
-  if (GRAD && !GV) {
-    gs = A(to_compute(static_cast<const T*>(L.grad_loss)[0]));
-    if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
-    if (L.negate) gs = -gs;
-  }
+  const A gs = GRAD && !GV ? pw_scalar_grad<T>(L) : A(1);
   const bool hc = HC && L.c, hd = HD && L.d;
   P* out = static_cast<P*>(L.out);
   // Block b takes the U * blockDim vectors from b * U * blockDim (thread t: t, t + blockDim, ..),
@@ -416,17 +443,7 @@ __device__ __forceinline__ void pw_c_elem_body(const PwLaunch& L) {
     for (int u = 0; u < U; ++u) {
       const int64_t vi = v0 + u * int64_t(blockDim.x);
       if (vi >= nvec) break;
-      P o;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
-        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
-        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
-        A r;
-        if constexpr (GRAD) r = (GV ? A(to_compute(rg[u].v[j])) : gs) * pw_deriv_k<K, A>(L, a, b, c, d);
-        else r = pw_value_k<K, A>(L, a, b, c, d);
-        o.v[j] = from_compute<T>(r);
-      }
+      const P o = pw_vec_result<K, GRAD, GV, HC, HD, false>(L, ra[u], rb[u], rc[u], rd[u], rg[u], hc, hd, gs);
       out[vi] = o;
     }
   }
@@ -656,12 +673,7 @@ __device__ __forceinline__ void pw_r_elem_body(const PwLaunch& L) {
   using P = Pack<T, V>;
   const int64_t cols = L.dims[1], cv = (cols + V - 1) / V, nvec = L.dims[0] * cv;
   const bool d32 = nvec <= int64_t(0xffffffffu);
-  A gs = A(1);
-  if (GRAD && !GV) {
-    gs = A(to_compute(static_cast<const T*>(L.grad_loss)[0]));
-    if (L.reduction == Reduction::Mean) gs = gs / A(L.divisor);
-    if (L.negate) gs = -gs;
-  }
+  const A gs = GRAD && !GV ? pw_scalar_grad<T>(L) : A(1);
   const bool hc = HC && L.c, hd = HD && L.d;
   const int64_t per_block = int64_t(blockDim.x) * U;
   for (int64_t v0 = int64_t(blockIdx.x) * per_block + threadIdx.x; v0 < nvec; v0 += int64_t(gridDim.x) * per_block) {
@@ -683,17 +695,7 @@ __device__ __forceinline__ void pw_r_elem_body(const PwLaunch& L) {
     for (int u = 0; u < U; ++u) {
       const int64_t vi = v0 + u * int64_t(blockDim.x);
       if (vi >= nvec) break;
-      P o;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
-        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
-        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
-        A r;
-        if constexpr (GRAD) r = (GV ? A(to_compute(rg[u].v[j])) : gs) * pw_grad_k<K, A>(L, a, b, c, d);
-        else r = pw_value_k<K, A>(L, a, b, c, d);
-        o.v[j] = from_compute<T>(r);
-      }
+      const P o = pw_vec_result<K, GRAD, GV, HC, HD, true>(L, ra[u], rb[u], rc[u], rd[u], rg[u], hc, hd, gs);
       T* ob = static_cast<T*>(L.out) + row[u] * L.st[4][0];
       if (col[u] + V <= cols) {
         *reinterpret_cast<P*>(ob + col[u]) = o;
