@@ -74,16 +74,14 @@ Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle wo
 }
 
 Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc) {
-  Workspace w;
-  if (!workspace.is_none()) {
-    w.imported = import_tensor(workspace, "workspace", true);
-    w.size = w.imported.view.numel() * int64_t(dtype_size(w.imported.view.dtype));
-  } else if (bytes > 0 && !workspace_alloc.is_none()) {
-    w.owner = workspace_alloc(bytes);
-    w.imported = import_tensor(w.owner, "workspace", true);
-    w.size = w.imported.view.numel() * int64_t(dtype_size(w.imported.view.dtype));
+  if (workspace.is_none()) {
+    if (workspace_alloc.is_none()) return Workspace{};
+    return allocate_workspace("workspace", bytes, workspace_alloc);  // empty when bytes == 0
   }
+  Workspace w;
+  w.imported = import_tensor(workspace, "workspace", true);
   w.data = w.imported.view.data;
+  w.size = w.imported.view.numel() * int64_t(dtype_size(w.imported.view.dtype));
   return w;
 }
 

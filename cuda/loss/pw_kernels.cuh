@@ -78,9 +78,10 @@ template <class T> __device__ __forceinline__ PwVals<T> pw_load(const PwLaunch& 
   return v;
 }
 
-// The loss kind as a type, so a whole chunk of elements runs under one switch (with_kind).
+// The loss kind as a type, so a whole chunk of elements runs under one switch (with_kind); the
+// launchers use the same switch on the host to pick the kernel of the kind.
 template <PwKind K> struct KindC { static constexpr PwKind value = K; };
-template <class F> __device__ __forceinline__ void with_kind(PwKind k, F&& f) {
+template <class F> __host__ __device__ __forceinline__ void with_kind(PwKind k, F&& f) {
   switch (k) {
     case PwKind::Mse: return f(KindC<PwKind::Mse>{});
     case PwKind::L1: return f(KindC<PwKind::L1>{});
@@ -472,26 +473,9 @@ __global__ void __launch_bounds__(kPwThreads, pw_min_blocks<K, MODE>()) pw_c_ele
   pw_c_elem_body<K, T, MODE != 0, MODE == 2>(L);
 }
 inline int pw_mode(const PwLaunch& L) { return !L.backward ? 0 : L.reduction == Reduction::None ? 2 : 1; }
-// with_kind for the launchers (host side).
-template <class F> void pw_kind_host(PwKind k, F&& f) {
-  switch (k) {
-    case PwKind::Mse: return f(KindC<PwKind::Mse>{});
-    case PwKind::L1: return f(KindC<PwKind::L1>{});
-    case PwKind::Huber: return f(KindC<PwKind::Huber>{});
-    case PwKind::SmoothL1: return f(KindC<PwKind::SmoothL1>{});
-    case PwKind::Bce: return f(KindC<PwKind::Bce>{});
-    case PwKind::BceLogits: return f(KindC<PwKind::BceLogits>{});
-    case PwKind::KlDiv: return f(KindC<PwKind::KlDiv>{});
-    case PwKind::PoissonNll: return f(KindC<PwKind::PoissonNll>{});
-    case PwKind::GaussianNll: return f(KindC<PwKind::GaussianNll>{});
-    case PwKind::MarginRanking: return f(KindC<PwKind::MarginRanking>{});
-    case PwKind::HingeEmbedding: return f(KindC<PwKind::HingeEmbedding>{});
-    case PwKind::SoftMargin: return f(KindC<PwKind::SoftMargin>{});
-  }
-}
 // Launches kernel<T, K, mode> for the launch's kind and mode.
 #define BARACUDA_PW_LAUNCH_KM(KERNEL, T, L, GRID, ST)                                         \
-  pw_kind_host((L).kind, [&](auto kc) {                                                     \
+  with_kind((L).kind, [&](auto kc) {                                                        \
     constexpr PwKind K_ = decltype(kc)::value;                                              \
     const int m_ = pw_mode(L);                                                              \
     if (m_ == 0) KERNEL<T, K_, 0><<<(GRID), kPwThreads, 0, (ST)>>>(L);                     \
@@ -499,7 +483,7 @@ template <class F> void pw_kind_host(PwKind k, F&& f) {
     else KERNEL<T, K_, 2><<<(GRID), kPwThreads, 0, (ST)>>>(L);                             \
   })
 #define BARACUDA_PW_LAUNCH_K(KERNEL, T, L, GRID, ST)                                          \
-  pw_kind_host((L).kind, [&](auto kc) {                                                     \
+  with_kind((L).kind, [&](auto kc) {                                                        \
     KERNEL<T, decltype(kc)::value><<<(GRID), kPwThreads, 0, (ST)>>>(L);                     \
   })
 

@@ -83,13 +83,6 @@ template <class T> __device__ __forceinline__ acc_of<T> row_value(const RowLaunc
   return A(to_compute(static_cast<const T*>(L.target)[off]));
 }
 
-// V elements of float operand k at (row i, columns c0 ..): vectors (unit column stride) or one.
-template <class T, int V, class A>
-__device__ __forceinline__ void row_ld(const RowLaunch& L, int k, int64_t i, int64_t c0, A (&v)[V]) {
-  const T* p = static_cast<const T*>(L.x[k]) + i * L.rs[k];
-  if constexpr (V > 1) load_chunk<T, V>(p, c0, L.d, v, A(0));
-  else v[0] = A(to_compute(p[c0 * L.cs[k]]));
-}
 template <class T, int V, class A>
 __device__ __forceinline__ void row_st(const RowLaunch& L, int k, int64_t i, int64_t c0, const A (&v)[V]) {
   T* p = static_cast<T*>(L.grad[k]) + i * L.grs[k];

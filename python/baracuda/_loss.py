@@ -65,11 +65,6 @@ def _check(name, logits):
 # The kernels give NaN for such a row (no sync, graph-safe); with check_targets (the default of
 # the functional forms) one small pass over the targets and a host sync turn that into an
 # InvalidArgument naming the first offending entry.
-_CHECK_DOC = ("check_targets=True (default) raises InvalidArgument naming the first target out of range; it "
-              "costs one small pass over the targets and a host sync: pass False to stay asynchronous (CUDA "
-              "graphs), and such a row gives NaN.")
-
-
 def _host(x):
     fw = _interop.framework(x)
     if fw == "torch":
