@@ -7,6 +7,7 @@ Imported by the test modules only after `pytest.importorskip("torch")` and
 import math
 import zlib
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -50,6 +51,15 @@ def tolerance(name, dt):
     if dt == torch.float32 and (base not in SIMPLE or name != base):
         rtol = 2e-5
     return rtol, atol
+
+
+def jax_gpu():
+    """(jax, its first GPU device), or skip the test when JAX or its GPU backend is missing."""
+    jax = pytest.importorskip("jax")
+    try:
+        return jax, jax.devices("gpu")[0]
+    except RuntimeError as e:
+        pytest.skip(f"JAX has no GPU backend: {e}")
 
 
 def gen(key):

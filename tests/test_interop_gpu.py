@@ -45,14 +45,6 @@ def _cupy():
     return cp
 
 
-def _jax():
-    jax = pytest.importorskip("jax")
-    try:
-        return jax, jax.devices("gpu")[0]
-    except RuntimeError as e:
-        pytest.skip(f"JAX has no GPU backend: {e}")
-
-
 # ---- the same op from every framework -------------------------------------------------------------
 
 # name: (numpy input specs (dtype, shape), call, float64 torch reference of the torch inputs)
@@ -106,7 +98,7 @@ def test_same_answer_from_every_framework(case):
     except pytest.skip.Exception:
         pass
     try:
-        jax, dev = _jax()
+        jax, dev = R.jax_gpu()
         jin = [jax.device_put(a, dev) for a in arrays]
         jres = call(*jin)
         assert isinstance(jres, jax.Array), type(jres)
@@ -121,7 +113,7 @@ def test_same_answer_from_every_framework(case):
 
 
 def test_jax_bfloat16_and_scalars():
-    jax, dev = _jax()
+    jax, dev = R.jax_gpu()
     import jax.numpy as jnp
 
     x = torch.randn(33, 64, generator=R.gen("jax-bf16"), device=DEV).to(torch.bfloat16)
@@ -134,7 +126,7 @@ def test_jax_bfloat16_and_scalars():
 
 def test_jax_out_is_refused():
     """JAX arrays are immutable: writing into one must be refused, not done behind JAX's back."""
-    jax, dev = _jax()
+    jax, dev = R.jax_gpu()
     x = jax.device_put(np.ones(64, np.float32), dev)
     y = jax.device_put(np.zeros(64, np.float32), dev)
     with pytest.raises(errors.InvalidArgument):

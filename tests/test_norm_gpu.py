@@ -328,6 +328,14 @@ def test_cluster_long_rows(op, dtname, H, rows, monkeypatch):
     assert (plan.sku.layout == "row_cluster") == cluster, plan.sku.name
 
 
+def cluster_row_len(dt, cs, tpr, items, pad):
+    """H of a row that fills a cluster shape: all cs x tpr x items 16-byte vectors ("exact"), one
+    vector fewer ("one"), or all but one vector of the last block's share ("last-block-nearly-idle")."""
+    V = 16 // torch.empty((), dtype=dt).element_size()
+    share = tpr * items
+    return (cs * share - {"exact": 0, "one": 1, "last-block-nearly-idle": share - 1}[pad]) * V
+
+
 @pytest.mark.parametrize("pad", ["exact", "one", "last-block-nearly-idle"])
 @pytest.mark.parametrize("dtname", list(DT))
 @pytest.mark.parametrize("shape", CLUSTER_SHAPES, ids=[f"c{c}t{t}x{i}" for c, t, i in CLUSTER_SHAPES])
@@ -335,10 +343,7 @@ def test_cluster_shapes(shape, dtname, pad, monkeypatch):
     """Every instantiated cluster shape (the benchmark sweep's knobs), with a padded last block."""
     cs, tpr, items = shape
     dt = DT[dtname]
-    V = 16 // torch.empty((), dtype=dt).element_size()
-    share = tpr * items
-    nv = cs * share - {"exact": 0, "one": 1, "last-block-nearly-idle": share - 1}[pad]
-    H = nv * V
+    H = cluster_row_len(dt, cs, tpr, items, pad)
     monkeypatch.setenv("BARACUDA_NORM_CFG", f"cluster={cs},tpr={tpr},items={items}")
     g = R.gen(f"norm/cluster-shape/{shape}/{dtname}/{pad}")
     rows = 5
@@ -565,10 +570,7 @@ def test_bwd_cluster_shapes(shape, dtname, pad, rows, clusters, monkeypatch):
     among the clusters (37 rows over 4 clusters: 10, 9, 9, 9); grad_residual; f32 weight / bias."""
     cs, tpr, items = shape
     dt = DT[dtname]
-    V = 16 // torch.empty((), dtype=dt).element_size()
-    share = tpr * items
-    nv = cs * share - {"exact": 0, "one": 1, "last-block-nearly-idle": share - 1}[pad]
-    H = nv * V
+    H = cluster_row_len(dt, cs, tpr, items, pad)
     cfg = f"cluster={cs},tpr={tpr},items={items}" + (f",clusters={clusters}" if clusters else "")
     monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)
     g = R.gen(f"norm/bwd-cluster-shape/{shape}/{dtname}/{pad}/{rows}")
@@ -765,11 +767,7 @@ def test_cupy_input():
 
 
 def test_jax_input():
-    jax = pytest.importorskip("jax")
-    try:
-        dev = jax.devices("gpu")[0]
-    except RuntimeError as e:
-        pytest.skip(f"JAX has no GPU backend: {e}")
+    jax, dev = R.jax_gpu()
     import numpy as np
 
     xn = np.random.default_rng(0).standard_normal((17, 512)).astype(np.float32)

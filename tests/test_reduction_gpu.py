@@ -617,11 +617,7 @@ def test_cupy_sum_and_argmax():
 
 
 def test_jax_mean_and_logsumexp():
-    jax = pytest.importorskip("jax")
-    try:
-        dev = jax.devices("gpu")[0]
-    except RuntimeError as e:
-        pytest.skip(f"JAX has no GPU backend: {e}")
+    jax, dev = R.jax_gpu()
     import numpy as np
 
     a = np.random.default_rng(8).standard_normal((33, 129)).astype(np.float32)

@@ -313,11 +313,7 @@ def test_cupy_cumsum():
 
 
 def test_jax_logcumsumexp():
-    jax = pytest.importorskip("jax")
-    try:
-        dev = jax.devices("gpu")[0]
-    except RuntimeError as e:
-        pytest.skip(f"JAX has no GPU backend: {e}")
+    jax, dev = R.jax_gpu()
     import numpy as np
 
     a = np.random.default_rng(12).standard_normal((33, 129)).astype(np.float32)

@@ -305,11 +305,7 @@ def test_cupy_input():
 
 
 def test_jax_input():
-    jax = pytest.importorskip("jax")
-    try:
-        dev = jax.devices("gpu")[0]
-    except RuntimeError as e:
-        pytest.skip(f"JAX has no GPU backend: {e}")
+    jax, dev = R.jax_gpu()
     import numpy as np
     x = _x((9, 300), torch.float32, "jax")
     res = bc.log_softmax(jax.device_put(x.cpu().numpy(), dev), 0)

@@ -542,14 +542,6 @@ def test_sparsemax_errors():
 
 # ---- other frameworks ----------------------------------------------------------------------------
 
-def _jax_gpu():
-    jax = pytest.importorskip("jax")
-    try:
-        return jax, jax.devices("gpu")[0]
-    except RuntimeError as e:
-        pytest.skip(f"JAX has no GPU backend: {e}")
-
-
 def test_cupy_inputs():
     cp = pytest.importorskip("cupy")
     x = _x((7, 1000), torch.float32, "cupy")
@@ -572,7 +564,7 @@ def test_cupy_inputs():
 
 
 def test_jax_inputs():
-    jax, dev = _jax_gpu()
+    jax, dev = R.jax_gpu()
     x = _x((5, 333), torch.float32, "jax")
     xj = jax.device_put(x.cpu().numpy(), dev)
     y = bc.gumbel_softmax(xj, 1.3, dim=0, seed=8, offset=2)
