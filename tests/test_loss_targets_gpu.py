@@ -100,3 +100,22 @@ def test_cupy_and_jax_targets():
     xj = jax.device_put(np.asarray(cp.asnumpy(x)), dev)
     tj = jax.device_put(np.array([-2, 1, 0], dtype=np.int32), dev)
     _raises(lambda: bc.nll_loss(xj, tj), [0], -2)
+
+
+def test_targets_the_check_cannot_read_are_named_by_the_loss():
+    """A CPU target is refused by the loss itself, as `target` (the check's own launches do not
+    name it first); a float or misshapen target by the plan, before any value is looked at."""
+    x = _logits(4, 5)
+    g = torch.ones((), device=DEV)
+    t_cpu = torch.tensor([0, 1, 2, 3])
+    for call in (lambda: bc.cross_entropy(x, t_cpu), lambda: bc.nll_loss(x, t_cpu),
+                 lambda: bc.multi_margin_loss(x, t_cpu), lambda: bc.multi_margin_loss_backward(g, x, t_cpu),
+                 lambda: bc.multilabel_margin_loss(x, t_cpu.repeat(4, 5)[:, :5] % 5)):
+        with pytest.raises(errors.InvalidArgument, match=r"\btarget: expected a CUDA tensor, got a CPU tensor"):
+            call()
+    with pytest.raises(errors.InvalidDType, match="target is float32"):
+        bc.multi_margin_loss(x, torch.zeros(4, device=DEV))
+    # a target of the wrong shape is named as such, not as values out of range
+    with pytest.raises(errors.InvalidArgument, match="target") as e:
+        bc.multi_margin_loss(x, torch.full((5,), 99, device=DEV))
+    assert "outside" not in str(e.value)

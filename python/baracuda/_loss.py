@@ -8,7 +8,7 @@ are allocated in the logits' framework; launches go to its current stream unless
 """
 from . import _C, _interop
 from ._dtypes import DType
-from .errors import InvalidArgument
+from .errors import InvalidArgument, Unsupported
 
 _CACHE = {}
 
@@ -82,24 +82,43 @@ def _raise_first_bad(op, bad, target, what):
     raise InvalidArgument(f"{op}: target{list(idx)} = {int(t[idx])} {what}")
 
 
+def _refused_by_our_ops(fn):
+    """Runs a target check; a target our elementwise ops refuse (a CPU tensor, say) is left to the
+    loss plan, whose error names it as the loss's `target`."""
+    try:
+        return fn()
+    except (InvalidArgument, Unsupported):
+        return None
+
+
 def _check_class_targets(op, target, n_classes, ignore_index=None, stream=None):
     """Every target in [0, n_classes) or equal to ignore_index."""
     import baracuda as bc
     if any(int(s) == 0 for s in target.shape):
         return
-    bad = bc.logical_or(bc.lt(target, 0, stream=stream), bc.ge(target, n_classes, stream=stream), stream=stream)
-    if ignore_index is not None and not 0 <= ignore_index < n_classes:
-        bad = bc.logical_and(bad, bc.ne(target, ignore_index, stream=stream), stream=stream)
-    if bool(bc.any(bad, stream=stream)):
+
+    def bad_mask():
+        bad = bc.logical_or(bc.lt(target, 0, stream=stream), bc.ge(target, n_classes, stream=stream), stream=stream)
+        if ignore_index is not None and not 0 <= ignore_index < n_classes:
+            bad = bc.logical_and(bad, bc.ne(target, ignore_index, stream=stream), stream=stream)
+        return bad, bool(bc.any(bad, stream=stream))
+    found = _refused_by_our_ops(bad_mask)
+    if found is not None and found[1]:
         ign = f" and is not ignore_index = {ignore_index}" if ignore_index is not None else ""
-        _raise_first_bad(op, bad, target, f"is outside [0, {n_classes}){ign}")
+        _raise_first_bad(op, found[0], target, f"is outside [0, {n_classes}){ign}")
 
 
 def _check_multilabel_targets(op, target, n_classes, stream=None):
     """Per row: the entries before the first negative one in [0, n_classes), and that negative one -1."""
-    import baracuda as bc
     if any(int(s) == 0 for s in target.shape):
         return
+    found = _refused_by_our_ops(lambda: _multilabel_bad_mask(target, n_classes, stream))
+    if found is not None and found[1]:
+        _raise_first_bad(op, found[0], target, f"is outside [0, {n_classes}) before the list's end (-1)")
+
+
+def _multilabel_bad_mask(target, n_classes, stream):
+    import baracuda as bc
     nonneg = bc.cast(bc.ge(target, 0, stream=stream), DType.int32, stream=stream)
     listed = bc.cumprod(nonneg, -1, stream=stream)          # 1 up to the first negative entry
     ended = bc.cast(bc.eq(listed, 0, stream=stream), DType.int32, stream=stream)
@@ -108,8 +127,7 @@ def _check_multilabel_targets(op, target, n_classes, stream=None):
     below = bc.logical_and(bc.logical_and(first_neg, bc.eq(ended, 1, stream=stream), stream=stream),
                            bc.lt(target, -1, stream=stream), stream=stream)
     bad = bc.logical_or(too_big, below, stream=stream)
-    if bool(bc.any(bad, stream=stream)):
-        _raise_first_bad(op, bad, target, f"is outside [0, {n_classes}) before the list's end (-1)")
+    return bad, bool(bc.any(bad, stream=stream))
 
 
 def _lse_dtype(logits):
@@ -519,28 +537,21 @@ def _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap,
     return plan
 
 
-def _maybe_check_rows(op, input, target, check, stream):
-    """The target checks of the row losses, once the operands look like tensors (the plan names
-    anything else)."""
-    if not (check and _is_tensor(input) and _is_tensor(target) and len(input.shape) >= 1):
-        return
-    try:
-        if _interop.dtype_of(target) not in (DType.int64, DType.int32):
-            return  # the plan refuses it with its own message
-    except Exception:  # noqa: BLE001  (not a dtype we know: the plan names it)
-        return
+def _check_row_targets(op, input, target, stream):
+    """The class-index target checks of the row losses (after the plan accepted the operands)."""
     if op.startswith("multilabel"):
-        if tuple(target.shape) == tuple(input.shape):
-            _check_multilabel_targets(op, target, int(input.shape[-1]), stream)
+        _check_multilabel_targets(op, target, int(input.shape[-1]), stream)
     else:
         _check_class_targets(op, target, int(input.shape[-1]), None, stream)
 
 
 def _row_forward(op, input, target, *, weight=None, extra=(), reduction="mean", margin=0.0, p=2.0, eps=1e-6,
-                 swap=False, stream=None):
+                 swap=False, check_targets=False, stream=None):
     if _interop.framework(input) == "numpy":
         raise InvalidArgument(f"{op}: got a numpy (CPU) array; expected a CUDA tensor")
     plan = _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, None, (), ())
+    if check_targets:
+        _check_row_targets(op, input, target, stream)
     shape = ()
     if reduction == "none":
         n = int(input.shape[0]) if len(input.shape) == 2 else 1
@@ -553,13 +564,15 @@ def _row_forward(op, input, target, *, weight=None, extra=(), reduction="mean", 
 
 
 def _row_backward(op, grad_output, input, target, operands, *, weight=None, extra=(), reduction="mean", margin=0.0,
-                  p=2.0, eps=1e-6, swap=False, wrt="input", out=None, stream=None):
+                  p=2.0, eps=1e-6, swap=False, wrt="input", out=None, check_targets=False, stream=None):
     if _interop.framework(input) == "numpy":
         raise InvalidArgument(f"{op}: got a numpy (CPU) array; expected a CUDA tensor")
     grad_output = _as_operand(op, "grad_output", grad_output, input)
     names, single = _wrt_names(op, wrt)
     bufs, fins = _grad_buffers(op, names, single, out, operands)
     plan = _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, grad_output, names, bufs)
+    if check_targets:
+        _check_row_targets(op, input, target, stream)
     ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
     plan.run(input, target, None, ws, weight=weight, grad_loss=grad_output, stream=stream, extra=list(extra),
              grads=bufs)
@@ -590,17 +603,16 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, *, reduction=
     input [N, C] or [C]; target [N] int64 / int32 (or [] / [1] for [C]). A target outside [0, C):
     with check_targets=True (default) an InvalidArgument naming it (one small pass and a host
     sync); with False, NaN for its row."""
-    _maybe_check_rows("multi_margin_loss", input, target, check_targets, stream)
     return _row_forward("multi_margin_loss", input, target, weight=weight, reduction=reduction, margin=margin, p=p,
-                        stream=stream)
+                        check_targets=check_targets, stream=stream)
 
 
 def multi_margin_loss_backward(grad_output, input, target, p=1, margin=1.0, weight=None, *, reduction="mean",
                                wrt="input", out=None, check_targets=True, stream=None):
     """Gradient of multi_margin_loss w.r.t. input. check_targets as multi_margin_loss."""
-    _maybe_check_rows("multi_margin_loss_backward", input, target, check_targets, stream)
     return _row_backward("multi_margin_loss_backward", grad_output, input, target, {"input": input}, weight=weight,
-                         reduction=reduction, margin=margin, p=p, wrt=wrt, out=out, stream=stream)
+                         reduction=reduction, margin=margin, p=p, wrt=wrt, out=out, check_targets=check_targets,
+                         stream=stream)
 
 
 def multilabel_margin_loss(input, target, *, reduction="mean", check_targets=True, stream=None):
@@ -608,16 +620,15 @@ def multilabel_margin_loss(input, target, *, reduction="mean", check_targets=Tru
     max(0, 1 - x[y_k] + x[j]). input [N, C] or [C]; target of input's shape, int64 / int32. A target
     >= C before the -1 (or a value below -1 where the list ends): with check_targets=True (default)
     an InvalidArgument naming it (a few small passes and a host sync); with False, NaN for its row."""
-    _maybe_check_rows("multilabel_margin_loss", input, target, check_targets, stream)
-    return _row_forward("multilabel_margin_loss", input, target, reduction=reduction, stream=stream)
+    return _row_forward("multilabel_margin_loss", input, target, reduction=reduction, check_targets=check_targets,
+                        stream=stream)
 
 
 def multilabel_margin_loss_backward(grad_output, input, target, *, reduction="mean", wrt="input", out=None,
                                     check_targets=True, stream=None):
     """Gradient of multilabel_margin_loss w.r.t. input. check_targets as multilabel_margin_loss."""
-    _maybe_check_rows("multilabel_margin_loss_backward", input, target, check_targets, stream)
     return _row_backward("multilabel_margin_loss_backward", grad_output, input, target, {"input": input},
-                         reduction=reduction, wrt=wrt, out=out, stream=stream)
+                         reduction=reduction, wrt=wrt, out=out, check_targets=check_targets, stream=stream)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, *, reduction="mean", stream=None):
