@@ -3,6 +3,7 @@
 // alone; run() picks between them by pointer alignment, adds the pointers and calls launch().
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
@@ -75,11 +76,13 @@ constexpr ClusterShape kClusterShapes[] = {
     {4, 512, 4}, {8, 256, 4}, {8, 512, 2},  // 8192 (16-bit 65536, f32 32768, f64 16384)
     {8, 512, 4},                            // 16384 (f32 65536)
 };
-constexpr bool cluster_supported(int cs, int tpr, int items) {
-  for (const ClusterShape& c : kClusterShapes)
+// Whether (cs, tpr, items) is one of `shapes` (the instantiated forward or backward kernels).
+template <size_t N> constexpr bool shape_listed(const ClusterShape (&shapes)[N], int cs, int tpr, int items) {
+  for (const ClusterShape& c : shapes)
     if (c.cs == cs && c.tpr == tpr && c.items == items) return true;
   return false;
 }
+constexpr bool cluster_supported(int cs, int tpr, int items) { return shape_listed(kClusterShapes, cs, tpr, items); }
 // Rows of at least this many elements take the cluster path by default (forward, sm_90,
 // 16-byte aligned): below it a block-resident row already overlaps with other blocks' rows.
 constexpr int64_t kClusterMinH = 16384;
@@ -94,9 +97,7 @@ constexpr ClusterShape kBwdClusterShapes[] = {
     {8, 256, 3}, {8, 256, 4},  // 6144 / 8192 vectors (16-bit H <= 65536, f32 <= 32768)
 };
 constexpr bool bwd_cluster_supported(int cs, int tpr, int items) {
-  for (const ClusterShape& c : kBwdClusterShapes)
-    if (c.cs == cs && c.tpr == tpr && c.items == items) return true;
-  return false;
+  return shape_listed(kBwdClusterShapes, cs, tpr, items);
 }
 // Blocks of the persistent backward cluster grid by default (clusters = this / cs): below the
 // 2 x 132 blocks an H100 / H200 holds (2 per SM: 64 KB of shared memory, <= 128 registers), with
