@@ -268,8 +268,15 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
 SWEEP = [
     ("rms_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1", "tpr=128,items=4,rows=2",
                                         "tpr=512,items=1,rows=2", "tpr=512,items=1,rows=1"]),
-    ("layer_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1",
+    ("layer_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=2", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1",
                                           "tpr=512,items=1,rows=2"]),
+    # H = 8192 (1024 vectors): 512 x 2 (two rows per block or one), 256 x 4, 1024 x 1.
+    ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1", "tpr=256,items=4,rows=1", "tpr=256,items=4,rows=2",
+                                       "tpr=1024,items=1"]),
+    ("layer_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1", "tpr=256,items=4,rows=1",
+                                         "tpr=1024,items=1"]),
+    ("rms_norm", "bwd", (8192, 8192), ["", "tpr=256,items=4", "tpr=1024,items=1"]),
+    ("layer_norm", "bwd", (8192, 8192), ["", "tpr=256,items=4", "tpr=1024,items=1"]),
     ("rms_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2", "tpr=128,items=1,rows=1"]),
     ("layer_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2"]),
     # Long rows: the thread-block cluster forward (sm_90) against the one-block register kernel

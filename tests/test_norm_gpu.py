@@ -1403,3 +1403,36 @@ def test_channels_last_vector_columns_deterministic(dtname):
         res[off] = runs[0]
     for u, v in zip(res[0], res[1]):
         torch.testing.assert_close(u.double(), v.double(), rtol=TOL[dt], atol=TOL[dt] * 10)
+
+
+@pytest.mark.parametrize("dtname", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", [(6, 64, 7, 7), (4, 24, 5, 3)], ids=["6x64x7x7", "4x24x5x3"])
+def test_batch_norm_channels_last_rows_across_samples(shape, dtname):
+    """BatchNorm of channels-last x runs its N x S rows as one range (flat rows). Every sample
+    stride: dense (one range), x a strided sample slice (x's n stride 2 x S x C: the kernels split
+    row indices into (n, s)), and grad_out / grad_x dense while x is strided."""
+    dt = DT[dtname]
+    g = R.gen(f"cnorm/bn-flat/{shape}/{dtname}")
+    N, C = shape[0], shape[1]
+    big = channels_last_at(make((2 * N,) + shape[1:], dt, g, 2.0, 0.5), 0)
+    w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
+    go_src = make(shape, dt, g)
+    for x in (channels_last_at(big[::2].contiguous(), 0), big[::2]):
+        src = x.contiguous()
+        xd = src.double()
+        rm, rv = torch.zeros(C, device=DEV), torch.ones(C, device=DEV)
+        rm_ref, rv_ref = copy64(rm), copy64(rv)
+        y, mean, rstd = bc.batch_norm(x, rm, rv, w, b, training=True, save_stats=True)
+        close(y, F.batch_norm(xd, rm_ref, rv_ref, w.double(), b.double(), True, 0.1, 1e-5), dt,
+              f"batch_norm flat rows {shape} x strides {x.stride()}")
+        torch.testing.assert_close(rv.double(), rv_ref, rtol=2e-6, atol=2e-6)
+        for go in (channels_last_at(go_src, 0), go_src.contiguous()):
+            gx, gw, gb = bc.batch_norm_backward(go, x, mean, rstd, w, b)
+            fn = lambda a, ww, bb: F.batch_norm(a, None, None, ww, bb, True, 0.1, 1e-5)  # noqa: E731
+            ref = chan_autograd(fn, src, w, b, go_src)
+            close(gx, ref["x"], dt, f"grad_x flat rows {shape} go strides {go.stride()}", scale_atol=True)
+            check_sum(gw, ref["w"], per_channel_l1(go_src.double() * fn(xd, None, None)), dt, "grad_weight")
+            check_sum(gb, ref["b"], per_channel_l1(go_src), dt, "grad_bias")
+        y = bc.batch_norm(x, rm, rv, w, b, training=False)
+        close(y, F.batch_norm(xd, rm.double(), rv.double(), w.double(), b.double(), False, 0.1, 1e-5), dt,
+              f"batch_norm eval flat rows {shape}")

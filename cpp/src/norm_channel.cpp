@@ -59,6 +59,10 @@ struct ChannelNormPlan::Impl {
   norm::ChanMode mode = norm::ChanMode::Forward;
   bool backward = false, per_channel = false;
   bool merge_n = false;  // per-channel stats of [N, C]: run as [1, C, N]
+  // Per-channel stats of channels-last [N, C, S] (S > 1): the N x S rows run as one range
+  // [1, C, N * S], so that the column partition is not cut at every sample (N x 49 rows of
+  // 7 x 7 maps would be N short tasks per column tile).
+  bool flat_rows = false;
   int64_t N = 0, C = 0, S = 0, G = 1, units = 0;
   norm::ChanPartition part;
   int64_t workspace = 0;
@@ -184,8 +188,10 @@ ChannelNormPlan ChannelNormPlan::select(const ChannelNormDescriptor& desc, const
   // Per-channel statistics of x [N, C] (S == 1): samples become the spatial dim ([1, C, N]), so
   // that the stats pass has N rows to split instead of N blocks of one row.
   I.merge_n = I.per_channel && I.S == 1 && I.N > 1;
-  const int64_t kn = I.merge_n ? 1 : I.N, ks = I.merge_n ? I.N : I.S;
   const bool columns = I.merge_n ? (I.C <= 1 || ncs[1] == 1 || ncs[0] != 1) : (I.S <= 1 || !s_unit);
+  I.flat_rows = I.per_channel && !I.merge_n && columns && I.N > 1 && I.S > 1;
+  const int64_t kn = I.merge_n || I.flat_rows ? 1 : I.N;
+  const int64_t ks = I.merge_n ? I.N : (I.flat_rows ? I.N * I.S : I.S);
   if (!empty) {
     I.part = norm::chan_partition(columns, kn, I.C, ks, int(16 / dtype_size(x.dtype)));
     I.workspace = norm::chan_workspace(x.dtype, I.part, kn, I.C, I.per_channel).total;
@@ -256,9 +262,9 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
   L.w_f32 = D.weight && *D.weight == DType::Float32 && dt != DType::Float32;
   L.b_f32 = D.bias && *D.bias == DType::Float32 && dt != DType::Float32;
   L.r_f32 = D.running && *D.running == DType::Float32 && dt != DType::Float32;
-  L.N = I.merge_n ? 1 : I.N;
+  L.N = I.merge_n || I.flat_rows ? 1 : I.N;
   L.C = I.C;
-  L.S = I.merge_n ? I.N : I.S;
+  L.S = I.merge_n ? I.N : (I.flat_rows ? I.N * I.S : I.S);
   L.per_channel = I.per_channel;
   L.G = I.G;
   L.eps = D.eps;
@@ -417,6 +423,18 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
   }
   L.workspace = workspace;
 
+  // Flat rows: one row range when every operand's n stride is S x its s stride, else the
+  // column kernels split row indices into (n, s) (L.flat_S).
+  if (I.flat_rows) {
+    std::vector<int64_t*> sts = {L.xs};
+    if (bwd) { sts.push_back(L.gys); sts.push_back(L.gxs); }
+    else sts.push_back(L.ys);
+    bool one_range = true;
+    for (const int64_t* st : sts) one_range = one_range && st[0] == I.S * st[2];
+    if (one_range) for (int64_t* st : sts) st[0] = 0;
+    else L.flat_S = I.S;
+  }
+
   // The plane kernels' 16-byte vector path: spatial stride 1, aligned planes and chunks.
   {
     const int64_t V = 16 / int64_t(dtype_size(dt));
@@ -430,7 +448,8 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
       return st[1] == 1 && (L.N <= 1 || st[0] % V == 0) && (L.S <= 1 || st[2] % V == 0) &&
              reinterpret_cast<uintptr_t>(p) % 16 == 0;
     };
-    L.cvec = I.part.columns && I.part.vtile > 0 && L.C % V == 0 && cvec_ok(L.x, L.xs) &&
+    // Flat rows that need row_offset's (n, s) split take the scalar column kernels.
+    L.cvec = I.part.columns && I.part.vtile > 0 && L.C % V == 0 && L.flat_S == 0 && cvec_ok(L.x, L.xs) &&
              (bwd ? cvec_ok(L.gy, L.gys) && cvec_ok(L.gx, L.gxs) : cvec_ok(L.y, L.ys));
   }
 

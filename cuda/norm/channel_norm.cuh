@@ -98,6 +98,15 @@ __device__ __forceinline__ int64_t partial_index(const ChanNormLaunch& L, int64_
   const int64_t P = L.part.P;
   return L.per_channel ? (c * L.N + n) * P + p : (n * L.C + c) * P + p;
 }
+// Column kernels: the element offset of row rr of a task's sample along a tensor's [n, c, s]
+// strides st. With flat rows (L.flat_S > 0: per-channel statistics, the N x S rows as one [1, C,
+// N * S] range whose operands do not all collapse n into s) row rr is (rr / flat_S, rr % flat_S).
+__device__ __forceinline__ int64_t row_offset(const ChanNormLaunch& L, const int64_t st[3], int64_t rr) {
+  if (L.flat_S == 0) return rr * st[2];
+  int64_t q, r;
+  divmod(rr, L.flat_S, q, r);
+  return q * st[0] + r * st[2];
+}
 // Statistic unit of (n, c), and the coefficient-table entry of (n, c).
 __device__ __forceinline__ int64_t unit_of(const ChanNormLaunch& L, int64_t n, int64_t c) {
   if (L.per_channel) return c;
@@ -308,13 +317,13 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
     C a = 0, b = 0, cnt = 0, K = 0;
     if constexpr (!BWD) {
       if (col_in) {
-        K = ld<T, C>(L.x, xb + r0 * L.xs[2]);
+        K = ld<T, C>(L.x, xb + row_offset(L, L.xs, r0));
         for (int64_t r = r0 + ty; r < r1; r += kColUnroll * lanes) {
           C v[kColUnroll];
 #pragma unroll
           for (int k = 0; k < kColUnroll; ++k) {
             const int64_t rr = r + int64_t(k) * lanes;
-            v[k] = rr < r1 ? ld<T, C>(L.x, xb + rr * L.xs[2]) - K : C(0);
+            v[k] = rr < r1 ? ld<T, C>(L.x, xb + row_offset(L, L.xs, rr)) - K : C(0);
           }
 #pragma unroll
           for (int k = 0; k < kColUnroll; ++k) {
@@ -349,8 +358,8 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 #pragma unroll
           for (int k = 0; k < kColUnroll; ++k) {
             const int64_t rr = r + int64_t(k) * lanes;
-            dy[k] = rr < r1 ? ld<T, C>(L.gy, gb + rr * L.gys[2]) : C(0);
-            xv[k] = rr < r1 ? ld<T, C>(L.x, xb + rr * L.xs[2]) : mean;
+            dy[k] = rr < r1 ? ld<T, C>(L.gy, gb + row_offset(L, L.gys, rr)) : C(0);
+            xv[k] = rr < r1 ? ld<T, C>(L.x, xb + row_offset(L, L.xs, rr)) : mean;
           }
 #pragma unroll
           for (int k = 0; k < kColUnroll; ++k) {
@@ -379,8 +388,10 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 }
 
 // Columns, vector path (L.cvec): a thread owns V = 16 / sizeof(T) adjacent channels and reads
-// 16-byte vectors. A block per (n, chunk p of rows, tile of VT = L.part.vtile vector columns);
-// thread (tx, ty) walks rows ty, ty + lanes, ... (lanes = 256 / VT), kColVecUnroll rows in flight.
+// 16-byte vectors. Rows are one range (L.flat_S == 0: the plan takes the scalar kernels for flat
+// rows that need row_offset's split, which would cost these kernels registers). A block per (n,
+// chunk p of rows, tile of VT = L.part.vtile vector columns); thread (tx, ty) walks rows ty,
+// ty + lanes, ... (lanes = 256 / VT), kColVecUnroll rows in flight.
 // Row lanes merge in a fixed order: a shuffle tree inside each warp, then the warps in order.
 constexpr int kColVecUnroll = 4;
 constexpr int kColVecMinBlocks = 3;  // <= 80 registers (V channels of accumulators or coefficients per thread)
@@ -916,12 +927,12 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 #pragma unroll
         for (int k = 0; k < kColUnroll; ++k) {
           const int64_t rr = r + int64_t(k) * lanes;
-          v[k] = rr < r1 ? ld<T, C>(L.x, xb + rr * L.xs[2]) : C(0);
+          v[k] = rr < r1 ? ld<T, C>(L.x, xb + row_offset(L, L.xs, rr)) : C(0);
         }
 #pragma unroll
         for (int k = 0; k < kColUnroll; ++k) {
           const int64_t rr = r + int64_t(k) * lanes;
-          if (rr < r1) static_cast<T*>(L.y)[yb + rr * L.ys[2]] = from_compute<T>((v[k] - mean) * k1 + k2);
+          if (rr < r1) static_cast<T*>(L.y)[yb + row_offset(L, L.ys, rr)] = from_compute<T>((v[k] - mean) * k1 + k2);
         }
       }
     } else {
@@ -931,13 +942,13 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 #pragma unroll
         for (int k = 0; k < kColUnroll; ++k) {
           const int64_t rr = r + int64_t(k) * lanes;
-          dy[k] = rr < r1 ? ld<T, C>(L.gy, gb + rr * L.gys[2]) : C(0);
-          xv[k] = rr < r1 ? ld<T, C>(L.x, xb + rr * L.xs[2]) : C(0);
+          dy[k] = rr < r1 ? ld<T, C>(L.gy, gb + row_offset(L, L.gys, rr)) : C(0);
+          xv[k] = rr < r1 ? ld<T, C>(L.x, xb + row_offset(L, L.xs, rr)) : C(0);
         }
 #pragma unroll
         for (int k = 0; k < kColUnroll; ++k) {
           const int64_t rr = r + int64_t(k) * lanes;
-          if (rr < r1) static_cast<T*>(L.gx)[ob + rr * L.gxs[2]] = from_compute<T>(k1 * dy[k] - k2 - (xv[k] - mean) * k3);
+          if (rr < r1) static_cast<T*>(L.gx)[ob + row_offset(L, L.gxs, rr)] = from_compute<T>(k1 * dy[k] - k2 - (xv[k] - mean) * k3);
         }
       }
     }

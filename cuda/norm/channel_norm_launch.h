@@ -41,6 +41,7 @@ struct ChanPartition {
   int64_t vgrid = 0;
 };
 constexpr int kChanVecTileMax = 8;  // vector columns per block in the vector column kernels
+constexpr int64_t kColVecTasks = 1024;  // block tasks the vector column partition aims at
 
 inline int64_t chan_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -70,9 +71,10 @@ inline ChanPartition chan_partition(bool columns, int64_t N, int64_t C, int64_t 
     p.vtile = vt;
     const int64_t vlanes = kChanThreads / vt;
     const int64_t vcol_tiles = chan_ceil_div(vcols, vt);
-    // ~4096 block tasks (many waves of the 3 resident blocks per SM of kColVecMinBlocks on 132
-    // SMs), chunks of >= 4 rows per row lane.
-    int64_t P = std::max<int64_t>(1, chan_ceil_div(4096, N * vcol_tiles));
+    // ~1024 block tasks (2-3 waves of the 3 resident blocks per SM of kColVecMinBlocks on 132
+    // SMs), chunks of >= 4 rows per row lane: tasks long enough to amortize their setup (table
+    // entries, partial sums).
+    int64_t P = std::max<int64_t>(1, chan_ceil_div(kColVecTasks, N * vcol_tiles));
     P = std::min(P, std::max<int64_t>(1, chan_ceil_div(S, 4 * vlanes)));
     p.chunk = chan_ceil_div(S, P);
     p.P = chan_ceil_div(S, p.chunk);
@@ -114,6 +116,10 @@ struct ChanNormLaunch {
   DType dtype = DType::Float32;  // x, y, grad_out, grad_x
   bool w_f32 = false, b_f32 = false, r_f32 = false;  // weight, bias, running stats in f32 (else dtype)
   int64_t N = 0, C = 0, S = 0;
+  // Column kernels, flat rows (per-channel statistics of channels-last x, run as [1, C, N * S]):
+  // the true S when some operand's n stride is not S x its s stride (row_offset splits row
+  // indices into (n, s)); 0 otherwise (the operands' n strides are then unused).
+  int64_t flat_S = 0;
   // Statistic units: per (n, group) with G groups (GroupNorm, InstanceNorm: G = C), or per
   // channel over (N, S) when per_channel (BatchNorm).
   bool per_channel = false;

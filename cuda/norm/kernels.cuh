@@ -183,10 +183,13 @@ template <int TPR, int R, class C> __device__ __forceinline__ void group_sum_r(C
   }
 }
 
-// Blocks per SM the forward register kernel is compiled for: a register budget of 56 plus the
-// packed row data (4 registers per vector), so that several rows per SM stay in flight.
+// Blocks per SM the forward register kernel is compiled for: a register budget plus the packed
+// row data (4 registers per vector), so that several rows per SM stay in flight. 256 / 512-thread
+// blocks get 48 + 4 x packs: 4 packs then fit 64 registers, 2 x 512 / 4 x 256 threads per SM (at
+// 72 registers a 512-thread block ran alone on its SM: H200, H = 8192 at 60% of copy); smaller
+// blocks keep 56 (their occupancy steps are fine-grained, and 48 made them spill).
 constexpr int fwd_min_blocks(int tpr, int packs) {
-  const int regs = 56 + 4 * packs;
+  const int regs = (tpr >= 256 ? 48 : 56) + 4 * packs;
   const int b = 65536 / (regs * block_threads(tpr));
   return b < 1 ? 1 : (b > 16 ? 16 : b);
 }

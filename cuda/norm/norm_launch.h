@@ -120,10 +120,12 @@ inline void colred_partition(Config& c, int64_t H, int64_t rows, int vec) {
 }
 
 // Blocks per SM the register backward kernel (without xs) is compiled for (its
-// __launch_bounds__): a register budget of 56 plus 8 per item (grad_out and x packed).
+// __launch_bounds__): a register budget plus 8 per item (grad_out and x packed); 48 for 256 /
+// 512-thread blocks (2 items: 64 registers, 2 x 512 / 4 x 256 threads per SM instead of 1 x 512 /
+// 3 x 256 at 73), 56 for smaller ones.
 constexpr int bwd_min_blocks(int tpr, int items) {
   const int threads = tpr > 32 ? tpr : 128;
-  const int b = 65536 / ((56 + 8 * items) * threads);
+  const int b = 65536 / (((threads >= 256 ? 48 : 56) + 8 * items) * threads);
   return b < 1 ? 1 : (b > 16 ? 16 : b);
 }
 
