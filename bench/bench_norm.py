@@ -155,6 +155,10 @@ CHANNEL_CASES = [
     ("group_norm", "fwd", (16, 512, 32, 32), "nc", torch.float32),
     ("group_norm", "bwd", (16, 512, 32, 32), "nc", torch.float32),
     ("instance_norm", "fwd", (16, 64, 128, 128), "nc", BF), ("instance_norm", "bwd", (16, 64, 128, 128), "nc", BF),
+    # Late-stage ResNet maps (7 x 7): the backward and inference (apply pass only) in both layouts.
+    ("batch_norm", "bwd", (256, 2048, 7, 7), "cl", BF), ("batch_norm", "bwd", (256, 2048, 7, 7), "nc", BF),
+    ("batch_norm_eval", "fwd", (256, 2048, 7, 7), "cl", BF), ("batch_norm_eval", "fwd", (256, 2048, 7, 7), "nc", BF),
+    ("batch_norm_eval", "fwd", (32, 256, 56, 56), "nc", BF),
 ]
 QUICK_CHANNEL_CASES = [CHANNEL_CASES[i] for i in (0, 1, 2, 3, 10, 12)]
 _BC_DT = {torch.bfloat16: bc.bfloat16, torch.float32: bc.float32, torch.float16: bc.float16, torch.float64: bc.float64}
@@ -287,10 +291,10 @@ SWEEP = [
                                           "cluster=8,tpr=256,items=4", "cluster=8,tpr=512,items=2"]),
     ("layer_norm", "fwd+res", (2048, 65536), ["", "tpr=1024,items=8", "cluster=4,tpr=512,items=4",
                                               "cluster=8,tpr=256,items=4", "cluster=8,tpr=512,items=2"]),
-    ("rms_norm", "fwd", (4096, 16384), ["", "cluster=1", "cluster=2,tpr=256,items=4", "cluster=4,tpr=256,items=2",
-                                        "cluster=2,tpr=512,items=2"]),
-    ("layer_norm", "fwd", (4096, 16384), ["", "cluster=1", "cluster=2,tpr=256,items=4", "cluster=4,tpr=256,items=2",
-                                          "cluster=2,tpr=512,items=2"]),
+    ("rms_norm", "fwd", (4096, 16384), ["", "cluster=1", "tpr=512,items=4", "cluster=2,tpr=256,items=4",
+                                        "cluster=4,tpr=256,items=2"]),
+    ("layer_norm", "fwd", (4096, 16384), ["", "cluster=1", "tpr=512,items=4", "cluster=2,tpr=256,items=4",
+                                          "cluster=4,tpr=256,items=2"]),
     ("rms_norm", "bwd", (32768, 4096), ["", "tpr=512,items=1", "tpr=128,items=4", "tpr=256,items=2"]),
     ("layer_norm", "bwd", (32768, 4096), ["", "tpr=512,items=1", "tpr=128,items=4"]),
     ("layer_norm", "bwd", (65536, 512), ["", "tpr=128,items=1", "tpr=32,items=2"]),
@@ -308,7 +312,7 @@ SWEEP = [
 def sweep(args, copy_gbs) -> int:
     results = []
     for op, kind, shape, cfgs in SWEEP:
-        if args.match and args.match not in f"{op} {kind}":
+        if args.match and args.match not in f"{op} {kind} {shape[0]}x{shape[1]}":
             continue
         var = "BARACUDA_NORM_BWD_CFG" if kind == "bwd" else "BARACUDA_NORM_CFG"
         best = None
@@ -343,7 +347,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--passes", type=int, default=None)
     ap.add_argument("--sweep", action="store_true", help="time register-kernel variants on the key shapes")
-    ap.add_argument("--match", default="", help="--sweep: only the entries whose 'op kind' contains this")
+    ap.add_argument("--match", default="", help="--sweep: only the entries whose 'op kind RxH' contains this")
     ap.add_argument("--family", choices=["all", "row", "channel"], default="all",
                     help="row: RMSNorm / LayerNorm rows only; channel: GroupNorm / InstanceNorm / BatchNorm only")
     args = ap.parse_args(argv)

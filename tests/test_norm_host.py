@@ -116,7 +116,7 @@ def test_cluster_defaults_without_residual(op, dtype, H, want, monkeypatch):
     (f32, 16384, "row_cluster.c4t256x4"), (f32, 65536, "row_cluster.c8t512x4"),
     (f64, 16384, "row_cluster.c4t512x4"), (f64, 65536, "row_looped.t512"),
     (bf16, 65544, "row_looped.t512"),        # fits no cluster shape
-    (bf16, 8192, "row_registers.t512x2"),    # below the cluster threshold
+    (bf16, 8192, "row_registers.t256x4"),    # below the cluster threshold
     (bf16, 24000, "row_registers.t1024x3"),  # 3000 vectors: no cluster shape pads less than a block's share
 ])
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])

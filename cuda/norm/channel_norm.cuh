@@ -8,6 +8,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/packed_vec.cuh"
 #include "norm/channel_norm_launch.h"
 
 namespace baracuda::norm::chan {
@@ -395,8 +396,9 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 // Row lanes merge in a fixed order: a shuffle tree inside each warp, then the warps in order.
 constexpr int kColVecUnroll = 4;
 constexpr int kColVecMinBlocks = 3;  // <= 80 registers (V channels of accumulators or coefficients per thread)
-template <class T> __device__ __forceinline__ Vec16<T> ld_raw(const void* p, int64_t off) {
-  return *reinterpret_cast<const Vec16<T>*>(static_cast<const T*>(p) + off);
+// The 16-byte vector of T at element offset off, as packed words (common/packed_vec.cuh).
+template <class T> __device__ __forceinline__ uint4 ld_u4(const void* p, int64_t off) {
+  return *reinterpret_cast<const uint4*>(static_cast<const T*>(p) + off);
 }
 // The 4 table values of entry i (16- or 32-byte aligned: the table is 256-byte aligned).
 template <class C> __device__ __forceinline__ void ld_entry(const C* table, int64_t i, C out[4]) {
@@ -440,18 +442,18 @@ __global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) stats_columns_
         ld_vec<T, C>(L.x, xb + r0 * L.xs[2], K);
 #pragma unroll 1  // U rows in flight per iteration
         for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
-          Vec16<T> raw[U];
+          uint4 raw[U];
 #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int64_t rr = r + int64_t(u) * lanes;
-            if (rr < r1) raw[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
+            if (rr < r1) raw[u] = ld_u4<T>(L.x, xb + rr * L.xs[2]);
           }
 #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (r + int64_t(u) * lanes < r1) {
 #pragma unroll
               for (int k = 0; k < V; ++k) {
-                const C d = C(to_compute(raw[u].v[k])) - K[k];
+                const C d = unpack<T>(raw[u], k) - K[k];
                 a[k] += d;
                 b[k] += d * d;
               }
@@ -491,13 +493,13 @@ __global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) stats_columns_
         const int64_t gb = n * L.gys[0] + c;
 #pragma unroll 1  // U rows in flight per iteration
         for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
-          Vec16<T> dy[U], xv[U];
+          uint4 dy[U], xv[U];
 #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int64_t rr = r + int64_t(u) * lanes;
             if (rr < r1) {
-              dy[u] = ld_raw<T>(L.gy, gb + rr * L.gys[2]);
-              xv[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
+              dy[u] = ld_u4<T>(L.gy, gb + rr * L.gys[2]);
+              xv[u] = ld_u4<T>(L.x, xb + rr * L.xs[2]);
             }
           }
 #pragma unroll
@@ -505,9 +507,9 @@ __global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) stats_columns_
             if (r + int64_t(u) * lanes < r1) {
 #pragma unroll
               for (int k = 0; k < V; ++k) {
-                const C g = C(to_compute(dy[u].v[k]));
+                const C g = unpack<T>(dy[u], k);
                 a[k] += g;
-                b[k] += g * (C(to_compute(xv[u].v[k])) - mean[k]);
+                b[k] += g * (unpack<T>(xv[u], k) - mean[k]);
               }
             }
           }
@@ -955,9 +957,14 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
   }
 }
 
-// Vector path of apply_columns (L.cvec): the partition of stats_columns_vec.
+// Vector path of apply_columns (L.cvec): the partition of stats_columns_vec, 4 blocks per SM (64
+// registers). Rows are held as packed words; for 16-bit types the per-channel coefficients fold
+// into fewer registers (forward y = x * k1 + (k2 - mean * k1), backward grad_x = k1 * dy - k3 * x
+// + (mean * k3 - k2)): the fold's f32 rounding is far below the 16-bit result's. Wider types keep
+// the (x - mean) forms.
+constexpr int kApplyVecMinBlocks = 4;
 template <class T, bool BWD>
-__global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) apply_columns_vec(const ChanNormLaunch L) {
+__global__ void __launch_bounds__(kChanThreads, kApplyVecMinBlocks) apply_columns_vec(const ChanNormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = int(16 / sizeof(T));
   constexpr int U = BWD ? kColVecUnroll / 2 : kColVecUnroll;  // backward holds dy and x
@@ -974,57 +981,66 @@ __global__ void __launch_bounds__(kChanThreads, kColVecMinBlocks) apply_columns_
     const int64_t c = (tile * VT + tx) * V;
     if (c >= L.C) continue;  // no block-wide sync in this kernel
     const int64_t r0 = p * CR, r1 = min(L.S, r0 + CR);
+    constexpr bool kFold = sizeof(T) == 2;
     C mean[V], k1[V], k2[V], k3[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       C e[4];
       ld_entry(W.table, entry_of(L, n, c + k), e);
       mean[k] = e[0]; k1[k] = e[1]; k2[k] = e[2]; k3[k] = e[3];
+      if constexpr (kFold) k2[k] = BWD ? mean[k] * k3[k] - k2[k] : k2[k] - mean[k] * k1[k];
     }
-    const int64_t xb = n * L.xs[0] + c;
+    // Rows as packed 16-byte words (4 registers each for 16-bit types), walked by pointers.
+    const int64_t r = r0 + ty, rstep = int64_t(U) * lanes;
+    if (r >= r1) continue;
+    const T* px = static_cast<const T*>(L.x) + n * L.xs[0] + c + r * L.xs[2];
+    const int64_t xstep = lanes * L.xs[2];
     if constexpr (!BWD) {
-      const int64_t yb = n * L.ys[0] + c;
+      T* py = static_cast<T*>(L.y) + n * L.ys[0] + c + r * L.ys[2];
+      const int64_t ystep = lanes * L.ys[2];
 #pragma unroll 1  // U rows in flight per iteration
-      for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
-        Vec16<T> raw[U];
+      for (int64_t rr = r; rr < r1; rr += rstep, px += U * xstep, py += U * ystep) {
+        uint4 raw[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (rr + int64_t(u) * lanes < r1) raw[u] = *reinterpret_cast<const uint4*>(px + u * xstep);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          const int64_t rr = r + int64_t(u) * lanes;
-          if (rr < r1) raw[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
-        }
+          if (rr + int64_t(u) * lanes < r1) {
+            uint4 o;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int64_t rr = r + int64_t(u) * lanes;
-          if (rr < r1) {
-            C out[V];
-#pragma unroll
-            for (int k = 0; k < V; ++k) out[k] = (C(to_compute(raw[u].v[k])) - mean[k]) * k1[k] + k2[k];
-            st_vec<T, C>(L.y, yb + rr * L.ys[2], out);
+            for (int k = 0; k < V; ++k) {
+              const C xk = unpack<T>(raw[u], k);
+              pack_into<T>(o, k, kFold ? xk * k1[k] + k2[k] : (xk - mean[k]) * k1[k] + k2[k]);
+            }
+            *reinterpret_cast<uint4*>(py + u * ystep) = o;
           }
         }
       }
     } else {
-      const int64_t gb = n * L.gys[0] + c, ob = n * L.gxs[0] + c;
+      const T* pg = static_cast<const T*>(L.gy) + n * L.gys[0] + c + r * L.gys[2];
+      T* po = static_cast<T*>(L.gx) + n * L.gxs[0] + c + r * L.gxs[2];
+      const int64_t gstep = lanes * L.gys[2], ostep = lanes * L.gxs[2];
 #pragma unroll 1  // U rows in flight per iteration
-      for (int64_t r = r0 + ty; r < r1; r += U * lanes) {
-        Vec16<T> dy[U], xv[U];
+      for (int64_t rr = r; rr < r1; rr += rstep, px += U * xstep, pg += U * gstep, po += U * ostep) {
+        uint4 dy[U], xv[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          const int64_t rr = r + int64_t(u) * lanes;
-          if (rr < r1) {
-            dy[u] = ld_raw<T>(L.gy, gb + rr * L.gys[2]);
-            xv[u] = ld_raw<T>(L.x, xb + rr * L.xs[2]);
+          if (rr + int64_t(u) * lanes < r1) {
+            dy[u] = *reinterpret_cast<const uint4*>(pg + u * gstep);
+            xv[u] = *reinterpret_cast<const uint4*>(px + u * xstep);
           }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          const int64_t rr = r + int64_t(u) * lanes;
-          if (rr < r1) {
-            C out[V];
+          if (rr + int64_t(u) * lanes < r1) {
+            uint4 o;
 #pragma unroll
-            for (int k = 0; k < V; ++k)
-              out[k] = k1[k] * C(to_compute(dy[u].v[k])) - k2[k] - (C(to_compute(xv[u].v[k])) - mean[k]) * k3[k];
-            st_vec<T, C>(L.gx, ob + rr * L.gxs[2], out);
+            for (int k = 0; k < V; ++k) {
+              const C g = unpack<T>(dy[u], k), xk = unpack<T>(xv[u], k);
+              pack_into<T>(o, k, kFold ? k1[k] * g - k3[k] * xk + k2[k] : k1[k] * g - k2[k] - (xk - mean[k]) * k3[k]);
+            }
+            *reinterpret_cast<uint4*>(po + u * ostep) = o;
           }
         }
       }

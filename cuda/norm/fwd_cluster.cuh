@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
         if (i >= I) continue;
         const int64_t col = (share0 + i * TPR + lane) * V;
 #pragma unroll
-        for (int k = 0; k < V; ++k) put<T>(h[i], k, get<T>(h[i], k) + get<T>(rv[q], k));
+        for (int k = 0; k < V; ++k) pack_into<T>(h[i], k, unpack<T>(h[i], k) + unpack<T>(rv[q], k));
         if (col < H) *reinterpret_cast<P*>(ro + row * L.res_out_rs + col) = h[i];
       }
     }
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
   for (int i = 0; i < I; ++i)
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const C c = get<T>(h[i], k);
+      const C c = unpack<T>(h[i], k);
       s += L.layer ? c : c * c;
     }
   s = cluster_sum(s, 0);
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
       if ((share0 + i * TPR + lane) * V < H) {
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const C c = get<T>(h[i], k) - mean;
+          const C c = unpack<T>(h[i], k) - mean;
           d += c * c;
         }
       }
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
     if (L.b) load_param<V, T>(L.b, L.b_f32, col, b);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      y[k] = (get<T>(h[i], k) - mean) * rstd;
+      y[k] = (unpack<T>(h[i], k) - mean) * rstd;
       if (L.w) y[k] *= w[k];
       if (L.b) y[k] += b[k];
     }
@@ -368,8 +368,8 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const C gy = get<T>(gv, k);
-        const C xh = (get<T>(xv, k) - mean) * rstd;
+        const C gy = unpack<T>(gv, k);
+        const C xh = (unpack<T>(xv, k) - mean) * rstd;
         const C g = L.w ? gy * w[k] : gy;
         s1 += g;
         s2 += g * xh;
@@ -407,8 +407,8 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const C gy = get<T>(gv, k);
-        const C xh = (get<T>(xv, k) - mean) * rstd;
+        const C gy = unpack<T>(gv, k);
+        const C xh = (unpack<T>(xv, k) - mean) * rstd;
         const C g = L.w ? gy * w[k] : gy;
         dx[k] = rstd * (g - c1 - xh * c2);
         aw[i][k] += gy * xh;
@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       if (L.gres) {
         const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
 #pragma unroll
-        for (int k = 0; k < V; ++k) dx[k] += get<T>(r, k);
+        for (int k = 0; k < V; ++k) dx[k] += unpack<T>(r, k);
       }
       store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
     }

@@ -11,6 +11,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/packed_vec.cuh"
 #include "norm/kernels.h"
 #include "norm/norm_launch.h"
 
@@ -118,42 +119,8 @@ constexpr int block_threads(int tpr) { return tpr > 32 ? tpr : 128; }
 // A thread group (TPR threads) holds R rows at once as packed 16-byte vectors of T (x, or
 // round_T(x + residual)): all loads of the R rows are issued before the first reduction, and the
 // R rows' sums share one barrier.
-// A 16-byte vector of T held as four 32-bit words, so that 16-bit types really take 4
-// registers (an array of 8 bf16 would occupy 8). Elements are unpacked on use (a shift / mask
-// for bf16, a half conversion for f16), so the compiler has no reason to keep 2x larger
-// compute-type copies alive across the reductions.
+// Row data as packed 16-byte vectors (common/packed_vec.cuh: unpack / pack_into).
 template <class T> using VecOf = uint4;
-__device__ __forceinline__ unsigned word(const uint4& u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; }
-__device__ __forceinline__ void set_word(uint4& u, int w, unsigned v) {
-  if (w == 0) u.x = v; else if (w == 1) u.y = v; else if (w == 2) u.z = v; else u.w = v;
-}
-template <class T> __device__ __forceinline__ compute_t<T> get(const uint4& u, int k) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    const unsigned w = word(u, k >> 1);
-    return __uint_as_float((k & 1) ? (w & 0xffff0000u) : (w << 16));
-  } else if constexpr (std::is_same_v<T, f16>) {
-    const unsigned w = word(u, k >> 1);
-    return __half2float(__ushort_as_half((unsigned short)((k & 1) ? (w >> 16) : (w & 0xffffu))));
-  } else if constexpr (std::is_same_v<T, float>) {
-    return __uint_as_float(word(u, k));
-  } else {
-    return __hiloint2double(int(word(u, 2 * k + 1)), int(word(u, 2 * k)));
-  }
-}
-template <class T> __device__ __forceinline__ void put(uint4& u, int k, compute_t<T> v) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
-    unsigned short b;
-    if constexpr (std::is_same_v<T, bf16>) b = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-    else b = __half_as_ushort(__float2half_rn(v));
-    const unsigned w = word(u, k >> 1);
-    set_word(u, k >> 1, (k & 1) ? ((w & 0xffffu) | (unsigned(b) << 16)) : ((w & 0xffff0000u) | b));
-  } else if constexpr (std::is_same_v<T, float>) {
-    set_word(u, k, __float_as_uint(v));
-  } else {
-    set_word(u, 2 * k, unsigned(__double2loint(v)));
-    set_word(u, 2 * k + 1, unsigned(__double2hiint(v)));
-  }
-}
 // An optimization barrier on a vector's words: values derived from it before this point cannot
 // be reused after it, so the compiler recomputes them instead of keeping them alive.
 __device__ __forceinline__ void launder(uint4& u) { asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w)); }
@@ -242,7 +209,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
           const int64_t col = int64_t(i * TPR + lane) * V;
 #pragma unroll
           for (int k = 0; k < V; ++k)
-            put<T>(h[j][i], k, get<T>(h[j][i], k) + get<T>(rv[q], k));
+            pack_into<T>(h[j][i], k, unpack<T>(h[j][i], k) + unpack<T>(rv[q], k));
           if (valid[j] && col < H) *reinterpret_cast<P*>(ro + row[j] * L.res_out_rs + col) = h[j][i];
         }
       }
@@ -255,7 +222,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
       for (int i = 0; i < I; ++i)
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const C c = get<T>(h[j][i], k);
+          const C c = unpack<T>(h[j][i], k);
           s[j] += L.layer ? c : c * c;
         }
     }
@@ -276,7 +243,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
           if (int64_t(i * TPR + lane) * V < H) {
 #pragma unroll
             for (int k = 0; k < V; ++k) {
-              const C c = get<T>(h[j][i], k) - mean[j];
+              const C c = unpack<T>(h[j][i], k) - mean[j];
               d[j] += c * c;
             }
           }
@@ -314,7 +281,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         C y[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          y[k] = (get<T>(h[j][i], k) - mean[j]) * rstd[j];
+          y[k] = (unpack<T>(h[j][i], k) - mean[j]) * rstd[j];
           if (L.w) y[k] *= w[k];
           if (L.b) y[k] += b[k];
         }
@@ -498,8 +465,8 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
       C gyc[V], xh[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        gyc[k] = get<T>(gp[i], k);
-        xh[k] = (get<T>(xi, k) - mean) * rstd;
+        gyc[k] = unpack<T>(gp[i], k);
+        xh[k] = (unpack<T>(xi, k) - mean) * rstd;
         const C g = L.w ? gyc[k] * w[k] : gyc[k];
         s1 += g;
         s2 += g * xh[k];
@@ -535,14 +502,14 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
       if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const C xh = (get<T>(xi, k) - mean) * rstd;
-        const C g = L.w ? get<T>(gp[i], k) * w[k] : get<T>(gp[i], k);
+        const C xh = (unpack<T>(xi, k) - mean) * rstd;
+        const C g = L.w ? unpack<T>(gp[i], k) * w[k] : unpack<T>(gp[i], k);
         dx[k] = rstd * (g - c1 - xh * c2);
       }
       if (L.gres) {
         const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
 #pragma unroll
-        for (int k = 0; k < V; ++k) dx[k] += get<T>(r, k);
+        for (int k = 0; k < V; ++k) dx[k] += unpack<T>(r, k);
       }
       store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
     }

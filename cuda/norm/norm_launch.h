@@ -322,14 +322,18 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
           }
         }
       if (best < 0 || best >= int64_t(c.tpr)) return c;  // a whole idle vector column: loop instead
-      // Measured exceptions (H200 sweep, bf16; f16 has the same vectors and registers). At 512
-      // vectors per row (H = 4096): LayerNorm forward and RMSNorm backward run 128 x 4 (158 vs
-      // 172 us, 265 vs 279 us at 32768 rows); RMSNorm forward and LayerNorm backward keep the
-      // default (256 x 2), which measured best. At 2048 vectors (H = 16384): RMSNorm backward runs
-      // 512 x 4 without xs (178 vs 243 us for 1024 x 2 xs, 4096 rows), and so does LayerNorm
-      // backward (H100: 187 vs 316 us).
+      // Measured exceptions (H200 sweep with the 64-register budget of 256 / 512-thread blocks,
+      // bf16; f16 has the same vectors and registers; bench_norm.py --sweep):
+      //   512 vectors (H = 4096, 32768 rows): backward 128 x 4 (RMSNorm 240 vs 247 us, LayerNorm
+      //     276 vs 284 us); forward keeps 256 x 2 with two rows (LayerNorm 153 vs 158 us for 128 x 4).
+      //   1024 vectors (H = 8192, 8192 rows): forward 256 x 4 (RMSNorm 72 vs 79 us, LayerNorm 79 vs
+      //     85 us for 512 x 2 with two rows); RMSNorm backward 256 x 4 (130 vs 137 us), LayerNorm
+      //     backward keeps 512 x 2 (160 vs 180 us).
+      //   2048 vectors (H = 16384): backward 512 x 4 without xs (RMSNorm 155 vs 243 us for 1024 x 2
+      //     xs, 4096 rows; LayerNorm 174 vs 256 us).
       if (dtype_size(t) == 2) {
-        if (nv == 512 && (layer ? !backward : backward)) { c.tpr = 128; c.items = 4; c.xs = false; }
+        if (nv == 512 && backward) { c.tpr = 128; c.items = 4; c.xs = false; }
+        if (nv == 1024 && (!backward || !layer)) { c.tpr = 256; c.items = 4; c.xs = false; }
         if (nv == 2048 && backward) { c.tpr = 512; c.items = 4; c.xs = false; }
       }
     }

@@ -1,0 +1,46 @@
+// A 16-byte vector of T held as four 32-bit words (uint4), so that 16-bit types really take 4
+// registers (an array of 8 bf16 would occupy 8). Elements are unpacked on use (a shift / mask
+// for bf16, a half conversion for f16), so the compiler has no reason to keep 2x larger
+// compute-type copies alive. Used by the row-norm and channel-norm kernels.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "common/dtype_traits.cuh"
+
+namespace baracuda::kernels {
+
+__device__ __forceinline__ unsigned word(const uint4& u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; }
+__device__ __forceinline__ void set_word(uint4& u, int w, unsigned v) {
+  if (w == 0) u.x = v; else if (w == 1) u.y = v; else if (w == 2) u.z = v; else u.w = v;
+}
+template <class T> __device__ __forceinline__ compute_t<T> unpack(const uint4& u, int k) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    const unsigned w = word(u, k >> 1);
+    return __uint_as_float((k & 1) ? (w & 0xffff0000u) : (w << 16));
+  } else if constexpr (std::is_same_v<T, f16>) {
+    const unsigned w = word(u, k >> 1);
+    return __half2float(__ushort_as_half((unsigned short)((k & 1) ? (w >> 16) : (w & 0xffffu))));
+  } else if constexpr (std::is_same_v<T, float>) {
+    return __uint_as_float(word(u, k));
+  } else {
+    return __hiloint2double(int(word(u, 2 * k + 1)), int(word(u, 2 * k)));
+  }
+}
+template <class T> __device__ __forceinline__ void pack_into(uint4& u, int k, compute_t<T> v) {
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+    unsigned short b;
+    if constexpr (std::is_same_v<T, bf16>) b = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    else b = __half_as_ushort(__float2half_rn(v));
+    const unsigned w = word(u, k >> 1);
+    set_word(u, k >> 1, (k & 1) ? ((w & 0xffffu) | (unsigned(b) << 16)) : ((w & 0xffff0000u) | b));
+  } else if constexpr (std::is_same_v<T, float>) {
+    set_word(u, k, __float_as_uint(v));
+  } else {
+    set_word(u, 2 * k, unsigned(__double2loint(v)));
+    set_word(u, 2 * k + 1, unsigned(__double2hiint(v)));
+  }
+}
+
+}  // namespace baracuda::kernels
