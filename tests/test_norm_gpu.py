@@ -325,6 +325,8 @@ def test_cluster_long_rows(op, dtname, H, rows, monkeypatch):
     check_fwd(op, x, None, None, None, y1, None, None, None, f"{op} {dtname} {rows}x{H} bare")
     assert torch.equal(y1, y2)
     cluster = dt != torch.float64 and H != 65544 or (dt == torch.float64 and H == 16384)
+    if dt in (torch.bfloat16, torch.float16) and H == 16384:
+        cluster = False  # no residual at 2048 vectors: the one-block kernel (512 x 4) measured faster
     assert (plan.sku.layout == "row_cluster") == cluster, plan.sku.name
 
 

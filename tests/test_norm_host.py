@@ -85,17 +85,17 @@ def test_select_accepts(op, dtype):
 def test_layout_choice(H, layout, op, monkeypatch):
     monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
     monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
-    if op == "rms_norm" and H in (16384, 131072):
-        layout = "row_cluster"  # forward rows >= 16384: split over a thread-block cluster (sm_90)
+    if op == "rms_norm" and H == 131072:
+        layout = "row_cluster"  # forward rows beyond one block: split over a thread-block cluster (sm_90)
     if op == "layer_norm_backward" and H == 65536:
         layout = "row_cluster"  # backward rows of 2049..8192 vectors: a persistent grid of clusters
     assert bc.NormPlan.select(D(op, (4, H))).sku.layout == layout
 
 
-# Without a residual, rows a single block holds (<= 1024 x 8 vectors) above 4096 vectors keep the
-# one-block kernel (measured faster at H = 65536 bf16).
+# Without a residual, rows a single block holds at 2048 vectors or above 4096 (<= 1024 x 8) keep
+# the one-block kernel (measured faster at H = 16384 and 65536 bf16).
 @pytest.mark.parametrize("dtype,H,want", [
-    (bf16, 16384, "row_cluster.c2t256x4"), (bf16, 32768, "row_cluster.c4t256x4"),
+    (bf16, 16384, "row_registers.t512x4"), (bf16, 32768, "row_cluster.c4t256x4"),
     (bf16, 65536, "row_registers.t1024x8"), (f16, 65528, "row_registers.t1024x8"),
     (f32, 16384, "row_cluster.c4t256x4"), (f32, 65536, "row_cluster.c8t512x4"),
     (f64, 16384, "row_registers.t1024x8"), (bf16, 131072, "row_cluster.c8t512x4"),
@@ -233,9 +233,15 @@ def test_tuning_override(monkeypatch):
 # keep the generic choice).
 @pytest.mark.parametrize("op,shape,want", [
     ("rms_norm", (32768, 4096), "t256x2r2"),
-    ("layer_norm", (32768, 4096), "t128x4"),
+    ("layer_norm", (32768, 4096), "t256x2r2"),
     ("rms_norm_backward", (32768, 4096), "t128x4"),
-    ("layer_norm_backward", (32768, 4096), "t256x2"),
+    ("layer_norm_backward", (32768, 4096), "t128x4"),
+    ("rms_norm", (8192, 8192), "t256x4"),
+    ("layer_norm", (8192, 8192), "t256x4"),
+    ("rms_norm_backward", (8192, 8192), "t256x4"),
+    ("layer_norm_backward", (8192, 8192), "t512x2"),
+    ("rms_norm", (4096, 16384), "t512x4"),  # no residual: the one-block kernel, not the cluster
+    ("layer_norm", (4096, 16384), "t512x4"),
     ("rms_norm_backward", (4096, 16384), "t512x4"),
     ("layer_norm_backward", (4096, 16384), "t512x4"),
     ("rms_norm", (65536, 512), "t32x2"),  # one row per warp (H100: see norm_launch.h)

@@ -265,11 +265,12 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     const bool asked = ov.cluster > 1 && ov.tpr && ov.items;
     Config cc;
     if (asked) cc = cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items);
-    // Measured (H200 bf16 sweep, docs/benchmarks.md): the cluster wins at H = 16384 (2048 vectors:
-    // RMSNorm 92 vs 111 us, LayerNorm 109 vs 134 us at 4096 rows) and with a residual at 65536
-    // (LayerNorm 341 vs 442 us), loses without one at 65536 (RMSNorm 202 vs 163 us, LayerNorm
-    // 246 vs 226 us); rows a single block cannot hold (> 1024 x 8 vectors) take it always.
-    const bool prefer = residual || nv <= 4096 || nv > 8192;
+    // Measured (H200 bf16 sweep, docs/benchmarks.md): without a residual the one-block kernel wins
+    // at H = 16384 (2048 vectors, 512 x 4 at 64 registers: RMSNorm 75 vs 93 us, LayerNorm 84 vs
+    // 109 us at 4096 rows) and at 65536 (RMSNorm 160 vs 204 us, LayerNorm 218 vs 246 us); the
+    // cluster wins with a residual (LayerNorm 341 vs 441 us at 65536) and takes rows a single
+    // block cannot hold (> 1024 x 8 vectors) always.
+    const bool prefer = residual || (nv > 2048 && nv <= 4096) || nv > 8192;
     if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items && prefer)) && H >= kClusterMinH)
       cc = cluster_config(t, H, rows);
     if (cc.cluster > 1) {
@@ -329,12 +330,13 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
       //   1024 vectors (H = 8192, 8192 rows): forward 256 x 4 (RMSNorm 72 vs 79 us, LayerNorm 79 vs
       //     85 us for 512 x 2 with two rows); RMSNorm backward 256 x 4 (130 vs 137 us), LayerNorm
       //     backward keeps 512 x 2 (160 vs 180 us).
-      //   2048 vectors (H = 16384): backward 512 x 4 without xs (RMSNorm 155 vs 243 us for 1024 x 2
-      //     xs, 4096 rows; LayerNorm 174 vs 256 us).
+      //   2048 vectors (H = 16384, 4096 rows): 512 x 4 (forward without a residual: RMSNorm 75 vs
+      //     112 us for 1024 x 2; backward without xs: RMSNorm 155 vs 243 us for 1024 x 2 xs,
+      //     LayerNorm 174 vs 256 us).
       if (dtype_size(t) == 2) {
         if (nv == 512 && backward) { c.tpr = 128; c.items = 4; c.xs = false; }
         if (nv == 1024 && (!backward || !layer)) { c.tpr = 256; c.items = 4; c.xs = false; }
-        if (nv == 2048 && backward) { c.tpr = 512; c.items = 4; c.xs = false; }
+        if (nv == 2048) { c.tpr = 512; c.items = 4; c.xs = false; }
       }
     }
     // Forward: two rows per thread group (loads of both issued before either reduction) when
