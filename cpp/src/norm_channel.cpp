@@ -59,9 +59,9 @@ struct ChannelNormPlan::Impl {
   norm::ChanMode mode = norm::ChanMode::Forward;
   bool backward = false, per_channel = false;
   bool merge_n = false;  // per-channel stats of [N, C]: run as [1, C, N]
-  // Per-channel stats of channels-last [N, C, S] (S > 1), or of NC* x with planes of fewer than
-  // kFlatPlaneMax values: the N x S rows run as one range [1, C, N * S], so that the partition is
-  // not cut at every sample (N x 49 values of 7 x 7 maps would be N tiny tasks per channel).
+  // Per-channel stats of channels-last [N, C, S] (S > 1): the N x S rows run as one range
+  // [1, C, N * S], so that the column partition is not cut at every sample (N x 49 rows of
+  // 7 x 7 maps would be N short tasks per column tile).
   bool flat_rows = false;
   int64_t N = 0, C = 0, S = 0, G = 1, units = 0;
   norm::ChanPartition part;
@@ -189,10 +189,7 @@ ChannelNormPlan ChannelNormPlan::select(const ChannelNormDescriptor& desc, const
   // that the stats pass has N rows to split instead of N blocks of one row.
   I.merge_n = I.per_channel && I.S == 1 && I.N > 1;
   const bool columns = I.merge_n ? (I.C <= 1 || ncs[1] == 1 || ncs[0] != 1) : (I.S <= 1 || !s_unit);
-  // NC* planes below 256 values (the plane kernels' smallest chunk) take flat rows too; they
-  // then run the scalar plane kernels, whose lanes walk a channel's N x S values.
-  constexpr int64_t kFlatPlaneMax = 256;
-  I.flat_rows = I.per_channel && !I.merge_n && I.N > 1 && I.S > 1 && (columns || I.S < kFlatPlaneMax);
+  I.flat_rows = I.per_channel && !I.merge_n && columns && I.N > 1 && I.S > 1;
   const int64_t kn = I.merge_n || I.flat_rows ? 1 : I.N;
   const int64_t ks = I.merge_n ? I.N : (I.flat_rows ? I.N * I.S : I.S);
   if (!empty) {
@@ -444,7 +441,7 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
     auto vec_ok = [&](const void* p, const int64_t st[3]) {
       return st[2] == 1 && st[0] % V == 0 && st[1] % V == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
     };
-    L.vec = !I.part.columns && I.part.gw == 32 && L.flat_S == 0 && L.S % V == 0 && I.part.chunk % V == 0 && vec_ok(L.x, L.xs) &&
+    L.vec = !I.part.columns && I.part.gw == 32 && L.S % V == 0 && I.part.chunk % V == 0 && vec_ok(L.x, L.xs) &&
             (bwd ? vec_ok(L.gy, L.gys) && vec_ok(L.gx, L.gxs) : vec_ok(L.y, L.ys));
     // The column kernels' vector path: channel stride 1 (C is a multiple of V by the partition).
     auto cvec_ok = [&](const void* p, const int64_t st[3]) {

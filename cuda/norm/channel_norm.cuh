@@ -99,10 +99,9 @@ __device__ __forceinline__ int64_t partial_index(const ChanNormLaunch& L, int64_
   const int64_t P = L.part.P;
   return L.per_channel ? (c * L.N + n) * P + p : (n * L.C + c) * P + p;
 }
-// Column and scalar plane kernels: the element offset of row (spatial position) rr of a task's
-// sample along a tensor's [n, c, s] strides st. With flat rows (L.flat_S > 0: per-channel
-// statistics run as [1, C, N * S], whose operands do not all collapse n into s) rr is
-// (rr / flat_S, rr % flat_S).
+// Column kernels: the element offset of row rr of a task's sample along a tensor's [n, c, s]
+// strides st. With flat rows (L.flat_S > 0: per-channel statistics, the N x S rows as one [1, C,
+// N * S] range whose operands do not all collapse n into s) row rr is (rr / flat_S, rr % flat_S).
 __device__ __forceinline__ int64_t row_offset(const ChanNormLaunch& L, const int64_t st[3], int64_t rr) {
   if (L.flat_S == 0) return rr * st[2];
   int64_t q, r;
@@ -228,14 +227,11 @@ __global__ void __launch_bounds__(kChanThreads, 4) stats_planes_vec(const ChanNo
 }
 
 // Planes, scalar path (any spatial strides): a group of GW = L.part.gw lanes (8, 16 or 32; small
-// planes share a warp) per (plane, chunk); lanes stride the chunk, col_unroll<T>() loads in
-// flight. With flat rows (per-channel statistics of small NC* planes) a plane is a channel's
-// N x S values, row_offset splitting positions into (n, s). The task loop is uniform over the
-// warp (inactive groups still join the shuffles).
+// planes share a warp) per (plane, chunk); lanes stride the chunk, 4 loads in flight. The task
+// loop is uniform over the warp (inactive groups still join the shuffles).
 template <class T, bool BWD>
 __global__ void __launch_bounds__(kChanThreads, 4) stats_planes_scalar(const ChanNormLaunch L) {
   using C = compute_t<T>;
-  constexpr int U = col_unroll<T>();  // loads in flight per lane
   const Pointers<C> W = ws<C>(L);
   const int GW = L.part.gw;
   const int lane = threadIdx.x & 31, sub = lane % GW;
@@ -254,13 +250,13 @@ __global__ void __launch_bounds__(kChanThreads, 4) stats_planes_scalar(const Cha
     const int64_t xb = n * L.xs[0] + c * L.xs[1];
     C a = 0, b = 0, cnt = 0;
     if constexpr (!BWD) {
-      const C K = active ? ld<T, C>(L.x, xb + row_offset(L, L.xs, s0)) : C(0);
-      for (int64_t s = s0 + sub; s < s1; s += U * GW) {
-        C v[U];
+      const C K = active ? ld<T, C>(L.x, xb + s0 * L.xs[2]) : C(0);
+      for (int64_t s = s0 + sub; s < s1; s += 4 * GW) {
+        C v[4];
 #pragma unroll
-        for (int k = 0; k < U; ++k) v[k] = s + GW * k < s1 ? ld<T, C>(L.x, xb + row_offset(L, L.xs, s + GW * k)) - K : C(0);
+        for (int k = 0; k < 4; ++k) v[k] = s + GW * k < s1 ? ld<T, C>(L.x, xb + (s + GW * k) * L.xs[2]) - K : C(0);
 #pragma unroll
-        for (int k = 0; k < U; ++k) {
+        for (int k = 0; k < 4; ++k) {
           a += v[k];
           b += v[k] * v[k];
           cnt += s + GW * k < s1 ? C(1) : C(0);
@@ -275,16 +271,16 @@ __global__ void __launch_bounds__(kChanThreads, 4) stats_planes_scalar(const Cha
       C mean = 0, rstd = 0;
       if (active) unit_stats(L, W, unit_of(L, n, c), mean, rstd);
       const int64_t gb = n * L.gys[0] + c * L.gys[1];
-      for (int64_t s = s0 + sub; s < s1; s += U * GW) {
-        C dy[U], xv[U];
+      for (int64_t s = s0 + sub; s < s1; s += 4 * GW) {
+        C dy[4], xv[4];
 #pragma unroll
-        for (int k = 0; k < U; ++k) {
+        for (int k = 0; k < 4; ++k) {
           const bool in = s + GW * k < s1;
-          dy[k] = in ? ld<T, C>(L.gy, gb + row_offset(L, L.gys, s + GW * k)) : C(0);
-          xv[k] = in ? ld<T, C>(L.x, xb + row_offset(L, L.xs, s + GW * k)) : mean;
+          dy[k] = in ? ld<T, C>(L.gy, gb + (s + GW * k) * L.gys[2]) : C(0);
+          xv[k] = in ? ld<T, C>(L.x, xb + (s + GW * k) * L.xs[2]) : mean;
         }
 #pragma unroll
-        for (int k = 0; k < U; ++k) {
+        for (int k = 0; k < 4; ++k) {
           a += dy[k];
           b += dy[k] * (xv[k] - mean);
         }
@@ -864,7 +860,6 @@ __global__ void __launch_bounds__(kChanThreads, 4) apply_planes_vec(const ChanNo
 template <class T, bool BWD>
 __global__ void __launch_bounds__(kChanThreads, 4) apply_planes_scalar(const ChanNormLaunch L) {
   using C = compute_t<T>;
-  constexpr int U = BWD ? 4 : col_unroll<T>();  // loads in flight per lane (backward: dy and x)
   const Pointers<C> W = ws<C>(L);
   const int GW = L.part.gw;
   const int lane = threadIdx.x & 31, sub = lane % GW;
@@ -881,28 +876,28 @@ __global__ void __launch_bounds__(kChanThreads, 4) apply_planes_scalar(const Cha
     const int64_t xb = n * L.xs[0] + c * L.xs[1];
     if constexpr (!BWD) {
       const int64_t yb = n * L.ys[0] + c * L.ys[1];
-      for (int64_t s = s0 + sub; s < s1; s += U * GW) {
-        C v[U];
+      for (int64_t s = s0 + sub; s < s1; s += 4 * GW) {
+        C v[4];
 #pragma unroll
-        for (int k = 0; k < U; ++k) v[k] = s + GW * k < s1 ? ld<T, C>(L.x, xb + row_offset(L, L.xs, s + GW * k)) : C(0);
+        for (int k = 0; k < 4; ++k) v[k] = s + GW * k < s1 ? ld<T, C>(L.x, xb + (s + GW * k) * L.xs[2]) : C(0);
 #pragma unroll
-        for (int k = 0; k < U; ++k)
-          if (s + GW * k < s1) static_cast<T*>(L.y)[yb + row_offset(L, L.ys, s + GW * k)] = from_compute<T>((v[k] - mean) * k1 + k2);
+        for (int k = 0; k < 4; ++k)
+          if (s + GW * k < s1) static_cast<T*>(L.y)[yb + (s + GW * k) * L.ys[2]] = from_compute<T>((v[k] - mean) * k1 + k2);
       }
     } else {
       const int64_t gb = n * L.gys[0] + c * L.gys[1], ob = n * L.gxs[0] + c * L.gxs[1];
-      for (int64_t s = s0 + sub; s < s1; s += U * GW) {
-        C dy[U], xv[U];
+      for (int64_t s = s0 + sub; s < s1; s += 4 * GW) {
+        C dy[4], xv[4];
 #pragma unroll
-        for (int k = 0; k < U; ++k) {
+        for (int k = 0; k < 4; ++k) {
           const bool in = s + GW * k < s1;
-          dy[k] = in ? ld<T, C>(L.gy, gb + row_offset(L, L.gys, s + GW * k)) : C(0);
-          xv[k] = in ? ld<T, C>(L.x, xb + row_offset(L, L.xs, s + GW * k)) : C(0);
+          dy[k] = in ? ld<T, C>(L.gy, gb + (s + GW * k) * L.gys[2]) : C(0);
+          xv[k] = in ? ld<T, C>(L.x, xb + (s + GW * k) * L.xs[2]) : C(0);
         }
 #pragma unroll
-        for (int k = 0; k < U; ++k)
+        for (int k = 0; k < 4; ++k)
           if (s + GW * k < s1)
-            static_cast<T*>(L.gx)[ob + row_offset(L, L.gxs, s + GW * k)] = from_compute<T>(k1 * dy[k] - k2 - (xv[k] - mean) * k3);
+            static_cast<T*>(L.gx)[ob + (s + GW * k) * L.gxs[2]] = from_compute<T>(k1 * dy[k] - k2 - (xv[k] - mean) * k3);
       }
     }
   }

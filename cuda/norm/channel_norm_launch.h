@@ -116,10 +116,9 @@ struct ChanNormLaunch {
   DType dtype = DType::Float32;  // x, y, grad_out, grad_x
   bool w_f32 = false, b_f32 = false, r_f32 = false;  // weight, bias, running stats in f32 (else dtype)
   int64_t N = 0, C = 0, S = 0;
-  // Flat rows (per-channel statistics of channels-last x, or of NC* x with small planes, run as
-  // [1, C, N * S]): the true S when some operand's n stride is not S x its s stride (row_offset
-  // splits row indices into (n, s); the column and scalar plane kernels); 0 otherwise (the
-  // operands' n strides are then unused).
+  // Column kernels, flat rows (per-channel statistics of channels-last x, run as [1, C, N * S]):
+  // the true S when some operand's n stride is not S x its s stride (row_offset splits row
+  // indices into (n, s)); 0 otherwise (the operands' n strides are then unused).
   int64_t flat_S = 0;
   // Statistic units: per (n, group) with G groups (GroupNorm, InstanceNorm: G = C), or per
   // channel over (N, S) when per_channel (BatchNorm).
