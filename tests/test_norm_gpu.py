@@ -1408,19 +1408,24 @@ def test_channels_last_vector_columns_deterministic(dtname):
         torch.testing.assert_close(u.double(), v.double(), rtol=TOL[dt], atol=TOL[dt] * 10)
 
 
+@pytest.mark.parametrize("layout", ["cl", "nc"])
 @pytest.mark.parametrize("dtname", ["bfloat16", "float32"])
-@pytest.mark.parametrize("shape", [(6, 64, 7, 7), (4, 24, 5, 3)], ids=["6x64x7x7", "4x24x5x3"])
-def test_batch_norm_channels_last_rows_across_samples(shape, dtname):
-    """BatchNorm of channels-last x runs its N x S rows as one range (flat rows). Every sample
-    stride: dense (one range), x a strided sample slice (x's n stride 2 x S x C: the kernels split
-    row indices into (n, s)), and grad_out / grad_x dense while x is strided."""
+@pytest.mark.parametrize("shape", [(6, 64, 7, 7), (4, 24, 5, 3), (3, 8, 15, 17)],
+                         ids=["6x64x7x7", "4x24x5x3", "3x8x15x17"])
+def test_batch_norm_rows_across_samples(shape, dtname, layout):
+    """BatchNorm over samples of every stride. Channels-last x runs its N x S rows as one range
+    (flat rows): dense, or x a strided sample slice (n stride 2 x S x C: the kernels split row
+    indices into (n, s)); grad_out / grad_x in either layout while x is strided. NC* x (per-plane
+    tasks) on the same cases."""
     dt = DT[dtname]
-    g = R.gen(f"cnorm/bn-flat/{shape}/{dtname}")
+    g = R.gen(f"cnorm/bn-flat/{shape}/{dtname}/{layout}")
     N, C = shape[0], shape[1]
-    big = channels_last_at(make((2 * N,) + shape[1:], dt, g, 2.0, 0.5), 0)
+    src2 = make((2 * N,) + shape[1:], dt, g, 2.0, 0.5)
+    big = channels_last_at(src2, 0) if layout == "cl" else src2
     w, b = make((C,), dt, g, 0.5, 1.0), make((C,), dt, g)
     go_src = make(shape, dt, g)
-    for x in (channels_last_at(big[::2].contiguous(), 0), big[::2]):
+    dense = channels_last_at(big[::2].contiguous(), 0) if layout == "cl" else big[::2].contiguous()
+    for x in (dense, big[::2]):
         src = x.contiguous()
         xd = src.double()
         rm, rv = torch.zeros(C, device=DEV), torch.ones(C, device=DEV)
