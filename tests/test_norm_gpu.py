@@ -1415,8 +1415,10 @@ def test_channels_last_vector_columns_deterministic(dtname):
 def test_batch_norm_rows_across_samples(shape, dtname, layout):
     """BatchNorm over samples of every stride. Channels-last x runs its N x S rows as one range
     (flat rows): dense, or x a strided sample slice (n stride 2 x S x C: the kernels split row
-    indices into (n, s)); grad_out / grad_x in either layout while x is strided. NC* x (per-plane
-    tasks) on the same cases."""
+    indices into (n, s)); grad_out / grad_x in either layout while x is strided. NC* x with
+    small planes runs as folded columns [1, C * S, N] when every operand has contiguous planes
+    (x dense or sample-strided, grad_out NC*), else the per-plane kernels (grad_out
+    channels-last); 4x24x5x3 bf16 (C * S = 360, not a multiple of 8) stays per-plane."""
     dt = DT[dtname]
     g = R.gen(f"cnorm/bn-flat/{shape}/{dtname}/{layout}")
     N, C = shape[0], shape[1]

@@ -63,6 +63,12 @@ struct ChannelNormPlan::Impl {
   // [1, C, N * S], so that the column partition is not cut at every sample (N x 49 rows of
   // 7 x 7 maps would be N short tasks per column tile).
   bool flat_rows = false;
+  // Per-channel stats of NC* x with small planes (S < kFoldPlaneMax): run as channels-last columns
+  // [1, C * S, N] (norm::ChanNormLaunch::fold) when every operand allows it at run time (spatial
+  // stride 1, channel stride S, 16-byte vectors); fold_part is that view's partition (the
+  // workspace covers both it and `part`, the per-plane fallback).
+  bool fold = false;
+  norm::ChanPartition fold_part;
   int64_t N = 0, C = 0, S = 0, G = 1, units = 0;
   norm::ChanPartition part;
   int64_t workspace = 0;
@@ -192,9 +198,17 @@ ChannelNormPlan ChannelNormPlan::select(const ChannelNormDescriptor& desc, const
   I.flat_rows = I.per_channel && !I.merge_n && columns && I.N > 1 && I.S > 1;
   const int64_t kn = I.merge_n || I.flat_rows ? 1 : I.N;
   const int64_t ks = I.merge_n ? I.N : (I.flat_rows ? I.N * I.S : I.S);
+  const int64_t V = 16 / int64_t(dtype_size(x.dtype));
+  constexpr int64_t kFoldPlaneMax = 256;  // below the plane kernels' smallest chunk
+  I.fold = I.per_channel && !columns && !I.merge_n && I.N > 1 && I.C > 0 && I.S > 1 && I.S < kFoldPlaneMax &&
+           (I.C * I.S) % V == 0 && ncs[2] == 1 && ncs[1] == I.S && ncs[0] % V == 0;
   if (!empty) {
-    I.part = norm::chan_partition(columns, kn, I.C, ks, int(16 / dtype_size(x.dtype)));
+    I.part = norm::chan_partition(columns, kn, I.C, ks, int(V));
     I.workspace = norm::chan_workspace(x.dtype, I.part, kn, I.C, I.per_channel).total;
+    if (I.fold) {
+      I.fold_part = norm::chan_partition(true, 1, I.C * I.S, I.N, int(V));
+      I.workspace = std::max(I.workspace, norm::chan_workspace(x.dtype, I.fold_part, 1, I.C * I.S, true).total);
+    }
   } else {
     I.part.columns = columns;
   }
@@ -451,6 +465,25 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
     // Flat rows that need row_offset's (n, s) split take the scalar column kernels.
     L.cvec = I.part.columns && I.part.vtile > 0 && L.C % V == 0 && L.flat_S == 0 && cvec_ok(L.x, L.xs) &&
              (bwd ? cvec_ok(L.gy, L.gys) && cvec_ok(L.gx, L.gxs) : cvec_ok(L.y, L.ys));
+    // Folded columns: every operand's plane rows are contiguous (channel stride S, spatial stride
+    // 1), its sample stride a multiple of V and its pointer 16-byte aligned: the stats and apply
+    // passes run the vector column kernels over [1, C * S, N]. Otherwise the per-plane kernels.
+    auto fold_ok = [&](const void* p, const int64_t st[3]) {
+      return st[2] == 1 && st[1] == I.S && st[0] % V == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    };
+    if (I.fold && fold_ok(L.x, L.xs) && (bwd ? fold_ok(L.gy, L.gys) && fold_ok(L.gx, L.gxs) : fold_ok(L.y, L.ys))) {
+      auto to_columns = [](int64_t st[3]) { st[2] = st[0]; st[0] = 0; st[1] = 1; };
+      to_columns(L.xs);
+      if (bwd) { to_columns(L.gys); to_columns(L.gxs); }
+      else to_columns(L.ys);
+      L.N = 1;
+      L.C = I.C * I.S;
+      L.S = I.N;
+      L.fold = I.S;
+      L.part = I.fold_part;
+      L.vec = false;
+      L.cvec = true;
+    }
   }
 
   const bool empty = I.N == 0 || I.C == 0 || I.S == 0;

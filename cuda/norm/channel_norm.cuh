@@ -110,13 +110,13 @@ __device__ __forceinline__ int64_t row_offset(const ChanNormLaunch& L, const int
 }
 // Statistic unit of (n, c), and the coefficient-table entry of (n, c).
 __device__ __forceinline__ int64_t unit_of(const ChanNormLaunch& L, int64_t n, int64_t c) {
-  if (L.per_channel) return c;
+  if (L.per_channel) return L.fold ? c / L.fold : c;
   int64_t g, r;
   divmod(c, L.C / L.G, g, r);
   return n * L.G + g;
 }
 __device__ __forceinline__ int64_t entry_of(const ChanNormLaunch& L, int64_t n, int64_t c) {
-  return L.per_channel ? c : n * L.C + c;
+  return L.per_channel ? (L.fold ? c / L.fold : c) : n * L.C + c;
 }
 
 template <class C> struct Pointers {
@@ -1093,20 +1093,29 @@ template <class T> void chan_launch_t(const ChanNormLaunch& L0, void* stream) {
   L.table = base + w.partials;
   L.aux = base + w.partials + w.table;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const int64_t units = L.per_channel ? L.C : L.N * L.G;
+  // The finalize / running-table view: with folded columns ([1, C * S, N] in the stats and apply
+  // passes) [fold, C, N], so that a channel's partials are fold x P (its S columns) and its count
+  // is fold x N; otherwise the same view.
+  ChanNormLaunch F = L;
+  if (L.fold) {
+    F.N = L.fold;
+    F.C = L.C / L.fold;
+    F.fold = 0;
+  }
+  const int64_t units = F.per_channel ? F.C : F.N * F.G;
   const unsigned ugrid = unsigned(std::min<int64_t>(units, kChanMaxGrid));
   // Many units with few partials each: a warp per unit (see finalize_forward_warps).
-  const int64_t span = L.per_channel ? L.N * L.part.P : (L.C / L.G) * L.part.P;
+  const int64_t span = F.per_channel ? F.N * F.part.P : (F.C / F.G) * F.part.P;
   const bool warp_units = units >= 1024 && span <= 256;
   const unsigned wgrid = unsigned(std::min<int64_t>(chan_ceil_div(units, kWarps), kChanMaxGrid));
   auto finalize_fwd = [&] {
-    if (warp_units) finalize_forward_warps<T><<<wgrid, kChanThreads, 0, s>>>(L, units);
-    else finalize_forward<T><<<ugrid, kChanThreads, 0, s>>>(L, units);
+    if (warp_units) finalize_forward_warps<T><<<wgrid, kChanThreads, 0, s>>>(F, units);
+    else finalize_forward<T><<<ugrid, kChanThreads, 0, s>>>(F, units);
     check_launch("norm.channel.finalize_forward");
   };
   auto finalize_bwd = [&] {
-    if (warp_units) finalize_backward_warps<T><<<wgrid, kChanThreads, 0, s>>>(L, units);
-    else finalize_backward<T><<<ugrid, kChanThreads, 0, s>>>(L, units);
+    if (warp_units) finalize_backward_warps<T><<<wgrid, kChanThreads, 0, s>>>(F, units);
+    else finalize_backward<T><<<ugrid, kChanThreads, 0, s>>>(F, units);
     check_launch("norm.channel.finalize_backward");
   };
   switch (L.mode) {
@@ -1120,7 +1129,7 @@ template <class T> void chan_launch_t(const ChanNormLaunch& L0, void* stream) {
       apply<T, false>(L, s);
       break;
     case ChanMode::ForwardRunning:
-      running_table<T><<<small_grid(L.C), kChanThreads, 0, s>>>(L);
+      running_table<T><<<small_grid(F.C), kChanThreads, 0, s>>>(F);
       check_launch("norm.channel.running_table");
       apply<T, false>(L, s);
       break;
@@ -1134,7 +1143,7 @@ template <class T> void chan_launch_t(const ChanNormLaunch& L0, void* stream) {
       apply<T, true>(L, s);
       break;
     case ChanMode::BackwardRunning:
-      running_table<T><<<small_grid(L.C), kChanThreads, 0, s>>>(L);
+      running_table<T><<<small_grid(F.C), kChanThreads, 0, s>>>(F);
       check_launch("norm.channel.running_table");
       if (L.gw || L.gb) {
         stats<T, true>(L, s);

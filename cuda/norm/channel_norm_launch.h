@@ -120,6 +120,10 @@ struct ChanNormLaunch {
   // the true S when some operand's n stride is not S x its s stride (row_offset splits row
   // indices into (n, s)); 0 otherwise (the operands' n strides are then unused).
   int64_t flat_S = 0;
+  // Folded columns (per-channel statistics of NC* x with small planes): the stats and apply
+  // passes see x as columns [1, C * S, N] (column j = c * S + s, rows = samples) and fold = S, so
+  // that column j belongs to channel j / fold; the finalize pass sees [fold, C, N] (chan_launch_t).
+  int64_t fold = 0;
   // Statistic units: per (n, group) with G groups (GroupNorm, InstanceNorm: G = C), or per
   // channel over (N, S) when per_channel (BatchNorm).
   bool per_channel = false;
