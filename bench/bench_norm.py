@@ -283,6 +283,9 @@ SWEEP = [
     ("layer_norm", "bwd", (8192, 8192), ["", "tpr=256,items=4", "tpr=1024,items=1"]),
     ("rms_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2", "tpr=128,items=1,rows=1"]),
     ("layer_norm", "fwd", (65536, 512), ["", "tpr=32,items=2,rows=1", "tpr=128,items=1,rows=2"]),
+    ("rms_norm", "fwd", (262144, 128), ["", "tpr=16,items=1,rows=2", "tpr=16,items=1,rows=4"]),
+    ("layer_norm", "fwd", (262144, 128), ["", "tpr=16,items=1,rows=2", "tpr=16,items=1,rows=4"]),
+    ("rms_norm", "fwd", (65536, 512), ["tpr=32,items=2,rows=2"]),
     # Long rows: the thread-block cluster forward (sm_90) against the one-block register kernel
     # ("tpr=1024,items=8" / "cluster=1"); the cluster shapes are those of kClusterShapes.
     ("rms_norm", "fwd", (2048, 65536), ["", "tpr=1024,items=8", "cluster=4,tpr=512,items=4",
