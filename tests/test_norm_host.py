@@ -245,6 +245,9 @@ def test_tuning_override(monkeypatch):
     ("rms_norm_backward", (4096, 16384), "t512x4"),
     ("layer_norm_backward", (4096, 16384), "t512x4"),
     ("rms_norm", (65536, 512), "t32x2"),  # one row per warp (H100: see norm_launch.h)
+    ("rms_norm", (262144, 128), "t16x1r4"),  # groups of 16 threads hold four rows at once
+    ("layer_norm", (262144, 128), "t16x1r4"),
+    ("rms_norm", (4096, 128), "t16x1"),  # too few rows for four per group
     ("layer_norm_backward", (65536, 512), "t32x2"),
 ])
 @pytest.mark.parametrize("dtype", [bf16, f16])
