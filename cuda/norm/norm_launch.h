@@ -345,9 +345,9 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     if (!backward) {
       const int64_t groups = kResidentThreads / c.tpr;
       if (fwd_supported(c.tpr, c.items, 2) && c.items <= 2 && c.tpr > 32 && rows >= 4 * groups) c.rows = 2;
-      // Groups of 8 / 16 threads hold four rows at once (H200 bf16 262144 x 128: RMSNorm 39 vs
-      // 47 us, LayerNorm 42 vs 53 us; two rows 40 / 43 us).
-      else if (c.tpr < 32 && fwd_supported(c.tpr, c.items, 4) && rows >= 4 * groups) c.rows = 4;
+      // Groups of 8 / 16 threads hold four rows at once without a residual (H200 bf16 262144 x
+      // 128: RMSNorm 39 vs 47 us, LayerNorm 42 vs 53 us; with a residual 73 vs 69 us, slower).
+      else if (c.tpr < 32 && !residual && fwd_supported(c.tpr, c.items, 4) && rows >= 4 * groups) c.rows = 4;
     }
     if (ov.rows && !backward && fwd_supported(c.tpr, c.items, ov.rows)) c.rows = ov.rows;
   }
