@@ -411,6 +411,16 @@ def test_channel_2d_batch_norm_uses_columns():
     assert bc.ChannelNormPlan.select(CD("batch_norm", (256, 512), strides=[1, 256])).sku.layout == "nc_planes"
 
 
+def test_batch_norm_small_planes_fold_into_columns():
+    # NC* x with planes under 256 values (and C * S a multiple of the vector width): per-channel
+    # statistics run as folded columns [1, C * S, N]; the plan says so, larger planes do not.
+    k = bc.ChannelNormPlan.select(CD("batch_norm", (256, 2048, 7, 7), training=True)).sku
+    assert k.layout == "nc_planes" and "folded columns" in k.precision.math, k.precision.math
+    assert "folded" not in bc.ChannelNormPlan.select(CD("batch_norm", (32, 256, 56, 56), training=True)).sku.precision.math
+    assert "folded" not in bc.ChannelNormPlan.select(CD("group_norm", (8, 64, 7, 7), num_groups=8)).sku.precision.math
+    assert "folded" not in bc.ChannelNormPlan.select(CD("batch_norm", (4, 3, 7, 7), training=True)).sku.precision.math
+
+
 def test_channel_empty_needs_no_workspace():
     for shape in [(0, 8, 5), (4, 8, 0), (4, 0, 3)]:
         p = bc.ChannelNormPlan.select(CD("batch_norm", shape, running=f32))

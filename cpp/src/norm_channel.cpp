@@ -243,6 +243,9 @@ ChannelNormPlan ChannelNormPlan::select(const ChannelNormDescriptor& desc, const
   if (I.mode == norm::ChanMode::Backward || I.mode == norm::ChanMode::BackwardRunning)
     pg.math += "; sum(dy) and sum(dy * (x - mean)) per chunk, added in a fixed order";
   if (I.mode == norm::ChanMode::ForwardRunning) pg.math += "; running stats, no reduction";
+  if (I.fold)
+    pg.math += "; planes of " + std::to_string(I.S) + " values run as folded columns [1, C * S, N] when every operand "
+               "has contiguous, 16-byte aligned planes (else per plane, summing in another order)";
   pg.deterministic = true;
   pg.bit_stable = true;
   return ChannelNormPlan(impl);
