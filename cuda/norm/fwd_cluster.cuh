@@ -235,37 +235,40 @@ template <class T, int CS, int TPR, int I> bool fwd_cluster_go(const NormLaunch&
   return true;
 }
 
+// A cluster kernel shape as a type, for the launchers' dispatch over their instantiated lists.
+template <int CS, int TPR, int I> struct ShapeT {
+  static constexpr int cs = CS, tpr = TPR, items = I;
+};
+// Calls go(shape) for the one of `shapes` equal to c's (cluster, tpr, items); false when none is.
+template <class Go, class... Shapes> bool dispatch_cluster_shape(const Config& c, Go&& go, Shapes... shapes) {
+  bool found = false;
+  auto one = [&](auto shape) {
+    using S = decltype(shape);
+    if (!found && c.cluster == S::cs && c.tpr == S::tpr && c.items == S::items) {
+      go(shape);
+      found = true;
+    }
+  };
+  (one(shapes), ...);
+  return found;
+}
+
 // Launches the cluster kernel of L.cfg; false (nothing launched) on a device without clusters or
 // without the kernel's sm_90 code.
 template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
   if (!norm_device_has_clusters()) return false;
-  const Config& c = L.cfg;
-  bool done = false, launched = false;
-  // One case per kClusterShapes entry (the static_assert keeps the two lists together).
-  auto one = [&](auto cs, auto tpr, auto items) {
-    constexpr int CS = decltype(cs)::value, TPR = decltype(tpr)::value, I = decltype(items)::value;
-    static_assert(cluster_supported(CS, TPR, I), "a cluster shape missing from kClusterShapes");
-    if (!done && c.cluster == CS && c.tpr == TPR && c.items == I) {
-      launched = fwd_cluster_go<T, CS, TPR, I>(L, s);
-      done = true;
-    }
-  };
-  using std::integral_constant;
-  using i2 = integral_constant<int, 2>;
-  using i4 = integral_constant<int, 4>;
-  using i8 = integral_constant<int, 8>;
-  using t256 = integral_constant<int, 256>;
-  using t512 = integral_constant<int, 512>;
-  one(i2{}, t256{}, i4{});
-  one(i4{}, t256{}, i2{});
-  one(i2{}, t512{}, i2{});
-  one(i4{}, t256{}, i4{});
-  one(i8{}, t256{}, i2{});
-  one(i4{}, t512{}, i4{});
-  one(i8{}, t256{}, i4{});
-  one(i8{}, t512{}, i2{});
-  one(i8{}, t512{}, i4{});
-  if (!done) throw Unsupported("norm: no cluster forward kernel for this configuration (internal)");
+  bool launched = false;
+  // One shape per kClusterShapes entry (the static_assert keeps the two lists together).
+  const bool found = dispatch_cluster_shape(
+      L.cfg,
+      [&](auto shape) {
+        using S = decltype(shape);
+        static_assert(cluster_supported(S::cs, S::tpr, S::items), "a cluster shape missing from kClusterShapes");
+        launched = fwd_cluster_go<T, S::cs, S::tpr, S::items>(L, s);
+      },
+      ShapeT<2, 256, 4>{}, ShapeT<4, 256, 2>{}, ShapeT<2, 512, 2>{}, ShapeT<4, 256, 4>{}, ShapeT<8, 256, 2>{},
+      ShapeT<4, 512, 4>{}, ShapeT<8, 256, 4>{}, ShapeT<8, 512, 2>{}, ShapeT<8, 512, 4>{});
+  if (!found) throw Unsupported("norm: no cluster forward kernel for this configuration (internal)");
   if (launched) check_launch("norm forward (cluster)");
   return launched;
 }
@@ -451,26 +454,16 @@ template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch&
 
 template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
   if (!norm_device_has_clusters()) return false;
-  const Config& c = L.cfg;
-  bool done = false, launched = false;
-  auto one = [&](auto cs, auto tpr, auto items) {
-    constexpr int CS = decltype(cs)::value, TPR = decltype(tpr)::value, I = decltype(items)::value;
-    static_assert(bwd_cluster_supported(CS, TPR, I), "a cluster shape missing from kBwdClusterShapes");
-    if (!done && c.cluster == CS && c.tpr == TPR && c.items == I) {
-      launched = bwd_cluster_go<T, CS, TPR, I>(L, s);
-      done = true;
-    }
-  };
-  using std::integral_constant;
-  using i3 = integral_constant<int, 3>;
-  using i4 = integral_constant<int, 4>;
-  using i8 = integral_constant<int, 8>;
-  using t256 = integral_constant<int, 256>;
-  one(i4{}, t256{}, i3{});
-  one(i4{}, t256{}, i4{});
-  one(i8{}, t256{}, i3{});
-  one(i8{}, t256{}, i4{});
-  if (!done) throw Unsupported("norm: no cluster backward kernel for this configuration (internal)");
+  bool launched = false;
+  const bool found = dispatch_cluster_shape(
+      L.cfg,
+      [&](auto shape) {
+        using S = decltype(shape);
+        static_assert(bwd_cluster_supported(S::cs, S::tpr, S::items), "a cluster shape missing from kBwdClusterShapes");
+        launched = bwd_cluster_go<T, S::cs, S::tpr, S::items>(L, s);
+      },
+      ShapeT<4, 256, 3>{}, ShapeT<4, 256, 4>{}, ShapeT<8, 256, 3>{}, ShapeT<8, 256, 4>{});
+  if (!found) throw Unsupported("norm: no cluster backward kernel for this configuration (internal)");
   if (launched) check_launch("norm backward (cluster)");
   return launched;
 }

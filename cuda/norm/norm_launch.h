@@ -179,17 +179,25 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
   return o;
 }
 
+// The start of both cluster configurations: the cluster path with no shape yet (cluster = 1) and
+// nv, the row's 16-byte vectors; false when the row is not whole vectors or there are no rows.
+inline bool cluster_config_start(Config& c, DType t, int64_t H, int64_t rows, int64_t& nv) {
+  c.path = Path::Cluster;
+  c.vec = vec_width(t);
+  c.cluster = 1;
+  if (H <= 0 || H % c.vec != 0 || rows <= 0) return false;
+  nv = H / c.vec;
+  return true;
+}
+
 // The cluster configuration (forward): the given (cs, tpr, items) when it is instantiated and
 // fits the row, else (cs = 0) the least padded instantiated shape, ties to the earlier in
 // kClusterShapes. A shape fits when it holds the row and pads less than one block's share (at
 // most the last block is partly idle). cluster = 1 in the result: no shape fits.
 inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int tpr = 0, int items = 0) {
   Config c;
-  c.path = Path::Cluster;
-  c.vec = vec_width(t);
-  c.cluster = 1;
-  if (H <= 0 || H % c.vec != 0 || rows <= 0) return c;
-  const int64_t nv = H / c.vec;
+  int64_t nv = 0;
+  if (!cluster_config_start(c, t, H, rows, nv)) return c;
   auto fits = [&](const ClusterShape& s) {
     const int64_t share = int64_t(s.tpr) * s.items, cap = share * s.cs;
     return cap >= nv && cap - nv < share;
@@ -223,11 +231,8 @@ inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int t
 inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int tpr = 0, int items = 0,
                                  int clusters = 0) {
   Config c;
-  c.path = Path::Cluster;
-  c.vec = vec_width(t);
-  c.cluster = 1;
-  if (H <= 0 || H % c.vec != 0 || rows <= 0) return c;
-  const int64_t nv = H / c.vec;
+  int64_t nv = 0;
+  if (!cluster_config_start(c, t, H, rows, nv)) return c;
   int64_t best = -1;
   for (const ClusterShape& s : kBwdClusterShapes) {
     if (cs && !(s.cs == cs && s.tpr == tpr && s.items == items)) continue;
