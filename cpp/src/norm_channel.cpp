@@ -440,16 +440,26 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
   }
   L.workspace = workspace;
 
+  // The [N, C, S] operands the kernels walk: x and y (forward) or x, grad_out and grad_x
+  // (backward). all_operands: a predicate holds for each (pointer, strides).
+  auto each_operand = [&](auto&& f) {
+    f(L.x, L.xs);
+    if (bwd) { f(L.gy, L.gys); f(L.gx, L.gxs); }
+    else f(L.y, L.ys);
+  };
+  auto all_operands = [&](auto&& pred) {
+    bool ok = true;
+    each_operand([&](const void* p, int64_t* st) { ok = ok && pred(p, st); });
+    return ok;
+  };
+
   // Flat rows: one row range when every operand's n stride is S x its s stride, else the
   // column kernels split row indices into (n, s) (L.flat_S).
   if (I.flat_rows) {
-    std::vector<int64_t*> sts = {L.xs};
-    if (bwd) { sts.push_back(L.gys); sts.push_back(L.gxs); }
-    else sts.push_back(L.ys);
-    bool one_range = true;
-    for (const int64_t* st : sts) one_range = one_range && st[0] == I.S * st[2];
-    if (one_range) for (int64_t* st : sts) st[0] = 0;
-    else L.flat_S = I.S;
+    if (all_operands([&](const void*, const int64_t* st) { return st[0] == I.S * st[2]; }))
+      each_operand([](const void*, int64_t* st) { st[0] = 0; });
+    else
+      L.flat_S = I.S;
   }
 
   // The plane kernels' 16-byte vector path: spatial stride 1, aligned planes and chunks.
@@ -458,27 +468,22 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
     auto vec_ok = [&](const void* p, const int64_t st[3]) {
       return st[2] == 1 && st[0] % V == 0 && st[1] % V == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
     };
-    L.vec = !I.part.columns && I.part.gw == 32 && L.S % V == 0 && I.part.chunk % V == 0 && vec_ok(L.x, L.xs) &&
-            (bwd ? vec_ok(L.gy, L.gys) && vec_ok(L.gx, L.gxs) : vec_ok(L.y, L.ys));
+    L.vec = !I.part.columns && I.part.gw == 32 && L.S % V == 0 && I.part.chunk % V == 0 && all_operands(vec_ok);
     // The column kernels' vector path: channel stride 1 (C is a multiple of V by the partition).
     auto cvec_ok = [&](const void* p, const int64_t st[3]) {
       return st[1] == 1 && (L.N <= 1 || st[0] % V == 0) && (L.S <= 1 || st[2] % V == 0) &&
              reinterpret_cast<uintptr_t>(p) % 16 == 0;
     };
     // Flat rows that need row_offset's (n, s) split take the scalar column kernels.
-    L.cvec = I.part.columns && I.part.vtile > 0 && L.C % V == 0 && L.flat_S == 0 && cvec_ok(L.x, L.xs) &&
-             (bwd ? cvec_ok(L.gy, L.gys) && cvec_ok(L.gx, L.gxs) : cvec_ok(L.y, L.ys));
+    L.cvec = I.part.columns && I.part.vtile > 0 && L.C % V == 0 && L.flat_S == 0 && all_operands(cvec_ok);
     // Folded columns: every operand's plane rows are contiguous (channel stride S, spatial stride
     // 1), its sample stride a multiple of V and its pointer 16-byte aligned: the stats and apply
     // passes run the vector column kernels over [1, C * S, N]. Otherwise the per-plane kernels.
     auto fold_ok = [&](const void* p, const int64_t st[3]) {
       return st[2] == 1 && st[1] == I.S && st[0] % V == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
     };
-    if (I.fold && fold_ok(L.x, L.xs) && (bwd ? fold_ok(L.gy, L.gys) && fold_ok(L.gx, L.gxs) : fold_ok(L.y, L.ys))) {
-      auto to_columns = [](int64_t st[3]) { st[2] = st[0]; st[0] = 0; st[1] = 1; };
-      to_columns(L.xs);
-      if (bwd) { to_columns(L.gys); to_columns(L.gxs); }
-      else to_columns(L.ys);
+    if (I.fold && all_operands(fold_ok)) {
+      each_operand([](const void*, int64_t* st) { st[2] = st[0]; st[0] = 0; st[1] = 1; });
       L.N = 1;
       L.C = I.C * I.S;
       L.S = I.N;

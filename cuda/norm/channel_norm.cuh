@@ -395,7 +395,7 @@ template <class T, bool BWD> __global__ void __launch_bounds__(kChanThreads, 4) 
 // ty + lanes, ... (lanes = 256 / VT), kColVecUnroll rows in flight.
 // Row lanes merge in a fixed order: a shuffle tree inside each warp, then the warps in order.
 constexpr int kColVecUnroll = 4;
-constexpr int kColVecMinBlocks = 3;  // <= 80 registers (V channels of accumulators or coefficients per thread)
+constexpr int kColVecMinBlocks = 3;  // stats_columns_vec: <= 80 registers (3 x V accumulators per thread)
 // The 16-byte vector of T at element offset off, as packed words (common/packed_vec.cuh).
 template <class T> __device__ __forceinline__ uint4 ld_u4(const void* p, int64_t off) {
   return *reinterpret_cast<const uint4*>(static_cast<const T*>(p) + off);

@@ -71,7 +71,7 @@ inline ChanPartition chan_partition(bool columns, int64_t N, int64_t C, int64_t 
     p.vtile = vt;
     const int64_t vlanes = kChanThreads / vt;
     const int64_t vcol_tiles = chan_ceil_div(vcols, vt);
-    // ~1024 block tasks (2-3 waves of the 3 resident blocks per SM of kColVecMinBlocks on 132
+    // ~1024 block tasks (2-3 waves of the 3 (stats) or 4 (apply) resident blocks per SM on 132
     // SMs), chunks of >= 4 rows per row lane: tasks long enough to amortize their setup (table
     // entries, partial sums).
     int64_t P = std::max<int64_t>(1, chan_ceil_div(kColVecTasks, N * vcol_tiles));
