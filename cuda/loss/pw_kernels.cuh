@@ -411,6 +411,22 @@ __device__ __forceinline__ Pack<T, V> pw_vec_result(const PwLaunch& L, const Pac
   return o;
 }
 
+// Adds the loss values of kind K of a vector's first `valid` elements (all V when valid >= V) to
+// acc, one element at a time in order (the stage-1 sums of mean / sum).
+template <PwKind K, bool HC, bool HD, class T, int V, class A>
+__device__ __forceinline__ void pw_vec_value_acc(const PwLaunch& L, const Pack<T, V>& ra, const Pack<T, V>& rb,
+                                                 const Pack<T, V>& rc, const Pack<T, V>& rd, bool hc, bool hd,
+                                                 int64_t valid, A& acc) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if (j >= valid) break;
+    const A a = A(to_compute(ra.v[j])), b = A(to_compute(rb.v[j]));
+    const A c = HC && hc ? A(to_compute(rc.v[j])) : A(1);
+    const A d = HD && hd ? A(to_compute(rd.v[j])) : A(1);
+    acc += pw_value_k<K, A>(L, a, b, c, d);
+  }
+}
+
 // Elementwise (reduction none forward: GRAD false; every backward w.r.t. input: GRAD true, GV
 // when grad_loss is per element; gradients w.r.t. other operands take the strided kernels).
 template <PwKind K, class T, bool GRAD, bool GV>
@@ -517,13 +533,7 @@ __device__ __forceinline__ acc_of<T> pw_c_partial_body(const PwLaunch& L) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (v0 + u * G >= nvec) break;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
-        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
-        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
-        acc[u] += pw_value_k<K, A>(L, a, b, c, d);
-      }
+      pw_vec_value_acc<K, HC, HD>(L, ra[u], rb[u], rc[u], rd[u], hc, hd, int64_t(V), acc[u]);
     }
   }
   A s = acc[0];
@@ -729,14 +739,7 @@ __device__ __forceinline__ acc_of<T> pw_r_partial_body(const PwLaunch& L) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (v0 + u * G >= nvec) break;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        if (col[u] + j >= cols) break;
-        const A a = A(to_compute(ra[u].v[j])), b = A(to_compute(rb[u].v[j]));
-        const A c = HC && hc ? A(to_compute(rc[u].v[j])) : A(1);
-        const A d = HD && hd ? A(to_compute(rd[u].v[j])) : A(1);
-        acc[u] += pw_value_k<K, A>(L, a, b, c, d);
-      }
+      pw_vec_value_acc<K, HC, HD>(L, ra[u], rb[u], rc[u], rd[u], hc, hd, cols - col[u], acc[u]);
     }
   }
   A s = acc[0];
