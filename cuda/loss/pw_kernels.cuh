@@ -820,6 +820,19 @@ __global__ void __launch_bounds__(kPwThreads, pw_min_blocks<K, 2, true>()) pw_r_
   pw_r_reduce_body<K, T>(L);
 }
 
+// Stage 2 of a split gradient reduction (red_splits partial sums per output), when it is split.
+template <class T> void pw_grad_reduce_finish_launch(const PwLaunch& L, cudaStream_t st) {
+  if (L.red_splits <= 1) return;
+  const unsigned g2 = unsigned(std::clamp<int64_t>((L.red_m + kPwThreads - 1) / kPwThreads, 1, 132 * 16));
+  pw_grad_reduce_finish<T><<<g2, kPwThreads, 0, st>>>(L);
+  check_launch("loss pointwise gradient finish");
+}
+// Stage 2 of a mean / sum: one block adds the stage-1 partials in order.
+template <class T> void pw_finish_launch(const PwLaunch& L, cudaStream_t st) {
+  pw_finish<T><<<1, 1024, 0, st>>>(L);
+  check_launch("loss pointwise finish");
+}
+
 template <class T>
 void pw_rows_launch(const PwLaunch& L, cudaStream_t st) {
   constexpr int V = pw_vec_width<T>();
@@ -829,18 +842,13 @@ void pw_rows_launch(const PwLaunch& L, cudaStream_t st) {
     const unsigned grid = unsigned(std::clamp<int64_t>((total + per_block - 1) / per_block, 1, int64_t(1) << 30));
     BARACUDA_PW_LAUNCH_K(pw_r_reduce, T, L, grid, st);
     check_launch("loss pointwise gradient (rows, one value per row)");
-    if (L.red_splits > 1) {
-      const unsigned g2 = unsigned(std::clamp<int64_t>((L.red_m + kPwThreads - 1) / kPwThreads, 1, 132 * 16));
-      pw_grad_reduce_finish<T><<<g2, kPwThreads, 0, st>>>(L);
-      check_launch("loss pointwise gradient finish");
-    }
+    pw_grad_reduce_finish_launch<T>(L, st);
     return;
   }
   if (!L.backward && L.reduction != Reduction::None) {
     BARACUDA_PW_LAUNCH_K(pw_r_partial, T, L, unsigned(L.blocks), st);
     check_launch("loss pointwise partial (rows)");
-    pw_finish<T><<<1, 1024, 0, st>>>(L);
-    check_launch("loss pointwise finish");
+    pw_finish_launch<T>(L, st);
     return;
   }
   if (L.n == 0) return;
@@ -860,19 +868,14 @@ void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
     const unsigned grid = unsigned(std::clamp<int64_t>((total + per_block - 1) / per_block, 1, 132 * 16));
     pw_grad_reduce<T><<<grid, kPwThreads, 0, st>>>(L);
     check_launch("loss pointwise gradient (broadcast operand)");
-    if (L.red_splits > 1) {
-      const unsigned g2 = unsigned(std::clamp<int64_t>((L.red_m + kPwThreads - 1) / kPwThreads, 1, 132 * 16));
-      pw_grad_reduce_finish<T><<<g2, kPwThreads, 0, st>>>(L);
-      check_launch("loss pointwise gradient finish");
-    }
+    pw_grad_reduce_finish_launch<T>(L, st);
     return;
   }
   if (L.contig) {
     if (L.reduction != Reduction::None && !L.backward) {
       BARACUDA_PW_LAUNCH_K(pw_c_partial, T, L, unsigned(L.blocks), st);
       check_launch("loss pointwise partial (contiguous)");
-      pw_finish<T><<<1, 1024, 0, st>>>(L);
-      check_launch("loss pointwise finish");
+      pw_finish_launch<T>(L, st);
       return;
     }
     if (L.n == 0) return;
@@ -902,8 +905,7 @@ void pw_launch_typed(const PwLaunch& L, cudaStream_t st) {
   }
   pw_partial<T><<<unsigned(L.blocks), kPwThreads, 0, st>>>(L);
   check_launch("loss pointwise partial");
-  pw_finish<T><<<1, 1024, 0, st>>>(L);
-  check_launch("loss pointwise finish");
+  pw_finish_launch<T>(L, st);
 }
 
 // ---- nll_loss ------------------------------------------------------------------------------
