@@ -1,5 +1,5 @@
-"""The core is usable from C++ without Python: build examples/cpp/elementwise_demo.cpp
-against the installed headers and library, run it, check what it prints."""
+"""The core is usable from C++ without Python: build the programs in examples/cpp against the
+installed headers and library, run them, check what they print."""
 import pathlib
 import shutil
 import subprocess
@@ -9,21 +9,41 @@ import pytest
 import baracuda as bc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEMO = ROOT / "examples" / "cpp" / "elementwise_demo.cpp"
+EXAMPLES = ROOT / "examples" / "cpp"
+
+
+def build_demo(name, tmp_path_factory):
+    """Compile examples/cpp/<name>.cpp against the installed package (warnings are errors)."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++ on PATH")
+    exe = tmp_path_factory.mktemp("cpp") / name
+    inc, lib = bc.get_include(), bc.get_library_dir()
+    cmd = [cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{inc}", str(EXAMPLES / f"{name}.cpp"), "-o",
+           str(exe), f"-L{lib}", "-lbaracuda", f"-Wl,-rpath,{lib}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"compiling {name}.cpp failed:\n{' '.join(cmd)}\n{r.stdout}{r.stderr}"
+    return exe
+
+
+def run_demo(exe):
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}{r.stderr}"
+    return r.stdout, r.stdout.splitlines()
+
+
+def sku_text(k):
+    return repr(k)[len("KernelSku("):-1]  # KernelSku::str()
 
 
 @pytest.fixture(scope="module")
 def demo_binary(tmp_path_factory):
-    cxx = shutil.which("g++")
-    if cxx is None:
-        pytest.skip("no g++ on PATH")
-    exe = tmp_path_factory.mktemp("cpp") / "elementwise_demo"
-    inc, lib = bc.get_include(), bc.get_library_dir()
-    cmd = [cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{inc}", str(DEMO), "-o", str(exe),
-           f"-L{lib}", "-lbaracuda", f"-Wl,-rpath,{lib}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"compiling the C++ demo failed:\n{' '.join(cmd)}\n{r.stdout}{r.stderr}"
-    return exe
+    return build_demo("elementwise_demo", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def norm_softmax_binary(tmp_path_factory):
+    return build_demo("norm_softmax_demo", tmp_path_factory)
 
 
 def test_headers_and_library_ship_with_the_package():
@@ -40,11 +60,24 @@ def test_public_headers_need_no_cuda():
                 f"{h.name} includes {inc}"
 
 
+def test_each_public_header_compiles_on_its_own(tmp_path):
+    # An embedder includes only the family it uses: every header must bring what it needs.
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++ on PATH")
+    inc = pathlib.Path(bc.get_include())
+    headers = sorted((inc / "baracuda").glob("*.h"))
+    assert len(headers) >= 10, headers
+    for h in headers:
+        src = tmp_path / f"only_{h.stem}.cpp"
+        src.write_text(f"#include <baracuda/{h.name}>\nint main() {{ return 0; }}\n")
+        cmd = [cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", f"-I{inc}", str(src)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"baracuda/{h.name} does not compile on its own:\n{r.stdout}{r.stderr}"
+
+
 def test_cpp_demo_runs(demo_binary):
-    r = subprocess.run([str(demo_binary)], capture_output=True, text=True, timeout=300)
-    out = r.stdout
-    assert r.returncode == 0, f"exit {r.returncode}\n{out}{r.stderr}"
-    lines = out.splitlines()
+    out, lines = run_demo(demo_binary)
     # The C++ program must report the same SKUs as Python's select() for the same descriptors.
     f32 = bc.float32
     shape, row = (257, 1031), (1031,)
@@ -52,7 +85,6 @@ def test_cpp_demo_runs(demo_binary):
         "silu", [bc.TensorSpec(shape, f32)], bc.TensorSpec(shape, f32)))
     add = bc.ElementwisePlan.select(bc.ElementwiseDescriptor(
         "add", [bc.TensorSpec(shape, f32), bc.TensorSpec(row, f32)], bc.TensorSpec(shape, f32), {"alpha": 0.5}))
-    sku_text = lambda k: repr(k)[len("KernelSku("):-1]  # noqa: E731  (KernelSku::str())
     assert silu.sku.name == "ew.unary.contiguous"
     assert add.sku.name.startswith("ew.binary.")
     assert f"silu plan: {sku_text(silu.sku)}" in lines, out
@@ -60,6 +92,23 @@ def test_cpp_demo_runs(demo_binary):
     assert any(l.startswith("refused: InvalidDType: silu: x is int32; supported:") for l in lines), out
     if bc.devices():
         assert "silu run: max rel err" in out and "add run: max rel err" in out, out
+        assert "run OK: results match the float64 reference" in out, out
+    else:
+        assert any(l.startswith("no CUDA device: skipped the run") for l in lines), out
+
+
+def test_cpp_norm_softmax_demo_runs(norm_softmax_binary):
+    out, lines = run_demo(norm_softmax_binary)
+    # The same SKUs as Python's select() for the same descriptors.
+    x = bc.TensorSpec((37, 4096), bc.float32)
+    norm = bc.NormPlan.select(bc.NormDescriptor("rms_norm", x, weight=bc.float32, residual=True, eps=1e-6))
+    softmax = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor("softmax", [x], -1, x))
+    assert f"rms_norm plan: {sku_text(norm.sku)}" in lines, out
+    assert f"softmax plan: {sku_text(softmax.sku)}" in lines, out
+    assert any(l.startswith("refused: InvalidArgument: softmax: axis 2 is out of range") for l in lines), out
+    assert any(l.startswith("refused: InvalidArgument: rms_norm: bias is given") for l in lines), out
+    if bc.devices():
+        assert "rms_norm run: max rel err" in out and "softmax run: max rel err" in out, out
         assert "run OK: results match the float64 reference" in out, out
     else:
         assert any(l.startswith("no CUDA device: skipped the run") for l in lines), out

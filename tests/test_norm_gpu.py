@@ -499,6 +499,8 @@ def test_backward_fused_residual(op):
     xd, rd = x.clone().requires_grad_(True), r.clone().requires_grad_(True)
     h = xd + rd
     yr, _, _ = ref_forward(op, h, w)
+    close(y, yr.detach(), torch.float64, "y")
+    close(ro, h.detach(), torch.float64, "residual_out")
     torch.autograd.backward([yr, h], [go, gro])
     if op == "rms_norm":
         gx, _ = bc.rms_norm_backward(go, ro, outs[2], w, grad_residual=gro)

@@ -47,7 +47,6 @@ def _forward(op, x, weight, bias, eps, residual, save_stats, out, residual_out, 
     if len(shape) == 0:
         raise InvalidArgument(f"{op}: x is 0-d; expected at least one dimension (the normalized one)")
     d = _interop.dtype_of(x)
-    fin = []  # (buffer, finish) of the outputs we allocate, in return order
     y, fy = (out, _interop._identity) if out is not None else _interop.output(x, shape, d)
     ro = fro = None
     if residual is not None:
