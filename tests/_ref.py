@@ -62,6 +62,17 @@ def jax_gpu():
         pytest.skip(f"JAX has no GPU backend: {e}")
 
 
+def cupy_gpu():
+    """The cupy module, or skip the test when CuPy or a GPU it can see is missing."""
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no device")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"CuPy sees no GPU: {e}")
+    return cp
+
+
 def gen(key):
     """A CUDA generator seeded from the test's own key: reproducible, different per test."""
     return torch.Generator(device=DEV).manual_seed(zlib.crc32(key.encode()))

@@ -35,16 +35,6 @@ def _raises(exc, fn, *needles):
         assert n in str(info.value), f"{n!r} not in {str(info.value)!r}"
 
 
-def _cupy():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("no device")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"CuPy sees no GPU: {e}")
-    return cp
-
-
 # ---- the same op from every framework -------------------------------------------------------------
 
 # name: (numpy input specs (dtype, shape), call, float64 torch reference of the torch inputs)
@@ -89,7 +79,7 @@ def test_same_answer_from_every_framework(case):
     expected = tres.cpu().numpy()
     ran = ["torch"]
     try:
-        cp = _cupy()
+        cp = R.cupy_gpu()
         cres = call(*[cp.asarray(a) for a in arrays])
         assert isinstance(cres, cp.ndarray), type(cres)
         got = cp.asnumpy(cres)
@@ -146,7 +136,7 @@ def test_zero_copy_torch():
 
 
 def test_zero_copy_cupy():
-    cp = _cupy()
+    cp = R.cupy_gpu()
     x = cp.linspace(-2, 2, 4097, dtype=cp.float32)
     out = cp.full(4097, cp.nan, dtype=cp.float32)
     ptr = out.data.ptr
@@ -196,7 +186,7 @@ def _snapshot(t):
 def test_explicit_stream_is_used(kind):
     """The op is queued behind work already on the stream it is given (and not on another one)."""
     if kind == "cupy":
-        cp = _cupy()
+        cp = R.cupy_gpu()
         handle = cp.cuda.Stream(non_blocking=True)
         ts = torch.cuda.ExternalStream(handle.ptr)
     else:
@@ -242,7 +232,7 @@ def test_torch_current_stream_is_honoured(api):
 
 
 def test_cupy_current_stream_is_honoured():
-    cp = _cupy()
+    cp = R.cupy_gpu()
     x = cp.linspace(-2, 2, 1 << 20, dtype=cp.float32)
     y = cp.full(1 << 20, cp.nan, dtype=cp.float32)
     cs = cp.cuda.Stream(non_blocking=True)
@@ -274,7 +264,7 @@ def test_tensor_on_another_gpu():
     torch.cuda.synchronize(1)
     _raises(errors.InvalidArgument, lambda: bc.add(torch.randn(4097, device="cuda:0"), x), "cuda:")
     try:
-        cp = _cupy()
+        cp = R.cupy_gpu()
         with cp.cuda.Device(1):
             cx = cp.linspace(-1, 1, 100, dtype=cp.float32)
         cy = bc.exp(cx)
@@ -285,7 +275,7 @@ def test_tensor_on_another_gpu():
 
 
 def test_negative_strides_cupy():
-    cp = _cupy()
+    cp = R.cupy_gpu()
     x = cp.linspace(-3, 3, 4097, dtype=cp.float32)
     xr = x[::-1]
     try:

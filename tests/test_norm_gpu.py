@@ -757,18 +757,54 @@ def test_weight_of_wrong_length_names_weight():
 
 
 def test_cupy_input():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("CuPy sees no GPU")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"CuPy sees no GPU: {e}")
+    cp = R.cupy_gpu()
     x = cp.random.standard_normal((33, 1000), dtype=cp.float32)
     w = cp.random.standard_normal((1000,), dtype=cp.float32)
     y, rstd = bc.rms_norm(x, w, save_stats=True)
     assert isinstance(y, cp.ndarray) and isinstance(rstd, cp.ndarray)
     xt, wt = torch.from_dlpack(x), torch.from_dlpack(w)
     close(torch.from_dlpack(y), ref_forward("rms_norm", xt, wt)[0], torch.float32, "cupy y")
+
+
+def test_outputs_that_overlap_themselves_are_refused():
+    # Output rows that share memory (row stride 0, or smaller than H) would race: refused at run.
+    x, go = torch.randn(4, 64, device=DEV), torch.randn(4, 64, device=DEV)
+    shared = torch.empty(64, device=DEV).expand(4, 64)
+    short = torch.empty(4 * 32 + 32, device=DEV).as_strided((4, 64), (32, 1))
+    for y in (shared, short):
+        with pytest.raises(errors.InvalidArgument, match="y has overlapping elements"):
+            bc.rms_norm(x, out=y)
+    _, rstd = bc.rms_norm(x, save_stats=True)
+    with pytest.raises(errors.InvalidArgument, match="grad_x has overlapping elements"):
+        bc.rms_norm_backward(go, x, rstd, out=short)
+    # A broadcast x is a valid input, but not in place (its rows are one row).
+    xb = torch.randn(64, device=DEV).expand(4, 64)
+    close(bc.layer_norm(xb), ref_forward("layer_norm", xb)[0], torch.float32, "broadcast x")
+    with pytest.raises(errors.InvalidArgument, match="y has overlapping elements"):
+        bc.layer_norm(xb, out=xb)
+
+
+def test_reversed_views_are_refused():
+    # CuPy makes views with negative strides; the row and plane kernels walk forwards only, so
+    # they are refused (never read as forward rows / planes).
+    cp = R.cupy_gpu()
+    probe = cp.arange(4, dtype=cp.float32)[::-1]
+    try:
+        exported = cp.from_dlpack(probe).strides == probe.strides
+    except Exception:  # noqa: BLE001
+        exported = False
+    if not exported:  # CuPy before cupy/cupy#10228 exported negative strides as huge positive ones
+        pytest.skip("this CuPy's __dlpack__ does not export negative strides faithfully")
+    x = cp.random.standard_normal((8, 64), dtype=cp.float32)
+    with pytest.raises(errors.Unsupported, match="negative row stride"):
+        bc.rms_norm(x[::-1])
+    with pytest.raises(errors.Unsupported, match="y with strides .* negative row stride"):
+        bc.layer_norm(x, out=cp.empty((8, 64), dtype=cp.float32)[::-1])
+    img = cp.random.standard_normal((2, 4, 16), dtype=cp.float32)
+    with pytest.raises(errors.Unsupported, match="negative stride"):
+        bc.instance_norm(img[:, :, ::-1])
+    with pytest.raises(errors.Unsupported, match="y with strides .* negative stride"):
+        bc.group_norm(img, 2, out=cp.empty((2, 4, 16), dtype=cp.float32)[:, :, ::-1])
 
 
 def test_jax_input():

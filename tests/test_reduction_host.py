@@ -65,6 +65,34 @@ def test_unsupported_dtype():
     refused(errors.Unsupported, lambda: select("sum", S((4, 8), bc.complex64), S((4,), bc.complex64), [1]), "complex")
 
 
+def test_int32_argmax_needs_indices_that_fit():
+    # The last index of the reduced axis must fit int32; the kernel keeps int64 indices, so an
+    # int64 out takes any length.
+    ok, over = 1 << 31, (1 << 31) + 1
+    assert select("argmax", S((ok,), bf16), S((), i32), [0])
+    refused(errors.InvalidArgument, lambda: select("argmin", S((3, over), bf16), S((3,), i32), [1]), "argmin:",
+            "out is int32", "2147483649 elements", "int64")
+    assert select("argmax", S((3, over), bf16), S((3,), i64), [1])
+
+
+def test_broadcast_inputs_larger_than_one_grid():
+    # A stride-0 x can ask for more outputs than a grid has blocks: fewer threads per output
+    # keep the launch in range, and what still does not fit is refused (not launched short).
+    b = bc.DType.bool
+    wide = select("any", S(((1 << 32) + 5, 2048), b, [0, 1]), S(((1 << 32) + 5,), b), [1])
+    assert wide.sku.name == "red.strided.g32", wide.sku.name
+    assert select("sum", S(((1 << 34) + 3, 100), bf16, [0, 1]), S(((1 << 34) + 3,), f32), [1]).sku.name == \
+        "red.strided.g4"
+    refused(errors.Unsupported, lambda: select("sum", S((1 << 40, 100), bf16, [0, 1]), S((1 << 40,), f32), [1]),
+            "sum:", "1099511627776 outputs", "blocks")
+    refused(errors.Unsupported, lambda: select("sum", S((1 << 40, 1 << 40), bf16, [0, 0]), S((), f32)),
+            "more than 2^63 - 1 elements")
+    # the statistics pass of a backward plan takes the same limit
+    refused(errors.Unsupported, lambda: select("amax_backward", S((1 << 40, 100), bf16, [0, 1]), S((1 << 40, 100), bf16),
+                                               [1], grad_out=S((1 << 40,), bf16), y=S((1 << 40,), bf16)),
+            "amax_backward:", "outputs")
+
+
 def test_argmax_takes_one_axis():
     refused(errors.InvalidArgument, lambda: select("argmax", S((4, 8, 2), f32), S((8,), i64), [0, 2]), "axes", "one")
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "baracuda/errors.h"
@@ -24,22 +25,24 @@ bool is_norm_dtype(DType t) {
 
 DType stats_dtype(DType x) { return x == DType::Float64 ? DType::Float64 : DType::Float32; }
 
-// The row stride of a [..., H] view whose leading dims address rows with one stride, or -1.
-// Size-1 dims are ignored; with no leading dim of size > 1 any stride works (returns H).
-int64_t collapse_rows(const int64_t* shape, const int64_t* strides, int ndim) {
+// The row stride of a [..., H] view whose leading dims address rows with one stride (of either
+// sign), or nullopt. Size-1 dims are ignored; with no leading dim of size > 1 any stride works
+// (returns H).
+std::optional<int64_t> collapse_rows(const int64_t* shape, const int64_t* strides, int ndim) {
   const int64_t H = ndim ? shape[ndim - 1] : 1;
-  int64_t rs = -1, expect = 0;
+  bool found = false;
+  int64_t rs = H, expect = 0;
   for (int d = ndim - 2; d >= 0; --d) {
     if (shape[d] == 1) continue;
-    if (rs < 0) {
+    if (!found) {
+      found = true;
       rs = strides[d];
-      expect = strides[d] * shape[d];
-    } else {
-      if (strides[d] != expect) return -2;
-      expect = strides[d] * shape[d];
+    } else if (strides[d] != expect) {
+      return std::nullopt;
     }
+    expect = strides[d] * shape[d];
   }
-  return rs < 0 ? H : rs;
+  return rs;
 }
 
 bool overlaps(const TensorView& a, const TensorView& b) {
@@ -129,10 +132,15 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   if (I.H > 1 && st[r - 1] != 1)
     throw Unsupported(op + ": x has stride " + std::to_string(st[r - 1]) +
                       " along its last (normalized) dimension; unit stride is required (pass a contiguous x)");
-  if (collapse_rows(x.shape.data(), st.data(), r) == -2)
+  const std::optional<int64_t> x_rs = collapse_rows(x.shape.data(), st.data(), r);
+  if (!x_rs)
     throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " and strides " + shape_str(st) +
                       " does not address its rows with one row stride; supported: contiguous rows or a slice of the "
                       "last dimension (pass a contiguous x)");
+  if (*x_rs < 0)
+    throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " has strides " + shape_str(st) +
+                      ": its rows run backwards (a negative row stride), which the row kernels do not take (pass a "
+                      "contiguous x)");
 
   // Kernel configurations: register-resident (when the row fits and the run's pointers are
   // 16-byte aligned), looped with vectors (aligned, row too long), looped scalar (otherwise).
@@ -224,9 +232,9 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   };
   auto same_device = [&](const TensorView& v, const std::string& name) { check_same_device(op, v, device, name); };
   check_view(op, "x", t.x, D.x, device, "x");  // x: exactly the descriptor's spec
-  const int64_t x_rs = collapse_rows(t.x.shape, t.x.strides, t.x.ndim);
+  const int64_t x_rs = *collapse_rows(t.x.shape, t.x.strides, t.x.ndim);  // x matches the selected spec
   // Another [..., H] row tensor: x's shape and dtype, unit column stride, one row stride.
-  auto row_tensor = [&](const TensorView& v, const std::string& name) -> int64_t {
+  auto row_tensor = [&](const TensorView& v, const std::string& name, bool output) -> int64_t {
     if (v.dtype != dt)
       throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(dt) +
                          " (x's dtype)");
@@ -237,11 +245,20 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
     if (I.H > 1 && v.strides[r - 1] != 1)
       throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[r - 1]) +
                         " along its last dimension; unit stride is required");
-    const int64_t rs = collapse_rows(v.shape, v.strides, v.ndim);
-    if (rs == -2)
+    const std::optional<int64_t> rs = collapse_rows(v.shape, v.strides, v.ndim);
+    if (!rs)
       throw Unsupported(op + ": " + name + " with strides " + shape_str(v.strides, v.ndim) +
                         " does not address its rows with one row stride (pass a contiguous tensor)");
-    return rs;
+    if (*rs < 0)
+      throw Unsupported(op + ": " + name + " with strides " + shape_str(v.strides, v.ndim) +
+                        " runs its rows backwards (a negative row stride), which the row kernels do not take (pass a "
+                        "contiguous tensor)");
+    // An output whose rows share memory (a 0 or too small row stride) would be a race.
+    if (output && !non_overlapping(std::vector<int64_t>(v.shape, v.shape + v.ndim),
+                                   std::vector<int64_t>(v.strides, v.strides + v.ndim)))
+      throw InvalidArgument(op + ": " + name + " has overlapping elements (strides " + shape_str(v.strides, v.ndim) +
+                            "); an output must address each element once");
+    return *rs;
   };
   auto param = [&](const TensorView& v, const std::optional<DType>& want, const std::string& name) {
     if (v.dtype != *want)
@@ -289,7 +306,7 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   if (!I.backward) {
     require(t.y, true, "y", "the forward ops write y");
     L.y = t.y.data;
-    L.y_rs = row_tensor(t.y, "y");
+    L.y_rs = row_tensor(t.y, "y", true);
     outs.push_back({&t.y, "y"});
     in_place.push_back({&t.y, &t.x});
     require(t.weight, bool(D.weight), "weight", D.weight ? "the plan was selected with a weight" : "the plan was selected without a weight");
@@ -302,9 +319,9 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
     require(t.residual_out, D.residual, "residual_out", why_res);
     if (D.residual) {
       L.res = t.residual.data;
-      L.res_rs = row_tensor(t.residual, "residual");
+      L.res_rs = row_tensor(t.residual, "residual", false);
       L.res_out = t.residual_out.data;
-      L.res_out_rs = row_tensor(t.residual_out, "residual_out");
+      L.res_out_rs = row_tensor(t.residual_out, "residual_out", true);
       ins.push_back({&t.residual, "residual"});
       outs.push_back({&t.residual_out, "residual_out"});
       in_place.push_back({&t.residual_out, &t.residual});
@@ -325,9 +342,9 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
     require(t.grad_out, true, "grad_out", "the backward ops read grad_out");
     require(t.grad_x, true, "grad_x", "the backward ops write grad_x");
     L.gy = t.grad_out.data;
-    L.gy_rs = row_tensor(t.grad_out, "grad_out");
+    L.gy_rs = row_tensor(t.grad_out, "grad_out", false);
     L.gx = t.grad_x.data;
-    L.gx_rs = row_tensor(t.grad_x, "grad_x");
+    L.gx_rs = row_tensor(t.grad_x, "grad_x", true);
     ins.push_back({&t.grad_out, "grad_out"});
     outs.push_back({&t.grad_x, "grad_x"});
     require(t.rstd, true, "rstd", "the backward ops read the saved rstd");
@@ -357,7 +374,7 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
             D.residual ? "the plan was selected with a residual" : "the plan was selected without a residual");
     if (D.residual) {
       L.gres = t.grad_residual.data;
-      L.gres_rs = row_tensor(t.grad_residual, "grad_residual");
+      L.gres_rs = row_tensor(t.grad_residual, "grad_residual", false);
       ins.push_back({&t.grad_residual, "grad_residual"});
       in_place.push_back({&t.grad_x, &t.grad_residual});
       strides_to_align.push_back(L.gres_rs);

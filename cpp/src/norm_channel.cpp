@@ -27,22 +27,24 @@ std::string num_str(double e) {
   return os.str();
 }
 
-// [N, C, *spatial] -> element strides of (n, c, s); false when the spatial dims do not collapse to
-// one stride. Size-1 dims take any stride; S <= 1 gives s-stride 1.
+// [N, C, *spatial] -> element strides of (n, c, s), of either sign; false when the spatial dims do
+// not collapse to one stride. Size-1 dims take any stride; S <= 1 gives s-stride 1.
 bool collapse_ncs(const int64_t* shape, const int64_t* strides, int r, int64_t out[3]) {
   out[0] = shape[0] == 1 ? 0 : strides[0];
   out[1] = shape[1] == 1 ? 0 : strides[1];
-  int64_t ss = -1, expect = 0;
+  bool found = false;
+  int64_t ss = 1, expect = 0;
   for (int d = r - 1; d >= 2; --d) {
     if (shape[d] == 1) continue;
-    if (ss < 0) {
+    if (!found) {
+      found = true;
       ss = strides[d];
     } else if (strides[d] != expect) {
       return false;
     }
     expect = strides[d] * shape[d];
   }
-  out[2] = ss < 0 ? 1 : ss;
+  out[2] = ss;
   return true;
 }
 
@@ -186,6 +188,10 @@ ChannelNormPlan ChannelNormPlan::select(const ChannelNormDescriptor& desc, const
     throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " and strides " + shape_str(st) +
                       " has spatial dims that do not collapse to one stride; supported layouts: contiguous [N, C, "
                       "*spatial] or channels-last (pass x.contiguous() or a channels_last tensor)");
+  if (ncs[2] < 0)
+    throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " has strides " + shape_str(st) +
+                      ": its spatial dims run backwards (a negative stride), which the kernels do not take; pass "
+                      "x.contiguous()");
   const bool s_unit = I.S <= 1 || ncs[2] == 1, c_unit = I.C <= 1 || ncs[1] == 1;
   if (!s_unit && !c_unit)
     throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " has strides " + shape_str(st) +
@@ -308,6 +314,10 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
       throw Unsupported(op + ": " + name + " with strides " + shape_str(v.strides, v.ndim) +
                         " has spatial dims that do not collapse to one stride; supported: contiguous [N, C, *spatial] "
                         "or channels-last");
+    if (out[2] < 0)
+      throw Unsupported(op + ": " + name + " with strides " + shape_str(v.strides, v.ndim) +
+                        ": its spatial dims run backwards (a negative stride), which the kernels do not take; pass "
+                        "a contiguous tensor");
     remap(out);
     if (output && !non_overlapping(std::vector<int64_t>(v.shape, v.shape + v.ndim),
                                    std::vector<int64_t>(v.strides, v.strides + v.ndim)))

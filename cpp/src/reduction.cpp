@@ -94,6 +94,14 @@ struct DimInfo {
   bool reduced;
 };
 
+constexpr int64_t kMaxGridX = 2147483647;  // gridDim.x
+// Blocks along x of a forward launch (the columns kernel at its scalar fallback, the rows and
+// strided kernels at L.group threads per output: the short-rows kernel needs fewer).
+int64_t grid_x(const RedLaunch& L) {
+  const int64_t per_block = L.path == Path::Columns ? 256 / L.wy : 256 / L.group;
+  return (L.g.K + per_block - 1) / per_block;
+}
+
 void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::vector<int64_t>& xstrides,
                     const std::vector<bool>& reduced, const std::vector<int64_t>& out_stride_of) {
   const RedTuning T = tuning();
@@ -167,6 +175,14 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
     L.path = Path::Strided;
     L.group = g.R <= 16 ? 1 : (g.R <= 1024 ? 32 : 256);
   }
+  // The kernels give every output a slot in the grid (no loop over outputs), and a broadcast x
+  // (stride 0 along kept dims) can ask for more outputs than one grid holds: fewer threads per
+  // output keep the grid in range (select refuses what still does not fit).
+  if (L.path != Path::Columns)
+    while (grid_x(L) > kMaxGridX && L.group > (L.path == Path::Rows ? 4 : 1)) {
+      L.group = L.group == 256 ? 32 : (L.group == 32 ? 4 : 1);
+      L.short_p = 0;
+    }
   L.splits = 1;
   L.seg = 0;
   if (g.K == 0 || g.R == 0) return;
@@ -219,6 +235,13 @@ std::string path_name(const RedLaunch& L) {
     case Path::Columns: return "columns";
     default: return "strided";
   }
+}
+
+void refuse_oversized_grid(const std::string& op, const TensorSpec& x, const RedLaunch& L) {
+  if (grid_x(L) > kMaxGridX)
+    throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " and strides " + shape_str(x.effective_strides()) +
+                      " asks for " + std::to_string(L.g.K) + " outputs, more than one launch of the " +
+                      path_name(L) + " kernel covers (" + std::to_string(kMaxGridX) + " blocks)");
 }
 
 }  // namespace
@@ -399,8 +422,16 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
         if (!reduced[d]) out_stride_of[d] = out_strides[reduced_index[d]];
     }
   }
-  int64_t R = 1, K = 1;
-  for (int d = 0; d < r; ++d) (reduced[d] ? R : K) *= x.shape[d];
+  // Logical sizes (a broadcast x may be far larger than its memory): they must fit int64.
+  int64_t R = 1, K = 1, total = 1;
+  for (int d = 0; d < r; ++d) {
+    int64_t& part = reduced[d] ? R : K;
+    if (__builtin_mul_overflow(part, x.shape[d], &part) || __builtin_mul_overflow(total, x.shape[d], &total))
+      throw Unsupported(op + ": x of shape " + shape_str(x.shape) + " has more than 2^63 - 1 elements");
+  }
+  if ((kind == RedKind::Argmax || kind == RedKind::Argmin) && desc.out.dtype == DType::Int32 && R - 1 > INT32_MAX)
+    throw InvalidArgument(op + ": out is int32 but x has " + std::to_string(R) +
+                          " elements along the reduced axis: indices past 2^31 - 1 do not fit int32; use an int64 out");
   const bool no_identity = kind == RedKind::Amax || kind == RedKind::Amin || kind == RedKind::Argmax ||
                            kind == RedKind::Argmin;
   if (!impl->backward && no_identity && R == 0)
@@ -427,6 +458,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
     L.out_dtype = desc.out.dtype;
     L.p0 = correction;
     build_geometry(L, x.shape, x.effective_strides(), reduced, out_stride_of);
+    refuse_oversized_grid(op, x, L);
     fit_workspace(L, pref.workspace_limit);
     impl->workspace = partial_bytes(L);
     k.layout = path_name(L);
@@ -495,6 +527,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
     P.in_dtype = dt;
     P.out_dtype = dt;
     build_geometry(P, x.shape, x.effective_strides(), reduced, stat_stride);
+    refuse_oversized_grid(op, x, P);
     fit_workspace(P, pref.workspace_limit < 0 ? -1 : std::max<int64_t>(0, pref.workspace_limit - round256(K * red::stat_bytes(dt))));
     impl->stats_bytes = round256(K * red::stat_bytes(dt));
     impl->workspace = impl->stats_bytes + partial_bytes(P);
