@@ -6,7 +6,6 @@ API. Tensors that look like CUDA tensors are faked with hand-made DLPack capsule
 run() here is refused (or has nothing to do) before anything reaches the device, so the
 fakes' addresses are never dereferenced.
 """
-import ctypes
 import importlib.metadata
 import subprocess
 import sys
@@ -391,63 +390,7 @@ def test_plan_preference_defaults():
 
 # ---- DLPack: what run() refuses before touching the device -----------------------------------
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-
-_CODES = {f32: (2, 32), f16: (2, 16), f64: (2, 64), bf16: (4, 16), i32: (0, 32), bc.uint8: (1, 8)}
-
-
-class FakeTensor:
-    """Exports a DLPack capsule describing memory at `addr` on a CUDA device (type 2).
-
-    The memory does not exist: use only where run() must refuse before launching.
-    """
-
-    def __init__(self, shape, dtype=f32, strides=None, addr=0x7F0000000000, device_type=2, device=0,
-                 code_bits=None, lanes=1):
-        n = len(shape)
-        if strides is None:
-            strides, acc = [], 1
-            for s in reversed(shape):
-                strides.insert(0, acc)
-                acc *= s
-        self.shape = tuple(shape)
-        self._shape = (ctypes.c_int64 * max(n, 1))(*shape)
-        self._strides = (ctypes.c_int64 * max(n, 1))(*strides)
-        self._code_bits = code_bits or _CODES[dtype]
-        self._lanes, self._addr, self._dev = lanes, addr, (device_type, device)
-        self._keep = []
-
-    def __dlpack__(self, **kwargs):
-        mt = _DLManagedTensor()
-        t = mt.dl_tensor
-        t.data, t.device, t.ndim = self._addr, _DLDevice(*self._dev), len(self.shape)
-        t.dtype = _DLDataType(self._code_bits[0], self._code_bits[1], self._lanes)
-        t.shape, t.strides = self._shape, self._strides
-        self._keep.append(mt)
-        return _capsule_new(ctypes.addressof(mt), b"dltensor", None)
-
-    def __dlpack_device__(self):
-        return self._dev
+from _fake import FakeTensor  # noqa: E402
 
 
 MiB = 1 << 20
@@ -742,3 +685,24 @@ def test_get_include_and_library_dir():
 
     assert (pathlib.Path(bc.get_include()) / "baracuda" / "elementwise.h").is_file()
     assert any(p.name == "libbaracuda.so" for p in pathlib.Path(bc.get_library_dir()).iterdir())
+
+
+def test_run_checks_the_workspace_layout_and_device():
+    # run() sees the workspace as one block of bytes: a strided or broadcast tensor, or one on
+    # another device than the operands, is refused when the bindings import it.
+    plan = bc.ReductionPlan.select(bc.ReductionDescriptor("sum", S((1 << 24,), f32), S((), f32), [0]))
+    need = plan.workspace_bytes()
+    assert need > 0
+    x, out = FakeTensor((1 << 24,), addr=IN0), FakeTensor((), addr=OUT)
+    for bad in (FakeTensor((need,), dtype=bc.uint8, strides=[0], addr=WS),
+                FakeTensor((need,), dtype=bc.uint8, strides=[2], addr=WS)):
+        refused(errors.InvalidArgument, lambda: plan.run(out, x, workspace=bad), "workspace: expected a contiguous")
+    refused(errors.InvalidArgument, lambda: plan.run(out, x, workspace=FakeTensor((need,), dtype=bc.uint8, addr=WS,
+                                                                                    device=1)),
+            "workspace: is on cuda:1 but the operands are on cuda:0")
+
+
+def test_run_refuses_a_pointer_inside_an_element(silu_plan):
+    # a DLPack view that starts mid-element (a byte offset into another dtype's buffer)
+    refused(errors.InvalidArgument, lambda: silu_plan.run(FakeTensor((4, 8), addr=OUT), FakeTensor((4, 8), addr=IN0 + 2)),
+            "input 0: its data pointer is not aligned to its 4-byte elements")

@@ -511,3 +511,76 @@ def test_ctc_descriptor_identity_and_registry():
     assert row["backward"] and len(row["dtypes"]) == 4 and all(d in row["dtypes"] for d in (f16, bf16, f32, f64))
     assert callable(bc.ctc_loss) and callable(bc.ctc_loss_backward)
     assert bc.CtcLossPlan is bc._C.CtcLossPlan
+
+
+# ---- run(): aliasing and presence, refused before anything reaches the device ----------------------
+# Fake CUDA tensors (tests/_fake.py) at distinct addresses; every run below must be refused.
+from _fake import FakeTensor  # noqa: E402
+
+_BUF = [0x7F0000000000 + k * (256 << 20) for k in range(8)]
+
+
+def fake(shape, dt=f32, k=0, strides=None, offset=0, device=0):
+    return FakeTensor(shape, dt, strides, addr=_BUF[k] + offset, device=device)
+
+
+def test_cross_entropy_run_refuses_aliasing_and_unselected_tensors():
+    N, V = 64, 1000
+    x, t, lse, out, g = fake((N, V), k=0), fake((N,), i64, k=1), fake((N,), k=2), fake((N,), k=3), fake((N, V), k=4)
+    fused = ce((N, V), f32, with_grad=True, reduction="none")
+    ws = fake((fused.workspace_bytes(),), bc.uint8, k=5)
+    run = fused.run
+    # the fused forward's cluster kernel reads logits after other warps wrote gradients: no in place
+    refused(errors.InvalidArgument, lambda: run(x, t, lse, ws, out=out, grad_input=x), "grad_input overlaps input")
+    refused(errors.InvalidArgument, lambda: run(x, t, fake((N,), k=2, strides=[0]), ws, out=out, grad_input=g),
+            "lse has overlapping elements")
+    refused(errors.InvalidArgument, lambda: run(x, t, lse, ws, out=fake((N,), k=3, strides=[0]), grad_input=g),
+            "out has overlapping elements")
+    refused(errors.InvalidArgument, lambda: run(x, t, lse, ws, out=fake((N,), k=4), grad_input=g), "overlaps")
+    refused(errors.InvalidArgument, lambda: run(x, t, lse, fake((fused.workspace_bytes(),), bc.uint8, k=0), out=out,
+                                                grad_input=g), "workspace overlaps input")
+    refused(errors.InvalidArgument, lambda: run(x, t, lse, ws, out=out, grad_input=g, weight=fake((V,), k=6)),
+            "weight is given", "selected without it")
+    plain = ce((N, V), f32, reduction="none")
+    refused(errors.InvalidArgument, lambda: plain.run(x, t, lse, ws, out=out, grad_input=g), "grad_input is given")
+    # the backward may write the gradient over the logits (same view), not over what it reads
+    bwd = bc.LossPlan.select(bc.LossDescriptor("cross_entropy_backward", S((N, V), f32), S((N,), i64),
+                                               reduction="none", has_grad_loss=True, grad_input=S((N, V), f32)))
+    bws = fake((max(bwd.workspace_bytes(), 1),), bc.uint8, k=5)
+    refused(errors.InvalidArgument, lambda: bwd.run(x, t, fake((N,), k=4, offset=64), bws, grad_input=g,
+                                                    grad_loss=fake((N,), k=3)), "grad_input overlaps lse")
+    refused(errors.InvalidArgument, lambda: bwd.run(x, t, lse, bws, grad_input=fake((N, V), k=0, offset=4 * V),
+                                                    grad_loss=fake((N,), k=3)), "grad_input overlaps input")
+
+
+def test_nll_pointwise_row_and_ctc_runs_refuse_aliasing():
+    # nll_loss: a per-row out with stride 0 would collapse the rows
+    nll = bc.LossPlan.select(bc.LossDescriptor("nll_loss", S((64, 10), f32), S((64,), i64), reduction="none"))
+    ws = fake((max(nll.workspace_bytes(), 256),), bc.uint8, k=5)
+    refused(errors.InvalidArgument, lambda: nll.run(fake((64, 10)), fake((64,), i64, k=1), None, ws,
+                                                    out=fake((64,), k=3, strides=[0])), "out has overlapping elements")
+    # pointwise, reduction none: out may be the input itself, not a shifted view of it
+    mse = bc.LossPlan.select(bc.LossDescriptor("mse_loss", S((64, 10), f32), S((64, 10), f32), reduction="none"))
+    refused(errors.InvalidArgument, lambda: mse.run(fake((64, 10)), fake((64, 10), k=1), None, None,
+                                                    out=fake((64, 10), k=0, offset=4)),
+            "out overlaps input without being the same view")
+    # pointwise backward: a gradient over the (scalar) upstream gradient every thread reads
+    mse_b = bc.LossPlan.select(bc.LossDescriptor("mse_loss_backward", S((64, 10), f32), S((64, 10), f32),
+                                                 grad_loss=S((), f32), grad_input=S((64, 10), f32)))
+    refused(errors.InvalidArgument, lambda: mse_b.run(fake((64, 10)), fake((64, 10), k=1), None, None,
+                                                      grad_input=fake((64, 10), k=3), grad_loss=fake((), k=3)),
+            "grad_input overlaps grad_loss")
+    # row losses: the gradient must not overlap grad_loss (read once per row), a per-row out no stride 0
+    rb = row("multi_margin_loss_backward", reduction="none", grad_input=S((8, 100), f32))
+    refused(errors.InvalidArgument, lambda: rb.run(fake((8, 100)), fake((8,), i64, k=1), None, None,
+                                                   grad_input=fake((8, 100), k=3), grad_loss=fake((8,), k=3, offset=64)),
+            "overlaps grad_loss")
+    rf = row("multi_margin_loss", reduction="none")
+    refused(errors.InvalidArgument, lambda: rf.run(fake((8, 100)), fake((8,), i64, k=1), None, None,
+                                                   out=fake((8,), k=3, strides=[0])), "out has overlapping elements")
+    # ctc_loss, reduction none: one loss per sample
+    p = ctc(reduction="none")
+    la = fake(tuple(p.log_alpha_shape()), f32, k=4)
+    refused(errors.InvalidArgument, lambda: p.run(fake((50, 4, 20)), fake((4, 7), i64, k=1), fake((4,), i64, k=2),
+                                                  fake((4,), i64, k=2, offset=64), la, None,
+                                                  out=fake((4,), k=3, strides=[0])), "out has overlapping elements")

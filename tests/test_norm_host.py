@@ -470,3 +470,37 @@ def test_channel_functional_refuses_numpy():
     np = pytest.importorskip("numpy")
     refused(errors.InvalidArgument, lambda: bc.group_norm(np.ones((2, 4, 3), np.float32), 2), "numpy")
     refused(errors.InvalidArgument, lambda: bc.batch_norm(np.ones((2, 4, 3), np.float32)), "numpy")
+
+
+# ---- run(): layouts refused before anything reaches the device (fake CUDA tensors) -----------------
+from _fake import FakeTensor  # noqa: E402
+
+_BUF = [0x7F0000000000 + k * (256 << 20) for k in range(6)]
+
+
+def fake(shape, dt=f32, k=0, strides=None, offset=0):
+    return FakeTensor(shape, dt, strides, addr=_BUF[k] + offset)
+
+
+def test_row_norm_run_refuses_overlapping_and_reversed_outputs():
+    plan = bc.NormPlan.select(D("rms_norm", (8, 64), f32))
+    x = fake((8, 64))
+    refused(errors.InvalidArgument, lambda: plan.run(y=fake((8, 64), k=1, strides=[0, 1]), x=x),
+            "y has overlapping elements")
+    refused(errors.InvalidArgument, lambda: plan.run(y=fake((8, 64), k=1, strides=[32, 1]), x=x),
+            "y has overlapping elements")
+    # a reversed y (CuPy y[::-1]): its rows run backwards from the pointer
+    refused(errors.Unsupported, lambda: plan.run(y=fake((8, 64), k=1, strides=[-64, 1], offset=7 * 64 * 4), x=x),
+            "y with strides (-64, 1)", "negative row stride")
+    bwd = bc.NormPlan.select(D("layer_norm_backward", (8, 64), f32))
+    refused(errors.InvalidArgument, lambda: bwd.run(grad_x=fake((8, 64), k=2, strides=[0, 1]), grad_out=fake((8, 64), k=1),
+                                                    x=x, mean=fake((8,), k=3), rstd=fake((8,), k=4)),
+            "grad_x has overlapping elements")
+
+
+def test_channel_norm_run_refuses_a_reversed_spatial_output():
+    plan = bc.ChannelNormPlan.select(CD("instance_norm", (2, 4, 16), f32))
+    ws = fake((max(plan.workspace_bytes(), 256),), bc.uint8, k=5)
+    refused(errors.Unsupported, lambda: plan.run(y=fake((2, 4, 16), k=1, strides=[64, 16, -1], offset=15 * 4),
+                                                 x=fake((2, 4, 16)), workspace=ws),
+            "y with strides (64, 16, -1)", "negative stride")

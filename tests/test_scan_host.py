@@ -176,3 +176,9 @@ def test_functional_surface():
         assert fn.__name__ == name and OPS[name]["doc"] in fn.__doc__
     with pytest.raises(errors.InvalidArgument, match="CUDA tensor"):
         bc.cumsum([1, 2, 3], 0)
+
+
+def test_logical_sizes_past_int64_are_refused():
+    huge = S((1 << 40, 1 << 40), f32, [0, 0])
+    refused(errors.Unsupported, lambda: select("cumsum", [huge], [S((1 << 40, 1 << 40), f32)], 1),
+            "more than 2^63 - 1 elements")

@@ -73,16 +73,29 @@ Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle wo
   return w;
 }
 
-Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc) {
+Workspace import_workspace(nb::handle workspace, int device) {
+  Workspace w;
+  if (!workspace.is_valid() || workspace.is_none()) return w;
+  w.imported = import_tensor(workspace, "workspace", true);
+  const TensorView& v = w.imported.view;
+  // run() sees a pointer and a byte count: a strided or broadcast view would be written past.
+  if (!v.is_contiguous())
+    throw InvalidArgument("workspace: expected a contiguous tensor (its bytes are used as one block), got shape " +
+                          shape_str(v.shape, v.ndim) + " with strides " + shape_str(v.strides, v.ndim));
+  if (v.numel() > 0 && v.device != device)
+    throw InvalidArgument("workspace: is on cuda:" + std::to_string(v.device) + " but the operands are on cuda:" +
+                          std::to_string(device));
+  w.data = v.data;
+  w.size = v.numel() * int64_t(dtype_size(v.dtype));
+  return w;
+}
+
+Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc, int device) {
   if (workspace.is_none()) {
     if (workspace_alloc.is_none()) return Workspace{};
     return allocate_workspace("workspace", bytes, workspace_alloc);  // empty when bytes == 0
   }
-  Workspace w;
-  w.imported = import_tensor(workspace, "workspace", true);
-  w.data = w.imported.view.data;
-  w.size = w.imported.view.numel() * int64_t(dtype_size(w.imported.view.dtype));
-  return w;
+  return import_workspace(workspace, device);
 }
 
 void append_key(std::string& key, const TensorView& v) {
@@ -170,6 +183,12 @@ void fill_view(Imported& r, const Arr& arr, const char* name) {
     v.shape[i] = int64_t(arr.shape(i));
     v.strides[i] = arr.stride(i);
   }
+  // Kernels load whole elements (and wider vectors where aligned): a producer's view that starts
+  // mid-element (a byte offset into another dtype's buffer) would fault or read torn values.
+  const size_t es = dtype_size(v.dtype);
+  if (v.data && es > 1 && reinterpret_cast<uintptr_t>(v.data) % es)
+    throw InvalidArgument(std::string(name) + ": its data pointer is not aligned to its " + std::to_string(es) +
+                          "-byte elements (" + dtype_name(v.dtype) + ")");
 }
 
 Imported import_tensor(nb::handle h, const char* name, bool writable) {

@@ -71,10 +71,13 @@ struct Workspace {
   int64_t size = 0;
 };
 Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc);
+// A caller's workspace tensor (None or unset: none): a writable, contiguous CUDA tensor on
+// `device` (the operands'); run() is offered its whole size in bytes.
+Workspace import_workspace(nb::handle workspace, int device);
 // The workspace of a plan's run: the caller's `workspace` tensor when given (its whole size),
 // else `bytes` from `workspace_alloc` when there is one and bytes > 0, else none (run() then
 // says what it needed).
-Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc);
+Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc, int device);
 
 DType dtype_from_dlpack(nb::dlpack::dtype t, const char* name);
 nb::dlpack::dtype dlpack_from_dtype(DType t);

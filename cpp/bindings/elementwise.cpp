@@ -30,21 +30,14 @@ void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& input
     ins[i] = import_tensor(inputs[i], kNames[i], false);
     views[i] = ins[i].view;
   }
-  void* ws = nullptr;
-  int64_t ws_size = 0;
-  Imported w;
-  if (!workspace.is_none()) {
-    w = import_tensor(workspace, "workspace", true);
-    ws = w.view.data;
-    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  }
   const Imported& like = n == 0 ? o : ins[0];
+  const Workspace w = import_workspace(workspace, o.view.device);
   StreamHandle s = resolve_stream(stream, like);
   if (inputs.size() > 4)
     throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(inputs.size()) + " inputs");
   {
     nb::gil_scoped_release release;
-    plan.run(o.view, views, n, ws, ws_size, s);
+    plan.run(o.view, views, n, w.data, w.size, s);
   }
   finish_for_framework(like, s);
 }

@@ -68,13 +68,9 @@ void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int6
       *view = extra[i].view;
     }
   }
-  void* ws = nullptr;
-  Imported w;
-  if (workspace.is_valid() && !workspace.is_none()) {
-    w = import_tensor(workspace, "workspace", true);
-    ws = w.view.data;
-    if (workspace_size < 0) workspace_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  }
+  const Workspace w = import_workspace(workspace, a.view.device);
+  void* ws = w.data;
+  if (ws && workspace_size < 0) workspace_size = w.size;
   StreamHandle s = resolve_stream(stream, a);
   {
     nb::gil_scoped_release release;
@@ -239,22 +235,16 @@ void init_gemm(nb::module_& m) {
            [](const GroupedGemmPlan& p, nb::handle out, nb::handle x, nb::handle w, nb::handle offsets,
               nb::handle bias, nb::handle workspace, nb::handle stream) {
              Imported o = import_tensor(out, "out", true), ix = import_tensor(x, "x", false),
-                      iw = import_tensor(w, "w", false), io, ib, iws;
+                      iw = import_tensor(w, "w", false), io, ib;
              GroupedGemmTensors t;
              t.out = o.view, t.x = ix.view, t.w = iw.view;
              if (!offsets.is_none()) io = import_tensor(offsets, "offsets", false), t.offsets = io.view;
              if (!bias.is_none()) ib = import_tensor(bias, "bias", false), t.bias = ib.view;
-             void* ws = nullptr;
-             int64_t ws_size = 0;
-             if (!workspace.is_none()) {
-               iws = import_tensor(workspace, "workspace", true);
-               ws = iws.view.data;
-               ws_size = iws.view.numel() * int64_t(dtype_size(iws.view.dtype));
-             }
+             const Workspace ws = import_workspace(workspace, ix.view.device);
              StreamHandle s = resolve_stream(stream, ix);
              {
                nb::gil_scoped_release release;
-               p.run(t, ws, ws_size, s);
+               p.run(t, ws.data, ws.size, s);
              }
              finish_for_framework(ix, s);
            },

@@ -104,7 +104,7 @@ void init_loss(nb::module_& m) {
              const bool fwd = plan.descriptor().op == "cross_entropy";
              Imported l;
              if (!lse.is_none()) { l = import_tensor(lse, "lse", fwd); T.lse = l.view; }
-             Imported o, w, g, gl, ws;
+             Imported o, w, g, gl;
              std::vector<Imported> ex;
              if (!extra.is_none()) {
                for (nb::handle e : extra) ex.push_back(import_tensor(e, "extra", false));
@@ -119,17 +119,11 @@ void init_loss(nb::module_& m) {
                for (nb::handle e : grads) gs.push_back(import_tensor(e, "grads", true));
                for (auto& e : gs) T.grads.push_back(e.view);
              }
-             void* wsp = nullptr;
-             int64_t wsn = 0;
-             if (!workspace.is_none()) {
-               ws = import_tensor(workspace, "workspace", true);
-               wsp = ws.view.data;
-               wsn = ws.view.numel() * int64_t(dtype_size(ws.view.dtype));
-             }
+             const Workspace ws = import_workspace(workspace, x.view.device);
              StreamHandle s = resolve_stream(stream, x);
              {
                nb::gil_scoped_release release;
-               plan.run(T, wsp, wsn, s);
+               plan.run(T, ws.data, ws.size, s);
              }
              finish_for_framework(x, s);
            },
@@ -221,24 +215,18 @@ void init_ctc_loss(nb::module_& m) {
              T.input_lengths = il.view;
              T.target_lengths = tl.view;
              T.log_alpha = la.view;
-             Imported o, gl, g, ws;
+             Imported o, gl, g;
              if (!out.is_none()) { o = import_tensor(out, "out", true); T.out = o.view; }
              if (!grad_loss.is_none()) { gl = import_tensor(grad_loss, "grad_loss", false); T.grad_loss = gl.view; }
              if (!grad_log_probs.is_none()) {
                g = import_tensor(grad_log_probs, "grad_log_probs", true);
                T.grad_log_probs = g.view;
              }
-             void* wsp = nullptr;
-             int64_t wsn = 0;
-             if (!workspace.is_none()) {
-               ws = import_tensor(workspace, "workspace", true);
-               wsp = ws.view.data;
-               wsn = ws.view.numel() * int64_t(dtype_size(ws.view.dtype));
-             }
+             const Workspace ws = import_workspace(workspace, x.view.device);
              StreamHandle s = resolve_stream(stream, x);
              {
                nb::gil_scoped_release release;
-               plan.run(T, wsp, wsn, s);
+               plan.run(T, ws.data, ws.size, s);
              }
              finish_for_framework(x, s);
            },

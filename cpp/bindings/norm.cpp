@@ -67,8 +67,8 @@ void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb
   const bool backward = is_backward_op(plan.descriptor().op);
   Imported keep[kNumSlots];
   NormTensors t = import_all(hs, backward, keep);
-  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc);
   const Imported& like = keep[X];
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device);
   StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;
@@ -122,8 +122,8 @@ void chan_launch(const ChannelNormPlan& plan, const nb::handle* hs, nb::handle w
     keep[i] = import_tensor(hs[i], kChanSlotNames[i], chan_is_output(i, backward, running_updated));
     chan_slot_view(t, i) = keep[i].view;
   }
-  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc);
   const Imported& like = keep[CX];
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device);
   StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;

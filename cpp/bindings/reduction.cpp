@@ -33,19 +33,12 @@ void run_plan(const ReductionPlan& plan, nb::handle out, const nb::args& inputs,
     ins[i] = import_tensor(inputs[i], names[i], false);
     views[i] = ins[i].view;
   }
-  void* ws = nullptr;
-  int64_t ws_size = 0;
-  Imported w;
-  if (!workspace.is_none()) {
-    w = import_tensor(workspace, "workspace", true);
-    ws = w.view.data;
-    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  }
+  const Workspace w = import_workspace(workspace, o.view.device);
   const Imported& like = ins[want == 1 ? 0 : 1];
   StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;
-    plan.run(o.view, views, want, ws, ws_size, s);
+    plan.run(o.view, views, want, w.data, w.size, s);
   }
   finish_for_framework(like, s);
 }

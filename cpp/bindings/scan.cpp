@@ -58,15 +58,8 @@ void run_plan(const ScanPlan& plan, nb::handle outputs, nb::handle inputs, nb::h
   const ScanOpInfo* info = find_scan_op(plan.sku().op);
   auto outs = import_all(as_list(outputs), info->outputs, info->name, "outputs", true);
   auto ins = import_all(as_list(inputs), info->inputs, info->name, "inputs", false);
-  void* ws = nullptr;
-  int64_t ws_size = 0;
-  Imported w;
-  if (!workspace.is_none()) {
-    w = import_tensor(workspace, "workspace", true);
-    ws = w.view.data;
-    ws_size = w.view.numel() * int64_t(dtype_size(w.view.dtype));
-  }
-  run_views(plan, outs, ins, ws, ws_size, stream);
+  const Workspace w = import_workspace(workspace, outs.empty() ? 0 : outs[0].view.device);
+  run_views(plan, outs, ins, w.data, w.size, stream);
 }
 
 PlanCache<ScanPlan>& plan_cache() {

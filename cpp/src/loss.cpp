@@ -623,8 +623,13 @@ static void select_nll(const LossDescriptor& desc, LossPlan::Impl& I) {
 }
 
 namespace {
-void check_ws(const std::string& op, int64_t need, void* ws, int64_t size) {
-  check_workspace(op, ws, size, need, {});
+// Tensors the plan was selected without are refused, not ignored: a weight the kernels would
+// not apply, a gradient buffer they would not write.
+void check_unselected(const std::string& op, const LossTensors& T, bool weight, bool grad_input, bool grad_loss) {
+  const std::string why = "the plan was selected without it (select a descriptor that has it)";
+  if (!weight) check_presence(op, T.weight, false, "weight", why);
+  if (!grad_input) check_presence(op, T.grad_input, false, "grad_input", why);
+  if (!grad_loss) check_presence(op, T.grad_loss, false, "grad_loss", why);
 }
 void check_small(const std::string& op, const std::string& name, const TensorView& v, const std::vector<int64_t>& shape,
                  DType dt, int device) {
@@ -666,43 +671,44 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
   if (T.extra.size() != d.extra.size())
     throw InvalidArgument(op + ": " + std::to_string(d.extra.size()) + " extra operand(s) in the descriptor, " +
                           std::to_string(T.extra.size()) + " given");
+  check_unselected(op, T, d.has_weight, L.backward && d.wrt.empty(), L.backward);
+  // What the kernels read: in place (an output that is one of these, same view) is taken only
+  // where every element is read and written by one thread.
+  std::vector<NamedView> reads = {
+      {"input", &T.input}, {"target", &T.target}, {"weight", d.has_weight ? &T.weight : nullptr}};
   for (size_t i = 0; i < d.extra.size(); ++i) {
     const char* nm = L.kind == PwKind::GaussianNll ? "var" : L.kind == PwKind::MarginRanking ? "input2" : "pos_weight";
     check_view(op, nm, T.extra[i], d.extra[i], device, "input");
     if (L.kind == PwKind::BceLogits) L.d = T.extra[i].data;
     else L.c = T.extra[i].data;
+    reads.push_back({nm, &T.extra[i]});
   }
+  auto in_place_with_reads = [&](const TensorView* out) {
+    std::vector<std::pair<const TensorView*, const TensorView*>> pairs;
+    for (const auto& r : reads) pairs.push_back({out, r.view});
+    return pairs;
+  };
   if (L.backward) {
     check_view(op, "grad_loss", T.grad_loss, d.grad_loss, device, "input");
     L.grad_loss = T.grad_loss.data;
+    reads.push_back({"grad_loss", &T.grad_loss});
     const std::vector<const TensorView*> gv = grad_views(d, T);
     bool any_reduce = false;
+    std::vector<NamedView> writes;
     for (size_t r = 0; r < gv.size(); ++r) {
-      check_view(op, d.wrt.empty() ? std::string("grad_input") : "the gradient w.r.t. " + I.grads[r].name, *gv[r],
-                 I.grads[r].spec, device, "input");
+      const std::string nm = d.wrt.empty() ? std::string("grad_input") : "the gradient w.r.t. " + I.grads[r].name;
+      check_view(op, nm, *gv[r], I.grads[r].spec, device, "input");
       any_reduce = any_reduce || I.pw_grads[r].reduce;
+      writes.push_back({nm, gv[r]});
     }
-    if (gv.size() > 1 || any_reduce) {
-      // Later launches read the inputs again, and a summed gradient is written once per output:
-      // gradients share no memory with the inputs or with each other.
-      const std::vector<std::pair<std::string, const TensorView*>> ins = {
-          {"input", &T.input}, {"target", &T.target}, {"weight", &T.weight}, {"grad_loss", &T.grad_loss}};
-      for (size_t r = 0; r < gv.size(); ++r) {
-        const auto gr = byte_range(*gv[r]);
-        for (const auto& [nm, v] : ins)
-          if (v->data && ranges_overlap(gr, byte_range(*v)))
-            throw InvalidArgument(op + ": the gradient w.r.t. " + I.grads[r].name + " overlaps " + nm +
-                                  "; expected separate memory");
-        for (const auto& e : T.extra)
-          if (ranges_overlap(gr, byte_range(e)))
-            throw InvalidArgument(op + ": the gradient w.r.t. " + I.grads[r].name + " overlaps an extra operand");
-        for (size_t q = r + 1; q < gv.size(); ++q)
-          if (ranges_overlap(gr, byte_range(*gv[q])))
-            throw InvalidArgument(op + ": the gradients w.r.t. " + I.grads[r].name + " and " + I.grads[q].name +
-                                  " overlap");
-      }
-    }
-    check_ws(op, I.workspace, ws, wsn);
+    // Later launches read the inputs again, and a summed gradient is written once per output:
+    // with several gradients or a summed one, no overlap at all. One elementwise gradient is
+    // written by the thread that read its element: it may be one of the inputs (in place).
+    if (gv.size() > 1 || any_reduce) check_aliasing(op, writes, reads);
+    else if (!gv.empty()) check_aliasing(op, writes, reads, in_place_with_reads(gv[0]));
+    std::vector<NamedView> operands = reads;
+    operands.insert(operands.end(), writes.begin(), writes.end());
+    check_workspace(op, ws, wsn, I.workspace, operands);
     DeviceGuard guard(device);
     for (size_t r = 0; r < gv.size(); ++r) {
       PwLaunch P = I.pw_grads[r];
@@ -720,6 +726,14 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
       }
       if (P.rows && !rows_aligned(P)) P.rows = false;
       if (P.reduce ? P.red_m == 0 : P.n == 0) continue;
+      if (P.reduce && P.red_r == 0) {  // summed over an empty batch: zeros, as torch
+        const auto span = byte_range(*gv[r]);
+        if (!fill_dense_bytes(gv[r]->data, gv[r]->numel(), int64_t(dtype_size(gv[r]->dtype)),
+                              int64_t(span.second - span.first), 0, stream))
+          throw Unsupported(op + ": the gradient w.r.t. " + I.grads[r].name + " of an empty batch is zero-filled, " +
+                            "which needs a contiguous gradient tensor");
+        continue;
+      }
       loss::pw_launch(P, stream);
     }
     return;
@@ -739,8 +753,14 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
       }
     }
     L.out = T.out.data;
+    // Per element (none) the thread that read an element writes its loss: in place works. A
+    // reduced loss is written after every read.
+    if (L.reduction == Reduction::None) check_aliasing(op, {{"out", &T.out}}, reads, in_place_with_reads(&T.out));
+    else check_aliasing(op, {{"out", &T.out}}, reads);
+    std::vector<NamedView> operands = reads;
+    operands.push_back({"out", &T.out});
+    check_workspace(op, ws, wsn, L.reduction == Reduction::None ? 0 : I.workspace, operands);
   }
-  if (L.reduction != Reduction::None && !L.backward) check_ws(op, I.workspace, ws, wsn);
   L.workspace = ws;
   if (L.contig) {  // 16-byte vectors need 16-byte aligned pointers (a view like x[1:] is not)
     const void* ptrs[6] = {L.a, L.b, L.c, L.d, L.out, L.reduction == Reduction::None ? L.grad_loss : nullptr};
@@ -767,17 +787,27 @@ static void run_nll(const LossPlan::Impl& I, const LossTensors& T, void* ws, int
     L.weight = T.weight.data;
   }
   const bool per_row = L.reduction == Reduction::None;
+  check_unselected(op, T, d.has_weight, L.backward, L.backward);
+  std::vector<NamedView> reads = {
+      {"input", &T.input}, {"target", &T.target}, {"weight", d.has_weight ? &T.weight : nullptr}};
+  std::vector<NamedView> writes;
   if (L.backward) {
     check_view(op, "grad_input", T.grad_input, d.grad_input, device, "input");
     check_view(op, "grad_loss", T.grad_loss, d.grad_loss, device, "input");
     L.out = T.grad_input.data;
     L.grad_loss = T.grad_loss.data;
+    reads.push_back({"grad_loss", &T.grad_loss});
+    writes = {{"grad_input", &T.grad_input}};
   } else {
     check_small(op, "out", T.out, per_row ? std::vector<int64_t>{L.n} : std::vector<int64_t>{}, d.input.dtype, device);
     L.out = T.out.data;
     L.out_stride = per_row && T.out.ndim == 1 ? T.out.strides[0] : 1;
+    writes = {{"out", &T.out}};
   }
-  check_ws(op, I.workspace, ws, wsn);
+  check_aliasing(op, writes, reads);
+  std::vector<NamedView> operands = reads;
+  operands.insert(operands.end(), writes.begin(), writes.end());
+  check_workspace(op, ws, wsn, I.workspace, operands);
   L.workspace = ws;
   if (L.backward ? L.n * L.c == 0 && per_row : (per_row && L.n == 0)) return;
   DeviceGuard guard(device);
@@ -971,6 +1001,7 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
   };
   check(T.input, d.input, "input");
   check(T.target, d.target, "target");
+  check_unselected(op, T, d.has_weight, grad, d.has_grad_loss);
   if (d.has_weight) {
     if (!T.weight.data && d.weight.shape[0] > 0) throw InvalidArgument(op + ": weight was in the descriptor but not given");
     check(T.weight, d.weight, "weight");
@@ -981,7 +1012,26 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
   if (grad) check(T.grad_input, d.grad_input, "grad_input");
   if (d.has_grad_loss)
     check_shape(T.grad_loss, per_row ? std::vector<int64_t>{N} : std::vector<int64_t>{}, d.input.dtype, "grad_loss");
-  check_ws(op, I.workspace, workspace, workspace_size);
+  std::vector<NamedView> reads = {{"input", &T.input},
+                                  {"target", &T.target},
+                                  {"weight", d.has_weight ? &T.weight : nullptr},
+                                  {"grad_loss", d.has_grad_loss ? &T.grad_loss : nullptr}};
+  std::vector<NamedView> writes;
+  if (fwd) {
+    writes = {{"out", &T.out}, {"lse", &T.lse}};
+    if (grad) writes.push_back({"grad_input", &T.grad_input});
+    // The fused forward's cluster kernel reads a row's logits after other warps wrote gradients:
+    // no overlap at all, in place included.
+    check_aliasing(op, writes, reads);
+  } else {
+    reads.push_back({"lse", &T.lse});
+    writes = {{"grad_input", &T.grad_input}};
+    // The backward reads each logit and writes its gradient in the same thread: in place works.
+    check_aliasing(op, writes, reads, {{&T.grad_input, &T.input}});
+  }
+  std::vector<NamedView> operands = reads;
+  operands.insert(operands.end(), writes.begin(), writes.end());
+  check_workspace(op, workspace, workspace_size, I.workspace, operands);
 
   CeLaunch L = I.L;
   L.x = T.input.data;

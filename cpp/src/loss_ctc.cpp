@@ -252,18 +252,11 @@ void CtcLossPlan::run(const CtcLossTensors& T, void* workspace, int64_t workspac
                                          {"targets", &T.targets},
                                          {"input_lengths", &T.input_lengths},
                                          {"target_lengths", &T.target_lengths}};
-  auto no_overlap = [&](const TensorView& out, const std::string& name, const std::vector<NamedView>& others) {
-    for (const auto& [oname, v] : others)
-      if (v && v->data && out.data && ranges_overlap(byte_range(out), byte_range(*v)))
-        throw InvalidArgument(op + ": " + name + " overlaps " + oname);
-  };
   CtcLaunch L = I.L;
   if (!bwd) {
     check_dense(T.out, per_sample ? std::vector<int64_t>{I.L.n} : std::vector<int64_t>{}, d.log_probs.dtype, "out",
                 false);
-    no_overlap(T.log_alpha, "log_alpha", inputs);
-    no_overlap(T.out, "out", inputs);
-    no_overlap(T.out, "out", {{"log_alpha", &T.log_alpha}});
+    check_aliasing(op, {{"log_alpha", &T.log_alpha}, {"out", &T.out}}, inputs);
     L.out_st = per_sample && T.out.ndim == 1 ? T.out.strides[0] : 1;
     L.out = T.out.data;
   } else {
@@ -272,7 +265,7 @@ void CtcLossPlan::run(const CtcLossTensors& T, void* workspace, int64_t workspac
     std::vector<NamedView> read = inputs;
     read.push_back({"log_alpha", &T.log_alpha});
     read.push_back({"grad_loss", &T.grad_loss});
-    no_overlap(T.grad_log_probs, "grad_log_probs", read);
+    check_aliasing(op, {{"grad_log_probs", &T.grad_log_probs}}, read);
     L.grad_loss = T.grad_loss.data;
     L.grad = T.grad_log_probs.data;
   }

@@ -392,15 +392,10 @@ void run_row_loss(const LossDescriptor& d, const RowLaunch& L0, const std::vecto
       L.grad[q.slot] = gv[r]->data;
       outs.push_back({nm, gv[r]});
     }
-    // The kernels read the inputs again after writing gradients: no overlap between the two.
-    for (size_t a = 0; a < outs.size(); ++a) {
-      for (const auto& in : inputs)
-        if (ranges_overlap(byte_range(*outs[a].view), byte_range(*in.view)))
-          throw InvalidArgument(op + ": the " + outs[a].name + " overlaps " + in.name + "; expected separate memory");
-      for (size_t b = a + 1; b < outs.size(); ++b)
-        if (ranges_overlap(byte_range(*outs[a].view), byte_range(*outs[b].view)))
-          throw InvalidArgument(op + ": the " + outs[a].name + " overlaps the " + outs[b].name);
-    }
+    // The kernels read the inputs again after writing gradients (and grad_loss once per row):
+    // no overlap between the two.
+    inputs.push_back({"grad_loss", &T.grad_loss});
+    check_aliasing(op, outs, inputs);
   } else {
     const TensorView& o = T.out;
     if (o.dtype != d.input.dtype)
@@ -414,9 +409,12 @@ void run_row_loss(const LossDescriptor& d, const RowLaunch& L0, const std::vecto
     if (o.device != device)
       throw InvalidArgument(op + ": out is on cuda:" + std::to_string(o.device) + " but " + xname + " is on cuda:" +
                             std::to_string(device));
+    check_aliasing(op, {{"out", &o}}, inputs);
     L.out = o.data;
     L.out_stride = o.ndim == 1 ? o.strides[0] : 0;
-    check_workspace(op, ws, wsn, L.reduction == Reduction::None ? 0 : need, {});
+    std::vector<NamedView> operands = inputs;
+    operands.push_back({"out", &o});
+    check_workspace(op, ws, wsn, L.reduction == Reduction::None ? 0 : need, operands);
     L.workspace = ws;
   }
   if (L.vec > 1) {  // 16-byte vectors need 16-byte aligned rows

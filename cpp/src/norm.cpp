@@ -234,7 +234,7 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   check_view(op, "x", t.x, D.x, device, "x");  // x: exactly the descriptor's spec
   const int64_t x_rs = *collapse_rows(t.x.shape, t.x.strides, t.x.ndim);  // x matches the selected spec
   // Another [..., H] row tensor: x's shape and dtype, unit column stride, one row stride.
-  auto row_tensor = [&](const TensorView& v, const std::string& name, bool output) -> int64_t {
+  auto row_tensor = [&](const TensorView& v, const std::string& name) -> int64_t {
     if (v.dtype != dt)
       throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(dt) +
                          " (x's dtype)");
@@ -253,11 +253,6 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
       throw Unsupported(op + ": " + name + " with strides " + shape_str(v.strides, v.ndim) +
                         " runs its rows backwards (a negative row stride), which the row kernels do not take (pass a "
                         "contiguous tensor)");
-    // An output whose rows share memory (a 0 or too small row stride) would be a race.
-    if (output && !non_overlapping(std::vector<int64_t>(v.shape, v.shape + v.ndim),
-                                   std::vector<int64_t>(v.strides, v.strides + v.ndim)))
-      throw InvalidArgument(op + ": " + name + " has overlapping elements (strides " + shape_str(v.strides, v.ndim) +
-                            "); an output must address each element once");
     return *rs;
   };
   auto param = [&](const TensorView& v, const std::optional<DType>& want, const std::string& name) {
@@ -298,32 +293,32 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   L.x_rs = x_rs;
 
   // (view, name) of every input and output, for the aliasing checks.
-  std::vector<std::pair<const TensorView*, std::string>> ins, outs;
-  ins.push_back({&t.x, "x"});
+  std::vector<NamedView> ins, outs;
+  ins.push_back({"x", &t.x});
   std::vector<std::pair<const TensorView*, const TensorView*>> in_place;  // (output, input) allowed as one view
   std::vector<int64_t> strides_to_align;
 
   if (!I.backward) {
     require(t.y, true, "y", "the forward ops write y");
     L.y = t.y.data;
-    L.y_rs = row_tensor(t.y, "y", true);
-    outs.push_back({&t.y, "y"});
+    L.y_rs = row_tensor(t.y, "y");
+    outs.push_back({"y", &t.y});
     in_place.push_back({&t.y, &t.x});
     require(t.weight, bool(D.weight), "weight", D.weight ? "the plan was selected with a weight" : "the plan was selected without a weight");
-    if (D.weight) { param(t.weight, D.weight, "weight"); L.w = t.weight.data; ins.push_back({&t.weight, "weight"}); }
+    if (D.weight) { param(t.weight, D.weight, "weight"); L.w = t.weight.data; ins.push_back({"weight", &t.weight}); }
     require(t.bias, bool(D.bias), "bias", D.bias ? "the plan was selected with a bias" : "the plan was selected without a bias");
-    if (D.bias) { param(t.bias, D.bias, "bias"); L.b = t.bias.data; ins.push_back({&t.bias, "bias"}); }
+    if (D.bias) { param(t.bias, D.bias, "bias"); L.b = t.bias.data; ins.push_back({"bias", &t.bias}); }
     const char* why_res = D.residual ? "the plan was selected with a residual (residual and residual_out go together)"
                                      : "the plan was selected without a residual";
     require(t.residual, D.residual, "residual", why_res);
     require(t.residual_out, D.residual, "residual_out", why_res);
     if (D.residual) {
       L.res = t.residual.data;
-      L.res_rs = row_tensor(t.residual, "residual", false);
+      L.res_rs = row_tensor(t.residual, "residual");
       L.res_out = t.residual_out.data;
-      L.res_out_rs = row_tensor(t.residual_out, "residual_out", true);
-      ins.push_back({&t.residual, "residual"});
-      outs.push_back({&t.residual_out, "residual_out"});
+      L.res_out_rs = row_tensor(t.residual_out, "residual_out");
+      ins.push_back({"residual", &t.residual});
+      outs.push_back({"residual_out", &t.residual_out});
       in_place.push_back({&t.residual_out, &t.residual});
       strides_to_align.insert(strides_to_align.end(), {L.res_rs, L.res_out_rs});
     }
@@ -334,25 +329,25 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
     if (D.save_stats) {
       stats(t.rstd, "rstd");
       L.rstd = t.rstd.data;
-      outs.push_back({&t.rstd, "rstd"});
-      if (I.layer) { stats(t.mean, "mean"); L.mean = t.mean.data; outs.push_back({&t.mean, "mean"}); }
+      outs.push_back({"rstd", &t.rstd});
+      if (I.layer) { stats(t.mean, "mean"); L.mean = t.mean.data; outs.push_back({"mean", &t.mean}); }
     }
     strides_to_align.insert(strides_to_align.end(), {L.x_rs, L.y_rs});
   } else {
     require(t.grad_out, true, "grad_out", "the backward ops read grad_out");
     require(t.grad_x, true, "grad_x", "the backward ops write grad_x");
     L.gy = t.grad_out.data;
-    L.gy_rs = row_tensor(t.grad_out, "grad_out", false);
+    L.gy_rs = row_tensor(t.grad_out, "grad_out");
     L.gx = t.grad_x.data;
-    L.gx_rs = row_tensor(t.grad_x, "grad_x", true);
-    ins.push_back({&t.grad_out, "grad_out"});
-    outs.push_back({&t.grad_x, "grad_x"});
+    L.gx_rs = row_tensor(t.grad_x, "grad_x");
+    ins.push_back({"grad_out", &t.grad_out});
+    outs.push_back({"grad_x", &t.grad_x});
     require(t.rstd, true, "rstd", "the backward ops read the saved rstd");
     stats(t.rstd, "rstd");
     L.rstd = t.rstd.data;
-    ins.push_back({&t.rstd, "rstd"});
+    ins.push_back({"rstd", &t.rstd});
     require(t.mean, I.layer, "mean", I.layer ? "layer_norm_backward reads the saved mean" : "RMSNorm has no mean");
-    if (I.layer) { stats(t.mean, "mean"); L.mean = t.mean.data; ins.push_back({&t.mean, "mean"}); }
+    if (I.layer) { stats(t.mean, "mean"); L.mean = t.mean.data; ins.push_back({"mean", &t.mean}); }
     require(t.weight, bool(D.weight), "weight", D.weight ? "the plan was selected with a weight" : "the plan was selected without a weight");
     require(t.grad_weight, bool(D.weight), "grad_weight",
             D.weight ? "the plan was selected with a weight" : "the plan was selected without a weight");
@@ -361,21 +356,21 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
       param(t.grad_weight, D.weight, "grad_weight");
       L.w = t.weight.data;
       L.gw = t.grad_weight.data;
-      ins.push_back({&t.weight, "weight"});
-      outs.push_back({&t.grad_weight, "grad_weight"});
+      ins.push_back({"weight", &t.weight});
+      outs.push_back({"grad_weight", &t.grad_weight});
     }
     require(t.grad_bias, bool(D.bias), "grad_bias", D.bias ? "the plan was selected with a bias" : "the plan was selected without a bias");
     if (D.bias) {
       param(t.grad_bias, D.bias, "grad_bias");
       L.gb = t.grad_bias.data;
-      outs.push_back({&t.grad_bias, "grad_bias"});
+      outs.push_back({"grad_bias", &t.grad_bias});
     }
     require(t.grad_residual, D.residual, "grad_residual",
             D.residual ? "the plan was selected with a residual" : "the plan was selected without a residual");
     if (D.residual) {
       L.gres = t.grad_residual.data;
-      L.gres_rs = row_tensor(t.grad_residual, "grad_residual", false);
-      ins.push_back({&t.grad_residual, "grad_residual"});
+      L.gres_rs = row_tensor(t.grad_residual, "grad_residual");
+      ins.push_back({"grad_residual", &t.grad_residual});
       in_place.push_back({&t.grad_x, &t.grad_residual});
       strides_to_align.push_back(L.gres_rs);
     }
@@ -383,24 +378,11 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   }
 
   // Aliasing: an output may be one named input itself (in place); any other overlap is refused.
-  for (size_t o = 0; o < outs.size(); ++o) {
-    for (const auto& [v, name] : ins) {
-      if (!overlaps(*outs[o].first, *v)) continue;
-      bool allowed = false;
-      for (const auto& [po, pi] : in_place) allowed = allowed || (po == outs[o].first && pi == v && same_view(*po, *pi));
-      if (!allowed)
-        throw InvalidArgument(op + ": " + outs[o].second + " overlaps " + name +
-                              (in_place.empty() ? std::string("") : std::string(" without being the same view")) +
-                              "; in place is allowed only for y = x, residual_out = residual, grad_x = grad_residual");
-    }
-    for (size_t p = o + 1; p < outs.size(); ++p)
-      if (overlaps(*outs[o].first, *outs[p].first))
-        throw InvalidArgument(op + ": " + outs[o].second + " overlaps " + outs[p].second + "; outputs must not overlap");
-  }
+  check_aliasing(op, outs, ins, in_place);
   if (I.workspace > 0) {
     std::vector<NamedView> operands;
     for (const auto& lst : {ins, outs})
-      for (const auto& [v, name] : lst) operands.push_back({name, v});
+      operands.insert(operands.end(), lst.begin(), lst.end());
     check_workspace(op, workspace, workspace_size, I.workspace, operands);
   }
 
@@ -409,7 +391,7 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   bool aligned = I.H % V == 0;
   const size_t es = dtype_size(dt);
   for (const auto& lst : {ins, outs})
-    for (const auto& [v, name] : lst) {
+    for (const auto& [name, v] : lst) {
       if (v == &t.rstd || v == &t.mean || v == &t.grad_weight || v == &t.grad_bias) continue;  // scalar accesses
       if (v->data && reinterpret_cast<uintptr_t>(v->data) % 16) aligned = false;
     }

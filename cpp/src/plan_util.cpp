@@ -84,6 +84,42 @@ bool shape_is(const TensorView& v, const std::vector<int64_t>& shape) {
   return true;
 }
 
+int64_t checked_numel(const std::string& op, const std::string& name, const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : shape) overflow = __builtin_mul_overflow(n, d, &n) || overflow;
+  for (int64_t d : shape) if (d == 0) return 0;
+  if (overflow)
+    throw Unsupported(op + ": " + name + " of shape " + shape_str(shape) + " has more than 2^63 - 1 elements");
+  return n;
+}
+
+void check_aliasing(const std::string& op, const std::vector<NamedView>& outputs, const std::vector<NamedView>& inputs,
+                    const std::vector<std::pair<const TensorView*, const TensorView*>>& in_place) {
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const TensorView* out = outputs[o].view;
+    if (!out || !out->data) continue;
+    if (!non_overlapping(std::vector<int64_t>(out->shape, out->shape + out->ndim),
+                         std::vector<int64_t>(out->strides, out->strides + out->ndim)))
+      throw InvalidArgument(op + ": " + outputs[o].name + " has overlapping elements (strides " +
+                            shape_str(out->strides, out->ndim) + "); an output must address each element once");
+    const auto range = byte_range(*out);
+    for (const auto& [name, in] : inputs) {
+      if (!in || !in->data || !ranges_overlap(range, byte_range(*in))) continue;
+      bool allowed = false;
+      for (const auto& [po, pi] : in_place) allowed = allowed || (po == out && pi == in && same_view(*out, *in));
+      if (!allowed)
+        throw InvalidArgument(op + ": " + outputs[o].name + " overlaps " + name +
+                              (in_place.empty() ? std::string("; expected separate memory")
+                                                : std::string(" without being the same view (in place)")));
+    }
+    for (size_t p = o + 1; p < outputs.size(); ++p)
+      if (outputs[p].view && outputs[p].view->data && ranges_overlap(range, byte_range(*outputs[p].view)))
+        throw InvalidArgument(op + ": " + outputs[o].name + " overlaps " + outputs[p].name +
+                              "; outputs must not overlap");
+  }
+}
+
 void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
                      const std::vector<NamedView>& operands) {
   if (need <= 0) return;

@@ -34,12 +34,21 @@ void check_presence(const std::string& op, const TensorView& v, bool needed, con
 void check_same_device(const std::string& op, const TensorView& v, int device, const std::string& name,
                        const char* device_owner = "x");
 bool shape_is(const TensorView& v, const std::vector<int64_t>& shape);
+// The element count of `shape` (a broadcast view's logical size may exceed its memory); throws
+// Unsupported "<op>: <name> of shape ... has more than 2^63 - 1 elements" when it overflows.
+int64_t checked_numel(const std::string& op, const std::string& name, const std::vector<int64_t>& shape);
 
 // A named operand for the checks below; views with data == nullptr are skipped.
 struct NamedView {
   std::string name;
   const TensorView* view;
 };
+// The aliasing rules of one run: every output addresses each of its elements once (no 0 or too
+// short stride), overlaps no other output, and overlaps no input unless (output, input) is listed
+// in `in_place` and the two are the same view (kernels that read and write an element in the
+// same thread). Views with data == nullptr are skipped. Throws InvalidArgument naming both.
+void check_aliasing(const std::string& op, const std::vector<NamedView>& outputs, const std::vector<NamedView>& inputs,
+                    const std::vector<std::pair<const TensorView*, const TensorView*>>& in_place = {});
 // The workspace of a run: `need` bytes or more, 256-byte aligned, overlapping none of
 // `operands`. Nothing is checked when need == 0.
 void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,

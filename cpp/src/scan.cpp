@@ -241,8 +241,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
     int64_t st[scan::kOps];
   };
   std::vector<Dim> dims;
-  int64_t numel = 1;
-  for (int d = 0; d < r; ++d) numel *= x.shape[d];
+  const int64_t numel = checked_numel(op, "x", x.shape);
   impl->numel = numel;
   for (int d = 0; d < r; ++d) {
     if (d == ax || x.shape[d] == 1) continue;

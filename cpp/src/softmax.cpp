@@ -194,8 +194,7 @@ SoftmaxPlan select_rowop(const SoftmaxDescriptor& desc, const PlanPreference& pr
   R.inv_tau = 1.0 / desc.tau;
   R.hard = desc.hard;
   R.has_out2 = !desc.soft_out.empty();
-  impl->numel = 1;
-  for (int64_t d : shape) impl->numel *= d;
+  impl->numel = checked_numel(op, noise ? "out" : names[0], shape);
   R.numel = impl->numel;
 
   if (noise) {  // every dim of out, in order: the kernel walks the row-major index
@@ -251,6 +250,13 @@ SoftmaxPlan select_rowop(const SoftmaxDescriptor& desc, const PlanPreference& pr
     } else {
       R.path = RowPath::Global;
       R.threads = 1024;
+      R.k = 1;
+    }
+    // f64 block rows have register kernels for k = 1 / 2 only (rowops_common.cuh); a larger k
+    // runs the re-read kernel with these threads: say so in the SKU. (Choosing threads for
+    // k <= 2 instead would put such rows in registers: a change to measure on a GPU first.)
+    if (dt == DType::Float64 && R.path == RowPath::Block && R.k > 2) {
+      R.path = RowPath::Global;
       R.k = 1;
     }
   }
@@ -439,8 +445,7 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
   std::vector<int64_t> st[3] = {out_st, desc.inputs[0].effective_strides(),
                                 (bwd ? desc.inputs[1] : desc.inputs[0]).effective_strides()};
   L.len = axis >= 0 ? shape[axis] : 1;
-  impl->numel = 1;
-  for (int64_t d : shape) impl->numel *= d;
+  impl->numel = checked_numel(op, names[0], shape);
   for (int a = 0; a < 3; ++a) L.axis_stride[a] = (axis >= 0 && L.len > 1) ? st[a][axis] : 1;
   L.nd = 0;
   L.rows = 1;
