@@ -467,6 +467,24 @@ def test_pointwise_empty():
         assert getattr(bc, name + "_backward")(torch.ones((), device=DEV), e, e).shape == (0,)
 
 
+def test_gradient_of_a_broadcast_operand_over_an_empty_batch_is_zero():
+    # x [4] broadcast over an empty batch [0, 4]: its gradient sums no terms, so it is 0 (as
+    # torch's autograd gives), written over the poisoned buffer, not left unwritten.
+    for reduction in ("mean", "sum", "none"):
+        x = torch.randn(4, device=DEV, dtype=torch.float64, requires_grad=True)
+        t = torch.randn(0, 4, device=DEV, dtype=torch.float64)
+        go = torch.ones((0, 4) if reduction == "none" else (), device=DEV, dtype=torch.float64)
+        torch.autograd.backward(F.mse_loss(x, t.expand(0, 4), reduction=reduction), go)
+        gx = torch.full((4,), float("nan"), device=DEV, dtype=torch.float64)
+        bc.mse_loss_backward(go, x.detach(), t, reduction=reduction, out=gx)
+        assert torch.equal(gx, x.grad), (reduction, gx, x.grad)
+        g2 = torch.full((4,), float("nan"), device=DEV, dtype=torch.float64)
+        bc.margin_ranking_loss_backward(go, torch.randn(0, 4, device=DEV, dtype=torch.float64), x.detach(),
+                                        torch.ones(0, 4, device=DEV, dtype=torch.float64), reduction=reduction,
+                                        wrt="input2", out=g2)
+        assert torch.equal(g2, torch.zeros_like(g2)), (reduction, g2)
+
+
 _BC_DT = {torch.bfloat16: bc.bfloat16, torch.float16: bc.float16, torch.float32: bc.float32,
           torch.float64: bc.float64}
 
