@@ -578,6 +578,8 @@ def test_nll_pointwise_row_and_ctc_runs_refuse_aliasing():
     rf = row("multi_margin_loss", reduction="none")
     refused(errors.InvalidArgument, lambda: rf.run(fake((8, 100)), fake((8,), i64, k=1), None, None,
                                                    out=fake((8,), k=3, strides=[0])), "out has overlapping elements")
+    refused(errors.InvalidArgument, lambda: rf.run(fake((8, 100)), fake((8,), i64, k=1), None, None,
+                                                   out=fake((8,), k=3), weight=fake((100,), k=6)), "weight is given")
     # ctc_loss, reduction none: one loss per sample
     p = ctc(reduction="none")
     la = fake(tuple(p.log_alpha_shape()), f32, k=4)

@@ -623,14 +623,7 @@ static void select_nll(const LossDescriptor& desc, LossPlan::Impl& I) {
 }
 
 namespace {
-// Tensors the plan was selected without are refused, not ignored: a weight the kernels would
-// not apply, a gradient buffer they would not write.
-void check_unselected(const std::string& op, const LossTensors& T, bool weight, bool grad_input, bool grad_loss) {
-  const std::string why = "the plan was selected without it (select a descriptor that has it)";
-  if (!weight) check_presence(op, T.weight, false, "weight", why);
-  if (!grad_input) check_presence(op, T.grad_input, false, "grad_input", why);
-  if (!grad_loss) check_presence(op, T.grad_loss, false, "grad_loss", why);
-}
+
 void check_small(const std::string& op, const std::string& name, const TensorView& v, const std::vector<int64_t>& shape,
                  DType dt, int device) {
   if (v.dtype != dt)
@@ -645,6 +638,13 @@ void check_small(const std::string& op, const std::string& name, const TensorVie
                           std::to_string(device));
 }
 }  // namespace
+
+void check_unselected(const std::string& op, const LossTensors& T, bool weight, bool grad_input, bool grad_loss) {
+  const std::string why = "the plan was selected without it (select a descriptor that has it)";
+  if (!weight) check_presence(op, T.weight, false, "weight", why);
+  if (!grad_input) check_presence(op, T.grad_input, false, "grad_input", why);
+  if (!grad_loss) check_presence(op, T.grad_loss, false, "grad_loss", why);
+}
 
 // The rows path's vector operands (inner stride 1) need 16-byte aligned pointers.
 static bool rows_aligned(const PwLaunch& P) {

@@ -360,6 +360,7 @@ void run_row_loss(const LossDescriptor& d, const RowLaunch& L0, const std::vecto
   if (T.extra.size() != d.extra.size())
     throw InvalidArgument(op + ": " + std::to_string(d.extra.size()) + " extra operand(s) in the descriptor, " +
                           std::to_string(T.extra.size()) + " given");
+  check_unselected(op, T, d.has_weight, L.backward && d.wrt.empty(), L.backward);
   std::vector<NamedView> inputs = {{xname, &T.input}, {triplet ? "positive" : "target", &T.target}};
   L.x[0] = T.input.data;
   L.target = T.target.data;

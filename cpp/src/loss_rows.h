@@ -22,6 +22,9 @@ std::vector<GradRequest> resolve_wrt(const LossDescriptor& desc, const std::vect
                                      const std::vector<const TensorSpec*>& slot_specs);
 // The gradient tensors of a run, in wrt order (grad_input when the descriptor has no wrt).
 std::vector<const TensorView*> grad_views(const LossDescriptor& desc, const LossTensors& t);
+// Tensors the plan was selected without are refused, not ignored: a weight the kernels would
+// not apply, a gradient buffer they would not write, an upstream gradient they would not read.
+void check_unselected(const std::string& op, const LossTensors& t, bool weight, bool grad_input, bool grad_loss);
 
 bool is_row_loss(const std::string& base);
 extern const char* const kRowLossNames[5];
