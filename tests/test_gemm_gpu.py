@@ -386,6 +386,24 @@ def test_empty_problems():
     assert torch.allclose(out, 2 * c)
 
 
+def test_empty_batches_still_write_their_sums():
+    # M = 0: dgelu_tanh's bias_grad (a sum over no rows) and the fp8 amax (max |out| of nothing)
+    # are 0, not whatever the fresh buffer held (NaN blocks are freed first so the allocator
+    # likely hands them back).
+    g = gen("empty-sums")
+    for _ in range(4):
+        junk = torch.full((4096,), float("nan"), device=DEV)
+        del junk
+    grad, w2, pre = rand((0, 80), torch.bfloat16, g), rand((80, 96), torch.bfloat16, g), rand((0, 96), torch.bfloat16, g)
+    d, db = bc.matmul_dgelu_tanh(grad, w2, pre, return_bias_grad=True)
+    assert tuple(d.shape) == (0, 96) and torch.equal(db, torch.zeros_like(db))
+    a = rand((0, 96), torch.float32, g).to(torch.float8_e4m3fn)
+    w = rand((48, 96), torch.float32, g).to(torch.float8_e4m3fn)
+    one = torch.tensor(1.0, device=DEV)
+    out, amax = bc.scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16, return_amax=True)
+    assert tuple(out.shape) == (0, 48) and float(amax) == 0.0
+
+
 def test_bad_input_is_named():
     g = gen("bad")
     a, b = rand((8, 16), torch.bfloat16, g), rand((12, 8), torch.bfloat16, g)

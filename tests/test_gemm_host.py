@@ -100,3 +100,48 @@ def test_backend_info_says_where_cublaslt_is():
         assert info["cublaslt_path"] and info["cublaslt_version"] >= 130000 and not info["error"]
     else:
         assert "nvidia-cublas" in info["error"]
+
+
+# ---- layouts and epilogue combinations the kernels cannot honour are refused at select ------------
+
+def test_overlapping_rows_never_reach_the_decode_kernel():
+    # a stride-0 a (x[:1].expand(4, 64)) would be read past its one row by the M <= 16 kernel:
+    # such a plan goes to cuBLASLt's layout checks, which refuse the leading dimension
+    bf16 = bc.bfloat16
+    bad = bc.GemmDescriptor(S((4, 64), bf16, (0, 1)), S((64, 32), bf16, (1, 64)), S((4, 32), bf16))
+    with pytest.raises(errors.InvalidArgument, match="leading dimension of 0"):
+        bc.GemmPlan.select(bad)
+    ok = bc.GemmDescriptor(S((1, 64), bf16, (0, 1)), S((64, 32), bf16, (1, 64)), S((1, 32), bf16))
+    assert "gemv_lowm" in bc.GemmPlan.select(ok).sku.name  # one row: its stride means nothing
+
+
+def test_negative_strides_are_refused():
+    f32 = bc.float32
+    with pytest.raises(errors.Unsupported, match="out has a negative stride"):
+        bc.GemmPlan.select(bc.GemmDescriptor(S((1, 8), f32), S((8, 8), f32), S((1, 8), f32, (8, -1))))
+    with pytest.raises(errors.Unsupported, match="a has a negative stride"):
+        bc.GemmPlan.select(bc.GemmDescriptor(S((4, 8), f32, (-8, 1)), S((8, 8), f32), S((4, 8), f32)))
+
+
+def test_epilogue_combinations_that_would_compute_something_else():
+    i8 = bc.int8
+    colmajor = bc.GemmDescriptor(S((32, 64), i8), S((64, 16), i8, (1, 64)), S((32, 16), bc.float32, (1, 32)),
+                                 a_scale="vector", b_scale="vector")
+    with pytest.raises(errors.Unsupported, match="dequantizing epilogue takes a row-major out"):
+        bc.GemmPlan.select(colmajor)
+    for act in ("gelu", "silu"):
+        with pytest.raises(errors.Unsupported, match="beta != 0"):
+            bc.GemmPlan.select(desc(epilogue=act, aux=True, beta=1.0))
+        assert bc.GemmPlan.select(desc(epilogue=act, aux=True))  # beta = 0 is fine
+    with pytest.raises(errors.Unsupported, match="bias_grad epilogue with N = 0"):
+        bc.GemmPlan.select(desc(n=0, epilogue="bias_grad", bias_grad=bc.bfloat16))
+
+
+def test_group_sizes_that_overflow_are_refused():
+    bf16 = bc.bfloat16
+    d = lambda sizes: bc.GroupedGemmDescriptor(S((8, 64), bf16), S((4, 32, 64), bf16), S((8, 32), bf16),  # noqa: E731
+                                               group_sizes=sizes)
+    for sizes in ([2 ** 62] * 4, [2 ** 63 - 1, 2, 0, 0], [4, 4, 1, 0]):
+        with pytest.raises(errors.InvalidArgument, match="add up to more than the T = 8 rows"):
+            bc.GroupedGemmPlan.select(d(sizes))
+    assert bc.GroupedGemmPlan.select(d([4, 4, 0, 0]))

@@ -706,3 +706,32 @@ def test_run_refuses_a_pointer_inside_an_element(silu_plan):
     # a DLPack view that starts mid-element (a byte offset into another dtype's buffer)
     refused(errors.InvalidArgument, lambda: silu_plan.run(FakeTensor((4, 8), addr=OUT), FakeTensor((4, 8), addr=IN0 + 2)),
             "input 0: its data pointer is not aligned to its 4-byte elements")
+
+
+def test_scalars_that_integer_data_would_mangle_are_refused():
+    # a fill or alpha is converted to the integer dtype: 2.5, 300 into int8 or 0.5 are refused
+    for dt, value in ((bc.int32, 2.5), (bc.int8, 300.0), (bc.uint8, -1.0), (bc.int32, float("nan"))):
+        refused(errors.InvalidArgument, lambda: select("fill", [], S((4, 8), dt), {"value": value}), "fill: value",
+                "not a whole number in the range of")
+    assert select("fill", [], S((4, 8), bc.int8), {"value": -128.0})
+    assert select("fill", [], S((4, 8), f32), {"value": 2.5})
+    refused(errors.InvalidArgument, lambda: select("add", [S((4, 8), i32)] * 2, S((4, 8), i32), {"alpha": 0.5}),
+            "add: alpha")
+    assert select("add", [S((4, 8), f32)] * 2, S((4, 8), f32), {"alpha": 0.5})
+
+
+def test_index_parameters_must_be_whole_numbers():
+    refused(errors.InvalidArgument, lambda: select("swiglu", [S((4, 8), f32)], S((4, 4), f32), {"axis": 0.5}),
+            "axis must be a whole number")
+
+
+def test_broadcast_gradients_larger_than_one_grid_are_refused():
+    # grad_out expanded (stride 0) over 2^32 + 1 outputs: more blocks than one launch has
+    k = (1 << 32) + 1
+    g, a = S((4096, k), f16, [0, 0]), S((4096, 1), f16)
+    refused(errors.Unsupported, lambda: select("add_backward", [g, a, S((k,), f16)], S((k,), f16), {"wrt": 1}),
+            "outputs, more than one launch")
+    # and logical sizes past int64
+    huge = S((4, 1 << 62), f16, [0, 0])
+    refused(errors.Unsupported, lambda: select("add_backward", [huge, S((1, 1 << 62), f16, [0, 0]), S((4, 1), f16)],
+                                               S((4, 1), f16), {"wrt": 1}), "more than 2^63 - 1 elements")

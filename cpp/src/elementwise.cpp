@@ -1,5 +1,6 @@
 // ElementwisePlan: validation, iteration-space geometry, SKU, and the thin run().
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -190,6 +191,13 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
     auto it = std::find(info->params.begin(), info->params.end(), std::string(name));
     return p[it - info->params.begin()];
   };
+  // Index-like parameters (axis, wrt) must be whole numbers: 0.5 is not axis 0.
+  auto index_param = [&](const char* name) {
+    const double v = param(name);
+    if (!(v == std::floor(v)) || std::fabs(v) > 1e9)
+      throw InvalidArgument(op + ": " + name + " must be a whole number, got " + std::to_string(v));
+    return int(v);
+  };
   if (!pref.allows(Backend::Bespoke))
     throw Unsupported(op + ": the only backend for elementwise ops is 'bespoke', and the preference forbids it");
 
@@ -227,6 +235,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   };
   for (int i = 0; i < info->arity; ++i) check_spec(desc.inputs[i], names[i]);
   check_spec(desc.out, "out");
+  checked_numel(op, "out", desc.out.shape);
   const auto out_strides = desc.out.effective_strides();
   if (!non_overlapping(desc.out.shape, out_strides))
     throw InvalidArgument(op + ": out has overlapping elements (strides " + shape_str(out_strides) + " for shape " +
@@ -287,6 +296,26 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   }
   if (!ew::has_kernel(cat, dt, desc.out.dtype))
     throw Unsupported(op + ": this build has no " + category_name(cat) + " kernel for " + dtype_name(dt));
+  // Scalars that meet integer data are converted to the integer type by the kernels: refuse what
+  // would not survive that (a fill of 2.5 or 300 into int8, alpha = 0.5 on int32), as torch does.
+  if (is_integer(desc.out.dtype) && (cat == EwCategory::Fill || is_integer(dt))) {
+    for (const char* name : {"value", "alpha"}) {
+      if (std::find(info->params.begin(), info->params.end(), name) == info->params.end()) continue;
+      const double v = param(name);
+      double lo = 0, hi = 0;
+      switch (desc.out.dtype) {
+        case DType::Int8: lo = -128, hi = 127; break;
+        case DType::UInt8: lo = 0, hi = 255; break;
+        case DType::Int16: lo = -32768, hi = 32767; break;
+        case DType::Int32: lo = -2147483648.0, hi = 2147483647.0; break;
+        case DType::UInt32: lo = 0, hi = 4294967295.0; break;
+        default: lo = -9223372036854775808.0, hi = 9223372036854775807.0;  // int64: < 2^63 as a double
+      }
+      if (!(v == std::floor(v)) || !(v >= lo && v < hi + 1))
+        throw InvalidArgument(op + ": " + name + " = " + std::to_string(v) + " is not a whole number in the range of " +
+                              dtype_name(desc.out.dtype) + " (the dtype it is converted to)");
+    }
+  }
 
   // The launches.
   auto make_step = [&]() {
@@ -307,7 +336,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   if (cat == EwCategory::Gated || cat == EwCategory::GatedBackward) {
     const TensorSpec& x = cat == EwCategory::Gated ? desc.inputs[0] : desc.inputs[1];
     const int r = int(x.shape.size());
-    int axis = int(param("axis"));
+    int axis = index_param("axis");
     if (axis < -r || axis >= r || r == 0)
       throw InvalidArgument(op + ": axis " + std::to_string(axis) + " is out of range for x of rank " + std::to_string(r));
     if (axis < 0) axis += r;
@@ -343,7 +372,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
       }
     }
   } else if (cat == EwCategory::BinaryBackward || cat == EwCategory::TernaryBackward) {
-    const int wrt = int(param("wrt"));
+    const int wrt = index_param("wrt");
     const int lo = is_where ? 1 : 0, hi = is_where ? 2 : info->arity - 2;
     if (wrt < lo || wrt > hi)
       throw InvalidArgument(op + ": wrt must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
@@ -366,8 +395,8 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
       s.L.nin = info->arity;
       for (int i = 0; i < info->arity; ++i) { s.L.in_dtype[i] = desc.inputs[i].dtype; ops.push_back(operand(desc.inputs[i])); }
     }
-    int64_t full_numel = 1;
-    for (int64_t d : full) full_numel *= d;
+    // A broadcast gradient (stride-0 grad_out) may describe more terms than memory holds.
+    const int64_t full_numel = checked_numel(op, "the broadcast shape", full);
     if (desc.out.shape == full) {
       ops.insert(ops.begin(), operand(desc.out));
       build_geometry(s.L, full, ops);
@@ -402,6 +431,13 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
         const int64_t col_blocks = (K + per_block - 1) / per_block;
         s.L.splits = int(std::clamp<int64_t>(std::min<int64_t>(1024 / std::max<int64_t>(col_blocks, 1), R / 64), 1, 64));
       }
+      // The reduce kernels give each output a slot in the grid (no loop over outputs): columns
+      // take 32 per block, rows 1 (R >= 4096) or 8 per block.
+      const int64_t blocks = s.L.reduce_columns ? (K + 31) / 32 : (R >= 4096 ? K : (K + 7) / 8);
+      if (blocks > INT32_MAX)
+        throw Unsupported(op + ": the gradient sums into " + std::to_string(K) + " outputs, more than one launch of "
+                          "the " + (s.L.reduce_columns ? "reduce_columns" : "reduce_rows") + " kernel covers (" +
+                          std::to_string(blocks) + " blocks)");
       const DType acc = dt == DType::Float64 ? DType::Float64 : DType::Float32;
       // Each split keeps K partial sums in the workspace; a workspace limit lowers the split
       // count (one split needs no workspace at all).

@@ -460,6 +460,8 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
         throw InvalidArgument(op + ": int8 takes vector scales (a_scale per row [M], b_scale per column [N])");
       if (d.beta != 0) throw Unsupported(op + ": int8 with a dequantizing epilogue takes beta = 0");
       if (I->batch.count > 1) throw Unsupported(op + ": int8 with a dequantizing epilogue takes no batch");
+      if (!mat_of(d.out).row_major())  // the dequantizing pass walks out and the int32 result by rows
+        throw Unsupported(op + ": int8 with a dequantizing epilogue takes a row-major out (N contiguous)");
     } else {
       throw InvalidDType(op + ": out is " + dtype_name(to) + "; int8 GEMM writes int32, or float16 / bfloat16 / "
                          "float32 through row / column scales");
@@ -511,9 +513,18 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   if (d.bias_grad && !(e == GemmEpilogue::BiasGrad || e == GemmEpilogue::DGeluTanh))
     throw InvalidArgument(op + ": bias_grad is written by the bias_grad and dgelu_tanh epilogues");
   if (d.bias_grad && I->batch.count > 1) throw Unsupported(op + ": bias_grad takes no batch");
+  // gelu / silu are a pass of ours after cuBLASLt wrote the pre-activation to aux: cuBLASLt's C
+  // would then be aux, not out, so beta * out cannot be added.
+  if (d.aux && d.beta != 0 && (e == GemmEpilogue::Gelu || e == GemmEpilogue::Silu))
+    throw Unsupported(op + ": beta != 0 with the " + epilogue_name(e) + " epilogue and aux is not covered (use "
+                      "beta = 0, or gelu_tanh, whose epilogue is cuBLASLt's)");
 
   // ---- the path
   const Mat ma = mat_of(d.a), mb = mat_of(d.b), mo = mat_of(d.out);
+  for (const auto& [m, name] : {std::pair<const Mat&, const char*>{ma, "a"}, {mb, "b"}, {mo, "out"}})
+    if (m.rs < 0 || m.cs < 0)  // leading dimensions are unsigned to cuBLASLt and our kernels
+      throw Unsupported(op + ": " + name + " has a negative stride in its last two dims (" + std::to_string(m.rs) +
+                        ", " + std::to_string(m.cs) + "); make it contiguous first");
   if (!mo.row_major() && !mo.col_major())
     throw InvalidArgument(op + ": out has strides (" + std::to_string(mo.rs) + ", " + std::to_string(mo.cs) +
                           ") in its last two dims; one of them must be 1");
@@ -524,6 +535,10 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   I->ld_out = I->out_row_major ? std::max<int64_t>(mo.rs, std::max<int64_t>(1, N))
                                : std::max<int64_t>(mo.cs, std::max<int64_t>(1, M));
   if (I->out_row_major && M > 1 && mo.rs < N) I->ld_out = mo.rs;  // non_overlapping already refused this
+  const bool batch_empty = std::find(d.out.shape.begin(), d.out.shape.end() - 2, 0) != d.out.shape.end() - 2;
+  if (!batch_empty && M > 0 && N == 0 && K > 0 && e == GemmEpilogue::BiasGrad)
+    throw Unsupported(op + ": the bias_grad epilogue with N = 0 (sums of a with no GEMM to fuse them into) is not "
+                      "covered; sum a over K directly");
   if (I->batch.count == 0 || M == 0 || N == 0) {
     I->path = Path::Empty;
     I->fill_sku(nullptr);
@@ -545,7 +560,8 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   const bool bespoke_first = pref.allows(Backend::Bespoke) &&
                              !(pref.prefer.size() && pref.prefer[0] == Backend::CublasLt);
   if (bespoke_first && !quant && M <= 16 && I->batch.count == 1 && ta == to && e == GemmEpilogue::None &&
-      !d.aux && ma.row_major() && mb.col_major() && I->out_row_major) {
+      !d.aux && ma.row_major() && mb.col_major() && I->out_row_major && (M <= 1 || ma.rs >= K) &&
+      (N <= 1 || mb.cs >= K)) {  // rows that overlap (a stride-0 expand) go to cuBLASLt's checks
     gemm::GemvLowMArgs g{};
     g.dtype = ta;
     g.bias_dtype = d.bias ? d.bias_dtype : ta;
@@ -742,7 +758,18 @@ void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size
     for (auto [o, on] : all)
       if (o->data && ranges_overlap(wr, byte_range(*o))) throw InvalidArgument(op + ": workspace overlaps " + on);
   }
-  if (I.path == Path::Empty) return;
+  if (I.path == Path::Empty) {
+    // No product to compute, but sums over nothing are still written: bias_grad of an empty
+    // batch (and of N = 0 with K = 0) and the fp8 amax of an empty out are 0.
+    DeviceGuard guard(dev);
+    for (const TensorView* v : {&t.bias_grad, &t.amax}) {
+      const auto span = byte_range(*v);
+      if (!fill_dense_bytes(v->data, v->numel(), int64_t(dtype_size(v->dtype)), int64_t(span.second - span.first), 0,
+                            stream))
+        throw Unsupported(op + ": an empty GEMM zero-fills bias_grad / amax, which needs them contiguous");
+    }
+    return;
+  }
 
   DeviceGuard guard(dev);
   if (I.path == Path::KZero) {

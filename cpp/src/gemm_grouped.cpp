@@ -118,12 +118,11 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
   int64_t row = 0;
   for (int64_t m : d.group_sizes) {
     if (m < 0) throw InvalidArgument(op + ": group_sizes has a negative entry");
+    if (m > T - row)  // checked before the sum, which could otherwise wrap
+      throw InvalidArgument(op + ": group_sizes add up to more than the T = " + std::to_string(T) + " rows of x");
     I->starts.push_back(row);
     row += m;
   }
-  if (row > T)
-    throw InvalidArgument(op + ": group_sizes add up to " + std::to_string(row) + " rows but x has T = " +
-                          std::to_string(T));
   for (int64_t m : d.group_sizes) {
     if (m == 0 || I->per_rows.count(m)) continue;
     GemmDescriptor g;
@@ -170,6 +169,10 @@ void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t 
   for (auto [v, name] : {std::pair<const TensorView*, const char*>{&t.x, "x"}, {&t.w, "w"}, {&t.bias, "bias"},
                          {&t.offsets, "offsets"}})
     if (v->data && ranges_overlap(o, byte_range(*v))) throw InvalidArgument(op + ": out overlaps " + name);
+  // Each expert's plan checks the workspace against its own slices only: check it against the
+  // whole tensors here (an expert's scratch must not land on another expert's rows).
+  check_workspace(op, workspace, workspace_size, workspace ? std::max<int64_t>(workspace_size, 1) : 0,
+                  {{"out", &t.out}, {"x", &t.x}, {"w", &t.w}, {"bias", &t.bias}, {"offsets", &t.offsets}});
   if (t.out.numel() == 0) return;
   DeviceGuard guard(dev);
   if (I.kernel) {
