@@ -171,8 +171,9 @@ void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t 
     if (v->data && ranges_overlap(o, byte_range(*v))) throw InvalidArgument(op + ": out overlaps " + name);
   // Each expert's plan checks the workspace against its own slices only: check it against the
   // whole tensors here (an expert's scratch must not land on another expert's rows).
-  check_workspace(op, workspace, workspace_size, workspace ? std::max<int64_t>(workspace_size, 1) : 0,
-                  {{"out", &t.out}, {"x", &t.x}, {"w", &t.w}, {"bias", &t.bias}, {"offsets", &t.offsets}});
+  if (workspace && workspace_size > 0)
+    check_workspace(op, workspace, workspace_size, workspace_size,
+                    {{"out", &t.out}, {"x", &t.x}, {"w", &t.w}, {"bias", &t.bias}, {"offsets", &t.offsets}});
   if (t.out.numel() == 0) return;
   DeviceGuard guard(dev);
   if (I.kernel) {
