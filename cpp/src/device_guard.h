@@ -2,7 +2,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "baracuda/tensor.h"
 #include "common/cuda_check.h"
+#include "plan_util.h"
 
 namespace baracuda {
 
@@ -24,12 +26,14 @@ class DeviceGuard {
 };
 
 // Sets every byte of a dense view (its elements fill one byte range) to `byte`, on `stream`.
-// Returns false, writing nothing, when the view is not dense.
-inline bool fill_dense_bytes(void* data, int64_t numel, int64_t elem_bytes, int64_t span_bytes, int byte,
-                             void* stream) {
-  if (numel <= 0 || data == nullptr) return true;
-  if (span_bytes != numel * elem_bytes) return false;
-  cuda_check(cudaMemsetAsync(data, byte, size_t(span_bytes), static_cast<cudaStream_t>(stream)), "cudaMemsetAsync");
+// Returns false, writing nothing, when the view is not dense; an absent or empty view is done.
+inline bool fill_dense_bytes(const TensorView& v, int byte, void* stream) {
+  if (v.data == nullptr || v.numel() <= 0) return true;
+  const auto span = byte_range(v);
+  const int64_t bytes = int64_t(span.second - span.first);
+  if (bytes != v.numel() * int64_t(dtype_size(v.dtype))) return false;
+  cuda_check(cudaMemsetAsync(reinterpret_cast<void*>(span.first), byte, size_t(bytes), static_cast<cudaStream_t>(stream)),
+             "cudaMemsetAsync");
   return true;
 }
 

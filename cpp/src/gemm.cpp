@@ -762,12 +762,9 @@ void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size
     // No product to compute, but sums over nothing are still written: bias_grad of an empty
     // batch (and of N = 0 with K = 0) and the fp8 amax of an empty out are 0.
     DeviceGuard guard(dev);
-    for (const TensorView* v : {&t.bias_grad, &t.amax}) {
-      const auto span = byte_range(*v);
-      if (!fill_dense_bytes(v->data, v->numel(), int64_t(dtype_size(v->dtype)), int64_t(span.second - span.first), 0,
-                            stream))
+    for (const TensorView* v : {&t.bias_grad, &t.amax})
+      if (!fill_dense_bytes(*v, 0, stream))
         throw Unsupported(op + ": an empty GEMM zero-fills bias_grad / amax, which needs them contiguous");
-    }
     return;
   }
 

@@ -706,9 +706,7 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
     // written by the thread that read its element: it may be one of the inputs (in place).
     if (gv.size() > 1 || any_reduce) check_aliasing(op, writes, reads);
     else if (!gv.empty()) check_aliasing(op, writes, reads, in_place_with_reads(gv[0]));
-    std::vector<NamedView> operands = reads;
-    operands.insert(operands.end(), writes.begin(), writes.end());
-    check_workspace(op, ws, wsn, I.workspace, operands);
+    check_workspace(op, ws, wsn, I.workspace, reads, writes);
     DeviceGuard guard(device);
     for (size_t r = 0; r < gv.size(); ++r) {
       PwLaunch P = I.pw_grads[r];
@@ -727,9 +725,7 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
       if (P.rows && !rows_aligned(P)) P.rows = false;
       if (P.reduce ? P.red_m == 0 : P.n == 0) continue;
       if (P.reduce && P.red_r == 0) {  // summed over an empty batch: zeros, as torch
-        const auto span = byte_range(*gv[r]);
-        if (!fill_dense_bytes(gv[r]->data, gv[r]->numel(), int64_t(dtype_size(gv[r]->dtype)),
-                              int64_t(span.second - span.first), 0, stream))
+        if (!fill_dense_bytes(*gv[r], 0, stream))
           throw Unsupported(op + ": the gradient w.r.t. " + I.grads[r].name + " of an empty batch is zero-filled, " +
                             "which needs a contiguous gradient tensor");
         continue;
@@ -757,9 +753,7 @@ static void run_pw(const LossPlan::Impl& I, const LossTensors& T, void* ws, int6
     // reduced loss is written after every read.
     if (L.reduction == Reduction::None) check_aliasing(op, {{"out", &T.out}}, reads, in_place_with_reads(&T.out));
     else check_aliasing(op, {{"out", &T.out}}, reads);
-    std::vector<NamedView> operands = reads;
-    operands.push_back({"out", &T.out});
-    check_workspace(op, ws, wsn, L.reduction == Reduction::None ? 0 : I.workspace, operands);
+    check_workspace(op, ws, wsn, L.reduction == Reduction::None ? 0 : I.workspace, reads, {{"out", &T.out}});
   }
   L.workspace = ws;
   if (L.contig) {  // 16-byte vectors need 16-byte aligned pointers (a view like x[1:] is not)
@@ -805,9 +799,7 @@ static void run_nll(const LossPlan::Impl& I, const LossTensors& T, void* ws, int
     writes = {{"out", &T.out}};
   }
   check_aliasing(op, writes, reads);
-  std::vector<NamedView> operands = reads;
-  operands.insert(operands.end(), writes.begin(), writes.end());
-  check_workspace(op, ws, wsn, I.workspace, operands);
+  check_workspace(op, ws, wsn, I.workspace, reads, writes);
   L.workspace = ws;
   if (L.backward ? L.n * L.c == 0 && per_row : (per_row && L.n == 0)) return;
   DeviceGuard guard(device);
@@ -1029,9 +1021,7 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
     // The backward reads each logit and writes its gradient in the same thread: in place works.
     check_aliasing(op, writes, reads, {{&T.grad_input, &T.input}});
   }
-  std::vector<NamedView> operands = reads;
-  operands.insert(operands.end(), writes.begin(), writes.end());
-  check_workspace(op, workspace, workspace_size, I.workspace, operands);
+  check_workspace(op, workspace, workspace_size, I.workspace, reads, writes);
 
   CeLaunch L = I.L;
   L.x = T.input.data;

@@ -413,9 +413,7 @@ void run_row_loss(const LossDescriptor& d, const RowLaunch& L0, const std::vecto
     check_aliasing(op, {{"out", &o}}, inputs);
     L.out = o.data;
     L.out_stride = o.ndim == 1 ? o.strides[0] : 0;
-    std::vector<NamedView> operands = inputs;
-    operands.push_back({"out", &o});
-    check_workspace(op, ws, wsn, L.reduction == Reduction::None ? 0 : need, operands);
+    check_workspace(op, ws, wsn, L.reduction == Reduction::None ? 0 : need, inputs, {{"out", &o}});
     L.workspace = ws;
   }
   if (L.vec > 1) {  // 16-byte vectors need 16-byte aligned rows

@@ -379,12 +379,7 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
 
   // Aliasing: an output may be one named input itself (in place); any other overlap is refused.
   check_aliasing(op, outs, ins, in_place);
-  if (I.workspace > 0) {
-    std::vector<NamedView> operands;
-    for (const auto& lst : {ins, outs})
-      operands.insert(operands.end(), lst.begin(), lst.end());
-    check_workspace(op, workspace, workspace_size, I.workspace, operands);
-  }
+  check_workspace(op, workspace, workspace_size, I.workspace, ins, outs);
 
   // Path: the register kernel (or vectorized loop) needs 16-byte aligned pointers and row strides.
   const int V = norm::vec_width(dt);

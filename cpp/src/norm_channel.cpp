@@ -510,10 +510,7 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
     // grad_bias of an empty batch are 0; running stats are left as they are (as torch does).
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     DeviceGuard guard(device);
-    auto fill = [&](const TensorView& v, int byte) {  // stats and grad_weight / grad_bias: contiguous
-      const int64_t es = int64_t(dtype_size(v.dtype));
-      fill_dense_bytes(v.data, v.numel(), es, v.numel() * es, byte, s);
-    };
+    auto fill = [&](const TensorView& v, int byte) { fill_dense_bytes(v, byte, s); };  // contiguous (checked)
     if (!bwd && D.save_stats) { fill(t.mean, 0xff); fill(t.rstd, 0xff); }
     if (bwd) { fill(t.grad_weight, 0); fill(t.grad_bias, 0); }
     return;

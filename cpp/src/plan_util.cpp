@@ -85,12 +85,11 @@ bool shape_is(const TensorView& v, const std::vector<int64_t>& shape) {
 }
 
 int64_t checked_numel(const std::string& op, const std::string& name, const std::vector<int64_t>& shape) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;  // empty, however large the rest
   int64_t n = 1;
-  bool overflow = false;
-  for (int64_t d : shape) overflow = __builtin_mul_overflow(n, d, &n) || overflow;
-  for (int64_t d : shape) if (d == 0) return 0;
-  if (overflow)
-    throw Unsupported(op + ": " + name + " of shape " + shape_str(shape) + " has more than 2^63 - 1 elements");
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Unsupported(op + ": " + name + " of shape " + shape_str(shape) + " has more than 2^63 - 1 elements");
   return n;
 }
 
@@ -131,6 +130,13 @@ void check_workspace(const std::string& op, const void* workspace, int64_t works
   const std::pair<uintptr_t, uintptr_t> wr{w, w + uintptr_t(need)};
   for (const auto& [name, v] : operands)
     if (v && v->data && ranges_overlap(wr, byte_range(*v))) throw InvalidArgument(op + ": workspace overlaps " + name);
+}
+
+void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
+                     const std::vector<NamedView>& reads, const std::vector<NamedView>& writes) {
+  std::vector<NamedView> operands = reads;
+  operands.insert(operands.end(), writes.begin(), writes.end());
+  check_workspace(op, workspace, workspace_size, need, operands);
 }
 
 std::string compiled_archs() {

@@ -53,6 +53,9 @@ void check_aliasing(const std::string& op, const std::vector<NamedView>& outputs
 // `operands`. Nothing is checked when need == 0.
 void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
                      const std::vector<NamedView>& operands);
+// The same over two lists (a run's reads and writes).
+void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
+                     const std::vector<NamedView>& reads, const std::vector<NamedView>& writes);
 
 // "sm_80,sm_90": the archs this build compiled kernels for.
 std::string compiled_archs();
