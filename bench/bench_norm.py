@@ -270,6 +270,22 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
 
 # (op, kind, shape, [config strings]): the register-kernel variants --sweep times ("" = default).
 SWEEP = [
+    # Prefetching kernels (prefetch=1: the block's next row copied into shared memory during this
+    # one) and the three-buffer backward cluster kernel (stages=3) against the defaults.
+    ("rms_norm", "fwd", (2048, 65536), ["", "prefetch=1", "cluster=1,tpr=1024,items=4,prefetch=1"]),
+    ("layer_norm", "fwd", (2048, 65536), ["", "prefetch=1"]),
+    ("rms_norm", "fwd", (8192, 8192), ["", "prefetch=1", "tpr=512,items=2,rows=1,prefetch=1"]),
+    ("layer_norm", "fwd", (8192, 8192), ["", "prefetch=1", "tpr=512,items=2,rows=1,prefetch=1"]),
+    ("rms_norm", "fwd", (4096, 16384), ["", "prefetch=1"]),
+    ("layer_norm", "fwd", (4096, 16384), ["", "prefetch=1"]),
+    ("rms_norm", "bwd", (2048, 65536), ["", "stages=3", "stages=3,clusters=33", "stages=3,clusters=16"]),
+    ("layer_norm", "bwd", (2048, 65536), ["", "stages=3", "stages=3,clusters=33"]),
+    ("rms_norm", "bwd", (32768, 4096), ["", "prefetch=1", "tpr=256,items=2,prefetch=1", "tpr=512,items=1,prefetch=1"]),
+    ("layer_norm", "bwd", (32768, 4096), ["", "prefetch=1", "tpr=256,items=2,prefetch=1", "tpr=512,items=1,prefetch=1"]),
+    ("rms_norm", "bwd", (8192, 8192), ["", "prefetch=1", "tpr=512,items=2,prefetch=1"]),
+    ("layer_norm", "bwd", (8192, 8192), ["", "prefetch=1", "tpr=256,items=4,prefetch=1"]),
+    ("rms_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
+    ("layer_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
     ("rms_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1", "tpr=128,items=4,rows=2",
                                         "tpr=512,items=1,rows=2", "tpr=512,items=1,rows=1"]),
     ("layer_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=2", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1",
@@ -314,7 +330,7 @@ SWEEP = [
 
 def sweep(args, copy_gbs) -> int:
     results = []
-    for op, kind, shape, cfgs in SWEEP:
+    for op, kind, shape, cfgs in SWEEP[:args.first or len(SWEEP)]:
         if args.match and args.match not in f"{op} {kind} {shape[0]}x{shape[1]}":
             continue
         var = "BARACUDA_NORM_BWD_CFG" if kind == "bwd" else "BARACUDA_NORM_CFG"
@@ -351,6 +367,7 @@ def main(argv=None) -> int:
     ap.add_argument("--passes", type=int, default=None)
     ap.add_argument("--sweep", action="store_true", help="time register-kernel variants on the key shapes")
     ap.add_argument("--match", default="", help="--sweep: only the entries whose 'op kind RxH' contains this")
+    ap.add_argument("--first", type=int, default=0, help="--sweep: only the first N entries")
     ap.add_argument("--family", choices=["all", "row", "channel"], default="all",
                     help="row: RMSNorm / LayerNorm rows only; channel: GroupNorm / InstanceNorm / BatchNorm only")
     args = ap.parse_args(argv)

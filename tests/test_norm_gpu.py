@@ -593,6 +593,38 @@ def test_bwd_cluster_shapes(shape, dtname, pad, rows, clusters, monkeypatch):
         check_bwd(op, go, x, w, b, gres, gx, gw, gb, f"{op} {dtname} c{cs}t{tpr}x{items} {rows}x{H}")
 
 
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape", BWD_CLUSTER_SHAPES, ids=[f"c{c}t{t}x{i}" for c, t, i in BWD_CLUSTER_SHAPES])
+def test_bwd_cluster_three_stages(shape, dtname, monkeypatch):
+    """stages=3 (two rows in flight behind the current one): rows that do not divide among the
+    clusters, so some clusters run out of rows while copies of others are still prefetched; the
+    same answer as stages=2."""
+    cs, tpr, items = shape
+    dt = DT[dtname]
+    H = cluster_row_len(dt, cs, tpr, items, "one")
+    rows = 23
+    g = R.gen(f"norm/bwd-cluster-stages/{shape}/{dtname}")
+    x = make((rows, H), dt, g, 1.5, 0.75)
+    go = make((rows, H), dt, g)
+    gres = make((rows, H), dt, g)
+    for op in ("rms_norm", "layer_norm"):
+        w = make((H,), dt, g, 0.5, 1.0)
+        b = make((H,), torch.float32, g) if op == "layer_norm" else None
+        stats = fwd_stats(op, x)
+        got = {}
+        for stages in (3, 2):
+            monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", f"cluster={cs},tpr={tpr},items={items},clusters=3,stages={stages}")
+            plan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, gres, stats)
+            suffix = "s3" if stages == 3 else ""
+            assert plan.sku.name == f"norm.{op}_backward.row_cluster.c{cs}t{tpr}x{items}{suffix}", plan.sku.name
+            check_bwd(op, go, x, w, b, gres, gx, gw, gb, f"{op} {dtname} c{cs}t{tpr}x{items} stages={stages}")
+            got[stages] = (gx, gw, gb)
+        # The same sums in the same order: the same bits.
+        for a, c in zip(got[3], got[2]):
+            if a is not None:
+                assert torch.equal(R.bits(a), R.bits(c))
+
+
 @pytest.mark.parametrize("dtname", ["bfloat16", "float16", "float32", "float64"])
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_bwd_cluster_default_long_rows(op, dtname, monkeypatch):
@@ -658,6 +690,45 @@ def test_bwd_cluster_layouts_and_params(op, monkeypatch):
     stats_m = fwd_stats(op, xm)
     plan, gx, gw, gb = bwd_plan_run(op, go, xm, w, b, None, stats_m)
     check_bwd(op, go, xm, w, b, None, gx, gw, gb, f"{op} misaligned")
+
+
+# ---- the forward that prefetches a block's next row (prefetch=1; persistent grid, no residual) -------------
+# (tpr, items): every instantiated prefetching shape (fwd_prefetch_supported).
+PREFETCH_SHAPES = [(256, 4), (512, 2), (512, 4), (1024, 4), (1024, 8)]
+
+
+@pytest.mark.parametrize("dtname", list(DT))
+@pytest.mark.parametrize("shape", PREFETCH_SHAPES, ids=[f"t{t}x{i}" for t, i in PREFETCH_SHAPES])
+def test_fwd_prefetch_shapes(shape, dtname, monkeypatch):
+    """More rows than the persistent grid holds (each block loops, its next row copied while the
+    current one is reduced), a row one vector short of the block (padded lanes); the same bits as
+    the kernel without the prefetch; a residual plan ignores the knob."""
+    tpr, items = shape
+    dt = DT[dtname]
+    V = 16 // torch.empty((), dtype=dt).element_size()
+    H = (tpr * items - 1) * V
+    blocks_per_sm = min(2048 // tpr, max(1, 65536 // ((48 + 4 * items) * tpr)), 228 * 1024 // (tpr * items * 16 + 1536))
+    rows = 132 * blocks_per_sm * 2 + 7  # two and a bit rounds of the grid
+    g = R.gen(f"norm/fwd-prefetch/{shape}/{dtname}")
+    x = make((rows, H), dt, g, 1.5, 2.0)
+    cfg = f"tpr={tpr},items={items},rows=1"
+    for op in ("rms_norm", "layer_norm"):
+        w = make((H,), dt, g, 0.5, 1.0)
+        b = make((H,), dt, g) if op == "layer_norm" else None
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",cluster=1,prefetch=1")
+        plan, y, _, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
+        assert plan.sku.name == f"norm.{op}.row_registers.t{tpr}x{items}p", plan.sku.name
+        check_fwd(op, x, w, b, None, y, None, mean, rstd, f"{op} {dtname} t{tpr}x{items}p {rows}x{H}")
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",cluster=1,prefetch=0")
+        plan0, y0, _, mean0, rstd0 = fwd_plan_run(op, x, w, b, None, True)
+        assert plan0.sku.name == f"norm.{op}.row_registers.t{tpr}x{items}", plan0.sku.name
+        assert torch.equal(R.bits(y), R.bits(y0)) and torch.equal(R.bits(rstd), R.bits(rstd0))
+        # With a residual the prefetching kernel does not exist: the knob is ignored.
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",cluster=1,prefetch=1")
+        r = make((rows, H), dt, g)
+        planr, yr, ro, meanr, rstdr = fwd_plan_run(op, x, w, b, r, True)
+        assert not planr.sku.name.endswith("p"), planr.sku.name
+        check_fwd(op, x, w, b, r, yr, ro, meanr, rstdr, f"{op} {dtname} t{tpr}x{items} residual")
 
 
 # ---- tuning variants (BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG, read by select) -------------------------

@@ -161,17 +161,37 @@ constexpr int fwd_min_blocks(int tpr, int packs) {
   return b < 1 ? 1 : (b > 16 ? 16 : b);
 }
 
-template <class T, int TPR, int I, int R>
+// PF (prefetch; one row per block, no residual): the grid is persistent and the block's next
+// row is copied (cp.async, 16 bytes per vector, each thread its own vectors) into dynamic shared
+// memory while this row is reduced and written, so an SM's loads never wait on its reductions and
+// stores. Why: a 1024 x 8 block holds a whole 65536-element row, one block per SM, and without
+// the prefetch the SM alternates load -> reduce -> write with nothing to overlap them.
+template <class T, int TPR, int I, int R, bool PF>
 __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)) fwd_reg(const NormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
   using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
+  static_assert(!PF || (R == 1 && RPB == 1), "norm forward: the prefetching kernel holds one row per block");
   __shared__ C red[2][2][R * 32];
+  extern __shared__ __align__(16) unsigned char norm_fwd_dyn[];
+  P* next_row = reinterpret_cast<P*>(norm_fwd_dyn);  // PF: [I][TPR] vectors of the block's next row
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
   const int64_t H = L.H;
   const C invH = C(1) / C(H), eps = C(L.eps);
   const T* x = static_cast<const T*>(L.x);
+  // PF: issues the copies of row r (this thread's vectors) and one commit group.
+  auto prefetch = [&](int64_t r) {
+    if (r < L.rows) {
+#pragma unroll
+      for (int i = 0; i < I; ++i) {
+        const int64_t col = int64_t(i * TPR + lane) * V;
+        if (col < H) __pipeline_memcpy_async(&next_row[i * TPR + lane], x + r * L.x_rs + col, 16);
+      }
+    }
+    __pipeline_commit();
+  };
+  if constexpr (PF) prefetch(blockIdx.x);
   int parity = 0;
   for (int64_t base = int64_t(blockIdx.x) * (RPB * R); base < L.rows;
        base += int64_t(gridDim.x) * (RPB * R), parity ^= 1) {
@@ -180,12 +200,14 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
     for (int j = 0; j < R; ++j) { row[j] = base + j * RPB + group; valid[j] = row[j] < L.rows; }
     P h[R][I];
+    if constexpr (PF) __pipeline_wait_prior(0);
 #pragma unroll
     for (int j = 0; j < R; ++j)
 #pragma unroll
       for (int i = 0; i < I; ++i) {
         const int64_t col = int64_t(i * TPR + lane) * V;
-        h[j][i] = (valid[j] && col < H) ? ld_pack<P>(x + row[j] * L.x_rs + col) : zero_vec<T>();
+        if constexpr (PF) h[j][i] = (valid[j] && col < H) ? next_row[i * TPR + lane] : zero_vec<T>();
+        else h[j][i] = (valid[j] && col < H) ? ld_pack<P>(x + row[j] * L.x_rs + col) : zero_vec<T>();
       }
     if (L.res) {
       const T* r = static_cast<const T*>(L.res);
@@ -227,6 +249,9 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         }
     }
     group_sum_r<TPR, R>(s, red[parity][0]);
+    // Every vector read from next_row went into s, and the block's barrier is behind: the buffer is
+    // free for the next row.
+    if constexpr (PF) prefetch(base + gridDim.x);
 #pragma unroll
     for (int j = 0; j < R; ++j)
 #pragma unroll
@@ -397,7 +422,10 @@ template <class T> __device__ __forceinline__ compute_t<T>* partial_b(const Norm
 // chunks of E compute elements, chunk (i, q) of lane l at ((i * NQ + q) * TPR + l) * E, so that
 // a warp's 16-byte shared accesses are contiguous (no bank conflicts; a lane-major layout with
 // 32-byte lanes, as for 16-bit T, conflicts 2-way on every access).
-template <class T, int TPR, int I, bool XS>
+// PF (prefetch; block groups, no XS): the block's next row of grad_out and x is copied (cp.async,
+// each thread its own vectors) into shared memory behind the accumulators while this row is
+// reduced, written and accumulated, as in the forward's PF.
+template <class T, int TPR, int I, bool XS, bool PF>
 __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TPR, I)) bwd_reg(const NormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
@@ -407,6 +435,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
   constexpr int E = int(16 / sizeof(C));  // compute elements per 16-byte chunk
   constexpr int NQ = V / E;               // chunks per vector (2 for 16-bit T, else 1)
   static_assert(NQ * E == V, "norm backward: vector / chunk mismatch");
+  static_assert(!PF || (!XS && RPB == 1), "norm backward: the prefetching kernel holds one row per block");
   extern __shared__ __align__(16) unsigned char norm_bwd_dyn[];
   __shared__ C red[2][64];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
@@ -416,6 +445,25 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
   C* accw = reinterpret_cast<C*>(norm_bwd_dyn) + group * SPAN;
   C* accb = reinterpret_cast<C*>(norm_bwd_dyn) + (L.gw ? RPB * SPAN : 0) + group * SPAN;
   P* xsm = reinterpret_cast<P*>(norm_bwd_dyn);
+  // PF: [grad_out, x][I][TPR] vectors of the next row, after the accumulators.
+  P* next_g = reinterpret_cast<P*>(norm_bwd_dyn + ((L.gw ? 1 : 0) + (L.gb ? 1 : 0)) * SPAN * sizeof(C));
+  P* next_x = next_g + I * TPR;
+  const T* gyp = static_cast<const T*>(L.gy);
+  const T* xp = static_cast<const T*>(L.x);
+  auto prefetch = [&](int64_t r) {
+    if (r < L.rows) {
+#pragma unroll
+      for (int i = 0; i < I; ++i) {
+        const int64_t col = int64_t(i * TPR + lane) * V;
+        if (col < H) {
+          __pipeline_memcpy_async(&next_g[i * TPR + lane], gyp + r * L.gy_rs + col, 16);
+          __pipeline_memcpy_async(&next_x[i * TPR + lane], xp + r * L.x_rs + col, 16);
+        }
+      }
+    }
+    __pipeline_commit();
+  };
+  if constexpr (PF) prefetch(blockIdx.x);
   if (acc) {
     C z[E];
 #pragma unroll
@@ -427,18 +475,22 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
       if (L.gb) store_n<E>(accb + o, z);
     }
   }
-  const T* gyp = static_cast<const T*>(L.gy);
-  const T* xp = static_cast<const T*>(L.x);
   int parity = 0;
   for (int64_t base = int64_t(blockIdx.x) * RPB; base < L.rows; base += int64_t(gridDim.x) * RPB, parity ^= 1) {
     const int64_t row = base + group;
     const bool valid = row < L.rows;
     P gp[I];
     P xv[XS ? 1 : I];
+    if constexpr (PF) __pipeline_wait_prior(0);
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
       const bool ok = valid && col < H;
+      if constexpr (PF) {
+        xv[i] = ok ? next_x[i * TPR + lane] : zero_vec<T>();
+        gp[i] = ok ? next_g[i * TPR + lane] : zero_vec<T>();
+        continue;
+      }
       if constexpr (XS) {
         if (ok) __pipeline_memcpy_async(&xsm[i * TPR + lane], xp + row * L.x_rs + col, 16);
       } else {
@@ -492,6 +544,9 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
       }
     }
     group_sum2<TPR>(s1, s2, red[parity]);
+    // Every vector read from next_g / next_x went into s1 / s2 and the block's barrier is behind:
+    // the buffers are free for the next row.
+    if constexpr (PF) prefetch(base + gridDim.x);
     const C c1 = L.layer ? s1 * invH : C(0), c2 = s2 * invH;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
@@ -553,7 +608,7 @@ inline int64_t bwd_reg_smem(const NormLaunch& L, int compute_bytes) {
   if (c.xs) return int64_t(c.tpr) * c.items * 16;
   const int nacc = (L.gw ? 1 : 0) + (L.gb ? 1 : 0);
   const int64_t span = int64_t(c.tpr) * c.items * c.vec;
-  return int64_t(rows_per_block(c.tpr)) * span * compute_bytes * nacc;
+  return int64_t(rows_per_block(c.tpr)) * span * compute_bytes * nacc + (c.prefetch ? bwd_prefetch_smem(c.tpr, c.items) : 0);
 }
 
 // Looped: grad_x only (two passes over grad_out and x); dweight / dbias come from colred.
@@ -663,12 +718,26 @@ template <class K> void allow_smem(K kernel, int64_t bytes) {
 }
 
 template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, cudaStream_t s) {
-  fwd_reg<T, TPR, I, R><<<unsigned(L.cfg.grid), block_threads(TPR), 0, s>>>(L);
+  if constexpr (R == 1 && fwd_prefetch_supported(TPR, I)) {
+    if (L.cfg.prefetch && !L.res) {  // select never asks for it with a residual
+      const int64_t smem = fwd_prefetch_smem(TPR, I);
+      allow_smem(fwd_reg<T, TPR, I, 1, true>, smem);
+      fwd_reg<T, TPR, I, 1, true><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+      return;
+    }
+  }
+  fwd_reg<T, TPR, I, R, false><<<unsigned(L.cfg.grid), block_threads(TPR), 0, s>>>(L);
+}
+template <class T, int TPR, int I, bool XS, bool PF> void bwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
+  const int64_t smem = bwd_reg_smem(L, int(sizeof(compute_t<T>)));
+  allow_smem(bwd_reg<T, TPR, I, XS, PF>, smem);
+  bwd_reg<T, TPR, I, XS, PF><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
 }
 template <class T, int TPR, int I, bool XS> void bwd_kernel(const NormLaunch& L, cudaStream_t s) {
-  const int64_t smem = bwd_reg_smem(L, int(sizeof(compute_t<T>)));
-  allow_smem(bwd_reg<T, TPR, I, XS>, smem);
-  bwd_reg<T, TPR, I, XS><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+  if constexpr (!XS && bwd_prefetch_supported(TPR, I)) {
+    if (L.cfg.prefetch) return bwd_kernel_go<T, TPR, I, false, true>(L, s);
+  }
+  bwd_kernel_go<T, TPR, I, XS, false>(L, s);
 }
 
 template <class T, int TPR, int I> bool fwd_rows(const NormLaunch& L, cudaStream_t s) {

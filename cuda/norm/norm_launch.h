@@ -30,6 +30,9 @@ struct Config {
   int items = 1;      // register path: 16-byte vectors per thread per row
   int rows = 1;       // register path, forward: rows a thread group holds at once (loads batched)
   int cluster = 1;    // cluster path: blocks per row (2 / 4 / 8); tpr = threads per block, items per thread
+  int stages = 2;     // backward cluster path: shared-memory buffers of grad_out / x rows (2 or 3)
+  bool prefetch = false;  // register path, one row per block: the block's next row is copied into
+                          // shared memory while this one is reduced and written
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
                       // dweight / dbias from the column-reduction kernel
   int vec = 1;        // elements per vector (looped path: 1, or 16 / sizeof(T) when aligned)
@@ -54,6 +57,26 @@ constexpr bool fwd_supported(int tpr, int items, int rows) {
   if (tpr == 1024) return items >= 1 && items <= 8 && rows == 1;
   return false;
 }
+// The forward kernels with a prefetched next row (one row per block, no residual; fwd_reg's PF):
+// the long-row shapes (16-bit H = 8192 .. 65536, f32 up to 32768).
+constexpr bool fwd_prefetch_supported(int tpr, int items) {
+  return (tpr == 256 && items == 4) || (tpr == 512 && (items == 2 || items == 4)) ||
+         (tpr == 1024 && (items == 4 || items == 8));
+}
+// Its dynamic shared memory: the block's next row, tpr x items 16-byte vectors.
+constexpr int64_t fwd_prefetch_smem(int tpr, int items) { return int64_t(tpr) * items * 16; }
+// Where the prefetching kernels are the default (measured, docs/benchmarks.md): none yet.
+inline bool prefetch_default(bool /*backward*/, DType, bool /*layer*/, int64_t /*vectors*/) { return false; }
+// Blocks per SM of the prefetching kernel on an H100 / H200 (228 KB of shared memory per SM, 1 KB
+// reserved per block), for its persistent grid.
+inline int64_t fwd_prefetch_resident_blocks(int tpr, int items) {
+  const int64_t by_threads = 2048 / tpr;
+  const int64_t regs = 48 + 4 * items;  // fwd_min_blocks' budget for 256..1024-thread blocks
+  const int64_t by_regs = std::max<int64_t>(1, 65536 / (regs * tpr));
+  const int64_t by_smem = (228 * 1024) / (fwd_prefetch_smem(tpr, items) + 1024 + 512);
+  return std::max<int64_t>(1, std::min({by_threads, by_regs, by_smem}));
+}
+
 // Backward: grad_out and x packed in registers (2 x items vectors), the dweight / dbias
 // accumulators in shared memory: items <= 4 (1 for 1024-thread blocks); with xs (x's row in
 // shared memory, dweight / dbias from the column-reduction kernel), 1024-thread blocks hold up to
@@ -65,6 +88,13 @@ constexpr bool bwd_supported(int tpr, int items, bool xs) {
   return false;
 }
 inline int rows_per_block(int tpr) { return tpr > 32 ? 1 : 128 / tpr; }
+// The backward kernels with a prefetched next row (bwd_reg's PF: block groups without xs).
+constexpr bool bwd_prefetch_supported(int tpr, int items) {
+  return (tpr == 128 && items == 4) || (tpr == 256 && (items == 2 || items == 4)) ||
+         (tpr == 512 && items >= 1 && items <= 4);
+}
+// Its extra dynamic shared memory: the next row of grad_out and x.
+constexpr int64_t bwd_prefetch_smem(int tpr, int items) { return int64_t(2) * tpr * items * 16; }
 
 // The cluster forward kernels that are instantiated (blocks per row, threads per block, 16-byte
 // vectors per thread), in the order of preference among equally padded candidates. A row of up
@@ -105,6 +135,9 @@ constexpr bool bwd_cluster_supported(int cs, int tpr, int items) {
 // resident at once (a second wave would double the time). A constant, not a device query: the
 // [clusters, H] partial sums, hence the bits, depend only on the shape.
 constexpr int64_t kBwdClusterBlocks = 192;
+// Shared-memory buffers of the backward cluster kernel: this row and NS - 1 rows in flight
+// (256 x 4 vectors: 32 KB of grad_out and x per buffer; 3 buffers still fit two blocks per SM).
+constexpr int kBwdClusterStages = 2;
 // The backward cluster path starts above the rows the register kernel with shared-memory
 // accumulators holds (512 threads x 4 vectors).
 constexpr int64_t kBwdClusterMinVectors = 2048;
@@ -138,7 +171,8 @@ inline int64_t bwd_resident_blocks(const Config& c, DType t, bool layer) {
   const int64_t threads = c.tpr > 32 ? c.tpr : 128;
   const int64_t by_threads = 2048 / threads;
   const int64_t by_regs = bwd_min_blocks(c.tpr, c.items);
-  const int64_t acc = int64_t(rows_per_block(c.tpr)) * c.tpr * c.items * c.vec * compute_size(t) * (layer ? 2 : 1);
+  const int64_t acc = int64_t(rows_per_block(c.tpr)) * c.tpr * c.items * c.vec * compute_size(t) * (layer ? 2 : 1) +
+                      (c.prefetch ? bwd_prefetch_smem(c.tpr, c.items) : 0);
   const int64_t by_smem = (228 * 1024) / (acc + 1024 + 2 * 64 * compute_size(t));
   return std::max<int64_t>(1, std::min({by_threads, by_regs, by_smem}));
 }
@@ -163,7 +197,9 @@ struct Override {
   int tpr = 0, items = 0, rows = 0, xs = -1;
   int cluster = 0;   // > 1 asks for the cluster path (with tpr, items); 1 forbids it
   int clusters = 0;  // backward cluster path: clusters of the persistent grid (0: the default)
-  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters; }
+  int stages = 0;    // backward cluster path: 2 or 3 buffers (0: the default)
+  int prefetch = -1; // register path: 1 / 0 asks for / forbids the prefetching kernel
+  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters || stages || prefetch >= 0; }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
   Override o;
@@ -175,6 +211,8 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "xs") o.xs = v;
     else if (k.key == "cluster") o.cluster = v;
     else if (k.key == "clusters") o.clusters = v;
+    else if (k.key == "stages") o.stages = v;
+    else if (k.key == "prefetch") o.prefetch = v;
   }
   return o;
 }
@@ -229,7 +267,7 @@ inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int t
 // (default kBwdClusterBlocks / cs, at most one per row), each looping over rows c, c + clusters, ...;
 // partials = clusters (one [H] row of dweight / dbias partial sums per cluster).
 inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int tpr = 0, int items = 0,
-                                 int clusters = 0) {
+                                 int clusters = 0, int stages = 0) {
   Config c;
   int64_t nv = 0;
   if (!cluster_config_start(c, t, H, rows, nv)) return c;
@@ -249,6 +287,7 @@ inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, i
   c.threads = c.tpr;
   c.grid = g * c.cluster;
   c.partials = g;
+  c.stages = stages == 2 || stages == 3 ? stages : kBwdClusterStages;
   return c;
 }
 
@@ -290,9 +329,9 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     // the default.
     const bool asked = ov.cluster > 1 && ov.tpr && ov.items;
     Config cc;
-    if (asked) cc = bwd_cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items, ov.clusters);
+    if (asked) cc = bwd_cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items, ov.clusters, ov.stages);
     if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items)) && nv > kBwdClusterMinVectors)
-      cc = bwd_cluster_config(t, H, rows, 0, 0, 0, ov.clusters);
+      cc = bwd_cluster_config(t, H, rows, 0, 0, 0, ov.clusters, ov.stages);
     if (cc.cluster > 1) {
       *ok = true;
       return cc;
@@ -356,8 +395,15 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     }
     if (ov.rows && !backward && fwd_supported(c.tpr, c.items, ov.rows)) c.rows = ov.rows;
   }
+  // The kernels that prefetch the block's next row into shared memory (forward: one row per block,
+  // no residual, a persistent grid; backward: without xs) where they measured faster, or as asked.
+  if (!backward && !residual && c.rows == 1 && fwd_prefetch_supported(c.tpr, c.items))
+    c.prefetch = ov.prefetch >= 0 ? ov.prefetch > 0 : prefetch_default(false, t, layer, nv);
+  if (backward && !c.xs && bwd_prefetch_supported(c.tpr, c.items))
+    c.prefetch = ov.prefetch >= 0 ? ov.prefetch > 0 : prefetch_default(true, t, layer, nv);
   *ok = true;
   finish_grid(c, backward, rows, t, layer);
+  if (c.prefetch && !backward) c.grid = std::min(rows, 132 * fwd_prefetch_resident_blocks(c.tpr, c.items));
   if (backward) {
     if (c.xs) {
       c.grid = std::min(rows, int64_t(132 * 2));
