@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A device call under a deadline: build + install (unless SKIP_BUILD=1), then each step in order,
+# each given only the time left, its log written straight to $OUT (so a call cut at its limit
+# still returns what ran). Usage on the device machine:
+#   DEADLINE=560 bash tools/device_steps.sh "python3 bench/bench_norm.py --sweep" "python3 -m pytest -q tests/x.py"
+# Prints, last, one line per step (exit status, seconds) and the tail of each step's log.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+export XLA_PYTHON_CLIENT_PREALLOCATE="${XLA_PYTHON_CLIENT_PREALLOCATE:-false}"
+DEADLINE="${DEADLINE:-560}"
+T0=$(date +%s)
+left() { echo $((DEADLINE - ($(date +%s) - T0))); }
+summary=()
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader || true
+if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
+  tb=$(date +%s)
+  if BARACUDA_CUDA_ARCHS="${BARACUDA_CUDA_ARCHS:-90}" python3 -m pip install --no-build-isolation --no-deps -v . \
+       > "$OUT/build.log" 2>&1; then
+    summary+=("build: ok $(( $(date +%s) - tb )) s")
+  else
+    tail -n 60 "$OUT/build.log"
+    echo "build: FAILED after $(( $(date +%s) - tb )) s"
+    exit 1
+  fi
+fi
+n=0
+for step in "$@"; do
+  n=$((n + 1))
+  t=$(left)
+  if (( t < 15 )); then summary+=("step $n: skipped (deadline): $step"); continue; fi
+  ts=$(date +%s)
+  timeout "$t" bash -c "$step" > "$OUT/step$n.log" 2>&1
+  rc=$?
+  summary+=("step $n: rc=$rc $(( $(date +%s) - ts )) s: $step")
+done
+for ((i = 1; i <= n; i++)); do
+  [[ -f "$OUT/step$i.log" ]] || continue
+  echo "==== step $i (last ${TAIL:-25} lines)"
+  tail -n "${TAIL:-25}" "$OUT/step$i.log"
+done
+echo "==== summary ($(( $(date +%s) - T0 )) s)"
+printf '%s\n' "${summary[@]}"
