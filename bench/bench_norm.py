@@ -271,25 +271,21 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
 # (op, kind, shape, [config strings]): the register-kernel variants --sweep times ("" = default).
 SWEEP = [
     # Prefetching kernels (prefetch=1: the block's next row copied into shared memory during this
-    # one) and the three-buffer backward cluster kernel (stages=3) against the defaults.
-    ("rms_norm", "fwd", (2048, 65536), ["", "prefetch=1", "cluster=1,tpr=1024,items=4,prefetch=1"]),
-    ("layer_norm", "fwd", (2048, 65536), ["", "prefetch=1"]),
-    ("rms_norm", "fwd", (8192, 8192), ["", "prefetch=1", "tpr=512,items=2,rows=1,prefetch=1"]),
-    ("layer_norm", "fwd", (8192, 8192), ["", "prefetch=1", "tpr=512,items=2,rows=1,prefetch=1"]),
-    ("rms_norm", "fwd", (4096, 16384), ["", "prefetch=1"]),
-    ("layer_norm", "fwd", (4096, 16384), ["", "prefetch=1"]),
-    ("rms_norm", "bwd", (2048, 65536), ["", "stages=3", "stages=3,clusters=33", "stages=3,clusters=16"]),
-    ("layer_norm", "bwd", (2048, 65536), ["", "stages=3", "stages=3,clusters=33"]),
-    ("rms_norm", "bwd", (32768, 4096), ["", "prefetch=1", "tpr=256,items=2,prefetch=1", "tpr=512,items=1,prefetch=1"]),
-    ("layer_norm", "bwd", (32768, 4096), ["", "prefetch=1", "tpr=256,items=2,prefetch=1", "tpr=512,items=1,prefetch=1"]),
-    ("rms_norm", "bwd", (8192, 8192), ["", "prefetch=1", "tpr=512,items=2,prefetch=1"]),
-    ("layer_norm", "bwd", (8192, 8192), ["", "prefetch=1", "tpr=256,items=4,prefetch=1"]),
+    # one), against the defaults.
+    ("rms_norm", "fwd", (2048, 65536), ["", "prefetch=1"]),
+    ("layer_norm", "fwd", (2048, 65536), ["", "prefetch=1", "cluster=8,tpr=256,items=4", "cluster=4,tpr=512,items=4"]),
+    ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1", "tpr=512,items=2,rows=1,prefetch=1"]),
+    ("layer_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1", "tpr=512,items=2,rows=1,prefetch=1"]),
+    ("rms_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1"]),
+    ("layer_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1"]),
+    ("rms_norm", "bwd", (32768, 4096), ["", "prefetch=1", "tpr=256,items=2", "tpr=256,items=2,prefetch=1"]),
+    ("layer_norm", "bwd", (32768, 4096), ["", "tpr=256,items=2", "tpr=256,items=2,prefetch=1"]),
+    ("rms_norm", "bwd", (8192, 8192), ["", "tpr=512,items=2", "tpr=512,items=2,prefetch=1"]),
+    ("layer_norm", "bwd", (8192, 8192), ["", "prefetch=1", "tpr=256,items=4"]),
     ("rms_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
     ("layer_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
-    ("rms_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1", "tpr=128,items=4,rows=2",
-                                        "tpr=512,items=1,rows=2", "tpr=512,items=1,rows=1"]),
-    ("layer_norm", "fwd", (32768, 4096), ["", "tpr=256,items=2,rows=2", "tpr=256,items=2,rows=1", "tpr=128,items=4,rows=1",
-                                          "tpr=512,items=1,rows=2"]),
+    ("rms_norm", "bwd", (65536, 512), ["", "tpr=128,items=1"]),
+    ("layer_norm", "bwd", (65536, 512), ["", "tpr=128,items=1"]),
     # H = 8192 (1024 vectors): 512 x 2 (two rows per block or one), 256 x 4, 1024 x 1.
     ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1", "tpr=256,items=4,rows=1", "tpr=256,items=4,rows=2",
                                        "tpr=1024,items=1"]),

@@ -593,38 +593,6 @@ def test_bwd_cluster_shapes(shape, dtname, pad, rows, clusters, monkeypatch):
         check_bwd(op, go, x, w, b, gres, gx, gw, gb, f"{op} {dtname} c{cs}t{tpr}x{items} {rows}x{H}")
 
 
-@pytest.mark.parametrize("dtname", list(DT))
-@pytest.mark.parametrize("shape", BWD_CLUSTER_SHAPES, ids=[f"c{c}t{t}x{i}" for c, t, i in BWD_CLUSTER_SHAPES])
-def test_bwd_cluster_three_stages(shape, dtname, monkeypatch):
-    """stages=3 (two rows in flight behind the current one): rows that do not divide among the
-    clusters, so some clusters run out of rows while copies of others are still prefetched; the
-    same answer as stages=2."""
-    cs, tpr, items = shape
-    dt = DT[dtname]
-    H = cluster_row_len(dt, cs, tpr, items, "one")
-    rows = 23
-    g = R.gen(f"norm/bwd-cluster-stages/{shape}/{dtname}")
-    x = make((rows, H), dt, g, 1.5, 0.75)
-    go = make((rows, H), dt, g)
-    gres = make((rows, H), dt, g)
-    for op in ("rms_norm", "layer_norm"):
-        w = make((H,), dt, g, 0.5, 1.0)
-        b = make((H,), torch.float32, g) if op == "layer_norm" else None
-        stats = fwd_stats(op, x)
-        got = {}
-        for stages in (3, 2):
-            monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", f"cluster={cs},tpr={tpr},items={items},clusters=3,stages={stages}")
-            plan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, gres, stats)
-            suffix = "s3" if stages == 3 else ""
-            assert plan.sku.name == f"norm.{op}_backward.row_cluster.c{cs}t{tpr}x{items}{suffix}", plan.sku.name
-            check_bwd(op, go, x, w, b, gres, gx, gw, gb, f"{op} {dtname} c{cs}t{tpr}x{items} stages={stages}")
-            got[stages] = (gx, gw, gb)
-        # The same sums in the same order: the same bits.
-        for a, c in zip(got[3], got[2]):
-            if a is not None:
-                assert torch.equal(R.bits(a), R.bits(c))
-
-
 @pytest.mark.parametrize("dtname", ["bfloat16", "float16", "float32", "float64"])
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_bwd_cluster_default_long_rows(op, dtname, monkeypatch):

@@ -176,7 +176,6 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
     if (c.rows > 1) k.name += "r" + std::to_string(c.rows);
     if (c.xs) k.name += "xs";
     if (c.prefetch) k.name += "p";
-    if (cluster && I.backward && c.stages != 2) k.name += "s" + std::to_string(c.stages);
   }
   k.dtypes.push_back(x.dtype);
   k.dtypes.push_back(x.dtype);

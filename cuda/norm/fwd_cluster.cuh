@@ -296,7 +296,7 @@ template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) 
 // dweight / dbias: per column, the rows of the cluster in order, then the clusters in order.
 template <int TPR> constexpr int bwd_cluster_min_blocks() { return 2048 / TPR / 4 > 1 ? 2048 / TPR / 4 : 1; }
 
-template <class T, int CS, int TPR, int I, int NS>
+template <class T, int CS, int TPR, int I>
 __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluster(const NormLaunch L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
@@ -306,9 +306,9 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   constexpr int V = 16 / sizeof(T);
   constexpr int W = TPR / 32;
   constexpr int SH = TPR * I;  // vectors of a block's share
-  static_assert(TPR % 32 == 0 && W <= 32 && CS >= 2 && CS <= 8 && NS >= 2, "cluster kernel shape");
+  static_assert(TPR % 32 == 0 && W <= 32 && CS >= 2 && CS <= 8, "cluster kernel shape");
   extern __shared__ __align__(16) unsigned char norm_bwd_cl_dyn[];
-  P* stage = reinterpret_cast<P*>(norm_bwd_cl_dyn);  // [NS buffers][grad_out, x][SH]
+  P* stage = reinterpret_cast<P*>(norm_bwd_cl_dyn);  // [2 buffers][grad_out, x][SH]
   __shared__ C red[2][2][W];      // per-warp (s1, s2), one slot set per parity
   __shared__ C part[2][2][CS];    // the cluster's block sums, one slot set per parity
   const int lane = threadIdx.x, warp = lane >> 5;
@@ -346,21 +346,18 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
     for (int k = 0; k < V; ++k) aw[i][k] = ab[i][k] = 0;
 
   int64_t row = c0;
-#pragma unroll
-  for (int k = 0; k < NS - 1; ++k) prefetch(row + k * G, k);  // rows c0 .. c0 + (NS - 2) G
+  prefetch(row, 0);
   C mean = L.layer ? meanp[row] : C(0), rstd = rstdp[row];
-  int b = 0, par = 0;  // b: this row's buffer (of NS); par: the reduction slot set
-  for (bool first = true; row < L.rows; row += G, b = b + 1 == NS ? 0 : b + 1, par ^= 1, first = false) {
+  int b = 0;
+  for (bool first = true; row < L.rows; row += G, b ^= 1, first = false) {
     const int64_t next = row + G;
-    // The buffer NS - 1 rows ahead is the one the previous row used; this thread read its own
-    // vectors of it before this point, and only its own vectors are copied.
-    prefetch(row + (NS - 1) * G, b == 0 ? NS - 1 : b - 1);
+    prefetch(next, b ^ 1);
     C mean_n = 0, rstd_n = 0;
     if (next < L.rows) {
       mean_n = L.layer ? meanp[next] : C(0);
       rstd_n = rstdp[next];
     }
-    __pipeline_wait_prior(NS - 1);  // this row's copies (later rows' may still be in flight)
+    __pipeline_wait_prior(1);  // this row's copies (the next row's may still be in flight)
     const P* gs = stage + (b * 2 + 0) * SH;
     const P* xs = stage + (b * 2 + 1) * SH;
 
@@ -387,21 +384,21 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       s1 += __shfl_xor_sync(0xffffffffu, s1, o);
       s2 += __shfl_xor_sync(0xffffffffu, s2, o);
     }
-    if ((lane & 31) == 0) { red[par][0][warp] = s1; red[par][1][warp] = s2; }
+    if ((lane & 31) == 0) { red[b][0][warp] = s1; red[b][1][warp] = s2; }
     __syncthreads();
     if (first) cl_wait();  // the start barrier: every block of the cluster runs
     if (lane < CS) {
       C t1 = 0, t2 = 0;
 #pragma unroll
-      for (int i = 0; i < W; ++i) { t1 += red[par][0][i]; t2 += red[par][1][i]; }
-      cl_store(&part[par][0][rank], unsigned(lane), t1);
-      cl_store(&part[par][1][rank], unsigned(lane), t2);
+      for (int i = 0; i < W; ++i) { t1 += red[b][0][i]; t2 += red[b][1][i]; }
+      cl_store(&part[b][0][rank], unsigned(lane), t1);
+      cl_store(&part[b][1][rank], unsigned(lane), t2);
     }
     cl_arrive();
     cl_wait();
     s1 = 0; s2 = 0;
 #pragma unroll
-    for (int r = 0; r < CS; ++r) { s1 += part[par][0][r]; s2 += part[par][1][r]; }
+    for (int r = 0; r < CS; ++r) { s1 += part[b][0][r]; s2 += part[b][1][r]; }
     const C c1 = L.layer ? s1 * invH : C(0), c2 = s2 * invH;
 
 #pragma unroll
@@ -446,12 +443,12 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 
 // Launches the backward cluster kernel of L.cfg (dynamic shared memory: two buffers of the block's
 // share of grad_out and x); false, with nothing launched, without clusters / sm_90 code.
-template <class T, int CS, int TPR, int I, int NS> bool bwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
-  if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I, NS>)) return false;
-  const int64_t smem = int64_t(NS) * 2 * TPR * I * 16;
-  allow_smem(bwd_cluster<T, CS, TPR, I, NS>, smem);
+template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
+  if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I>)) return false;
+  const int64_t smem = int64_t(2) * 2 * TPR * I * 16;
+  allow_smem(bwd_cluster<T, CS, TPR, I>, smem);
   ClusterLaunch(dim3(unsigned(L.cfg.grid)), dim3(TPR), size_t(smem), s, CS)  // grid: clusters x CS
-      .launch(bwd_cluster<T, CS, TPR, I, NS>, "launch of norm backward (cluster)", L);
+      .launch(bwd_cluster<T, CS, TPR, I>, "launch of norm backward (cluster)", L);
   return true;
 }
 
@@ -463,8 +460,7 @@ template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) 
       [&](auto shape) {
         using S = decltype(shape);
         static_assert(bwd_cluster_supported(S::cs, S::tpr, S::items), "a cluster shape missing from kBwdClusterShapes");
-        launched = L.cfg.stages == 3 ? bwd_cluster_go<T, S::cs, S::tpr, S::items, 3>(L, s)
-                                     : bwd_cluster_go<T, S::cs, S::tpr, S::items, 2>(L, s);
+        launched = bwd_cluster_go<T, S::cs, S::tpr, S::items>(L, s);
       },
       ShapeT<4, 256, 3>{}, ShapeT<4, 256, 4>{}, ShapeT<8, 256, 3>{}, ShapeT<8, 256, 4>{});
   if (!found) throw Unsupported("norm: no cluster backward kernel for this configuration (internal)");

@@ -181,13 +181,14 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
   const C invH = C(1) / C(H), eps = C(L.eps);
   const T* x = static_cast<const T*>(L.x);
   // PF: issues the copies of row r (this thread's vectors) and one commit group.
+  // (One base address and constant offsets: a 1024 x 8 block has no registers to spare.)
   auto prefetch = [&](int64_t r) {
     if (r < L.rows) {
+      const T* src = x + r * L.x_rs + int64_t(lane) * V;
+      const int64_t left = H - int64_t(lane) * V;  // elements from this lane's first column on
 #pragma unroll
-      for (int i = 0; i < I; ++i) {
-        const int64_t col = int64_t(i * TPR + lane) * V;
-        if (col < H) __pipeline_memcpy_async(&next_row[i * TPR + lane], x + r * L.x_rs + col, 16);
-      }
+      for (int i = 0; i < I; ++i)
+        if (int64_t(i) * TPR * V < left) __pipeline_memcpy_async(&next_row[i * TPR + lane], src + i * TPR * V, 16);
     }
     __pipeline_commit();
   };
@@ -293,25 +294,34 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
           if (L.layer) static_cast<C*>(L.mean)[row[j]] = mean[j];
         }
     T* yp = static_cast<T*>(L.y);
+    // A vector's weight / bias in two halves, the result packed as it is made: fewer live
+    // registers (a 1024 x 8 block has 64, half of them the row).
+    constexpr int HV = V > 1 ? V / 2 : 1;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
       if (col >= H) continue;
-      C w[V], b[V];
-      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
-      if (L.b) load_param<V, T>(L.b, L.b_f32, col, b);
+      P yv[R];
 #pragma unroll
-      for (int j = 0; j < R; ++j) {
-        if (!valid[j]) continue;
-        C y[V];
+      for (int j = 0; j < R; ++j) yv[j] = zero_vec<T>();
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-          y[k] = (unpack<T>(h[j][i], k) - mean[j]) * rstd[j];
-          if (L.w) y[k] *= w[k];
-          if (L.b) y[k] += b[k];
-        }
-        store_n<V>(yp + row[j] * L.y_rs + col, y);
+      for (int q = 0; q < V; q += HV) {
+        C w[HV], b[HV];
+        if (L.w) load_param<HV, T>(L.w, L.w_f32, col + q, w);
+        if (L.b) load_param<HV, T>(L.b, L.b_f32, col + q, b);
+#pragma unroll
+        for (int j = 0; j < R; ++j)
+#pragma unroll
+          for (int k = 0; k < HV; ++k) {
+            C y = (unpack<T>(h[j][i], q + k) - mean[j]) * rstd[j];
+            if (L.w) y *= w[k];
+            if (L.b) y += b[k];
+            pack_into<T>(yv[j], q + k, y);
+          }
       }
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+        if (valid[j]) *reinterpret_cast<P*>(yp + row[j] * L.y_rs + col) = yv[j];
     }
   }
 }
@@ -512,32 +522,32 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
       const int64_t col = int64_t(i * TPR + lane) * V;
       if (!valid || col >= H) continue;
       const P xi = x_of(i);
-      C w[V];
-      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
-      C gyc[V], xh[V];
+      // A vector in NQ chunks of E (its accumulator chunks): fewer live registers than all V at once.
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        gyc[k] = unpack<T>(gp[i], k);
-        xh[k] = (unpack<T>(xi, k) - mean) * rstd;
-        const C g = L.w ? gyc[k] * w[k] : gyc[k];
-        s1 += g;
-        s2 += g * xh[k];
-      }
-      if (acc) {
+      for (int q = 0; q < NQ; ++q) {
+        C w[E], gyc[E], xh[E];
+        if (L.w) load_param<E, T>(L.w, L.w_f32, col + q * E, w);
 #pragma unroll
-        for (int q = 0; q < NQ; ++q) {
+        for (int e = 0; e < E; ++e) {
+          gyc[e] = unpack<T>(gp[i], q * E + e);
+          xh[e] = (unpack<T>(xi, q * E + e) - mean) * rstd;
+          const C g = L.w ? gyc[e] * w[e] : gyc[e];
+          s1 += g;
+          s2 += g * xh[e];
+        }
+        if (acc) {
           const int o = ((i * NQ + q) * TPR + lane) * E;
           C a[E];
           if (L.gw) {
             load_n<E>(accw + o, a);
 #pragma unroll
-            for (int e = 0; e < E; ++e) a[e] += gyc[q * E + e] * xh[q * E + e];
+            for (int e = 0; e < E; ++e) a[e] += gyc[e] * xh[e];
             store_n<E>(accw + o, a);
           }
           if (L.gb) {
             load_n<E>(accb + o, a);
 #pragma unroll
-            for (int e = 0; e < E; ++e) a[e] += gyc[q * E + e];
+            for (int e = 0; e < E; ++e) a[e] += gyc[e];
             store_n<E>(accb + o, a);
           }
         }
@@ -553,20 +563,23 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
       const int64_t col = int64_t(i * TPR + lane) * V;
       if (!valid || col >= H) continue;
       const P xi = x_of(i);
-      C w[V], dx[V];
-      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+      const P r = L.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col) : zero_vec<T>();
+      P dxv = zero_vec<T>();
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const C xh = (unpack<T>(xi, k) - mean) * rstd;
-        const C g = L.w ? unpack<T>(gp[i], k) * w[k] : unpack<T>(gp[i], k);
-        dx[k] = rstd * (g - c1 - xh * c2);
-      }
-      if (L.gres) {
-        const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
+      for (int q = 0; q < NQ; ++q) {  // chunks of E, packed as they are made (fewer live registers)
+        C w[E];
+        if (L.w) load_param<E, T>(L.w, L.w_f32, col + q * E, w);
 #pragma unroll
-        for (int k = 0; k < V; ++k) dx[k] += unpack<T>(r, k);
+        for (int e = 0; e < E; ++e) {
+          const int k = q * E + e;
+          const C xh = (unpack<T>(xi, k) - mean) * rstd;
+          const C g = L.w ? unpack<T>(gp[i], k) * w[e] : unpack<T>(gp[i], k);
+          C dx = rstd * (g - c1 - xh * c2);
+          if (L.gres) dx += unpack<T>(r, k);
+          pack_into<T>(dxv, k, dx);
+        }
       }
-      store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
+      *reinterpret_cast<P*>(static_cast<T*>(L.gx) + row * L.gx_rs + col) = dxv;
     }
   }
   if (!acc) return;

@@ -30,7 +30,6 @@ struct Config {
   int items = 1;      // register path: 16-byte vectors per thread per row
   int rows = 1;       // register path, forward: rows a thread group holds at once (loads batched)
   int cluster = 1;    // cluster path: blocks per row (2 / 4 / 8); tpr = threads per block, items per thread
-  int stages = 2;     // backward cluster path: shared-memory buffers of grad_out / x rows (2 or 3)
   bool prefetch = false;  // register path, one row per block: the block's next row is copied into
                           // shared memory while this one is reduced and written
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
@@ -135,9 +134,6 @@ constexpr bool bwd_cluster_supported(int cs, int tpr, int items) {
 // resident at once (a second wave would double the time). A constant, not a device query: the
 // [clusters, H] partial sums, hence the bits, depend only on the shape.
 constexpr int64_t kBwdClusterBlocks = 192;
-// Shared-memory buffers of the backward cluster kernel: this row and NS - 1 rows in flight
-// (256 x 4 vectors: 32 KB of grad_out and x per buffer; 3 buffers still fit two blocks per SM).
-constexpr int kBwdClusterStages = 2;
 // The backward cluster path starts above the rows the register kernel with shared-memory
 // accumulators holds (512 threads x 4 vectors).
 constexpr int64_t kBwdClusterMinVectors = 2048;
@@ -197,9 +193,8 @@ struct Override {
   int tpr = 0, items = 0, rows = 0, xs = -1;
   int cluster = 0;   // > 1 asks for the cluster path (with tpr, items); 1 forbids it
   int clusters = 0;  // backward cluster path: clusters of the persistent grid (0: the default)
-  int stages = 0;    // backward cluster path: 2 or 3 buffers (0: the default)
   int prefetch = -1; // register path: 1 / 0 asks for / forbids the prefetching kernel
-  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters || stages || prefetch >= 0; }
+  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0; }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
   Override o;
@@ -211,7 +206,6 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "xs") o.xs = v;
     else if (k.key == "cluster") o.cluster = v;
     else if (k.key == "clusters") o.clusters = v;
-    else if (k.key == "stages") o.stages = v;
     else if (k.key == "prefetch") o.prefetch = v;
   }
   return o;
@@ -267,7 +261,7 @@ inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int t
 // (default kBwdClusterBlocks / cs, at most one per row), each looping over rows c, c + clusters, ...;
 // partials = clusters (one [H] row of dweight / dbias partial sums per cluster).
 inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int tpr = 0, int items = 0,
-                                 int clusters = 0, int stages = 0) {
+                                 int clusters = 0) {
   Config c;
   int64_t nv = 0;
   if (!cluster_config_start(c, t, H, rows, nv)) return c;
@@ -287,7 +281,6 @@ inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, i
   c.threads = c.tpr;
   c.grid = g * c.cluster;
   c.partials = g;
-  c.stages = stages == 2 || stages == 3 ? stages : kBwdClusterStages;
   return c;
 }
 
@@ -329,9 +322,9 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     // the default.
     const bool asked = ov.cluster > 1 && ov.tpr && ov.items;
     Config cc;
-    if (asked) cc = bwd_cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items, ov.clusters, ov.stages);
+    if (asked) cc = bwd_cluster_config(t, H, rows, ov.cluster, ov.tpr, ov.items, ov.clusters);
     if (cc.cluster <= 1 && (asked || (!ov.tpr && !ov.items)) && nv > kBwdClusterMinVectors)
-      cc = bwd_cluster_config(t, H, rows, 0, 0, 0, ov.clusters, ov.stages);
+      cc = bwd_cluster_config(t, H, rows, 0, 0, 0, ov.clusters);
     if (cc.cluster > 1) {
       *ok = true;
       return cc;
