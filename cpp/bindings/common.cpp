@@ -2,6 +2,8 @@
 
 #include <nanobind/stl/string.h>
 
+#include <limits>
+
 #include "baracuda/errors.h"
 #include "baracuda/runtime.h"
 
@@ -191,6 +193,48 @@ void fill_view(Imported& r, const Arr& arr, const char* name) {
                           "-byte elements (" + dtype_name(v.dtype) + ")");
 }
 
+// A stride whose byte offset cannot exist (|stride x element size x (extent - 1)| beyond 2^62):
+// what CuPy's __dlpack__ exports for a negative stride before cupy/cupy#10228 (the byte stride
+// taken as unsigned, then divided by the element size). Such a view is re-read from the array's
+// own signed byte strides (CuPy's `.strides`); any other producer's is refused.
+void check_strides(Imported& r, nb::handle original, const char* name) {
+  TensorView& v = r.view;
+  const int64_t es = int64_t(dtype_size(v.dtype));
+  constexpr int64_t kLimit = int64_t(1) << 62;
+  auto impossible = [&](int i) {
+    if (v.shape[i] <= 1) return false;
+    if (v.strides[i] == std::numeric_limits<int64_t>::min()) return true;
+    const int64_t s = v.strides[i] < 0 ? -v.strides[i] : v.strides[i];
+    return s > kLimit / es / (v.shape[i] - 1);
+  };
+  int bad = -1;
+  for (int i = 0; i < v.ndim && bad < 0; ++i)
+    if (impossible(i)) bad = i;
+  if (bad < 0) return;
+  if (r.framework == 2) {
+    nb::object st = nb::getattr(original, "strides", nb::none());
+    if (nb::isinstance<nb::tuple>(st) && nb::len(st) == size_t(v.ndim)) {
+      bool whole = true;
+      int64_t fixed[kMaxRank];
+      for (int i = 0; i < v.ndim; ++i) {
+        const int64_t b = nb::cast<int64_t>(st[i]);
+        whole = whole && b % es == 0;
+        fixed[i] = b / es;
+      }
+      if (whole) {
+        for (int i = 0; i < v.ndim; ++i) v.strides[i] = fixed[i];
+        bad = -1;
+        for (int i = 0; i < v.ndim && bad < 0; ++i)
+          if (impossible(i)) bad = i;
+        if (bad < 0) return;
+      }
+    }
+  }
+  throw InvalidArgument(std::string(name) + ": stride " + std::to_string(v.strides[bad]) + " along dimension " +
+                        std::to_string(bad) + " (shape " + shape_str(v.shape, v.ndim) +
+                        ") addresses no real memory; the producer exported a broken view (pass a contiguous copy)");
+}
+
 Imported import_tensor(nb::handle h, const char* name, bool writable) {
   Imported r;
   if (h.is_none()) throw InvalidArgument(std::string(name) + ": expected a CUDA tensor, got None");
@@ -200,6 +244,7 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
     nb::object ready = nb::getattr(h, "block_until_ready", nb::none());
     if (!ready.is_none()) ready();
   }
+  const nb::handle original = h;
   nb::object capsule;
   if (r.framework == 1) {
     capsule = torch_capsule(h);
@@ -221,6 +266,7 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
                             py_type_name(h));
     fill_view(r, r.array, name);
   }
+  check_strides(r, original, name);
   return r;
 }
 

@@ -175,6 +175,7 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
     k.name += "x" + std::to_string(c.items);
     if (c.rows > 1) k.name += "r" + std::to_string(c.rows);
     if (c.xs) k.name += "xs";
+    if (c.regacc) k.name += "a";
     if (c.prefetch) k.name += "p";
   }
   k.dtypes.push_back(x.dtype);

@@ -435,8 +435,13 @@ template <class T> __device__ __forceinline__ compute_t<T>* partial_b(const Norm
 // PF (prefetch; block groups, no XS): the block's next row of grad_out and x is copied (cp.async,
 // each thread its own vectors) into shared memory behind the accumulators while this row is
 // reduced, written and accumulated, as in the forward's PF.
-template <class T, int TPR, int I, bool XS, bool PF>
-__global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TPR, I)) bwd_reg(const NormLaunch L) {
+// RA (register accumulators; 16-bit T, block groups, no XS): a thread's dweight / dbias columns
+// are the same in every row, so they accumulate in registers, and a 16-bit weight is held packed
+// in registers for the whole kernel, instead of a shared-memory read-modify-write and a weight
+// load per row; the partial row is written straight from the registers.
+template <class T, int TPR, int I, bool XS, bool PF, bool RA>
+__global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_min_blocks(TPR, I) : bwd_min_blocks(TPR, I)))
+    bwd_reg(const NormLaunch L) {
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
   using P = VecOf<T>;
@@ -446,6 +451,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
   constexpr int NQ = V / E;               // chunks per vector (2 for 16-bit T, else 1)
   static_assert(NQ * E == V, "norm backward: vector / chunk mismatch");
   static_assert(!PF || (!XS && RPB == 1), "norm backward: the prefetching kernel holds one row per block");
+  static_assert(!RA || (!XS && RPB == 1 && sizeof(T) == 2), "norm backward: register accumulators need 16-bit block groups");
   extern __shared__ __align__(16) unsigned char norm_bwd_dyn[];
   __shared__ C red[2][64];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
@@ -456,7 +462,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
   C* accb = reinterpret_cast<C*>(norm_bwd_dyn) + (L.gw ? RPB * SPAN : 0) + group * SPAN;
   P* xsm = reinterpret_cast<P*>(norm_bwd_dyn);
   // PF: [grad_out, x][I][TPR] vectors of the next row, after the accumulators.
-  P* next_g = reinterpret_cast<P*>(norm_bwd_dyn + ((L.gw ? 1 : 0) + (L.gb ? 1 : 0)) * SPAN * sizeof(C));
+  P* next_g = reinterpret_cast<P*>(norm_bwd_dyn + (RA ? 0 : ((L.gw ? 1 : 0) + (L.gb ? 1 : 0)) * SPAN * sizeof(C)));
   P* next_x = next_g + I * TPR;
   const T* gyp = static_cast<const T*>(L.gy);
   const T* xp = static_cast<const T*>(L.x);
@@ -474,7 +480,31 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
     __pipeline_commit();
   };
   if constexpr (PF) prefetch(blockIdx.x);
-  if (acc) {
+  // RA: the accumulators, and the weight (16-bit, packed) of this thread's columns.
+  C ra_w[RA ? I : 1][RA ? V : 1], ra_b[RA ? I : 1][RA ? V : 1];
+  P wpk[RA ? I : 1];
+  const bool w_packed = RA && L.w && !L.w_f32;
+  if constexpr (RA) {
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t col = int64_t(i * TPR + lane) * V;
+      wpk[i] = w_packed && col < H ? ld_pack<P>(static_cast<const T*>(L.w) + col) : zero_vec<T>();
+#pragma unroll
+      for (int k = 0; k < V; ++k) ra_w[i][k] = ra_b[i][k] = C(0);
+    }
+  }
+  // One E-chunk of the weight at vector i, chunk q (column col + q * E).
+  auto weight_chunk = [&](int i, int q, int64_t col, C* w) {
+    if constexpr (RA) {
+      if (w_packed) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) w[e] = unpack<T>(wpk[i], q * E + e);
+        return;
+      }
+    }
+    load_param<E, T>(L.w, L.w_f32, col + q * E, w);
+  };
+  if (acc && !RA) {
     C z[E];
 #pragma unroll
     for (int k = 0; k < E; ++k) z[k] = 0;
@@ -526,7 +556,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
 #pragma unroll
       for (int q = 0; q < NQ; ++q) {
         C w[E], gyc[E], xh[E];
-        if (L.w) load_param<E, T>(L.w, L.w_f32, col + q * E, w);
+        if (L.w) weight_chunk(i, q, col, w);
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           gyc[e] = unpack<T>(gp[i], q * E + e);
@@ -535,7 +565,13 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
           s1 += g;
           s2 += g * xh[e];
         }
-        if (acc) {
+        if constexpr (RA) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            ra_w[i][q * E + e] += gyc[e] * xh[e];
+            ra_b[i][q * E + e] += gyc[e];
+          }
+        } else if (acc) {
           const int o = ((i * NQ + q) * TPR + lane) * E;
           C a[E];
           if (L.gw) {
@@ -568,7 +604,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
 #pragma unroll
       for (int q = 0; q < NQ; ++q) {  // chunks of E, packed as they are made (fewer live registers)
         C w[E];
-        if (L.w) load_param<E, T>(L.w, L.w_f32, col + q * E, w);
+        if (L.w) weight_chunk(i, q, col, w);
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           const int k = q * E + e;
@@ -585,6 +621,19 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
   if (!acc) return;
   C* pw = partial_w<T>(L) + int64_t(blockIdx.x) * H;
   C* pb = partial_b<T>(L) + int64_t(blockIdx.x) * H;
+  if constexpr (RA) {  // this thread's columns of the block's partial row, straight from registers
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t col = int64_t(i * TPR + lane) * V;
+      if (col >= H) continue;
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) {
+        if (L.gw) store_n<E>(pw + col + q * E, &ra_w[i][q * E]);
+        if (L.gb) store_n<E>(pb + col + q * E, &ra_b[i][q * E]);
+      }
+    }
+    return;
+  }
   // The row groups' sums added in group order (RPB = 1 for block groups), written as
   // consecutive 16-byte chunks of the partial row (coalesced): column chunk c4 is chunk
   // q = c4 % NQ of vector j = c4 / NQ, held by lane j % TPR as its vector j / TPR.
@@ -619,7 +668,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : bwd_min_blocks(TP
 inline int64_t bwd_reg_smem(const NormLaunch& L, int compute_bytes) {
   const Config& c = L.cfg;
   if (c.xs) return int64_t(c.tpr) * c.items * 16;
-  const int nacc = (L.gw ? 1 : 0) + (L.gb ? 1 : 0);
+  const int nacc = c.regacc ? 0 : (L.gw ? 1 : 0) + (L.gb ? 1 : 0);
   const int64_t span = int64_t(c.tpr) * c.items * c.vec;
   return int64_t(rows_per_block(c.tpr)) * span * compute_bytes * nacc + (c.prefetch ? bwd_prefetch_smem(c.tpr, c.items) : 0);
 }
@@ -741,12 +790,19 @@ template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, c
   }
   fwd_reg<T, TPR, I, R, false><<<unsigned(L.cfg.grid), block_threads(TPR), 0, s>>>(L);
 }
-template <class T, int TPR, int I, bool XS, bool PF> void bwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
+template <class T, int TPR, int I, bool XS, bool PF, bool RA = false>
+void bwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
   const int64_t smem = bwd_reg_smem(L, int(sizeof(compute_t<T>)));
-  allow_smem(bwd_reg<T, TPR, I, XS, PF>, smem);
-  bwd_reg<T, TPR, I, XS, PF><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+  allow_smem(bwd_reg<T, TPR, I, XS, PF, RA>, smem);
+  bwd_reg<T, TPR, I, XS, PF, RA><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
 }
 template <class T, int TPR, int I, bool XS> void bwd_kernel(const NormLaunch& L, cudaStream_t s) {
+  if constexpr (!XS && sizeof(T) == 2 && bwd_regacc_supported(TPR, I)) {
+    if (L.cfg.regacc) {
+      if (L.cfg.prefetch) return bwd_kernel_go<T, TPR, I, false, true, true>(L, s);
+      return bwd_kernel_go<T, TPR, I, false, false, true>(L, s);
+    }
+  }
   if constexpr (!XS && bwd_prefetch_supported(TPR, I)) {
     if (L.cfg.prefetch) return bwd_kernel_go<T, TPR, I, false, true>(L, s);
   }

@@ -32,6 +32,8 @@ struct Config {
   int cluster = 1;    // cluster path: blocks per row (2 / 4 / 8); tpr = threads per block, items per thread
   bool prefetch = false;  // register path, one row per block: the block's next row is copied into
                           // shared memory while this one is reduced and written
+  bool regacc = false;    // register path, backward, 16-bit: dweight / dbias accumulated (and a 16-bit
+                          // weight held) in registers instead of shared memory
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
                       // dweight / dbias from the column-reduction kernel
   int vec = 1;        // elements per vector (looped path: 1, or 16 / sizeof(T) when aligned)
@@ -64,8 +66,21 @@ constexpr bool fwd_prefetch_supported(int tpr, int items) {
 }
 // Its dynamic shared memory: the block's next row, tpr x items 16-byte vectors.
 constexpr int64_t fwd_prefetch_smem(int tpr, int items) { return int64_t(tpr) * items * 16; }
-// Where the prefetching kernels are the default (measured, docs/benchmarks.md): none yet.
-inline bool prefetch_default(bool /*backward*/, DType, bool /*layer*/, int64_t /*vectors*/) { return false; }
+// Where the prefetching kernels are the default (measured, docs/benchmarks.md; bench_norm.py --sweep):
+// the 16-bit backward at 1024 vectors (H = 8192, 512 x 2: H200 RMSNorm 139 vs 143 us, LayerNorm
+// 158 vs 160 us at 8192 rows; H100 151 vs 158, 168 vs 172). Elsewhere they measured no faster (backward at 512 / 2048 vectors,
+// forward at 65536) or slower.
+inline bool prefetch_default(bool backward, DType t, bool /*layer*/, int64_t vectors) {
+  return backward && dtype_size(t) == 2 && vectors == 1024;
+}
+// Where the register-accumulator backward is the default (measured, bench_norm.py --sweep): the
+// 16-bit LayerNorm at 512 vectors (H = 4096, 128 x 4: H200 254 vs 286 us for the shared-memory
+// 256 x 2, 320 us for the shared-memory 128 x 4; its two accumulator rows were what kept 128 x 4
+// off). RMSNorm there gains nothing (246 vs 242 us), and at 1024 vectors 512 x 2 loses (one
+// 512-thread block per SM at 113 registers: 154 / 176 vs 139 / 158 us).
+inline bool regacc_default(DType t, bool layer, int64_t vectors) {
+  return layer && dtype_size(t) == 2 && vectors == 512;
+}
 // Blocks per SM of the prefetching kernel on an H100 / H200 (228 KB of shared memory per SM, 1 KB
 // reserved per block), for its persistent grid.
 inline int64_t fwd_prefetch_resident_blocks(int tpr, int items) {
@@ -91,6 +106,17 @@ inline int rows_per_block(int tpr) { return tpr > 32 ? 1 : 128 / tpr; }
 constexpr bool bwd_prefetch_supported(int tpr, int items) {
   return (tpr == 128 && items == 4) || (tpr == 256 && (items == 2 || items == 4)) ||
          (tpr == 512 && items >= 1 && items <= 4);
+}
+// The backward kernels with register accumulators (bwd_reg's RA: 16-bit T, block groups without
+// xs, at most 4 x 8 accumulated columns per thread; a subset of the prefetching shapes).
+constexpr bool bwd_regacc_supported(int tpr, int items) {
+  return (tpr == 128 && items == 4) || (tpr == 256 && items == 2) || (tpr == 512 && items == 2);
+}
+// Its launch bounds' blocks per SM: the accumulators (up to 2 x items x 8) and the packed weight
+// (items x 4) on top of the plain kernel's budget.
+constexpr int bwd_regacc_min_blocks(int tpr, int items) {
+  const int b = 65536 / ((48 + 28 * items) * tpr);
+  return b < 1 ? 1 : (b > 16 ? 16 : b);
 }
 // Its extra dynamic shared memory: the next row of grad_out and x.
 constexpr int64_t bwd_prefetch_smem(int tpr, int items) { return int64_t(2) * tpr * items * 16; }
@@ -166,9 +192,10 @@ constexpr int bwd_min_blocks(int tpr, int items) {
 inline int64_t bwd_resident_blocks(const Config& c, DType t, bool layer) {
   const int64_t threads = c.tpr > 32 ? c.tpr : 128;
   const int64_t by_threads = 2048 / threads;
-  const int64_t by_regs = bwd_min_blocks(c.tpr, c.items);
-  const int64_t acc = int64_t(rows_per_block(c.tpr)) * c.tpr * c.items * c.vec * compute_size(t) * (layer ? 2 : 1) +
-                      (c.prefetch ? bwd_prefetch_smem(c.tpr, c.items) : 0);
+  const int64_t by_regs = c.regacc ? bwd_regacc_min_blocks(c.tpr, c.items) : bwd_min_blocks(c.tpr, c.items);
+  const int64_t acc =
+      (c.regacc ? 0 : int64_t(rows_per_block(c.tpr)) * c.tpr * c.items * c.vec * compute_size(t) * (layer ? 2 : 1)) +
+      (c.prefetch ? bwd_prefetch_smem(c.tpr, c.items) : 0);
   const int64_t by_smem = (228 * 1024) / (acc + 1024 + 2 * 64 * compute_size(t));
   return std::max<int64_t>(1, std::min({by_threads, by_regs, by_smem}));
 }
@@ -194,7 +221,8 @@ struct Override {
   int cluster = 0;   // > 1 asks for the cluster path (with tpr, items); 1 forbids it
   int clusters = 0;  // backward cluster path: clusters of the persistent grid (0: the default)
   int prefetch = -1; // register path: 1 / 0 asks for / forbids the prefetching kernel
-  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0; }
+  int regacc = -1;   // register path, backward: 1 / 0 asks for / forbids register accumulators
+  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0 || regacc >= 0; }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
   Override o;
@@ -207,6 +235,7 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "cluster") o.cluster = v;
     else if (k.key == "clusters") o.clusters = v;
     else if (k.key == "prefetch") o.prefetch = v;
+    else if (k.key == "regacc") o.regacc = v;
   }
   return o;
 }
@@ -362,17 +391,18 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
       if (best < 0 || best >= int64_t(c.tpr)) return c;  // a whole idle vector column: loop instead
       // Measured exceptions (H200 sweep with the 64-register budget of 256 / 512-thread blocks,
       // bf16; f16 has the same vectors and registers; bench_norm.py --sweep):
-      //   512 vectors (H = 4096, 32768 rows): backward 128 x 4 (RMSNorm 240 vs 247 us, LayerNorm
-      //     276 vs 284 us); forward keeps 256 x 2 with two rows (LayerNorm 153 vs 158 us for 128 x 4).
+      //   512 vectors (H = 4096, 32768 rows): forward 256 x 2 with two rows (LayerNorm 153 vs
+      //     158 us for 128 x 4); backward 128 x 4 (RMSNorm 240 vs 257 us for 256 x 2; LayerNorm
+      //     with register accumulators, regacc_default: 254 vs 286 us).
       //   1024 vectors (H = 8192, 8192 rows): forward 256 x 4 (RMSNorm 72 vs 79 us, LayerNorm 79 vs
-      //     85 us for 512 x 2 with two rows); RMSNorm backward 256 x 4 (130 vs 137 us), LayerNorm
-      //     backward keeps 512 x 2 (160 vs 180 us).
+      //     85 us for 512 x 2 with two rows); backward 512 x 2 with the next row prefetched
+      //     (prefetch_default; H200 RMSNorm 139 vs 152 us, LayerNorm 158 vs 174 us for 256 x 4).
       //   2048 vectors (H = 16384, 4096 rows): 512 x 4 (forward without a residual: RMSNorm 75 vs
       //     112 us for 1024 x 2; backward without xs: RMSNorm 155 vs 243 us for 1024 x 2 xs,
       //     LayerNorm 174 vs 256 us).
       if (dtype_size(t) == 2) {
         if (nv == 512 && backward) { c.tpr = 128; c.items = 4; c.xs = false; }
-        if (nv == 1024 && (!backward || !layer)) { c.tpr = 256; c.items = 4; c.xs = false; }
+        if (nv == 1024 && !backward) { c.tpr = 256; c.items = 4; c.xs = false; }
         if (nv == 2048) { c.tpr = 512; c.items = 4; c.xs = false; }
       }
     }
@@ -394,6 +424,8 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     c.prefetch = ov.prefetch >= 0 ? ov.prefetch > 0 : prefetch_default(false, t, layer, nv);
   if (backward && !c.xs && bwd_prefetch_supported(c.tpr, c.items))
     c.prefetch = ov.prefetch >= 0 ? ov.prefetch > 0 : prefetch_default(true, t, layer, nv);
+  if (backward && !c.xs && dtype_size(t) == 2 && bwd_regacc_supported(c.tpr, c.items))
+    c.regacc = ov.regacc >= 0 ? ov.regacc > 0 : regacc_default(t, layer, nv);
   *ok = true;
   finish_grid(c, backward, rows, t, layer);
   if (c.prefetch && !backward) c.grid = std::min(rows, 132 * fwd_prefetch_resident_blocks(c.tpr, c.items));
