@@ -272,8 +272,9 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
 SWEEP = [
     # Register accumulators (regacc=1: dweight / dbias in registers, the 16-bit weight held) against
     # the shared-memory kernel, with and without the prefetch.
-    ("rms_norm", "bwd", (32768, 4096), ["", "regacc=1", "tpr=256,items=2,regacc=1", "tpr=256,items=2,regacc=1,prefetch=1"]),
-    ("layer_norm", "bwd", (32768, 4096), ["", "regacc=1", "regacc=1,prefetch=1", "tpr=128,items=4,regacc=1"]),
+    ("rms_norm", "bwd", (32768, 4096), ["", "regacc=1", "prefetch=1", "regacc=1,prefetch=1"]),
+    ("layer_norm", "bwd", (32768, 4096), ["", "regacc=0", "tpr=256,items=2,regacc=0", "prefetch=1",
+                                          "tpr=256,items=2,regacc=1,prefetch=1"]),
     ("rms_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
     ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
     # The open choices (defaults against their nearest rivals; prefetch=1 / 0: the kernels that copy
