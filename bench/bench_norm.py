@@ -270,6 +270,13 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
 
 # (op, kind, shape, [config strings]): the register-kernel variants --sweep times ("" = default).
 SWEEP = [
+    # Operand-specialized kernels (the default with a 16-bit weight / bias) against the generic
+    # kernel of the same configuration (spec=0).
+    *[(op, kind, shape, ["", "spec=0"]) for shape in ((32768, 4096), (8192, 8192), (4096, 16384), (65536, 512),
+                                                      (262144, 128))
+      for kind in ("fwd", "bwd") for op in ("rms_norm", "layer_norm")],
+    ("rms_norm", "fwd", (2048, 65536), ["", "spec=0"]),
+    ("layer_norm", "fwd", (2048, 65536), ["", "spec=0"]),
     # Register accumulators (regacc=1: dweight / dbias in registers, the 16-bit weight held) against
     # the shared-memory kernel, with and without the prefetch.
     ("rms_norm", "bwd", (32768, 4096), ["", "regacc=1", "prefetch=1", "regacc=1,prefetch=1"]),

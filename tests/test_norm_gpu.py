@@ -687,7 +687,8 @@ def test_fwd_prefetch_shapes(shape, dtname, monkeypatch):
         plan, y, _, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
         assert plan.sku.name == f"norm.{op}.row_registers.t{tpr}x{items}p", plan.sku.name
         check_fwd(op, x, w, b, None, y, None, mean, rstd, f"{op} {dtname} t{tpr}x{items}p {rows}x{H}")
-        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",cluster=1,prefetch=0")
+        # Against the generic kernel without the prefetch (the prefetching kernels are generic).
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",cluster=1,prefetch=0,spec=0")
         plan0, y0, _, mean0, rstd0 = fwd_plan_run(op, x, w, b, None, True)
         assert plan0.sku.name == f"norm.{op}.row_registers.t{tpr}x{items}", plan0.sku.name
         assert torch.equal(R.bits(y), R.bits(y0)) and torch.equal(R.bits(rstd), R.bits(rstd0))
@@ -771,6 +772,47 @@ def test_bwd_regacc_shapes(shape, dtname, prefetch, monkeypatch):
         plan0, gx0, _, _ = bwd_plan_run(op, go, x, w, b, gres, stats)
         assert plan0.sku.name.endswith(f"t{tpr}x{items}" + ("p" if prefetch else "")), plan0.sku.name
         assert torch.equal(R.bits(gx), R.bits(gx0))
+
+
+# ---- operand-specialized kernels (16-bit weight / bias fixed at compile time; spec=0 forbids them) -------
+# (H, rows): one per specialized shape of fwd_spec_shape / bwd_spec_shape (bf16 defaults).
+SPEC_SHAPES = [(128, 1000), (512, 700), (2048, 600), (4096, 600), (8192, 300), (16384, 150), (65536, 20)]
+
+
+@pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
+@pytest.mark.parametrize("H,rows", SPEC_SHAPES, ids=[f"H{h}" for h, _ in SPEC_SHAPES])
+def test_operand_specialized_kernels(H, rows, dtname, monkeypatch):
+    """The default plans with a 16-bit weight (and bias) run kernels whose operand checks are
+    compile-time constants: right against float64, as is the generic kernel of the same
+    configuration (spec=0), and within a rounding of it; forward (with saved stats) and backward."""
+    dt = DT[dtname]
+    g = R.gen(f"norm/spec/{H}/{dtname}")
+    x = make((rows, H), dt, g, 1.5, 0.5)
+    go = make((rows, H), dt, g)
+    for op in ("rms_norm", "layer_norm"):
+        w = make((H,), dt, g, 0.5, 1.0)
+        b = make((H,), dt, g) if op == "layer_norm" else None
+        runs = []
+        for cfg in ("", "spec=0"):
+            monkeypatch.setenv("BARACUDA_NORM_CFG", cfg)
+            monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)
+            plan, y, _, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
+            bplan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, None, (mean, rstd))
+            assert plan.sku.layout == "row_registers" or H == 65536, plan.sku.name
+            runs.append((plan.sku.name, bplan.sku.name, y, mean, rstd, gx, gw, gb))
+        (n0, bn0, *a), (n1, bn1, *c) = runs
+        assert n0 == n1 and bn0 == bn1  # the same configuration, specialized or not
+        for out, kind in ((a, "specialized"), (c, "generic")):
+            check_fwd(op, x, w, b, None, out[0], None, out[1], out[2], f"{op} {dtname} {rows}x{H} {kind}")
+            check_bwd(op, go, x, w, b, None, out[3], out[4], out[5], f"{op} {dtname} {rows}x{H} {kind}")
+        # The same arithmetic; the compiler may contract a product and a sum into one FMA where the
+        # generic kernel had a presence branch between them: at most a rounding of the output apart.
+        for u, v in zip(a, c):
+            assert (u is None) == (v is None)
+            if u is not None:
+                tol = 2.0 ** -7 if u.dtype == torch.bfloat16 else 2.0 ** -10
+                torch.testing.assert_close(u.double(), v.double(), rtol=tol, atol=tol * v.double().abs().max().item(),
+                                           msg=lambda m: f"{op} {dtname} H={H}: specialized vs generic: {m}")
 
 
 # ---- tuning variants (BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG, read by select) -------------------------

@@ -18,6 +18,22 @@
 namespace baracuda::norm::kern {
 using namespace baracuda::kernels;
 
+// What a launch passes, as the register kernels read it: from the NormLaunch at run time
+// (kSpecGeneric) or as constants of an operand specialization (launch_spec), which the compiler
+// folds, taking the presence / dtype branches out of the per-element code.
+struct OperandFlags {
+  bool layer, w, w_f32, b, b_f32, res, gres, gw, gb;
+};
+template <int S> __device__ __forceinline__ OperandFlags operand_flags(const NormLaunch& L) {
+  if constexpr (S == kSpecGeneric) {
+    return {L.layer, L.w != nullptr, L.w_f32, L.b != nullptr, L.b_f32, L.res != nullptr, L.gres != nullptr,
+            L.gw != nullptr, L.gb != nullptr};
+  } else {
+    constexpr bool layer = S == kSpecLayerWeightBias;
+    return {layer, true, false, layer, false, false, false, true, layer};
+  }
+}
+
 template <class U, int K> struct alignas(sizeof(U) * K) Pack { U v[K]; };
 
 // N consecutive elements of U at p (16-byte aligned when N * sizeof(U) >= 16) -> compute type.
@@ -166,8 +182,9 @@ constexpr int fwd_min_blocks(int tpr, int packs) {
 // memory while this row is reduced and written, so an SM's loads never wait on its reductions and
 // stores. Why: a 1024 x 8 block holds a whole 65536-element row, one block per SM, and without
 // the prefetch the SM alternates load -> reduce -> write with nothing to overlap them.
-template <class T, int TPR, int I, int R, bool PF>
+template <class T, int TPR, int I, int R, bool PF, int S>
 __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)) fwd_reg(const NormLaunch L) {
+  const OperandFlags F = operand_flags<S>(L);
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
   using P = VecOf<T>;
@@ -210,7 +227,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         if constexpr (PF) h[j][i] = (valid[j] && col < H) ? next_row[i * TPR + lane] : zero_vec<T>();
         else h[j][i] = (valid[j] && col < H) ? ld_pack<P>(x + row[j] * L.x_rs + col) : zero_vec<T>();
       }
-    if (L.res) {
+    if (F.res) {
       const T* r = static_cast<const T*>(L.res);
       T* ro = static_cast<T*>(L.res_out);
       // Four vectors at a time: all four loads before the first store (residual_out may alias
@@ -246,7 +263,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C c = unpack<T>(h[j][i], k);
-          s[j] += L.layer ? c : c * c;
+          s[j] += F.layer ? c : c * c;
         }
     }
     group_sum_r<TPR, R>(s, red[parity][0]);
@@ -258,7 +275,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
       for (int i = 0; i < I; ++i) launder(h[j][i]);
     C mean[R], rstd[R];
-    if (L.layer) {
+    if (F.layer) {
       C d[R];
 #pragma unroll
       for (int j = 0; j < R; ++j) {
@@ -291,7 +308,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
       for (int j = 0; j < R; ++j)
         if (valid[j]) {
           static_cast<C*>(L.rstd)[row[j]] = rstd[j];
-          if (L.layer) static_cast<C*>(L.mean)[row[j]] = mean[j];
+          if (F.layer) static_cast<C*>(L.mean)[row[j]] = mean[j];
         }
     T* yp = static_cast<T*>(L.y);
     // A vector's weight / bias in two halves, the result packed as it is made: fewer live
@@ -307,15 +324,15 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
       for (int q = 0; q < V; q += HV) {
         C w[HV], b[HV];
-        if (L.w) load_param<HV, T>(L.w, L.w_f32, col + q, w);
-        if (L.b) load_param<HV, T>(L.b, L.b_f32, col + q, b);
+        if (F.w) load_param<HV, T>(L.w, F.w_f32, col + q, w);
+        if (F.b) load_param<HV, T>(L.b, F.b_f32, col + q, b);
 #pragma unroll
         for (int j = 0; j < R; ++j)
 #pragma unroll
           for (int k = 0; k < HV; ++k) {
             C y = (unpack<T>(h[j][i], q + k) - mean[j]) * rstd[j];
-            if (L.w) y *= w[k];
-            if (L.b) y += b[k];
+            if (F.w) y *= w[k];
+            if (F.b) y += b[k];
             pack_into<T>(yv[j], q + k, y);
           }
       }
@@ -439,10 +456,11 @@ template <class T> __device__ __forceinline__ compute_t<T>* partial_b(const Norm
 // are the same in every row, so they accumulate in registers, and a 16-bit weight is held packed
 // in registers for the whole kernel, instead of a shared-memory read-modify-write and a weight
 // load per row; the partial row is written straight from the registers.
-template <class T, int TPR, int I, bool XS, bool PF, bool RA>
+template <class T, int TPR, int I, bool XS, bool PF, bool RA, int S>
 __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_min_blocks(TPR, I) : bwd_min_blocks(TPR, I)))
     bwd_reg(const NormLaunch L) {
   using C = compute_t<T>;
+  const OperandFlags F = operand_flags<S>(L);
   constexpr int V = 16 / sizeof(T);
   using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
@@ -457,12 +475,12 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
   const int64_t H = L.H;
   const C invH = C(1) / C(H);
-  const bool acc = !XS && (L.gw || L.gb);
+  const bool acc = !XS && (F.gw || F.gb);
   C* accw = reinterpret_cast<C*>(norm_bwd_dyn) + group * SPAN;
-  C* accb = reinterpret_cast<C*>(norm_bwd_dyn) + (L.gw ? RPB * SPAN : 0) + group * SPAN;
+  C* accb = reinterpret_cast<C*>(norm_bwd_dyn) + (F.gw ? RPB * SPAN : 0) + group * SPAN;
   P* xsm = reinterpret_cast<P*>(norm_bwd_dyn);
   // PF: [grad_out, x][I][TPR] vectors of the next row, after the accumulators.
-  P* next_g = reinterpret_cast<P*>(norm_bwd_dyn + (RA ? 0 : ((L.gw ? 1 : 0) + (L.gb ? 1 : 0)) * SPAN * sizeof(C)));
+  P* next_g = reinterpret_cast<P*>(norm_bwd_dyn + (RA ? 0 : ((F.gw ? 1 : 0) + (F.gb ? 1 : 0)) * SPAN * sizeof(C)));
   P* next_x = next_g + I * TPR;
   const T* gyp = static_cast<const T*>(L.gy);
   const T* xp = static_cast<const T*>(L.x);
@@ -483,7 +501,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   // RA: the accumulators, and the weight (16-bit, packed) of this thread's columns.
   C ra_w[RA ? I : 1][RA ? V : 1], ra_b[RA ? I : 1][RA ? V : 1];
   P wpk[RA ? I : 1];
-  const bool w_packed = RA && L.w && !L.w_f32;
+  const bool w_packed = RA && F.w && !F.w_f32;
   if constexpr (RA) {
 #pragma unroll
     for (int i = 0; i < I; ++i) {
@@ -502,7 +520,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
         return;
       }
     }
-    load_param<E, T>(L.w, L.w_f32, col + q * E, w);
+    load_param<E, T>(L.w, F.w_f32, col + q * E, w);
   };
   if (acc && !RA) {
     C z[E];
@@ -511,8 +529,8 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
 #pragma unroll
     for (int c = 0; c < I * NQ; ++c) {
       const int o = (c * TPR + lane) * E;
-      if (L.gw) store_n<E>(accw + o, z);
-      if (L.gb) store_n<E>(accb + o, z);
+      if (F.gw) store_n<E>(accw + o, z);
+      if (F.gb) store_n<E>(accb + o, z);
     }
   }
   int parity = 0;
@@ -539,7 +557,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
       gp[i] = ok ? ld_pack<P>(gyp + row * L.gy_rs + col) : zero_vec<T>();
     }
     if constexpr (XS) __pipeline_commit();
-    const C mean = (valid && L.layer) ? static_cast<const C*>(L.mean)[row] : C(0);
+    const C mean = (valid && F.layer) ? static_cast<const C*>(L.mean)[row] : C(0);
     const C rstd = valid ? static_cast<const C*>(L.rstd)[row] : C(0);
     if constexpr (XS) __pipeline_wait_prior(0);
     auto x_of = [&](int i) -> P {
@@ -556,12 +574,12 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
 #pragma unroll
       for (int q = 0; q < NQ; ++q) {
         C w[E], gyc[E], xh[E];
-        if (L.w) weight_chunk(i, q, col, w);
+        if (F.w) weight_chunk(i, q, col, w);
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           gyc[e] = unpack<T>(gp[i], q * E + e);
           xh[e] = (unpack<T>(xi, q * E + e) - mean) * rstd;
-          const C g = L.w ? gyc[e] * w[e] : gyc[e];
+          const C g = F.w ? gyc[e] * w[e] : gyc[e];
           s1 += g;
           s2 += g * xh[e];
         }
@@ -574,13 +592,13 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
         } else if (acc) {
           const int o = ((i * NQ + q) * TPR + lane) * E;
           C a[E];
-          if (L.gw) {
+          if (F.gw) {
             load_n<E>(accw + o, a);
 #pragma unroll
             for (int e = 0; e < E; ++e) a[e] += gyc[e] * xh[e];
             store_n<E>(accw + o, a);
           }
-          if (L.gb) {
+          if (F.gb) {
             load_n<E>(accb + o, a);
 #pragma unroll
             for (int e = 0; e < E; ++e) a[e] += gyc[e];
@@ -593,25 +611,25 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
     // Every vector read from next_g / next_x went into s1 / s2 and the block's barrier is behind:
     // the buffers are free for the next row.
     if constexpr (PF) prefetch(base + gridDim.x);
-    const C c1 = L.layer ? s1 * invH : C(0), c2 = s2 * invH;
+    const C c1 = F.layer ? s1 * invH : C(0), c2 = s2 * invH;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
       if (!valid || col >= H) continue;
       const P xi = x_of(i);
-      const P r = L.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col) : zero_vec<T>();
+      const P r = F.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col) : zero_vec<T>();
       P dxv = zero_vec<T>();
 #pragma unroll
       for (int q = 0; q < NQ; ++q) {  // chunks of E, packed as they are made (fewer live registers)
         C w[E];
-        if (L.w) weight_chunk(i, q, col, w);
+        if (F.w) weight_chunk(i, q, col, w);
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           const int k = q * E + e;
           const C xh = (unpack<T>(xi, k) - mean) * rstd;
-          const C g = L.w ? unpack<T>(gp[i], k) * w[e] : unpack<T>(gp[i], k);
+          const C g = F.w ? unpack<T>(gp[i], k) * w[e] : unpack<T>(gp[i], k);
           C dx = rstd * (g - c1 - xh * c2);
-          if (L.gres) dx += unpack<T>(r, k);
+          if (F.gres) dx += unpack<T>(r, k);
           pack_into<T>(dxv, k, dx);
         }
       }
@@ -628,8 +646,8 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
       if (col >= H) continue;
 #pragma unroll
       for (int q = 0; q < NQ; ++q) {
-        if (L.gw) store_n<E>(pw + col + q * E, &ra_w[i][q * E]);
-        if (L.gb) store_n<E>(pb + col + q * E, &ra_b[i][q * E]);
+        if (F.gw) store_n<E>(pw + col + q * E, &ra_w[i][q * E]);
+        if (F.gb) store_n<E>(pb + col + q * E, &ra_b[i][q * E]);
       }
     }
     return;
@@ -639,7 +657,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   // q = c4 % NQ of vector j = c4 / NQ, held by lane j % TPR as its vector j / TPR.
   __syncthreads();
   const C* aw0 = reinterpret_cast<const C*>(norm_bwd_dyn);
-  const C* ab0 = aw0 + (L.gw ? RPB * SPAN : 0);
+  const C* ab0 = aw0 + (F.gw ? RPB * SPAN : 0);
   for (int c4 = threadIdx.x; int64_t(c4) * E < H; c4 += blockDim.x) {
     const int j = c4 / NQ, q = c4 % NQ;
     const int so = (((j / TPR) * NQ + q) * TPR + j % TPR) * E;
@@ -648,19 +666,19 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
     for (int e = 0; e < E; ++e) tw[e] = tb[e] = 0;
 #pragma unroll
     for (int gi = 0; gi < RPB; ++gi) {
-      if (L.gw) {
+      if (F.gw) {
         load_n<E>(aw0 + gi * SPAN + so, a);
 #pragma unroll
         for (int e = 0; e < E; ++e) tw[e] += a[e];
       }
-      if (L.gb) {
+      if (F.gb) {
         load_n<E>(ab0 + gi * SPAN + so, a);
 #pragma unroll
         for (int e = 0; e < E; ++e) tb[e] += a[e];
       }
     }
-    if (L.gw) store_n<E>(pw + int64_t(c4) * E, tw);
-    if (L.gb) store_n<E>(pb + int64_t(c4) * E, tb);
+    if (F.gw) store_n<E>(pw + int64_t(c4) * E, tw);
+    if (F.gb) store_n<E>(pb + int64_t(c4) * E, tb);
   }
 }
 
@@ -779,22 +797,42 @@ template <class K> void allow_smem(K kernel, int64_t bytes) {
   allow_dynamic_smem(kernel, size_t(bytes), "cudaFuncSetAttribute(norm, max dynamic shared memory)");
 }
 
-template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, cudaStream_t s) {
-  if constexpr (R == 1 && fwd_prefetch_supported(TPR, I)) {
-    if (L.cfg.prefetch && !L.res) {  // select never asks for it with a residual
-      const int64_t smem = fwd_prefetch_smem(TPR, I);
-      allow_smem(fwd_reg<T, TPR, I, 1, true>, smem);
-      fwd_reg<T, TPR, I, 1, true><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
-      return;
+template <class T, int TPR, int I, int R, bool PF> void fwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
+  const int64_t smem = PF ? fwd_prefetch_smem(TPR, I) : 0;
+  auto go = [&](auto kernel) {
+    if (PF) allow_smem(kernel, smem);
+    kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+  };
+  if constexpr (sizeof(T) == 2 && fwd_spec_shape(TPR, I, R, PF)) {
+    switch (launch_spec(L)) {
+      case kSpecRmsWeight: return go(fwd_reg<T, TPR, I, R, PF, kSpecRmsWeight>);
+      case kSpecLayerWeightBias: return go(fwd_reg<T, TPR, I, R, PF, kSpecLayerWeightBias>);
+      default: break;
     }
   }
-  fwd_reg<T, TPR, I, R, false><<<unsigned(L.cfg.grid), block_threads(TPR), 0, s>>>(L);
+  go(fwd_reg<T, TPR, I, R, PF, kSpecGeneric>);
+}
+template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, cudaStream_t s) {
+  if constexpr (R == 1 && fwd_prefetch_supported(TPR, I)) {
+    if (L.cfg.prefetch && !L.res) return fwd_kernel_go<T, TPR, I, 1, true>(L, s);  // select never asks for it with a residual
+  }
+  fwd_kernel_go<T, TPR, I, R, false>(L, s);
 }
 template <class T, int TPR, int I, bool XS, bool PF, bool RA = false>
 void bwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
   const int64_t smem = bwd_reg_smem(L, int(sizeof(compute_t<T>)));
-  allow_smem(bwd_reg<T, TPR, I, XS, PF, RA>, smem);
-  bwd_reg<T, TPR, I, XS, PF, RA><<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+  auto go = [&](auto kernel) {
+    allow_smem(kernel, smem);
+    kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+  };
+  if constexpr (!XS && sizeof(T) == 2 && bwd_spec_shape(TPR, I, PF, RA)) {
+    switch (launch_spec(L)) {
+      case kSpecRmsWeight: return go(bwd_reg<T, TPR, I, XS, PF, RA, kSpecRmsWeight>);
+      case kSpecLayerWeightBias: return go(bwd_reg<T, TPR, I, XS, PF, RA, kSpecLayerWeightBias>);
+      default: break;
+    }
+  }
+  go(bwd_reg<T, TPR, I, XS, PF, RA, kSpecGeneric>);
 }
 template <class T, int TPR, int I, bool XS> void bwd_kernel(const NormLaunch& L, cudaStream_t s) {
   if constexpr (!XS && sizeof(T) == 2 && bwd_regacc_supported(TPR, I)) {

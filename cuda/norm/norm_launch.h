@@ -32,6 +32,7 @@ struct Config {
   int cluster = 1;    // cluster path: blocks per row (2 / 4 / 8); tpr = threads per block, items per thread
   bool prefetch = false;  // register path, one row per block: the block's next row is copied into
                           // shared memory while this one is reduced and written
+  bool specialize = true;  // register path: the operand-specialized kernel where one exists (launch_spec)
   bool regacc = false;    // register path, backward, 16-bit: dweight / dbias accumulated (and a 16-bit
                           // weight held) in registers instead of shared memory
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
@@ -222,7 +223,10 @@ struct Override {
   int clusters = 0;  // backward cluster path: clusters of the persistent grid (0: the default)
   int prefetch = -1; // register path: 1 / 0 asks for / forbids the prefetching kernel
   int regacc = -1;   // register path, backward: 1 / 0 asks for / forbids register accumulators
-  bool any() const { return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0 || regacc >= 0; }
+  int spec = -1;     // register path: 0 forbids the operand-specialized kernels
+  bool any() const {
+    return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0 || regacc >= 0 || spec >= 0;
+  }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
   Override o;
@@ -236,6 +240,7 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "clusters") o.clusters = v;
     else if (k.key == "prefetch") o.prefetch = v;
     else if (k.key == "regacc") o.regacc = v;
+    else if (k.key == "spec") o.spec = v;
   }
   return o;
 }
@@ -426,6 +431,7 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     c.prefetch = ov.prefetch >= 0 ? ov.prefetch > 0 : prefetch_default(true, t, layer, nv);
   if (backward && !c.xs && dtype_size(t) == 2 && bwd_regacc_supported(c.tpr, c.items))
     c.regacc = ov.regacc >= 0 ? ov.regacc > 0 : regacc_default(t, layer, nv);
+  if (ov.spec == 0) c.specialize = false;
   *ok = true;
   finish_grid(c, backward, rows, t, layer);
   if (c.prefetch && !backward) c.grid = std::min(rows, 132 * fwd_prefetch_resident_blocks(c.tpr, c.items));
@@ -497,6 +503,41 @@ struct NormLaunch {
   void* workspace = nullptr;  // [partials, H] for gw, then (256-byte aligned) for gb
   int64_t bias_partial_offset = 0;  // bytes from workspace to gb's partials
 };
+
+// Operand specializations of the register kernels: what a launch passes is fixed at compile
+// time, so the per-element code carries no presence / dtype branches (the kernels are
+// issue-bound). kSpecGeneric reads everything from the NormLaunch at run time. Forward: no
+// residual; backward: grad_weight (and for LayerNorm grad_bias) asked, no grad_residual.
+enum : int {
+  kSpecGeneric = 0,
+  kSpecRmsWeight = 1,       // RMSNorm with a weight of x's dtype, no bias
+  kSpecLayerWeightBias = 2  // LayerNorm with a weight and a bias of x's dtype
+};
+inline int launch_spec(const NormLaunch& L) {
+  if (!L.cfg.specialize || dtype_size(L.dtype) != 2 || !L.w || L.w_f32) return kSpecGeneric;
+  if (!L.backward) {
+    if (L.res) return kSpecGeneric;
+    if (L.layer) return L.b && !L.b_f32 ? kSpecLayerWeightBias : kSpecGeneric;
+    return L.b ? kSpecGeneric : kSpecRmsWeight;
+  }
+  if (L.gres || !L.gw) return kSpecGeneric;
+  if (L.layer) return L.gb ? kSpecLayerWeightBias : kSpecGeneric;
+  return L.gb ? kSpecGeneric : kSpecRmsWeight;
+}
+// The shapes with specialized kernels (16-bit T; the measured defaults at the benchmarked and
+// common LLM widths: H = 128, 512, 2048, 4096, 8192, 16384, 65536).
+constexpr bool fwd_spec_shape(int tpr, int items, int rows, bool prefetch) {
+  return !prefetch && ((tpr == 16 && items == 1 && rows == 4) || (tpr == 32 && items == 2 && rows == 1) ||
+                       (tpr == 128 && items == 2 && rows == 2) || (tpr == 256 && items == 2 && rows == 2) ||
+                       (tpr == 256 && items == 4 && rows == 1) || (tpr == 512 && items == 4 && rows == 1) ||
+                       (tpr == 1024 && items == 8 && rows == 1));
+}
+constexpr bool bwd_spec_shape(int tpr, int items, bool prefetch, bool regacc) {
+  return (!prefetch && !regacc &&
+          ((tpr == 16 && items == 1) || (tpr == 32 && items == 2) || (tpr == 128 && items == 2) ||
+           (tpr == 128 && items == 4) || (tpr == 512 && items == 4))) ||
+         (regacc && !prefetch && tpr == 128 && items == 4) || (prefetch && !regacc && tpr == 512 && items == 2);
+}
 
 // Bytes of one [partials, H] block of partial sums, 256-byte aligned.
 inline int64_t partial_bytes(DType t, int64_t partials, int64_t H) {
