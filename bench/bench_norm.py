@@ -277,6 +277,9 @@ SWEEP = [
       for kind in ("fwd", "bwd") for op in ("rms_norm", "layer_norm")],
     ("rms_norm", "fwd", (2048, 65536), ["", "spec=0"]),
     ("layer_norm", "fwd", (2048, 65536), ["", "spec=0"]),
+    # The backward cluster kernel at 65536, specialized.
+    ("rms_norm", "bwd", (2048, 65536), ["", "spec=0"]),
+    ("layer_norm", "bwd", (2048, 65536), ["", "spec=0"]),
     # Register accumulators (regacc=1: dweight / dbias in registers, the 16-bit weight held) against
     # the shared-memory kernel, with and without the prefetch.
     ("rms_norm", "bwd", (32768, 4096), ["", "regacc=1", "prefetch=1", "regacc=1,prefetch=1"]),

@@ -798,13 +798,15 @@ def test_operand_specialized_kernels(H, rows, dtname, monkeypatch):
             monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)
             plan, y, _, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
             bplan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, None, (mean, rstd))
-            assert plan.sku.layout == "row_registers" or H == 65536, plan.sku.name
-            runs.append((plan.sku.name, bplan.sku.name, y, mean, rstd, gx, gw, gb))
-        (n0, bn0, *a), (n1, bn1, *c) = runs
-        assert n0 == n1 and bn0 == bn1  # the same configuration, specialized or not
+            # With a residual: the cluster forward at H >= 16384 (specialized), else generic.
+            rplan, yr, ro, _, rstdr = fwd_plan_run(op, x, w, b, go, True)
+            runs.append((plan.sku.name + bplan.sku.name + rplan.sku.name, y, mean, rstd, gx, gw, gb, yr, ro, rstdr))
+        (n0, *a), (n1, *c) = runs
+        assert n0 == n1  # the same configurations, specialized or not
         for out, kind in ((a, "specialized"), (c, "generic")):
             check_fwd(op, x, w, b, None, out[0], None, out[1], out[2], f"{op} {dtname} {rows}x{H} {kind}")
             check_bwd(op, go, x, w, b, None, out[3], out[4], out[5], f"{op} {dtname} {rows}x{H} {kind}")
+            check_fwd(op, x, w, b, go, out[6], out[7], None, out[8], f"{op} {dtname} {rows}x{H} {kind} residual")
         # The same arithmetic; the compiler may contract a product and a sum into one FMA where the
         # generic kernel had a presence branch between them: at most a rounding of the output apart.
         for u, v in zip(a, c):

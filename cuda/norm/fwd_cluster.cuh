@@ -296,11 +296,12 @@ template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) 
 // dweight / dbias: per column, the rows of the cluster in order, then the clusters in order.
 template <int TPR> constexpr int bwd_cluster_min_blocks() { return 2048 / TPR / 4 > 1 ? 2048 / TPR / 4 : 1; }
 
-template <class T, int CS, int TPR, int I>
+template <class T, int CS, int TPR, int I, int S>
 __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluster(const NormLaunch L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
 #else
+  const OperandFlags F = operand_flags<S>(L);
   using C = compute_t<T>;
   using P = VecOf<T>;
   constexpr int V = 16 / sizeof(T);
@@ -347,14 +348,14 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 
   int64_t row = c0;
   prefetch(row, 0);
-  C mean = L.layer ? meanp[row] : C(0), rstd = rstdp[row];
+  C mean = F.layer ? meanp[row] : C(0), rstd = rstdp[row];
   int b = 0;
   for (bool first = true; row < L.rows; row += G, b ^= 1, first = false) {
     const int64_t next = row + G;
     prefetch(next, b ^ 1);
     C mean_n = 0, rstd_n = 0;
     if (next < L.rows) {
-      mean_n = L.layer ? meanp[next] : C(0);
+      mean_n = F.layer ? meanp[next] : C(0);
       rstd_n = rstdp[next];
     }
     __pipeline_wait_prior(1);  // this row's copies (the next row's may still be in flight)
@@ -368,12 +369,12 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       if (col >= H) continue;
       const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
       C w[V];
-      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+      if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const C gy = unpack<T>(gv, k);
         const C xh = (unpack<T>(xv, k) - mean) * rstd;
-        const C g = L.w ? gy * w[k] : gy;
+        const C g = F.w ? gy * w[k] : gy;
         s1 += g;
         s2 += g * xh;
       }
@@ -399,7 +400,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
     s1 = 0; s2 = 0;
 #pragma unroll
     for (int r = 0; r < CS; ++r) { s1 += part[b][0][r]; s2 += part[b][1][r]; }
-    const C c1 = L.layer ? s1 * invH : C(0), c2 = s2 * invH;
+    const C c1 = F.layer ? s1 * invH : C(0), c2 = s2 * invH;
 
 #pragma unroll
     for (int i = 0; i < I; ++i) {
@@ -407,17 +408,17 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       if (col >= H) continue;
       const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
       C w[V], dx[V];
-      if (L.w) load_param<V, T>(L.w, L.w_f32, col, w);
+      if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const C gy = unpack<T>(gv, k);
         const C xh = (unpack<T>(xv, k) - mean) * rstd;
-        const C g = L.w ? gy * w[k] : gy;
+        const C g = F.w ? gy * w[k] : gy;
         dx[k] = rstd * (g - c1 - xh * c2);
         aw[i][k] += gy * xh;
         ab[i][k] += gy;
       }
-      if (L.gres) {
+      if (F.gres) {
         const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
 #pragma unroll
         for (int k = 0; k < V; ++k) dx[k] += unpack<T>(r, k);
@@ -435,21 +436,31 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   for (int i = 0; i < I; ++i) {
     const int64_t col = (share0 + i * TPR + lane) * V;
     if (col >= H) continue;
-    if (L.gw) store_n<V>(pw + col, aw[i]);
-    if (L.gb) store_n<V>(pb + col, ab[i]);
+    if (F.gw) store_n<V>(pw + col, aw[i]);
+    if (F.gb) store_n<V>(pb + col, ab[i]);
   }
 #endif
 }
 
 // Launches the backward cluster kernel of L.cfg (dynamic shared memory: two buffers of the block's
 // share of grad_out and x); false, with nothing launched, without clusters / sm_90 code.
-template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
-  if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I>)) return false;
+template <class T, int CS, int TPR, int I, int S> bool bwd_cluster_go_spec(const NormLaunch& L, cudaStream_t s) {
+  if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I, S>)) return false;
   const int64_t smem = int64_t(2) * 2 * TPR * I * 16;
-  allow_smem(bwd_cluster<T, CS, TPR, I>, smem);
+  allow_smem(bwd_cluster<T, CS, TPR, I, S>, smem);
   ClusterLaunch(dim3(unsigned(L.cfg.grid)), dim3(TPR), size_t(smem), s, CS)  // grid: clusters x CS
-      .launch(bwd_cluster<T, CS, TPR, I>, "launch of norm backward (cluster)", L);
+      .launch(bwd_cluster<T, CS, TPR, I, S>, "launch of norm backward (cluster)", L);
   return true;
+}
+template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
+  if constexpr (sizeof(T) == 2 && bwd_cluster_spec_shape(CS, TPR, I)) {
+    switch (launch_spec(L)) {
+      case kSpecRmsWeight: return bwd_cluster_go_spec<T, CS, TPR, I, kSpecRmsWeight>(L, s);
+      case kSpecLayerWeightBias: return bwd_cluster_go_spec<T, CS, TPR, I, kSpecLayerWeightBias>(L, s);
+      default: break;
+    }
+  }
+  return bwd_cluster_go_spec<T, CS, TPR, I, kSpecGeneric>(L, s);
 }
 
 template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
