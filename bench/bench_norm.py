@@ -277,6 +277,11 @@ SWEEP = [
       for kind in ("fwd", "bwd") for op in ("rms_norm", "layer_norm")],
     ("rms_norm", "fwd", (2048, 65536), ["", "spec=0"]),
     ("layer_norm", "fwd", (2048, 65536), ["", "spec=0"]),
+    # Specialized variants at 8192 / 16384: register accumulators, prefetch.
+    ("rms_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
+    ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
+    ("rms_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
+    ("layer_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
     # The backward cluster kernel at 65536, specialized.
     ("rms_norm", "bwd", (2048, 65536), ["", "spec=0"]),
     ("layer_norm", "bwd", (2048, 65536), ["", "spec=0"]),

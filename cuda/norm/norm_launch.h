@@ -69,10 +69,11 @@ constexpr bool fwd_prefetch_supported(int tpr, int items) {
 constexpr int64_t fwd_prefetch_smem(int tpr, int items) { return int64_t(tpr) * items * 16; }
 // Where the prefetching kernels are the default (measured, docs/benchmarks.md; bench_norm.py --sweep):
 // the 16-bit backward at 1024 vectors (H = 8192, 512 x 2: H200 RMSNorm 139 vs 143 us, LayerNorm
-// 158 vs 160 us at 8192 rows; H100 151 vs 158, 168 vs 172). Elsewhere they measured no faster (backward at 512 / 2048 vectors,
-// forward at 65536) or slower.
+// 158 vs 160 us at 8192 rows; H100 151 vs 158, 168 vs 172) and, operand-specialized, at 2048
+// (H = 16384, 512 x 4: RMSNorm 124 vs 126 us, LayerNorm 143 vs 149 us at 4096 rows). Elsewhere
+// they measured no faster (backward at 512 vectors) or slower (the forward at 8192..65536).
 inline bool prefetch_default(bool backward, DType t, bool /*layer*/, int64_t vectors) {
-  return backward && dtype_size(t) == 2 && vectors == 1024;
+  return backward && dtype_size(t) == 2 && (vectors == 1024 || vectors == 2048);
 }
 // Where the register-accumulator backward is the default (measured, bench_norm.py --sweep): the
 // 16-bit LayerNorm at 512 vectors (H = 4096, 128 x 4: H200 254 vs 286 us for the shared-memory
@@ -543,7 +544,8 @@ constexpr bool bwd_spec_shape(int tpr, int items, bool prefetch, bool regacc) {
   return (!prefetch && !regacc &&
           ((tpr == 16 && items == 1) || (tpr == 32 && items == 2) || (tpr == 128 && items == 2) ||
            (tpr == 128 && items == 4) || (tpr == 512 && items == 4))) ||
-         (regacc && !prefetch && tpr == 128 && items == 4) || (prefetch && !regacc && tpr == 512 && items == 2);
+         (regacc && !prefetch && tpr == 128 && items == 4) || (prefetch && !regacc && tpr == 512 && items == 2) ||
+         (prefetch && !regacc && tpr == 512 && items == 4);
 }
 
 // Bytes of one [partials, H] block of partial sums, 256-byte aligned.
