@@ -147,7 +147,9 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // Tuning override (benchmark sweeps): BARACUDA_NORM_CFG / BARACUDA_NORM_BWD_CFG =
   // "tpr=256,items=2,rows=2[,xs=1]", forward "cluster=4,tpr=512,items=4" (the cluster path; cluster=1
   // forbids it); backward "cluster=8,tpr=256,items=4[,clusters=N]" (the cluster path with N clusters in
-  // its persistent grid; cluster=1 forbids it); ignored when the kernel does not exist or the row does not fit.
+  // its persistent grid; cluster=1 forbids it); on the register path prefetch=1 / 0, regacc=1 / 0 (backward,
+  // 16-bit) ask for / forbid the prefetching and register-accumulator kernels, spec=0 forbids the
+  // operand-specialized ones; ignored when the kernel does not exist or the row does not fit.
   const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
   I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov, true, desc.residual);
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
