@@ -207,9 +207,12 @@ void check_strides(Imported& r, nb::handle original, const char* name) {
     const int64_t s = v.strides[i] < 0 ? -v.strides[i] : v.strides[i];
     return s > kLimit / es / (v.shape[i] - 1);
   };
-  int bad = -1;
-  for (int i = 0; i < v.ndim && bad < 0; ++i)
-    if (impossible(i)) bad = i;
+  auto first_impossible = [&] {
+    for (int i = 0; i < v.ndim; ++i)
+      if (impossible(i)) return i;
+    return -1;
+  };
+  int bad = first_impossible();
   if (bad < 0) return;
   if (r.framework == 2) {
     nb::object st = nb::getattr(original, "strides", nb::none());
@@ -223,9 +226,7 @@ void check_strides(Imported& r, nb::handle original, const char* name) {
       }
       if (whole) {
         for (int i = 0; i < v.ndim; ++i) v.strides[i] = fixed[i];
-        bad = -1;
-        for (int i = 0; i < v.ndim && bad < 0; ++i)
-          if (impossible(i)) bad = i;
+        bad = first_impossible();
         if (bad < 0) return;
       }
     }

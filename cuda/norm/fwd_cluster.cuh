@@ -453,14 +453,8 @@ template <class T, int CS, int TPR, int I, int S> bool bwd_cluster_go_spec(const
   return true;
 }
 template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
-  if constexpr (sizeof(T) == 2 && bwd_cluster_spec_shape(CS, TPR, I)) {
-    switch (launch_spec(L)) {
-      case kSpecRmsWeight: return bwd_cluster_go_spec<T, CS, TPR, I, kSpecRmsWeight>(L, s);
-      case kSpecLayerWeightBias: return bwd_cluster_go_spec<T, CS, TPR, I, kSpecLayerWeightBias>(L, s);
-      default: break;
-    }
-  }
-  return bwd_cluster_go_spec<T, CS, TPR, I, kSpecGeneric>(L, s);
+  return with_operand_spec<sizeof(T) == 2 && bwd_cluster_spec_shape(CS, TPR, I)>(
+      L, [&](auto spec) { return bwd_cluster_go_spec<T, CS, TPR, I, decltype(spec)::value>(L, s); });
 }
 
 template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {

@@ -9,6 +9,8 @@
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
@@ -32,6 +34,19 @@ template <int S> __device__ __forceinline__ OperandFlags operand_flags(const Nor
     constexpr bool layer = S == kSpecLayerWeightBias;
     return {layer, true, false, layer, false, false, false, true, layer};
   }
+}
+// The launchers' side: go(std::integral_constant<int, S>{}) with the launch's specialization S
+// (launch_spec) when `Enabled` (the kernel shape has specialized instantiations), else with
+// kSpecGeneric. Returns what go returns.
+template <bool Enabled, class Go> decltype(auto) with_operand_spec(const NormLaunch& L, Go&& go) {
+  if constexpr (Enabled) {
+    switch (launch_spec(L)) {
+      case kSpecRmsWeight: return go(std::integral_constant<int, kSpecRmsWeight>{});
+      case kSpecLayerWeightBias: return go(std::integral_constant<int, kSpecLayerWeightBias>{});
+      default: break;
+    }
+  }
+  return go(std::integral_constant<int, kSpecGeneric>{});
 }
 
 template <class U, int K> struct alignas(sizeof(U) * K) Pack { U v[K]; };
@@ -798,19 +813,12 @@ template <class K> void allow_smem(K kernel, int64_t bytes) {
 }
 
 template <class T, int TPR, int I, int R, bool PF> void fwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
-  const int64_t smem = PF ? fwd_prefetch_smem(TPR, I) : 0;
-  auto go = [&](auto kernel) {
+  with_operand_spec<sizeof(T) == 2 && fwd_spec_shape(TPR, I, R, PF)>(L, [&](auto spec) {
+    const auto kernel = fwd_reg<T, TPR, I, R, PF, decltype(spec)::value>;
+    const int64_t smem = PF ? fwd_prefetch_smem(TPR, I) : 0;
     if (PF) allow_smem(kernel, smem);
     kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
-  };
-  if constexpr (sizeof(T) == 2 && fwd_spec_shape(TPR, I, R, PF)) {
-    switch (launch_spec(L)) {
-      case kSpecRmsWeight: return go(fwd_reg<T, TPR, I, R, PF, kSpecRmsWeight>);
-      case kSpecLayerWeightBias: return go(fwd_reg<T, TPR, I, R, PF, kSpecLayerWeightBias>);
-      default: break;
-    }
-  }
-  go(fwd_reg<T, TPR, I, R, PF, kSpecGeneric>);
+  });
 }
 template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, cudaStream_t s) {
   if constexpr (R == 1 && fwd_prefetch_supported(TPR, I)) {
@@ -820,19 +828,12 @@ template <class T, int TPR, int I, int R> void fwd_kernel(const NormLaunch& L, c
 }
 template <class T, int TPR, int I, bool XS, bool PF, bool RA = false>
 void bwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
-  const int64_t smem = bwd_reg_smem(L, int(sizeof(compute_t<T>)));
-  auto go = [&](auto kernel) {
+  with_operand_spec<!XS && sizeof(T) == 2 && bwd_spec_shape(TPR, I, PF, RA)>(L, [&](auto spec) {
+    const auto kernel = bwd_reg<T, TPR, I, XS, PF, RA, decltype(spec)::value>;
+    const int64_t smem = bwd_reg_smem(L, int(sizeof(compute_t<T>)));
     allow_smem(kernel, smem);
     kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
-  };
-  if constexpr (!XS && sizeof(T) == 2 && bwd_spec_shape(TPR, I, PF, RA)) {
-    switch (launch_spec(L)) {
-      case kSpecRmsWeight: return go(bwd_reg<T, TPR, I, XS, PF, RA, kSpecRmsWeight>);
-      case kSpecLayerWeightBias: return go(bwd_reg<T, TPR, I, XS, PF, RA, kSpecLayerWeightBias>);
-      default: break;
-    }
-  }
-  go(bwd_reg<T, TPR, I, XS, PF, RA, kSpecGeneric>);
+  });
 }
 template <class T, int TPR, int I, bool XS> void bwd_kernel(const NormLaunch& L, cudaStream_t s) {
   if constexpr (!XS && sizeof(T) == 2 && bwd_regacc_supported(TPR, I)) {
