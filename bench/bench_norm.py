@@ -339,10 +339,12 @@ SWEEP = [
     ("rms_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,xs=1", "tpr=512,items=4"]),
     # Long rows backward: the persistent cluster grid (default 192 / cs clusters) against the
     # one-block kernel + column pass (cluster=1), and other grid sizes.
-    ("rms_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=33", "clusters=48",
-                                        "cluster=4,tpr=256,items=4", "cluster=4,tpr=256,items=4,clusters=66"]),
-    ("layer_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=33", "clusters=48",
-                                          "cluster=4,tpr=256,items=4", "cluster=4,tpr=256,items=4,clusters=66"]),
+    ("rms_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=28", "clusters=30", "clusters=32",
+                                        "clusters=33", "cluster=4,tpr=256,items=4",
+                                        "cluster=4,tpr=256,items=4,clusters=60", "cluster=4,tpr=256,items=4,clusters=64"]),
+    ("layer_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=28", "clusters=30", "clusters=32",
+                                          "clusters=33", "cluster=4,tpr=256,items=4",
+                                          "cluster=4,tpr=256,items=4,clusters=60", "cluster=4,tpr=256,items=4,clusters=64"]),
 ]
 
 

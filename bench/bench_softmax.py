@@ -171,7 +171,8 @@ SWEEP = {
                             "w=8,k=16,stage=1", "w=8,k=8,cs=2,stage=1", "w=8,k=8,cs=2,stage=0", "path=online"],
                     "bwd": ["", "w=16,k=8,stage=1", "w=32,k=4,stage=0", "w=32,k=4,stage=1", "w=8,k=8,cs=2,stage=1",
                             "w=8,k=8,cs=2,stage=0", "w=16,k=8,cs=2,stage=1", "path=online"]},
-    (512, 262144): {"fwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"],
+    (512, 262144): {"fwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "w=16,k=8,cs=8,stage=2",
+                            "path=online"],
                     "bwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"]},
     (262144, 512): {"fwd": ["", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"], "bwd": ["", "path=block,w=1,k=4"]},
 }
@@ -180,6 +181,8 @@ SWEEP = {
 def sweep(args, copy_gbs):
     rows = []
     for shape, variants in SWEEP.items():
+        if args.match and args.match not in f"{shape[0]}x{shape[1]}":
+            continue
         for op in ("softmax", "log_softmax_backward"):
             bwd = op.endswith("_backward")
             nin = 2 if bwd else 1
@@ -232,6 +235,7 @@ def main():
     ap.add_argument("--rows", default="")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="time the kernel-geometry variants (BARACUDA_SOFTMAX_CFG)")
+    ap.add_argument("--match", default="", help="--sweep: only the shapes whose 'RxH' contains this")
     args = ap.parse_args()
     args.iters, args.passes = (10, 1) if args.quick else (30, 2)
     if args.sweep:

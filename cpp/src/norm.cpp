@@ -152,6 +152,11 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // operand-specialized ones; ignored when the kernel does not exist or the row does not fit.
   const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
   I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov, true, desc.residual);
+  if (I.backward && I.reg_ok && I.reg.path == norm::Path::Cluster && ov.clusters <= 0) {
+    // The persistent cluster grid: every cluster resident at once on this device.
+    const int fit = norm::bwd_cluster_resident(x.dtype, I.reg);
+    if (fit > 0) norm::set_bwd_clusters(I.reg, fit, I.rows);
+  }
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
   I.loop_scalar = norm::looped_config(x.dtype, I.backward, I.H, I.rows, false);
   if (I.backward && (desc.weight || desc.bias)) {

@@ -42,8 +42,7 @@ int64_t next_pow2(int64_t v) {
 // compiled set: w in 1..32, k in 4/8/16, cs in 1/2/4/8 with w 8 or 16 and k 8) is ignored.
 // stage: 0 = the row in registers, 1 = the last operand staged in shared memory, 2 = forward
 // with clusters only: persistent clusters, the next row prefetched into shared memory while the
-// current one (in registers) is reduced and written (opt-in: it measured the same as stage=0,
-// 270 vs 266 us for [512, 262144] bf16 on an H100, so the simpler stage=0 stays the default).
+// current one (in registers) is reduced and written (the forward cluster default).
 struct Knobs {
   int w = 0, k = 0, stage = -1, cs = 0;
   std::string path;
@@ -488,10 +487,10 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     //     (101% of copy vs 92% for W = 16, K = 8, staged);
     //   backward, 33..64 vectors of a 2-byte dtype (a 512-element bf16 row): rows_block W = 1,
     //     K = 4 instead of rows_warp (104% of copy vs 89%); the forward stays on rows_warp;
-    //   forward on the cluster path: no staging (241 us vs 482 us for [512, 262144] bf16). The
-    //     prefetching persistent variant (stage = 2, meant to overlap the next row's read with
-    //     the exp / cluster-barrier phase) measured no faster (H100: 270 vs 266 us, 67-68% of
-    //     copy), so it is opt-in.
+    //   forward on the cluster path: the persistent clusters that prefetch the next row into
+    //     shared memory (stage = 2) over the plain register kernel (212 vs 220 us for
+    //     [512, 262144] bf16 on the H200; on an H100 they measured the same, 270 vs 266 us, before
+    //     the exp got cheaper); never staging the row (stage = 1: 482 us).
     const int64_t kRegPacks = 4096;  // longest row one block holds (K = 8, 16 warps)
     auto warps_for = [](int64_t packs, int k) { return int(std::clamp<int64_t>(next_pow2((packs + 32 * k - 1) / (32 * k)), 1, 32)); };
     auto valid = [&](int w, int k, int stage, int cs) {
@@ -523,7 +522,7 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       }
     } else if (nch <= 8 * 4096 && clusters_compiled() && L.rows * 8 <= (int64_t(1) << 30)) {
       w = 16;
-      stage = bwd ? 1 : 0;
+      stage = bwd ? 1 : 2;
       cs = int(next_pow2((nch + 4095) / 4096));
     }
     if (kn.w || kn.k || kn.stage >= 0 || kn.cs) {  // a knob: take it when it is valid for this row

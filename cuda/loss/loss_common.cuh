@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/dtype_traits.cuh"
+#include "common/fast_exp.cuh"
 
 namespace baracuda::loss::detail {
 using namespace baracuda::kernels;
@@ -23,25 +24,20 @@ template <class C> __device__ __forceinline__ C cmax(C a, C b) {
   if constexpr (std::is_same_v<C, double>) return fmax(a, b);
   else return fmaxf(a, b);
 }
-// exp in the compute type: hardware exp for half storage (its error is far below a half ulp),
-// libm's for f32 and f64.
+// exp in the compute type: hardware exp for half storage (its error is far below a half ulp;
+// results under 2^-126 are 0: common/fast_exp.cuh), libm's for f32 and f64.
 template <class T, class C> __device__ __forceinline__ C xexp(C v) {
   if constexpr (std::is_same_v<C, double>) return exp(v);
-  else if constexpr (is_half_v<T>) return __expf(v);
+  else if constexpr (is_half_v<T>) return exp_ftz(v);
   else return expf(v);
 }
 template <class C> __device__ __forceinline__ C xlog(C v) {
   if constexpr (std::is_same_v<C, double>) return log(v);
   else return logf(v);
 }
-__device__ __forceinline__ float ex2_approx(float v) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-}
 // exp(v - m) where ml2 = m * log2(e) was computed once: one FFMA and one MUFU for half storage.
 template <class T, class C> __device__ __forceinline__ C exp_shift(C v, C m, C ml2) {
-  if constexpr (is_half_v<T>) return ex2_approx(fmaf(v, 1.4426950408889634f, -ml2));
+  if constexpr (is_half_v<T>) return ex2_ftz(fmaf(v, kLog2e, -ml2));
   else return xexp<T>(v - m);
 }
 

@@ -17,4 +17,15 @@ void launch(const NormLaunch& L, void* stream) {
   });
 }
 
+int bwd_cluster_resident(DType t, const Config& c) {
+  int n = 0;
+  kernels::dispatch_dtype(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, kernels::f16> ||
+                  std::is_same_v<T, kernels::bf16>)
+      n = kern::bwd_cluster_resident<T>(c);
+  });
+  return n;
+}
+
 }  // namespace baracuda::norm

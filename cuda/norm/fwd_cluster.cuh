@@ -284,17 +284,25 @@ template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) 
 // the G rows in order. So grad_out and x are read once, grad_x written once, and the partials
 // are G x H (G = 24 at the default 8-block clusters: 6 MB per gradient at H = 65536).
 //
-// Pipelining: the block's share of the next row (grad_out and x, 16-byte cp.async into a second
-// shared-memory buffer) is in flight while the current row is reduced, its grad_x written and its
-// dweight / dbias accumulated. A thread copies and reads only its own vectors, so the wait on its
+// Pipelining (H200 profile of the one-row-at-a-time loop: 12.6 warps per SM issuing 0.39
+// instructions per cycle, DRAM at 34%, each row waiting at its cluster barrier with nothing else
+// to do): the rows are software-pipelined over three shared-memory buffers of the block's share
+// (grad_out and x, 16-byte cp.async):
+//   iteration j: wait for row j-1's cluster sums -> sums of row j, pushed, arrive ->
+//                grad_x of row j-1 (and its dweight / dbias) -> copies of row j+2 into its buffer
+// so the cluster barrier of row j is in flight while row j-1 is written, and a row's copies
+// are issued two rows ahead. A thread copies and reads only its own vectors, so the wait on its
 // own copies is the only synchronization the buffers need.
 //
 // Sums (deterministic): each thread over its vectors in order, butterfly shuffles, warps in index
 // order, then the CS block sums in rank order (every block the same bits), as in the forward.
-// Slot sets alternate between rows (parity): a block pushes into another's slots for row k + 2
-// only after the cluster barrier of row k + 1, which that block reaches after reading row k's.
+// Slot sets alternate between rows (parity): a block pushes row j's sums after waiting for row
+// j-1's barrier, which every block arrives at only after reading row j-2's sums (the same slots).
 // dweight / dbias: per column, the rows of the cluster in order, then the clusters in order.
 template <int TPR> constexpr int bwd_cluster_min_blocks() { return 2048 / TPR / 4 > 1 ? 2048 / TPR / 4 : 1; }
+constexpr int kBwdClusterBuffers = 3;
+// Dynamic shared memory of a backward cluster block: the row buffers of its share.
+constexpr int64_t bwd_cluster_smem(int tpr, int items) { return int64_t(kBwdClusterBuffers) * 2 * tpr * items * 16; }
 
 template <class T, int CS, int TPR, int I, int S>
 __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluster(const NormLaunch L) {
@@ -307,9 +315,10 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   constexpr int V = 16 / sizeof(T);
   constexpr int W = TPR / 32;
   constexpr int SH = TPR * I;  // vectors of a block's share
+  constexpr int NB = kBwdClusterBuffers;
   static_assert(TPR % 32 == 0 && W <= 32 && CS >= 2 && CS <= 8, "cluster kernel shape");
   extern __shared__ __align__(16) unsigned char norm_bwd_cl_dyn[];
-  P* stage = reinterpret_cast<P*>(norm_bwd_cl_dyn);  // [2 buffers][grad_out, x][SH]
+  P* stage = reinterpret_cast<P*>(norm_bwd_cl_dyn);  // [NB buffers][grad_out, x][SH]
   __shared__ C red[2][2][W];      // per-warp (s1, s2), one slot set per parity
   __shared__ C part[2][2][CS];    // the cluster's block sums, one slot set per parity
   const int lane = threadIdx.x, warp = lane >> 5;
@@ -323,11 +332,14 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   const T* xp = static_cast<const T*>(L.x);
   const C* meanp = static_cast<const C*>(L.mean);
   const C* rstdp = static_cast<const C*>(L.rstd);
+  const int64_t nrows = c0 < L.rows ? (L.rows - 1 - c0) / G + 1 : 0;  // rows c0, c0 + G, ...
   cl_arrive();  // this block runs: the others may push into its shared memory
 
-  // Issues the copies of row `row` (this thread's vectors) into buffer b, and one commit group.
-  auto prefetch = [&](int64_t row, int b) {
-    if (row < L.rows) {
+  // Issues the copies of this cluster's row j (this thread's vectors) into buffer b, and one
+  // commit group (empty past the last row, so that the groups count rows).
+  auto prefetch = [&](int64_t j, int b) {
+    if (j < nrows) {
+      const int64_t row = c0 + j * G;
 #pragma unroll
       for (int i = 0; i < I; ++i) {
         const int64_t col = (share0 + i * TPR + lane) * V;
@@ -346,90 +358,110 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 #pragma unroll
     for (int k = 0; k < V; ++k) aw[i][k] = ab[i][k] = 0;
 
-  int64_t row = c0;
-  prefetch(row, 0);
-  C mean = F.layer ? meanp[row] : C(0), rstd = rstdp[row];
-  int b = 0;
-  for (bool first = true; row < L.rows; row += G, b ^= 1, first = false) {
-    const int64_t next = row + G;
-    prefetch(next, b ^ 1);
-    C mean_n = 0, rstd_n = 0;
-    if (next < L.rows) {
-      mean_n = F.layer ? meanp[next] : C(0);
-      rstd_n = rstdp[next];
-    }
-    __pipeline_wait_prior(1);  // this row's copies (the next row's may still be in flight)
-    const P* gs = stage + (b * 2 + 0) * SH;
-    const P* xs = stage + (b * 2 + 1) * SH;
-
-    C s1 = 0, s2 = 0;
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t col = (share0 + i * TPR + lane) * V;
-      if (col >= H) continue;
-      const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
-      C w[V];
-      if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const C gy = unpack<T>(gv, k);
-        const C xh = (unpack<T>(xv, k) - mean) * rstd;
-        const C g = F.w ? gy * w[k] : gy;
-        s1 += g;
-        s2 += g * xh;
-      }
-    }
-    // The row sums over the cluster (every thread of every block the same bits).
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-      s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-    }
-    if ((lane & 31) == 0) { red[b][0][warp] = s1; red[b][1][warp] = s2; }
-    __syncthreads();
-    if (first) cl_wait();  // the start barrier: every block of the cluster runs
-    if (lane < CS) {
+  prefetch(0, 0);
+  prefetch(1, 1);
+  // Statistics of the row being reduced (j) and of the row being written (j - 1).
+  C mean_c = 0, rstd_c = 0, mean_p = 0, rstd_p = 0;
+  if (nrows > 0) {
+    mean_c = F.layer ? meanp[c0] : C(0);
+    rstd_c = rstdp[c0];
+  }
+  int bc = 0;  // buffer of row j (row j - 1's is the one before, cyclically)
+  for (int64_t j = 0; j <= nrows; ++j) {
+    const int bp = bc == 0 ? NB - 1 : bc - 1;
+    const int par = int(j & 1);
+    // j = 0: the start barrier (every block runs); else row j - 1's block sums are all pushed.
+    cl_wait();
+    C c1 = 0, c2 = 0;
+    if (j > 0) {
       C t1 = 0, t2 = 0;
 #pragma unroll
-      for (int i = 0; i < W; ++i) { t1 += red[b][0][i]; t2 += red[b][1][i]; }
-      cl_store(&part[b][0][rank], unsigned(lane), t1);
-      cl_store(&part[b][1][rank], unsigned(lane), t2);
+      for (int r = 0; r < CS; ++r) { t1 += part[par ^ 1][0][r]; t2 += part[par ^ 1][1][r]; }
+      c1 = F.layer ? t1 * invH : C(0);
+      c2 = t2 * invH;
     }
-    cl_arrive();
-    cl_wait();
-    s1 = 0; s2 = 0;
-#pragma unroll
-    for (int r = 0; r < CS; ++r) { s1 += part[b][0][r]; s2 += part[b][1][r]; }
-    const C c1 = F.layer ? s1 * invH : C(0), c2 = s2 * invH;
-
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t col = (share0 + i * TPR + lane) * V;
-      if (col >= H) continue;
-      const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
-      C w[V], dx[V];
-      if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const C gy = unpack<T>(gv, k);
-        const C xh = (unpack<T>(xv, k) - mean) * rstd;
-        const C g = F.w ? gy * w[k] : gy;
-        dx[k] = rstd * (g - c1 - xh * c2);
-        aw[i][k] += gy * xh;
-        ab[i][k] += gy;
+    C mean_n = 0, rstd_n = 0;
+    if (j < nrows) {  // row j: its sums over the cluster
+      if (j + 1 < nrows) {
+        const int64_t nx = c0 + (j + 1) * G;
+        mean_n = F.layer ? meanp[nx] : C(0);
+        rstd_n = rstdp[nx];
       }
-      if (F.gres) {
-        const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
+      __pipeline_wait_prior(1);  // row j's copies (row j + 1's may still be in flight)
+      const P* gs = stage + (bc * 2 + 0) * SH;
+      const P* xs = stage + (bc * 2 + 1) * SH;
+      C s1 = 0, s2 = 0;
 #pragma unroll
-        for (int k = 0; k < V; ++k) dx[k] += unpack<T>(r, k);
+      for (int i = 0; i < I; ++i) {
+        const int64_t col = (share0 + i * TPR + lane) * V;
+        if (col >= H) continue;
+        const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
+        C w[V];
+        if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const C gy = unpack<T>(gv, k);
+          const C xh = (unpack<T>(xv, k) - mean_c) * rstd_c;
+          const C g = F.w ? gy * w[k] : gy;
+          s1 += g;
+          s2 += g * xh;
+        }
       }
-      store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+      }
+      if ((lane & 31) == 0) { red[par][0][warp] = s1; red[par][1][warp] = s2; }
+      __syncthreads();
+      if (lane < CS) {
+        C t1 = 0, t2 = 0;
+#pragma unroll
+        for (int i = 0; i < W; ++i) { t1 += red[par][0][i]; t2 += red[par][1][i]; }
+        cl_store(&part[par][0][rank], unsigned(lane), t1);
+        cl_store(&part[par][1][rank], unsigned(lane), t2);
+      }
+      cl_arrive();
     }
-    mean = mean_n;
-    rstd = rstd_n;
+    if (j > 0) {  // row j - 1: grad_x, and its dweight / dbias terms, while row j's barrier completes
+      const int64_t row = c0 + (j - 1) * G;
+      const P* gs = stage + (bp * 2 + 0) * SH;
+      const P* xs = stage + (bp * 2 + 1) * SH;
+#pragma unroll
+      for (int i = 0; i < I; ++i) {
+        const int64_t col = (share0 + i * TPR + lane) * V;
+        if (col >= H) continue;
+        const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
+        C w[V], dx[V];
+        if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const C gy = unpack<T>(gv, k);
+          const C xh = (unpack<T>(xv, k) - mean_p) * rstd_p;
+          const C g = F.w ? gy * w[k] : gy;
+          dx[k] = rstd_p * (g - c1 - xh * c2);
+          aw[i][k] += gy * xh;
+          ab[i][k] += gy;
+        }
+        if (F.gres) {
+          const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
+#pragma unroll
+          for (int k = 0; k < V; ++k) dx[k] += unpack<T>(r, k);
+        }
+        store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
+      }
+    }
+    // Row j - 1's buffer is read (this thread's vectors, by this thread): row j + 2 goes there.
+    prefetch(j + 2, bp);
+    mean_p = mean_c;
+    rstd_p = rstd_c;
+    mean_c = mean_n;
+    rstd_c = rstd_n;
+    bc = bc == NB - 1 ? 0 : bc + 1;
   }
-  // Every block took part in every barrier of its cluster; none touches another's shared memory
-  // from here on. Row c0 of the partial sums, this block's columns (coalesced 16-byte chunks).
+  // Every block took part in every barrier of its cluster (the last wait: every push is done);
+  // none touches another's shared memory from here on. Row c0 of the partial sums, this block's
+  // columns (coalesced 16-byte chunks).
   C* pw = static_cast<C*>(L.workspace) + c0 * H;
   C* pb = reinterpret_cast<C*>(static_cast<char*>(L.workspace) + L.bias_partial_offset) + c0 * H;
 #pragma unroll
@@ -446,7 +478,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 // share of grad_out and x); false, with nothing launched, without clusters / sm_90 code.
 template <class T, int CS, int TPR, int I, int S> bool bwd_cluster_go_spec(const NormLaunch& L, cudaStream_t s) {
   if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I, S>)) return false;
-  const int64_t smem = int64_t(2) * 2 * TPR * I * 16;
+  const int64_t smem = bwd_cluster_smem(TPR, I);
   allow_smem(bwd_cluster<T, CS, TPR, I, S>, smem);
   ClusterLaunch(dim3(unsigned(L.cfg.grid)), dim3(TPR), size_t(smem), s, CS)  // grid: clusters x CS
       .launch(bwd_cluster<T, CS, TPR, I, S>, "launch of norm backward (cluster)", L);
@@ -457,25 +489,62 @@ template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch&
       L, [&](auto spec) { return bwd_cluster_go_spec<T, CS, TPR, I, decltype(spec)::value>(L, s); });
 }
 
-template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
-  if (!norm_device_has_clusters()) return false;
-  bool launched = false;
-  const bool found = dispatch_cluster_shape(
-      L.cfg,
+// Calls go(shape) for the instantiated backward cluster shape equal to c's; false when none is.
+template <class Go> bool dispatch_bwd_cluster_shape(const Config& c, Go&& go) {
+  return dispatch_cluster_shape(
+      c,
       [&](auto shape) {
         using S = decltype(shape);
         static_assert(bwd_cluster_supported(S::cs, S::tpr, S::items), "a cluster shape missing from kBwdClusterShapes");
-        launched = bwd_cluster_go<T, S::cs, S::tpr, S::items>(L, s);
+        go(shape);
       },
       ShapeT<4, 256, 3>{}, ShapeT<4, 256, 4>{}, ShapeT<8, 256, 3>{}, ShapeT<8, 256, 4>{});
+}
+
+template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
+  if (!norm_device_has_clusters()) return false;
+  bool launched = false;
+  const bool found = dispatch_bwd_cluster_shape(L.cfg, [&](auto shape) {
+    using S = decltype(shape);
+    launched = bwd_cluster_go<T, S::cs, S::tpr, S::items>(L, s);
+  });
   if (!found) throw Unsupported("norm: no cluster backward kernel for this configuration (internal)");
   if (launched) check_launch("norm backward (cluster)");
   return launched;
 }
 
+// Clusters of the backward kernel of c's shape resident at once on the current device, for the
+// persistent grid (a cluster beyond them would start only when a whole earlier one has ended, and
+// then run its rows alone: 33 clusters of 8 x 256 x 4 took 1.5x the time of 30 on an H200). 0 when
+// unknown (no device, no clusters, no sm_90 code): the plan keeps its default grid. The generic
+// kernel is asked (a specialized one uses no more registers).
+template <class T> int bwd_cluster_resident(const Config& c) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device here (a host-only plan): not an error of this call
+    return 0;
+  }
+  if (!norm_device_has_clusters()) return 0;
+  int n = 0;
+  dispatch_bwd_cluster_shape(c, [&](auto shape) {
+    using S = decltype(shape);
+    auto kern = bwd_cluster<T, S::cs, S::tpr, S::items, kSpecGeneric>;
+    if (!runs_sm90_code(kern)) return;
+    const int64_t smem = bwd_cluster_smem(S::tpr, S::items);
+    allow_smem(kern, smem);
+    ClusterLaunch cl(dim3(unsigned(S::cs)), dim3(S::tpr), size_t(smem), nullptr, S::cs);
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &cl.cfg) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky; the default grid then
+      n = 0;
+    }
+  });
+  return n;
+}
+
 }  // namespace baracuda::norm::kern
 
-#define BARACUDA_NORM_INSTANTIATE_BWD_CLUSTER(T) \
-  template bool baracuda::norm::kern::bwd_cluster_launch<T>(const baracuda::norm::NormLaunch&, cudaStream_t);
+#define BARACUDA_NORM_INSTANTIATE_BWD_CLUSTER(T)                                                               \
+  template bool baracuda::norm::kern::bwd_cluster_launch<T>(const baracuda::norm::NormLaunch&, cudaStream_t); \
+  template int baracuda::norm::kern::bwd_cluster_resident<T>(const baracuda::norm::Config&);
 #define BARACUDA_NORM_INSTANTIATE_FWD_CLUSTER(T) \
   template bool baracuda::norm::kern::fwd_cluster_launch<T>(const baracuda::norm::NormLaunch&, cudaStream_t);

@@ -6,4 +6,7 @@
 namespace baracuda::norm {
 template <class T> void launch_forward(const NormLaunch& L, void* stream);
 template <class T> void launch_backward(const NormLaunch& L, void* stream);
+namespace kern {
+template <class T> int bwd_cluster_resident(const Config& c);  // fwd_cluster.cuh
+}
 }  // namespace baracuda::norm

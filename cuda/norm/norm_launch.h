@@ -290,11 +290,21 @@ inline Config cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int t
   return c;
 }
 
+// The persistent grid of a backward cluster configuration: `clusters` clusters (at most one per
+// row), partials = clusters (one [H] row of dweight / dbias partial sums per cluster). The plan
+// sets it to the clusters resident at once on its device (bwd_cluster_resident) unless a
+// `clusters` knob asks otherwise.
+inline void set_bwd_clusters(Config& c, int64_t clusters, int64_t rows) {
+  const int64_t g = std::max<int64_t>(1, std::min<int64_t>({clusters, rows, int64_t(65535)}));
+  c.grid = g * c.cluster;
+  c.partials = g;
+}
+
 // The backward cluster configuration: the given (cs, tpr, items) when it is instantiated and holds
 // the row, else (cs = 0) the instantiated shape of least capacity that holds it, ties to the
 // smaller cluster. cluster = 1 in the result: none holds the row. The grid: `clusters` clusters
-// (default kBwdClusterBlocks / cs, at most one per row), each looping over rows c, c + clusters, ...;
-// partials = clusters (one [H] row of dweight / dbias partial sums per cluster).
+// (default kBwdClusterBlocks / cs, the grid of a plan made without a device), each looping over
+// rows c, c + clusters, ... (set_bwd_clusters).
 inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, int tpr = 0, int items = 0,
                                  int clusters = 0) {
   Config c;
@@ -311,11 +321,8 @@ inline Config bwd_cluster_config(DType t, int64_t H, int64_t rows, int cs = 0, i
     }
   }
   if (best < 0) return c;
-  int64_t g = clusters > 0 ? clusters : kBwdClusterBlocks / c.cluster;
-  g = std::max<int64_t>(1, std::min<int64_t>({g, rows, int64_t(65535)}));
   c.threads = c.tpr;
-  c.grid = g * c.cluster;
-  c.partials = g;
+  set_bwd_clusters(c, clusters > 0 ? clusters : kBwdClusterBlocks / c.cluster, rows);
   return c;
 }
 
@@ -554,5 +561,8 @@ inline int64_t partial_bytes(DType t, int64_t partials, int64_t H) {
 }
 
 void launch(const NormLaunch& L, void* stream);
+// Clusters of the backward cluster kernel of c's shape resident at once on the current device;
+// 0 when unknown (no device, no clusters). The plan sizes the persistent grid with it.
+int bwd_cluster_resident(DType t, const Config& c);
 
 }  // namespace baracuda::norm

@@ -16,6 +16,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/fast_exp.cuh"
 #include "softmax/softmax_launch.h"
 
 namespace baracuda::softmax::detail {
@@ -26,12 +27,22 @@ template <class C> __device__ __forceinline__ C cmax(C a, C b) {
   if constexpr (std::is_same_v<C, double>) return fmax(a, b);
   else return fmaxf(a, b);
 }
-// exp in the compute type. Half storage takes the hardware exp (its error is far below a
-// half ulp); f32 and f64 take libm's.
+// exp in the compute type. Half storage takes the hardware exp (its error is far below a half
+// ulp; results under 2^-126 are 0: common/fast_exp.cuh); f32 and f64 take libm's.
 template <class T, class C> __device__ __forceinline__ C xexp(C v) {
   if constexpr (std::is_same_v<C, double>) return exp(v);
-  else if constexpr (is_half_v<T>) return __expf(v);
+  else if constexpr (is_half_v<T>) return exp_ftz(v);
   else return expf(v);
+}
+// What a softmax row finish needs of its (max, sum): r = 1 / s, and for 16-bit storage
+// lg = log2(s), so that exp(v - m) / s is one FFMA and one MUFU.EX2 (softmax_value).
+template <class T, class C> struct SoftmaxScale {
+  C r, lg;
+  __device__ __forceinline__ explicit SoftmaxScale(C s) : r(C(1) / s), lg(is_half_v<T> ? C(log2f(float(s))) : C(0)) {}
+};
+template <class T, class C> __device__ __forceinline__ C softmax_value(C v, C m, const SoftmaxScale<T, C>& sc) {
+  if constexpr (is_half_v<T>) return ex2_ftz(fmaf(v - m, kLog2e, -sc.lg));
+  else return xexp<T>(v - m) * sc.r;
 }
 template <class C> __device__ __forceinline__ C xlog(C v) {
   if constexpr (std::is_same_v<C, double>) return log(v);
@@ -294,14 +305,15 @@ __global__ void __launch_bounds__(1024) rows_online_fwd(RowGeo g, T* __restrict_
     block_combine<T>(m, s, shm, shs);
     poison_inf(m, s);
     if (m == ninf<C>()) s = std::numeric_limits<C>::quiet_NaN();  // nothing but -inf: NaN, as torch
-    const C r = C(1) / s, ls = xlog(s);
+    const SoftmaxScale<T, C> sc(s);
+    const C ls = xlog(s);
     T* orow = out + row_off(g, row, 0);
     const int64_t last = nch - 1 - t;
     for (int64_t c = last; c >= 0; c -= n) {
       C v[V];
       load_chunk<T, V>(xr, c * V, g.len, v, C(0));
 #pragma unroll
-      for (int j = 0; j < V; ++j) v[j] = log ? (v[j] - m) - ls : xexp<T>(v[j] - m) * r;
+      for (int j = 0; j < V; ++j) v[j] = log ? (v[j] - m) - ls : softmax_value(v[j], m, sc);
       store_chunk<T, V>(orow, c * V, g.len, v);
     }
   }
@@ -357,11 +369,12 @@ __global__ void __launch_bounds__(256) rows_loop_fwd(RowGeo g, T* __restrict__ o
     for (int64_t i = lane; i < g.len; i += 32) online_add<T>(m, s, to_compute(xr[i * g.ax[1]]));
     group_combine<32, T>(m, s);
     poison_inf(m, s);
-    const C r = C(1) / s, ls = xlog(s);
+    const SoftmaxScale<T, C> sc(s);
+    const C ls = xlog(s);
     T* orow = out + row_off(g, row, 0);
     for (int64_t i = lane; i < g.len; i += 32) {
       const C v = to_compute(xr[i * g.ax[1]]);
-      orow[i * g.ax[0]] = from_compute<T>(log ? (v - m) - ls : xexp<T>(v - m) * r);
+      orow[i * g.ax[0]] = from_compute<T>(log ? (v - m) - ls : softmax_value(v, m, sc));
     }
   }
 }
@@ -419,12 +432,13 @@ __global__ void __launch_bounds__(256) cols_fwd(RowGeo g2, NdGeo gn, T* __restri
 #pragma unroll 4
     for (int64_t i = 0; i < len; ++i) online_add<T>(m, s, to_compute(xr[i * ax]));
     poison_inf(m, s);
-    const C rs = C(1) / s, ls = xlog(s);
+    const SoftmaxScale<T, C> sc(s);
+    const C ls = xlog(s);
     T* orow = out + o[0];
 #pragma unroll 4
     for (int64_t i = 0; i < len; ++i) {
       const C v = to_compute(xr[i * ax]);
-      orow[i * ao] = from_compute<T>(log ? (v - m) - ls : xexp<T>(v - m) * rs);
+      orow[i * ao] = from_compute<T>(log ? (v - m) - ls : softmax_value(v, m, sc));
     }
   }
 }

@@ -65,6 +65,25 @@ template <class C> __device__ __forceinline__ void fence_value(C& v) {
   else asm volatile("" : "+f"(v));
 }
 
+// The max of K chunks of 16-bit storage bits (chunk(k) -> uint4) on packed pairs: one
+// HMNMX2 per two elements and no conversion, against a conversion and an FMNMX per element.
+// Like fmaxf, a NaN loses to a number (NaN reaches the output through the sum).
+template <class T, int K, int UF, class Chunk> __device__ __forceinline__ float packed_max(Chunk&& chunk) {
+  using H2 = std::conditional_t<std::is_same_v<T, bf16>, __nv_bfloat162, __half2>;
+  const unsigned ninf2 = std::is_same_v<T, bf16> ? 0xff80ff80u : 0xfc00fc00u;
+  H2 acc;
+  memcpy(&acc, &ninf2, 4);
+#pragma unroll UF
+  for (int k = 0; k < K; ++k) {
+    const uint4 u = chunk(k);
+    H2 h[4];
+    memcpy(h, &u, 16);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc = __hmax2(acc, h[i]);
+  }
+  return fmaxf(__low2float(acc), __high2float(acc));
+}
+
 // 16 bytes of p[idx..idx+V) as storage bits; slots at or past len hold `fill`.
 template <class T, int V, class C>
 __device__ __forceinline__ uint4 load_raw(const T* __restrict__ p, int64_t idx, int64_t len, C fill) {
@@ -258,13 +277,17 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
     C m = 0, s = 0;  // forward: (max, sum exp(x - max)); backward: s = the dot
     if constexpr (!BWD) {
       m = ninf<C>();
+      if constexpr (sizeof(T) == 2) {
+        m = packed_max<T, K, UF>(last);
+      } else {
 #pragma unroll UF
-      for (int k = 0; k < K; ++k) {
-        C v[V];
-        unpack<T, V>(last(k), v);
+        for (int k = 0; k < K; ++k) {
+          C v[V];
+          unpack<T, V>(last(k), v);
 #pragma unroll
-        for (int j = 0; j < V; ++j) m = cmax(m, v[j]);
-        fence_value(m);  // one chunk at a time (see fence_value)
+          for (int j = 0; j < V; ++j) m = cmax(m, v[j]);
+          fence_value(m);  // one chunk at a time (see fence_value)
+        }
       }
       // PF: the slots' values are in registers and consumed (m depends on all of them), so the
       // next row can land there while this one is reduced, exchanged and written.
@@ -338,7 +361,8 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       if constexpr (!BWD) {
         poison_inf(m, s);
         if (m == ninf<C>()) s = std::numeric_limits<C>::quiet_NaN();  // only -inf (or NaN): NaN, as torch
-        const C r = C(1) / s, ls = xlog(s);
+        const SoftmaxScale<T, C> sc(s);
+    const C ls = xlog(s);
 #pragma unroll UF
         for (int k = 0; k < K; ++k) {
           if (k * KS < rem) {
@@ -346,7 +370,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
             unpack<T, V>(last(k), v);
 #pragma unroll
             for (int j = 0; j < V; ++j) {
-              v[j] = log ? (v[j] - m) - ls : xexp<T>(v[j] - m) * r;
+              v[j] = log ? (v[j] - m) - ls : softmax_value(v[j], m, sc);
               fence_value(v[j]);
             }
             store_chunk<T, V>(orow + k * KS, 0, rem - k * KS, v);
