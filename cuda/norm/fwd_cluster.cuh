@@ -16,22 +16,26 @@
 //
 // Sums (deterministic, the same bits in every block of the cluster): each thread over its
 // vectors in order, butterfly shuffles within a warp, the warps in index order, then the CS
-// block sums in rank order. A block's sum is pushed by threads 0..CS-1 into slot [rank] of every
-// block's `part` array (distributed shared memory), one cluster barrier, then each block adds
-// its local copy in rank order. LayerNorm: the mean, then the sum of squared deviations (two
-// cluster reductions, the same two-pass math as the register kernel).
+// block sums in rank order. A block's sum is sent by threads 0..CS-1 into slot [rank] of every
+// block (st.async into distributed shared memory, counted by the receiver's mbarrier:
+// common/cluster_exchange.cuh), then each block adds its copies in rank order. LayerNorm: the
+// mean, then the sum of squared deviations (two cluster reductions, the same two-pass math as
+// the register kernel).
 //
 // One cluster per row, no loop over rows: a row loop lets the compiler hoist the row-invariant
 // addresses out of it and the I = 4 kernels then spill at their 64-register budget.
 //
-// Barriers: each reduction has its own slots (no slot is reused). Pushes go to the other
-// blocks' shared memory, which must be running: the first push waits on a cluster barrier
-// that every block arrives at when it starts (split arrive / wait, so the row's loads are in
-// flight meanwhile). After the last reduction's barrier no block touches another's shared
-// memory, so blocks exit without a further barrier.
+// Barriers: each reduction has its own slots (no slot is reused). Sends go to the other blocks'
+// shared memory, which must be running with its mbarriers initialized: the first send waits on
+// a cluster barrier that every block arrives at when it starts (split arrive / wait, so the
+// row's loads are in flight meanwhile). A block exits only after receiving every block's sums,
+// so nothing is sent to an exited block and no further barrier is needed. (No cluster barrier
+// per reduction: its release / acquire are a GPU-scope memory barrier, which would wait for the
+// residual_out stores, and an L1 invalidation.)
 #pragma once
 #include <cooperative_groups.h>
 
+#include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
 
 #include "norm/kernels.cuh"
@@ -64,14 +68,6 @@ __device__ __forceinline__ void cl_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
-// Stores v at `local` (a shared-memory address) of block `rank` of this cluster.
-template <class C> __device__ __forceinline__ void cl_store(C* local, unsigned rank, C v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  *cooperative_groups::this_cluster().map_shared_rank(local, rank) = v;
-#else
-  *local = v;
-#endif
-}
 
 template <class T, int CS, int TPR, int I>
 __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(const NormLaunch L) {
@@ -84,7 +80,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
   constexpr int W = TPR / 32;
   static_assert(TPR % 32 == 0 && W <= 32 && CS >= 2 && CS <= 8, "cluster kernel shape");
   __shared__ C red[2][W];    // per-warp sums, one slot set per reduction
-  __shared__ C part[2][CS];  // the cluster's block sums (pushed by every block), one slot set per reduction
+  __shared__ ClusterExchange<C, CS> part;  // the cluster's block sums, one slot set per reduction
   const int64_t row = blockIdx.x / CS;  // the grid is rows x CS blocks
   if (row >= L.rows) return;            // (never: the same row, hence the same exit, for the whole cluster)
   const int lane = threadIdx.x, warp = lane >> 5;
@@ -93,9 +89,12 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
   const C invH = C(1) / C(H), eps = C(L.eps);
   const int64_t share0 = int64_t(rank) * (TPR * I);  // this block's first vector of the row
   const T* x = static_cast<const T*>(L.x);
-  cl_arrive();  // this block runs: the others may push into its shared memory
+  if (lane == 0) part.init();
+  cl_arrive();  // this block runs (and its mbarriers are initialized): the others may send to it
 
-  // The row sum of v over the cluster (every thread of every block gets the same bits).
+  // The row sum of v over the cluster (every thread of every block gets the same bits): block
+  // sums sent to every block (common/cluster_exchange.cuh; each slot set used once), added in
+  // rank order.
   auto cluster_sum = [&](C v, int slot) -> C {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -106,13 +105,12 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
       C b = 0;
 #pragma unroll
       for (int i = 0; i < W; ++i) b += red[slot][i];
-      cl_store(&part[slot][rank], unsigned(lane), b);
+      part.send(slot, rank, unsigned(lane), b, C(0));
     }
-    cl_arrive();
-    cl_wait();
+    part.wait(slot, 0);
     C s = 0;
 #pragma unroll
-    for (int r = 0; r < CS; ++r) s += part[slot][r];
+    for (int r = 0; r < CS; ++r) s += part.slot[slot][r][0];
     return s;
   };
 
@@ -288,16 +286,19 @@ template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) 
 // instructions per cycle, DRAM at 34%, each row waiting at its cluster barrier with nothing else
 // to do): the rows are software-pipelined over three shared-memory buffers of the block's share
 // (grad_out and x, 16-byte cp.async):
-//   iteration j: wait for row j-1's cluster sums -> sums of row j, pushed, arrive ->
+//   iteration j: wait for row j-1's block sums -> sums of row j, sent to the cluster ->
 //                grad_x of row j-1 (and its dweight / dbias) -> copies of row j+2 into its buffer
-// so the cluster barrier of row j is in flight while row j-1 is written, and a row's copies
-// are issued two rows ahead. A thread copies and reads only its own vectors, so the wait on its
-// own copies is the only synchronization the buffers need.
+// so row j's exchange is in flight while row j-1 is written, and a row's copies are issued two
+// rows ahead. A thread copies and reads only its own vectors, so the wait on its own copies is
+// the only synchronization the buffers need. The block sums travel by st.async into an mbarrier-
+// counted slot of every block (common/cluster_exchange.cuh), not through cluster barriers: their
+// release / acquire compile to a GPU-scope memory barrier and an L1 invalidation per row (ncu:
+// membar and long-scoreboard stalls, DRAM at 34%).
 //
 // Sums (deterministic): each thread over its vectors in order, butterfly shuffles, warps in index
 // order, then the CS block sums in rank order (every block the same bits), as in the forward.
-// Slot sets alternate between rows (parity): a block pushes row j's sums after waiting for row
-// j-1's barrier, which every block arrives at only after reading row j-2's sums (the same slots).
+// Slot sets alternate between rows (parity): a block sends row j's sums after receiving row
+// j-1's from every block, each of which sent those only after reading row j-2's (the same slots).
 // dweight / dbias: per column, the rows of the cluster in order, then the clusters in order.
 template <int TPR> constexpr int bwd_cluster_min_blocks() { return 2048 / TPR / 4 > 1 ? 2048 / TPR / 4 : 1; }
 constexpr int kBwdClusterBuffers = 3;
@@ -320,7 +321,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   extern __shared__ __align__(16) unsigned char norm_bwd_cl_dyn[];
   P* stage = reinterpret_cast<P*>(norm_bwd_cl_dyn);  // [NB buffers][grad_out, x][SH]
   __shared__ C red[2][2][W];      // per-warp (s1, s2), one slot set per parity
-  __shared__ C part[2][2][CS];    // the cluster's block sums, one slot set per parity
+  __shared__ ClusterExchange<C, CS> part;  // the cluster's block sums, one slot set per parity
   const int lane = threadIdx.x, warp = lane >> 5;
   const unsigned rank = cl_rank();
   const int64_t G = int64_t(gridDim.x) / CS;  // clusters
@@ -333,7 +334,8 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   const C* meanp = static_cast<const C*>(L.mean);
   const C* rstdp = static_cast<const C*>(L.rstd);
   const int64_t nrows = c0 < L.rows ? (L.rows - 1 - c0) / G + 1 : 0;  // rows c0, c0 + G, ...
-  cl_arrive();  // this block runs: the others may push into its shared memory
+  if (lane == 0) part.init();
+  cl_arrive();  // this block runs (and its mbarriers are initialized): the others may send to it
 
   // Issues the copies of this cluster's row j (this thread's vectors) into buffer b, and one
   // commit group (empty past the last row, so that the groups count rows).
@@ -370,15 +372,17 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   for (int64_t j = 0; j <= nrows; ++j) {
     const int bp = bc == 0 ? NB - 1 : bc - 1;
     const int par = int(j & 1);
-    // j = 0: the start barrier (every block runs); else row j - 1's block sums are all pushed.
-    cl_wait();
     C c1 = 0, c2 = 0;
-    if (j > 0) {
+    if (j == 0) {
+      cl_wait();  // the start barrier: every block runs
+    } else {      // row j - 1's block sums, all in
+      part.wait(par ^ 1, unsigned((j - 1) >> 1));
       C t1 = 0, t2 = 0;
 #pragma unroll
-      for (int r = 0; r < CS; ++r) { t1 += part[par ^ 1][0][r]; t2 += part[par ^ 1][1][r]; }
+      for (int r = 0; r < CS; ++r) { t1 += part.slot[par ^ 1][r][0]; t2 += part.slot[par ^ 1][r][1]; }
       c1 = F.layer ? t1 * invH : C(0);
       c2 = t2 * invH;
+      if (lane == 0 && j + 1 < nrows) part.rearm(par ^ 1);  // for row j + 1
     }
     C mean_n = 0, rstd_n = 0;
     if (j < nrows) {  // row j: its sums over the cluster
@@ -418,12 +422,10 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
         C t1 = 0, t2 = 0;
 #pragma unroll
         for (int i = 0; i < W; ++i) { t1 += red[par][0][i]; t2 += red[par][1][i]; }
-        cl_store(&part[par][0][rank], unsigned(lane), t1);
-        cl_store(&part[par][1][rank], unsigned(lane), t2);
+        part.send(par, rank, unsigned(lane), t1, t2);
       }
-      cl_arrive();
     }
-    if (j > 0) {  // row j - 1: grad_x, and its dweight / dbias terms, while row j's barrier completes
+    if (j > 0) {  // row j - 1: grad_x, and its dweight / dbias terms, while row j's sums travel
       const int64_t row = c0 + (j - 1) * G;
       const P* gs = stage + (bp * 2 + 0) * SH;
       const P* xs = stage + (bp * 2 + 1) * SH;
@@ -438,8 +440,8 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
         for (int k = 0; k < V; ++k) {
           const C gy = unpack<T>(gv, k);
           const C xh = (unpack<T>(xv, k) - mean_p) * rstd_p;
-          const C g = F.w ? gy * w[k] : gy;
-          dx[k] = rstd_p * (g - c1 - xh * c2);
+          const C g1 = F.w ? fma(gy, w[k], -c1) : gy - c1;  // rstd (g - c1 - xh c2), g = gy w
+          dx[k] = rstd_p * fma(-c2, xh, g1);
           aw[i][k] += gy * xh;
           ab[i][k] += gy;
         }
@@ -459,9 +461,8 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
     rstd_c = rstd_n;
     bc = bc == NB - 1 ? 0 : bc + 1;
   }
-  // Every block took part in every barrier of its cluster (the last wait: every push is done);
-  // none touches another's shared memory from here on. Row c0 of the partial sums, this block's
-  // columns (coalesced 16-byte chunks).
+  // Every block has received every row's sums (its last wait), so nothing is sent to a block that
+  // has exited. Row c0 of the partial sums, this block's columns (coalesced 16-byte chunks).
   C* pw = static_cast<C*>(L.workspace) + c0 * H;
   C* pb = reinterpret_cast<C*>(static_cast<char*>(L.workspace) + L.bias_partial_offset) + c0 * H;
 #pragma unroll

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
 #include "softmax/softmax_kernels.cuh"
 
@@ -163,14 +164,6 @@ __device__ __forceinline__ void cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
-// The value `v` of block `rank` of this cluster (v must be in shared memory).
-template <class C> __device__ __forceinline__ C cluster_read(C* v, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return *cooperative_groups::this_cluster().map_shared_rank(v, rank);
-#else
-  return *v;
-#endif
-}
 
 template <class T, int W, int K, int ST, int CS, bool BWD>
 __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
@@ -187,7 +180,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
   extern __shared__ __align__(16) unsigned char sm_dyn[];
   uint4* stage = reinterpret_cast<uint4*>(sm_dyn);
   __shared__ C shm[32], shs[32];
-  __shared__ C clm, cls;
+  __shared__ ClusterExchange<C, CS> xch;  // CS > 1: the blocks' (max, sum) / dot partials
   const int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31;
   const int rb = tid / N, t = tid - rb * N;
   const unsigned rank = cluster_rank<CS>();
@@ -226,6 +219,11 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       }
     }
   };
+  if constexpr (CS > 1) {  // the exchange's mbarriers, initialized before any block sends (the
+    if (tid == 0) xch.init();  // wait is before the first send: the first row's loads go out now)
+    cluster_arrive_release();
+  }
+  unsigned iter = 0;  // rows this block has done (the exchange's slot set and phase)
   if constexpr (PF) {
     if (grp0 < groups) {
       int rm0;
@@ -338,23 +336,24 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
     }
 
     if constexpr (CS > 1) {  // the cluster's blocks, in rank order (the same bits in every block)
-      if (tid == 0) {
-        clm = m;
-        cls = s;
-      }
-      cluster_arrive_release();
-      cluster_wait_acquire();
+      // (common/cluster_exchange.cuh: every thread reads this row's set before the barrier of the
+      // next row's block reduction above, and the next row's partials are sent after it.)
+      const int set = int(iter & 1u);
+      if (iter == 0) cluster_wait_acquire();  // every block of the cluster runs
+      if (tid < CS) xch.send(set, rank, unsigned(tid), m, s);
+      xch.wait(set, iter >> 1);
       C M = BWD ? C(0) : ninf<C>(), S = 0;
 #pragma unroll
-      for (unsigned r = 0; r < unsigned(CS); ++r) {
-        const C s2 = cluster_read(&cls, r);
+      for (int r = 0; r < CS; ++r) {
+        const C s2 = xch.slot[set][r][1];
         if constexpr (BWD) S += s2;
-        else combine<T>(M, S, cluster_read(&clm, r), s2);
+        else combine<T>(M, S, xch.slot[set][r][0], s2);
       }
       m = M;
       s = S;
-      cluster_arrive_release();  // done reading the others' slots; waited for before they change
+      if (tid == 0) xch.rearm(set);
     }
+    ++iter;
 
     if (active) {
       T* orow = out + row_off(g, row, 0) + first;
@@ -390,7 +389,6 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
         }
       }
     }
-    if constexpr (CS > 1) cluster_wait_acquire();
     // (No barrier for the stage: each thread reads back only the slots it filled itself.)
     (void)q1;
     (void)qs;
