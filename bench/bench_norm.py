@@ -337,6 +337,11 @@ SWEEP = [
     ("layer_norm", "bwd", (65536, 512), ["", "tpr=128,items=1", "tpr=32,items=2"]),
     ("layer_norm", "bwd", (4096, 16384), ["", "tpr=512,items=4", "tpr=1024,items=2,xs=1"]),
     ("rms_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,xs=1", "tpr=512,items=4"]),
+    # LayerNorm backward at 8192 / 16384 against its other shapes (register accumulators, 256 x 4,
+    # 1024 x 1 / 1024 x 2).
+    ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "tpr=256,items=4", "tpr=256,items=4,prefetch=1",
+                                         "tpr=1024,items=1", "tpr=1024,items=1,prefetch=1"]),
+    ("layer_norm", "bwd", (4096, 16384), ["", "prefetch=0", "tpr=1024,items=2", "tpr=1024,items=2,prefetch=1"]),
     # Long rows backward: the persistent cluster grid (default 192 / cs clusters) against the
     # one-block kernel + column pass (cluster=1), and other grid sizes.
     ("rms_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=28", "clusters=30", "clusters=32",

@@ -165,6 +165,15 @@ __device__ __forceinline__ void cluster_wait_acquire() {
 #endif
 }
 
+// The value `v` of block `rank` of this cluster (v must be in shared memory).
+template <class C> __device__ __forceinline__ C cluster_read(C* v, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return *cooperative_groups::this_cluster().map_shared_rank(v, rank);
+#else
+  return *v;
+#endif
+}
+
 template <class T, int W, int K, int ST, int CS, bool BWD>
 __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
     rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log) {
@@ -180,7 +189,10 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
   extern __shared__ __align__(16) unsigned char sm_dyn[];
   uint4* stage = reinterpret_cast<uint4*>(sm_dyn);
   __shared__ C shm[32], shs[32];
-  __shared__ ClusterExchange<C, CS> xch;  // CS > 1: the blocks' (max, sum) / dot partials
+  // CS > 1: the blocks' (max, sum) / dot partials. Persistent (PF): an st.async exchange; one row
+  // per cluster: this block's pair, read by the others through distributed shared memory.
+  __shared__ ClusterExchange<C, PF ? CS : 1> xch;
+  __shared__ C clm, cls;
   const int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31;
   const int rb = tid / N, t = tid - rb * N;
   const unsigned rank = cluster_rank<CS>();
@@ -219,8 +231,8 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       }
     }
   };
-  if constexpr (CS > 1) {  // the exchange's mbarriers, initialized before any block sends (the
-    if (tid == 0) xch.init();  // wait is before the first send: the first row's loads go out now)
+  if constexpr (CS > 1 && PF) {  // the exchange's mbarriers, initialized before any block sends (the
+    if (tid == 0) xch.init();     // wait is before the first send: the first row's loads go out now)
     cluster_arrive_release();
   }
   unsigned iter = 0;  // rows this block has done (the exchange's slot set and phase)
@@ -335,9 +347,30 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       s = __shfl_sync(0xffffffffu, s, 0);
     }
 
-    if constexpr (CS > 1) {  // the cluster's blocks, in rank order (the same bits in every block)
-      // (common/cluster_exchange.cuh: every thread reads this row's set before the barrier of the
-      // next row's block reduction above, and the next row's partials are sent after it.)
+    if constexpr (CS > 1 && !PF) {  // the cluster's blocks, in rank order (the same bits in every block)
+      // One row per cluster: two cluster barriers. (Their release compiles to a GPU-scope memory
+      // barrier that waits for this thread's earlier stores; here there are none yet.)
+      if (tid == 0) {
+        clm = m;
+        cls = s;
+      }
+      cluster_arrive_release();
+      cluster_wait_acquire();
+      C M = BWD ? C(0) : ninf<C>(), S = 0;
+#pragma unroll
+      for (unsigned r = 0; r < unsigned(CS); ++r) {
+        const C s2 = cluster_read(&cls, r);
+        if constexpr (BWD) S += s2;
+        else combine<T>(M, S, cluster_read(&clm, r), s2);
+      }
+      m = M;
+      s = S;
+      cluster_arrive_release();  // done reading the others' slots; waited for before they exit
+    }
+    if constexpr (CS > 1 && PF) {  // persistent: the exchange, no barrier per row (the release above
+      // would wait for the previous row's output stores). common/cluster_exchange.cuh: every
+      // thread reads this row's set before the barrier of the next row's block reduction above,
+      // and the next row's partials are sent after it.
       const int set = int(iter & 1u);
       if (iter == 0) cluster_wait_acquire();  // every block of the cluster runs
       if (tid < CS) xch.send(set, rank, unsigned(tid), m, s);
@@ -389,6 +422,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
         }
       }
     }
+    if constexpr (CS > 1 && !PF) cluster_wait_acquire();
     // (No barrier for the stage: each thread reads back only the slots it filled itself.)
     (void)q1;
     (void)qs;
