@@ -1,9 +1,12 @@
 """Host tests of the norm family (no GPU): select() decisions and refusals, SKU contents,
 workspace sizes, descriptor identity, the registry entry and the functional API's arguments."""
+import re
+
 import pytest
 
 bc = pytest.importorskip("baracuda")
 from baracuda import errors  # noqa: E402
+from conftest import GPU  # noqa: E402
 
 S = bc.TensorSpec
 f16, bf16, f32, f64 = bc.float16, bc.bfloat16, bc.float32, bc.float64
@@ -169,7 +172,8 @@ def test_long_row_backward_holds_x_in_shared_memory(monkeypatch):
 
 
 # Backward rows of 2049..8192 16-byte vectors: a persistent grid of clusters (kBwdClusterShapes),
-# kBwdClusterBlocks / cs clusters (at most one per row), one [H] partial row per cluster.
+# one [H] partial row per cluster, at most one cluster per row. Without a device the plan takes
+# kBwdClusterBlocks / cs clusters (`clusters` below); with one, as many as are resident at once.
 @pytest.mark.parametrize("dtype,shape,want,clusters", [
     (bf16, (2048, 65536), "c8t256x4", 24), (f16, (2048, 65528), "c8t256x4", 24),
     (bf16, (2048, 49152), "c8t256x3", 24), (bf16, (4096, 32768), "c4t256x4", 48),
@@ -183,12 +187,18 @@ def test_backward_cluster_defaults(op, dtype, shape, want, clusters, monkeypatch
     p = bc.NormPlan.select(D(op, shape, dtype, weight=dtype, bias=bias))
     k = p.sku
     assert k.name == f"norm.{op}.row_cluster.{want}", k.name
-    assert f"persistent grid of {clusters} clusters" in k.precision.math, k.precision.math
+    rows, H = shape
+    m = re.search(r"persistent grid of (\d+) clusters", k.precision.math)
+    assert m, k.precision.math
+    n = int(m.group(1))
+    if GPU:  # the resident clusters of this device, one per row at most
+        assert 1 <= n <= rows and (rows > 5 or n == rows), (n, k.precision.math)
+    else:
+        assert n == clusters, k.precision.math
     assert k.precision.deterministic and k.precision.bit_stable
     # The workspace holds the clusters' partial rows and the fallbacks' (xs / looped) partitions.
-    rows, H = shape
     esz = 8 if dtype == f64 else 4
-    one = (max(clusters, 1) * H * esz + 255) // 256 * 256
+    one = (max(n, 1) * H * esz + 255) // 256 * 256
     assert p.workspace_bytes() >= one * (2 if bias else 1)
 
 
