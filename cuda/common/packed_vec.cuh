@@ -43,4 +43,20 @@ template <class T> __device__ __forceinline__ void pack_into(uint4& u, int k, co
   }
 }
 
+// The 16-byte vector of V = 16 / sizeof(T) compute values (for stg16).
+template <class T, int V, class C> __device__ __forceinline__ uint4 pack16(const C (&v)[V]) {
+  static_assert(V * sizeof(T) == 16, "pack16: V values of T fill 16 bytes");
+  uint4 u = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+  for (int k = 0; k < V; ++k) pack_into<T>(u, k, v[k]);
+  return u;
+}
+
+// One 16-byte global store (p 16-byte aligned, in global memory). A plain vector store through a
+// T* that the compiler could not prove 16-byte aligned came out of NVVM split into 2- or 4-byte
+// stores for some of a thread's vectors (the first one of the softmax / norm cluster kernels).
+__device__ __forceinline__ void stg16(void* p, const uint4& u) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w) : "memory");
+}
+
 }  // namespace baracuda::kernels

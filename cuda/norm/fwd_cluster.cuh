@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
         const int64_t col = (share0 + i * TPR + lane) * V;
 #pragma unroll
         for (int k = 0; k < V; ++k) pack_into<T>(h[i], k, unpack<T>(h[i], k) + unpack<T>(rv[q], k));
-        if (col < H) *reinterpret_cast<P*>(ro + row * L.res_out_rs + col) = h[i];
+        if (col < H) stg16(ro + row * L.res_out_rs + col, h[i]);
       }
     }
   }
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
       if (L.w) y[k] *= w[k];
       if (L.b) y[k] += b[k];
     }
-    store_n<V>(yp + row * L.y_rs + col, y);
+    stg16(yp + row * L.y_rs + col, pack16<T>(y));  // one 16-byte store (common/packed_vec.cuh)
   }
 #endif
 }
@@ -434,23 +434,22 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
         const int64_t col = (share0 + i * TPR + lane) * V;
         if (col >= H) continue;
         const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
-        C w[V], dx[V];
+        const P r = F.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col) : zero_vec<T>();
+        C w[V];
         if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
+        P dxv = zero_vec<T>();  // packed as it is made, one 16-byte store
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C gy = unpack<T>(gv, k);
           const C xh = (unpack<T>(xv, k) - mean_p) * rstd_p;
           const C g1 = F.w ? fma(gy, w[k], -c1) : gy - c1;  // rstd (g - c1 - xh c2), g = gy w
-          dx[k] = rstd_p * fma(-c2, xh, g1);
+          C dx = rstd_p * fma(-c2, xh, g1);
+          if (F.gres) dx += unpack<T>(r, k);
+          pack_into<T>(dxv, k, dx);
           aw[i][k] += gy * xh;
           ab[i][k] += gy;
         }
-        if (F.gres) {
-          const P r = ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col);
-#pragma unroll
-          for (int k = 0; k < V; ++k) dx[k] += unpack<T>(r, k);
-        }
-        store_n<V>(static_cast<T*>(L.gx) + row * L.gx_rs + col, dx);
+        stg16(static_cast<T*>(L.gx) + row * L.gx_rs + col, dxv);
       }
     }
     // Row j - 1's buffer is read (this thread's vectors, by this thread): row j + 2 goes there.
