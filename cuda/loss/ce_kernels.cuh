@@ -397,10 +397,14 @@ __global__ void __launch_bounds__(ce_cluster_max_threads(K), K >= 8 ? 3 : 2) ce_
         for (int j = 0; j < V; ++j) d[j] = ignored ? A(0) : qnan<A>();
       }
       if (o + V <= len) {
-        P pk;
+        if constexpr (V * sizeof(T) == 16) {
+          stg16(gs + o, pack16<T>(d));  // one 16-byte store (common/packed_vec.cuh)
+        } else {
+          P pk;
 #pragma unroll
-        for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(d[j]);
-        *reinterpret_cast<P*>(gs + o) = pk;
+          for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(d[j]);
+          *reinterpret_cast<P*>(gs + o) = pk;
+        }
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j)

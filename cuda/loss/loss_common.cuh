@@ -11,6 +11,7 @@
 
 #include "common/dtype_traits.cuh"
 #include "common/fast_exp.cuh"
+#include "common/packed_vec.cuh"
 
 namespace baracuda::loss::detail {
 using namespace baracuda::kernels;
@@ -109,10 +110,14 @@ __device__ __forceinline__ void load_chunk(const T* __restrict__ p, int64_t idx,
 template <class T, int V, class C>
 __device__ __forceinline__ void store_chunk(T* __restrict__ p, int64_t idx, int64_t len, const C (&v)[V]) {
   if (idx + V <= len) {
-    Pack<T, V> pk;
+    if constexpr (V * sizeof(T) == 16) {
+      stg16(p + idx, pack16<T>(v));  // one 16-byte store (common/packed_vec.cuh)
+    } else {
+      Pack<T, V> pk;
 #pragma unroll
-    for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(v[j]);
-    *reinterpret_cast<Pack<T, V>*>(p + idx) = pk;
+      for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(v[j]);
+      *reinterpret_cast<Pack<T, V>*>(p + idx) = pk;
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < V; ++j)

@@ -42,10 +42,10 @@ template <class T, class C> __device__ __forceinline__ void ld_vec(const void* p
   for (int k = 0; k < int(16 / sizeof(T)); ++k) out[k] = C(to_compute(u.v[k]));
 }
 template <class T, class C> __device__ __forceinline__ void st_vec(void* p, int64_t off, const C* in) {
-  Vec16<T> u;
+  uint4 u = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-  for (int k = 0; k < int(16 / sizeof(T)); ++k) u.v[k] = from_compute<T>(in[k]);
-  *reinterpret_cast<Vec16<T>*>(static_cast<T*>(p) + off) = u;
+  for (int k = 0; k < int(16 / sizeof(T)); ++k) pack_into<T>(u, k, in[k]);
+  stg16(static_cast<T*>(p) + off, u);  // one 16-byte store (a struct store was split: packed_vec.cuh)
 }
 constexpr int kVecUnroll = 2;  // 16-byte vectors in flight per lane in the vector plane kernels
 
