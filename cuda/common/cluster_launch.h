@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <utility>
 
 #include "common/cuda_check.h"
@@ -36,5 +37,30 @@ class ClusterLaunch {
  private:
   cudaLaunchAttribute attr_[1];
 };
+
+// Clusters of `Kernel` launched as `cfg` resident at once on the current device, cached per
+// device (the kernel's shared-memory attributes must be set before the first call); 0 when unknown
+// (no device, or the query failed: not sticky). Persistent cluster grids are sized with it: a
+// cluster beyond them starts only when a whole earlier one has ended.
+template <auto Kernel> int resident_clusters(const cudaLaunchConfig_t& cfg) {
+  static std::atomic<int> cache[64];  // 0: not asked yet (static storage: zero-initialized)
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const bool cached = dev >= 0 && dev < 64;
+  if (cached) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c) return c;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, Kernel, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (cached && n > 0) cache[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
 
 }  // namespace baracuda

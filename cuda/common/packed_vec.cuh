@@ -59,4 +59,17 @@ __device__ __forceinline__ void stg16(void* p, const uint4& u) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w) : "memory");
 }
 
+// Stores V compute values as T at p (aligned to the V values): one st.global.v4 when they fill
+// 16 bytes, else one store of an aligned array.
+template <class T, int V, class C> __device__ __forceinline__ void store_vec(T* p, const C (&v)[V]) {
+  if constexpr (V * sizeof(T) == 16) {
+    stg16(p, pack16<T>(v));
+  } else {
+    struct alignas(sizeof(T) * V) Arr { T e[V]; } a;
+#pragma unroll
+    for (int j = 0; j < V; ++j) a.e[j] = from_compute<T>(v[j]);
+    *reinterpret_cast<Arr*>(p) = a;
+  }
+}
+
 }  // namespace baracuda::kernels

@@ -233,7 +233,6 @@ __global__ void __launch_bounds__(ce_cluster_max_threads(K), K >= 8 ? 3 : 2) ce_
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using A = acc_of<T>;
   constexpr int V = int(16 / sizeof(T));
-  using P = Pack<T, V>;
   constexpr A kL2E = A(1.4426950408889634);
   __shared__ A shm[32], shs[32], shz[32];
   __shared__ A part[3];  // this CTA's (max, sum exp, sum w*x); the cluster reads it
@@ -397,14 +396,7 @@ __global__ void __launch_bounds__(ce_cluster_max_threads(K), K >= 8 ? 3 : 2) ce_
         for (int j = 0; j < V; ++j) d[j] = ignored ? A(0) : qnan<A>();
       }
       if (o + V <= len) {
-        if constexpr (V * sizeof(T) == 16) {
-          stg16(gs + o, pack16<T>(d));  // one 16-byte store (common/packed_vec.cuh)
-        } else {
-          P pk;
-#pragma unroll
-          for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(d[j]);
-          *reinterpret_cast<P*>(gs + o) = pk;
-        }
+        store_vec<T>(gs + o, d);  // one 16-byte store (common/packed_vec.cuh)
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j)

@@ -110,14 +110,7 @@ __device__ __forceinline__ void load_chunk(const T* __restrict__ p, int64_t idx,
 template <class T, int V, class C>
 __device__ __forceinline__ void store_chunk(T* __restrict__ p, int64_t idx, int64_t len, const C (&v)[V]) {
   if (idx + V <= len) {
-    if constexpr (V * sizeof(T) == 16) {
-      stg16(p + idx, pack16<T>(v));  // one 16-byte store (common/packed_vec.cuh)
-    } else {
-      Pack<T, V> pk;
-#pragma unroll
-      for (int j = 0; j < V; ++j) pk.v[j] = from_compute<T>(v[j]);
-      *reinterpret_cast<Pack<T, V>*>(p + idx) = pk;
-    }
+    store_vec<T>(p + idx, v);  // one 16-byte store (common/packed_vec.cuh)
   } else {
 #pragma unroll
     for (int j = 0; j < V; ++j)

@@ -28,7 +28,6 @@
 #pragma once
 #include <cooperative_groups.h>
 
-#include <atomic>
 #include <cstring>
 
 #include "common/cluster_exchange.cuh"
@@ -394,7 +393,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
         poison_inf(m, s);
         if (m == ninf<C>()) s = std::numeric_limits<C>::quiet_NaN();  // only -inf (or NaN): NaN, as torch
         const SoftmaxScale<T, C> sc(s);
-    const C ls = xlog(s);
+        const C ls = xlog(s);
 #pragma unroll UF
         for (int k = 0; k < K; ++k) {
           if (k * KS < rem) {
@@ -429,30 +428,6 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
   }
 }
 
-// Clusters of rows_reg<...> resident at once on the current device (0 when unknown), cached
-// per device. The kernel's shared-memory attributes must be set before the first call.
-template <class T, int W, int K, int ST, int CS, bool BWD>
-int resident_clusters(const cudaLaunchConfig_t& cfg) {
-  static std::atomic<int> cache[64];  // 0: not asked yet (static storage: zero-initialized)
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const bool cached = dev >= 0 && dev < 64;
-  if (cached) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c) return c;
-  }
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, rows_reg<T, W, K, ST, CS, BWD>, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky; the launch then takes the full grid
-    return 0;
-  }
-  if (cached && n > 0) cache[dev].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 template <class T, int W, int K, int ST, int CS, bool BWD>
 void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
@@ -476,7 +451,7 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
     if constexpr (Cfg::PF) {
       // Persistent: no more clusters than are resident at once (a cluster beyond would start
       // only when a whole earlier one ends, and then run alone with nothing to overlap).
-      const int64_t fit = resident_clusters<T, W, K, ST, CS, BWD>(cl.cfg);
+      const int64_t fit = resident_clusters<rows_reg<T, W, K, ST, CS, BWD>>(cl.cfg);  // (smem attributes set above)
       if (fit > 0 && groups > fit) cl.cfg.gridDim = dim3(unsigned(fit * CS));
     }
     cl.launch(kern, "launch of softmax rows_cluster", g, out, in0, in1, log);
