@@ -292,6 +292,11 @@ SWEEP = [
                                           "tpr=256,items=2,regacc=1,prefetch=1"]),
     ("rms_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
     ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
+    # LayerNorm backward (session 14: weight held in registers, fewer instructions a row).
+    ("layer_norm", "bwd", (8192, 8192), ["", "tpr=256,items=4,prefetch=1", "tpr=1024,items=1,prefetch=1", "prefetch=0"]),
+    ("layer_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,prefetch=1", "prefetch=0"]),
+    ("layer_norm", "bwd", (65536, 512), ["", "tpr=16,items=4", "tpr=128,items=1"]),
+    ("layer_norm", "bwd", (262144, 128), ["", "tpr=8,items=2", "tpr=32,items=1"]),
     # The open choices (defaults against their nearest rivals; prefetch=1 / 0: the kernels that copy
     # the block's next row into shared memory during this one, or not).
     ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1,prefetch=1", "tpr=512,items=2,rows=2"]),

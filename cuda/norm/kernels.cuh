@@ -4,13 +4,15 @@
 // Rows are [rows, H] with unit column stride and a per-tensor row stride. A row is handled by
 // a group of TPR threads: 8 / 16 / 32 (several rows per 128-thread block) or a whole block
 // (128..1024). Half types compute in f32, f64 in f64; one rounding to the output. Every sum has
-// a fixed order (butterfly shuffles, then warps in index order), so results are deterministic.
+// a fixed order (butterfly shuffles, then across warps in a fixed order), so results are
+// deterministic.
 #pragma once
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <type_traits>
 
+#include "common/async_copy.cuh"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
@@ -79,38 +81,54 @@ template <int N, class T, class C> __device__ __forceinline__ void load_param(co
 
 template <class C> __device__ __forceinline__ C inv_sqrt(C v) { return C(1) / sqrt(v); }  // correctly rounded sqrt and divide
 
-// Sum over the TPR threads of a row group; every thread of the group gets the same bits.
-// `red` is 32 shared slots (block groups only); callers alternate slot sets between rows.
-template <int TPR, class C> __device__ __forceinline__ C group_sum(C v, C* red) {
+// Sums R values each over the TPR threads of a row group (one barrier for all R); `red` holds
+// R x 32 shared slots (block groups only; callers alternate slot sets between rows). Every thread
+// of the group gets the same bits: butterfly shuffles within each warp, then the NW = TPR / 32
+// warp partials in index order, or with BFLY every lane reads the partial of warp (lane % NW) and
+// a butterfly over NW lanes adds them (each step adds the same two values in either order, so
+// every lane ends with the same sum): fewer instructions than 2 x NW a row, but in the forward
+// kernels NVVM then keeps more alive across the reduction (1024 x 8: 20 -> 188 bytes spilled).
+template <int TPR, int R, bool BFLY = false, class C>
+__device__ __forceinline__ void group_sum_r(C (&v)[R], C* red) {
   constexpr int W = TPR < 32 ? TPR : 32;
 #pragma unroll
-  for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if constexpr (TPR > 32) {
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    __syncthreads();
-    C s = 0;
+  for (int o = W / 2; o > 0; o >>= 1)
 #pragma unroll
-    for (int i = 0; i < TPR / 32; ++i) s += red[i];
-    return s;
-  } else {
-    return v;
+    for (int j = 0; j < R; ++j) v[j] += __shfl_xor_sync(0xffffffffu, v[j], o);
+  if constexpr (TPR > 32) {
+    constexpr int NW = TPR / 32;
+    if ((threadIdx.x & 31) == 0)
+#pragma unroll
+      for (int j = 0; j < R; ++j) red[j * 32 + (threadIdx.x >> 5)] = v[j];
+    __syncthreads();
+    if constexpr (BFLY) {
+#pragma unroll
+      for (int j = 0; j < R; ++j) v[j] = red[j * 32 + (threadIdx.x & (NW - 1))];
+#pragma unroll
+      for (int o = NW / 2; o > 0; o >>= 1)
+#pragma unroll
+        for (int j = 0; j < R; ++j) v[j] += __shfl_xor_sync(0xffffffffu, v[j], o);
+    } else {
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        C s = 0;
+#pragma unroll 4  // all NW shared loads at once would take NW registers
+        for (int i = 0; i < NW; ++i) s += red[j * 32 + i];
+        v[j] = s;
+      }
+    }
   }
 }
-template <int TPR, class C> __device__ __forceinline__ void group_sum2(C& a, C& b, C* red) {
-  constexpr int W = TPR < 32 ? TPR : 32;
-#pragma unroll
-  for (int o = W / 2; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  if constexpr (TPR > 32) {
-    if ((threadIdx.x & 31) == 0) { red[threadIdx.x >> 5] = a; red[32 + (threadIdx.x >> 5)] = b; }
-    __syncthreads();
-    C s = 0, t = 0;
-#pragma unroll 4
-    for (int i = 0; i < TPR / 32; ++i) { s += red[i]; t += red[32 + i]; }
-    a = s; b = t;
-  }
+template <int TPR, class C> __device__ __forceinline__ C group_sum(C v, C* red) {
+  C a[1] = {v};
+  group_sum_r<TPR, 1>(a, red);
+  return a[0];
+}
+template <int TPR, bool BFLY = false, class C> __device__ __forceinline__ void group_sum2(C& a, C& b, C* red) {
+  C v[2] = {a, b};
+  group_sum_r<TPR, 2, BFLY>(v, red);
+  a = v[0];
+  b = v[1];
 }
 
 // x (+ residual, rounded once to T and written to residual_out): the value that is normalized.
@@ -157,29 +175,6 @@ template <class T> using VecOf = uint4;
 __device__ __forceinline__ void launder(uint4& u) { asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w)); }
 template <class P> __device__ __forceinline__ P ld_pack(const void* p) { return *static_cast<const P*>(p); }
 template <class T> __device__ __forceinline__ uint4 zero_vec() { return make_uint4(0u, 0u, 0u, 0u); }
-
-// Sums R values each over the TPR threads of a row group (one barrier for all R); `red` holds
-// R x 32 slots. Every thread of the group gets the same bits.
-template <int TPR, int R, class C> __device__ __forceinline__ void group_sum_r(C (&v)[R], C* red) {
-  constexpr int W = TPR < 32 ? TPR : 32;
-#pragma unroll
-  for (int o = W / 2; o > 0; o >>= 1)
-#pragma unroll
-    for (int j = 0; j < R; ++j) v[j] += __shfl_xor_sync(0xffffffffu, v[j], o);
-  if constexpr (TPR > 32) {
-    if ((threadIdx.x & 31) == 0)
-#pragma unroll
-      for (int j = 0; j < R; ++j) red[j * 32 + (threadIdx.x >> 5)] = v[j];
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      C s = 0;
-#pragma unroll 4  // all TPR / 32 shared loads at once would take TPR / 32 registers
-      for (int i = 0; i < TPR / 32; ++i) s += red[j * 32 + i];
-      v[j] = s;
-    }
-  }
-}
 
 // Blocks per SM the forward register kernel is compiled for: a register budget plus the packed
 // row data (4 registers per vector), so that several rows per SM stay in flight. 256 / 512-thread
@@ -499,36 +494,45 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   P* next_x = next_g + I * TPR;
   const T* gyp = static_cast<const T*>(L.gy);
   const T* xp = static_cast<const T*>(L.x);
+  // (One base address per operand and constant offsets, a predicated copy per vector.)
   auto prefetch = [&](int64_t r) {
     if (r < L.rows) {
+      const T* g0 = gyp + r * L.gy_rs + int64_t(lane) * V;
+      const T* x0 = xp + r * L.x_rs + int64_t(lane) * V;
+      const int64_t left = H - int64_t(lane) * V;  // elements from this lane's first column on
 #pragma unroll
       for (int i = 0; i < I; ++i) {
-        const int64_t col = int64_t(i * TPR + lane) * V;
-        if (col < H) {
-          __pipeline_memcpy_async(&next_g[i * TPR + lane], gyp + r * L.gy_rs + col, 16);
-          __pipeline_memcpy_async(&next_x[i * TPR + lane], xp + r * L.x_rs + col, 16);
-        }
+        const bool in = int64_t(i) * TPR * V < left;
+        cp_async16_if(&next_g[i * TPR + lane], g0 + i * TPR * V, in);
+        cp_async16_if(&next_x[i * TPR + lane], x0 + i * TPR * V, in);
       }
     }
     __pipeline_commit();
   };
   if constexpr (PF) prefetch(blockIdx.x);
-  // RA: the accumulators, and the weight (16-bit, packed) of this thread's columns.
+  // RA: the accumulators. WR (RA, or an operand-specialized 16-bit kernel): the weight of this
+  // thread's columns, packed in registers for the whole kernel (its columns are the same in every
+  // row): no weight load and address per row.
+  constexpr bool WR = RA || (sizeof(T) == 2 && S != kSpecGeneric && !XS);
   C ra_w[RA ? I : 1][RA ? V : 1], ra_b[RA ? I : 1][RA ? V : 1];
-  P wpk[RA ? I : 1];
-  const bool w_packed = RA && F.w && !F.w_f32;
-  if constexpr (RA) {
+  P wpk[WR ? I : 1];
+  const bool w_packed = WR && F.w && !F.w_f32;
+  if constexpr (WR) {
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
       wpk[i] = w_packed && col < H ? ld_pack<P>(static_cast<const T*>(L.w) + col) : zero_vec<T>();
+    }
+  }
+  if constexpr (RA) {
+#pragma unroll
+    for (int i = 0; i < I; ++i)
 #pragma unroll
       for (int k = 0; k < V; ++k) ra_w[i][k] = ra_b[i][k] = C(0);
-    }
   }
   // One E-chunk of the weight at vector i, chunk q (column col + q * E).
   auto weight_chunk = [&](int i, int q, int64_t col, C* w) {
-    if constexpr (RA) {
+    if constexpr (WR) {
       if (w_packed) {
 #pragma unroll
         for (int e = 0; e < E; ++e) w[e] = unpack<T>(wpk[i], q * E + e);
@@ -622,13 +626,18 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
         }
       }
     }
-    group_sum2<TPR>(s1, s2, red[parity]);
+    group_sum2<TPR, !XS>(s1, s2, red[parity]);  // (XS: 1024-thread blocks at their register limit)
     // Every vector read from next_g / next_x went into s1 / s2 and the block's barrier is behind:
     // the buffers are free for the next row.
     if constexpr (PF) prefetch(base + gridDim.x);
     // grad_x = rstd (g - c1 - xh c2), g = gy w, xh = (x - mean) rstd, evaluated as
-    // rstd ((gy w - c1) - c2r (x - mean)) with c2r = c2 rstd: four instructions an element, not six.
+    // rstd ((gy w - c1) - c2r (x - mean)) with c2r = c2 rstd: four instructions an element, not six;
+    // for 16-bit T as rstd (gy w + k - c2r x) with k = c2r mean - c1 (three: the rounding of k is
+    // far below the output's, since a 16-bit x resolves (x - mean) only to 2^-8..2^-11 of mean).
     const C c1 = F.layer ? s1 * invH : C(0), c2r = s2 * invH * rstd;
+    constexpr bool fold_mean = sizeof(T) == 2;
+    const C k1 = fold_mean && F.layer ? fma(c2r, mean, -c1) : -c1;
+    const C m1 = fold_mean ? C(0) : mean;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
@@ -644,8 +653,8 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
         for (int e = 0; e < E; ++e) {
           const int k = q * E + e;
           const C gy = unpack<T>(gp[i], k);
-          const C g1 = F.w ? fma(gy, w[e], -c1) : gy - c1;
-          C dx = rstd * fma(-c2r, unpack<T>(xi, k) - mean, g1);
+          const C g1 = F.w ? fma(gy, w[e], k1) : gy + k1;
+          C dx = rstd * fma(-c2r, fold_mean ? unpack<T>(xi, k) : unpack<T>(xi, k) - m1, g1);
           if (F.gres) dx += unpack<T>(r, k);
           pack_into<T>(dxv, k, dx);
         }

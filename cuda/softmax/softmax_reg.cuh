@@ -30,6 +30,7 @@
 
 #include <cstring>
 
+#include "common/async_copy.cuh"
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
 #include "softmax/softmax_kernels.cuh"
@@ -96,14 +97,6 @@ __device__ __forceinline__ uint4 load_raw(const T* __restrict__ p, int64_t idx, 
   return u;
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-#else
-  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
-#endif
-}
 // A shared-memory store kept in order with the volatile asms around it (lds128, cp.async).
 __device__ __forceinline__ void sts128(uint4* p, uint4 u) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
