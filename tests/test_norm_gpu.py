@@ -119,6 +119,27 @@ def test_layer_norm_large_mean_is_accurate():
     torch.testing.assert_close(rstd.double(), rr, rtol=1e-4, atol=0)
 
 
+@pytest.mark.parametrize("H", [128, 512, 4096, 8192, 16384, 65536])
+@pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
+def test_layer_norm_one_pass_variance_falls_back(dtname, H):
+    """16-bit LayerNorm takes E[x^2] - mean^2 from one reduction only where that is well
+    conditioned: rows with |mean| of 1, 3.5 and 5 std (the last beyond the switch), a constant row
+    (variance 0 from cancellation) and a row at 60 std, mixed so that neighbouring rows of one
+    block (two rows per thread group at H = 4096) take different branches."""
+    dt = DT[dtname]
+    g = R.gen(f"norm/onepass/{dtname}/{H}")
+    rows = 24
+    shifts = torch.tensor([1.0, 3.5, 5.0, 60.0, 0.0, -5.0] * 4, dtype=torch.float64, device=DEV)
+    x = (torch.randn(rows, H, generator=g, device=DEV, dtype=torch.float64) + shifts[:, None]).to(dt)
+    x[4] = 7.25  # constant: variance 0
+    w, b = make((H,), dt, g), make((H,), dt, g)
+    y, mean, rstd = bc.layer_norm(x, w, b, save_stats=True)
+    ref, rm, rr = ref_forward("layer_norm", x, w, b)
+    close(y, ref, dt, f"layer_norm one-pass {dtname} H={H}")
+    torch.testing.assert_close(rstd.double(), rr, rtol=1e-4, atol=0)
+    torch.testing.assert_close(mean.double(), rm, rtol=2e-5, atol=2e-5)
+
+
 @pytest.mark.parametrize("wdt", [None, "same", "float32"])
 @pytest.mark.parametrize("bdt", [None, "same", "float32"])
 @pytest.mark.parametrize("H", [64, 4096])

@@ -169,12 +169,12 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
         }
       }
     d = cluster_sum(d, 1);
-    rstd = inv_sqrt(d * invH + eps);
+    rstd = inv_sqrt<T>(d * invH + eps);
     // (h - mean) of the pass above would otherwise stay alive in compute precision.
 #pragma unroll
     for (int i = 0; i < I; ++i) launder(h[i]);
   } else {
-    rstd = inv_sqrt(s * invH + eps);
+    rstd = inv_sqrt<T>(s * invH + eps);
   }
   if (rank == 0 && lane == 0 && L.save_stats) {
     static_cast<C*>(L.rstd)[row] = rstd;

@@ -79,7 +79,13 @@ template <int N, class T, class C> __device__ __forceinline__ void load_param(co
   else load_n<N>(static_cast<const T*>(p) + col, out);
 }
 
-template <class C> __device__ __forceinline__ C inv_sqrt(C v) { return C(1) / sqrt(v); }  // correctly rounded sqrt and divide
+// 1 / sqrt(v): correctly rounded (sqrt, then divide) for f32 / f64 outputs; for 16-bit outputs
+// rsqrt.approx (within 2 ulp of f32, 2^-22, against a 16-bit rounding of 2^-9..2^-12), one
+// instruction where the rounded pair is ~20 with two slow-path branches, per row and thread.
+template <class T, class C> __device__ __forceinline__ C inv_sqrt(C v) {
+  if constexpr (sizeof(T) == 2) return rsqrtf(v);
+  else return C(1) / sqrt(v);
+}
 
 // Sums R values each over the TPR threads of a row group (one barrier for all R); `red` holds
 // R x 32 shared slots (block groups only; callers alternate slot sets between rows). Every thread
@@ -200,7 +206,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
   using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
   static_assert(!PF || (R == 1 && RPB == 1), "norm forward: the prefetching kernel holds one row per block");
-  __shared__ C red[2][2][R * 32];
+  __shared__ C red[2][3 * R * 32];  // per row parity: [sums, squares][R x 32], then the exact pass's
   extern __shared__ __align__(16) unsigned char norm_fwd_dyn[];
   P* next_row = reinterpret_cast<P*>(norm_fwd_dyn);  // PF: [I][TPR] vectors of the block's next row
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
@@ -264,19 +270,41 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         }
       }
     }
-    C s[R];
+    // LayerNorm of 16-bit x (ONE_PASS): the sum and the sum of squares in one reduction, var =
+    // E[x^2] - mean^2, when that is well conditioned (E[x^2] <= 16 var, so the cancellation costs
+    // at most 4 bits of f32, far below a 16-bit output's rounding); otherwise (a row with
+    // |mean| > ~3.9 std, NaN / inf) the exact second pass over (x - mean)^2. The test is on sums
+    // every thread of the group holds bit-identically, so the branch is uniform. Saves a pass
+    // over the row and a block barrier per row in the common case.
+    constexpr bool ONE_PASS = sizeof(T) == 2;
+    C s[2 * R];
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       s[j] = 0;
+      s[R + j] = 0;
 #pragma unroll
       for (int i = 0; i < I; ++i)
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C c = unpack<T>(h[j][i], k);
-          s[j] += F.layer ? c : c * c;
+          if (F.layer) {
+            s[j] += c;
+            if (ONE_PASS) s[R + j] = fma(c, c, s[R + j]);
+          } else {
+            s[j] += c * c;
+          }
         }
     }
-    group_sum_r<TPR, R>(s, red[parity][0]);
+    if (ONE_PASS && F.layer) {
+      group_sum_r<TPR, 2 * R>(s, red[parity]);
+    } else {
+      C s1[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) s1[j] = s[j];
+      group_sum_r<TPR, R>(s1, red[parity]);
+#pragma unroll
+      for (int j = 0; j < R; ++j) s[j] = s1[j];
+    }
     // Every vector read from next_row went into s, and the block's barrier is behind: the buffer is
     // free for the next row.
     if constexpr (PF) prefetch(base + gridDim.x);
@@ -286,32 +314,46 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
       for (int i = 0; i < I; ++i) launder(h[j][i]);
     C mean[R], rstd[R];
     if (F.layer) {
-      C d[R];
+      C var[R];
+      bool exact = !ONE_PASS;
 #pragma unroll
       for (int j = 0; j < R; ++j) {
         mean[j] = s[j] * invH;
-        d[j] = 0;
+        if (ONE_PASS) {
+          const C m2 = s[R + j] * invH;
+          var[j] = fma(-mean[j], mean[j], m2);
+          if (!(m2 <= C(16) * var[j])) exact = true;
+        }
+      }
+      if (exact) {
+        C d[R];
 #pragma unroll
-        for (int i = 0; i < I; ++i)
-          if (int64_t(i * TPR + lane) * V < H) {
+        for (int j = 0; j < R; ++j) {
+          d[j] = 0;
 #pragma unroll
-            for (int k = 0; k < V; ++k) {
-              const C c = unpack<T>(h[j][i], k) - mean[j];
-              d[j] += c * c;
+          for (int i = 0; i < I; ++i)
+            if (int64_t(i * TPR + lane) * V < H) {
+#pragma unroll
+              for (int k = 0; k < V; ++k) {
+                const C c = unpack<T>(h[j][i], k) - mean[j];
+                d[j] += c * c;
+              }
             }
-          }
-      }
-      group_sum_r<TPR, R>(d, red[parity][1]);
+        }
+        group_sum_r<TPR, R>(d, red[parity] + 2 * R * 32);
 #pragma unroll
-      for (int j = 0; j < R; ++j) {
-        rstd[j] = inv_sqrt(d[j] * invH + eps);
-        // (h - mean) of the pass above would otherwise stay alive in compute precision.
+        for (int j = 0; j < R; ++j) {
+          var[j] = d[j] * invH;
+          // (h - mean) of the pass above would otherwise stay alive in compute precision.
 #pragma unroll
-        for (int i = 0; i < I; ++i) launder(h[j][i]);
+          for (int i = 0; i < I; ++i) launder(h[j][i]);
+        }
       }
+#pragma unroll
+      for (int j = 0; j < R; ++j) rstd[j] = inv_sqrt<T>(var[j] + eps);
     } else {
 #pragma unroll
-      for (int j = 0; j < R; ++j) { mean[j] = 0; rstd[j] = inv_sqrt(s[j] * invH + eps); }
+      for (int j = 0; j < R; ++j) { mean[j] = 0; rstd[j] = inv_sqrt<T>(s[j] * invH + eps); }
     }
     if (lane == 0 && L.save_stats)
 #pragma unroll
@@ -390,9 +432,9 @@ __global__ void __launch_bounds__(block_threads(TPR)) fwd_loop(const NormLaunch 
           for (int k = 0; k < V; ++k) d += (h[k] - mean) * (h[k] - mean);
         }
       d = group_sum<TPR>(d, red[parity][1]);
-      rstd = inv_sqrt(d * invH + eps);
+      rstd = inv_sqrt<T>(d * invH + eps);
     } else {
-      rstd = inv_sqrt(s * invH + eps);
+      rstd = inv_sqrt<T>(s * invH + eps);
     }
     if (!valid) continue;
     if (lane == 0 && L.save_stats) {

@@ -72,8 +72,10 @@ constexpr int64_t fwd_prefetch_smem(int tpr, int items) { return int64_t(tpr) * 
 // 158 vs 160 us at 8192 rows; H100 151 vs 158, 168 vs 172) and, operand-specialized, at 2048
 // (H = 16384, 512 x 4: RMSNorm 124 vs 126 us, LayerNorm 143 vs 149 us at 4096 rows). Elsewhere
 // they measured no faster (backward at 512 vectors) or slower (the forward at 8192..65536).
-inline bool prefetch_default(bool backward, DType t, bool /*layer*/, int64_t vectors) {
-  return backward && dtype_size(t) == 2 && (vectors == 1024 || vectors == 2048);
+inline bool prefetch_default(bool backward, DType t, bool layer, int64_t vectors) {
+  // (LayerNorm at 2048 vectors: 127 vs 129 us without it, H200, session 14, once the weight sat
+  // in registers; its two accumulator rows leave one 512 x 4 block per SM either way.)
+  return backward && dtype_size(t) == 2 && (vectors == 1024 || (vectors == 2048 && !layer));
 }
 // Where the register-accumulator backward is the default (measured, bench_norm.py --sweep): the
 // 16-bit LayerNorm at 512 vectors (H = 4096, 128 x 4: H200 254 vs 286 us for the shared-memory
