@@ -297,6 +297,12 @@ SWEEP = [
     ("layer_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,prefetch=1", "prefetch=0"]),
     ("layer_norm", "bwd", (65536, 512), ["", "tpr=16,items=4", "tpr=128,items=1"]),
     ("layer_norm", "bwd", (262144, 128), ["", "tpr=8,items=2", "tpr=32,items=1"]),
+    # Forward rows short of 85% (session 14: one-pass LayerNorm variance, rsqrt.approx).
+    ("rms_norm", "fwd", (65536, 512), ["", "tpr=16,items=4", "tpr=32,items=2,rows=2", "tpr=128,items=1"]),
+    ("layer_norm", "fwd", (65536, 512), ["", "tpr=16,items=4", "tpr=32,items=2,rows=2"]),
+    ("layer_norm", "fwd", (262144, 128), ["", "tpr=8,items=2", "tpr=16,items=1,rows=2", "tpr=32,items=1"]),
+    ("layer_norm", "fwd", (4096, 16384), ["", "tpr=1024,items=2", "prefetch=1", "cluster=2,tpr=512,items=2"]),
+    ("layer_norm", "fwd", (2048, 65536), ["", "prefetch=1", "cluster=4,tpr=512,items=4", "cluster=8,tpr=512,items=2"]),
     # The open choices (defaults against their nearest rivals; prefetch=1 / 0: the kernels that copy
     # the block's next row into shared memory during this one, or not).
     ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1,prefetch=1", "tpr=512,items=2,rows=2"]),
