@@ -204,8 +204,10 @@ def test_backward_cluster_defaults(op, dtype, shape, want, clusters, monkeypatch
 
 @pytest.mark.parametrize("op", ["rms_norm_backward", "layer_norm_backward"])
 def test_backward_cluster_edges(op):
-    # 2048 vectors (bf16 16384) stay on the register kernel; more than 8192 (bf16 65544) loop.
-    assert bc.NormPlan.select(D(op, (64, 16384))).sku.name == f"norm.{op}.row_registers.t512x4p"
+    # 2048 vectors (bf16 16384) stay on the register kernel (RMSNorm prefetching the next row);
+    # more than 8192 (bf16 65544) loop.
+    pf = "p" if op.startswith("rms") else ""
+    assert bc.NormPlan.select(D(op, (64, 16384))).sku.name == f"norm.{op}.row_registers.t512x4{pf}"
     assert bc.NormPlan.select(D(op, (64, 65544))).sku.name == f"norm.{op}.row_looped.t512"
     assert bc.NormPlan.select(D(op, (64, 131072), f32)).sku.layout == "row_looped"
 
@@ -260,7 +262,7 @@ def test_tuning_override(monkeypatch):
     ("rms_norm", (4096, 16384), "t512x4"),  # no residual: the one-block kernel, not the cluster
     ("layer_norm", (4096, 16384), "t512x4"),
     ("rms_norm_backward", (4096, 16384), "t512x4p"),
-    ("layer_norm_backward", (4096, 16384), "t512x4p"),
+    ("layer_norm_backward", (4096, 16384), "t512x4"),  # its two accumulator rows: no prefetch
     ("rms_norm", (65536, 512), "t32x2"),  # one row per warp (H100: see norm_launch.h)
     ("rms_norm", (262144, 128), "t16x1r4"),  # groups of 16 threads hold four rows at once
     ("layer_norm", (262144, 128), "t16x1r4"),
@@ -300,7 +302,8 @@ def test_backward_knobs_regacc_and_prefetch(monkeypatch):
     assert name("rms_norm_backward", (8192, 8192), f16, "regacc=1") == "t512x2ap"
     assert name("rms_norm_backward", (8192, 8192), f16, "prefetch=0") == "t512x2"
     assert name("layer_norm_backward", (32768, 2048), f32, "regacc=1") == "t256x2"    # f32: not built
-    assert name("layer_norm_backward", (4096, 16384), bf16, "regacc=1") == "t512x4p"  # 512 x 4: not built
+    assert name("layer_norm_backward", (4096, 16384), bf16, "regacc=1") == "t512x4"  # 512 x 4: not built
+    assert name("layer_norm_backward", (4096, 16384), bf16, "prefetch=1") == "t512x4p"
 
 
 def test_backward_workspace_scales_with_outputs():

@@ -54,13 +54,24 @@ template <bool Enabled, class Go> decltype(auto) with_operand_spec(const NormLau
 template <class U, int K> struct alignas(sizeof(U) * K) Pack { U v[K]; };
 
 // N consecutive elements of U at p (16-byte aligned when N * sizeof(U) >= 16) -> compute type.
+// bf16 pairs are unpacked from 32-bit words (a shift / a mask each: NVVM made the odd element of
+// a bf16 load a byte permute and a shift).
 template <int N, class U, class C> __device__ __forceinline__ void load_n(const U* p, C* out) {
   constexpr int K = (N * sizeof(U) >= 16) ? int(16 / sizeof(U)) : N;
 #pragma unroll
   for (int c = 0; c < N; c += K) {
-    const Pack<U, K> v = *reinterpret_cast<const Pack<U, K>*>(p + c);
+    if constexpr (std::is_same_v<U, bf16> && K % 2 == 0) {
+      const Pack<unsigned, K / 2> v = *reinterpret_cast<const Pack<unsigned, K / 2>*>(p + c);
 #pragma unroll
-    for (int k = 0; k < K; ++k) out[c + k] = C(to_compute(v.v[k]));
+      for (int k = 0; k < K / 2; ++k) {
+        out[c + 2 * k] = C(__uint_as_float(v.v[k] << 16));
+        out[c + 2 * k + 1] = C(__uint_as_float(v.v[k] & 0xffff0000u));
+      }
+    } else {
+      const Pack<U, K> v = *reinterpret_cast<const Pack<U, K>*>(p + c);
+#pragma unroll
+      for (int k = 0; k < K; ++k) out[c + k] = C(to_compute(v.v[k]));
+    }
   }
 }
 template <int N, class U, class C> __device__ __forceinline__ void store_n(U* p, const C* in) {
@@ -296,7 +307,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         }
     }
     if (ONE_PASS && F.layer) {
-      group_sum_r<TPR, 2 * R>(s, red[parity]);
+      group_sum_r<TPR, 2 * R, (I * R <= 4)>(s, red[parity]);  // (BFLY: see group_sum_r; 1024 x 8 spills with it)
     } else {
       C s1[R];
 #pragma unroll
@@ -313,9 +324,9 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
       for (int i = 0; i < I; ++i) launder(h[j][i]);
     C mean[R], rstd[R];
+    bool exact = !ONE_PASS;
     if (F.layer) {
       C var[R];
-      bool exact = !ONE_PASS;
 #pragma unroll
       for (int j = 0; j < R; ++j) {
         mean[j] = s[j] * invH;
@@ -365,33 +376,51 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
     T* yp = static_cast<T*>(L.y);
     // A vector's weight / bias in two halves, the result packed as it is made: fewer live
     // registers (a 1024 x 8 block has 64, half of them the row).
-    constexpr int HV = V > 1 ? V / 2 : 1;
+    // FOLD (the one-pass rows): (h - mean) rstd as one fma(h, rstd, -mean rstd); its rounding of
+    // mean rstd (|mean| < 4 std there, so |mean rstd| < 4) is far below the output's. Not for
+    // the exact rows: a constant row (rstd = eps^-1/2) would get that rounding instead of 0.
+    auto write_rows = [&](auto fold_tag) {
+      constexpr bool FOLD = decltype(fold_tag)::value;
+      C nmr[R];
 #pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t col = int64_t(i * TPR + lane) * V;
-      if (col >= H) continue;
-      P yv[R];
+      for (int j = 0; j < R; ++j) nmr[j] = -mean[j] * rstd[j];
+      constexpr int HV = V > 1 ? V / 2 : 1;
 #pragma unroll
-      for (int j = 0; j < R; ++j) yv[j] = zero_vec<T>();
+      for (int i = 0; i < I; ++i) {
+        const int64_t col = int64_t(i * TPR + lane) * V;
+        if (col >= H) continue;
+        P yv[R];
 #pragma unroll
-      for (int q = 0; q < V; q += HV) {
-        C w[HV], b[HV];
-        if (F.w) load_param<HV, T>(L.w, F.w_f32, col + q, w);
-        if (F.b) load_param<HV, T>(L.b, F.b_f32, col + q, b);
+        for (int j = 0; j < R; ++j) yv[j] = zero_vec<T>();
+#pragma unroll
+        for (int q = 0; q < V; q += HV) {
+          C w[HV], b[HV];
+          if (F.w) load_param<HV, T>(L.w, F.w_f32, col + q, w);
+          if (F.b) load_param<HV, T>(L.b, F.b_f32, col + q, b);
+#pragma unroll
+          for (int j = 0; j < R; ++j)
+#pragma unroll
+            for (int k = 0; k < HV; ++k) {
+              const C hk = unpack<T>(h[j][i], q + k);
+              C y = FOLD ? fma(hk, rstd[j], nmr[j]) : (hk - mean[j]) * rstd[j];
+              if (F.w && F.b) y = fma(y, w[k], b[k]);
+              else if (F.w) y *= w[k];
+              else if (F.b) y += b[k];
+              pack_into<T>(yv[j], q + k, y);
+            }
+        }
 #pragma unroll
         for (int j = 0; j < R; ++j)
-#pragma unroll
-          for (int k = 0; k < HV; ++k) {
-            C y = (unpack<T>(h[j][i], q + k) - mean[j]) * rstd[j];
-            if (F.w) y *= w[k];
-            if (F.b) y += b[k];
-            pack_into<T>(yv[j], q + k, y);
-          }
+          if (valid[j]) *reinterpret_cast<P*>(yp + row[j] * L.y_rs + col) = yv[j];
       }
-#pragma unroll
-      for (int j = 0; j < R; ++j)
-        if (valid[j]) *reinterpret_cast<P*>(yp + row[j] * L.y_rs + col) = yv[j];
+    };
+    if constexpr (ONE_PASS && S != kSpecGeneric) {  // (the generic kernels: one copy of the loop)
+      if (F.layer && !exact) {
+        write_rows(std::true_type{});
+        continue;
+      }
     }
+    write_rows(std::false_type{});
   }
 }
 
