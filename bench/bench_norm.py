@@ -303,6 +303,9 @@ SWEEP = [
     ("layer_norm", "fwd", (262144, 128), ["", "tpr=8,items=2", "tpr=16,items=1,rows=2", "tpr=32,items=1"]),
     ("layer_norm", "fwd", (4096, 16384), ["", "tpr=1024,items=2", "prefetch=1", "cluster=2,tpr=512,items=2"]),
     ("layer_norm", "fwd", (2048, 65536), ["", "prefetch=1", "cluster=4,tpr=512,items=4", "cluster=8,tpr=512,items=2"]),
+    # The backward cluster kernel at 65536 (session 14: addresses from per-row bases).
+    ("rms_norm", "bwd", (2048, 65536), ["", "clusters=28"]),
+    ("layer_norm", "bwd", (2048, 65536), ["", "clusters=28"]),
     # The open choices (defaults against their nearest rivals; prefetch=1 / 0: the kernels that copy
     # the block's next row into shared memory during this one, or not).
     ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1,prefetch=1", "tpr=512,items=2,rows=2"]),

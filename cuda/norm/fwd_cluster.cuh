@@ -337,19 +337,32 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   const int64_t nrows = c0 < L.rows ? (L.rows - 1 - c0) / G + 1 : 0;  // rows c0, c0 + G, ...
   if (lane == 0) part.init();
   cl_arrive();  // this block runs (and its mbarriers are initialized): the others may send to it
+  // This thread's columns: col0 + i * VS for its vectors i, those inside the row flagged in
+  // vmask. Every address below is a per-row base plus a constant (SASS: the 64-bit column and
+  // row arithmetic per vector had been a third of the loop's instructions).
+  const int64_t col0 = (share0 + lane) * V;
+  constexpr int VS = TPR * V;
+  unsigned vmask = 0;
+#pragma unroll
+  for (int i = 0; i < I; ++i)
+    if (col0 + int64_t(i) * VS < H) vmask |= 1u << i;
+  auto has = [&](int i) { return ((vmask >> i) & 1u) != 0; };
+  auto load_w = [&](int i, C* w) {
+    if (F.w_f32) load_n<V>(static_cast<const float*>(L.w) + col0 + i * VS, w);
+    else load_n<V>(static_cast<const T*>(L.w) + col0 + i * VS, w);
+  };
 
   // Issues the copies of this cluster's row j (this thread's vectors) into buffer b, and one
   // commit group (empty past the last row, so that the groups count rows).
   auto prefetch = [&](int64_t j, int b) {
     if (j < nrows) {
       const int64_t row = c0 + j * G;
+      const T* g0 = gyp + row * L.gy_rs + col0;
+      const T* x0 = xp + row * L.x_rs + col0;
 #pragma unroll
       for (int i = 0; i < I; ++i) {
-        const int64_t col = (share0 + i * TPR + lane) * V;
-        if (col < H) {
-          __pipeline_memcpy_async(&stage[(b * 2 + 0) * SH + i * TPR + lane], gyp + row * L.gy_rs + col, 16);
-          __pipeline_memcpy_async(&stage[(b * 2 + 1) * SH + i * TPR + lane], xp + row * L.x_rs + col, 16);
-        }
+        cp_async16_if(&stage[(b * 2 + 0) * SH + i * TPR + lane], g0 + i * VS, has(i));
+        cp_async16_if(&stage[(b * 2 + 1) * SH + i * TPR + lane], x0 + i * VS, has(i));
       }
     }
     __pipeline_commit();
@@ -395,23 +408,23 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       __pipeline_wait_prior(1);  // row j's copies (row j + 1's may still be in flight)
       const P* gs = stage + (bc * 2 + 0) * SH;
       const P* xs = stage + (bc * 2 + 1) * SH;
-      C s1 = 0, s2 = 0;
+      C s1 = 0, s2 = 0;  // s2: sum of g (x - mean), times rstd once below (not per element)
 #pragma unroll
       for (int i = 0; i < I; ++i) {
-        const int64_t col = (share0 + i * TPR + lane) * V;
-        if (col >= H) continue;
+        if (!has(i)) continue;
         const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
         C w[V];
-        if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
+        if (F.w) load_w(i, w);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C gy = unpack<T>(gv, k);
-          const C xh = (unpack<T>(xv, k) - mean_c) * rstd_c;
+          const C xc = unpack<T>(xv, k) - mean_c;
           const C g = F.w ? gy * w[k] : gy;
           s1 += g;
-          s2 += g * xh;
+          s2 = fma(g, xc, s2);
         }
       }
+      s2 *= rstd_c;
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         s1 += __shfl_xor_sync(0xffffffffu, s1, o);
@@ -430,14 +443,14 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       const int64_t row = c0 + (j - 1) * G;
       const P* gs = stage + (bp * 2 + 0) * SH;
       const P* xs = stage + (bp * 2 + 1) * SH;
+      T* gx0 = static_cast<T*>(L.gx) + row * L.gx_rs + col0;
 #pragma unroll
       for (int i = 0; i < I; ++i) {
-        const int64_t col = (share0 + i * TPR + lane) * V;
-        if (col >= H) continue;
+        if (!has(i)) continue;
         const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
-        const P r = F.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col) : zero_vec<T>();
+        const P r = F.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col0 + i * VS) : zero_vec<T>();
         C w[V];
-        if (F.w) load_param<V, T>(L.w, F.w_f32, col, w);
+        if (F.w) load_w(i, w);
         P dxv = zero_vec<T>();  // packed as it is made, one 16-byte store
 #pragma unroll
         for (int k = 0; k < V; ++k) {
@@ -450,7 +463,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
           aw[i][k] += gy * xh;
           ab[i][k] += gy;
         }
-        stg16(static_cast<T*>(L.gx) + row * L.gx_rs + col, dxv);
+        stg16(gx0 + i * VS, dxv);
       }
     }
     // Row j - 1's buffer is read (this thread's vectors, by this thread): row j + 2 goes there.

@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
       const int64_t left = H - int64_t(lane) * V;  // elements from this lane's first column on
 #pragma unroll
       for (int i = 0; i < I; ++i)
-        if (int64_t(i) * TPR * V < left) __pipeline_memcpy_async(&next_row[i * TPR + lane], src + i * TPR * V, 16);
+        cp_async16_if(&next_row[i * TPR + lane], src + i * TPR * V, int64_t(i) * TPR * V < left);
     }
     __pipeline_commit();
   };
