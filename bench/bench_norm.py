@@ -290,22 +290,8 @@ SWEEP = [
     ("rms_norm", "bwd", (32768, 4096), ["", "regacc=1", "prefetch=1", "regacc=1,prefetch=1"]),
     ("layer_norm", "bwd", (32768, 4096), ["", "regacc=0", "tpr=256,items=2,regacc=0", "prefetch=1",
                                           "tpr=256,items=2,regacc=1,prefetch=1"]),
-    ("rms_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
-    ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
-    # LayerNorm backward (session 14: weight held in registers, fewer instructions a row).
-    ("layer_norm", "bwd", (8192, 8192), ["", "tpr=256,items=4,prefetch=1", "tpr=1024,items=1,prefetch=1", "prefetch=0"]),
-    ("layer_norm", "bwd", (4096, 16384), ["", "tpr=1024,items=2,prefetch=1", "prefetch=0"]),
-    ("layer_norm", "bwd", (65536, 512), ["", "tpr=16,items=4", "tpr=128,items=1"]),
-    ("layer_norm", "bwd", (262144, 128), ["", "tpr=8,items=2", "tpr=32,items=1"]),
-    # Forward rows short of 85% (session 14: one-pass LayerNorm variance, rsqrt.approx).
-    ("rms_norm", "fwd", (65536, 512), ["", "tpr=16,items=4", "tpr=32,items=2,rows=2", "tpr=128,items=1"]),
-    ("layer_norm", "fwd", (65536, 512), ["", "tpr=16,items=4", "tpr=32,items=2,rows=2"]),
-    ("layer_norm", "fwd", (262144, 128), ["", "tpr=8,items=2", "tpr=16,items=1,rows=2", "tpr=32,items=1"]),
-    ("layer_norm", "fwd", (4096, 16384), ["", "tpr=1024,items=2", "prefetch=1", "cluster=2,tpr=512,items=2"]),
-    ("layer_norm", "fwd", (2048, 65536), ["", "prefetch=1", "cluster=4,tpr=512,items=4", "cluster=8,tpr=512,items=2"]),
-    # The backward cluster kernel at 65536 (session 14: addresses from per-row bases).
-    ("rms_norm", "bwd", (2048, 65536), ["", "clusters=28"]),
-    ("layer_norm", "bwd", (2048, 65536), ["", "clusters=28"]),
+    # LayerNorm backward at H = 128 (16 x 1, eight rows per block) against a warp per row.
+    ("layer_norm", "bwd", (262144, 128), ["", "tpr=32,items=1"]),
     # The open choices (defaults against their nearest rivals; prefetch=1 / 0: the kernels that copy
     # the block's next row into shared memory during this one, or not).
     ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1,prefetch=1", "tpr=512,items=2,rows=2"]),
@@ -318,8 +304,6 @@ SWEEP = [
     ("layer_norm", "bwd", (65536, 512), ["", "tpr=128,items=1"]),
     ("rms_norm", "fwd", (2048, 65536), ["", "prefetch=1"]),
     ("layer_norm", "fwd", (2048, 65536), ["", "prefetch=1", "cluster=8,tpr=256,items=4"]),
-    ("rms_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
-    ("layer_norm", "bwd", (4096, 16384), ["", "prefetch=1"]),
     ("rms_norm", "fwd", (4096, 16384), ["", "prefetch=1"]),
     ("layer_norm", "fwd", (4096, 16384), ["", "prefetch=1"]),
     # H = 8192 (1024 vectors): 512 x 2 (two rows per block or one), 256 x 4, 1024 x 1.

@@ -347,10 +347,6 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   for (int i = 0; i < I; ++i)
     if (col0 + int64_t(i) * VS < H) vmask |= 1u << i;
   auto has = [&](int i) { return ((vmask >> i) & 1u) != 0; };
-  auto load_w = [&](int i, C* w) {
-    if (F.w_f32) load_n<V>(static_cast<const float*>(L.w) + col0 + i * VS, w);
-    else load_n<V>(static_cast<const T*>(L.w) + col0 + i * VS, w);
-  };
 
   // Issues the copies of this cluster's row j (this thread's vectors) into buffer b, and one
   // commit group (empty past the last row, so that the groups count rows).
@@ -414,7 +410,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
         if (!has(i)) continue;
         const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
         C w[V];
-        if (F.w) load_w(i, w);
+        if (F.w) load_param<V, T>(L.w, F.w_f32, col0 + i * VS, w);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C gy = unpack<T>(gv, k);
@@ -450,7 +446,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
         const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
         const P r = F.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col0 + i * VS) : zero_vec<T>();
         C w[V];
-        if (F.w) load_w(i, w);
+        if (F.w) load_param<V, T>(L.w, F.w_f32, col0 + i * VS, w);
         P dxv = zero_vec<T>();  // packed as it is made, one 16-byte store
 #pragma unroll
         for (int k = 0; k < V; ++k) {
@@ -480,10 +476,9 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   C* pb = reinterpret_cast<C*>(static_cast<char*>(L.workspace) + L.bias_partial_offset) + c0 * H;
 #pragma unroll
   for (int i = 0; i < I; ++i) {
-    const int64_t col = (share0 + i * TPR + lane) * V;
-    if (col >= H) continue;
-    if (F.gw) store_n<V>(pw + col, aw[i]);
-    if (F.gb) store_n<V>(pb + col, ab[i]);
+    if (!has(i)) continue;
+    if (F.gw) store_n<V>(pw + col0 + i * VS, aw[i]);
+    if (F.gb) store_n<V>(pb + col0 + i * VS, ab[i]);
   }
 #endif
 }

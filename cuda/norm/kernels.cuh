@@ -708,7 +708,6 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
     const C c1 = F.layer ? s1 * invH : C(0), c2r = s2 * invH * rstd;
     constexpr bool fold_mean = sizeof(T) == 2;
     const C k1 = fold_mean && F.layer ? fma(c2r, mean, -c1) : -c1;
-    const C m1 = fold_mean ? C(0) : mean;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
@@ -725,7 +724,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
           const int k = q * E + e;
           const C gy = unpack<T>(gp[i], k);
           const C g1 = F.w ? fma(gy, w[e], k1) : gy + k1;
-          C dx = rstd * fma(-c2r, fold_mean ? unpack<T>(xi, k) : unpack<T>(xi, k) - m1, g1);
+          C dx = rstd * fma(-c2r, fold_mean ? unpack<T>(xi, k) : unpack<T>(xi, k) - mean, g1);
           if (F.gres) dx += unpack<T>(r, k);
           pack_into<T>(dxv, k, dx);
         }
