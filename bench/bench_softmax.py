@@ -172,7 +172,7 @@ SWEEP = {
                     "bwd": ["", "w=16,k=8,stage=1", "w=32,k=4,stage=0", "w=32,k=4,stage=1", "w=8,k=8,cs=2,stage=1",
                             "w=8,k=8,cs=2,stage=0", "w=16,k=8,cs=2,stage=1", "path=online"]},
     (512, 262144): {"fwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "w=16,k=8,cs=8,stage=2",
-                            "path=online"],
+                            "w=16,k=8,cs=8,stage=3", "path=online"],
                     "bwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"]},
     (262144, 512): {"fwd": ["", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"], "bwd": ["", "path=block,w=1,k=4"]},
 }

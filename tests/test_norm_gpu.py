@@ -482,6 +482,29 @@ def test_backward(op, dtname, H):
     check_sum(gw, ref["w"], (go.double() * xhat).abs().sum(0), dt, "grad_weight")
 
 
+@pytest.mark.parametrize("H", [128, 512, 4096, 8192, 16384, 65536])
+@pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
+def test_layer_norm_backward_large_mean(dtname, H):
+    """16-bit LayerNorm backward evaluates grad_x as rstd (gy w + k - c2r x), k = c2r mean - c1
+    (mean folded into one constant): rows whose |mean| is 0, 5, 60 and 300 std, where c2r x and
+    k nearly cancel, against autograd on the same 16-bit x; every backward kernel class (warp
+    groups, blocks, prefetching blocks, clusters) by H."""
+    dt = DT[dtname]
+    g = R.gen(f"norm/bwd/largemean/{dtname}/{H}")
+    rows = 16
+    shifts = torch.tensor([0.0, 5.0, 60.0, -300.0] * 4, dtype=torch.float64, device=DEV)
+    x = (torch.randn(rows, H, generator=g, device=DEV, dtype=torch.float64) + shifts[:, None]).to(dt)
+    w, b = make((H,), dt, g, 0.5, 1.0), make((H,), dt, g)
+    go = make((rows, H), dt, g)
+    _, mean, rstd = bc.layer_norm(x, w, b, save_stats=True)
+    ref, xhat = autograd("layer_norm", x, w, b, go)
+    gxo = poison((rows, H), dt)
+    gx, gw, gb = bc.layer_norm_backward(go, x, mean, rstd, w, b, out=gxo)
+    close(gx, ref["x"], dt, f"grad_x large mean {dtname} H={H}", scale_atol=True)
+    check_sum(gw, ref["w"], (go.double() * xhat).abs().sum(0), dt, "grad_weight")
+    check_sum(gb, ref["b"], go.double().abs().sum(0), dt, "grad_bias")
+
+
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_backward_without_weight_and_f32_params(op):
     g = R.gen(f"norm/bwd/params/{op}")

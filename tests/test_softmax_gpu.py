@@ -106,7 +106,8 @@ def _run_plan(op, x, cfg, monkeypatch):
     return out, plan.sku.layout
 
 
-# rows_cluster forward, prefetching variant (stage=2, the default): a persistent grid of as many clusters
+# rows_cluster forward, prefetching variants (stage=3, the default: bulk copies; stage=2: cp.async per
+# vector): a persistent grid of as many clusters
 # as fit at once, each looping over rows with the next row's slice copied into shared memory
 # while the current one is reduced and written. Enough rows that every cluster loops (more rows
 # than resident clusters: ~33 clusters of 8, ~66 of 4, ~132 of 2 on an H100), odd lengths (a
@@ -121,6 +122,14 @@ PF_CASES = [
     (torch.float64, 300, 8193, "stage=2"),
     (torch.bfloat16, 400, 40000, "w=8,k=8,cs=4,stage=2"),  # 256-thread blocks, 4 per SM
     (torch.bfloat16, 90, 131072, "w=16,k=8,cs=8,stage=2"),  # 4 full slices and 4 empty ones
+    # stage=3: the next slice by bulk copies where it is whole, per vector where it is not
+    (torch.bfloat16, 40, 262144, "stage=3"),      # every slice whole
+    (torch.bfloat16, 40, 262141, "stage=3"),      # the last slice partial (that block copies per vector)
+    (torch.float16, 300, 65543, "stage=3"),
+    (torch.float32, 150, 3 * 4096 * 4 + 5, "stage=3"),
+    (torch.float64, 300, 8193, "stage=3"),
+    (torch.bfloat16, 400, 40000, "w=8,k=8,cs=4,stage=3"),
+    (torch.bfloat16, 90, 131072, "w=16,k=8,cs=8,stage=3"),
 ]
 
 
@@ -144,12 +153,13 @@ def test_cluster_prefetch_rows(op, dt, rows, n, cfg, monkeypatch):
     old, old_layout = _run_plan(op, x, old_cfg, monkeypatch)
     assert old_layout == "rows_cluster"
     bits = torch.int64 if dt == torch.float64 else (torch.int32 if dt == torch.float32 else torch.int16)
-    assert torch.equal(out.view(bits), old.view(bits)), f"{op} {dt} {rows}x{n}: stage 2 and stage 0 differ"
+    assert torch.equal(out.view(bits), old.view(bits)), f"{op} {dt} {rows}x{n} {cfg}: differs from stage 0"
 
 
-def test_cluster_prefetch_strided_rows(monkeypatch):
+@pytest.mark.parametrize("stage", [2, 3])
+def test_cluster_prefetch_strided_rows(stage, monkeypatch):
     # rows of two merged outer dims with a gap (row_off's division) on the prefetching path
-    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "stage=2")
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", f"stage={stage}")
     base = _x((3, 70, 40000), torch.bfloat16, "pf/strided")
     x = base[:, 5:65]
     for op in ("softmax", "log_softmax"):
@@ -165,7 +175,7 @@ def test_cluster_prefetch_strided_rows(monkeypatch):
 # Every geometry class of rows_block / rows_cluster, chosen through the tuning knob.
 KNOBS = ["w=1,k=4", "w=1,k=16", "w=2,k=8", "w=4,k=4,stage=1", "w=8,k=8", "w=8,k=16,stage=1", "w=16,k=8,stage=1",
          "w=32,k=4", "w=8,k=8,cs=2", "w=16,k=8,cs=4,stage=1", "w=16,k=8,cs=8", "w=8,k=8,cs=4,stage=2",
-         "w=16,k=8,cs=2,stage=2", "path=online"]
+         "w=16,k=8,cs=2,stage=2", "w=16,k=8,cs=2,stage=3", "path=online"]
 
 
 @pytest.mark.parametrize("cfg", KNOBS)

@@ -42,7 +42,8 @@ int64_t next_pow2(int64_t v) {
 // compiled set: w in 1..32, k in 4/8/16, cs in 1/2/4/8 with w 8 or 16 and k 8) is ignored.
 // stage: 0 = the row in registers, 1 = the last operand staged in shared memory, 2 = forward
 // with clusters only: persistent clusters, the next row prefetched into shared memory while the
-// current one (in registers) is reduced and written (the forward cluster default).
+// current one (in registers) is reduced and written; 3 = the same with the next row's slice
+// copied by bulk copies (TMA, one phase of an mbarrier) where the slice is whole.
 struct Knobs {
   int w = 0, k = 0, stage = -1, cs = 0;
   std::string path;
@@ -490,12 +491,13 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     //   forward on the cluster path: the persistent clusters that prefetch the next row into
     //     shared memory (stage = 2) over the plain register kernel (212 vs 220 us for
     //     [512, 262144] bf16 on the H200; on an H100 they measured the same, 270 vs 266 us, before
-    //     the exp got cheaper); never staging the row (stage = 1: 482 us).
+    //     the exp got cheaper); never staging the row (stage = 1: 482 us); the next slice by
+    //     bulk copies (stage = 3) over a cp.async per vector (H100: 195 vs 200 us).
     const int64_t kRegPacks = 4096;  // longest row one block holds (K = 8, 16 warps)
     auto warps_for = [](int64_t packs, int k) { return int(std::clamp<int64_t>(next_pow2((packs + 32 * k - 1) / (32 * k)), 1, 32)); };
     auto valid = [&](int w, int k, int stage, int cs) {
       const bool wk = (w == 1 || w == 2 || w == 4 || w == 8 || w == 16 || w == 32) && (k == 4 || k == 8 || k == 16) &&
-                      (stage == 0 || stage == 1 || (stage == 2 && !bwd && cs > 1));
+                      (stage == 0 || stage == 1 || ((stage == 2 || stage == 3) && !bwd && cs > 1));
       const bool csok = cs == 1 || ((cs == 2 || cs == 4 || cs == 8) && (w == 8 || w == 16) && k == 8);
       const int64_t threads = w >= 4 ? 32 * w : 128;
       const bool smem_ok = int64_t(stage ? 1 : 0) * threads * k * 16 <= 160 * 1024;
@@ -522,13 +524,13 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       }
     } else if (nch <= 8 * 4096 && clusters_compiled() && L.rows * 8 <= (int64_t(1) << 30)) {
       w = 16;
-      stage = bwd ? 1 : 2;
+      stage = bwd ? 1 : 3;
       cs = int(next_pow2((nch + 4095) / 4096));
     }
     if (kn.w || kn.k || kn.stage >= 0 || kn.cs) {  // a knob: take it when it is valid for this row
       const int w2 = kn.w ? kn.w : (w ? w : 16), k2 = kn.k ? kn.k : kk, c2 = kn.cs ? kn.cs : cs;
       int s2 = kn.stage >= 0 ? kn.stage : stage;
-      if (s2 == 2 && c2 == 1) s2 = 0;  // the prefetching variant needs a cluster
+      if (s2 >= 2 && c2 == 1) s2 = 0;  // the prefetching variants need a cluster
       if (valid(w2, k2, s2, c2)) {
         w = w2;
         kk = k2;

@@ -21,6 +21,8 @@
 #pragma once
 #include <cstdint>
 
+#include "common/mbarrier.cuh"
+
 namespace baracuda::kernels {
 
 template <class C, int CS> struct ClusterExchange {
@@ -30,17 +32,10 @@ template <class C, int CS> struct ClusterExchange {
   uint64_t bar[2];
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __device__ __forceinline__ static unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-  }
-  __device__ __forceinline__ void arm(int set) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&bar[set])), "r"(kBytes)
-                 : "memory");
-  }
+  __device__ __forceinline__ void arm(int set) { mbar_arrive_expect_tx(&bar[set], kBytes); }
   // One thread: both mbarriers (one arrival each: the arming), each armed for its first row.
   __device__ __forceinline__ void init() {
-    for (int s = 0; s < 2; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[s])) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < 2; ++s) mbar_init(&bar[s], 1);
     arm(0);
     arm(1);
   }
@@ -49,8 +44,8 @@ template <class C, int CS> struct ClusterExchange {
   // Sends this block's pair (a, b) for a row of set `set` into slot [rank] of block `dest`.
   __device__ __forceinline__ void send(int set, unsigned rank, unsigned dest, C a, C b) {
     unsigned ra, rb;
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(smem_addr(&slot[set][rank][0])), "r"(dest));
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(smem_addr(&bar[set])), "r"(dest));
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(smem_u32(&slot[set][rank][0])), "r"(dest));
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(smem_u32(&bar[set])), "r"(dest));
     if constexpr (sizeof(C) == 8)
       asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f64 [%0], {%1, %2}, [%3];" ::"r"(ra),
                    "d"(a), "d"(b), "r"(rb)
@@ -61,17 +56,7 @@ template <class C, int CS> struct ClusterExchange {
                    : "memory");
   }
   // Every thread: waits until all CS pairs of set `set` are in, for its `use`-th row (0, 1, ...).
-  __device__ __forceinline__ void wait(int set, unsigned use) {
-    const unsigned a = smem_addr(&bar[set]), parity = use & 1u;
-    unsigned done = 0;
-    do {
-      asm volatile(
-          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(a), "r"(parity)
-          : "memory");
-    } while (!done);
-  }
+  __device__ __forceinline__ void wait(int set, unsigned use) { mbar_wait(&bar[set], use & 1u); }
 #else  // no clusters before sm_90: the kernels that use this trap there
   __device__ void init() {}
   __device__ void rearm(int) {}

@@ -43,7 +43,7 @@ struct SmLaunch {
   int threads = 256;
   // RowsBlock / RowsCluster (softmax_reg.cuh): warps per row (slice), staged operands in shared
   // memory (0 or 1: x forward, y backward; 2: forward clusters, persistent, the next row
-  // prefetched into shared memory), blocks per cluster (1 = no cluster); `k` = vectors per lane
+  // prefetched into shared memory; 3: the same by bulk copies), blocks per cluster (1 = no cluster); `k` = vectors per lane
   // per operand.
   int warps = 1;
   int stage = 0;

@@ -17,6 +17,10 @@
 //        at the cluster barrier and writes in turn, and since all resident blocks start together
 //        the whole GPU alternates between a read phase, an exp / barrier phase with DRAM idle,
 //        and a write phase (68% of the copy rate for [512, 262144] bf16 on an H100).
+//        `bulk` (stage = 3 on the host): where the block's slice lies wholly inside the row, the
+//        next slice comes in as one phase of bulk copies (TMA, issued by one thread, counted on an
+//        mbarrier) instead of a cp.async per vector and thread; the slots k * THREADS + t are
+//        then the slice's vectors in order (R = 1), so the slice is one contiguous span.
 //   R  rows per block (W < 4: 4 / W rows, so blocks have 128 threads); W = 1 needs no barrier.
 //   CS > 1: a thread-block cluster per row (sm_90), each block a slice; the per-block (max, sum)
 //        or dot partials are combined through distributed shared memory in rank order (every
@@ -33,6 +37,7 @@
 #include "common/async_copy.cuh"
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
+#include "common/mbarrier.cuh"
 #include "softmax/softmax_kernels.cuh"
 
 namespace baracuda::softmax::detail {
@@ -168,7 +173,8 @@ template <class C> __device__ __forceinline__ C cluster_read(C* v, unsigned rank
 
 template <class T, int W, int K, int ST, int CS, bool BWD>
 __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
-    rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log) {
+    rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log,
+             bool bulk_ok) {
   using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
   using C = compute_t<T>;
   constexpr int V = Cfg::V, R = Cfg::R, N = Cfg::N, TH = Cfg::THREADS;
@@ -185,6 +191,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
   // per cluster: this block's pair, read by the others through distributed shared memory.
   __shared__ ClusterExchange<C, PF ? CS : 1> xch;
   __shared__ C clm, cls;
+  __shared__ uint64_t pf_bar;  // PF with bulk copies: one phase per prefetched row
   const int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31;
   const int rb = tid / N, t = tid - rb * N;
   const unsigned rank = cluster_rank<CS>();
@@ -223,16 +230,33 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       }
     }
   };
+  // PF with bulk copies: this block's slice is whole (the same for every row) and one thread copies
+  // it, K * N vectors from the slice's first element.
+  constexpr unsigned kSliceBytes = unsigned(K * N * 16);
+  const bool bulk = PF && bulk_ok && R == 1 && (int64_t(rank) + 1) * K * N * V <= g.len;
+  auto bulk_prefetch = [&](int64_t gp) {
+    const T* src = in0 + row_off(g, gp * R, 1) + int64_t(rank) * K * N * V;
+    mbar_arrive_expect_tx(&pf_bar, kSliceBytes);
+    bulk_copy_span(stage, src, kSliceBytes, &pf_bar);
+  };
   if constexpr (CS > 1 && PF) {  // the exchange's mbarriers, initialized before any block sends (the
-    if (tid == 0) xch.init();     // wait is before the first send: the first row's loads go out now)
+    if (tid == 0) {               // wait is before the first send: the first row's loads go out now)
+      xch.init();
+      mbar_init(&pf_bar, 1);
+    }
     cluster_arrive_release();
+    __syncthreads();  // pf_bar initialized before any thread waits on it
   }
   unsigned iter = 0;  // rows this block has done (the exchange's slot set and phase)
   if constexpr (PF) {
     if (grp0 < groups) {
-      int rm0;
-      const T* q = slice_of(grp0, rm0);
-      prefetch(q, rm0);
+      if (bulk) {
+        if (tid == 0) bulk_prefetch(grp0);
+      } else {
+        int rm0;
+        const T* q = slice_of(grp0, rm0);
+        prefetch(q, rm0);
+      }
     }
   }
 
@@ -258,7 +282,8 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
     int rem_n = 0;
     const T* q_n = PF ? slice_of(grp + gstride, rem_n) : nullptr;
     if constexpr (PF) {  // this row was prefetched (before the loop, or during the previous row)
-      cp_async_wait_all();
+      if (bulk) mbar_wait(&pf_bar, iter);
+      else cp_async_wait_all();
 #pragma unroll
       for (int k = 0; k < K; ++k) r0[k] = lds128(my + k * TH);
     } else if constexpr (Cfg::NREG >= 1) {
@@ -294,7 +319,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       // PF: the slots' values are in registers and consumed (m depends on all of them), so the
       // next row can land there while this one is reduced, exchanged and written.
       if constexpr (PF) {
-        if (grp + gstride < groups) prefetch(q_n, rem_n);
+        if (!bulk && grp + gstride < groups) prefetch(q_n, rem_n);
       }
       // A thread whose values are all -inf (or NaN, or padding) sums against 0: -inf adds 0,
       // NaN adds NaN.
@@ -322,6 +347,8 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
 
     if constexpr (W > 1) {  // the row's warps, through shared memory
       __syncthreads();      // the slots are free (previous row group)
+      // PF, bulk: every thread's vectors of the stage are in its registers and consumed.
+      if (PF && bulk && tid == 0 && grp + gstride < groups) bulk_prefetch(grp + gstride);
       if (lane == 0) {
         shm[wid] = m;
         shs[wid] = s;
@@ -437,7 +464,7 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   const T* in1 = static_cast<const T*>(L.in1);
   const bool log = is_log(L.op);
   if constexpr (CS == 1) {
-    kern<<<grid_of(groups), Cfg::THREADS, smem, st>>>(g, out, in0, in1, log);
+    kern<<<grid_of(groups), Cfg::THREADS, smem, st>>>(g, out, in0, in1, log, false);
     check_launch("softmax rows_block");
   } else {
     ClusterLaunch cl(dim3(unsigned(groups * CS)), dim3(Cfg::THREADS), smem, st, CS);  // rows * CS <= 2^30
@@ -447,7 +474,7 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
       const int64_t fit = resident_clusters<rows_reg<T, W, K, ST, CS, BWD>>(cl.cfg);  // (smem attributes set above)
       if (fit > 0 && groups > fit) cl.cfg.gridDim = dim3(unsigned(fit * CS));
     }
-    cl.launch(kern, "launch of softmax rows_cluster", g, out, in0, in1, log);
+    cl.launch(kern, "launch of softmax rows_cluster", g, out, in0, in1, log, L.stage == 3);
   }
 }
 
@@ -469,7 +496,7 @@ void reg_cs(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
 template <class T, bool BWD, int W, int K>
 void reg_st(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   if constexpr (!BWD && K == 8 && (W == 8 || W == 16)) {
-    if (L.stage == 2) {
+    if (L.stage >= 2) {
       switch (L.cluster) {
         case 2: return reg_go<T, W, K, 2, 2, BWD>(L, g, st);
         case 4: return reg_go<T, W, K, 2, 4, BWD>(L, g, st);
