@@ -342,10 +342,10 @@ SWEEP = [
     ("layer_norm", "bwd", (4096, 16384), ["", "prefetch=0", "tpr=1024,items=2", "tpr=1024,items=2,prefetch=1"]),
     # Long rows backward: the persistent cluster grid (default 192 / cs clusters) against the
     # one-block kernel + column pass (cluster=1), and other grid sizes.
-    ("rms_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=28", "clusters=30", "clusters=32",
+    ("rms_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=24", "clusters=26", "clusters=28", "clusters=30", "clusters=32",
                                         "clusters=33", "cluster=4,tpr=256,items=4",
                                         "cluster=4,tpr=256,items=4,clusters=60", "cluster=4,tpr=256,items=4,clusters=64"]),
-    ("layer_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=28", "clusters=30", "clusters=32",
+    ("layer_norm", "bwd", (2048, 65536), ["", "cluster=1", "clusters=16", "clusters=24", "clusters=26", "clusters=28", "clusters=30", "clusters=32",
                                           "clusters=33", "cluster=4,tpr=256,items=4",
                                           "cluster=4,tpr=256,items=4,clusters=60", "cluster=4,tpr=256,items=4,clusters=64"]),
 ]
