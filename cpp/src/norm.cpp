@@ -155,8 +155,8 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   if (I.backward && I.reg_ok && I.reg.path == norm::Path::Cluster && ov.clusters <= 0) {
     // The persistent cluster grid: clusters resident at once on this device; of 8-block clusters
     // two fewer than fit (measured, H100 bf16 2048 x 65536 in two runs: 28 of 30 resident clusters
-    // LayerNorm 338 / 342 vs 359 / 358 us, RMSNorm 326 / 329 vs 338 / 334 us; 24 / 26 / 32 / 33
-    // slower: with all 30, some SMs hold two blocks of the same row phase and pace their clusters).
+    // LayerNorm 338 / 342 vs 359 / 358 us, RMSNorm 326 / 329 vs 338 / 334 us; 24, 26, 32 and 33
+    // were slower. Why the full count loses is not established).
     const int fit = norm::bwd_cluster_resident(x.dtype, I.reg);
     const int use = (I.reg.cluster == 8 && fit > 8) ? fit - 2 : fit;
     if (use > 0) norm::set_bwd_clusters(I.reg, use, I.rows);
