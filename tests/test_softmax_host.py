@@ -93,10 +93,11 @@ def test_tuning_knob(monkeypatch):
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "garbage,w=,=3")
     assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
     # stage=2 (prefetching persistent clusters) is a forward cluster variant: ignored elsewhere.
-    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "stage=2")
-    assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
-    p = sm("softmax_backward", (64, 100000), bf16)
-    assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")
+    for stage in ("stage=2", "stage=3"):  # stage=3: the same with bulk copies
+        monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", stage)
+        assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
+        p = sm("softmax_backward", (64, 100000), bf16)
+        assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "w=16,k=8,cs=8,stage=0")  # the non-prefetching cluster kernel
     p = sm("softmax", (512, 262144), bf16)
     assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")

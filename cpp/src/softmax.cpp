@@ -43,7 +43,8 @@ int64_t next_pow2(int64_t v) {
 // stage: 0 = the row in registers, 1 = the last operand staged in shared memory, 2 = forward
 // with clusters only: persistent clusters, the next row prefetched into shared memory while the
 // current one (in registers) is reduced and written; 3 = the same with the next row's slice
-// copied by bulk copies (TMA, one phase of an mbarrier) where the slice is whole.
+// copied by bulk copies (TMA, one phase of an mbarrier) where the slice is whole (the forward
+// cluster default).
 struct Knobs {
   int w = 0, k = 0, stage = -1, cs = 0;
   std::string path;

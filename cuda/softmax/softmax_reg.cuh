@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
   // This thread's first element; chunk k is KS elements further (a compile-time offset).
   // `rem` = elements of the row from there on (<= 0: all padding; inactive rows are padding).
   constexpr int KS = N * V;
-  const int64_t first = (int64_t(rank) * K * N + t) * V;
+  const int64_t slice0 = int64_t(rank) * K * N * V;  // the block's slice's first element in the row
+  const int64_t first = slice0 + int64_t(t) * V;
   auto rem_of = [&](bool act) -> int {
     const int64_t r64 = act ? g.len - first : 0;
     return int(r64 < 0 ? 0 : (r64 > (int64_t(1) << 30) ? (int64_t(1) << 30) : r64));
@@ -231,11 +232,12 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
     }
   };
   // PF with bulk copies: this block's slice is whole (the same for every row) and one thread copies
-  // it, K * N vectors from the slice's first element.
+  // it, K * N vectors from the slice's first element (one row per block: the slots are the slice).
+  static_assert(!PF || R == 1, "softmax rows_reg: the prefetching clusters hold one row per block");
   constexpr unsigned kSliceBytes = unsigned(K * N * 16);
-  const bool bulk = PF && bulk_ok && R == 1 && (int64_t(rank) + 1) * K * N * V <= g.len;
+  const bool bulk = PF && bulk_ok && slice0 + K * N * V <= g.len;
   auto bulk_prefetch = [&](int64_t gp) {
-    const T* src = in0 + row_off(g, gp * R, 1) + int64_t(rank) * K * N * V;
+    const T* src = in0 + row_off(g, gp, 1) + slice0;
     mbar_arrive_expect_tx(&pf_bar, kSliceBytes);
     bulk_copy_span(stage, src, kSliceBytes, &pf_bar);
   };
