@@ -163,15 +163,16 @@ def run_rowop_row(op, shape, args, copy_gbs):
 # --sweep: kernel geometries (BARACUDA_SOFTMAX_CFG, read by SoftmaxPlan.select) per key shape.
 # "" is the default choice; variants a shape cannot use fall back to it (the sku column says).
 SWEEP = {
-    (32768, 4096): {"fwd": ["", "w=1,k=16", "w=2,k=8", "w=4,k=4", "w=2,k=8,stage=1", "w=4,k=4,stage=1",
+    # exact=1: the 16-bit forward's exp(x - max) in the exact form (not folded to one FFMA).
+    (32768, 4096): {"fwd": ["", "exact=1", "w=1,k=16", "w=2,k=8", "w=4,k=4", "w=2,k=8,stage=1", "w=4,k=4,stage=1",
                             "w=1,k=16,stage=1", "path=online"],
                     "bwd": ["", "w=2,k=8", "w=4,k=4", "w=1,k=8,stage=1", "w=2,k=8,stage=1", "w=4,k=4,stage=1",
                             "w=1,k=16,stage=1", "path=online"]},
-    (4096, 32768): {"fwd": ["", "w=16,k=8,stage=0", "w=16,k=8,stage=1", "w=32,k=4,stage=0", "w=32,k=4,stage=1",
+    (4096, 32768): {"fwd": ["", "exact=1", "w=16,k=8,stage=0", "w=16,k=8,stage=1", "w=32,k=4,stage=0", "w=32,k=4,stage=1",
                             "w=8,k=16,stage=1", "w=8,k=8,cs=2,stage=1", "w=8,k=8,cs=2,stage=0", "path=online"],
                     "bwd": ["", "w=16,k=8,stage=1", "w=32,k=4,stage=0", "w=32,k=4,stage=1", "w=8,k=8,cs=2,stage=1",
                             "w=8,k=8,cs=2,stage=0", "w=16,k=8,cs=2,stage=1", "path=online"]},
-    (512, 262144): {"fwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "w=16,k=8,cs=8,stage=2",
+    (512, 262144): {"fwd": ["", "exact=1", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "w=16,k=8,cs=8,stage=2",
                             "w=16,k=8,cs=8,stage=3", "path=online"],
                     "bwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"]},
     (262144, 512): {"fwd": ["", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"], "bwd": ["", "path=block,w=1,k=4"]},
@@ -196,27 +197,42 @@ def sweep(args, copy_gbs):
             ins0, out0 = sets[0]
             ref = torch_fn(op)(*ins0)
             best = None
-            for cfg in variants["bwd" if bwd else "fwd"]:
-                os.environ["BARACUDA_SOFTMAX_CFG"] = cfg
-                try:
-                    plan = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(op, [spec(t) for t in ins0], -1, spec(out0)))
-                    C.poison_(out0)
-                    plan.run(out0, *ins0)
-                    err = C.rel_err(out0, ref)
-                    b = C.GpuBench(lambda i, p=plan: p.run(sets[i][1], *sets[i][0]), nsets)
-                    t = C.measure({"v": b}, iters=args.iters, passes=1)["v"].median
-                    gbs = set_bytes / t / 1e9
-                    r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", sku=plan.sku.layout,
-                             us=t * 1e6, gbs=gbs, copy_frac=gbs / copy_gbs, rel_err=err, ok=err <= TOL)
-                except Exception as e:  # noqa: BLE001
-                    r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", error=str(e)[:80], ok=False)
-                finally:
-                    os.environ.pop("BARACUDA_SOFTMAX_CFG", None)
+            # Rounds over the variants (A B C, A B C): the first timing after a pause runs at lower
+            # clocks, so a single pass favours whatever comes later. A variant's time is its
+            # fastest round.
+            found = {}
+            for _ in range(max(1, args.rounds)):
+                for cfg in variants["bwd" if bwd else "fwd"]:
+                    os.environ["BARACUDA_SOFTMAX_CFG"] = cfg
+                    try:
+                        plan = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(op, [spec(t) for t in ins0], -1, spec(out0)))
+                        C.poison_(out0)
+                        plan.run(out0, *ins0)
+                        err = C.rel_err(out0, ref)
+                        b = C.GpuBench(lambda i, p=plan: p.run(sets[i][1], *sets[i][0]), nsets)
+                        t = C.measure({"v": b}, iters=args.iters, passes=1)["v"].median
+                        gbs = set_bytes / t / 1e9
+                        r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", sku=plan.sku.layout,
+                                 us=t * 1e6, gbs=gbs, copy_frac=gbs / copy_gbs, rel_err=err, ok=err <= TOL,
+                                 rounds=[round(t * 1e6, 1)])
+                    except Exception as e:  # noqa: BLE001
+                        r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", error=str(e)[:80], ok=False)
+                    finally:
+                        os.environ.pop("BARACUDA_SOFTMAX_CFG", None)
+                    prev = found.get(cfg)
+                    if prev is None or "error" in r:
+                        found[cfg] = r
+                    elif "error" not in prev:
+                        r["rounds"] = prev["rounds"] + r["rounds"]
+                        r["ok"] = r["ok"] and prev["ok"]
+                        found[cfg] = r if r["us"] < prev["us"] else dict(prev, rounds=r["rounds"], ok=r["ok"])
+            for r in found.values():
                 rows.append(r)
                 if r["ok"] and (best is None or r["us"] < best["us"]):
                     best = r
                 print(r["key"], r["cfg"], r.get("sku", "-"), "error: " + r["error"] if "error" in r else
-                      f"{r['us']:.1f} us {r['copy_frac']:.0%} of copy rel_err {r['rel_err']:.1e}", flush=True)
+                      f"{r['us']:.1f} us {r['copy_frac']:.0%} of copy rel_err {r['rel_err']:.1e} rounds "
+                      f"{' '.join(map(str, r['rounds']))}", flush=True)
             if best is not None:
                 print(f"  best for {best['key']}: {best['cfg']} ({best['us']:.1f} us, {best['copy_frac']:.0%} of copy)")
                 best["best"] = True
@@ -236,6 +252,7 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="time the kernel-geometry variants (BARACUDA_SOFTMAX_CFG)")
     ap.add_argument("--match", default="", help="--sweep: only the shapes whose 'RxH' contains this")
+    ap.add_argument("--rounds", type=int, default=2, help="--sweep: rounds over each shape's variants")
     args = ap.parse_args()
     args.iters, args.passes = (10, 1) if args.quick else (30, 2)
     if args.sweep:

@@ -290,6 +290,34 @@ def test_wide_range_rows_underflow_to_zero(n, dt):
             torch.testing.assert_close(out.double(), ref.to(dt).double(), rtol=TOL[dt][0], atol=TOL[dt][1] * 100)
 
 
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [4104, 32768, 70000, 262144])  # (16-byte rows: the register paths)
+def test_offset_rows_exact_and_folded_exp(n, dt, monkeypatch):
+    # 16-bit rows_block / rows_cluster: exp(x - max) is ex2(x log2e + c) while |max| <= 256 (c
+    # rounded once) and the exact (x - max) form beyond; a thread's sum takes its own max, so a
+    # row can mix both. Rows on each side of the bound, far beyond it, and mixed.
+    big = 3e4 if dt == torch.float16 else 1e30
+    offsets = [0.0, 200.0, 255.0, 257.0, -256.0, -300.0, 3000.0, -3000.0, big, -big]
+    x = _x((len(offsets) + 2, n), torch.float64, f"offset/{n}", scale=2.0)
+    for i, o in enumerate(offsets):
+        x[i] = o + x[i] * (abs(o) * 2 ** -6 if abs(o) > 1e4 else 1.0)
+    x[len(offsets), : n // 2] += 400.0  # thread maxima on both sides of the bound
+    x[len(offsets) + 1, n // 3:] -= 1000.0
+    x = x.to(dt)
+    for op in ("softmax", "log_softmax"):
+        ref = FWD[op](x.double(), -1)
+        out, layout = _run_plan(op, x, None, monkeypatch)
+        assert layout in ("rows_block", "rows_cluster", "rows_online"), layout
+        r, a = TOL[dt]
+        torch.testing.assert_close(out.double(), ref.to(dt).double(), rtol=r, atol=a,
+                                   msg=lambda m: f"{op} {dt} n={n}: {m}")
+        # The folded exp against the exact form (knob exact=1): at most one unit in the last place
+        # apart (same-sign finite outputs: the bit patterns as integers).
+        exact, _ = _run_plan(op, x, "exact=1", monkeypatch)
+        ulps = (out.view(torch.int16).int() - exact.view(torch.int16).int()).abs()
+        assert int(ulps.max()) <= 1, f"{op} {dt} n={n}: folded exp {int(ulps.max())} ulp from the exact form"
+
+
 def test_empty_and_scalar():
     for shape, dim in [((0, 5), -1), ((5, 0), -1), ((5, 0), 0), ((0,), 0)]:
         x = torch.empty(shape, device=DEV)

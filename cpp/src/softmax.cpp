@@ -45,8 +45,11 @@ int64_t next_pow2(int64_t v) {
 // current one (in registers) is reduced and written; 3 = the same with the next row's slice
 // copied by bulk copies (TMA, one phase of an mbarrier) where the slice is whole (the forward
 // cluster default).
+//   BARACUDA_SOFTMAX_CFG="exact=1"   16-bit forward rows_block / rows_cluster: exp(x - max) in the
+//                                    exact form everywhere, not folded to one FFMA (the A/B)
 struct Knobs {
   int w = 0, k = 0, stage = -1, cs = 0;
+  bool exact = false;
   std::string path;
 };
 Knobs read_knobs() {
@@ -58,6 +61,7 @@ Knobs read_knobs() {
     else if (k.key == "k") kn.k = v;
     else if (k.key == "stage") kn.stage = v;
     else if (k.key == "cs") kn.cs = v;
+    else if (k.key == "exact") kn.exact = v != 0;
   }
   return kn;
 }
@@ -561,6 +565,7 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       L.k = kk;
       L.stage = stage;
       L.cluster = cs;
+      L.fold_exp = !kn.exact;
       L.threads = w >= 4 ? 32 * w : 128;
     } else {
       L.path = SmPath::RowsOnline;

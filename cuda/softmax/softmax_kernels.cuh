@@ -45,6 +45,17 @@ template <class T, class C> __device__ __forceinline__ C softmax_value(C v, C m,
   if constexpr (is_half_v<T>) return ex2_ftz(fmaf(v - m, kLog2e, -sc.lg));
   else return xexp<T>(v - m) * sc.r;
 }
+// Folded exp for 16-bit storage: exp(v - m) as ex2(v log2e + c), c = -m log2e (and - log2(s)
+// for an output), one FFMA + MUFU per element instead of FADD + FMUL / FFMA + MUFU. c is rounded
+// once; while |m| <= kFoldMax (|c| < 2^9) that is at most 2^-16 in the exponent, ~1e-5 relative
+// in the result, against a 16-bit half ulp of 2^-9 / 2^-12. Larger |m| takes the exact form
+// (the cancellation in v log2e + c would then cost more than that).
+constexpr float kFoldMax = 256.f;
+template <class T, class C> __device__ __forceinline__ bool can_fold(C m) {
+  if constexpr (is_half_v<T>) return fabsf(m) <= kFoldMax;
+  else return false;
+}
+__device__ __forceinline__ float exp_folded(float v, float c) { return ex2_ftz(fmaf(v, kLog2e, c)); }
 template <class C> __device__ __forceinline__ C xlog(C v) {
   if constexpr (std::is_same_v<C, double>) return log(v);
   else return logf(v);

@@ -174,7 +174,7 @@ template <class C> __device__ __forceinline__ C cluster_read(C* v, unsigned rank
 template <class T, int W, int K, int ST, int CS, bool BWD>
 __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
     rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log,
-             bool bulk_ok) {
+             bool bulk_ok, bool fold_ok) {
   using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
   using C = compute_t<T>;
   constexpr int V = Cfg::V, R = Cfg::R, N = Cfg::N, TH = Cfg::THREADS;
@@ -326,14 +326,25 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       // A thread whose values are all -inf (or NaN, or padding) sums against 0: -inf adds 0,
       // NaN adds NaN.
       const C ms = m == ninf<C>() ? C(0) : m;
+      auto sum_exp = [&](auto&& e) {
 #pragma unroll UF
-      for (int k = 0; k < K; ++k) {
-        C v[V];
-        unpack<T, V>(last(k), v);
+        for (int k = 0; k < K; ++k) {
+          C v[V];
+          unpack<T, V>(last(k), v);
 #pragma unroll
-        for (int j = 0; j < V; ++j) s += xexp<T>(v[j] - ms);
-        fence_value(s);
+          for (int j = 0; j < V; ++j) s += e(v[j]);
+          fence_value(s);
+        }
+      };
+      bool folded = false;
+      if constexpr (is_half_v<T>) {
+        if (fold_ok && can_fold<T>(ms)) {  // (this thread's max: nearly always the same branch in a warp)
+          const float c = -ms * kLog2e;
+          sum_exp([&](float v) { return exp_folded(v, c); });
+          folded = true;
+        }
       }
+      if (!folded) sum_exp([&](C v) { return xexp<T>(v - ms); });
       group_combine<32, T>(m, s);
     } else {
 #pragma unroll
@@ -414,20 +425,33 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
       if constexpr (!BWD) {
         poison_inf(m, s);
         if (m == ninf<C>()) s = std::numeric_limits<C>::quiet_NaN();  // only -inf (or NaN): NaN, as torch
-        const SoftmaxScale<T, C> sc(s);
-        const C ls = xlog(s);
+        // One loop per formula under a uniform branch (a select inside the loop issues both).
+        auto write = [&](auto&& f) {
 #pragma unroll UF
-        for (int k = 0; k < K; ++k) {
-          if (k * KS < rem) {
-            C v[V];
-            unpack<T, V>(last(k), v);
+          for (int k = 0; k < K; ++k) {
+            if (k * KS < rem) {
+              C v[V];
+              unpack<T, V>(last(k), v);
 #pragma unroll
-            for (int j = 0; j < V; ++j) {
-              v[j] = log ? (v[j] - m) - ls : softmax_value(v[j], m, sc);
-              fence_value(v[j]);
+              for (int j = 0; j < V; ++j) {
+                v[j] = f(v[j]);
+                fence_value(v[j]);
+              }
+              store_chunk<T, V>(orow + k * KS, 0, rem - k * KS, v);
             }
-            store_chunk<T, V>(orow + k * KS, 0, rem - k * KS, v);
           }
+        };
+        const SoftmaxScale<T, C> sc(s);
+        if (log) {
+          const C ls = xlog(s);
+          write([&](C v) { return (v - m) - ls; });
+        } else if (fold_ok && can_fold<T>(m)) {
+          if constexpr (is_half_v<T>) {
+            const float c = -fmaf(m, kLog2e, sc.lg);
+            write([&](float v) { return exp_folded(v, c); });
+          }
+        } else {
+          write([&](C v) { return softmax_value(v, m, sc); });
         }
       } else {
 #pragma unroll
@@ -466,7 +490,7 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   const T* in1 = static_cast<const T*>(L.in1);
   const bool log = is_log(L.op);
   if constexpr (CS == 1) {
-    kern<<<grid_of(groups), Cfg::THREADS, smem, st>>>(g, out, in0, in1, log, false);
+    kern<<<grid_of(groups), Cfg::THREADS, smem, st>>>(g, out, in0, in1, log, false, L.fold_exp);
     check_launch("softmax rows_block");
   } else {
     ClusterLaunch cl(dim3(unsigned(groups * CS)), dim3(Cfg::THREADS), smem, st, CS);  // rows * CS <= 2^30
@@ -476,7 +500,7 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
       const int64_t fit = resident_clusters<rows_reg<T, W, K, ST, CS, BWD>>(cl.cfg);  // (smem attributes set above)
       if (fit > 0 && groups > fit) cl.cfg.gridDim = dim3(unsigned(fit * CS));
     }
-    cl.launch(kern, "launch of softmax rows_cluster", g, out, in0, in1, log, L.stage == 3);
+    cl.launch(kern, "launch of softmax rows_cluster", g, out, in0, in1, log, L.stage == 3, L.fold_exp);
   }
 }
 
