@@ -370,6 +370,18 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 #pragma unroll
     for (int k = 0; k < V; ++k) aw[i][k] = ab[i][k] = 0;
 
+  // The weight of this thread's columns and the grad_x row written next, as pointers kept in
+  // registers: at ~126 registers NVVM otherwise rebuilt them per vector (the 64-bit row times
+  // stride: ~16 of the ~100 instructions per vector of the grad_x pass). grad_x's advances by
+  // G rows per written row; the weight's is laundered once per row (not rematerialized).
+  const T* w0 = static_cast<const T*>(L.w) + col0;  // (used when the weight is T, i.e. !F.w_f32)
+  T* gx_row = static_cast<T*>(L.gx) + c0 * L.gx_rs + col0;
+  const int64_t gx_step = G * L.gx_rs;
+  auto load_w = [&](int i, C (&w)[V]) {
+    if (F.w_f32) load_param<V, T>(L.w, true, col0 + i * VS, w);
+    else load_n<V>(w0 + i * VS, w);
+  };
+
   prefetch(0, 0);
   prefetch(1, 1);
   // Statistics of the row being reduced (j) and of the row being written (j - 1).
@@ -382,6 +394,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   for (int64_t j = 0; j <= nrows; ++j) {
     const int bp = bc == 0 ? NB - 1 : bc - 1;
     const int par = int(j & 1);
+    asm volatile("" : "+l"(w0));
     C c1 = 0, c2 = 0;
     if (j == 0) {
       cl_wait();  // the start barrier: every block runs
@@ -410,7 +423,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
         if (!has(i)) continue;
         const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
         C w[V];
-        if (F.w) load_param<V, T>(L.w, F.w_f32, col0 + i * VS, w);
+        if (F.w) load_w(i, w);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C gy = unpack<T>(gv, k);
@@ -439,7 +452,8 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       const int64_t row = c0 + (j - 1) * G;
       const P* gs = stage + (bp * 2 + 0) * SH;
       const P* xs = stage + (bp * 2 + 1) * SH;
-      T* gx0 = static_cast<T*>(L.gx) + row * L.gx_rs + col0;
+      T* const gx0 = gx_row;
+      gx_row += gx_step;
       // xh = (x - mean) rstd; in the operand-specialized (16-bit) kernels as one
       // fma(x, rstd, -mean rstd): the rounding of mean rstd (~2^-24 |mean| / std) is far below a
       // 16-bit grad_x's or dweight's, also for rows whose mean is hundreds of std (tested).
@@ -451,7 +465,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
         const P gv = gs[i * TPR + lane], xv = xs[i * TPR + lane];
         const P r = F.gres ? ld_pack<P>(static_cast<const T*>(L.gres) + row * L.gres_rs + col0 + i * VS) : zero_vec<T>();
         C w[V];
-        if (F.w) load_param<V, T>(L.w, F.w_f32, col0 + i * VS, w);
+        if (F.w) load_w(i, w);
         P dxv = zero_vec<T>();  // packed as it is made, one 16-byte store
 #pragma unroll
         for (int k = 0; k < V; ++k) {
