@@ -292,6 +292,11 @@ SWEEP = [
                                           "tpr=256,items=2,regacc=1,prefetch=1"]),
     # LayerNorm backward at H = 128 (16 x 1, eight rows per block) against a warp per row.
     ("layer_norm", "bwd", (262144, 128), ["", "tpr=32,items=1"]),
+    # Small groups (H = 128 / 512) with register accumulators (regacc=1) against shared ones.
+    ("layer_norm", "bwd", (262144, 128), ["", "regacc=1", "regacc=0"]),
+    ("rms_norm", "bwd", (262144, 128), ["", "regacc=1", "regacc=0"]),
+    ("layer_norm", "bwd", (65536, 512), ["", "regacc=1", "regacc=0"]),
+    ("rms_norm", "bwd", (65536, 512), ["", "regacc=1", "regacc=0"]),
     # The open choices (defaults against their nearest rivals; prefetch=1 / 0: the kernels that copy
     # the block's next row into shared memory during this one, or not).
     ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1,prefetch=1", "tpr=512,items=2,rows=2"]),

@@ -533,10 +533,12 @@ template <class T> __device__ __forceinline__ compute_t<T>* partial_b(const Norm
 // PF (prefetch; block groups, no XS): the block's next row of grad_out and x is copied (cp.async,
 // each thread its own vectors) into shared memory behind the accumulators while this row is
 // reduced, written and accumulated, as in the forward's PF.
-// RA (register accumulators; 16-bit T, block groups, no XS): a thread's dweight / dbias columns
-// are the same in every row, so they accumulate in registers, and a 16-bit weight is held packed
-// in registers for the whole kernel, instead of a shared-memory read-modify-write and a weight
-// load per row; the partial row is written straight from the registers.
+// RA (register accumulators; 16-bit T, no XS): a thread's dweight / dbias columns are the same
+// in every row, so they accumulate in registers, and a 16-bit weight is held packed in registers
+// for the whole kernel, instead of a shared-memory read-modify-write and a weight load per row.
+// Block groups write the partial row straight from the registers; small groups (RPB rows per
+// block) store their registers into the shared [RPB][SPAN] accumulators once, at the end, and
+// add them in group order there as the shared-memory kernel does.
 template <class T, int TPR, int I, bool XS, bool PF, bool RA, int S>
 __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_min_blocks(TPR, I) : bwd_min_blocks(TPR, I)))
     bwd_reg(const NormLaunch L) {
@@ -550,7 +552,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   constexpr int NQ = V / E;               // chunks per vector (2 for 16-bit T, else 1)
   static_assert(NQ * E == V, "norm backward: vector / chunk mismatch");
   static_assert(!PF || (!XS && RPB == 1), "norm backward: the prefetching kernel holds one row per block");
-  static_assert(!RA || (!XS && RPB == 1 && sizeof(T) == 2), "norm backward: register accumulators need 16-bit block groups");
+  static_assert(!RA || (!XS && sizeof(T) == 2), "norm backward: register accumulators need 16-bit T, no xs");
   extern __shared__ __align__(16) unsigned char norm_bwd_dyn[];
   __shared__ C red[2][64];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
@@ -735,18 +737,19 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   if (!acc) return;
   C* pw = partial_w<T>(L) + int64_t(blockIdx.x) * H;
   C* pb = partial_b<T>(L) + int64_t(blockIdx.x) * H;
-  if constexpr (RA) {  // this thread's columns of the block's partial row, straight from registers
-#pragma unroll
+  if constexpr (RA) {  // this thread's columns: of the block's partial row (block groups), or of
+#pragma unroll        // its group's shared accumulators (small groups, added below)
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
       if (col >= H) continue;
 #pragma unroll
       for (int q = 0; q < NQ; ++q) {
-        if (F.gw) store_n<E>(pw + col + q * E, &ra_w[i][q * E]);
-        if (F.gb) store_n<E>(pb + col + q * E, &ra_b[i][q * E]);
+        const int o = ((i * NQ + q) * TPR + lane) * E;
+        if (F.gw) store_n<E>(RPB == 1 ? pw + col + q * E : accw + o, &ra_w[i][q * E]);
+        if (F.gb) store_n<E>(RPB == 1 ? pb + col + q * E : accb + o, &ra_b[i][q * E]);
       }
     }
-    return;
+    if constexpr (RPB == 1) return;
   }
   // The row groups' sums added in group order (RPB = 1 for block groups), written as
   // consecutive 16-byte chunks of the partial row (coalesced): column chunk c4 is chunk
@@ -782,7 +785,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
 inline int64_t bwd_reg_smem(const NormLaunch& L, int compute_bytes) {
   const Config& c = L.cfg;
   if (c.xs) return int64_t(c.tpr) * c.items * 16;
-  const int nacc = c.regacc ? 0 : (L.gw ? 1 : 0) + (L.gb ? 1 : 0);
+  const int nacc = c.regacc && rows_per_block(c.tpr) == 1 ? 0 : (L.gw ? 1 : 0) + (L.gb ? 1 : 0);
   const int64_t span = int64_t(c.tpr) * c.items * c.vec;
   return int64_t(rows_per_block(c.tpr)) * span * compute_bytes * nacc + (c.prefetch ? bwd_prefetch_smem(c.tpr, c.items) : 0);
 }
@@ -919,7 +922,9 @@ void bwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
 template <class T, int TPR, int I, bool XS> void bwd_kernel(const NormLaunch& L, cudaStream_t s) {
   if constexpr (!XS && sizeof(T) == 2 && bwd_regacc_supported(TPR, I)) {
     if (L.cfg.regacc) {
-      if (L.cfg.prefetch) return bwd_kernel_go<T, TPR, I, false, true, true>(L, s);
+      if constexpr (bwd_prefetch_supported(TPR, I)) {
+        if (L.cfg.prefetch) return bwd_kernel_go<T, TPR, I, false, true, true>(L, s);
+      }
       return bwd_kernel_go<T, TPR, I, false, false, true>(L, s);
     }
   }

@@ -111,15 +111,19 @@ constexpr bool bwd_prefetch_supported(int tpr, int items) {
   return (tpr == 128 && items == 4) || (tpr == 256 && (items == 2 || items == 4)) ||
          (tpr == 512 && items >= 1 && items <= 4);
 }
-// The backward kernels with register accumulators (bwd_reg's RA: 16-bit T, block groups without
-// xs, at most 4 x 8 accumulated columns per thread; a subset of the prefetching shapes).
+// The backward kernels with register accumulators (bwd_reg's RA: 16-bit T without xs, at most
+// 4 x 8 accumulated columns per thread): block groups (a subset of the prefetching shapes) and
+// the small groups of H = 128 and 512 (16 x 1, 32 x 2), whose shared accumulators were a
+// read-modify-write per row and gradient.
 constexpr bool bwd_regacc_supported(int tpr, int items) {
-  return (tpr == 128 && items == 4) || (tpr == 256 && items == 2) || (tpr == 512 && items == 2);
+  return (tpr == 128 && items == 4) || (tpr == 256 && items == 2) || (tpr == 512 && items == 2) ||
+         (tpr == 16 && items == 1) || (tpr == 32 && items == 2);
 }
 // Its launch bounds' blocks per SM: the accumulators (up to 2 x items x 8) and the packed weight
-// (items x 4) on top of the plain kernel's budget.
+// (items x 4) on top of the plain kernel's budget (block groups); small groups (128-thread
+// blocks) get 56 + 12 per item (the plain kernel: 56 + 8).
 constexpr int bwd_regacc_min_blocks(int tpr, int items) {
-  const int b = 65536 / ((48 + 28 * items) * tpr);
+  const int b = tpr > 32 ? 65536 / ((48 + 28 * items) * tpr) : 65536 / ((56 + 12 * items) * 128);
   return b < 1 ? 1 : (b > 16 ? 16 : b);
 }
 // Its extra dynamic shared memory: the next row of grad_out and x.
@@ -198,7 +202,7 @@ inline int64_t bwd_resident_blocks(const Config& c, DType t, bool layer) {
   const int64_t by_threads = 2048 / threads;
   const int64_t by_regs = c.regacc ? bwd_regacc_min_blocks(c.tpr, c.items) : bwd_min_blocks(c.tpr, c.items);
   const int64_t acc =
-      (c.regacc ? 0 : int64_t(rows_per_block(c.tpr)) * c.tpr * c.items * c.vec * compute_size(t) * (layer ? 2 : 1)) +
+      (c.regacc && rows_per_block(c.tpr) == 1 ? 0 : int64_t(rows_per_block(c.tpr)) * c.tpr * c.items * c.vec * compute_size(t) * (layer ? 2 : 1)) +
       (c.prefetch ? bwd_prefetch_smem(c.tpr, c.items) : 0);
   const int64_t by_smem = (228 * 1024) / (acc + 1024 + 2 * 64 * compute_size(t));
   return std::max<int64_t>(1, std::min({by_threads, by_regs, by_smem}));
@@ -553,7 +557,8 @@ constexpr bool bwd_spec_shape(int tpr, int items, bool prefetch, bool regacc) {
   return (!prefetch && !regacc &&
           ((tpr == 16 && items == 1) || (tpr == 32 && items == 2) || (tpr == 128 && items == 2) ||
            (tpr == 128 && items == 4) || (tpr == 512 && items == 4))) ||
-         (regacc && !prefetch && tpr == 128 && items == 4) || (prefetch && !regacc && tpr == 512 && items == 2) ||
+         (regacc && !prefetch && ((tpr == 128 && items == 4) || (tpr == 16 && items == 1) || (tpr == 32 && items == 2))) ||
+         (prefetch && !regacc && tpr == 512 && items == 2) ||
          (prefetch && !regacc && tpr == 512 && items == 4);
 }
 
