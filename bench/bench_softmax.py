@@ -175,7 +175,9 @@ SWEEP = {
     (512, 262144): {"fwd": ["", "exact=1", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "w=16,k=8,cs=8,stage=2",
                             "w=16,k=8,cs=8,stage=3", "path=online"],
                     "bwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"]},
-    (262144, 512): {"fwd": ["", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"], "bwd": ["", "path=block,w=1,k=4"]},
+    (262144, 512): {"fwd": ["", "exact=1", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"],
+                    "bwd": ["", "path=block,w=1,k=4"]},
+    (1048576, 64): {"fwd": ["", "exact=1"], "bwd": [""]},
 }
 
 

@@ -291,11 +291,12 @@ def test_wide_range_rows_underflow_to_zero(n, dt):
 
 
 @pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("n", [4104, 32768, 70000, 262144])  # (16-byte rows: the register paths)
+@pytest.mark.parametrize("n", [64, 512, 4104, 32768, 70000, 262144])  # (16-byte rows: the register paths)
 def test_offset_rows_exact_and_folded_exp(n, dt, monkeypatch):
-    # 16-bit rows_block / rows_cluster: exp(x - max) is ex2(x log2e + c) while |max| <= 256 (c
-    # rounded once) and the exact (x - max) form beyond; a thread's sum takes its own max, so a
-    # row can mix both. Rows on each side of the bound, far beyond it, and mixed.
+    # 16-bit rows_warp / rows_block / rows_cluster: exp(x - max) is ex2(x log2e + c) while
+    # |max| <= 256 (c rounded once) and the exact (x - max) form beyond; in the register kernels a
+    # thread's sum takes its own max, so a row can mix both. Rows on each side of the bound, far
+    # beyond it, and mixed.
     big = 3e4 if dt == torch.float16 else 1e30
     offsets = [0.0, 200.0, 255.0, 257.0, -256.0, -300.0, 3000.0, -3000.0, big, -big]
     x = _x((len(offsets) + 2, n), torch.float64, f"offset/{n}", scale=2.0)
@@ -307,7 +308,7 @@ def test_offset_rows_exact_and_folded_exp(n, dt, monkeypatch):
     for op in ("softmax", "log_softmax"):
         ref = FWD[op](x.double(), -1)
         out, layout = _run_plan(op, x, None, monkeypatch)
-        assert layout in ("rows_block", "rows_cluster", "rows_online"), layout
+        assert layout in ("rows_warp", "rows_block", "rows_cluster", "rows_online"), layout
         r, a = TOL[dt]
         torch.testing.assert_close(out.double(), ref.to(dt).double(), rtol=r, atol=a,
                                    msg=lambda m: f"{op} {dt} n={n}: {m}")

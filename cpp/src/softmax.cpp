@@ -45,8 +45,8 @@ int64_t next_pow2(int64_t v) {
 // current one (in registers) is reduced and written; 3 = the same with the next row's slice
 // copied by bulk copies (TMA, one phase of an mbarrier) where the slice is whole (the forward
 // cluster default).
-//   BARACUDA_SOFTMAX_CFG="exact=1"   16-bit forward rows_block / rows_cluster: exp(x - max) in the
-//                                    exact form everywhere, not folded to one FFMA (the A/B)
+//   BARACUDA_SOFTMAX_CFG="exact=1"   16-bit forward rows_warp / rows_block / rows_cluster: exp(x - max)
+//                                    in the exact form everywhere, not folded to one FFMA (the A/B)
 struct Knobs {
   int w = 0, k = 0, stage = -1, cs = 0;
   bool exact = false;
@@ -482,6 +482,7 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     const int64_t nch = (L.len + V - 1) / V;  // 16-byte vectors per row
     L.vec = int(V);
     const Knobs kn = read_knobs();
+    L.fold_exp = !kn.exact;
     // rows_block: W warps per row, K vectors per lane per operand (softmax_reg.cuh); one read,
     // one write. Defaults: K = 8 (the data then takes 32 registers per
     // operand), W = the warps that cover the row; a 32768-element bf16 row (4096 vectors) is 16
@@ -565,7 +566,6 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       L.k = kk;
       L.stage = stage;
       L.cluster = cs;
-      L.fold_exp = !kn.exact;
       L.threads = w >= 4 ? 32 * w : 128;
     } else {
       L.path = SmPath::RowsOnline;

@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   // registers: at ~126 registers NVVM otherwise rebuilt them per vector (the 64-bit row times
   // stride: ~16 of the ~100 instructions per vector of the grad_x pass). grad_x's advances by
   // G rows per written row; the weight's is laundered once per row (not rematerialized).
-  const T* w0 = static_cast<const T*>(L.w) + col0;  // (used when the weight is T, i.e. !F.w_f32)
+  const T* w0 = L.w ? static_cast<const T*>(L.w) + col0 : nullptr;  // (read when the weight is T)
   T* gx_row = static_cast<T*>(L.gx) + c0 * L.gx_rs + col0;
   const int64_t gx_step = G * L.gx_rs;
   auto load_w = [&](int i, C (&w)[V]) {

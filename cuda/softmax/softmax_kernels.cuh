@@ -198,7 +198,8 @@ __device__ __forceinline__ void fwd_finish(C (&v)[K][V], C m, C s, bool log) {
 }
 
 template <class T, int V, int K, int G>
-__global__ void __launch_bounds__(256) rows_warp_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log) {
+__global__ void __launch_bounds__(256) rows_warp_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log,
+                                                     bool fold_ok) {
   using C = compute_t<T>;
   constexpr int RPW = 32 / G;
   const int lane = threadIdx.x & 31, l = lane % G;
@@ -216,14 +217,31 @@ __global__ void __launch_bounds__(256) rows_warp_fwd(RowGeo g, T* __restrict__ o
   }
   m = group_max<G>(m);
   C s = 0;
+  // sum exp(v - m), keeping the exps for softmax (log-softmax keeps v); one loop per case under
+  // uniform branches (a select per element issued both), the exp folded where |m| allows.
+  auto sum_exp = [&](auto keep, auto&& e) {
 #pragma unroll
-  for (int k = 0; k < K; ++k)
+    for (int k = 0; k < K; ++k)
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const C e = xexp<T>(v[k][j] - m);
-      s += e;
-      if (!log) v[k][j] = e;
+      for (int j = 0; j < V; ++j) {
+        const C ev = e(v[k][j]);
+        s += ev;
+        if constexpr (decltype(keep)::value) v[k][j] = ev;
+      }
+  };
+  auto sum_with = [&](auto&& e) {
+    if (log) sum_exp(std::false_type{}, e);
+    else sum_exp(std::true_type{}, e);
+  };
+  bool folded = false;
+  if constexpr (is_half_v<T>) {
+    if (fold_ok && can_fold<T>(m)) {
+      const float c = -m * kLog2e;
+      sum_with([&](float u) { return exp_folded(u, c); });
+      folded = true;
     }
+  }
+  if (!folded) sum_with([&](C u) { return xexp<T>(u - m); });
   s = group_sum<G>(s);
   if (!active) return;
   fwd_finish<T, V, K>(v, m, s, log);
@@ -508,7 +526,8 @@ void warp_launch(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
     rows_warp_bwd<T, V, K, G><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0),
                                                            static_cast<const T*>(L.in1), log);
   else
-    rows_warp_fwd<T, V, K, G><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0), log);
+    rows_warp_fwd<T, V, K, G><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0), log,
+                                                           L.fold_exp);
   check_launch("softmax rows_warp");
 }
 

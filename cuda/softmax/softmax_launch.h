@@ -48,7 +48,7 @@ struct SmLaunch {
   int warps = 1;
   int stage = 0;
   int cluster = 1;
-  // 16-bit forward (RowsBlock / RowsCluster): exp(x - max) folded to one FFMA where |max| allows
+  // 16-bit forward (RowsWarp / RowsBlock / RowsCluster): exp(x - max) folded to one FFMA where |max| allows
   // (softmax_kernels.cuh, can_fold); false = the exact form everywhere (knob exact=1, the A/B).
   bool fold_exp = true;
   void* out = nullptr;
