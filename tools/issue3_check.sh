@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The issue-3 speed picture in one device call (reductions / softmax / norms): build, the norm and
+# softmax row tables, and the sweeps that decide the defaults still open on the H200 (see
+# docs/benchmarks.md, "What is left for issue 3"). Writes bench_norm.md / bench_softmax.md to $OUT
+# for tools/update_bench_doc.py; the sweep lines are in $OUT/step<N>.log. The .json / .txt copies
+# and build.log are removed at the end (the device tool returns at most 8 files).
+#   DEADLINE=585 bash tools/issue3_check.sh          # on the device machine
+#   SKIP_BUILD=1 DEADLINE=300 bash tools/issue3_check.sh
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+nvidia-smi --query-gpu=name --format=csv,noheader || true
+export TAIL="${TAIL:-40}"
+bash tools/device_steps.sh \
+  "OUT=\$OUT python3 bench/bench_norm.py --family row > /dev/null 2>&1; cut -d'|' -f2-7,11 \$OUT/bench_norm.md | grep -E '^ (rms|layer)_norm' | head -36" \
+  "OUT=\$OUT python3 bench/bench_softmax.py 2>&1 | grep -E '^(softmax|log_softmax)' | tail -20" \
+  "python3 bench/bench_softmax.py --sweep --match 512x262144 2>&1 | grep -E '^softmax 512'" \
+  "python3 bench/bench_norm.py --sweep --match ' bwd 2048x65536' 2>&1 | grep -E 'best|default|clusters=(26|28|30) '" \
+  "python3 bench/bench_norm.py --sweep --match ' bwd 8192x8192' 2>&1 | grep best" \
+  "python3 bench/bench_norm.py --sweep --match 'bwd 262144x128' 2>&1 | grep -E 'regacc|best'; python3 bench/bench_norm.py --sweep --match 'bwd 65536x512' 2>&1 | grep -E 'regacc|best'"
+rc=$?
+rm -f "${OUT:-/tmp/out}"/*.json "${OUT:-/tmp/out}"/*.txt "${OUT:-/tmp/out}"/build.log
+exit $rc
