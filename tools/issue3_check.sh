@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 nvidia-smi --query-gpu=name --format=csv,noheader || true
-export TAIL="${TAIL:-40}"
+export OUT="${OUT:-/tmp/out}" TAIL="${TAIL:-40}"
 bash tools/device_steps.sh \
   "OUT=\$OUT python3 bench/bench_norm.py --family row > /dev/null 2>&1; cut -d'|' -f2-7,11 \$OUT/bench_norm.md | grep -E '^ (rms|layer)_norm' | head -36" \
   "OUT=\$OUT python3 bench/bench_softmax.py 2>&1 | grep -E '^(softmax|log_softmax)' | tail -20" \
@@ -18,5 +18,5 @@ bash tools/device_steps.sh \
   "python3 bench/bench_norm.py --sweep --match ' bwd 8192x8192' 2>&1 | grep best" \
   "python3 bench/bench_norm.py --sweep --match 'bwd 262144x128' 2>&1 | grep -E 'regacc|best'; python3 bench/bench_norm.py --sweep --match 'bwd 65536x512' 2>&1 | grep -E 'regacc|best'"
 rc=$?
-rm -f "${OUT:-/tmp/out}"/*.json "${OUT:-/tmp/out}"/*.txt "${OUT:-/tmp/out}"/build.log
+rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/build.log
 exit $rc
