@@ -56,6 +56,17 @@ template <class T, class C> __device__ __forceinline__ bool can_fold(C m) {
   else return false;
 }
 __device__ __forceinline__ float exp_folded(float v, float c) { return ex2_ftz(fmaf(v, kLog2e, c)); }
+// Calls go(e) once, with e(v) = exp(v - m): folded where fold_ok and can_fold allow, else exact.
+template <class T, class C, class Go> __device__ __forceinline__ void with_exp_from(C m, bool fold_ok, Go&& go) {
+  if constexpr (is_half_v<T>) {
+    if (fold_ok && can_fold<T>(m)) {
+      const float c = -m * kLog2e;
+      go([c](float v) { return exp_folded(v, c); });
+      return;
+    }
+  }
+  go([m](C v) { return xexp<T>(v - m); });
+}
 template <class C> __device__ __forceinline__ C xlog(C v) {
   if constexpr (std::is_same_v<C, double>) return log(v);
   else return logf(v);
@@ -233,15 +244,7 @@ __global__ void __launch_bounds__(256) rows_warp_fwd(RowGeo g, T* __restrict__ o
     if (log) sum_exp(std::false_type{}, e);
     else sum_exp(std::true_type{}, e);
   };
-  bool folded = false;
-  if constexpr (is_half_v<T>) {
-    if (fold_ok && can_fold<T>(m)) {
-      const float c = -m * kLog2e;
-      sum_with([&](float u) { return exp_folded(u, c); });
-      folded = true;
-    }
-  }
-  if (!folded) sum_with([&](C u) { return xexp<T>(u - m); });
+  with_exp_from<T>(m, fold_ok, sum_with);
   s = group_sum<G>(s);
   if (!active) return;
   fwd_finish<T, V, K>(v, m, s, log);

@@ -336,15 +336,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
           fence_value(s);
         }
       };
-      bool folded = false;
-      if constexpr (is_half_v<T>) {
-        if (fold_ok && can_fold<T>(ms)) {  // (this thread's max: nearly always the same branch in a warp)
-          const float c = -ms * kLog2e;
-          sum_exp([&](float v) { return exp_folded(v, c); });
-          folded = true;
-        }
-      }
-      if (!folded) sum_exp([&](C v) { return xexp<T>(v - ms); });
+      with_exp_from<T>(ms, fold_ok, sum_exp);  // (this thread's max: nearly always one branch per warp)
       group_combine<32, T>(m, s);
     } else {
 #pragma unroll
