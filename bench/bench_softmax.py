@@ -202,7 +202,7 @@ def sweep(args, copy_gbs):
             # Rounds over the variants (A B C, A B C): the first timing after a pause runs at lower
             # clocks, so a single pass favours whatever comes later. A variant's time is its
             # fastest round.
-            found = {}
+            runs = {}  # cfg -> its result in each round
             for _ in range(max(1, args.rounds)):
                 for cfg in variants["bwd" if bwd else "fwd"]:
                     os.environ["BARACUDA_SOFTMAX_CFG"] = cfg
@@ -215,20 +215,16 @@ def sweep(args, copy_gbs):
                         t = C.measure({"v": b}, iters=args.iters, passes=1)["v"].median
                         gbs = set_bytes / t / 1e9
                         r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", sku=plan.sku.layout,
-                                 us=t * 1e6, gbs=gbs, copy_frac=gbs / copy_gbs, rel_err=err, ok=err <= TOL,
-                                 rounds=[round(t * 1e6, 1)])
+                                 us=t * 1e6, gbs=gbs, copy_frac=gbs / copy_gbs, rel_err=err, ok=err <= TOL)
                     except Exception as e:  # noqa: BLE001
                         r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", error=str(e)[:80], ok=False)
                     finally:
                         os.environ.pop("BARACUDA_SOFTMAX_CFG", None)
-                    prev = found.get(cfg)
-                    if prev is None or "error" in r:
-                        found[cfg] = r
-                    elif "error" not in prev:
-                        r["rounds"] = prev["rounds"] + r["rounds"]
-                        r["ok"] = r["ok"] and prev["ok"]
-                        found[cfg] = r if r["us"] < prev["us"] else dict(prev, rounds=r["rounds"], ok=r["ok"])
-            for r in found.values():
+                    runs.setdefault(cfg, []).append(r)
+            for rs in runs.values():  # an error in any round stands; else the fastest round
+                errors = [r for r in rs if "error" in r]
+                r = errors[0] if errors else dict(min(rs, key=lambda r: r["us"]), ok=all(r["ok"] for r in rs),
+                                                  rounds=[round(r["us"], 1) for r in rs])
                 rows.append(r)
                 if r["ok"] and (best is None or r["us"] < best["us"]):
                     best = r
