@@ -751,6 +751,48 @@ def test_fwd_prefetch_shapes(shape, dtname, monkeypatch):
         check_fwd(op, x, w, b, r, yr, ro, meanr, rstdr, f"{op} {dtname} t{tpr}x{items} residual")
 
 
+# ---- the forward with the last parameter in shared memory (pshared=1; 1024 x 8, persistent grid) ---------
+@pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
+@pytest.mark.parametrize("H", [65536, 65536 - 8, 60000])
+def test_fwd_param_smem(H, dtname, monkeypatch):
+    """More rows than the persistent grid (each block loops over rows with its parameter copied
+    once), rows short of the block (padded lanes); bit-equal to the kernel reading the parameter
+    from global memory; f32 parameters and a residual (no such kernel: the knob is ignored) stay correct."""
+    dt = DT[dtname]
+    rows = 132 * 2 + 7
+    g = R.gen(f"norm/fwd-pshared/{H}/{dtname}")
+    x = make((rows, H), dt, g, 1.5, 2.0)
+    x[5, 7] = float("nan")
+    cfg = "tpr=1024,items=8,rows=1,cluster=1"
+    for op in ("rms_norm", "layer_norm"):
+        w = make((H,), dt, g, 0.5, 1.0)
+        b = make((H,), dt, g) if op == "layer_norm" else None
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",pshared=1")
+        plan, y, _, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
+        assert plan.sku.name == f"norm.{op}.row_registers.t1024x8s", plan.sku.name
+        keep = torch.ones(rows, dtype=torch.bool, device=DEV)
+        keep[5] = False
+        check_fwd(op, x[keep], w, b, None, y[keep], None, None if mean is None else mean[keep], rstd[keep],
+                  f"{op} {dtname} pshared {rows}x{H}")
+        assert bool(torch.isnan(y[5]).all()), f"{op}: the NaN row"
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",pshared=0")
+        plan0, y0, _, mean0, rstd0 = fwd_plan_run(op, x, w, b, None, True)
+        assert plan0.sku.name == f"norm.{op}.row_registers.t1024x8", plan0.sku.name
+        assert torch.equal(R.bits(y), R.bits(y0)) and torch.equal(R.bits(rstd), R.bits(rstd0))
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",pshared=1")
+        # f32 parameters: the plain kernel on the persistent grid.
+        wf = w.float()
+        bf = None if b is None else b.float()
+        planf, yf, _, meanf, rstdf = fwd_plan_run(op, x[6:], wf, bf, None, True)
+        assert not planf.sku.name.endswith("s"), planf.sku.name
+        check_fwd(op, x[6:], wf, bf, None, yf, None, meanf, rstdf, f"{op} {dtname} pshared f32 params")
+        # With a residual there is no such kernel: the knob is ignored.
+        r = make((rows, H), dt, g)
+        planr, yr, ro, meanr, rstdr = fwd_plan_run(op, x[6:], w, b, r[6:], True)
+        assert not planr.sku.name.endswith("s"), planr.sku.name
+        check_fwd(op, x[6:], w, b, r[6:], yr, ro, meanr, rstdr, f"{op} {dtname} pshared residual")
+
+
 # ---- the backward that prefetches a block's next row (prefetch=1; grad_out and x behind the accumulators) --
 # (tpr, items): every instantiated prefetching backward shape (bwd_prefetch_supported).
 BWD_PREFETCH_SHAPES = [(128, 4), (256, 2), (256, 4), (512, 1), (512, 2), (512, 3), (512, 4)]

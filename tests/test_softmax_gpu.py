@@ -319,6 +319,72 @@ def test_offset_rows_exact_and_folded_exp(n, dt, monkeypatch):
         assert int(ulps.max()) <= 1, f"{op} {dt} n={n}: folded exp {int(ulps.max())} ulp from the exact form"
 
 
+# rows_warp with R rows per lane group (knob rpg; the default takes 4 / 2 on large grids): every
+# group size (rows of 1..1024 elements), row counts that leave the last group partly past the end,
+# rows of two unmerged outer dims (the per-row offset path), NaN / inf rows. Each R is checked
+# against float64 and bit-equal to R = 1 (the same math per row).
+def _warp_rows_cases():
+    for dt in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        for n in (1, 7, 8, 64, 100, 256, 300, 512, 1000):
+            if n * dt.itemsize <= 2048:  # rows of up to 128 16-byte vectors: the warp path
+                yield dt, n
+
+
+@pytest.mark.parametrize("dt,n", list(_warp_rows_cases()), ids=str)
+def test_warp_rows_per_group(dt, n, monkeypatch):
+    rows = 8 * 32 * 4 + 37  # two blocks of the widest R, the second partial
+    x = _x((rows, n), dt, f"rpg/{n}/{dt}")
+    x[3, n // 2] = math.nan
+    x[5, :] = -math.inf
+    x[6, n - 1] = math.inf
+    x[rows - 1, 0] = 50.0
+    gy = _x((rows, n), dt, f"rpg_gy/{n}/{dt}", 1.0)
+    # two outer dims that do not merge (a middle-dim slice; rows padded to whole 16-byte vectors so
+    # that the strides keep the vector path): the per-row offset path
+    npad = -(-n * dt.itemsize // 16) * 16 // dt.itemsize
+    xs = _x((9, 2 * 37, npad), dt, f"rpg_s/{n}/{dt}")[:, ::2, :n]
+    for op in ("softmax", "log_softmax"):
+        ref = FWD[op](x.double(), -1)
+        y = FWD[op](x[7:].double(), -1).to(dt)
+        outs, bwds, strided = {}, {}, {}
+        for rpg in (1, 2, 4):
+            cfg = f"path=warp,rpg={rpg}"  # (path=warp: also the 512-element 16-bit backward)
+            out, layout = _run_plan(op, x, cfg, monkeypatch)
+            assert layout == "rows_warp", layout
+            r, a = TOL[dt]
+            torch.testing.assert_close(out.double(), ref.to(dt).double(), rtol=r, atol=a, equal_nan=True,
+                                       msg=lambda m: f"{op} {dt} n={n} rpg={rpg}: {m}")
+            outs[rpg] = out
+            db = bc.SoftmaxDescriptor(op + "_backward", [bc.TensorSpec(tuple(y.shape), bc.dtype(dt))] * 2, -1,
+                                      bc.TensorSpec(tuple(y.shape), bc.dtype(dt)))
+            gx = R.poison(y.shape, dt)
+            bplan = bc.SoftmaxPlan.select(db)
+            assert bplan.sku.layout == "rows_warp", bplan.sku.layout
+            bplan.run(gx, gy[7:], y)
+            yd, gyd = y.double(), gy[7:].double()
+            exp = yd * (gyd - (gyd * yd).sum(-1, keepdim=True)) if op == "softmax" else \
+                gyd - yd.exp() * gyd.sum(-1, keepdim=True)
+            _close(gx, exp, dt, f"{op}_backward {dt} n={n} rpg={rpg}")
+            bwds[rpg] = gx
+            so, layout = _run_plan(op, xs, cfg, monkeypatch)  # (the plan API: functional calls cache plans)
+            assert layout == "rows_warp", layout
+            _close(so, FWD[op](xs.double(), -1), dt, f"{op} strided {dt} n={n} rpg={rpg}")
+            strided[rpg] = so
+        for rpg in (2, 4):
+            for got, want, what in ((outs, outs[1], "fwd"), (bwds, bwds[1], "bwd"), (strided, strided[1], "strided")):
+                assert torch.equal(got[rpg].view(torch.uint8), want.view(torch.uint8)), f"{op} {what} rpg={rpg} != rpg=1"
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float32], ids=str)
+def test_warp_rows_default_large_grid(dt):
+    # enough rows that the default takes R > 1 (more than 2048 blocks at one row per group)
+    for n in (64, 512):
+        x = _x((70001, n), dt, f"rpgd/{n}/{dt}")
+        for op in ("softmax", "log_softmax"):
+            _check_fwd(op, x, -1)
+            _check_bwd(op, x, -1)
+
+
 def test_empty_and_scalar():
     for shape, dim in [((0, 5), -1), ((5, 0), -1), ((5, 0), 0), ((0,), 0)]:
         x = torch.empty(shape, device=DEV)

@@ -148,8 +148,9 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // "tpr=256,items=2,rows=2[,xs=1]", forward "cluster=4,tpr=512,items=4" (the cluster path; cluster=1
   // forbids it); backward "cluster=8,tpr=256,items=4[,clusters=N]" (the cluster path with N clusters in
   // its persistent grid; cluster=1 forbids it); on the register path prefetch=1 / 0, regacc=1 / 0 (backward,
-  // 16-bit) ask for / forbid the prefetching and register-accumulator kernels, spec=0 forbids the
-  // operand-specialized ones; ignored when the kernel does not exist or the row does not fit.
+  // 16-bit) ask for / forbid the prefetching and register-accumulator kernels, pshared=1 (forward,
+  // 16-bit, 1024 x 8) the last parameter in shared memory, spec=0 forbids the operand-specialized
+  // ones; ignored when the kernel does not exist or the row does not fit.
   const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
   I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov, true, desc.residual);
   if (I.backward && I.reg_ok && I.reg.path == norm::Path::Cluster && ov.clusters <= 0) {
@@ -160,6 +161,15 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
     const int fit = norm::bwd_cluster_resident(x.dtype, I.reg);
     const int use = (I.reg.cluster == 8 && fit > 8) ? fit - 2 : fit;
     if (use > 0) norm::set_bwd_clusters(I.reg, use, I.rows);
+  }
+  if (I.reg_ok && I.reg.param_smem) {  // only with the operands of the specialized kernels (a 16-bit weight
+                                       // of x's dtype, and a bias of it for LayerNorm, none for RMSNorm)
+    const bool spec_operands = desc.weight && *desc.weight == x.dtype &&
+                               (I.layer ? (desc.bias && *desc.bias == x.dtype) : !desc.bias);
+    if (!spec_operands) {
+      I.reg.param_smem = false;
+      norm::finish_grid(I.reg, false, I.rows, x.dtype, I.layer);
+    }
   }
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
   I.loop_scalar = norm::looped_config(x.dtype, I.backward, I.H, I.rows, false);
@@ -188,6 +198,7 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
     if (c.xs) k.name += "xs";
     if (c.regacc) k.name += "a";
     if (c.prefetch) k.name += "p";
+    if (c.param_smem) k.name += "s";
   }
   k.dtypes.push_back(x.dtype);
   k.dtypes.push_back(x.dtype);

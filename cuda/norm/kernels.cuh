@@ -209,7 +209,12 @@ constexpr int fwd_min_blocks(int tpr, int packs) {
 // memory while this row is reduced and written, so an SM's loads never wait on its reductions and
 // stores. Why: a 1024 x 8 block holds a whole 65536-element row, one block per SM, and without
 // the prefetch the SM alternates load -> reduce -> write with nothing to overlap them.
-template <class T, int TPR, int I, int R, bool PF, int S>
+// PS (param in shared memory; one row per block, operand-specialized, a persistent grid): the
+// last parameter (LayerNorm's bias, RMSNorm's weight) is copied once per block into dynamic shared
+// memory, each thread its own columns, and read from there for every row. Why: at H = 65536 the
+// 1024 x 8 block otherwise re-reads 128 KB of bias and 128 KB of weight per row from L2 (twice the
+// row's own bytes; LayerNorm trailed RMSNorm by 13 points of copy on the H200 there).
+template <class T, int TPR, int I, int R, bool PF, int S, bool PS = false>
 __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)) fwd_reg(const NormLaunch L) {
   const OperandFlags F = operand_flags<S>(L);
   using C = compute_t<T>;
@@ -217,6 +222,8 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
   using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
   static_assert(!PF || (R == 1 && RPB == 1), "norm forward: the prefetching kernel holds one row per block");
+  static_assert(!PS || (!PF && R == 1 && RPB == 1 && S != kSpecGeneric),
+                "norm forward: the shared-parameter kernel holds one row per block, specialized operands");
   __shared__ C red[2][3 * R * 32];  // per row parity: [sums, squares][R x 32], then the exact pass's
   extern __shared__ __align__(16) unsigned char norm_fwd_dyn[];
   P* next_row = reinterpret_cast<P*>(norm_fwd_dyn);  // PF: [I][TPR] vectors of the block's next row
@@ -237,6 +244,15 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
     __pipeline_commit();
   };
   if constexpr (PF) prefetch(blockIdx.x);
+  const P* par_sm = reinterpret_cast<const P*>(norm_fwd_dyn);  // PS: [I][TPR] vectors of the parameter
+  if constexpr (PS) {
+    const T* src = static_cast<const T*>(F.b ? L.b : L.w) + int64_t(lane) * V;
+    const int64_t left = H - int64_t(lane) * V;
+#pragma unroll
+    for (int i = 0; i < I; ++i)
+      cp_async16_if(reinterpret_cast<P*>(norm_fwd_dyn) + i * TPR + lane, src + i * TPR * V, int64_t(i) * TPR * V < left);
+    __pipeline_commit();
+  }
   int parity = 0;
   for (int64_t base = int64_t(blockIdx.x) * (RPB * R); base < L.rows;
        base += int64_t(gridDim.x) * (RPB * R), parity ^= 1) {
@@ -385,6 +401,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
       for (int j = 0; j < R; ++j) nmr[j] = -mean[j] * rstd[j];
       constexpr int HV = V > 1 ? V / 2 : 1;
+      if constexpr (PS) __pipeline_wait_prior(0);  // (the copies of the first row's pass; a no-op after)
 #pragma unroll
       for (int i = 0; i < I; ++i) {
         const int64_t col = int64_t(i * TPR + lane) * V;
@@ -395,8 +412,15 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
         for (int q = 0; q < V; q += HV) {
           C w[HV], b[HV];
-          if (F.w) load_param<HV, T>(L.w, F.w_f32, col + q, w);
-          if (F.b) load_param<HV, T>(L.b, F.b_f32, col + q, b);
+          const T* ps = reinterpret_cast<const T*>(par_sm + i * TPR + lane) + q;  // (PS only)
+          if (F.w) {
+            if (PS && !F.b) load_n<HV>(ps, w);
+            else load_param<HV, T>(L.w, F.w_f32, col + q, w);
+          }
+          if (F.b) {
+            if (PS) load_n<HV>(ps, b);
+            else load_param<HV, T>(L.b, F.b_f32, col + q, b);
+          }
 #pragma unroll
           for (int j = 0; j < R; ++j)
 #pragma unroll
@@ -898,7 +922,17 @@ template <class K> void allow_smem(K kernel, int64_t bytes) {
 
 template <class T, int TPR, int I, int R, bool PF> void fwd_kernel_go(const NormLaunch& L, cudaStream_t s) {
   with_operand_spec<sizeof(T) == 2 && fwd_spec_shape(TPR, I, R, PF)>(L, [&](auto spec) {
-    const auto kernel = fwd_reg<T, TPR, I, R, PF, decltype(spec)::value>;
+    constexpr int S = decltype(spec)::value;
+    if constexpr (S != kSpecGeneric && fwd_param_smem_supported(TPR, I, R, PF)) {
+      if (L.cfg.param_smem) {  // (select sets it only where this kernel exists)
+        const auto kernel = fwd_reg<T, TPR, I, R, PF, S, true>;
+        const int64_t smem = fwd_prefetch_smem(TPR, I);  // one row's worth of vectors, as the prefetch
+        allow_smem(kernel, smem);
+        kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
+        return;
+      }
+    }
+    const auto kernel = fwd_reg<T, TPR, I, R, PF, S>;
     const int64_t smem = PF ? fwd_prefetch_smem(TPR, I) : 0;
     if (PF) allow_smem(kernel, smem);
     kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);

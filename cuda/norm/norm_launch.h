@@ -35,6 +35,8 @@ struct Config {
   bool specialize = true;  // register path: the operand-specialized kernel where one exists (launch_spec)
   bool regacc = false;    // register path, backward, 16-bit: dweight / dbias accumulated (and a 16-bit
                           // weight held) in registers instead of shared memory
+  bool param_smem = false;  // register path, forward, one row per block, operand-specialized: the last
+                            // parameter (bias, or RMSNorm's weight) held in shared memory, a persistent grid
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
                       // dweight / dbias from the column-reduction kernel
   int vec = 1;        // elements per vector (looped path: 1, or 16 / sizeof(T) when aligned)
@@ -64,6 +66,11 @@ constexpr bool fwd_supported(int tpr, int items, int rows) {
 constexpr bool fwd_prefetch_supported(int tpr, int items) {
   return (tpr == 256 && items == 4) || (tpr == 512 && (items == 2 || items == 4)) ||
          (tpr == 1024 && (items == 4 || items == 8));
+}
+// The forward kernel with the last parameter in shared memory (fwd_reg's PS; 16-bit, operand-
+// specialized, one row per block): the 1024 x 8 shape of H = 65536.
+constexpr bool fwd_param_smem_supported(int tpr, int items, int rows, bool prefetch) {
+  return tpr == 1024 && items == 8 && rows == 1 && !prefetch;
 }
 // Its dynamic shared memory: the block's next row, tpr x items 16-byte vectors.
 constexpr int64_t fwd_prefetch_smem(int tpr, int items) { return int64_t(tpr) * items * 16; }
@@ -231,8 +238,10 @@ struct Override {
   int prefetch = -1; // register path: 1 / 0 asks for / forbids the prefetching kernel
   int regacc = -1;   // register path, backward: 1 / 0 asks for / forbids register accumulators
   int spec = -1;     // register path: 0 forbids the operand-specialized kernels
+  int pshared = -1;  // register path, forward: 1 / 0 asks for / forbids the last parameter in shared memory
   bool any() const {
-    return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0 || regacc >= 0 || spec >= 0;
+    return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0 || regacc >= 0 || spec >= 0 ||
+           pshared >= 0;
   }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
@@ -248,6 +257,7 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "prefetch") o.prefetch = v;
     else if (k.key == "regacc") o.regacc = v;
     else if (k.key == "spec") o.spec = v;
+    else if (k.key == "pshared") o.pshared = v;
   }
   return o;
 }
@@ -448,9 +458,16 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
   if (backward && !c.xs && dtype_size(t) == 2 && bwd_regacc_supported(c.tpr, c.items))
     c.regacc = ov.regacc >= 0 ? ov.regacc > 0 : regacc_default(t, layer, nv);
   if (ov.spec == 0) c.specialize = false;
+  // The last parameter in shared memory (16-bit forward, no residual; the kernel is the operand-
+  // specialized one, so a launch whose operands are not specialized runs the plain kernel on the
+  // same persistent grid): as asked, off by default.
+  if (!backward && !residual && dtype_size(t) == 2 && c.specialize &&
+      fwd_param_smem_supported(c.tpr, c.items, c.rows, c.prefetch))
+    c.param_smem = ov.pshared > 0;
   *ok = true;
   finish_grid(c, backward, rows, t, layer);
   if (c.prefetch && !backward) c.grid = std::min(rows, 132 * fwd_prefetch_resident_blocks(c.tpr, c.items));
+  if (c.param_smem) c.grid = std::min(rows, int64_t(132));  // one 1024-thread block per SM
   if (backward) {
     if (c.xs) {
       c.grid = std::min(rows, int64_t(132 * 2));

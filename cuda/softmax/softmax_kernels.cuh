@@ -189,18 +189,82 @@ __device__ __forceinline__ void store_chunk(T* __restrict__ p, int64_t idx, int6
   }
 }
 
-// ---- rows held in registers: a group of G lanes per row (warp path) or a block per row ------
-// Chunk k of lane l (of the row's `n` lanes) covers elements [(k * n + l) * V, + V).
+// ---- short rows in registers: a group of G lanes per row, R rows per group ------------------
+// Chunk k of lane l covers elements [(k * G + l) * V, + V) of its row. A warp holds RPW = 32 / G
+// consecutive rows at a time, R such sets one after another (rows row0 + r * RPW): each load
+// instruction of the warp still covers RPW whole rows, and a lane has R x K 16-byte loads in flight
+// before it reduces anything (one 16-byte load per lane and row leaves too few bytes in flight per
+// SM to cover HBM latency on the H200 for 64-element bf16 rows).
+template <int G, int R> struct WarpRows {
+  static constexpr int kRpw = 32 / G;
+  int64_t row0;
+  int l;
+  __device__ __forceinline__ WarpRows() {
+    const int lane = threadIdx.x & 31;
+    l = lane % G;
+    row0 = ((int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * (kRpw * R) + lane / G;
+  }
+  __device__ __forceinline__ int64_t row(int r) const { return row0 + int64_t(r) * kRpw; }
+  // Element offsets of the R rows in operand a; one 64-bit multiply when the rows are evenly strided.
+  __device__ __forceinline__ void offsets(const RowGeo& g, int a, int64_t (&off)[R]) const {
+    if (g.d1 == 1) {
+      const int64_t base = row0 * g.s0[a], step = int64_t(kRpw) * g.s0[a];
+#pragma unroll
+      for (int r = 0; r < R; ++r) off[r] = base + r * step;
+    } else {
+#pragma unroll
+      for (int r = 0; r < R; ++r) off[r] = row_off(g, row(r), a);
+    }
+  }
+  // Loads chunk k of each row into v[r][k]; rows past the end get `fill` (and read nothing).
+  template <class T, int V, int K, class C>
+  __device__ __forceinline__ void load(const RowGeo& g, const T* __restrict__ p, const int64_t (&off)[R],
+                                       C (&v)[R][K][V], C fill) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t idx = row(r) < g.rows ? (int64_t(k) * G + l) * V : g.len;
+        load_chunk<T, V>(p + off[r], idx, g.len, v[r][k], fill);
+      }
+  }
+  template <class T, int V, int K, class C>
+  __device__ __forceinline__ void store(const RowGeo& g, T* __restrict__ p, const int64_t (&off)[R],
+                                        const C (&v)[R][K][V]) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (row(r) >= g.rows) continue;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t idx = (int64_t(k) * G + l) * V;
+        if (idx < g.len) store_chunk<T, V>(p + off[r], idx, g.len, v[r][k]);
+      }
+    }
+  }
+};
+
+// 1 / s and log(s) of a row's sum s (>= 1 unless NaN): for 16-bit storage the MUFU forms (their
+// error, ~2^-22 relative, is far below a 16-bit ulp; the IEEE divide and libm log are ~10 and
+// ~20 instructions per row and lane, which a 64-element row's 8 elements per lane do not amortize).
+template <class T, class C> __device__ __forceinline__ C recip_of_sum(C s) {
+  if constexpr (is_half_v<T>) return rcp_approx_ftz(s);
+  else return C(1) / s;
+}
+template <class T, class C> __device__ __forceinline__ C log_of_sum(C s) {
+  if constexpr (is_half_v<T>) return log_approx_ftz(s);
+  else return xlog(s);
+}
+
 template <class T, int V, int K, class C>
 __device__ __forceinline__ void fwd_finish(C (&v)[K][V], C m, C s, bool log) {
   if (log) {
-    const C ls = xlog(s);
+    const C ls = log_of_sum<T>(s);
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
       for (int j = 0; j < V; ++j) v[k][j] = (v[k][j] - m) - ls;
   } else {
-    const C r = C(1) / s;
+    const C r = recip_of_sum<T>(s);
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
@@ -208,52 +272,55 @@ __device__ __forceinline__ void fwd_finish(C (&v)[K][V], C m, C s, bool log) {
   }
 }
 
-template <class T, int V, int K, int G>
+template <class T, int V, int K, int G, int R>
 __global__ void __launch_bounds__(256) rows_warp_fwd(RowGeo g, T* __restrict__ out, const T* __restrict__ x, bool log,
                                                      bool fold_ok) {
   using C = compute_t<T>;
-  constexpr int RPW = 32 / G;
-  const int lane = threadIdx.x & 31, l = lane % G;
-  const int64_t row = ((int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * RPW + lane / G;
-  const bool active = row < g.rows;
-  const T* xr = x + (active ? row_off(g, row, 1) : 0);
-  C v[K][V];
-  C m = ninf<C>();
+  const WarpRows<G, R> wr;
+  int64_t off[R];
+  wr.offsets(g, 1, off);
+  C v[R][K][V];
+  wr.template load<T, V, K>(g, x, off, v, ninf<C>());
+  C m[R], s[R];
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t idx = active ? (int64_t(k) * G + l) * V : g.len;
-    load_chunk<T, V>(xr, idx, g.len, v[k], ninf<C>());
-#pragma unroll
-    for (int j = 0; j < V; ++j) m = cmax(m, v[k][j]);
-  }
-  m = group_max<G>(m);
-  C s = 0;
-  // sum exp(v - m), keeping the exps for softmax (log-softmax keeps v); one loop per case under
-  // uniform branches (a select per element issued both), the exp folded where |m| allows.
-  auto sum_exp = [&](auto keep, auto&& e) {
+  for (int r = 0; r < R; ++r) {
+    m[r] = ninf<C>();
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const C ev = e(v[k][j]);
-        s += ev;
-        if constexpr (decltype(keep)::value) v[k][j] = ev;
-      }
-  };
-  auto sum_with = [&](auto&& e) {
-    if (log) sum_exp(std::false_type{}, e);
-    else sum_exp(std::true_type{}, e);
-  };
-  with_exp_from<T>(m, fold_ok, sum_with);
-  s = group_sum<G>(s);
-  if (!active) return;
-  fwd_finish<T, V, K>(v, m, s, log);
-  T* orow = out + row_off(g, row, 0);
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t idx = (int64_t(k) * G + l) * V;
-    if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, v[k]);
+      for (int j = 0; j < V; ++j) m[r] = cmax(m[r], v[r][k][j]);
   }
+#pragma unroll
+  for (int r = 0; r < R; ++r) m[r] = group_max<G>(m[r]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    // sum exp(v - m), keeping the exps for softmax (log-softmax keeps v); one loop per case under
+    // uniform branches (a select per element issued both), the exp folded where |m| allows.
+    C sr = 0;
+    auto sum_exp = [&](auto keep, auto&& e) {
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const C ev = e(v[r][k][j]);
+          sr += ev;
+          if constexpr (decltype(keep)::value) v[r][k][j] = ev;
+        }
+    };
+    auto sum_with = [&](auto&& e) {
+      if (log) sum_exp(std::false_type{}, e);
+      else sum_exp(std::true_type{}, e);
+    };
+    with_exp_from<T>(m[r], fold_ok, sum_with);
+    s[r] = sr;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) s[r] = group_sum<G>(s[r]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) fwd_finish<T, V, K>(v[r], m[r], s[r], log);
+  int64_t ooff[R];
+  wr.offsets(g, 0, ooff);
+  wr.template store<T, V, K>(g, out, ooff, v);
 }
 
 template <class T, int V, int K, class C>
@@ -273,32 +340,26 @@ __device__ __forceinline__ void bwd_finish(C (&a)[K][V], const C (&b)[K][V], C d
     for (int j = 0; j < V; ++j) a[k][j] = log ? a[k][j] - xexp<T>(b[k][j]) * dot : b[k][j] * (a[k][j] - dot);
 }
 
-template <class T, int V, int K, int G>
+template <class T, int V, int K, int G, int R>
 __global__ void __launch_bounds__(256) rows_warp_bwd(RowGeo g, T* __restrict__ gx, const T* __restrict__ gy,
                                                      const T* __restrict__ y, bool log) {
   using C = compute_t<T>;
-  constexpr int RPW = 32 / G;
-  const int lane = threadIdx.x & 31, l = lane % G;
-  const int64_t row = ((int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * RPW + lane / G;
-  const bool active = row < g.rows;
-  const T* gr = gy + (active ? row_off(g, row, 1) : 0);
-  const T* yr = y + (active ? row_off(g, row, 2) : 0);
-  C a[K][V], b[K][V];
+  const WarpRows<G, R> wr;
+  int64_t off[R];
+  C a[R][K][V], b[R][K][V];
+  wr.offsets(g, 1, off);
+  wr.template load<T, V, K>(g, gy, off, a, C(0));
+  wr.offsets(g, 2, off);
+  wr.template load<T, V, K>(g, y, off, b, C(0));
+  C dot[R];
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t idx = active ? (int64_t(k) * G + l) * V : g.len;
-    load_chunk<T, V>(gr, idx, g.len, a[k], C(0));
-    load_chunk<T, V>(yr, idx, g.len, b[k], C(0));
-  }
-  const C dot = group_sum<G>(bwd_dot<T, V, K>(a, b, log));
-  if (!active) return;
-  bwd_finish<T, V, K>(a, b, dot, log);
-  T* orow = gx + row_off(g, row, 0);
+  for (int r = 0; r < R; ++r) dot[r] = bwd_dot<T, V, K>(a[r], b[r], log);
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t idx = (int64_t(k) * G + l) * V;
-    if (idx < g.len) store_chunk<T, V>(orow, idx, g.len, a[k]);
-  }
+  for (int r = 0; r < R; ++r) dot[r] = group_sum<G>(dot[r]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) bwd_finish<T, V, K>(a[r], b[r], dot[r], log);
+  wr.offsets(g, 0, off);
+  wr.template store<T, V, K>(g, gx, off, a);
 }
 
 // ---- long rows: a block per row, online (max, sum) pass, then a write pass in reverse chunk
@@ -520,18 +581,28 @@ inline unsigned grid_of(int64_t blocks) {
   return unsigned(blocks < 1 ? 1 : (blocks > (int64_t(1) << 30) ? (int64_t(1) << 30) : blocks));
 }
 
-template <class T, int V, int K, int G>
+template <class T, int V, int K, int G, int R>
 void warp_launch(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
-  constexpr int kThreads = 256, RPB = (kThreads / 32) * (32 / G);
+  constexpr int kThreads = 256, RPB = (kThreads / 32) * (32 / G) * R;
   const unsigned blocks = grid_of((L.rows + RPB - 1) / RPB);
   const bool log = is_log(L.op);
   if (is_backward(L.op))
-    rows_warp_bwd<T, V, K, G><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0),
-                                                           static_cast<const T*>(L.in1), log);
+    rows_warp_bwd<T, V, K, G, R><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0),
+                                                              static_cast<const T*>(L.in1), log);
   else
-    rows_warp_fwd<T, V, K, G><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0), log,
-                                                           L.fold_exp);
+    rows_warp_fwd<T, V, K, G, R><<<blocks, kThreads, 0, st>>>(g, static_cast<T*>(L.out), static_cast<const T*>(L.in0),
+                                                              log, L.fold_exp);
   check_launch("softmax rows_warp");
+}
+// Rows per lane group (L.rows_per_group): 1, 2 or 4 where a lane holds one chunk per operand
+// (K = 1), 1 or 2 at K = 2, 1 at K = 4 (64 bytes per operand and lane already in flight).
+template <class T, int V, int K, int G>
+void warp_launch_r(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  if constexpr (K == 1)
+    if (L.rows_per_group == 4) return warp_launch<T, V, K, G, 4>(L, g, st);
+  if constexpr (K <= 2)
+    if (L.rows_per_group == 2) return warp_launch<T, V, K, G, 2>(L, g, st);
+  return warp_launch<T, V, K, G, 1>(L, g, st);
 }
 
 // rows_block / rows_cluster: softmax_reg.cuh, instantiated in softmax_reg_<dtype>_{fwd,bwd}.cu.
@@ -562,16 +633,16 @@ void launch_typed(const SmLaunch& L, cudaStream_t st) {
     case SmPath::RowsWarp:
       if (L.k == 1) {
         switch (L.group) {
-          case 1: return warp_launch<T, V, 1, 1>(L, g, st);
-          case 2: return warp_launch<T, V, 1, 2>(L, g, st);
-          case 4: return warp_launch<T, V, 1, 4>(L, g, st);
-          case 8: return warp_launch<T, V, 1, 8>(L, g, st);
-          case 16: return warp_launch<T, V, 1, 16>(L, g, st);
-          default: return warp_launch<T, V, 1, 32>(L, g, st);
+          case 1: return warp_launch_r<T, V, 1, 1>(L, g, st);
+          case 2: return warp_launch_r<T, V, 1, 2>(L, g, st);
+          case 4: return warp_launch_r<T, V, 1, 4>(L, g, st);
+          case 8: return warp_launch_r<T, V, 1, 8>(L, g, st);
+          case 16: return warp_launch_r<T, V, 1, 16>(L, g, st);
+          default: return warp_launch_r<T, V, 1, 32>(L, g, st);
         }
       }
-      if (L.k == 2) return warp_launch<T, V, 2, 32>(L, g, st);
-      return warp_launch<T, V, 4, 32>(L, g, st);
+      if (L.k == 2) return warp_launch_r<T, V, 2, 32>(L, g, st);
+      return warp_launch_r<T, V, 4, 32>(L, g, st);
     case SmPath::RowsCluster:
       if (!device_has_clusters()) {  // before sm_90: the two-pass kernel
         SmLaunch L2 = L;

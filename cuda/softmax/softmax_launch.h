@@ -41,6 +41,8 @@ struct SmLaunch {
   int k = 1;
   int group = 32;
   int threads = 256;
+  // RowsWarp: rows per lane group (1, 2 or 4; R in softmax_kernels.cuh), their loads in flight together.
+  int rows_per_group = 1;
   // RowsBlock / RowsCluster (softmax_reg.cuh): warps per row (slice), staged operands in shared
   // memory (0 or 1: x forward, y backward; 2: forward clusters, persistent, the next row
   // prefetched into shared memory; 3: the same by bulk copies), blocks per cluster (1 = no cluster); `k` = vectors per lane
