@@ -277,9 +277,10 @@ SWEEP = [
       for kind in ("fwd", "bwd") for op in ("rms_norm", "layer_norm")],
     ("rms_norm", "fwd", (2048, 65536), ["", "spec=0"]),
     ("layer_norm", "fwd", (2048, 65536), ["", "spec=0"]),
-    # The last parameter (bias / RMSNorm's weight) in shared memory, a persistent grid (pshared=1).
-    ("layer_norm", "fwd", (2048, 65536), ["", "pshared=1"]),
-    ("rms_norm", "fwd", (2048, 65536), ["", "pshared=1"]),
+    # Parameters through shared memory: the last one resident on a persistent grid (pshared=1), or
+    # weight / bias copied into a ring ahead of the output loop (pshared=2).
+    ("layer_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
+    ("rms_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
     # Specialized variants at 8192 / 16384: register accumulators, prefetch.
     ("rms_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
     ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),

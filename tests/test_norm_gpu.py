@@ -751,13 +751,16 @@ def test_fwd_prefetch_shapes(shape, dtname, monkeypatch):
         check_fwd(op, x, w, b, r, yr, ro, meanr, rstdr, f"{op} {dtname} t{tpr}x{items} residual")
 
 
-# ---- the forward with the last parameter in shared memory (pshared=1; 1024 x 8, persistent grid) ---------
+# ---- the forward with parameters through shared memory (1024 x 8): pshared=1 (the last parameter
+# resident, a persistent grid), pshared=2 (weight / bias copied into a ring ahead of the output loop)
+@pytest.mark.parametrize("mode", [1, 2])
 @pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
 @pytest.mark.parametrize("H", [65536, 65536 - 8, 60000])
-def test_fwd_param_smem(H, dtname, monkeypatch):
-    """More rows than the persistent grid (each block loops over rows with its parameter copied
-    once), rows short of the block (padded lanes); bit-equal to the kernel reading the parameter
-    from global memory; f32 parameters and a residual (no such kernel: the knob is ignored) stay correct."""
+def test_fwd_param_smem(H, dtname, mode, monkeypatch):
+    """More rows than the persistent grid (each block loops over rows: the resident parameter
+    copied once, the ring reused row after row), rows short of the block (padded lanes, the ring's
+    empty groups); bit-equal to the kernel reading the parameters from global memory; f32
+    parameters and a residual (no such kernel: the knob is ignored) stay correct."""
     dt = DT[dtname]
     rows = 132 * 2 + 7
     g = R.gen(f"norm/fwd-pshared/{H}/{dtname}")
@@ -767,9 +770,9 @@ def test_fwd_param_smem(H, dtname, monkeypatch):
     for op in ("rms_norm", "layer_norm"):
         w = make((H,), dt, g, 0.5, 1.0)
         b = make((H,), dt, g) if op == "layer_norm" else None
-        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",pshared=1")
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + f",pshared={mode}")
         plan, y, _, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
-        assert plan.sku.name == f"norm.{op}.row_registers.t1024x8s", plan.sku.name
+        assert plan.sku.name == f"norm.{op}.row_registers.t1024x8" + "sq"[mode - 1], plan.sku.name
         keep = torch.ones(rows, dtype=torch.bool, device=DEV)
         keep[5] = False
         check_fwd(op, x[keep], w, b, None, y[keep], None, None if mean is None else mean[keep], rstd[keep],
@@ -779,17 +782,17 @@ def test_fwd_param_smem(H, dtname, monkeypatch):
         plan0, y0, _, mean0, rstd0 = fwd_plan_run(op, x, w, b, None, True)
         assert plan0.sku.name == f"norm.{op}.row_registers.t1024x8", plan0.sku.name
         assert torch.equal(R.bits(y), R.bits(y0)) and torch.equal(R.bits(rstd), R.bits(rstd0))
-        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",pshared=1")
-        # f32 parameters: the plain kernel on the persistent grid.
+        monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + f",pshared={mode}")
+        # f32 parameters: the plain kernel.
         wf = w.float()
         bf = None if b is None else b.float()
         planf, yf, _, meanf, rstdf = fwd_plan_run(op, x[6:], wf, bf, None, True)
-        assert not planf.sku.name.endswith("s"), planf.sku.name
+        assert planf.sku.name.endswith("t1024x8"), planf.sku.name
         check_fwd(op, x[6:], wf, bf, None, yf, None, meanf, rstdf, f"{op} {dtname} pshared f32 params")
         # With a residual there is no such kernel: the knob is ignored.
         r = make((rows, H), dt, g)
         planr, yr, ro, meanr, rstdr = fwd_plan_run(op, x[6:], w, b, r[6:], True)
-        assert not planr.sku.name.endswith("s"), planr.sku.name
+        assert not planr.sku.name.endswith(("s", "q")), planr.sku.name
         check_fwd(op, x[6:], w, b, r[6:], yr, ro, meanr, rstdr, f"{op} {dtname} pshared residual")
 
 

@@ -53,22 +53,41 @@ template <bool Enabled, class Go> decltype(auto) with_operand_spec(const NormLau
 
 template <class U, int K> struct alignas(sizeof(U) * K) Pack { U v[K]; };
 
+// A load of P's bits through the read-only (non-coherent) path, `ld.global.nc`: for data that no
+// store of the kernel can reach (weight / bias: select refuses outputs overlapping them). The
+// compiler may then move such loads above the kernel's stores; plain loads of a `const void*`
+// stay behind every earlier store (it might alias), which serialized the norm forward's output
+// loop on the parameters' L2 latency (one vector's weight / bias, then its store, then the next).
+template <class P> __device__ __forceinline__ P ldg_bits(const P* p) {
+  static_assert(sizeof(P) == 2 || sizeof(P) == 4 || sizeof(P) == 8 || sizeof(P) == 16, "ldg_bits: size");
+  using W = std::conditional_t<sizeof(P) == 16, uint4,
+            std::conditional_t<sizeof(P) == 8, uint2, std::conditional_t<sizeof(P) == 4, unsigned, unsigned short>>>;
+  const W w = __ldg(reinterpret_cast<const W*>(p));
+  P r;
+  memcpy(&r, &w, sizeof(P));
+  return r;
+}
+template <bool NC, class P> __device__ __forceinline__ P load_bits(const P* p) {
+  if constexpr (NC) return ldg_bits(p);
+  else return *p;
+}
+
 // N consecutive elements of U at p (16-byte aligned when N * sizeof(U) >= 16) -> compute type.
 // bf16 pairs are unpacked from 32-bit words (a shift / a mask each: NVVM made the odd element of
-// a bf16 load a byte permute and a shift).
-template <int N, class U, class C> __device__ __forceinline__ void load_n(const U* p, C* out) {
+// a bf16 load a byte permute and a shift). NC: through the read-only path (ldg_bits).
+template <int N, bool NC = false, class U, class C> __device__ __forceinline__ void load_n(const U* p, C* out) {
   constexpr int K = (N * sizeof(U) >= 16) ? int(16 / sizeof(U)) : N;
 #pragma unroll
   for (int c = 0; c < N; c += K) {
     if constexpr (std::is_same_v<U, bf16> && K % 2 == 0) {
-      const Pack<unsigned, K / 2> v = *reinterpret_cast<const Pack<unsigned, K / 2>*>(p + c);
+      const Pack<unsigned, K / 2> v = load_bits<NC>(reinterpret_cast<const Pack<unsigned, K / 2>*>(p + c));
 #pragma unroll
       for (int k = 0; k < K / 2; ++k) {
         out[c + 2 * k] = C(__uint_as_float(v.v[k] << 16));
         out[c + 2 * k + 1] = C(__uint_as_float(v.v[k] & 0xffff0000u));
       }
     } else {
-      const Pack<U, K> v = *reinterpret_cast<const Pack<U, K>*>(p + c);
+      const Pack<U, K> v = load_bits<NC>(reinterpret_cast<const Pack<U, K>*>(p + c));
 #pragma unroll
       for (int k = 0; k < K; ++k) out[c + k] = C(to_compute(v.v[k]));
     }
@@ -84,10 +103,11 @@ template <int N, class U, class C> __device__ __forceinline__ void store_n(U* p,
     *reinterpret_cast<Pack<U, K>*>(p + c) = v;
   }
 }
-// weight / bias: T or f32, chosen at run time (a uniform branch).
-template <int N, class T, class C> __device__ __forceinline__ void load_param(const void* p, bool f32, int64_t col, C* out) {
-  if (f32) load_n<N>(static_cast<const float*>(p) + col, out);
-  else load_n<N>(static_cast<const T*>(p) + col, out);
+// weight / bias: T or f32, chosen at run time (a uniform branch). NC: the read-only path.
+template <int N, class T, bool NC = false, class C>
+__device__ __forceinline__ void load_param(const void* p, bool f32, int64_t col, C* out) {
+  if (f32) load_n<N, NC>(static_cast<const float*>(p) + col, out);
+  else load_n<N, NC>(static_cast<const T*>(p) + col, out);
 }
 
 // 1 / sqrt(v): correctly rounded (sqrt, then divide) for f32 / f64 outputs; for 16-bit outputs
@@ -209,12 +229,16 @@ constexpr int fwd_min_blocks(int tpr, int packs) {
 // memory while this row is reduced and written, so an SM's loads never wait on its reductions and
 // stores. Why: a 1024 x 8 block holds a whole 65536-element row, one block per SM, and without
 // the prefetch the SM alternates load -> reduce -> write with nothing to overlap them.
-// PS (param in shared memory; one row per block, operand-specialized, a persistent grid): the
-// last parameter (LayerNorm's bias, RMSNorm's weight) is copied once per block into dynamic shared
-// memory, each thread its own columns, and read from there for every row. Why: at H = 65536 the
-// 1024 x 8 block otherwise re-reads 128 KB of bias and 128 KB of weight per row from L2 (twice the
-// row's own bytes; LayerNorm trailed RMSNorm by 13 points of copy on the H200 there).
-template <class T, int TPR, int I, int R, bool PF, int S, bool PS = false>
+// PM (parameters through shared memory; one row per block, operand-specialized), for the 1024 x 8
+// block of H = 65536, which re-reads 128 KB of weight and 128 KB of bias per row from L2 and
+// whose output loop waited on them vector by vector (LayerNorm trailed RMSNorm by 13 points of
+// copy on the H200 there):
+//   1: the last parameter (LayerNorm's bias, RMSNorm's weight) copied once per block into dynamic
+//      shared memory, each thread its own columns, on a persistent grid;
+//   2: a per-thread ring of kParamRing slots: weight and bias of output vector i are copied
+//      (cp.async, one commit group per vector) kParamRing vectors ahead, the first ones issued
+//      before the row's reduction, so the output loop reads them from shared memory.
+template <class T, int TPR, int I, int R, bool PF, int S, int PM = 0>
 __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)) fwd_reg(const NormLaunch L) {
   const OperandFlags F = operand_flags<S>(L);
   using C = compute_t<T>;
@@ -222,8 +246,10 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
   using P = VecOf<T>;
   constexpr int RPB = TPR > 32 ? 1 : 128 / TPR;
   static_assert(!PF || (R == 1 && RPB == 1), "norm forward: the prefetching kernel holds one row per block");
-  static_assert(!PS || (!PF && R == 1 && RPB == 1 && S != kSpecGeneric),
-                "norm forward: the shared-parameter kernel holds one row per block, specialized operands");
+  static_assert(PM == 0 || (!PF && R == 1 && RPB == 1 && S != kSpecGeneric),
+                "norm forward: the shared-parameter kernels hold one row per block, specialized operands");
+  constexpr bool PS = PM == 1;
+  constexpr int D = kParamRing;
   __shared__ C red[2][3 * R * 32];  // per row parity: [sums, squares][R x 32], then the exact pass's
   extern __shared__ __align__(16) unsigned char norm_fwd_dyn[];
   P* next_row = reinterpret_cast<P*>(norm_fwd_dyn);  // PF: [I][TPR] vectors of the block's next row
@@ -245,6 +271,19 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
   };
   if constexpr (PF) prefetch(blockIdx.x);
   const P* par_sm = reinterpret_cast<const P*>(norm_fwd_dyn);  // PS: [I][TPR] vectors of the parameter
+  // PM == 2: output vector i's weight / bias into ring slot i % D ([D][2][TPR] vectors), one commit
+  // group (empty past the row's end, so every vector of the loop commits exactly one).
+  auto ring_issue = [&](int i) {
+    if constexpr (PM == 2) {
+      if (i < I) {
+        const int64_t col = int64_t(i * TPR + lane) * V;
+        P* slot = reinterpret_cast<P*>(norm_fwd_dyn) + (i % D) * 2 * TPR + lane;
+        if (F.w) cp_async16_if(slot, static_cast<const T*>(L.w) + col, col < H);
+        if (F.b) cp_async16_if(slot + TPR, static_cast<const T*>(L.b) + col, col < H);
+      }
+      __pipeline_commit();
+    }
+  };
   if constexpr (PS) {
     const T* src = static_cast<const T*>(F.b ? L.b : L.w) + int64_t(lane) * V;
     const int64_t left = H - int64_t(lane) * V;
@@ -297,6 +336,10 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         }
       }
     }
+    // PM == 2: the first D output vectors' parameters, in flight during the reduction. (This
+    // thread's reads of those slots for the previous row are behind: their values were stored.)
+#pragma unroll
+    for (int i = 0; i < D; ++i) ring_issue(i);
     // LayerNorm of 16-bit x (ONE_PASS): the sum and the sum of squares in one reduction, var =
     // E[x^2] - mean^2, when that is well conditioned (E[x^2] <= 16 var, so the cancellation costs
     // at most 4 bits of f32, far below a 16-bit output's rounding); otherwise (a row with
@@ -405,7 +448,11 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
       for (int i = 0; i < I; ++i) {
         const int64_t col = int64_t(i * TPR + lane) * V;
-        if (col >= H) continue;
+        if constexpr (PM == 2) __pipeline_wait_prior(D - 1);  // vector i's group has landed
+        if (col >= H) {
+          ring_issue(i + D);
+          continue;
+        }
         P yv[R];
 #pragma unroll
         for (int j = 0; j < R; ++j) yv[j] = zero_vec<T>();
@@ -413,13 +460,16 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
         for (int q = 0; q < V; q += HV) {
           C w[HV], b[HV];
           const T* ps = reinterpret_cast<const T*>(par_sm + i * TPR + lane) + q;  // (PS only)
+          const T* ring = reinterpret_cast<const T*>(par_sm + (i % D) * 2 * TPR + lane) + q;  // (PM == 2 only)
           if (F.w) {
             if (PS && !F.b) load_n<HV>(ps, w);
-            else load_param<HV, T>(L.w, F.w_f32, col + q, w);
+            else if (PM == 2) load_n<HV>(ring, w);
+            else load_param<HV, T, true>(L.w, F.w_f32, col + q, w);
           }
           if (F.b) {
             if (PS) load_n<HV>(ps, b);
-            else load_param<HV, T>(L.b, F.b_f32, col + q, b);
+            else if (PM == 2) load_n<HV>(ring + TPR * V, b);
+            else load_param<HV, T, true>(L.b, F.b_f32, col + q, b);
           }
 #pragma unroll
           for (int j = 0; j < R; ++j)
@@ -436,6 +486,7 @@ __global__ void __launch_bounds__(block_threads(TPR), fwd_min_blocks(TPR, I * R)
 #pragma unroll
         for (int j = 0; j < R; ++j)
           if (valid[j]) *reinterpret_cast<P*>(yp + row[j] * L.y_rs + col) = yv[j];
+        ring_issue(i + D);  // (after the slot's values went into the store above)
       }
     };
     if constexpr (ONE_PASS && S != kSpecGeneric) {  // (the generic kernels: one copy of the loop)
@@ -924,13 +975,13 @@ template <class T, int TPR, int I, int R, bool PF> void fwd_kernel_go(const Norm
   with_operand_spec<sizeof(T) == 2 && fwd_spec_shape(TPR, I, R, PF)>(L, [&](auto spec) {
     constexpr int S = decltype(spec)::value;
     if constexpr (S != kSpecGeneric && fwd_param_smem_supported(TPR, I, R, PF)) {
-      if (L.cfg.param_smem) {  // (select sets it only where this kernel exists)
-        const auto kernel = fwd_reg<T, TPR, I, R, PF, S, true>;
-        const int64_t smem = fwd_prefetch_smem(TPR, I);  // one row's worth of vectors, as the prefetch
+      auto go = [&](auto kernel, int64_t smem) {
         allow_smem(kernel, smem);
         kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
-        return;
-      }
+      };
+      // (select sets param_smem only where these kernels exist)
+      if (L.cfg.param_smem == 1) return go(fwd_reg<T, TPR, I, R, PF, S, 1>, fwd_prefetch_smem(TPR, I));
+      if (L.cfg.param_smem == 2) return go(fwd_reg<T, TPR, I, R, PF, S, 2>, fwd_param_ring_smem(TPR));
     }
     const auto kernel = fwd_reg<T, TPR, I, R, PF, S>;
     const int64_t smem = PF ? fwd_prefetch_smem(TPR, I) : 0;

@@ -35,8 +35,9 @@ struct Config {
   bool specialize = true;  // register path: the operand-specialized kernel where one exists (launch_spec)
   bool regacc = false;    // register path, backward, 16-bit: dweight / dbias accumulated (and a 16-bit
                           // weight held) in registers instead of shared memory
-  bool param_smem = false;  // register path, forward, one row per block, operand-specialized: the last
-                            // parameter (bias, or RMSNorm's weight) held in shared memory, a persistent grid
+  int param_smem = 0;  // register path, forward, one row per block, operand-specialized (fwd_reg's PM):
+                       // 1 = the last parameter (bias, or RMSNorm's weight) held in shared memory on a
+                       // persistent grid; 2 = weight / bias copied into a shared-memory ring ahead of use
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
                       // dweight / dbias from the column-reduction kernel
   int vec = 1;        // elements per vector (looped path: 1, or 16 / sizeof(T) when aligned)
@@ -72,6 +73,9 @@ constexpr bool fwd_prefetch_supported(int tpr, int items) {
 constexpr bool fwd_param_smem_supported(int tpr, int items, int rows, bool prefetch) {
   return tpr == 1024 && items == 8 && rows == 1 && !prefetch;
 }
+// The ring of PM = 2: slots of output vectors, each a weight and a bias vector per thread.
+constexpr int kParamRing = 4;
+constexpr int64_t fwd_param_ring_smem(int tpr) { return int64_t(kParamRing) * 2 * tpr * 16; }
 // Its dynamic shared memory: the block's next row, tpr x items 16-byte vectors.
 constexpr int64_t fwd_prefetch_smem(int tpr, int items) { return int64_t(tpr) * items * 16; }
 // Where the prefetching kernels are the default (measured, docs/benchmarks.md; bench_norm.py --sweep):
@@ -463,11 +467,11 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
   // same persistent grid): as asked, off by default.
   if (!backward && !residual && dtype_size(t) == 2 && c.specialize &&
       fwd_param_smem_supported(c.tpr, c.items, c.rows, c.prefetch))
-    c.param_smem = ov.pshared > 0;
+    c.param_smem = (ov.pshared == 1 || ov.pshared == 2) ? ov.pshared : 0;
   *ok = true;
   finish_grid(c, backward, rows, t, layer);
   if (c.prefetch && !backward) c.grid = std::min(rows, 132 * fwd_prefetch_resident_blocks(c.tpr, c.items));
-  if (c.param_smem) c.grid = std::min(rows, int64_t(132));  // one 1024-thread block per SM
+  if (c.param_smem == 1) c.grid = std::min(rows, int64_t(132));  // one 1024-thread block per SM
   if (backward) {
     if (c.xs) {
       c.grid = std::min(rows, int64_t(132 * 2));
