@@ -114,6 +114,8 @@ def test_layout_choice(H, layout, op, monkeypatch):
 def test_cluster_defaults_without_residual(op, dtype, H, want, monkeypatch):
     monkeypatch.delenv("BARACUDA_NORM_CFG", raising=False)
     k = bc.NormPlan.select(D(op, (3, H), dtype, weight=dtype)).sku
+    if want == "row_registers.t1024x8" and dtype in (bf16, f16) and op == "rms_norm":
+        want += "q"  # the specialized 16-bit kernel (RMSNorm with a weight) takes its weight through the ring
     assert k.name == f"norm.{op}.{want}", k.name
 
 
@@ -154,8 +156,14 @@ def test_cluster_override(monkeypatch):
     monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=2,tpr=256,items=4")  # does not cover the row: the default
     assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_cluster.c4t512x4"
     monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=1")  # no cluster: the one-block register kernel
-    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8"
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8q"  # (q: the parameter ring)
     monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8")  # tpr / items alone: the one-block kernel
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8q"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8,pshared=0")
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8,pshared=1")
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8s"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8,spec=0")  # not specialized: no ring
     assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8"
     # An explicit cluster shape below the default threshold (the sweep may try it).
     monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=2,tpr=256,items=4")
