@@ -281,6 +281,9 @@ SWEEP = [
     # weight / bias copied into a ring ahead of the output loop (pshared=2).
     ("layer_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
     ("rms_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
+    # The backward cluster kernel with its block's weight in shared memory (default) or read per row.
+    ("layer_norm", "bwd", (2048, 65536), ["", "pshared=0"]),
+    ("rms_norm", "bwd", (2048, 65536), ["", "pshared=0"]),
     # Specialized variants at 8192 / 16384: register accumulators, prefetch.
     ("rms_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
     ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),

@@ -673,6 +673,34 @@ def test_bwd_cluster_default_long_rows(op, dtname, monkeypatch):
     check_bwd(op, go, x, w, b, None, gx1, gw1, gb1, f"{op} {dtname} cluster=1 {rows}x{H}")
 
 
+@pytest.mark.parametrize("H", [65536, 65528])
+@pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_bwd_cluster_weight_in_shared_memory(op, dtname, H, monkeypatch):
+    """The specialized backward cluster kernel reads its block's weight from shared memory (copied
+    with the first row; the default) or per row from global memory (pshared=0): the same bits,
+    right against float64; a padded row (65528: the last block's last vector is outside)."""
+    dt = DT[dtname]
+    rows = 61
+    g = R.gen(f"norm/bwd-cluster-ws/{op}/{dtname}/{H}")
+    x = make((rows, H), dt, g, 2.0, -1.0)
+    go = make((rows, H), dt, g)
+    w = make((H,), dt, g, 0.5, 1.0)
+    b = make((H,), dt, g) if op == "layer_norm" else None
+    stats = fwd_stats(op, x)
+    outs = []
+    for cfg in ("", "pshared=0"):
+        monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)
+        plan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, None, stats)
+        assert "row_cluster.c8t256x4" in plan.sku.name, plan.sku.name
+        check_bwd(op, go, x, w, b, None, gx, gw, gb, f"{op} {dtname} {H} [{cfg}]")
+        outs.append((gx, gw, gb))
+    for u, v in zip(*outs):
+        assert (u is None) == (v is None)
+        if u is not None:
+            assert torch.equal(R.bits(u), R.bits(v)), f"{op} {dtname} {H}: shared-memory weight vs global"
+
+
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_bwd_cluster_layouts_and_params(op, monkeypatch):
     """bf16 H = 65536: no weight (grad_x only), f32 weight / bias, a strided (sliced) x, grad_x in

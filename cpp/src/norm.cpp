@@ -149,7 +149,8 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // forbids it); backward "cluster=8,tpr=256,items=4[,clusters=N]" (the cluster path with N clusters in
   // its persistent grid; cluster=1 forbids it); on the register path prefetch=1 / 0, regacc=1 / 0 (backward,
   // 16-bit) ask for / forbid the prefetching and register-accumulator kernels, pshared=1 / 2 (forward,
-  // 16-bit, 1024 x 8) the last parameter in shared memory / weight and bias through a ring, spec=0 forbids the operand-specialized
+  // 16-bit, 1024 x 8) the last parameter in shared memory / weight and bias through a ring (backward cluster:
+  // pshared=0 keeps the weight out of shared memory), spec=0 forbids the operand-specialized
   // ones; ignored when the kernel does not exist or the row does not fit.
   const norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
   I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov, true, desc.residual);
@@ -165,10 +166,11 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   if (I.reg_ok && I.reg.param_smem) {  // only with the operands of the specialized kernels (a 16-bit weight
                                        // of x's dtype, and a bias of it for LayerNorm, none for RMSNorm)
     const bool spec_operands = desc.weight && *desc.weight == x.dtype &&
-                               (I.layer ? (desc.bias && *desc.bias == x.dtype) : !desc.bias);
+                               (I.layer ? (desc.bias && *desc.bias == x.dtype) : !desc.bias) &&
+                               !(I.backward && desc.residual);
     if (!spec_operands) {
       I.reg.param_smem = 0;
-      norm::finish_grid(I.reg, false, I.rows, x.dtype, I.layer);
+      if (!I.backward) norm::finish_grid(I.reg, false, I.rows, x.dtype, I.layer);
     }
   }
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
@@ -198,7 +200,7 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
     if (c.xs) k.name += "xs";
     if (c.regacc) k.name += "a";
     if (c.prefetch) k.name += "p";
-    if (c.param_smem) k.name += c.param_smem == 1 ? "s" : "q";
+    if (c.param_smem && !I.backward) k.name += c.param_smem == 1 ? "s" : "q";  // (backward cluster: no suffix)
   }
   k.dtypes.push_back(x.dtype);
   k.dtypes.push_back(x.dtype);

@@ -303,10 +303,17 @@ template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) 
 // dweight / dbias: per column, the rows of the cluster in order, then the clusters in order.
 template <int TPR> constexpr int bwd_cluster_min_blocks() { return 2048 / TPR / 4 > 1 ? 2048 / TPR / 4 : 1; }
 constexpr int kBwdClusterBuffers = 3;
-// Dynamic shared memory of a backward cluster block: the row buffers of its share.
-constexpr int64_t bwd_cluster_smem(int tpr, int items) { return int64_t(kBwdClusterBuffers) * 2 * tpr * items * 16; }
+// Dynamic shared memory of a backward cluster block: the row buffers of its share, and with WS the
+// weight of its share (16 KB at 256 x 4: two 8 x 256 x 4 blocks per SM still fit, 2 x 113 KB).
+constexpr int64_t bwd_cluster_smem(int tpr, int items, bool ws = false) {
+  return (int64_t(kBwdClusterBuffers) * 2 + (ws ? 1 : 0)) * tpr * items * 16;
+}
 
-template <class T, int CS, int TPR, int I, int S>
+// WS (operand-specialized kernels, a 16-bit weight): the weight of the block's columns is copied
+// into shared memory once, with the first row, and read from there in both passes of every row.
+// Why: its per-vector global loads (L2) could not move above the previous vector's store (a
+// `st.global` asm with a memory clobber), so each row waited on L2 latency once per vector.
+template <class T, int CS, int TPR, int I, int S, bool WS = false>
 __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluster(const NormLaunch L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
@@ -319,8 +326,10 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   constexpr int SH = TPR * I;  // vectors of a block's share
   constexpr int NB = kBwdClusterBuffers;
   static_assert(TPR % 32 == 0 && W <= 32 && CS >= 2 && CS <= 8, "cluster kernel shape");
+  static_assert(!WS || S != kSpecGeneric, "norm backward cluster: the shared weight needs the specialized kernel");
   extern __shared__ __align__(16) unsigned char norm_bwd_cl_dyn[];
   P* stage = reinterpret_cast<P*>(norm_bwd_cl_dyn);  // [NB buffers][grad_out, x][SH]
+  P* wshare = stage + NB * 2 * SH;                    // WS: [SH] weight vectors of this block's columns
   __shared__ C red[2][2][W];      // per-warp (s1, s2), one slot set per parity
   __shared__ ClusterExchange<C, CS> part;  // the cluster's block sums, one slot set per parity
   const int lane = threadIdx.x, warp = lane >> 5;
@@ -378,10 +387,21 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   T* gx_row = static_cast<T*>(L.gx) + c0 * L.gx_rs + col0;
   const int64_t gx_step = G * L.gx_rs;
   auto load_w = [&](int i, C (&w)[V]) {
-    if (F.w_f32) load_param<V, T>(L.w, true, col0 + i * VS, w);
-    else load_n<V>(w0 + i * VS, w);
+    if constexpr (WS) {
+      const P wv = wshare[i * TPR + lane];
+#pragma unroll
+      for (int k = 0; k < V; ++k) w[k] = unpack<T>(wv, k);
+    } else if (F.w_f32) {
+      load_param<V, T>(L.w, true, col0 + i * VS, w);
+    } else {
+      load_n<V>(w0 + i * VS, w);
+    }
   };
 
+  if constexpr (WS) {  // (joins row 0's commit group: waited for with row 0's copies)
+#pragma unroll
+    for (int i = 0; i < I; ++i) cp_async16_if(&wshare[i * TPR + lane], w0 + i * VS, has(i));
+  }
   prefetch(0, 0);
   prefetch(1, 1);
   // Statistics of the row being reduced (j) and of the row being written (j - 1).
@@ -506,17 +526,23 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 // Launches the backward cluster kernel of L.cfg (dynamic shared memory: the kBwdClusterBuffers
 // row buffers of the block's share of grad_out and x); false, with nothing launched, without
 // clusters / sm_90 code.
-template <class T, int CS, int TPR, int I, int S> bool bwd_cluster_go_spec(const NormLaunch& L, cudaStream_t s) {
-  if (!runs_sm90_code(bwd_cluster<T, CS, TPR, I, S>)) return false;
-  const int64_t smem = bwd_cluster_smem(TPR, I);
-  allow_smem(bwd_cluster<T, CS, TPR, I, S>, smem);
+template <class T, int CS, int TPR, int I, int S, bool WS> bool bwd_cluster_go_spec(const NormLaunch& L, cudaStream_t s) {
+  const auto kernel = bwd_cluster<T, CS, TPR, I, S, WS>;
+  if (!runs_sm90_code(kernel)) return false;
+  const int64_t smem = bwd_cluster_smem(TPR, I, WS);
+  allow_smem(kernel, smem);
   ClusterLaunch(dim3(unsigned(L.cfg.grid)), dim3(TPR), size_t(smem), s, CS)  // grid: clusters x CS
-      .launch(bwd_cluster<T, CS, TPR, I, S>, "launch of norm backward (cluster)", L);
+      .launch(kernel, "launch of norm backward (cluster)", L);
   return true;
 }
 template <class T, int CS, int TPR, int I> bool bwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
-  return with_operand_spec<sizeof(T) == 2 && bwd_cluster_spec_shape(CS, TPR, I)>(
-      L, [&](auto spec) { return bwd_cluster_go_spec<T, CS, TPR, I, decltype(spec)::value>(L, s); });
+  return with_operand_spec<sizeof(T) == 2 && bwd_cluster_spec_shape(CS, TPR, I)>(L, [&](auto spec) {
+    constexpr int S = decltype(spec)::value;
+    if constexpr (S != kSpecGeneric) {
+      if (L.cfg.param_smem) return bwd_cluster_go_spec<T, CS, TPR, I, S, true>(L, s);
+    }
+    return bwd_cluster_go_spec<T, CS, TPR, I, S, false>(L, s);
+  });
 }
 
 // Calls go(shape) for the instantiated backward cluster shape equal to c's; false when none is.
@@ -560,7 +586,7 @@ template <class T> int bwd_cluster_resident(const Config& c) {
     using S = decltype(shape);
     auto kern = bwd_cluster<T, S::cs, S::tpr, S::items, kSpecGeneric>;
     if (!runs_sm90_code(kern)) return;
-    const int64_t smem = bwd_cluster_smem(S::tpr, S::items);
+    const int64_t smem = bwd_cluster_smem(S::tpr, S::items, true);  // (the larger of the two sizes)
     allow_smem(kern, smem);
     ClusterLaunch cl(dim3(unsigned(S::cs)), dim3(S::tpr), size_t(smem), nullptr, S::cs);
     n = resident_clusters<bwd_cluster<T, S::cs, S::tpr, S::items, kSpecGeneric>>(cl.cfg);  // 0: the default grid

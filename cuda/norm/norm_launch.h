@@ -37,7 +37,9 @@ struct Config {
                           // weight held) in registers instead of shared memory
   int param_smem = 0;  // register path, forward, one row per block, operand-specialized (fwd_reg's PM):
                        // 1 = the last parameter (bias, or RMSNorm's weight) held in shared memory on a
-                       // persistent grid; 2 = weight / bias copied into a shared-memory ring ahead of use
+                       // persistent grid; 2 = weight / bias copied into a shared-memory ring ahead of use.
+                       // Backward cluster path, operand-specialized: 1 = the weight of a block's columns
+                       // held in shared memory (bwd_cluster's WS)
   bool xs = false;    // register path, backward: x's row in shared memory (grad_out in registers),
                       // dweight / dbias from the column-reduction kernel
   int vec = 1;        // elements per vector (looped path: 1, or 16 / sizeof(T) when aligned)
@@ -390,6 +392,9 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
       cc = bwd_cluster_config(t, H, rows, 0, 0, 0, ov.clusters);
     if (cc.cluster > 1) {
       cc.specialize = ov.spec != 0;
+      // The weight of a block's columns in shared memory (the specialized kernels; pshared=0
+      // forbids it).
+      cc.param_smem = cc.specialize && dtype_size(t) == 2 && ov.pshared != 0 ? 1 : 0;
       *ok = true;
       return cc;
     }
