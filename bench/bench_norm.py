@@ -281,6 +281,10 @@ SWEEP = [
     # weight / bias copied into a ring ahead of the output loop (pshared=2).
     ("layer_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
     ("rms_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
+    ("layer_norm", "fwd", (4096, 16384), ["", "pshared=2"]),
+    ("rms_norm", "fwd", (4096, 16384), ["", "pshared=2"]),
+    ("layer_norm", "fwd", (8192, 8192), ["", "pshared=2"]),
+    ("rms_norm", "fwd", (8192, 8192), ["", "pshared=2"]),
     # The backward cluster kernel with its block's weight in shared memory (default) or read per row.
     ("layer_norm", "bwd", (2048, 65536), ["", "pshared=0"]),
     ("rms_norm", "bwd", (2048, 65536), ["", "pshared=0"]),

@@ -781,10 +781,14 @@ def test_fwd_prefetch_shapes(shape, dtname, monkeypatch):
 
 # ---- the forward with parameters through shared memory (1024 x 8): pshared=1 (the last parameter
 # resident, a persistent grid), pshared=2 (weight / bias copied into a ring ahead of the output loop)
-@pytest.mark.parametrize("mode", [1, 2])
+PARAM_SMEM_CASES = [(1024, 8, 65536, 1), (1024, 8, 65528, 1), (1024, 8, 60000, 1), (1024, 8, 65536, 2),
+                    (1024, 8, 65528, 2), (1024, 8, 60000, 2), (512, 4, 16384, 2), (512, 4, 16376, 2),
+                    (256, 4, 8192, 2), (256, 4, 8184, 2)]
+
+
 @pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
-@pytest.mark.parametrize("H", [65536, 65536 - 8, 60000])
-def test_fwd_param_smem(H, dtname, mode, monkeypatch):
+@pytest.mark.parametrize("tpr,items,H,mode", PARAM_SMEM_CASES, ids=[f"t{t}x{i}-{h}-p{m}" for t, i, h, m in PARAM_SMEM_CASES])
+def test_fwd_param_smem(tpr, items, H, mode, dtname, monkeypatch):
     """More rows than the persistent grid (each block loops over rows: the resident parameter
     copied once, the ring reused row after row), rows short of the block (padded lanes, the ring's
     empty groups); bit-equal to the kernel reading the parameters from global memory; f32
@@ -794,13 +798,14 @@ def test_fwd_param_smem(H, dtname, mode, monkeypatch):
     g = R.gen(f"norm/fwd-pshared/{H}/{dtname}")
     x = make((rows, H), dt, g, 1.5, 2.0)
     x[5, 7] = float("nan")
-    cfg = "tpr=1024,items=8,rows=1,cluster=1"
+    cfg = f"tpr={tpr},items={items},rows=1,cluster=1"
+    shape = f"t{tpr}x{items}"
     for op in ("rms_norm", "layer_norm"):
         w = make((H,), dt, g, 0.5, 1.0)
         b = make((H,), dt, g) if op == "layer_norm" else None
         monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + f",pshared={mode}")
         plan, y, _, mean, rstd = fwd_plan_run(op, x, w, b, None, True)
-        assert plan.sku.name == f"norm.{op}.row_registers.t1024x8" + "sq"[mode - 1], plan.sku.name
+        assert plan.sku.name == f"norm.{op}.row_registers.{shape}" + "sq"[mode - 1], plan.sku.name
         keep = torch.ones(rows, dtype=torch.bool, device=DEV)
         keep[5] = False
         check_fwd(op, x[keep], w, b, None, y[keep], None, None if mean is None else mean[keep], rstd[keep],
@@ -808,14 +813,14 @@ def test_fwd_param_smem(H, dtname, mode, monkeypatch):
         assert bool(torch.isnan(y[5]).all()), f"{op}: the NaN row"
         monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + ",pshared=0")
         plan0, y0, _, mean0, rstd0 = fwd_plan_run(op, x, w, b, None, True)
-        assert plan0.sku.name == f"norm.{op}.row_registers.t1024x8", plan0.sku.name
+        assert plan0.sku.name == f"norm.{op}.row_registers.{shape}", plan0.sku.name
         assert torch.equal(R.bits(y), R.bits(y0)) and torch.equal(R.bits(rstd), R.bits(rstd0))
         monkeypatch.setenv("BARACUDA_NORM_CFG", cfg + f",pshared={mode}")
         # f32 parameters: the plain kernel.
         wf = w.float()
         bf = None if b is None else b.float()
         planf, yf, _, meanf, rstdf = fwd_plan_run(op, x[6:], wf, bf, None, True)
-        assert planf.sku.name.endswith("t1024x8"), planf.sku.name
+        assert planf.sku.name.endswith(shape), planf.sku.name
         check_fwd(op, x[6:], wf, bf, None, yf, None, meanf, rstdf, f"{op} {dtname} pshared f32 params")
         # With a residual there is no such kernel: the knob is ignored.
         r = make((rows, H), dt, g)

@@ -980,7 +980,8 @@ template <class T, int TPR, int I, int R, bool PF> void fwd_kernel_go(const Norm
         kernel<<<unsigned(L.cfg.grid), block_threads(TPR), size_t(smem), s>>>(L);
       };
       // (select sets param_smem only where these kernels exist)
-      if (L.cfg.param_smem == 1) return go(fwd_reg<T, TPR, I, R, PF, S, 1>, fwd_prefetch_smem(TPR, I));
+      if constexpr (TPR == 1024)  // (the resident parameter: the one-block-per-SM shape only)
+        if (L.cfg.param_smem == 1) return go(fwd_reg<T, TPR, I, R, PF, S, 1>, fwd_prefetch_smem(TPR, I));
       if (L.cfg.param_smem == 2) return go(fwd_reg<T, TPR, I, R, PF, S, 2>, fwd_param_ring_smem(TPR));
     }
     const auto kernel = fwd_reg<T, TPR, I, R, PF, S>;

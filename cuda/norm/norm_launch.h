@@ -70,10 +70,12 @@ constexpr bool fwd_prefetch_supported(int tpr, int items) {
   return (tpr == 256 && items == 4) || (tpr == 512 && (items == 2 || items == 4)) ||
          (tpr == 1024 && (items == 4 || items == 8));
 }
-// The forward kernel with the last parameter in shared memory (fwd_reg's PS; 16-bit, operand-
-// specialized, one row per block): the 1024 x 8 shape of H = 65536.
+// The forward kernels with parameters through shared memory (fwd_reg's PM; 16-bit, operand-
+// specialized, one row per block): the 1024 x 8 shape of H = 65536 (PM 1 or 2), and 512 x 4 /
+// 256 x 4 (H = 16384 / 8192; the ring, PM 2, only).
 constexpr bool fwd_param_smem_supported(int tpr, int items, int rows, bool prefetch) {
-  return tpr == 1024 && items == 8 && rows == 1 && !prefetch;
+  return ((tpr == 1024 && items == 8) || (tpr == 512 && items == 4) || (tpr == 256 && items == 4)) && rows == 1 &&
+         !prefetch;
 }
 // The ring of PM = 2: slots of output vectors, each a weight and a bias vector per thread.
 constexpr int kParamRing = 4;
@@ -471,9 +473,13 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
   // kernel; select drops it for other operands): the ring (2) by default. H100 bf16 2048 x 65536:
   // LayerNorm 189.1 vs 196.5 us (95.5% vs 91.4% of copy), RMSNorm 185.2 vs 185.6 us; the resident
   // last parameter (1) measured 198.1 / 197.1 us.
+  // The ring at 512 x 4 / 256 x 4 is opt-in (pshared=2): several blocks per SM hide the latency there.
   if (!backward && !residual && dtype_size(t) == 2 && c.specialize &&
-      fwd_param_smem_supported(c.tpr, c.items, c.rows, c.prefetch))
-    c.param_smem = (ov.pshared == 0 || ov.pshared == 1 || ov.pshared == 2) ? ov.pshared : 2;
+      fwd_param_smem_supported(c.tpr, c.items, c.rows, c.prefetch)) {
+    const bool one_block = c.tpr == 1024;
+    if (ov.pshared == 2 || (ov.pshared == 1 && one_block)) c.param_smem = ov.pshared;
+    else if (ov.pshared < 0 && one_block) c.param_smem = 2;
+  }
   *ok = true;
   finish_grid(c, backward, rows, t, layer);
   if (c.prefetch && !backward) c.grid = std::min(rows, 132 * fwd_prefetch_resident_blocks(c.tpr, c.items));
