@@ -470,15 +470,14 @@ inline Config register_config(DType t, bool layer, bool backward, int64_t H, int
     c.regacc = ov.regacc >= 0 ? ov.regacc > 0 : regacc_default(t, layer, nv);
   if (ov.spec == 0) c.specialize = false;
   // Parameters through shared memory (16-bit forward, no residual, the operand-specialized 1024 x 8
-  // kernel; select drops it for other operands): the ring (2) by default. H100 bf16 2048 x 65536:
-  // LayerNorm 189.1 vs 196.5 us (95.5% vs 91.4% of copy), RMSNorm 185.2 vs 185.6 us; the resident
-  // last parameter (1) measured 198.1 / 197.1 us.
-  // The ring at 512 x 4 / 256 x 4 is opt-in (pshared=2): several blocks per SM hide the latency there.
+  // / 512 x 4 / 256 x 4 kernels; select drops it for other operands): the ring (2) by default.
+  // H100 bf16, LayerNorm / RMSNorm: 2048 x 65536 189.1 / 185.2 us vs 196.5 / 185.6 (95.5% vs 91.4%
+  // of copy for LayerNorm); 4096 x 16384 93.2 / 93.1 vs 95.3 / 94.3; 8192 x 8192 93.2 / 93.2 vs
+  // 94.9 / 93.6. The resident last parameter (1; 1024 x 8 only) measured 198.1 / 197.1 us.
   if (!backward && !residual && dtype_size(t) == 2 && c.specialize &&
       fwd_param_smem_supported(c.tpr, c.items, c.rows, c.prefetch)) {
-    const bool one_block = c.tpr == 1024;
-    if (ov.pshared == 2 || (ov.pshared == 1 && one_block)) c.param_smem = ov.pshared;
-    else if (ov.pshared < 0 && one_block) c.param_smem = 2;
+    if (ov.pshared == 0 || ov.pshared == 2 || (ov.pshared == 1 && c.tpr == 1024)) c.param_smem = ov.pshared;
+    else c.param_smem = 2;
   }
   *ok = true;
   finish_grid(c, backward, rows, t, layer);
