@@ -263,11 +263,11 @@ def test_tuning_override(monkeypatch):
     ("layer_norm", (32768, 4096), "t256x2r2"),
     ("rms_norm_backward", (32768, 4096), "t128x4"),
     ("layer_norm_backward", (32768, 4096), "t128x4a"),  # dweight / dbias accumulated in registers
-    ("rms_norm", (8192, 8192), "t256x4"),
-    ("layer_norm", (8192, 8192), "t256x4"),
+    ("rms_norm", (8192, 8192), "t256x4q"),  # (a 16-bit weight, no bias: the parameter ring)
+    ("layer_norm", (8192, 8192), "t256x4"),  # (a weight but no bias: not specialized, no ring)
     ("rms_norm_backward", (8192, 8192), "t512x2p"),  # the next row prefetched
     ("layer_norm_backward", (8192, 8192), "t512x2p"),
-    ("rms_norm", (4096, 16384), "t512x4"),  # no residual: the one-block kernel, not the cluster
+    ("rms_norm", (4096, 16384), "t512x4q"),  # no residual: the one-block kernel, not the cluster
     ("layer_norm", (4096, 16384), "t512x4"),
     ("rms_norm_backward", (4096, 16384), "t512x4p"),
     ("layer_norm_backward", (4096, 16384), "t512x4"),  # its two accumulator rows: no prefetch
