@@ -279,15 +279,12 @@ SWEEP = [
     ("layer_norm", "fwd", (2048, 65536), ["", "spec=0"]),
     # Parameters through shared memory: the last one resident on a persistent grid (pshared=1), or
     # weight / bias copied into a ring ahead of the output loop (pshared=2).
-    ("layer_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
-    ("rms_norm", "fwd", (2048, 65536), ["", "pshared=1", "pshared=2"]),
-    ("layer_norm", "fwd", (4096, 16384), ["", "pshared=2"]),
-    ("rms_norm", "fwd", (4096, 16384), ["", "pshared=2"]),
-    ("layer_norm", "fwd", (8192, 8192), ["", "pshared=2"]),
-    ("rms_norm", "fwd", (8192, 8192), ["", "pshared=2"]),
-    # The backward cluster kernel with its block's weight in shared memory (default) or read per row.
-    ("layer_norm", "bwd", (2048, 65536), ["", "pshared=0"]),
-    ("rms_norm", "bwd", (2048, 65536), ["", "pshared=0"]),
+    # pshared=0: neither (the ring is the default at 1024 x 8, 512 x 4, 256 x 4). Backward (cluster
+    # kernel): the block's weight in shared memory (default) or read per row (pshared=0).
+    *[(op, "fwd", (2048, 65536), ["", "pshared=0", "pshared=1"]) for op in ("layer_norm", "rms_norm")],
+    *[(op, kind, shape, ["", "pshared=0"]) for kind, shape in (("fwd", (4096, 16384)), ("fwd", (8192, 8192)),
+                                                              ("bwd", (2048, 65536)))
+      for op in ("layer_norm", "rms_norm")],
     # Specialized variants at 8192 / 16384: register accumulators, prefetch.
     ("rms_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),
     ("layer_norm", "bwd", (8192, 8192), ["", "regacc=1", "regacc=1,prefetch=0"]),

@@ -639,6 +639,16 @@ def test_bwd_cluster_shapes(shape, dtname, pad, rows, clusters, monkeypatch):
         check_bwd(op, go, x, w, b, gres, gx, gw, gb, f"{op} {dtname} c{cs}t{tpr}x{items} {rows}x{H}")
 
 
+def _bwd_long_rows(op, dt, rows, H, key):
+    """x, grad_out, weight, bias (LayerNorm) and the forward's saved stats for a backward test."""
+    g = R.gen(key)
+    x = make((rows, H), dt, g, 2.0, -1.0)
+    go = make((rows, H), dt, g)
+    w = make((H,), dt, g, 0.5, 1.0)
+    b = make((H,), dt, g) if op == "layer_norm" else None
+    return x, go, w, b, fwd_stats(op, x)
+
+
 @pytest.mark.parametrize("dtname", ["bfloat16", "float16", "float32", "float64"])
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_bwd_cluster_default_long_rows(op, dtname, monkeypatch):
@@ -648,12 +658,7 @@ def test_bwd_cluster_default_long_rows(op, dtname, monkeypatch):
     dt = DT[dtname]
     V = 16 // torch.empty((), dtype=dt).element_size()
     H, rows = 8192 * V, 61
-    g = R.gen(f"norm/bwd-cluster-default/{op}/{dtname}")
-    x = make((rows, H), dt, g, 2.0, -1.0)
-    go = make((rows, H), dt, g)
-    w = make((H,), dt, g, 0.5, 1.0)
-    b = make((H,), dt, g) if op == "layer_norm" else None
-    stats = fwd_stats(op, x)
+    x, go, w, b, stats = _bwd_long_rows(op, dt, rows, H, f"norm/bwd-cluster-default/{op}/{dtname}")
     plan, gx, gw, gb = bwd_plan_run(op, go, x, w, b, None, stats)
     assert plan.sku.name == f"norm.{op}_backward.row_cluster.c8t256x4", plan.sku.name
     # The persistent grid: the clusters resident at once (2 blocks per SM at most: SMs / 4 clusters of
@@ -681,13 +686,7 @@ def test_bwd_cluster_weight_in_shared_memory(op, dtname, H, monkeypatch):
     with the first row; the default) or per row from global memory (pshared=0): the same bits,
     right against float64; a padded row (65528: the last block's last vector is outside)."""
     dt = DT[dtname]
-    rows = 61
-    g = R.gen(f"norm/bwd-cluster-ws/{op}/{dtname}/{H}")
-    x = make((rows, H), dt, g, 2.0, -1.0)
-    go = make((rows, H), dt, g)
-    w = make((H,), dt, g, 0.5, 1.0)
-    b = make((H,), dt, g) if op == "layer_norm" else None
-    stats = fwd_stats(op, x)
+    x, go, w, b, stats = _bwd_long_rows(op, dt, 61, H, f"norm/bwd-cluster-ws/{op}/{dtname}/{H}")
     outs = []
     for cfg in ("", "pshared=0"):
         monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)

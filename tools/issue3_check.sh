@@ -16,7 +16,7 @@ bash tools/device_steps.sh \
   "OUT=\$OUT python3 bench/bench_softmax.py 2>&1 | grep -E '^(softmax|log_softmax)' | tail -20" \
   "for m in 512x262144 1048576x64 262144x512; do python3 bench/bench_softmax.py --sweep --match \$m 2>&1 | grep rounds; done" \
   "python3 bench/bench_norm.py --sweep --match 'fwd 2048x65536' 2>&1 | grep -E 'pshared|best'" \
-  "python3 bench/bench_norm.py --sweep --match ' bwd 2048x65536' 2>&1 | grep -E 'best|default|clusters=(26|28|30) '
+  "python3 bench/bench_norm.py --sweep --match ' bwd 2048x65536' 2>&1 | grep -E 'best|default|pshared|clusters=(26|28|30) '
    python3 bench/bench_norm.py --sweep --match ' bwd 8192x8192' 2>&1 | grep best
    python3 bench/bench_norm.py --sweep --match 'bwd 262144x128' 2>&1 | grep -E 'regacc|best'
    python3 bench/bench_norm.py --sweep --match 'bwd 65536x512' 2>&1 | grep -E 'regacc|best'"
