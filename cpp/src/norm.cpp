@@ -163,12 +163,10 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
     const int use = (I.reg.cluster == 8 && fit > 8) ? fit - 2 : fit;
     if (use > 0) norm::set_bwd_clusters(I.reg, use, I.rows);
   }
-  if (I.reg_ok && I.reg.param_smem) {  // only with the operands of the specialized kernels (a 16-bit weight
-                                       // of x's dtype, and a bias of it for LayerNorm, none for RMSNorm)
-    const bool spec_operands = desc.weight && *desc.weight == x.dtype &&
-                               (I.layer ? (desc.bias && *desc.bias == x.dtype) : !desc.bias) &&
-                               !(I.backward && desc.residual);
-    if (!spec_operands) {
+  if (I.reg_ok && I.reg.param_smem) {  // only with the operands of the specialized kernels (launch_spec's rule)
+    const bool w_same = desc.weight && *desc.weight == x.dtype;
+    const bool b_same = I.backward || (desc.bias && *desc.bias == x.dtype);  // (the backward reads no bias)
+    if (norm::operand_spec(I.layer, w_same, bool(desc.bias), b_same, desc.residual) == norm::kSpecGeneric) {
       I.reg.param_smem = 0;
       if (!I.backward) norm::finish_grid(I.reg, false, I.rows, x.dtype, I.layer);
     }

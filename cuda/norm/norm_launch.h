@@ -246,7 +246,8 @@ struct Override {
   int prefetch = -1; // register path: 1 / 0 asks for / forbids the prefetching kernel
   int regacc = -1;   // register path, backward: 1 / 0 asks for / forbids register accumulators
   int spec = -1;     // register path: 0 forbids the operand-specialized kernels
-  int pshared = -1;  // register path, forward: 1 / 0 asks for / forbids the last parameter in shared memory
+  int pshared = -1;  // parameters through shared memory (Config::param_smem): forward 1 = the last one
+                     // resident, 2 = the ring; backward cluster 0 forbids the weight in shared memory
   bool any() const {
     return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0 || regacc >= 0 || spec >= 0 ||
            pshared >= 0;
@@ -563,16 +564,20 @@ enum : int {
   kSpecRmsWeight = 1,       // RMSNorm with a weight of x's dtype, no bias
   kSpecLayerWeightBias = 2  // LayerNorm with a weight and a bias of x's dtype
 };
+// The rule on the operands alone (16-bit x, specialization allowed): w_same = a weight of x's
+// dtype (backward: and grad_weight asked), bias / b_same = a bias (backward: grad_bias asked) and
+// of x's dtype, residual = a residual (backward: grad_residual). launch_spec applies it to a
+// launch; select applies it to a descriptor (the kernels that exist only specialized).
+inline int operand_spec(bool layer, bool w_same, bool bias, bool b_same, bool residual) {
+  if (!w_same || residual) return kSpecGeneric;
+  if (layer) return bias && b_same ? kSpecLayerWeightBias : kSpecGeneric;
+  return bias ? kSpecGeneric : kSpecRmsWeight;
+}
 inline int launch_spec(const NormLaunch& L) {
-  if (!L.cfg.specialize || dtype_size(L.dtype) != 2 || !L.w || L.w_f32) return kSpecGeneric;
-  if (!L.backward) {
-    if (L.res) return kSpecGeneric;
-    if (L.layer) return L.b && !L.b_f32 ? kSpecLayerWeightBias : kSpecGeneric;
-    return L.b ? kSpecGeneric : kSpecRmsWeight;
-  }
-  if (L.gres || !L.gw) return kSpecGeneric;
-  if (L.layer) return L.gb ? kSpecLayerWeightBias : kSpecGeneric;
-  return L.gb ? kSpecGeneric : kSpecRmsWeight;
+  if (!L.cfg.specialize || dtype_size(L.dtype) != 2) return kSpecGeneric;
+  const bool w_same = L.w && !L.w_f32;
+  if (!L.backward) return operand_spec(L.layer, w_same, L.b != nullptr, !L.b_f32, L.res != nullptr);
+  return operand_spec(L.layer, w_same && L.gw, L.gb != nullptr, true, L.gres != nullptr);
 }
 // The shapes with specialized kernels (16-bit T; the measured defaults at the benchmarked and
 // common LLM widths: H = 128, 512, 2048, 4096, 8192, 16384, 65536).
