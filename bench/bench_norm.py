@@ -6,6 +6,7 @@ same shapes, same dtype, same timer, same run.
     python3 bench/bench_norm.py            # full run
     python3 bench/bench_norm.py --quick    # smoke run: fewer samples, one pass, fewer shapes
     python3 bench/bench_norm.py --family channel   # only GroupNorm / InstanceNorm / BatchNorm rows
+    python3 bench/bench_norm.py --family row --op layer_norm --kind bwd   # those rows only
     OUT=/tmp/out python3 bench/bench_norm.py   # also $OUT/bench_norm.{md,json,txt}
     python3 bench/bench_norm.py --sweep    # time register-kernel variants (BARACUDA_NORM_CFG /
                                            # BARACUDA_NORM_BWD_CFG) on the key shapes, print the best
@@ -422,6 +423,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="--sweep: rounds over each entry's configurations")
     ap.add_argument("--family", choices=["all", "row", "channel"], default="all",
                     help="row: RMSNorm / LayerNorm rows only; channel: GroupNorm / InstanceNorm / BatchNorm only")
+    ap.add_argument("--kind", choices=["fwd", "fwd+res", "bwd"], action="append",
+                    help="RMSNorm / LayerNorm rows of this kind only (repeatable; default: all three)")
+    ap.add_argument("--op", choices=["rms_norm", "layer_norm"], action="append",
+                    help="RMSNorm / LayerNorm rows of this op only (repeatable; default: both)")
     args = ap.parse_args(argv)
     if args.sweep and args.iters is None:
         args.iters, args.passes = 20, 1
@@ -435,8 +440,8 @@ def main(argv=None) -> int:
         return sweep(args, copy_gbs)
     results, bad = [], []
     for shape in (QUICK_SHAPES if args.quick else SHAPES) if args.family in ("all", "row") else []:
-        for op in ("rms_norm", "layer_norm"):
-            for kind in ("fwd", "fwd+res", "bwd"):
+        for op in args.op or ("rms_norm", "layer_norm"):
+            for kind in args.kind or ("fwd", "fwd+res", "bwd"):
                 key = f"{op} {kind} {shape[0]}x{shape[1]}"
                 try:
                     r = run_case(op, kind, shape, args, copy_gbs)

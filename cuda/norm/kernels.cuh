@@ -732,6 +732,10 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
       else return xv[i];
     };
     C s1 = 0, s2 = 0;
+    // xh = (x - mean) rstd, for 16-bit x as one fma(x, rstd, -mean rstd) (as the cluster kernel's
+    // FOLD: the rounding of mean rstd is far below what a 16-bit x resolves of x - mean).
+    constexpr bool fold_mean = sizeof(T) == 2;
+    const C nmr = -mean * rstd;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
@@ -745,7 +749,8 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           gyc[e] = unpack<T>(gp[i], q * E + e);
-          xh[e] = (unpack<T>(xi, q * E + e) - mean) * rstd;
+          const C xk = unpack<T>(xi, q * E + e);
+          xh[e] = fold_mean ? fma(xk, rstd, nmr) : (xk - mean) * rstd;
           const C g = F.w ? gyc[e] * w[e] : gyc[e];
           s1 += g;
           s2 += g * xh[e];
@@ -783,7 +788,6 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
     // for 16-bit T as rstd (gy w + k - c2r x) with k = c2r mean - c1 (three: the rounding of k is
     // far below the output's, since a 16-bit x resolves (x - mean) only to 2^-8..2^-11 of mean).
     const C c1 = F.layer ? s1 * invH : C(0), c2r = s2 * invH * rstd;
-    constexpr bool fold_mean = sizeof(T) == 2;
     const C k1 = fold_mean && F.layer ? fma(c2r, mean, -c1) : -c1;
 #pragma unroll
     for (int i = 0; i < I; ++i) {
