@@ -11,14 +11,9 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
+source tools/ncu_cases.sh
 cases=("$@")
-if ((${#cases[@]} == 0)); then
-  cases=("lnf4k fwd_reg layer_norm fwd 32768x4096" "lnf65k fwd_reg layer_norm fwd 2048x65536"
-         "rmsf65k fwd_reg rms_norm fwd 2048x65536" "lnb65k bwd_cluster layer_norm bwd 2048x65536"
-         "rmsb65k bwd_cluster rms_norm bwd 2048x65536" "lnb8k bwd_reg layer_norm bwd 8192x8192"
-         "lnb128 bwd_reg layer_norm bwd 262144x128" "smf256k rows_reg softmax fwd 512x262144"
-         "smb256k rows_reg softmax bwd 512x262144" "smf64 rows_warp softmax fwd 1048576x64")
-fi
+((${#cases[@]})) || cases=("${NCU_DEFAULT_CASES[@]}")
 # median kernel time (us) and SM clock (GHz) over the profiled launches, one ncu run
 measure() {
   "$NCU" --clock-control "$1" --kernel-name regex:"$2" --launch-skip 2 --launch-count 5 --csv \

@@ -9,14 +9,9 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-/tmp/out}
+source tools/ncu_cases.sh
 cases=("$@")
-if ((${#cases[@]} == 0)); then
-  cases=("lnf65k fwd_reg layer_norm fwd 2048x65536" "rmsf65k fwd_reg rms_norm fwd 2048x65536"
-         "lnb65k bwd_cluster layer_norm bwd 2048x65536" "rmsb65k bwd_cluster rms_norm bwd 2048x65536"
-         "lnb8k bwd_reg layer_norm bwd 8192x8192" "lnb16k bwd_reg layer_norm bwd 4096x16384"
-         "lnb128 bwd_reg layer_norm bwd 262144x128" "smf256k rows_reg softmax fwd 512x262144"
-         "smb256k rows_reg softmax bwd 512x262144" "lnf4k fwd_reg layer_norm fwd 32768x4096")
-fi
+((${#cases[@]})) || cases=("${NCU_DEFAULT_CASES[@]}")
 printf '%-9s %10s %7s %7s %5s\n' case us issue warps% regs
 get() { grep -E "$1" "$f" | head -1 | awk '{print $NF}'; }  # a metric's value in ncu file $f
 for c in "${cases[@]}"; do
