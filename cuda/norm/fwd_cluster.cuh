@@ -356,6 +356,9 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   for (int i = 0; i < I; ++i)
     if (col0 + int64_t(i) * VS < H) vmask |= 1u << i;
   auto has = [&](int i) { return ((vmask >> i) & 1u) != 0; };
+  // The operand-specialized (16-bit) kernels fold the mean into one fma or one sum per thread
+  // (both passes below), where its rounding is provably below a 16-bit output's.
+  constexpr bool FOLD = S != kSpecGeneric;
 
   // Issues the copies of this cluster's row j (this thread's vectors) into buffer b, and one
   // commit group (empty past the last row, so that the groups count rows).
@@ -437,11 +440,10 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       __pipeline_wait_prior(1);  // row j's copies (row j + 1's may still be in flight)
       const P* gs = stage + (bc * 2 + 0) * SH;
       const P* xs = stage + (bc * 2 + 1) * SH;
-      // s2: sum of g (x - mean), times rstd once below (not per element). In the operand-
-      // specialized (16-bit) kernels as sum(g x) - mean sum(g), the mean taken out once per thread:
-      // one instruction an element less; the cancellation costs ~2^-24 |mean| / std of s2 (this
-      // thread's 32 products), far below a 16-bit grad_x's rounding even at hundreds of std (tested).
-      constexpr bool FOLD1 = S != kSpecGeneric;
+      // s2: sum of g (x - mean), times rstd once below (not per element); with FOLD as
+      // sum(g x) - mean sum(g), the mean taken out once per thread: one instruction an element
+      // less; the cancellation costs ~2^-24 |mean| / std of s2 (this thread's 32 products), far
+      // below a 16-bit grad_x's rounding even at hundreds of std (tested).
       C s1 = 0, s2 = 0;
 #pragma unroll
       for (int i = 0; i < I; ++i) {
@@ -452,13 +454,13 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C gy = unpack<T>(gv, k);
-          const C xc = FOLD1 ? unpack<T>(xv, k) : unpack<T>(xv, k) - mean_c;
+          const C xc = FOLD ? unpack<T>(xv, k) : unpack<T>(xv, k) - mean_c;
           const C g = F.w ? gy * w[k] : gy;
           s1 += g;
           s2 = fma(g, xc, s2);
         }
       }
-      if (FOLD1 && F.layer) s2 = fma(-mean_c, s1, s2);
+      if (FOLD && F.layer) s2 = fma(-mean_c, s1, s2);
       s2 *= rstd_c;
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
@@ -480,10 +482,9 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
       const P* xs = stage + (bp * 2 + 1) * SH;
       T* const gx0 = gx_row;
       gx_row += gx_step;
-      // xh = (x - mean) rstd; in the operand-specialized (16-bit) kernels as one
-      // fma(x, rstd, -mean rstd): the rounding of mean rstd (~2^-24 |mean| / std) is far below a
-      // 16-bit grad_x's or dweight's, also for rows whose mean is hundreds of std (tested).
-      constexpr bool FOLD = S != kSpecGeneric;
+      // xh = (x - mean) rstd; with FOLD as one fma(x, rstd, -mean rstd): the rounding of mean rstd
+      // (~2^-24 |mean| / std) is far below a 16-bit grad_x's or dweight's, also for rows whose mean
+      // is hundreds of std (tested).
       const C nmr = -mean_p * rstd_p;
 #pragma unroll
       for (int i = 0; i < I; ++i) {
