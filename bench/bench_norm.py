@@ -306,6 +306,12 @@ SWEEP = [
     ("rms_norm", "bwd", (262144, 128), ["", "regacc=1", "regacc=0"]),
     ("layer_norm", "bwd", (65536, 512), ["", "regacc=1", "regacc=0"]),
     ("rms_norm", "bwd", (65536, 512), ["", "regacc=1", "regacc=0"]),
+    # Small groups (H = 128 / 512) with the next row prefetched into registers (prefetch=1), with
+    # shared or register accumulators.
+    ("layer_norm", "bwd", (262144, 128), ["", "prefetch=1", "regacc=1,prefetch=1"]),
+    ("rms_norm", "bwd", (262144, 128), ["", "prefetch=1", "regacc=1,prefetch=1"]),
+    ("layer_norm", "bwd", (65536, 512), ["", "prefetch=1", "regacc=1,prefetch=1"]),
+    ("rms_norm", "bwd", (65536, 512), ["", "prefetch=1", "regacc=1,prefetch=1"]),
     # The open choices (defaults against their nearest rivals; prefetch=1 / 0: the kernels that copy
     # the block's next row into shared memory during this one, or not).
     ("rms_norm", "fwd", (8192, 8192), ["", "tpr=512,items=2,rows=1,prefetch=1", "tpr=512,items=2,rows=2"]),

@@ -175,8 +175,8 @@ SWEEP = {
     (512, 262144): {"fwd": ["", "exact=1", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "w=16,k=8,cs=8,stage=2",
                             "w=16,k=8,cs=8,stage=3", "path=online"],
                     "bwd": ["", "w=16,k=8,cs=8,stage=0", "w=16,k=8,cs=8,stage=1", "path=online"]},
-    # rpg: rows_warp rows per lane group (1 = one row per lane group, the old kernel)
-    (262144, 512): {"fwd": ["", "rpg=1", "exact=1", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"],
+    # rpg: rows_warp rows per lane group (the default: 4 at one chunk per lane, else 1)
+    (262144, 512): {"fwd": ["", "rpg=2", "exact=1", "path=block,w=1,k=4", "path=block,w=1,k=4,stage=1"],
                     "bwd": ["", "path=block,w=1,k=4", "path=warp,rpg=1", "path=warp,rpg=2"]},
     (1048576, 64): {"fwd": ["", "rpg=1", "rpg=2", "rpg=4", "exact=1"], "bwd": ["", "rpg=1", "rpg=2", "rpg=4"]},
 }

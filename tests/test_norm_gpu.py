@@ -828,9 +828,10 @@ def test_fwd_param_smem(tpr, items, H, mode, dtname, monkeypatch):
         check_fwd(op, x[6:], w, b, r[6:], yr, ro, meanr, rstdr, f"{op} {dtname} pshared residual")
 
 
-# ---- the backward that prefetches a block's next row (prefetch=1; grad_out and x behind the accumulators) --
+# ---- the backward that prefetches a group's next row (prefetch=1; block groups: grad_out and x behind the
+# accumulators in shared memory; small groups: in registers) -------------------------------------------
 # (tpr, items): every instantiated prefetching backward shape (bwd_prefetch_supported).
-BWD_PREFETCH_SHAPES = [(128, 4), (256, 2), (256, 4), (512, 1), (512, 2), (512, 3), (512, 4)]
+BWD_PREFETCH_SHAPES = [(128, 4), (256, 2), (256, 4), (512, 1), (512, 2), (512, 3), (512, 4), (16, 1), (32, 2)]
 
 
 @pytest.mark.parametrize("dtname", ["float32", "bfloat16", "float16"])
@@ -868,7 +869,7 @@ def test_bwd_prefetch_shapes(shape, dtname, monkeypatch):
 
 # (tpr, items): the backward shapes with register accumulators (bwd_regacc_supported; 16-bit):
 # block groups, and the small groups (8 / 4 rows per block, the accumulators added in shared
-# memory at the end; no prefetch).
+# memory at the end; their prefetch is into registers).
 BWD_REGACC_SHAPES = [(128, 4), (256, 2), (512, 2), (16, 1), (32, 2)]
 
 
@@ -881,8 +882,6 @@ def test_bwd_regacc_shapes(shape, dtname, prefetch, monkeypatch):
     the grid, a row one vector short of the block, a fused grad_residual; grad_x has the bits of
     the shared-memory kernel."""
     tpr, items = shape
-    if prefetch and tpr <= 32:
-        pytest.skip("no prefetching kernel for small groups")
     dt = DT[dtname]
     H = (tpr * items - 1) * 8
     rows = 132 * (2048 // tpr) + 3

@@ -155,9 +155,11 @@ def test_cluster_override(monkeypatch):
     assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_cluster.c4t512x4"
     monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=2,tpr=256,items=4")  # does not cover the row: the default
     assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_cluster.c4t512x4"
-    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=1")  # no cluster: the one-block register kernel
-    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8q"  # (q: the parameter ring)
-    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8")  # tpr / items alone: the one-block kernel
+    # No cluster: the one-block register kernel (q: the parameter ring, pinned: an H200-class device
+    # would otherwise take the resident last parameter, s).
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "cluster=1,pshared=2")
+    assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8q"
+    monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8,pshared=2")  # tpr / items alone: the one-block kernel
     assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8q"
     monkeypatch.setenv("BARACUDA_NORM_CFG", "tpr=1024,items=8,pshared=0")
     assert bc.NormPlan.select(d).sku.name == "norm.layer_norm.row_registers.t1024x8"
@@ -276,6 +278,8 @@ def test_tuning_override(monkeypatch):
     ("layer_norm", (262144, 128), "t16x1r4"),
     ("rms_norm", (4096, 128), "t16x1"),  # too few rows for four per group
     ("layer_norm_backward", (65536, 512), "t32x2"),
+    ("layer_norm_backward", (262144, 128), "t16x1p"),  # small groups: the next row in registers
+    ("rms_norm_backward", (262144, 96), "t16x1p"),
 ])
 @pytest.mark.parametrize("dtype", [bf16, f16])
 def test_measured_defaults(op, shape, want, dtype, monkeypatch):
@@ -312,6 +316,10 @@ def test_backward_knobs_regacc_and_prefetch(monkeypatch):
     assert name("layer_norm_backward", (32768, 2048), f32, "regacc=1") == "t256x2"    # f32: not built
     assert name("layer_norm_backward", (4096, 16384), bf16, "regacc=1") == "t512x4"  # 512 x 4: not built
     assert name("layer_norm_backward", (4096, 16384), bf16, "prefetch=1") == "t512x4p"
+    # The small groups (H = 128 / 512: 16 x 1, 32 x 2) prefetch into registers.
+    assert name("layer_norm_backward", (262144, 128), bf16, "prefetch=0") == "t16x1"
+    assert name("rms_norm_backward", (65536, 512), f32, "tpr=32,items=4,prefetch=1") == "t32x4"  # not built
+    assert name("rms_norm_backward", (65536, 512), bf16, "regacc=1,prefetch=1") == "t32x2ap"
 
 
 def test_backward_workspace_scales_with_outputs():

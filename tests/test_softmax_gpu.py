@@ -319,7 +319,7 @@ def test_offset_rows_exact_and_folded_exp(n, dt, monkeypatch):
         assert int(ulps.max()) <= 1, f"{op} {dt} n={n}: folded exp {int(ulps.max())} ulp from the exact form"
 
 
-# rows_warp with R rows per lane group (knob rpg; the default takes 4 / 2 on large grids): every
+# rows_warp with R rows per lane group (knob rpg; the default takes 4 at one chunk per lane on large grids): every
 # group size (rows of 1..1024 elements), row counts that leave the last group partly past the end,
 # rows of two unmerged outer dims (the per-row offset path), NaN / inf rows. Each R is checked
 # against float64 and bit-equal to R = 1 (the same math per row).
@@ -386,8 +386,9 @@ def test_warp_rows_per_group(dt, n, monkeypatch):
 
 @pytest.mark.parametrize("dt", [torch.bfloat16, torch.float32], ids=str)
 def test_warp_rows_default_large_grid(dt):
-    # enough rows that the forward's default takes R > 1 (more than 2048 blocks at one row per
-    # group; the backward keeps R = 1, and its R variants are checked above)
+    # enough rows that the forward's default takes R > 1 at one chunk per lane (more than 2048
+    # blocks at one row per group; 512 elements and the backward keep R = 1, and the R variants
+    # are checked above)
     for n in (64, 512):
         x = _x((70001, n), dt, f"rpgd/{n}/{dt}")
         for op in ("softmax", "log_softmax"):

@@ -560,16 +560,16 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
         L.k = nch <= 64 ? 2 : 4;
         L.group = 32;
       }
-      // Rows per lane group, forward: 4 at one chunk per lane (K = 1), 2 at K = 2. The per-row
-      // setup (row address, 1 / sum, shuffles) is then shared by 4 / 2 rows: ncu issue-active on
-      // the H100 at 1048576 x 64 bf16 0.63 -> 0.50 (262144 x 512: 0.49 -> 0.45), the time the same
-      // there (93.6 vs 92.7 us; 181.8 vs 183.1), where the H200 (1.4x the bytes per SM cycle) runs
-      // this kernel issue-bound. Backward: 1 (the H100 measured R = 4 slower, 147.6 vs 133.6 us:
-      // 80 registers halve the resident warps). 1 also where the one-row grid is small (<= 2048
+      // Rows per lane group, forward: 4 at one chunk per lane (K = 1), else 1. At K = 1 the per-row
+      // setup (row address, 1 / sum, shuffles) is then shared by 4 rows: H200 bf16 1048576 x 64
+      // 67.9 vs 70.7 us (94% vs 91% of copy; H100 the same time, ncu issue-active 0.63 -> 0.50).
+      // At K = 2 two rows per group lost on the H200 (262144 x 512: 145.4 vs 135.3 us, 88% vs 95%;
+      // H100 181.8 vs 183.1). Backward: 1 (H200 1048576 x 64: R = 2 / 4 110.8 / 121.3 vs 97.3 us:
+      // more registers, fewer resident warps). 1 also where the one-row grid is small (<= 2048
       // blocks of 256 threads, about two waves: more rows per lane would only idle SMs).
       const int64_t rpb = 8 * (32 / L.group);
       const int64_t blocks1 = (L.rows + rpb - 1) / rpb;
-      L.rows_per_group = (bwd || blocks1 <= 2048) ? 1 : (L.k == 1 ? 4 : (L.k == 2 ? 2 : 1));
+      L.rows_per_group = (bwd || blocks1 <= 2048 || L.k != 1) ? 1 : 4;
       if (kn.rpg == 1 || (kn.rpg == 2 && L.k <= 2) || (kn.rpg == 4 && L.k == 1)) L.rows_per_group = kn.rpg;
       if (blocks1 > (int64_t(1) << 30)) L.path = SmPath::RowsLoop;  // the warp grid does not loop
       L.threads = 256;

@@ -31,4 +31,17 @@ int bwd_cluster_resident(DType t, const Config& c) {
   return n;
 }
 
+double device_bytes_per_sm_cycle() {
+  int dev = 0, mem_khz = 0, bus_bits = 0, sms = 0, sm_khz = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device here (a host-only plan): not an error of this call
+    return 0;
+  }
+  if (sms <= 0 || sm_khz <= 0) return 0;
+  return 2.0 * double(mem_khz) * (double(bus_bits) / 8) / (double(sms) * double(sm_khz));  // (double data rate)
+}
+
 }  // namespace baracuda::norm

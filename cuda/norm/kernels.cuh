@@ -605,9 +605,12 @@ template <class T> __device__ __forceinline__ compute_t<T>* partial_b(const Norm
 // chunks of E compute elements, chunk (i, q) of lane l at ((i * NQ + q) * TPR + l) * E, so that
 // a warp's 16-byte shared accesses are contiguous (no bank conflicts; a lane-major layout with
 // 32-byte lanes, as for 16-bit T, conflicts 2-way on every access).
-// PF (prefetch; block groups, no XS): the block's next row of grad_out and x is copied (cp.async,
-// each thread its own vectors) into shared memory behind the accumulators while this row is
-// reduced, written and accumulated, as in the forward's PF.
+// PF (prefetch, no XS): the group's next row of grad_out and x is brought in while this row is
+// reduced, written and accumulated. Block groups copy it (cp.async, each thread its own vectors)
+// into shared memory behind the accumulators, as in the forward's PF; small groups (RPB rows per
+// block, a few vectors per thread) load it into registers, with its mean and rstd: twice the
+// bytes in flight per warp for a handful of registers, where a row is too short for a warp's
+// loads to cover the memory latency on their own.
 // RA (register accumulators; 16-bit T, no XS): a thread's dweight / dbias columns are the same
 // in every row, so they accumulate in registers, and a 16-bit weight is held packed in registers
 // for the whole kernel, instead of a shared-memory read-modify-write and a weight load per row.
@@ -626,7 +629,8 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   constexpr int E = int(16 / sizeof(C));  // compute elements per 16-byte chunk
   constexpr int NQ = V / E;               // chunks per vector (2 for 16-bit T, else 1)
   static_assert(NQ * E == V, "norm backward: vector / chunk mismatch");
-  static_assert(!PF || (!XS && RPB == 1), "norm backward: the prefetching kernel holds one row per block");
+  static_assert(!PF || !XS, "norm backward: the prefetching kernel holds x in registers");
+  constexpr bool PF_SMEM = PF && RPB == 1, PF_REG = PF && RPB > 1;
   static_assert(!RA || (!XS && sizeof(T) == 2), "norm backward: register accumulators need 16-bit T, no xs");
   extern __shared__ __align__(16) unsigned char norm_bwd_dyn[];
   __shared__ C red[2][64];
@@ -657,7 +661,23 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
     }
     __pipeline_commit();
   };
-  if constexpr (PF) prefetch(blockIdx.x);
+  if constexpr (PF_SMEM) prefetch(blockIdx.x);
+  // PF_REG: the group's next row (grad_out, x, mean, rstd) in registers, loaded one row ahead.
+  P ng[PF_REG ? I : 1], nx[PF_REG ? I : 1];
+  C nmean = 0, nrstd = 0;
+  auto load_next = [&](int64_t r) {
+    const bool in_rows = r < L.rows;
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t col = int64_t(i * TPR + lane) * V;
+      const bool ok = in_rows && col < H;
+      ng[i] = ok ? ld_pack<P>(gyp + r * L.gy_rs + col) : zero_vec<T>();
+      nx[i] = ok ? ld_pack<P>(xp + r * L.x_rs + col) : zero_vec<T>();
+    }
+    nmean = (in_rows && F.layer) ? static_cast<const C*>(L.mean)[r] : C(0);
+    nrstd = in_rows ? static_cast<const C*>(L.rstd)[r] : C(0);
+  };
+  if constexpr (PF_REG) load_next(int64_t(blockIdx.x) * RPB + group);
   // RA: the accumulators. WR (RA, or an operand-specialized 16-bit kernel): the weight of this
   // thread's columns, packed in registers for the whole kernel (its columns are the same in every
   // row): no weight load and address per row.
@@ -706,12 +726,20 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
     const bool valid = row < L.rows;
     P gp[I];
     P xv[XS ? 1 : I];
-    if constexpr (PF) __pipeline_wait_prior(0);
+    C mean_r = 0, rstd_r = 0;
+    if constexpr (PF_SMEM) __pipeline_wait_prior(0);
+    if constexpr (PF_REG) {  // this row from the registers, the next one's loads issued
 #pragma unroll
-    for (int i = 0; i < I; ++i) {
+      for (int i = 0; i < I; ++i) { gp[i] = ng[i]; xv[i] = nx[i]; }
+      mean_r = nmean;
+      rstd_r = nrstd;
+      load_next(row + int64_t(gridDim.x) * RPB);
+    }
+#pragma unroll
+    for (int i = 0; i < I && !PF_REG; ++i) {
       const int64_t col = int64_t(i * TPR + lane) * V;
       const bool ok = valid && col < H;
-      if constexpr (PF) {
+      if constexpr (PF_SMEM) {
         xv[i] = ok ? next_x[i * TPR + lane] : zero_vec<T>();
         gp[i] = ok ? next_g[i * TPR + lane] : zero_vec<T>();
         continue;
@@ -724,8 +752,8 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
       gp[i] = ok ? ld_pack<P>(gyp + row * L.gy_rs + col) : zero_vec<T>();
     }
     if constexpr (XS) __pipeline_commit();
-    const C mean = (valid && F.layer) ? static_cast<const C*>(L.mean)[row] : C(0);
-    const C rstd = valid ? static_cast<const C*>(L.rstd)[row] : C(0);
+    const C mean = PF_REG ? mean_r : (valid && F.layer) ? static_cast<const C*>(L.mean)[row] : C(0);
+    const C rstd = PF_REG ? rstd_r : valid ? static_cast<const C*>(L.rstd)[row] : C(0);
     if constexpr (XS) __pipeline_wait_prior(0);
     auto x_of = [&](int i) -> P {
       if constexpr (XS) return xsm[i * TPR + lane];
@@ -782,7 +810,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
     group_sum2<TPR, !XS>(s1, s2, red[parity]);  // (XS: 1024-thread blocks at their register limit)
     // Every vector read from next_g / next_x went into s1 / s2 and the block's barrier is behind:
     // the buffers are free for the next row.
-    if constexpr (PF) prefetch(base + gridDim.x);
+    if constexpr (PF_SMEM) prefetch(base + gridDim.x);
     // grad_x = rstd (g - c1 - xh c2), g = gy w, xh = (x - mean) rstd, evaluated as
     // rstd ((gy w - c1) - c2r (x - mean)) with c2r = c2 rstd: four instructions an element, not six;
     // for 16-bit T as rstd (gy w + k - c2r x) with k = c2r mean - c1 (three: the rounding of k is

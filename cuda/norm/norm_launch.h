@@ -87,10 +87,14 @@ constexpr int64_t fwd_prefetch_smem(int tpr, int items) { return int64_t(tpr) * 
 // 158 vs 160 us at 8192 rows; H100 151 vs 158, 168 vs 172) and, operand-specialized, at 2048
 // (H = 16384, 512 x 4: RMSNorm 124 vs 126 us, LayerNorm 143 vs 149 us at 4096 rows). Elsewhere
 // they measured no faster (backward at 512 vectors) or slower (the forward at 8192..65536).
+// The small groups of 16 x 1 (9..16 vectors: bf16 H = 72..128) prefetch into registers: H200
+// bf16 262144 x 128, LayerNorm 61.8 vs 65.3 us (78% vs 74% of copy), RMSNorm 56.5 vs 59.0 us;
+// at 32 x 2 (H = 512) it lost (65.6 vs 62.4, 60.7 vs 58.5 us: spills at the 72-register budget).
 inline bool prefetch_default(bool backward, DType t, bool layer, int64_t vectors) {
   // (LayerNorm at 2048 vectors: 127 vs 129 us without it, H200, session 14, once the weight sat
   // in registers; its two accumulator rows leave one 512 x 4 block per SM either way.)
-  return backward && dtype_size(t) == 2 && (vectors == 1024 || (vectors == 2048 && !layer));
+  return backward && dtype_size(t) == 2 &&
+         (vectors == 1024 || (vectors == 2048 && !layer) || (vectors > 8 && vectors <= 16));
 }
 // Where the register-accumulator backward is the default (measured, bench_norm.py --sweep): the
 // 16-bit LayerNorm at 512 vectors (H = 4096, 128 x 4: H200 254 vs 286 us for the shared-memory
@@ -121,10 +125,11 @@ constexpr bool bwd_supported(int tpr, int items, bool xs) {
   return false;
 }
 inline int rows_per_block(int tpr) { return tpr > 32 ? 1 : 128 / tpr; }
-// The backward kernels with a prefetched next row (bwd_reg's PF: block groups without xs).
+// The backward kernels with a prefetched next row (bwd_reg's PF, without xs): block groups
+// through shared memory, the small groups of H = 128 and 512 (16 x 1, 32 x 2) in registers.
 constexpr bool bwd_prefetch_supported(int tpr, int items) {
   return (tpr == 128 && items == 4) || (tpr == 256 && (items == 2 || items == 4)) ||
-         (tpr == 512 && items >= 1 && items <= 4);
+         (tpr == 512 && items >= 1 && items <= 4) || (tpr == 16 && items == 1) || (tpr == 32 && items == 2);
 }
 // The backward kernels with register accumulators (bwd_reg's RA: 16-bit T without xs, at most
 // 4 x 8 accumulated columns per thread): block groups (a subset of the prefetching shapes) and
@@ -141,8 +146,8 @@ constexpr int bwd_regacc_min_blocks(int tpr, int items) {
   const int b = tpr > 32 ? 65536 / ((48 + 28 * items) * tpr) : 65536 / ((56 + 12 * items) * 128);
   return b < 1 ? 1 : (b > 16 ? 16 : b);
 }
-// Its extra dynamic shared memory: the next row of grad_out and x.
-constexpr int64_t bwd_prefetch_smem(int tpr, int items) { return int64_t(2) * tpr * items * 16; }
+// Its extra dynamic shared memory: the next row of grad_out and x (none for small groups: registers).
+constexpr int64_t bwd_prefetch_smem(int tpr, int items) { return tpr > 32 ? int64_t(2) * tpr * items * 16 : 0; }
 
 // The cluster forward kernels that are instantiated (blocks per row, threads per block, 16-byte
 // vectors per thread), in the order of preference among equally padded candidates. A row of up
@@ -596,7 +601,8 @@ constexpr bool bwd_spec_shape(int tpr, int items, bool prefetch, bool regacc) {
            (tpr == 128 && items == 4) || (tpr == 512 && items == 4))) ||
          (regacc && !prefetch && ((tpr == 128 && items == 4) || (tpr == 16 && items == 1) || (tpr == 32 && items == 2))) ||
          (prefetch && !regacc && tpr == 512 && items == 2) ||
-         (prefetch && !regacc && tpr == 512 && items == 4);
+         (prefetch && !regacc && tpr == 512 && items == 4) ||
+         (prefetch && ((tpr == 16 && items == 1) || (tpr == 32 && items == 2)));
 }
 
 // Bytes of one [partials, H] block of partial sums, 256-byte aligned.
@@ -608,5 +614,11 @@ void launch(const NormLaunch& L, void* stream);
 // Clusters of the backward cluster kernel of c's shape resident at once on the current device;
 // 0 when unknown (no device, no clusters). The plan sizes the persistent grid with it.
 int bwd_cluster_resident(DType t, const Config& c);
+// Peak DRAM bytes per SM cycle of the current device (2 x memory clock x bus width over SMs x SM
+// clock; H100 SXM ~12.8, H200 ~18.5), 0 without a device. Where a kernel's best shape differs
+// between the two (measured), this is what tells them apart.
+double device_bytes_per_sm_cycle();
+// Devices at or above this many bytes per SM cycle (the H200 class) get the defaults measured there.
+constexpr double kHighBandwidthPerSmCycle = 16.0;
 
 }  // namespace baracuda::norm
