@@ -615,7 +615,7 @@ void launch(const NormLaunch& L, void* stream);
 // 0 when unknown (no device, no clusters). The plan sizes the persistent grid with it.
 int bwd_cluster_resident(DType t, const Config& c);
 // Peak DRAM bytes per SM cycle of the current device (2 x memory clock x bus width over SMs x SM
-// clock; H100 SXM ~12.8, H200 ~18.5), 0 without a device. Where a kernel's best shape differs
+// clock; H100 SXM 12.8, H200 above 16: 3201 MHz HBM3e), 0 without a device. Where a kernel's best shape differs
 // between the two (measured), this is what tells them apart.
 double device_bytes_per_sm_cycle();
 // Devices at or above this many bytes per SM cycle (the H200 class) get the defaults measured there.
