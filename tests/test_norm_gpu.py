@@ -531,6 +531,39 @@ def test_backward_without_weight_and_f32_params(op):
     check_sum(gw, ref["w"], (go.double() * xhat).abs().sum(0), torch.float32, "grad_weight")
 
 
+@pytest.mark.parametrize("rows,H,dtname,pdt", [
+    (16384, 128, "bfloat16", None),     # ~1000 partial rows over 128 columns
+    (20000, 100, "float16", "float32"),  # H % 4 != 0: one column per thread; float32 parameters
+    (6000, 36, "float64", None),         # float64 partials, two columns per thread
+    (3000, 4096, "float32", None),
+    (300, 65536, "bfloat16", None),      # the cluster kernel's partials (one row per cluster)
+])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_param_grads_from_many_partials(op, rows, H, dtname, pdt):
+    """grad_weight / grad_bias are the column sums of the backward kernel's partial rows (one
+    finish launch for both): shapes from few to a thousand partial rows, every column-group width,
+    against float64 autograd; a second run gives the same bits."""
+    dt = DT[dtname]
+    pt = DT[pdt] if pdt else dt
+    g = R.gen(f"norm/bwd/partials/{op}/{rows}/{H}")
+    x, go = make((rows, H), dt, g, 1.0, 0.5), make((rows, H), dt, g)
+    w = make((H,), pt, g, 0.5, 1.0)
+    b = make((H,), pt, g) if op == "layer_norm" else None
+    outs = call(op, x, w, b, save_stats=True)
+    ref, xhat = autograd(op, x, w, b, go)
+    def run():
+        if op == "rms_norm":
+            return bc.rms_norm_backward(go, x, outs[1], w)[1:]
+        return bc.layer_norm_backward(go, x, outs[1], outs[2], w, b)[1:]
+    got = run()
+    check_sum(got[0], ref["w"], (go.double() * xhat).abs().sum(0), pt, f"grad_weight {rows}x{H}")
+    if op == "layer_norm":
+        check_sum(got[1], ref["b"], go.double().abs().sum(0), pt, f"grad_bias {rows}x{H}")
+    again = run()
+    for a, c in zip(got, again):
+        assert torch.equal(a, c)
+
+
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_backward_fused_residual(op):
     """h = x + residual; y = norm(h): grad_x (= grad_residual of the caller) includes the gradient

@@ -35,6 +35,7 @@
 #pragma once
 #include <cooperative_groups.h>
 
+#include "common/cluster_device.cuh"
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
 
@@ -49,24 +50,6 @@ constexpr int cluster_min_blocks(int tpr, int items) {
   const int by_threads = 2048 / tpr;
   const int b = by_regs < by_threads ? by_regs : by_threads;
   return b < 1 ? 1 : b;
-}
-
-__device__ __forceinline__ unsigned cl_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().block_rank();
-#else
-  return 0;
-#endif
-}
-__device__ __forceinline__ void cl_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
 }
 
 template <class T, int CS, int TPR, int I>
@@ -84,13 +67,13 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
   const int64_t row = blockIdx.x / CS;  // the grid is rows x CS blocks
   if (row >= L.rows) return;            // (never: the same row, hence the same exit, for the whole cluster)
   const int lane = threadIdx.x, warp = lane >> 5;
-  const unsigned rank = cl_rank();
+  const unsigned rank = cluster_block_rank();
   const int64_t H = L.H;
   const C invH = C(1) / C(H), eps = C(L.eps);
   const int64_t share0 = int64_t(rank) * (TPR * I);  // this block's first vector of the row
   const T* x = static_cast<const T*>(L.x);
   if (lane == 0) part.init();
-  cl_arrive();  // this block runs (and its mbarriers are initialized): the others may send to it
+  cluster_arrive_release();  // this block runs (and its mbarriers are initialized): the others may send to it
 
   // The row sum of v over the cluster (every thread of every block gets the same bits): block
   // sums sent to every block (common/cluster_exchange.cuh; each slot set used once), added in
@@ -100,7 +83,7 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if ((lane & 31) == 0) red[slot][warp] = v;
     __syncthreads();
-    if (slot == 0) cl_wait();  // the start barrier: every block of the cluster runs
+    if (slot == 0) cluster_wait_acquire();  // the start barrier: every block of the cluster runs
     if (lane < CS) {
       C b = 0;
 #pragma unroll
@@ -199,32 +182,6 @@ __global__ void __launch_bounds__(TPR, cluster_min_blocks(TPR, I)) fwd_cluster(c
 #endif
 }
 
-// Device capability, cached per device: thread-block clusters need sm_90.
-inline bool norm_device_has_clusters() {
-  static int cache[64] = {};  // 0 unknown, 1 yes, 2 no (benign races: every writer writes the same)
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev >= 0 && dev < 64 && cache[dev]) return cache[dev] == 1;
-  int major = 0;
-  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-  if (dev >= 0 && dev < 64) cache[dev] = major >= 9 ? 1 : 2;
-  return major >= 9;
-}
-
-// Whether this device runs the kernel's sm_90 code: a build without sm_90 in its arch list would
-// run it from older PTX, which traps (cached per device).
-template <class K> bool runs_sm90_code(K kernel) {
-  static int cache[64] = {};  // 0 unknown, 1 yes, 2 no
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev >= 0 && dev < 64 && cache[dev]) return cache[dev] == 1;
-  cudaFuncAttributes a{};
-  cuda_check(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes(norm forward, cluster)");
-  const bool yes = a.binaryVersion >= 90;
-  if (dev >= 0 && dev < 64) cache[dev] = yes ? 1 : 2;
-  return yes;
-}
-
 // False (nothing launched) when the device would not run the kernel's sm_90 code.
 template <class T, int CS, int TPR, int I> bool fwd_cluster_go(const NormLaunch& L, cudaStream_t s) {
   if (!runs_sm90_code(fwd_cluster<T, CS, TPR, I>)) return false;
@@ -254,7 +211,7 @@ template <class Go, class... Shapes> bool dispatch_cluster_shape(const Config& c
 // Launches the cluster kernel of L.cfg; false (nothing launched) on a device without clusters or
 // without the kernel's sm_90 code.
 template <class T> bool fwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
-  if (!norm_device_has_clusters()) return false;
+  if (!device_has_clusters()) return false;
   bool launched = false;
   // One shape per kClusterShapes entry (the static_assert keeps the two lists together).
   const bool found = dispatch_cluster_shape(
@@ -333,7 +290,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   __shared__ C red[2][2][W];      // per-warp (s1, s2), one slot set per parity
   __shared__ ClusterExchange<C, CS> part;  // the cluster's block sums, one slot set per parity
   const int lane = threadIdx.x, warp = lane >> 5;
-  const unsigned rank = cl_rank();
+  const unsigned rank = cluster_block_rank();
   const int64_t G = int64_t(gridDim.x) / CS;  // clusters
   const int64_t c0 = int64_t(blockIdx.x) / CS;
   const int64_t H = L.H;
@@ -345,7 +302,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
   const C* rstdp = static_cast<const C*>(L.rstd);
   const int64_t nrows = c0 < L.rows ? (L.rows - 1 - c0) / G + 1 : 0;  // rows c0, c0 + G, ...
   if (lane == 0) part.init();
-  cl_arrive();  // this block runs (and its mbarriers are initialized): the others may send to it
+  cluster_arrive_release();  // this block runs (and its mbarriers are initialized): the others may send to it
   // This thread's columns: col0 + i * VS for its vectors i, those inside the row flagged in
   // vmask. Every address below is a per-row base plus a constant (SASS: the 64-bit column and
   // row arithmetic per vector had been a third of the loop's instructions).
@@ -420,7 +377,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
     asm volatile("" : "+l"(w0));
     C c1 = 0, c2 = 0;
     if (j == 0) {
-      cl_wait();  // the start barrier: every block runs
+      cluster_wait_acquire();  // the start barrier: every block runs
     } else {      // row j - 1's block sums, all in
       part.wait(par ^ 1, unsigned((j - 1) >> 1));
       C t1 = 0, t2 = 0;
@@ -565,7 +522,7 @@ template <class Go> bool dispatch_bwd_cluster_shape(const Config& c, Go&& go) {
 }
 
 template <class T> bool bwd_cluster_launch(const NormLaunch& L, cudaStream_t s) {
-  if (!norm_device_has_clusters()) return false;
+  if (!device_has_clusters()) return false;
   bool launched = false;
   const bool found = dispatch_bwd_cluster_shape(L.cfg, [&](auto shape) {
     using S = decltype(shape);
@@ -587,7 +544,7 @@ template <class T> int bwd_cluster_resident(const Config& c) {
     (void)cudaGetLastError();  // no device here (a host-only plan): not an error of this call
     return 0;
   }
-  if (!norm_device_has_clusters()) return 0;
+  if (!device_has_clusters()) return 0;
   int n = 0;
   dispatch_bwd_cluster_shape(c, [&](auto shape) {
     using S = decltype(shape);

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "common/async_copy.cuh"
+#include "common/cluster_device.cuh"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
@@ -979,21 +980,72 @@ __global__ void __launch_bounds__(kColredThreads) colred(const NormLaunch L) {
   if (L.gb) store_n<V>(partial_b<T>(L) + int64_t(blockIdx.y) * L.H + col, ab);
 }
 
-// out[col] = sum over p of part[p, col], in a fixed order: 32 strided slices, then the slices.
-template <class C, class O>
-__global__ void __launch_bounds__(1024) finish(const C* part, int64_t P, int64_t H, O* out) {
-  __shared__ C sm[32][33];
-  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  C s = 0;
-  if (col < H)
-    for (int64_t p = threadIdx.y; p < P; p += 32) s += part[p * H + col];
-  sm[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < H) {
-    C t = 0;
+// dweight / dbias from their [P, H] partial rows (P: the row chunks of the backward kernel), both
+// gradients in one launch (grid.y). A block: 32 column groups of V columns (one 16-byte load per
+// partial row when V > 1) x TY slices of the partial rows. Sum order, fixed by (P, H, TY): each
+// thread its rows p = s, s + TY, ... (s its slice), then the TY slices in order. The partials are
+// mostly L2-resident (written last by the kernel before), so the cost is blocks and latency, not
+// bytes: four loads in flight per thread, few small blocks. H100, LayerNorm bf16, the span of
+// the backward (tools/profile_one.py --timeline): 2048 x 65536 (30 partials) 320.4 us with TY = 8
+// against 336.7 at TY = 32 and 338.5 for the kernel before (two launches, 1024-thread blocks of
+// 32 columns, one scalar load each); 4096 x 16384 150.3 vs 155.8 at TY = 32. Clusters of blocks
+// splitting the partial rows measured slower everywhere (4096 x 16384: 167 / 188 / 231 us at 2 /
+// 4 / 8 blocks) or equal (262144 x 128).
+template <class C> struct FinishArgs {
+  const C* part[2];  // [P, H] partial rows of gradient 0 / 1 (grid.y)
+  void* out[2];      // [H] gradient (T, or float where f32)
+  bool f32[2];
+  int64_t P = 0, H = 0;
+};
+template <class T, int V>
+__global__ void __launch_bounds__(1024) finish(const FinishArgs<compute_t<T>> a) {
+  using C = compute_t<T>;
+  __shared__ __align__(16) C sm[32][32 * V];  // [slice][column of the block]
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // launched early (PDL): the partials are written
+#endif
+  const int tx = threadIdx.x, ty = threadIdx.y, TY = int(blockDim.y);
+  const int64_t col = (int64_t(blockIdx.x) * 32 + tx) * V;
+  const C* part = a.part[blockIdx.y];
+  const int64_t H = a.H, P = a.P;
+  C t[V];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) t += sm[j][threadIdx.x];
-    out[col] = from_compute<O>(t);
+  for (int k = 0; k < V; ++k) t[k] = 0;
+  if (col < H) {
+    int64_t p = ty;
+    for (; p + 3 * TY < P; p += 4 * TY) {  // four loads issued, then added in row order
+      C v[4][V];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) load_n<V>(part + (p + u * TY) * H + col, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int k = 0; k < V; ++k) t[k] += v[u][k];
+    }
+    for (; p < P; p += TY) {
+      C v[V];
+      load_n<V>(part + p * H + col, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) t[k] += v[k];
+    }
+  }
+  store_n<V>(&sm[ty][tx * V], t);
+  __syncthreads();
+  if (ty == 0 && col < H) {  // the slices in order; scalar stores (the gradient may be 2-byte aligned)
+#pragma unroll
+    for (int k = 0; k < V; ++k) t[k] = 0;
+    for (int j = 0; j < TY; ++j) {
+      C v[V];
+      load_n<V>(&sm[j][tx * V], v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) t[k] += v[k];
+    }
+    void* out = a.out[blockIdx.y];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      if (a.f32[blockIdx.y]) static_cast<float*>(out)[col + k] = float(t[k]);
+      else static_cast<T*>(out)[col + k] = from_compute<T>(t[k]);
+    }
   }
 }
 
@@ -1117,11 +1169,41 @@ template <bool BWD, class T> bool loop_launch(const NormLaunch& L, cudaStream_t 
   return false;
 }
 
-template <class T, class C> void finish_one(const C* part, int64_t P, int64_t H, void* out, bool f32, cudaStream_t s) {
-  const dim3 grid(unsigned(ceil_div(H, 32))), block(32, 32);
-  if (f32) finish<C, float><<<grid, block, 0, s>>>(part, P, H, static_cast<float*>(out));
-  else finish<C, T><<<grid, block, 0, s>>>(part, P, H, static_cast<T*>(out));
-  check_launch("norm finish (grad_weight / grad_bias)");
+// dweight and / or dbias from the partials at pw / pb (P rows of H), into L.gw / L.gb: blocks of 32
+// column groups (16 bytes when H allows) x TY = 8 slices (fewer for P < 32; L.cfg.finish_ty
+// overrides). On sm_90 the launch is programmatic (PDL; L.cfg.finish_pdl = 0 turns it off): the
+// launch overlaps the end of the kernel before, whose writes the blocks wait for
+// (griddepcontrol.wait); H100 2048 x 65536: 320.8 vs 322.7 us.
+template <class T, class C> void finish_params(const NormLaunch& L, const C* pw, const C* pb, int64_t P, cudaStream_t s) {
+  FinishArgs<C> a;
+  int n = 0;
+  if (L.gw) { a.part[n] = pw; a.out[n] = L.gw; a.f32[n] = L.w_f32; ++n; }
+  if (L.gb) { a.part[n] = pb; a.out[n] = L.gb; a.f32[n] = L.b_f32; ++n; }
+  if (n == 0 || L.H == 0) return;
+  a.P = P;
+  a.H = L.H;
+  constexpr int VV = int(16 / sizeof(C));
+  const bool vec = L.H % VV == 0;
+  int ty = 1;
+  while (ty < 8 && int64_t(ty) * 4 < P) ty *= 2;
+  const int fty = L.cfg.finish_ty;
+  if (fty >= 1 && fty <= 32 && (fty & (fty - 1)) == 0) ty = fty;
+  // griddepcontrol.wait exists only in the kernel's sm_90 code: no PDL where the device runs older PTX
+  const bool pdl = L.cfg.finish_pdl != 0 && device_has_clusters() && runs_sm90_code(finish<T, 1>);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(ceil_div(ceil_div(L.H, int64_t(vec ? VV : 1)), int64_t(32))), unsigned(n));
+  cfg.blockDim = dim3(32, unsigned(ty));
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  if (pdl) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  const char* what = "norm finish (grad_weight / grad_bias)";
+  if (vec) cuda_check(cudaLaunchKernelEx(&cfg, finish<T, VV>, a), what);
+  else cuda_check(cudaLaunchKernelEx(&cfg, finish<T, 1>, a), what);
 }
 
 // The cluster forward (sm_90; fwd_cluster.cuh, instantiated in norm_fwd_<dtype>.cu): false, with
@@ -1152,8 +1234,7 @@ template <class T> void launch_backward_impl(const NormLaunch& L, cudaStream_t s
       const int64_t P = L.cfg.partials;
       const C* pw = static_cast<const C*>(L.workspace);
       const C* pb = reinterpret_cast<const C*>(static_cast<const char*>(L.workspace) + L.bias_partial_offset);
-      if (L.gw) finish_one<T>(pw, P, L.H, L.gw, L.w_f32, s);
-      if (L.gb) finish_one<T>(pb, P, L.H, L.gb, L.b_f32, s);
+      finish_params<T>(L, pw, pb, P, s);
       return;
     }
     // Before sm_90 (or no rows): the one-block xs kernel or the loop, with its own partials (the
@@ -1180,8 +1261,7 @@ template <class T> void launch_backward_impl(const NormLaunch& L, cudaStream_t s
   const int64_t P = L.rows > 0 ? L.cfg.partials : 0;  // no rows: zero gradients
   const C* pw = static_cast<const C*>(L.workspace);
   const C* pb = reinterpret_cast<const C*>(static_cast<const char*>(L.workspace) + L.bias_partial_offset);
-  if (L.gw) finish_one<T>(pw, P, L.H, L.gw, L.w_f32, s);
-  if (L.gb) finish_one<T>(pb, P, L.H, L.gb, L.b_f32, s);
+  finish_params<T>(L, pw, pb, P, s);
 }
 
 }  // namespace baracuda::norm::kern

@@ -48,6 +48,9 @@ struct Config {
   int64_t partials = 0;        // backward: rows of the [partials, H] dweight / dbias workspace
   int64_t rows_per_chunk = 0;  // backward, column-reduction kernel: rows per block
   int colred_vec = 1;          // backward, column-reduction kernel: columns per thread
+  // backward, the finish of dweight / dbias (tuning; 0 / -1: the defaults of finish_params): slices
+  // of the partial rows per block, the programmatic (PDL) launch
+  int finish_ty = 0, finish_pdl = -1;
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -253,9 +256,15 @@ struct Override {
   int spec = -1;     // register path: 0 forbids the operand-specialized kernels
   int pshared = -1;  // parameters through shared memory (Config::param_smem): forward 1 = the last one
                      // resident, 2 = the ring; backward cluster 0 forbids the weight in shared memory
+  int fty = 0, fpdl = -1;  // backward: the dweight / dbias finish (Config::finish_*)
   bool any() const {
     return tpr || items || rows || xs >= 0 || cluster || clusters || prefetch >= 0 || regacc >= 0 || spec >= 0 ||
-           pshared >= 0;
+           pshared >= 0 || fty || fpdl >= 0;
+  }
+  // The finish knobs onto a backward configuration (whichever path it is).
+  void apply_finish(Config& c) const {
+    c.finish_ty = fty;
+    c.finish_pdl = fpdl;
   }
 };
 inline Override parse_override(const std::vector<Knob>& knobs) {
@@ -272,6 +281,8 @@ inline Override parse_override(const std::vector<Knob>& knobs) {
     else if (k.key == "regacc") o.regacc = v;
     else if (k.key == "spec") o.spec = v;
     else if (k.key == "pshared") o.pshared = v;
+    else if (k.key == "fty") o.fty = v;
+    else if (k.key == "fpdl") o.fpdl = v;
   }
   return o;
 }

@@ -14,6 +14,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/cluster_device.cuh"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/fast_exp.cuh"
@@ -607,18 +608,6 @@ void warp_launch_r(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
 
 // rows_block / rows_cluster: softmax_reg.cuh, instantiated in softmax_reg_<dtype>_{fwd,bwd}.cu.
 template <class T, bool BWD> void launch_reg(const SmLaunch& L, const RowGeo& g, cudaStream_t st);
-
-// Device capability, cached per device: thread-block clusters need sm_90.
-inline bool device_has_clusters() {
-  static int cache[64] = {};  // 0 unknown, 1 yes, 2 no (benign races: every writer writes the same)
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev >= 0 && dev < 64 && cache[dev]) return cache[dev] == 1;
-  int major = 0;
-  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-  if (dev >= 0 && dev < 64) cache[dev] = major >= 9 ? 1 : 2;
-  return major >= 9;
-}
 
 template <class T>
 void launch_typed(const SmLaunch& L, cudaStream_t st) {

@@ -35,6 +35,7 @@
 #include <cstring>
 
 #include "common/async_copy.cuh"
+#include "common/cluster_device.cuh"
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
 #include "common/mbarrier.cuh"
@@ -151,26 +152,6 @@ template <int CS> __device__ __forceinline__ unsigned cluster_rank() {
 #endif
   return 0;
 }
-__device__ __forceinline__ void cluster_arrive_release() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait_acquire() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
-// The value `v` of block `rank` of this cluster (v must be in shared memory).
-template <class C> __device__ __forceinline__ C cluster_read(C* v, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return *cooperative_groups::this_cluster().map_shared_rank(v, rank);
-#else
-  return *v;
-#endif
-}
-
 template <class T, int W, int K, int ST, int CS, bool BWD>
 __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
     rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log,
