@@ -985,7 +985,7 @@ __global__ void __launch_bounds__(kColredThreads) colred(const NormLaunch L) {
 // partial row when V > 1) x TY slices of the partial rows. Sum order, fixed by (P, H, TY): each
 // thread its rows p = s, s + TY, ... (s its slice), then the TY slices in order. The partials are
 // mostly L2-resident (written last by the kernel before), so the cost is blocks and latency, not
-// bytes: four loads in flight per thread, few small blocks. H100, LayerNorm bf16, the span of
+// bytes: four loads in flight per thread, few blocks. H100, LayerNorm bf16, the span of
 // the backward (tools/profile_one.py --timeline): 2048 x 65536 (30 partials) 320.4 us with TY = 8
 // against 336.7 at TY = 32 and 338.5 for the kernel before (two launches, 1024-thread blocks of
 // 32 columns, one scalar load each); 4096 x 16384 150.3 vs 155.8 at TY = 32. Clusters of blocks
@@ -1170,8 +1170,8 @@ template <bool BWD, class T> bool loop_launch(const NormLaunch& L, cudaStream_t 
 }
 
 // dweight and / or dbias from the partials at pw / pb (P rows of H), into L.gw / L.gb: blocks of 32
-// column groups (16 bytes when H allows) x TY = 8 slices (fewer for P < 32; L.cfg.finish_ty
-// overrides). On sm_90 the launch is programmatic (PDL; L.cfg.finish_pdl = 0 turns it off): the
+// column groups (16 bytes when H allows) x TY slices (8, up to 32 for many partials, fewer for
+// P < 32; L.cfg.finish_ty overrides). On sm_90 the launch is programmatic (PDL; L.cfg.finish_pdl = 0 turns it off): the
 // launch overlaps the end of the kernel before, whose writes the blocks wait for
 // (griddepcontrol.wait); H100 2048 x 65536: 320.8 vs 322.7 us.
 template <class T, class C> void finish_params(const NormLaunch& L, const C* pw, const C* pb, int64_t P, cudaStream_t s) {
@@ -1184,8 +1184,11 @@ template <class T, class C> void finish_params(const NormLaunch& L, const C* pw,
   a.H = L.H;
   constexpr int VV = int(16 / sizeof(C));
   const bool vec = L.H % VV == 0;
-  int ty = 1;
-  while (ty < 8 && int64_t(ty) * 4 < P) ty *= 2;
+  // 8 slices, more while a thread would add over 32 partial rows (few columns, many partials:
+  // 262144 x 128 had 95 us with 8 slices, 79 with 32), fewer where 4 rows a thread cover P
+  int ty = 8;
+  while (ty < 32 && P > int64_t(32) * ty) ty *= 2;
+  while (ty > 1 && int64_t(ty / 2) * 4 >= P) ty /= 2;
   const int fty = L.cfg.finish_ty;
   if (fty >= 1 && fty <= 32 && (fty & (fty - 1)) == 0) ty = fty;
   // griddepcontrol.wait exists only in the kernel's sm_90 code: no PDL where the device runs older PTX
