@@ -564,6 +564,44 @@ def test_param_grads_from_many_partials(op, rows, H, dtname, pdt):
         assert torch.equal(a, c)
 
 
+@pytest.mark.parametrize("rows,H", [(300, 65536), (4096, 1024), (20000, 128), (3000, 1001)])
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_finish_launch_variants(op, rows, H, monkeypatch):
+    """The dweight / dbias finish launched plainly, programmatically (PDL) and triggered as the row
+    kernel starts (fpdl=0 / 1 / 2; the cluster, register, small-group and looped paths by shape):
+    the same bits; other slice counts (fty): the same sums to rounding, against float64 autograd."""
+    dt = torch.bfloat16
+    layer = op == "layer_norm"
+    g = R.gen(f"norm/bwd/finish/{op}/{rows}/{H}")
+    x, go = make((rows, H), dt, g, 1.0, 0.5), make((rows, H), dt, g)
+    w = make((H,), dt, g, 0.5, 1.0)
+    b = make((H,), dt, g) if layer else None
+    outs = call(op, x, w, b, save_stats=True)
+    ref, xhat = autograd(op, x, w, b, go)
+    spec = bc.TensorSpec((rows, H), bc.bfloat16)
+    got = {}
+    for cfg in ["fpdl=0", "fpdl=1", "fpdl=2", "", "fty=1", "fty=32,fpdl=0"]:
+        if cfg:
+            monkeypatch.setenv("BARACUDA_NORM_BWD_CFG", cfg)
+        else:
+            monkeypatch.delenv("BARACUDA_NORM_BWD_CFG", raising=False)
+        plan = bc.NormPlan.select(bc.NormDescriptor(op + "_backward", spec, weight=bc.bfloat16,
+                                                    bias=bc.bfloat16 if layer else None))
+        ws = torch.empty(max(1, plan.workspace_bytes()), device=DEV, dtype=torch.uint8)
+        gx, gw = poison((rows, H), dt), poison((H,), dt)
+        gb = poison((H,), dt) if layer else None
+        plan.run(grad_x=gx, grad_out=go, x=x, mean=outs[1] if layer else None, rstd=outs[-1], weight=w,
+                 grad_weight=gw, grad_bias=gb, workspace=ws)
+        check_sum(gw, ref["w"], (go.double() * xhat).abs().sum(0), dt, f"grad_weight {cfg}")
+        if layer:
+            check_sum(gb, ref["b"], go.double().abs().sum(0), dt, f"grad_bias {cfg}")
+        got[cfg] = (gx, gw, gb)
+    close(got[""][0], ref["x"], dt, f"grad_x {op} {rows}x{H}", scale_atol=True)
+    for cfg in ("fpdl=1", "fpdl=2", ""):
+        for a, c in zip(got[cfg], got["fpdl=0"]):
+            assert a is None or torch.equal(a, c), cfg
+
+
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_backward_fused_residual(op):
     """h = x + residual; y = norm(h): grad_x (= grad_residual of the caller) includes the gradient

@@ -152,8 +152,8 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // 16-bit, 1024 x 8) the last parameter in shared memory / weight and bias through a ring (backward cluster:
   // pshared=0 keeps the weight out of shared memory), spec=0 forbids the operand-specialized
   // ones; ignored when the kernel does not exist or the row does not fit. Backward, the dweight /
-  // dbias finish: fty=N slices per block (1..32, a power of two), fpdl=0 / 1 without / with the
-  // programmatic launch.
+  // dbias finish: fty=N slices per block (1..32, a power of two), fpdl=0 / 1 / 2 without / with the
+  // programmatic launch / with it triggered as the row kernel starts.
   norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
   // The 16-bit LayerNorm forward at 1024 x 8 (H = 65536) keeps its last parameter resident in
   // shared memory (pshared=1) on devices of many bytes per SM cycle, the ring elsewhere (the same

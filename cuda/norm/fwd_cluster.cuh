@@ -275,6 +275,7 @@ __global__ void __launch_bounds__(TPR, bwd_cluster_min_blocks<TPR>()) bwd_cluste
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
 #else
+  if (L.cfg.finish_pdl == 2) pdl_trigger();  // the finish's blocks may be placed (they wait for this grid)
   const OperandFlags F = operand_flags<S>(L);
   using C = compute_t<T>;
   using P = VecOf<T>;

@@ -15,6 +15,7 @@
 #include "common/async_copy.cuh"
 #include "common/cluster_device.cuh"
 #include "common/cuda_check.h"
+#include "common/pdl.cuh"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
 #include "norm/kernels.h"
@@ -633,6 +634,7 @@ __global__ void __launch_bounds__(block_threads(TPR), XS ? 1 : (RA ? bwd_regacc_
   static_assert(!PF || !XS, "norm backward: the prefetching kernel holds x in registers");
   constexpr bool PF_SMEM = PF && RPB == 1, PF_REG = PF && RPB > 1;
   static_assert(!RA || (!XS && sizeof(T) == 2), "norm backward: register accumulators need 16-bit T, no xs");
+  if (L.cfg.finish_pdl == 2) pdl_trigger();  // the finish's blocks may be placed (they wait for this grid)
   extern __shared__ __align__(16) unsigned char norm_bwd_dyn[];
   __shared__ C red[2][64];
   const int lane = threadIdx.x % TPR, group = threadIdx.x / TPR;
@@ -935,6 +937,7 @@ __global__ void __launch_bounds__(block_threads(TPR)) bwd_loop(const NormLaunch 
 template <class T, int V>
 __global__ void __launch_bounds__(kColredThreads) colred(const NormLaunch L) {
   using C = compute_t<T>;
+  if (L.cfg.finish_pdl == 2) pdl_trigger();  // the finish's blocks may be placed (they wait for this grid)
   const int64_t col = (int64_t(blockIdx.x) * kColredThreads + threadIdx.x) * V;
   if (col >= L.H) return;
   const int64_t r0 = int64_t(blockIdx.y) * L.cfg.rows_per_chunk;
@@ -1001,9 +1004,7 @@ template <class T, int V>
 __global__ void __launch_bounds__(1024) finish(const FinishArgs<compute_t<T>> a) {
   using C = compute_t<T>;
   __shared__ __align__(16) C sm[32][32 * V];  // [slice][column of the block]
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // launched early (PDL): the partials are written
-#endif
+  pdl_wait();  // launched early (PDL): from here on the partials are written
   const int tx = threadIdx.x, ty = threadIdx.y, TY = int(blockDim.y);
   const int64_t col = (int64_t(blockIdx.x) * 32 + tx) * V;
   const C* part = a.part[blockIdx.y];
@@ -1171,9 +1172,9 @@ template <bool BWD, class T> bool loop_launch(const NormLaunch& L, cudaStream_t 
 
 // dweight and / or dbias from the partials at pw / pb (P rows of H), into L.gw / L.gb: blocks of 32
 // column groups (16 bytes when H allows) x TY slices (8, up to 32 for many partials, fewer for
-// P < 32; L.cfg.finish_ty overrides). On sm_90 the launch is programmatic (PDL; L.cfg.finish_pdl = 0 turns it off): the
-// launch overlaps the end of the kernel before, whose writes the blocks wait for
-// (griddepcontrol.wait); H100 2048 x 65536: 320.8 vs 322.7 us.
+// P < 32; L.cfg.finish_ty overrides). On sm_90 the launch is programmatic (PDL, L.cfg.finish_pdl):
+// it overlaps the end of the row kernel before (which triggers it as it starts), whose writes the
+// blocks wait for (pdl_wait).
 template <class T, class C> void finish_params(const NormLaunch& L, const C* pw, const C* pb, int64_t P, cudaStream_t s) {
   FinishArgs<C> a;
   int n = 0;
