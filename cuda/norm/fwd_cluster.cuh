@@ -33,8 +33,6 @@
 // per reduction: its release / acquire are a GPU-scope memory barrier, which would wait for the
 // residual_out stores, and an L1 invalidation.)
 #pragma once
-#include <cooperative_groups.h>
-
 #include "common/cluster_device.cuh"
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"

@@ -990,8 +990,8 @@ __global__ void __launch_bounds__(kColredThreads) colred(const NormLaunch L) {
 // mostly L2-resident (written last by the kernel before), so the cost is blocks and latency, not
 // bytes: four loads in flight per thread, few blocks. H100, LayerNorm bf16, the span of
 // the backward (tools/profile_one.py --timeline): 2048 x 65536 (30 partials) 320.4 us with TY = 8
-// against 336.7 at TY = 32 and 338.5 for the kernel before (two launches, 1024-thread blocks of
-// 32 columns, one scalar load each); 4096 x 16384 150.3 vs 155.8 at TY = 32. Clusters of blocks
+// against 336.7 at TY = 32 (338.5 without PDL) and 338.3 for the kernel before (two launches,
+// 1024-thread blocks of 32 columns, one scalar load each); 4096 x 16384 150.3 vs 155.8 at TY = 32. Clusters of blocks
 // splitting the partial rows measured slower everywhere (4096 x 16384: 167 / 188 / 231 us at 2 /
 // 4 / 8 blocks) or equal (262144 x 128).
 template <class C> struct FinishArgs {
@@ -1192,8 +1192,9 @@ template <class T, class C> void finish_params(const NormLaunch& L, const C* pw,
   while (ty > 1 && int64_t(ty / 2) * 4 >= P) ty /= 2;
   const int fty = L.cfg.finish_ty;
   if (fty >= 1 && fty <= 32 && (fty & (fty - 1)) == 0) ty = fty;
-  // griddepcontrol.wait exists only in the kernel's sm_90 code: no PDL where the device runs older PTX
-  const bool pdl = L.cfg.finish_pdl != 0 && device_has_clusters() && runs_sm90_code(finish<T, 1>);
+  // griddepcontrol.wait exists only in the kernel's sm_90 code (which also means an sm_90+ device):
+  // no PDL where the device runs older PTX
+  const bool pdl = L.cfg.finish_pdl != 0 && runs_sm90_code(finish<T, 1>);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(ceil_div(ceil_div(L.H, int64_t(vec ? VV : 1)), int64_t(32))), unsigned(n));
   cfg.blockDim = dim3(32, unsigned(ty));

@@ -30,7 +30,6 @@
 // against it, and the (max, sum) pairs are combined (warp shuffles, then shared memory, then
 // the cluster). Softmax evaluates exp twice per element (sum, then write); log-softmax once.
 #pragma once
-#include <cooperative_groups.h>
 
 #include <cstring>
 
@@ -147,9 +146,7 @@ struct RegCfg {
 };
 
 template <int CS> __device__ __forceinline__ unsigned cluster_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (CS > 1) return cooperative_groups::this_cluster().block_rank();
-#endif
+  if constexpr (CS > 1) return cluster_block_rank();
   return 0;
 }
 template <class T, int W, int K, int ST, int CS, bool BWD>
