@@ -57,15 +57,18 @@ def cases():
         out.append(Case(f"cumsum/{t}/1Mix64", "cumsum", (1 << 20, 64), 1, dt))
         out.append(Case(f"cumsum/{t}/4096x4096/axis0", "cumsum", (4096, 4096), 0, dt))
     out.append(Case("logcumsumexp/bf16/8192x4096", "logcumsumexp", (8192, 4096), 1, torch.bfloat16))
+    out.append(Case("logcumsumexp/f32/8192x4096", "logcumsumexp", (8192, 4096), 1, torch.float32))
     out.append(Case("cummax/bf16/8192x4096", "cummax", (8192, 4096), 1, torch.bfloat16))
     return out
 
 
 # Variants timed by --sweep: (label, BARACUDA_SCAN_CFG), per key shape.
 SWEEPS = {
-    "cumsum/bf16/8192x4096": ["", "threads=128", "group=16", "threads=128,group=16"],
-    "cumsum/bf16/4x16Mi": ["", "split=0", "min_seg=16384", "min_seg=65536", "target=4224", "target=16896",
+    "cumsum/bf16/8192x4096": ["", "pf=0", "threads=128", "group=16", "threads=128,group=16"],
+    "cumsum/bf16/4x16Mi": ["", "pf=0", "split=0", "min_seg=16384", "min_seg=65536", "target=4224", "target=16896",
                            "threads=128"],
+    "cumsum/f32/8192x4096": ["", "pf=0"],
+    "cummax/bf16/8192x4096": ["", "pf=0"],
     "cumsum/bf16/1Mix64": ["", "group=4", "group=16", "threads=128"],
     "cumsum/bf16/4096x4096/axis0": ["", "cvec=0", "col_min_seg=8", "col_min_seg=64", "col_target=135168",
                                     "col_target=540672", "split=0", "threads=128"],

@@ -193,6 +193,29 @@ def test_nan_inf_propagation_like_torch(op, dt):
     assert torch.equal(res.double()[inf], exp[inf]), f"{op}: infinities differ"
 
 
+@pytest.mark.parametrize("dt", FLOATS)
+def test_logcumsumexp_special_runs(dt):
+    """Rows that drive each branch of the (max, sum) state: all -inf, a -inf run, +inf (one and two),
+    a NaN, every element a new maximum, a falling row, and a 200-unit spread that underflows exp."""
+    g = R.gen(f"lcse-runs-{dt}")
+    x = 3 * torch.randn((9, 4097), generator=g, device=DEV, dtype=F64)
+    x[0] = -math.inf
+    x[1, :1000] = -math.inf
+    x[2, 500] = math.inf
+    x[3, 37:39] = math.inf
+    x[4, ::2] -= 200
+    x[5, 3000] = math.nan
+    x[6] = torch.linspace(-300, 300, 4097, device=DEV, dtype=F64)
+    x[7] = torch.linspace(300, -300, 4097, device=DEV, dtype=F64)
+    x[8, 1:] = -math.inf
+    x = x.to(dt)
+    ref, scale = reference("logcumsumexp", x, 1)
+    out = R.poison(x.shape, dt)
+    check(bc.logcumsumexp(x, 1, out=out), ref, scale, f"logcumsumexp runs {dt}")
+    xt = x.t().contiguous()  # the same rows down the columns path
+    check(bc.logcumsumexp(xt, 0), ref.t(), scale.t(), f"logcumsumexp runs columns {dt}")
+
+
 def test_transposed_sliced_inputs_and_strided_outputs():
     g = R.gen("strided")
     base = R.make((65, 130), F32, "normal", g)

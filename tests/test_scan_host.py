@@ -78,8 +78,8 @@ def test_rows_group_by_length():
     assert sku((1 << 20, 64)).name == "scan.rows.g4.v8"     # 8 vectors: still 4 lanes (swept on H200)
     assert sku((1 << 20, 72)).name == "scan.rows.g16.v8"    # 9 vectors
     assert sku((1 << 20, 128)).name == "scan.rows.g16.v8"
-    assert sku((8192, 4096)).name == "scan.rows.g32.v8"     # a warp per row, no split (8192 rows)
-    assert sku((100, 67)).name.endswith(".v1")              # odd row stride: scalar loads
+    assert sku((8192, 4096)).name == "scan.rows.g32.v8.p"   # a warp per row, no split (8192 rows)
+    assert sku((100, 67)).name == "scan.rows.g32.v1.p"      # odd row stride: scalar loads
     assert "16-byte" in sku((8192, 4096)).precision.math
 
 
@@ -114,9 +114,9 @@ def test_transposed_input_is_columns_and_contiguous_view_is_rows():
 def test_backward_and_ext_vector_paths():
     x = S((64, 4096), f32)
     # cummax / cummin: 16-byte vectors of values, indices stored two int64 per 16 bytes
-    assert select("cummax", [x], [x, S((64, 4096), i64)]).sku.name == "scan.rows.g32.v4"
+    assert select("cummax", [x], [x, S((64, 4096), i64)]).sku.name == "scan.rows.g32.v4.p"
     xo = S((64, 4095), f32)  # odd row stride: scalar
-    assert select("cummin", [xo], [xo, S((64, 4095), i64)]).sku.name.endswith(".v1")
+    assert select("cummin", [xo], [xo, S((64, 4095), i64)]).sku.name == "scan.rows.g32.v1.p"
     bw = select("cumsum_backward", [x], [x])
     assert ".v4" in bw.sku.name  # reverse scans vectorise when the row length is a multiple of 4
     odd = S((64, 4095), f32)
@@ -130,6 +130,8 @@ def test_knobs(monkeypatch):
     assert select("cumsum", [x], [x]).workspace_bytes() == 0
     monkeypatch.setenv("BARACUDA_SCAN_CFG", "vec=0,group=8")
     assert select("cumsum", [S((64, 4096), bf16)], [S((64, 4096), bf16)]).sku.name == "scan.rows.g8.v1"
+    monkeypatch.setenv("BARACUDA_SCAN_CFG", "pf=0")
+    assert select("cumsum", [S((64, 4096), bf16)], [S((64, 4096), bf16)]).sku.name == "scan.rows.g32.v8"
     monkeypatch.setenv("BARACUDA_SCAN_CFG", "cvec=0")
     assert ".v1" in select("cumsum", [S((4096, 4096), bf16)], [S((4096, 4096), bf16)], 0).sku.name
 

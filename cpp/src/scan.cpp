@@ -58,12 +58,13 @@ std::string join_names(const std::vector<DType>& v) {
 
 int64_t round256(int64_t b) { return (b + 255) / 256 * 256; }
 
-// Tuning knobs: BARACUDA_SCAN_CFG="threads=256,group=0,vec=1,cvec=1,split=-1,min_seg=4096,
+// Tuning knobs: BARACUDA_SCAN_CFG="threads=256,group=0,vec=1,pf=1,cvec=1,split=-1,min_seg=4096,
 // target=8448,col_min_seg=16,col_target=270336" (read at select()).
 struct Knobs {
   int threads = 256;          // threads per block (64..256)
   int group = 0;              // rows: lanes per row, 0 = by row length (4, 16, 32); 4, 8, 16, 32
   bool vec = true;            // rows: 16-byte loads when aligned
+  bool pf = true;             // rows, group 32: the next tiles loaded while these are scanned
   bool cvec = true;           // columns: 16-byte loads (adjacent rows per thread) when contiguous
   int64_t split = -1;         // -1 auto, 0 never, N > 0: force N segments (clamped)
   int64_t min_seg = 4096;     // rows: the shortest segment of a split row (elements)
@@ -80,6 +81,7 @@ Knobs read_knobs() {
     if (key == "threads") k.threads = int(std::clamp<int64_t>(v / 32 * 32, 64, 256));
     else if (key == "group") k.group = (v == 4 || v == 8 || v == 16 || v == 32) ? int(v) : 0;
     else if (key == "vec") k.vec = v != 0;
+    else if (key == "pf") k.pf = v != 0;
     else if (key == "cvec") k.cvec = v != 0;
     else if (key == "split") k.split = v;
     else if (key == "min_seg") k.min_seg = std::max<int64_t>(1, v);
@@ -300,6 +302,8 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
     // 4 lanes up to 8 vectors (a bf16 row of 64: on H200 g4 ran at 38.5% of copy vs 21.7% for
     // g8, cumsum [1M, 64]), then 16, then a warp.
     L.group = kn.group ? kn.group : (nv <= 8 ? 4 : nv <= 16 ? 16 : 32);
+    L.prefetch = kn.pf && L.group == 32 &&
+                 scan::prefetch_fits(scan::state_bytes(kind, dt, odt), L.vec, ext_vec);
     // Split a few long rows over many warps (segments are whole unrolled tiles of 32 lanes).
     const int64_t tile = int64_t(32) * L.vec * 4;
     if (L.group == 32 && L.rows > 0 && kn.split != 0) {
@@ -361,7 +365,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   k.name = "scan." + k.layout +
            (L.path == Path::Rows ? ".g" + std::to_string(L.group) + ".v" + std::to_string(L.vec)
                                  : ".v" + std::to_string(L.cvec)) +
-           (L.nseg > 1 ? ".split" : "");
+           (L.path == Path::Rows && L.prefetch ? ".p" : "") + (L.nseg > 1 ? ".split" : "");
   auto& pg = k.precision;
   const DType facc = (dt == DType::Float64 || odt == DType::Float64) ? DType::Float64 : DType::Float32;
   pg.compute_dtype = fp ? facc : DType::Int64;
@@ -388,8 +392,9 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
       pg.math = "exact (comparisons only); ties take the later index; NaN propagates and its index is the last NaN's";
       break;
     case ScanKind::Logcumsumexp:
-      pg.math = std::string("log-add-exp in ") + dtype_name(facc) + ", " + order + split +
-                ", one rounding per output; error ~ log2(n) eps_" + dtype_name(facc) + " x (|y| + 1)";
+      pg.math = std::string("log-sum-exp held as (max, sum of exp(x - max)) in ") + dtype_name(facc) + ", " + order +
+                split + (dt == DType::Float16 || dt == DType::BFloat16 ? ", MUFU exp / log" : "") + ", one log and one rounding per output; error ~ log2(n) eps_" +
+                dtype_name(facc) + " x (|y| + 1)";
       break;
     case ScanKind::CumprodBackward:
       pg.math = std::string(dtype_name(facc)) + " math, reverse " + order + split +
@@ -401,6 +406,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
       break;
   }
   if ((L.path == Path::Rows && L.vec > 1) || (L.path == Path::Columns && L.cvec > 1)) pg.math += "; 16-byte vector loads";
+  if (L.path == Path::Rows && L.prefetch) pg.math += "; the next tiles loaded while a warp scans the current ones";
   return ScanPlan(impl);
 }
 

@@ -26,8 +26,10 @@ int64_t state_bytes(ScanKind k, DType in, DType out) {
   }
   const bool f64 = in == DType::Float64 || out == DType::Float64;
   switch (k) {
-    case ScanKind::Cumsum: case ScanKind::Cumprod: case ScanKind::Logcumsumexp: case ScanKind::CumsumBackward:
+    case ScanKind::Cumsum: case ScanKind::Cumprod: case ScanKind::CumsumBackward:
       return f64 ? 8 : 4;
+    case ScanKind::Logcumsumexp:
+      return f64 ? sizeof(LcseOp<double>::State) : sizeof(LcseOp<float>::State);
     case ScanKind::Cummax: case ScanKind::Cummin:
       return f64 ? sizeof(ExtOp<double, true>::State) : sizeof(ExtOp<float, true>::State);
     case ScanKind::LogcumsumexpBackward:

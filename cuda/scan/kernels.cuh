@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
@@ -98,8 +99,9 @@ template <class Op, class T, class O> struct Sizes {
 // ---- rows ----------------------------------------------------------------------------------------
 // Op: the operator; T, O: in0 / out0 element types; V: elements per lane per tile (> 1 only for
 // kVec / kVecIdx ops, 16 bytes of T; kVecIdx ops also store V int64 indices per lane); G: lanes
-// per (row, segment); STORE: false = pass 1 of a split.
-template <class Op, class T, class O, int V, int G, bool STORE>
+// per (row, segment); STORE: false = pass 1 of a split; PF: the next U tiles loaded while the
+// current ones are scanned (rows of several steps: G = 32).
+template <class Op, class T, class O, int V, int G, bool STORE, bool PF = false>
 __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
   using State = typename Op::State;
   using Elem = typename Op::Elem;
@@ -119,38 +121,59 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
   const int64_t L = a.L;
   // Values + indices ops with 8-wide vectors load 2 tiles ahead (4 spills: 16-byte states).
   constexpr int U = (vec_idx<Op>::value && V >= 8) ? 2 : kUnroll;
-  for (int64_t q0 = q_lo; q0 < q_hi; q0 += int64_t(TILE) * U) {
-    Elem e[U][V];
+  // A tile's V elements per lane. 16-byte vectors (V > 1, where Elem is T) stay packed in memory
+  // order until they are scanned: 16-bit types then take half the registers, which is what lets
+  // the next U tiles be in flight (PF) without spilling.
+  constexpr bool PACK = V > 1;
+  using Tile = std::conditional_t<PACK, uint4, Elem[V]>;
+  auto load_tiles = [&](Tile (&tl)[U], int64_t q0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t qb = q0 + int64_t(u) * TILE + int64_t(lane) * V;
-      if constexpr (V > 1) {
+      if constexpr (PACK) {
         if (qb + V <= q_hi) {
           const int64_t ib = rev ? L - qb - V : qb;
-          const uint4 raw = *reinterpret_cast<const uint4*>(reinterpret_cast<const T*>(r.in[0]) + ib);
-          T t[V];
-          memcpy(t, &raw, sizeof raw);
+          tl[u] = *reinterpret_cast<const uint4*>(reinterpret_cast<const T*>(r.in[0]) + ib);
+        } else {
+          T t[V];  // memory order, as the vector load gives it (constant indices: registers)
           if (rev) {
 #pragma unroll
-            for (int v = 0; v < V; ++v) e[u][v] = t[V - 1 - v];
+            for (int v = 0; v < V; ++v)
+              if (qb + v < q_hi) t[V - 1 - v] = Op::load(r, L - 1 - qb - v);
           } else {
 #pragma unroll
-            for (int v = 0; v < V; ++v) e[u][v] = t[v];
+            for (int v = 0; v < V; ++v)
+              if (qb + v < q_hi) t[v] = Op::load(r, qb + v);
           }
-          continue;
+          memcpy(&tl[u], t, sizeof t);
         }
-      }
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        const int64_t q = qb + v;
-        if (q < q_hi) e[u][v] = Op::load(r, rev ? L - 1 - q : q);
+      } else {
+        if (qb < q_hi) tl[u][0] = Op::load(r, rev ? L - 1 - qb : qb);
       }
     }
+  };
+  constexpr int64_t STEP = int64_t(TILE) * U;
+  // Scans and stores the U tiles at q0, then moves the carry past them.
+  auto scan_tiles = [&](const Tile (&tiles)[U], int64_t q0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t qt = q0 + int64_t(u) * TILE;
       if (qt >= q_hi) break;  // uniform across the group
       const int64_t qb = qt + int64_t(lane) * V;
+      Elem ev[V];  // in scan order
+      if constexpr (PACK) {
+        T t[V];
+        memcpy(t, &tiles[u], sizeof t);
+        if (rev) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) ev[v] = t[V - 1 - v];
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v) ev[v] = t[v];
+        }
+      } else {
+        ev[0] = tiles[u][0];
+      }
       // Values + indices ops (exact, so any association gives the same bits) rescan their V
       // elements from the prefix at store time instead of keeping V 16-byte states live.
       constexpr bool RESCAN = vec_idx<Op>::value && V > 1;
@@ -159,7 +182,7 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
 #pragma unroll
       for (int v = 0; v < V; ++v) {
         const int64_t q = qb + v;
-        if (q < q_hi) acc = Op::combine(acc, Op::lift(e[u][v], rev ? L - 1 - q : q));
+        if (q < q_hi) acc = Op::combine(acc, Op::lift(ev[v], rev ? L - 1 - q : q));
         if constexpr (!RESCAN) st[v] = acc;
       }
       State inc = acc;
@@ -182,10 +205,20 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
 #pragma unroll
             for (int v = 0; v < V; ++v) {
               const int64_t q = qb + v;
-              run = Op::combine(run, Op::lift(e[u][v], rev ? L - 1 - q : q));
-              const int w = rev ? V - 1 - v : v;
-              o[w] = Op::finish(run);
-              ix[w] = Op::index(run);
+              run = Op::combine(run, Op::lift(ev[v], rev ? L - 1 - q : q));
+              o[v] = Op::finish(run);
+              ix[v] = Op::index(run);
+            }
+            if (rev) {  // to memory order, with constant indices (a runtime one puts o / ix in local memory)
+#pragma unroll
+              for (int v = 0; v < V / 2; ++v) {
+                const O to = o[v];
+                o[v] = o[V - 1 - v];
+                o[V - 1 - v] = to;
+                const int64_t ti = ix[v];
+                ix[v] = ix[V - 1 - v];
+                ix[V - 1 - v] = ti;
+              }
             }
             const int64_t ib = rev ? L - qb - V : qb;
             constexpr int NW = int(sizeof(O) * V / 16);
@@ -205,8 +238,8 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
             for (int v = 0; v < V; ++v) {
               const int64_t q = qb + v;
               if (q < q_hi) {
-                run = Op::combine(run, Op::lift(e[u][v], rev ? L - 1 - q : q));
-                Op::store(r, rev ? L - 1 - q : q, e[u][v], run);
+                run = Op::combine(run, Op::lift(ev[v], rev ? L - 1 - q : q));
+                Op::store(r, rev ? L - 1 - q : q, ev[v], run);
               }
             }
           }
@@ -236,12 +269,29 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
 #pragma unroll
             for (int v = 0; v < V; ++v) {
               const int64_t q = qb + v;
-              if (q < q_hi) Op::store(r, rev ? L - 1 - q : q, e[u][v], Op::combine(pre, st[v]));
+              if (q < q_hi) Op::store(r, rev ? L - 1 - q : q, ev[v], Op::combine(pre, st[v]));
             }
           }
         }
       }
       carry = Op::combine(carry, tot);
+    }
+  };
+  if constexpr (PF) {  // the next U tiles in flight while these are scanned and stored
+    Tile cur[U];
+    load_tiles(cur, q_lo);
+    for (int64_t q0 = q_lo; q0 < q_hi; q0 += STEP) {
+      Tile nx[U];
+      if (q0 + STEP < q_hi) load_tiles(nx, q0 + STEP);
+      scan_tiles(cur, q0);
+#pragma unroll
+      for (int u = 0; u < U; ++u) memcpy(&cur[u], &nx[u], sizeof(Tile));
+    }
+  } else {
+    for (int64_t q0 = q_lo; q0 < q_hi; q0 += STEP) {
+      Tile cur[U];
+      load_tiles(cur, q0);
+      scan_tiles(cur, q0);
     }
   }
   if constexpr (!STORE)
@@ -374,19 +424,20 @@ inline unsigned grid_of(int64_t threads, int block) {
 template <class Op, class T, class O, int V, bool STORE>
 void launch_rows_g(const ScanLaunch& L, const Args& a, int block, cudaStream_t st) {
   const int64_t units = a.rows * a.nseg;
-  if constexpr (!STORE) {  // pass 1 of a split: rows are long, a warp per segment
-    rows_kernel<Op, T, O, V, 32, false><<<grid_of(units * 32, block), block, 0, st>>>(a);
-    check_launch("scan rows_kernel (segment totals)");
-    return;
-  } else {
+  // A warp per (row, segment): pass 1 of a split always (its rows are long), else group 32.
+  if (!STORE || L.group == 32) {
+    const unsigned grid = grid_of(units * 32, block);
+    constexpr bool pf_fits = baracuda::scan::prefetch_fits(sizeof(typename Op::State), V, vec_idx<Op>::value);
+    if (pf_fits && L.prefetch) rows_kernel<Op, T, O, V, 32, STORE, pf_fits><<<grid, block, 0, st>>>(a);
+    else rows_kernel<Op, T, O, V, 32, STORE, false><<<grid, block, 0, st>>>(a);
+  } else if constexpr (STORE) {
     switch (L.group) {
       case 4: rows_kernel<Op, T, O, V, 4, true><<<grid_of(units * 4, block), block, 0, st>>>(a); break;
       case 8: rows_kernel<Op, T, O, V, 8, true><<<grid_of(units * 8, block), block, 0, st>>>(a); break;
-      case 16: rows_kernel<Op, T, O, V, 16, true><<<grid_of(units * 16, block), block, 0, st>>>(a); break;
-      default: rows_kernel<Op, T, O, V, 32, true><<<grid_of(units * 32, block), block, 0, st>>>(a); break;
+      default: rows_kernel<Op, T, O, V, 16, true><<<grid_of(units * 16, block), block, 0, st>>>(a); break;
     }
-    check_launch("scan rows_kernel");
   }
+  check_launch(STORE ? "scan rows_kernel" : "scan rows_kernel (segment totals)");
 }
 
 template <class Op, class T, class O, int CV, bool STORE>

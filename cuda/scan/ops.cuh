@@ -56,14 +56,33 @@ template <class C> __device__ __forceinline__ bool is_nan(C v) {
   else return false;
 }
 
-// log(exp(a) + exp(b)) with torch's rules: NaN propagates, equal infinities stay.
-template <class C> __device__ __forceinline__ C log_add_exp(C a, C b) {
-  if (is_nan(a)) return a;
-  if (is_nan(b)) return b;
-  const C mx = a > b ? a : b, mn = a > b ? b : a;
-  if (mn == mx && !isfinite(mn)) return mx;  // -inf, -inf or inf, inf
-  if (mn == -INFINITY) return mx;
-  return mx + log1p(exp(mn - mx));
+// A log-sum-exp held as (m, s), worth m + log(s): m is the largest term seen, s the sum of
+// exp(term - m), so s >= 1 once a finite term is in. Adding two costs one exp (of -|m_a - m_b|)
+// where log(exp(a) + exp(b)) costs an exp and a log1p, and the log is taken once per output.
+// m = -inf is empty whatever s holds; a NaN term, or +inf meeting +inf, ends in m = NaN / +inf
+// (torch's rules: NaN propagates, +inf stays). FAST: MUFU exp / log (16-bit outputs).
+template <class C> struct Lse {
+  C m, s;
+};
+template <class C, bool FAST> __device__ __forceinline__ C lse_exp(C x) {
+  if constexpr (FAST && std::is_same_v<C, float>) return __expf(x);
+  else return exp(x);
+}
+template <class C, bool FAST> __device__ __forceinline__ C lse_log(C x) {
+  if constexpr (FAST && std::is_same_v<C, float>) return __logf(x);
+  else return log(x);
+}
+template <class C> __device__ __forceinline__ Lse<C> lse_empty() { return Lse<C>{C(-INFINITY), C(0)}; }
+template <class C, bool FAST> __device__ __forceinline__ Lse<C> lse_add(const Lse<C>& a, const Lse<C>& b) {
+  const C d = b.m - a.m;  // NaN: a NaN term, or both m infinite with one sign
+  const bool a_big = d <= C(0);
+  const C e = lse_exp<C, FAST>(-fabs(d));  // 0 when one side is empty (d = +-inf)
+  Lse<C> r{a_big ? a.m : b.m, fma(a_big ? b.s : a.s, e, a_big ? a.s : b.s)};
+  if (d != d) r = Lse<C>{a.m + b.m, C(1)};  // -inf + -inf, +inf + +inf, NaN
+  return r;
+}
+template <class C, bool FAST> __device__ __forceinline__ C lse_value(const Lse<C>& x) {
+  return x.m + lse_log<C, FAST>(x.s);
 }
 
 #define BARACUDA_SCAN_VEC_OP_IO                                                                        \
@@ -99,11 +118,12 @@ template <class T, class O> struct ProdOp {
 template <class T> struct LcseOp {
   using O = T;
   using C = compute_t<T>;
-  using State = C;
-  __device__ static State identity() { return C(-INFINITY); }
-  __device__ static State combine(const State& a, const State& b) { return log_add_exp(a, b); }
-  __device__ static State lift_value(T v) { return lift_cast<C>(v); }
-  __device__ static O finish(const State& s) { return from_compute<O>(s); }
+  using State = Lse<C>;
+  static constexpr bool kFast = is_half_v<T>;
+  __device__ static State identity() { return lse_empty<C>(); }
+  __device__ static State combine(const State& a, const State& b) { return lse_add<C, kFast>(a, b); }
+  __device__ static State lift_value(T v) { return State{lift_cast<C>(v), C(1)}; }
+  __device__ static O finish(const State& s) { return from_compute<O>(lse_value<C, kFast>(s)); }
   BARACUDA_SCAN_VEC_OP_IO
 };
 
@@ -145,28 +165,30 @@ template <class T, bool Max> struct ExtOp {
 // Inputs: in0 = grad_out, in1 = x, in2 = y.
 template <class T> struct LcseBwdOp {
   using C = compute_t<T>;
+  static constexpr bool kFast = is_half_v<T>;
   struct State {
-    C p, n;
+    Lse<C> p, n;
   };
   struct Elem {
     C g, y;
   };
   static constexpr bool kVec = false;
-  __device__ static State identity() { return State{C(-INFINITY), C(-INFINITY)}; }
+  __device__ static State identity() { return State{lse_empty<C>(), lse_empty<C>()}; }
   __device__ static State combine(const State& a, const State& b) {
-    return State{log_add_exp(a.p, b.p), log_add_exp(a.n, b.n)};
+    return State{lse_add<C, kFast>(a.p, b.p), lse_add<C, kFast>(a.n, b.n)};
   }
   __device__ static Elem load(const Row& r, int64_t i) {
     return Elem{lift_cast<C>(at_in<T>(r, 0, i)), lift_cast<C>(at_in<T>(r, 2, i))};
   }
   __device__ static State lift(const Elem& e, int64_t) {
-    const C lg = log(e.g < 0 ? -e.g : e.g) - e.y;
-    return State{e.g > 0 ? lg : C(-INFINITY), e.g < 0 ? lg : C(-INFINITY)};
+    const Lse<C> t{lse_log<C, kFast>(fabs(e.g)) - e.y, C(1)};
+    return State{e.g > 0 ? t : lse_empty<C>(), e.g < 0 ? t : lse_empty<C>()};
   }
+  // exp(x + m + log s) = s exp(x + m); an empty side (m = -inf) adds 0.
   __device__ static void store(const Row& r, int64_t i, const Elem&, const State& s) {
     const C x = lift_cast<C>(at_in<T>(r, 1, i));
-    const C pos = s.p == C(-INFINITY) ? C(0) : exp(x + s.p);
-    const C neg = s.n == C(-INFINITY) ? C(0) : exp(x + s.n);
+    const C pos = s.p.m == C(-INFINITY) ? C(0) : s.p.s * lse_exp<C, kFast>(x + s.p.m);
+    const C neg = s.n.m == C(-INFINITY) ? C(0) : s.n.s * lse_exp<C, kFast>(x + s.n.m);
     at_out<T>(r, 0, i) = from_compute<T>(pos - neg);
   }
 };

@@ -39,9 +39,9 @@ struct ScanLaunch {
   // rows path
   int group = 32;                    // lanes per row: 4, 8, 16 or 32
   int vec = 1;                       // elements per lane per tile (16-byte loads), 1 = scalar
+  bool prefetch = true;              // group 32: the next tiles loaded while these are scanned
   // columns path
   int cvec = 1;                      // adjacent rows per thread (16-byte loads), 1 = scalar
-  int unroll = 4;                    // tiles / steps loaded ahead (1, 2, 4 or 8)
   int threads = 256;                 // threads per block
   // split: nseg > 1 segments of `seg` elements along the axis, three passes via the workspace
   int64_t seg = 0;
@@ -50,6 +50,14 @@ struct ScanLaunch {
   void* out[2] = {nullptr, nullptr};
   void* workspace = nullptr;         // rows x nseg states
 };
+
+// Whether the prefetching rows kernel (ScanLaunch::prefetch) fits the 80-register budget of
+// 3 blocks of 256 per SM without spilling, by the op's state: the vector ops with at most 8-byte
+// states and 32 bytes of them per lane, and the values + indices ops (which rescan instead of
+// keeping V states). Checked against `cuobjdump -res-usage` (STACK:0) on the sm_90 build.
+constexpr bool prefetch_fits(int64_t state_bytes, int vec, bool values_and_indices) {
+  return values_and_indices || (state_bytes <= 8 && state_bytes * vec <= 32);
+}
 
 void launch(const ScanLaunch& L, void* stream);
 // Bytes of one partial state of the kind: the workspace unit of the split passes.
