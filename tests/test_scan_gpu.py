@@ -216,6 +216,35 @@ def test_logcumsumexp_special_runs(dt):
     check(bc.logcumsumexp(xt, 0), ref.t(), scale.t(), f"logcumsumexp runs columns {dt}")
 
 
+@pytest.mark.parametrize("shape", [(3, 1 << 21), (2, (1 << 21) + 5), (1, 1 << 23)], ids=lambda s: "x".join(map(str, s)))
+def test_lookback_exact_under_repeats(shape):
+    """The one-pass split (look-back) on exact data, run repeatedly: int32 -> int64 sums, and f32
+    sums of small integers (exact in any order below 2^24), must equal torch bit for bit every
+    time; a unit that read a predecessor's state before it was published would show here."""
+    g = R.gen(f"lookback-{shape}")
+    xi = torch.randint(-1000, 1000, shape, generator=g, device=DEV, dtype=I32)
+    xf = torch.randint(-3, 4, shape, generator=g, device=DEV).to(F32)
+    ti, tf = torch.cumsum(xi, 1), torch.cumsum(xf.double(), 1).float()
+    for _ in range(4):
+        assert torch.equal(bc.cumsum(xi, 1), ti)
+        assert torch.equal(bc.cumsum(xf, 1), tf)
+    v, i = bc.cummax(xf, 1)
+    tv, tix = torch.cummax(xf, 1)
+    assert torch.equal(v, tv) and torch.equal(i, tix)
+
+
+def test_lookback_unaligned_falls_back_to_three_passes():
+    """A bf16 row 2 bytes off 16-byte alignment: the plan chose 16-byte vectors and one-step
+    segments; the run takes scalar loads over the same segments in three passes."""
+    g = R.gen("lookback-unaligned")
+    n = 1 << 20
+    flat = R.make((4 * n + 8,), BF16, "normal", g)
+    x = flat[1:1 + 4 * n].view(4, n)
+    ref, scale = reference("cumsum", x, 1)
+    check(bc.cumsum(x, 1), ref, scale, "cumsum unaligned long rows")
+    check(bc.cumsum(flat[:4 * n].view(4, n), 1), *reference("cumsum", flat[:4 * n].view(4, n), 1), "aligned")
+
+
 def test_transposed_sliced_inputs_and_strided_outputs():
     g = R.gen("strided")
     base = R.make((65, 130), F32, "normal", g)
