@@ -234,7 +234,7 @@ def test_lookback_exact_under_repeats(shape):
 
 
 def test_lookback_unaligned_falls_back_to_three_passes():
-    """A bf16 row 2 bytes off 16-byte alignment: the plan chose 16-byte vectors and one-step
+    """A bf16 row 2 bytes off 16-byte alignment: the plan chose 16-byte vectors and look-back
     segments; the run takes scalar loads over the same segments in three passes."""
     g = R.gen("lookback-unaligned")
     n = 1 << 20

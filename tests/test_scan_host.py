@@ -85,13 +85,13 @@ def test_rows_group_by_length():
 
 def test_long_rows_split_with_workspace():
     x = S((4, 1 << 24), bf16)
-    plan = select("cumsum", [x], [x])  # one pass: a look-back per 1024-element step
+    plan = select("cumsum", [x], [x])  # one pass: a look-back per block of 8 x 1024 elements
     assert plan.sku.name == "scan.rows.g32.v8.lookback"
     pg = plan.sku.precision
-    assert "look-back" in pg.math and "16384 one-step segments" in pg.math
+    assert "look-back" in pg.math and "2048 segments per row" in pg.math
     assert not pg.deterministic and not pg.bit_stable
     # ticket + 65536 status words + aggregates and prefixes of 65536 f32 states
-    assert plan.workspace_bytes() == 256 + 65536 * 4 * 3
+    assert plan.workspace_bytes() == 256 + 8192 * 4 * 3  # 4 rows x 2048 units of 8192 elements
     det = select("cumsum", [x], [x], pref=bc.PlanPreference(require_deterministic=True))
     assert det.sku.name.endswith(".split") and "segments joined" in det.sku.precision.math
     assert det.sku.precision.deterministic and det.sku.precision.bit_stable and det.workspace_bytes() > 0

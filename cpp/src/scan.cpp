@@ -353,14 +353,14 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   }
   if (L.nseg <= 1) { L.nseg = 1; L.seg = 0; }
   impl->workspace = ws_of(L);
-  // A split row in one pass (decoupled look-back: each warp scans one step of a row, reads the
-  // input once) where the workspace allows. Its float results depend on which predecessors had
+  // A split row in one pass (decoupled look-back: each block scans one step per warp of a row,
+  // reads the input once) where the workspace allows. Its float results depend on which predecessors had
   // published their prefixes (the association of the prefix's sum), so it is not bit-stable:
   // exact ops (integers, cummax / cummin) always take it, float ops unless determinism is asked.
   const bool exact = !fp || kind == ScanKind::Cummax || kind == ScanKind::Cummin;
   if (L.path == Path::Rows && L.nseg > 1 && kn.lookback && (exact || !pref.require_deterministic)) {
     const bool values_and_indices = (kind == ScanKind::Cummax || kind == ScanKind::Cummin) && dtype_size(dt) >= 2;
-    const int64_t step = int64_t(32) * L.vec * scan::rows_unroll(values_and_indices, L.vec);
+    const int64_t step = int64_t(32) * L.vec * scan::rows_unroll(values_and_indices, L.vec) * scan::kLookbackWarps;
     const int64_t nseg = (L.L + step - 1) / step;
     const int64_t ws = scan::lookback_layout(L.rows * nseg, scan::state_bytes(kind, dt, odt)).total;
     if (pref.workspace_limit < 0 || ws <= pref.workspace_limit) {
@@ -397,7 +397,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
       L.path == Path::Rows ? "parallel scan (lane-sequential runs, shuffle tree across lanes, chained carry over tiles"
                            : "sequential along the axis per column (";
   const std::string split =
-      L.lookback ? "; " + std::to_string(L.nseg) + " one-step segments per row, each prefixed by a look-back over the "
+      L.lookback ? "; " + std::to_string(L.nseg) + " segments per row (one step per warp of a block), each prefixed by a look-back over the "
                    "states its predecessors published: one pass, not bit-stable for floats)"
       : L.nseg > 1 ? "; " + std::to_string(L.nseg) + " segments joined by a scan of their totals)"
                    : ")";

@@ -166,7 +166,7 @@ template <class Op, class T, class O> struct Sizes {
 // Op: the operator; T, O: in0 / out0 element types; V: elements per lane per tile (> 1 only for
 // kVec / kVecIdx ops, 16 bytes of T; kVecIdx ops also store V int64 indices per lane); G: lanes
 // per (row, segment); STORE: false = pass 1 of a split; PF: the next U tiles loaded while the
-// current ones are scanned (rows of several steps: G = 32); LB: a one-step unit of the one-pass
+// current ones are scanned (rows of several steps: G = 32); LB: a block-wide unit of the one-pass
 // split (G = 32, STORE), its prefix by look_back.
 template <class Op, class T, class O, int V, int G, bool STORE, bool PF = false, bool LB = false>
 __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
@@ -177,24 +177,32 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
   Sizes<Op, T, O>::fill(esz);
   const int lane = threadIdx.x % G;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x % 32) / G * G));
+  constexpr int U = baracuda::scan::rows_unroll(vec_idx<Op>::value, V);
+  constexpr int64_t STEP = int64_t(TILE) * U;
+  // LB: a unit is a block of kLookbackWarps warps over as many consecutive steps of a row.
+  __shared__ unsigned long long lb_ticket;
+  __shared__ State lb_state[baracuda::scan::kLookbackWarps + 1];  // the warps' aggregates, the prefix
   int64_t unit;
-  if constexpr (LB) {  // units in the order warps start, so that every predecessor is running
-    unsigned long long t = 0;
-    if (lane == 0) t = atomicAdd(static_cast<unsigned long long*>(a.part), 1ull);
-    unit = int64_t(__shfl_sync(0xffffffffu, t, 0));
+  if constexpr (LB) {  // units in the order blocks start, so that every predecessor is running
+    if (threadIdx.x == 0) lb_ticket = atomicAdd(static_cast<unsigned long long*>(a.part), 1ull);
+    __syncthreads();
+    unit = int64_t(lb_ticket);
   } else {
     unit = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   }
-  if (unit >= a.rows * a.nseg) return;  // whole groups leave together
+  if (unit >= a.rows * a.nseg) return;  // whole groups (LB: whole blocks) leave together
   const int64_t row = unit / a.nseg, s = unit - row * a.nseg;
   const Row r = make_row(a, row, esz);
-  const int64_t q_lo = s * a.seg, q_hi = min(a.L, q_lo + a.seg);
+  int64_t q_lo = s * a.seg, q_hi = min(a.L, q_lo + a.seg);
+  if constexpr (LB) {  // this warp's step of the unit (empty past the row's end)
+    q_lo = min(q_hi, q_lo + int64_t(threadIdx.x / 32) * STEP);
+    q_hi = min(q_hi, q_lo + STEP);
+  }
   State* part = static_cast<State*>(a.part);
   State carry = (STORE && !LB && a.nseg > 1) ? part[row * a.nseg + s] : Op::identity();
   const bool rev = a.reverse;
   const int64_t L = a.L;
   // Values + indices ops with 8-wide vectors load 2 tiles ahead (4 spills: 16-byte states).
-  constexpr int U = baracuda::scan::rows_unroll(vec_idx<Op>::value, V);
   // A tile's V elements per lane. 16-byte vectors (V > 1, where Elem is T) stay packed in memory
   // order until they are scanned: 16-bit types then take half the registers, which is what lets
   // the next U tiles be in flight (PF) without spilling.
@@ -226,7 +234,6 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
       }
     }
   };
-  constexpr int64_t STEP = int64_t(TILE) * U;
   // Scans (and, with `store`, stores) the U tiles at q0, then moves the carry past them.
   auto scan_tiles = [&](const Tile (&tiles)[U], int64_t q0, bool store) {
 #pragma unroll
@@ -351,25 +358,41 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
       carry = Op::combine(carry, tot);
     }
   };
-  if constexpr (LB) {  // one step: its aggregate published first, then the prefix looked up
+  if constexpr (LB) {  // the unit's aggregate published first, then its prefix looked up
+    constexpr int NW = baracuda::scan::kLookbackWarps;
     const baracuda::scan::LookbackLayout w = baracuda::scan::lookback_layout(a.rows * a.nseg, sizeof(State));
     char* base = static_cast<char*>(a.part);
     int* status = reinterpret_cast<int*>(base + w.flags);
     State* aggregates = reinterpret_cast<State*>(base + w.aggregates);
     State* prefixes = reinterpret_cast<State*>(base + w.prefixes);
+    const int warp = threadIdx.x / 32;
     Tile cur[U];
     load_tiles(cur, q_lo);
-    scan_tiles(cur, q_lo, false);  // carry = the unit's aggregate
-    if (lane == 0) {
-      (s == 0 ? prefixes : aggregates)[unit] = carry;
-      store_status(status + unit, s == 0 ? kUnitPrefix : kUnitAggregate);
+    scan_tiles(cur, q_lo, false);  // carry = this warp's aggregate
+    if (lane == 0) lb_state[warp] = carry;
+    __syncthreads();
+    if (warp == 0) {
+      State agg = lb_state[0];
+#pragma unroll
+      for (int k = 1; k < NW; ++k) agg = Op::combine(agg, lb_state[k]);
+      if (lane == 0) {
+        (s == 0 ? prefixes : aggregates)[unit] = agg;
+        store_status(status + unit, s == 0 ? kUnitPrefix : kUnitAggregate);
+      }
+      State excl = Op::identity();
+      if (s > 0) {
+        excl = look_back<Op>(status, aggregates, prefixes, unit, unit - s, lane);
+        if (lane == 0) {
+          prefixes[unit] = Op::combine(excl, agg);
+          store_status(status + unit, kUnitPrefix);
+        }
+      }
+      if (lane == 0) lb_state[NW] = excl;
     }
-    carry = s == 0 ? Op::identity() : look_back<Op>(status, aggregates, prefixes, unit, unit - s, lane);
+    __syncthreads();
+    carry = lb_state[NW];
+    for (int k = 0; k < warp; ++k) carry = Op::combine(carry, lb_state[k]);
     scan_tiles(cur, q_lo, true);
-    if (s > 0 && lane == 0) {
-      prefixes[unit] = carry;
-      store_status(status + unit, kUnitPrefix);
-    }
   } else if constexpr (PF) {  // the next U tiles in flight while these are scanned and stored
     Tile cur[U];
     load_tiles(cur, q_lo);
@@ -568,13 +591,14 @@ void launch_op(const ScanLaunch& L, cudaStream_t st) {
     auto run = [&](auto vtag) {
       constexpr int V = decltype(vtag)::value;
       constexpr int64_t step = int64_t(32) * V * baracuda::scan::rows_unroll(vec_idx<Op>::value, V);
-      // One pass where the plan's segments are one step of this kernel (not so when the vectors
+      // One pass where the plan's segments are kLookbackWarps steps of this kernel (not so when the vectors
       // fell back to scalars on unaligned pointers: then three passes over the same segments,
       // whose workspace the look-back layout covers).
-      if (split && L.lookback && a.seg == step) {
+      constexpr int lb_threads = 32 * baracuda::scan::kLookbackWarps;
+      if (split && L.lookback && a.seg == step * baracuda::scan::kLookbackWarps) {
         const baracuda::scan::LookbackLayout w = baracuda::scan::lookback_layout(a.rows * a.nseg, sizeof(typename Op::State));
         cuda_check(cudaMemsetAsync(L.workspace, 0, size_t(w.clear), st), "cudaMemsetAsync(scan look-back status)");
-        rows_kernel<Op, T, O, V, 32, true, false, true><<<grid_of(a.rows * a.nseg * 32, block), block, 0, st>>>(a);
+        rows_kernel<Op, T, O, V, 32, true, false, true><<<grid_of(a.rows * a.nseg * lb_threads, lb_threads), lb_threads, 0, st>>>(a);
         check_launch("scan rows_kernel (look-back)");
         return;
       }

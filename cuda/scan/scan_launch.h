@@ -57,11 +57,13 @@ struct ScanLaunch {
 // vectors take 2 (16-byte states), every other op 4. A step is 32 x vec x this many elements.
 constexpr int rows_unroll(bool values_and_indices, int vec) { return values_and_indices && vec >= 8 ? 2 : 4; }
 
-// One-pass split of long rows (rows path, `lookback`): each warp takes the next (row, segment)
-// unit from a ticket counter, segments are one step long, and a unit's prefix comes from its
-// predecessors' published states (their aggregate, or their inclusive prefix where it is ready:
-// a decoupled look-back). The workspace: the ticket, one status word per unit (both zeroed
-// before the launch), then the aggregates and the inclusive prefixes.
+// One-pass split of long rows (rows path, `lookback`): each block of kLookbackWarps warps takes
+// the next (row, segment) unit from a ticket counter, a segment is one step per warp, and a
+// unit's prefix comes from its predecessors' published states (their aggregate, or their
+// inclusive prefix where it is ready: a decoupled look-back). The workspace: the ticket, one
+// status word per unit (both zeroed before the launch), then the aggregates and the inclusive
+// prefixes.
+constexpr int kLookbackWarps = 8;
 struct LookbackLayout {
   int64_t flags = 256, aggregates = 0, prefixes = 0, clear = 0, total = 0;
 };
