@@ -65,9 +65,9 @@ def cases():
 # Variants timed by --sweep: (label, BARACUDA_SCAN_CFG), per key shape.
 SWEEPS = {
     "cumsum/bf16/8192x4096": ["", "pf=0", "threads=128", "group=16", "threads=128,group=16"],
-    "cumsum/bf16/4x16Mi": ["", "lb=0", "lb=0,pf=0", "lb=0,min_seg=16384", "lb=0,target=16896", "threads=128"],
+    "cumsum/bf16/4x16Mi": ["", "pf=0", "split=0", "min_seg=16384", "min_seg=65536", "target=4224", "target=16896",
+                           "threads=128"],
     "cumsum/f32/8192x4096": ["", "pf=0"],
-    "cumsum/f32/4x16Mi": ["", "lb=0"],
     "cummax/bf16/8192x4096": ["", "pf=0"],
     "cumsum/bf16/1Mix64": ["", "group=4", "group=16", "threads=128"],
     "cumsum/bf16/4096x4096/axis0": ["", "cvec=0", "col_min_seg=8", "col_min_seg=64", "col_target=135168",

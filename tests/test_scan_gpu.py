@@ -217,11 +217,11 @@ def test_logcumsumexp_special_runs(dt):
 
 
 @pytest.mark.parametrize("shape", [(3, 1 << 21), (2, (1 << 21) + 5), (1, 1 << 23)], ids=lambda s: "x".join(map(str, s)))
-def test_lookback_exact_under_repeats(shape):
-    """The one-pass split (look-back) on exact data, run repeatedly: int32 -> int64 sums, and f32
-    sums of small integers (exact in any order below 2^24), must equal torch bit for bit every
-    time; a unit that read a predecessor's state before it was published would show here."""
-    g = R.gen(f"lookback-{shape}")
+def test_split_rows_exact_under_repeats(shape):
+    """Long rows through the split (segment totals, their scan, the rescan) on exact data, run
+    repeatedly: int32 -> int64 sums, and f32 sums of small integers (exact in any order below
+    2^24), must equal torch bit for bit every time; so must cummax's values and indices."""
+    g = R.gen(f"split-exact-{shape}")
     xi = torch.randint(-1000, 1000, shape, generator=g, device=DEV, dtype=I32)
     xf = torch.randint(-3, 4, shape, generator=g, device=DEV).to(F32)
     ti, tf = torch.cumsum(xi, 1), torch.cumsum(xf.double(), 1).float()
@@ -233,16 +233,17 @@ def test_lookback_exact_under_repeats(shape):
     assert torch.equal(v, tv) and torch.equal(i, tix)
 
 
-def test_lookback_unaligned_falls_back_to_three_passes():
-    """A bf16 row 2 bytes off 16-byte alignment: the plan chose 16-byte vectors and look-back
-    segments; the run takes scalar loads over the same segments in three passes."""
-    g = R.gen("lookback-unaligned")
+def test_split_rows_unaligned_take_scalar_loads():
+    """A bf16 row 2 bytes off 16-byte alignment: the plan chose 16-byte vectors for the split; the
+    run takes scalar loads over the same segments."""
+    g = R.gen("split-unaligned")
     n = 1 << 20
     flat = R.make((4 * n + 8,), BF16, "normal", g)
     x = flat[1:1 + 4 * n].view(4, n)
     ref, scale = reference("cumsum", x, 1)
     check(bc.cumsum(x, 1), ref, scale, "cumsum unaligned long rows")
-    check(bc.cumsum(flat[:4 * n].view(4, n), 1), *reference("cumsum", flat[:4 * n].view(4, n), 1), "aligned")
+    xa = flat[:4 * n].view(4, n)
+    check(bc.cumsum(xa, 1), *reference("cumsum", xa, 1), "cumsum aligned long rows")
 
 
 def test_transposed_sliced_inputs_and_strided_outputs():

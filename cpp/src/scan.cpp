@@ -58,14 +58,13 @@ std::string join_names(const std::vector<DType>& v) {
 
 int64_t round256(int64_t b) { return (b + 255) / 256 * 256; }
 
-// Tuning knobs: BARACUDA_SCAN_CFG="threads=256,group=0,vec=1,pf=1,lb=1,cvec=1,split=-1,min_seg=4096,
+// Tuning knobs: BARACUDA_SCAN_CFG="threads=256,group=0,vec=1,pf=1,cvec=1,split=-1,min_seg=4096,
 // target=8448,col_min_seg=16,col_target=270336" (read at select()).
 struct Knobs {
   int threads = 256;          // threads per block (64..256)
   int group = 0;              // rows: lanes per row, 0 = by row length (4, 16, 32); 4, 8, 16, 32
   bool vec = true;            // rows: 16-byte loads when aligned
   bool pf = true;             // rows, group 32: the next tiles loaded while these are scanned
-  bool lookback = true;       // rows: a split row in one pass (look-back) where allowed
   bool cvec = true;           // columns: 16-byte loads (adjacent rows per thread) when contiguous
   int64_t split = -1;         // -1 auto, 0 never, N > 0: force N segments (clamped)
   int64_t min_seg = 4096;     // rows: the shortest segment of a split row (elements)
@@ -83,7 +82,6 @@ Knobs read_knobs() {
     else if (key == "group") k.group = (v == 4 || v == 8 || v == 16 || v == 32) ? int(v) : 0;
     else if (key == "vec") k.vec = v != 0;
     else if (key == "pf") k.pf = v != 0;
-    else if (key == "lb") k.lookback = v != 0;
     else if (key == "cvec") k.cvec = v != 0;
     else if (key == "split") k.split = v;
     else if (key == "min_seg") k.min_seg = std::max<int64_t>(1, v);
@@ -353,24 +351,6 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   }
   if (L.nseg <= 1) { L.nseg = 1; L.seg = 0; }
   impl->workspace = ws_of(L);
-  // A split row in one pass (decoupled look-back: each block scans one step per warp of a row,
-  // reads the input once) where the workspace allows. Its float results depend on which predecessors had
-  // published their prefixes (the association of the prefix's sum), so it is not bit-stable:
-  // exact ops (integers, cummax / cummin) always take it, float ops unless determinism is asked.
-  const bool exact = !fp || kind == ScanKind::Cummax || kind == ScanKind::Cummin;
-  if (L.path == Path::Rows && L.nseg > 1 && kn.lookback && (exact || !pref.require_deterministic)) {
-    const bool values_and_indices = (kind == ScanKind::Cummax || kind == ScanKind::Cummin) && dtype_size(dt) >= 2;
-    const int64_t step = int64_t(32) * L.vec * scan::rows_unroll(values_and_indices, L.vec) * scan::kLookbackWarps;
-    const int64_t nseg = (L.L + step - 1) / step;
-    const int64_t ws = scan::lookback_layout(L.rows * nseg, scan::state_bytes(kind, dt, odt)).total;
-    if (pref.workspace_limit < 0 || ws <= pref.workspace_limit) {
-      L.lookback = true;
-      L.prefetch = false;
-      L.seg = step;
-      L.nseg = nseg;
-      impl->workspace = ws;
-    }
-  }
 
   // SKU.
   KernelSku& k = impl->sku;
@@ -385,22 +365,18 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   k.name = "scan." + k.layout +
            (L.path == Path::Rows ? ".g" + std::to_string(L.group) + ".v" + std::to_string(L.vec)
                                  : ".v" + std::to_string(L.cvec)) +
-           (L.path == Path::Rows && L.prefetch ? ".p" : "") +
-           (L.lookback ? ".lookback" : L.nseg > 1 ? ".split" : "");
+           (L.path == Path::Rows && L.prefetch ? ".p" : "") + (L.nseg > 1 ? ".split" : "");
   auto& pg = k.precision;
   const DType facc = (dt == DType::Float64 || odt == DType::Float64) ? DType::Float64 : DType::Float32;
   pg.compute_dtype = fp ? facc : DType::Int64;
   pg.accumulator_dtype = pg.compute_dtype;
-  pg.deterministic = exact || !L.lookback;
-  pg.bit_stable = pg.deterministic;
+  pg.deterministic = true;
+  pg.bit_stable = true;
   const std::string order =
       L.path == Path::Rows ? "parallel scan (lane-sequential runs, shuffle tree across lanes, chained carry over tiles"
                            : "sequential along the axis per column (";
-  const std::string split =
-      L.lookback ? "; " + std::to_string(L.nseg) + " segments per row (one step per warp of a block), each prefixed by a look-back over the "
-                   "states its predecessors published: one pass, not bit-stable for floats)"
-      : L.nseg > 1 ? "; " + std::to_string(L.nseg) + " segments joined by a scan of their totals)"
-                   : ")";
+  const std::string split = L.nseg > 1 ? "; " + std::to_string(L.nseg) + " segments joined by a scan of their totals)"
+                                       : ")";
   switch (kind) {
     case ScanKind::Cumsum: case ScanKind::CumsumBackward: case ScanKind::Cumprod:
       if (!fp) {

@@ -85,72 +85,6 @@ template <class S> __device__ __forceinline__ S shfl_state(unsigned mask, const 
   return r;
 }
 
-template <class S> __device__ __forceinline__ S shfl_down_state(unsigned mask, const S& s, int d) {
-  constexpr int W = int((sizeof(S) + 3) / 4);
-  int w[W];
-  memset(w, 0, sizeof w);
-  memcpy(w, &s, sizeof(S));
-#pragma unroll
-  for (int i = 0; i < W; ++i) w[i] = __shfl_down_sync(mask, w[i], d);
-  S r;
-  memcpy(&r, w, sizeof(S));
-  return r;
-}
-
-// ---- look-back status words (see lookback_layout in scan_launch.h) ------------------------------
-enum : int { kUnitEmpty = 0, kUnitAggregate = 1, kUnitPrefix = 2 };
-__device__ __forceinline__ int load_status(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-// Publishes what this thread stored before (the unit's state) together with the status.
-__device__ __forceinline__ void store_status(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-template <class S> __device__ __forceinline__ S load_state_l2(const S* p) {  // another SM's store: not via L1
-  static_assert(sizeof(S) % 4 == 0, "states are whole 4-byte words");
-  unsigned w[sizeof(S) / 4];
-#pragma unroll
-  for (int k = 0; k < int(sizeof(S) / 4); ++k) w[k] = __ldcg(reinterpret_cast<const unsigned*>(p) + k);
-  S r;
-  memcpy(&r, w, sizeof(S));
-  return r;
-}
-
-// The exclusive prefix of unit `unit` (whole warp): the states of units unit-1, unit-2, ... back
-// to the nearest one with its inclusive prefix published (`first`, the row's segment 0, always
-// publishes one), 32 at a time, combined in order (higher lanes hold earlier units). Units with a
-// lower ticket belong to warps already running, and a unit publishes its aggregate without
-// waiting, so the spin ends.
-template <class Op>
-__device__ typename Op::State look_back(const int* status, const typename Op::State* aggregates,
-                                        const typename Op::State* prefixes, int64_t unit, int64_t first, int lane) {
-  using State = typename Op::State;
-  State excl = Op::identity();
-  for (int64_t j = unit - 1;; j -= 32) {
-    const int64_t k = j - lane;
-    int f = kUnitPrefix;  // before the row: the identity, and a stop
-    State v = Op::identity();
-    if (k >= first) {
-      do {
-        f = load_status(status + k);
-      } while (f == kUnitEmpty);
-      v = load_state_l2(f == kUnitPrefix ? prefixes + k : aggregates + k);
-    }
-    const unsigned stops = __ballot_sync(0xffffffffu, f == kUnitPrefix);
-    const int stop = stops ? __ffs(stops) - 1 : 31;
-    if (lane > stop) v = Op::identity();
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const State o = shfl_down_state(0xffffffffu, v, d);
-      if (lane + d < 32) v = Op::combine(o, v);
-    }
-    excl = Op::combine(shfl_state(0xffffffffu, v, 0, 32), excl);
-    if (stops) return excl;
-  }
-}
-
 // Element sizes of the operand slots for an op (unused slots: 1).
 template <class Op, class T, class O> struct Sizes {
   __host__ __device__ static void fill(int (&e)[kOps]) {
@@ -166,9 +100,8 @@ template <class Op, class T, class O> struct Sizes {
 // Op: the operator; T, O: in0 / out0 element types; V: elements per lane per tile (> 1 only for
 // kVec / kVecIdx ops, 16 bytes of T; kVecIdx ops also store V int64 indices per lane); G: lanes
 // per (row, segment); STORE: false = pass 1 of a split; PF: the next U tiles loaded while the
-// current ones are scanned (rows of several steps: G = 32); LB: a block-wide unit of the one-pass
-// split (G = 32, STORE), its prefix by look_back.
-template <class Op, class T, class O, int V, int G, bool STORE, bool PF = false, bool LB = false>
+// current ones are scanned (rows of several steps: G = 32).
+template <class Op, class T, class O, int V, int G, bool STORE, bool PF = false>
 __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
   using State = typename Op::State;
   using Elem = typename Op::Elem;
@@ -177,32 +110,17 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
   Sizes<Op, T, O>::fill(esz);
   const int lane = threadIdx.x % G;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x % 32) / G * G));
-  constexpr int U = baracuda::scan::rows_unroll(vec_idx<Op>::value, V);
-  constexpr int64_t STEP = int64_t(TILE) * U;
-  // LB: a unit is a block of kLookbackWarps warps over as many consecutive steps of a row.
-  __shared__ unsigned long long lb_ticket;
-  __shared__ State lb_state[baracuda::scan::kLookbackWarps + 1];  // the warps' aggregates, the prefix
-  int64_t unit;
-  if constexpr (LB) {  // units in the order blocks start, so that every predecessor is running
-    if (threadIdx.x == 0) lb_ticket = atomicAdd(static_cast<unsigned long long*>(a.part), 1ull);
-    __syncthreads();
-    unit = int64_t(lb_ticket);
-  } else {
-    unit = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
-  }
-  if (unit >= a.rows * a.nseg) return;  // whole groups (LB: whole blocks) leave together
+  const int64_t unit = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  if (unit >= a.rows * a.nseg) return;  // whole groups leave together
   const int64_t row = unit / a.nseg, s = unit - row * a.nseg;
   const Row r = make_row(a, row, esz);
-  int64_t q_lo = s * a.seg, q_hi = min(a.L, q_lo + a.seg);
-  if constexpr (LB) {  // this warp's step of the unit (empty past the row's end)
-    q_lo = min(q_hi, q_lo + int64_t(threadIdx.x / 32) * STEP);
-    q_hi = min(q_hi, q_lo + STEP);
-  }
+  const int64_t q_lo = s * a.seg, q_hi = min(a.L, q_lo + a.seg);
   State* part = static_cast<State*>(a.part);
-  State carry = (STORE && !LB && a.nseg > 1) ? part[row * a.nseg + s] : Op::identity();
+  State carry = (STORE && a.nseg > 1) ? part[row * a.nseg + s] : Op::identity();
   const bool rev = a.reverse;
   const int64_t L = a.L;
   // Values + indices ops with 8-wide vectors load 2 tiles ahead (4 spills: 16-byte states).
+  constexpr int U = (vec_idx<Op>::value && V >= 8) ? 2 : kUnroll;
   // A tile's V elements per lane. 16-byte vectors (V > 1, where Elem is T) stay packed in memory
   // order until they are scanned: 16-bit types then take half the registers, which is what lets
   // the next U tiles be in flight (PF) without spilling.
@@ -234,8 +152,9 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
       }
     }
   };
-  // Scans (and, with `store`, stores) the U tiles at q0, then moves the carry past them.
-  auto scan_tiles = [&](const Tile (&tiles)[U], int64_t q0, bool store) {
+  constexpr int64_t STEP = int64_t(TILE) * U;
+  // Scans and stores the U tiles at q0, then moves the carry past them.
+  auto scan_tiles = [&](const Tile (&tiles)[U], int64_t q0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t qt = q0 + int64_t(u) * TILE;
@@ -275,7 +194,7 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
       State excl = shfl_up_state(gmask, inc, 1, G);
       if (lane == 0) excl = Op::identity();
       const State tot = shfl_state(gmask, inc, G - 1, G);
-      if (STORE && store) {
+      if constexpr (STORE) {
         const State pre = Op::combine(carry, excl);
         bool done = false;
         if constexpr (RESCAN) {
@@ -358,48 +277,13 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
       carry = Op::combine(carry, tot);
     }
   };
-  if constexpr (LB) {  // the unit's aggregate published first, then its prefix looked up
-    constexpr int NW = baracuda::scan::kLookbackWarps;
-    const baracuda::scan::LookbackLayout w = baracuda::scan::lookback_layout(a.rows * a.nseg, sizeof(State));
-    char* base = static_cast<char*>(a.part);
-    int* status = reinterpret_cast<int*>(base + w.flags);
-    State* aggregates = reinterpret_cast<State*>(base + w.aggregates);
-    State* prefixes = reinterpret_cast<State*>(base + w.prefixes);
-    const int warp = threadIdx.x / 32;
-    Tile cur[U];
-    load_tiles(cur, q_lo);
-    scan_tiles(cur, q_lo, false);  // carry = this warp's aggregate
-    if (lane == 0) lb_state[warp] = carry;
-    __syncthreads();
-    if (warp == 0) {
-      State agg = lb_state[0];
-#pragma unroll
-      for (int k = 1; k < NW; ++k) agg = Op::combine(agg, lb_state[k]);
-      if (lane == 0) {
-        (s == 0 ? prefixes : aggregates)[unit] = agg;
-        store_status(status + unit, s == 0 ? kUnitPrefix : kUnitAggregate);
-      }
-      State excl = Op::identity();
-      if (s > 0) {
-        excl = look_back<Op>(status, aggregates, prefixes, unit, unit - s, lane);
-        if (lane == 0) {
-          prefixes[unit] = Op::combine(excl, agg);
-          store_status(status + unit, kUnitPrefix);
-        }
-      }
-      if (lane == 0) lb_state[NW] = excl;
-    }
-    __syncthreads();
-    carry = lb_state[NW];
-    for (int k = 0; k < warp; ++k) carry = Op::combine(carry, lb_state[k]);
-    scan_tiles(cur, q_lo, true);
-  } else if constexpr (PF) {  // the next U tiles in flight while these are scanned and stored
+  if constexpr (PF) {  // the next U tiles in flight while these are scanned and stored
     Tile cur[U];
     load_tiles(cur, q_lo);
     for (int64_t q0 = q_lo; q0 < q_hi; q0 += STEP) {
       Tile nx[U];
       if (q0 + STEP < q_hi) load_tiles(nx, q0 + STEP);
-      scan_tiles(cur, q0, true);
+      scan_tiles(cur, q0);
 #pragma unroll
       for (int u = 0; u < U; ++u) memcpy(&cur[u], &nx[u], sizeof(Tile));
     }
@@ -407,7 +291,7 @@ __global__ void __launch_bounds__(256, 3) rows_kernel(Args a) {
     for (int64_t q0 = q_lo; q0 < q_hi; q0 += STEP) {
       Tile cur[U];
       load_tiles(cur, q0);
-      scan_tiles(cur, q0, true);
+      scan_tiles(cur, q0);
     }
   }
   if constexpr (!STORE)
@@ -590,18 +474,6 @@ void launch_op(const ScanLaunch& L, cudaStream_t st) {
     const bool vec = RVW > 1 && L.vec == RVW && aligned16(a.in[0]) && aligned16(a.out[0]) && aligned16(a.out[1]);
     auto run = [&](auto vtag) {
       constexpr int V = decltype(vtag)::value;
-      constexpr int64_t step = int64_t(32) * V * baracuda::scan::rows_unroll(vec_idx<Op>::value, V);
-      // One pass where the plan's segments are kLookbackWarps steps of this kernel (not so when the vectors
-      // fell back to scalars on unaligned pointers: then three passes over the same segments,
-      // whose workspace the look-back layout covers).
-      constexpr int lb_threads = 32 * baracuda::scan::kLookbackWarps;
-      if (split && L.lookback && a.seg == step * baracuda::scan::kLookbackWarps) {
-        const baracuda::scan::LookbackLayout w = baracuda::scan::lookback_layout(a.rows * a.nseg, sizeof(typename Op::State));
-        cuda_check(cudaMemsetAsync(L.workspace, 0, size_t(w.clear), st), "cudaMemsetAsync(scan look-back status)");
-        rows_kernel<Op, T, O, V, 32, true, false, true><<<grid_of(a.rows * a.nseg * lb_threads, lb_threads), lb_threads, 0, st>>>(a);
-        check_launch("scan rows_kernel (look-back)");
-        return;
-      }
       if (split) {
         launch_rows_g<Op, T, O, V, false>(L, a, block, st);
         launch_partials<Op>(L, a, st);

@@ -44,38 +44,12 @@ struct ScanLaunch {
   int cvec = 1;                      // adjacent rows per thread (16-byte loads), 1 = scalar
   int threads = 256;                 // threads per block
   // split: nseg > 1 segments of `seg` elements along the axis, three passes via the workspace
-  // (or, rows path with `lookback`, one pass: see lookback_layout)
   int64_t seg = 0;
   int64_t nseg = 1;
-  bool lookback = false;
   const void* in[3] = {nullptr, nullptr, nullptr};
   void* out[2] = {nullptr, nullptr};
   void* workspace = nullptr;         // rows x nseg states
 };
-
-// Tiles a rows-path warp loads per step (U of rows_kernel): values + indices ops of 8-wide
-// vectors take 2 (16-byte states), every other op 4. A step is 32 x vec x this many elements.
-constexpr int rows_unroll(bool values_and_indices, int vec) { return values_and_indices && vec >= 8 ? 2 : 4; }
-
-// One-pass split of long rows (rows path, `lookback`): each block of kLookbackWarps warps takes
-// the next (row, segment) unit from a ticket counter, a segment is one step per warp, and a
-// unit's prefix comes from its predecessors' published states (their aggregate, or their
-// inclusive prefix where it is ready: a decoupled look-back). The workspace: the ticket, one
-// status word per unit (both zeroed before the launch), then the aggregates and the inclusive
-// prefixes.
-constexpr int kLookbackWarps = 8;
-struct LookbackLayout {
-  int64_t flags = 256, aggregates = 0, prefixes = 0, clear = 0, total = 0;
-};
-constexpr LookbackLayout lookback_layout(int64_t units, int64_t state_bytes) {  // host and device
-  const int64_t status_bytes = (units * 4 + 255) / 256 * 256, state_array = (units * state_bytes + 255) / 256 * 256;
-  LookbackLayout w;
-  w.aggregates = w.flags + status_bytes;
-  w.prefixes = w.aggregates + state_array;
-  w.clear = w.aggregates;
-  w.total = w.prefixes + state_array;
-  return w;
-}
 
 // Whether the prefetching rows kernel (ScanLaunch::prefetch) fits the 80-register budget of
 // 3 blocks of 256 per SM without spilling, by the op's state: the vector ops with at most 8-byte
