@@ -393,8 +393,8 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
       break;
     case ScanKind::Logcumsumexp:
       pg.math = std::string("log-sum-exp held as (max, sum of exp(x - max)) in ") + dtype_name(facc) + ", " + order +
-                split + (dt == DType::Float16 || dt == DType::BFloat16 ? ", MUFU exp / log" : "") + ", one log and one rounding per output; error ~ log2(n) eps_" +
-                dtype_name(facc) + " x (|y| + 1)";
+                split + (dt == DType::Float16 || dt == DType::BFloat16 ? ", MUFU exp / log" : "") +
+                ", one log and one rounding per output; error ~ log2(n) eps_" + dtype_name(facc) + " x (|y| + 1)";
       break;
     case ScanKind::CumprodBackward:
       pg.math = std::string(dtype_name(facc)) + " math, reverse " + order + split +
@@ -406,7 +406,8 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
       break;
   }
   if ((L.path == Path::Rows && L.vec > 1) || (L.path == Path::Columns && L.cvec > 1)) pg.math += "; 16-byte vector loads";
-  if (L.path == Path::Rows && L.prefetch) pg.math += "; the next tiles loaded while a warp scans the current ones";
+  if (L.path == Path::Rows && L.prefetch)
+    pg.math += "; the next tiles loaded while a warp scans the current ones";
   return ScanPlan(impl);
 }
 
