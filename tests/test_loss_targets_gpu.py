@@ -1,6 +1,6 @@
 """Class-index targets out of range: the functional losses raise InvalidArgument naming the first
-offending entry (check_targets=True, the default), and give NaN rows without the check (no host
-sync). cross_entropy, nll_loss, multi_margin_loss, multilabel_margin_loss, forward and backward,
+offending entry with check_targets=True (opt-in: a small pass and a host sync), and give NaN rows
+by default (no host sync, graph-capturable). cross_entropy, nll_loss, multi_margin_loss, multilabel_margin_loss, forward and backward,
 from torch, CuPy and JAX."""
 import math
 import os
@@ -36,17 +36,17 @@ def test_cross_entropy_and_nll(tdt, bad):
     t = torch.tensor([0, 3, -100, 10, bad, 1], device=DEV, dtype=tdt)
     lse = torch.empty(6, device=DEV)
     g = torch.ones((), device=DEV)
-    _raises(lambda: bc.cross_entropy(x, t), [4], bad)
-    _raises(lambda: bc.cross_entropy(x, t, return_grad=True), [4], bad)
-    _raises(lambda: bc.cross_entropy_backward(g, x, t, lse), [4], bad)
-    _raises(lambda: bc.nll_loss(x, t), [4], bad)
-    _raises(lambda: bc.nll_loss_backward(g, x, t), [4], bad)
+    _raises(lambda: bc.cross_entropy(x, t, check_targets=True), [4], bad)
+    _raises(lambda: bc.cross_entropy(x, t, return_grad=True, check_targets=True), [4], bad)
+    _raises(lambda: bc.cross_entropy_backward(g, x, t, lse, check_targets=True), [4], bad)
+    _raises(lambda: bc.nll_loss(x, t, check_targets=True), [4], bad)
+    _raises(lambda: bc.nll_loss_backward(g, x, t, check_targets=True), [4], bad)
     # -100 is ignore_index: no error; another ignore_index makes -100 the offender
     ok = t.clone()
     ok[4] = 2
     assert math.isfinite(bc.cross_entropy(x, ok).item())
     assert math.isfinite(bc.nll_loss(x, ok).item())
-    _raises(lambda: bc.cross_entropy(x, ok, ignore_index=-1), [2], -100)
+    _raises(lambda: bc.cross_entropy(x, ok, ignore_index=-1, check_targets=True), [2], -100)
     # an in-range ignore_index is just a class (and -100 is then out of range)
     ok[2] = 3
     assert math.isfinite(bc.cross_entropy(x, ok, ignore_index=3).item())
@@ -54,14 +54,19 @@ def test_cross_entropy_and_nll(tdt, bad):
     per_row = bc.cross_entropy(x, t, reduction="none", check_targets=False)
     assert torch.isnan(per_row[4]) and not torch.isnan(per_row[[0, 1, 3, 5]]).any()
     assert math.isnan(bc.nll_loss(x, t, check_targets=False).item())
+    # the default: no check, no host sync; the bad row is NaN (forward and gradient)
+    per_row = bc.cross_entropy(x, t, reduction="none")
+    assert torch.isnan(per_row[4]) and not torch.isnan(per_row[[0, 1, 3, 5]]).any()
+    assert math.isnan(bc.nll_loss(x, t).item())
+    assert math.isnan(bc.cross_entropy(x, t).item())
 
 
 def test_margin_losses():
     x = _logits(4, 5)
     g = torch.ones((), device=DEV)
     y = torch.tensor([0, 4, 5, 1], device=DEV)
-    _raises(lambda: bc.multi_margin_loss(x, y), [2], 5)
-    _raises(lambda: bc.multi_margin_loss_backward(g, x, y), [2], 5)
+    _raises(lambda: bc.multi_margin_loss(x, y, check_targets=True), [2], 5)
+    _raises(lambda: bc.multi_margin_loss_backward(g, x, y, check_targets=True), [2], 5)
     assert math.isnan(bc.multi_margin_loss(x, y, check_targets=False).item())
     assert math.isfinite(bc.multi_margin_loss(x, y.clamp(max=4)).item())
     # multilabel: the list ends at the first negative entry, which must be -1; entries after it
@@ -70,14 +75,14 @@ def test_margin_losses():
     assert math.isfinite(bc.multilabel_margin_loss(x, ok).item())
     too_big = ok.clone()
     too_big[1, 3] = 5
-    _raises(lambda: bc.multilabel_margin_loss(x, too_big), [1, 3], 5)
-    _raises(lambda: bc.multilabel_margin_loss_backward(g, x, too_big), [1, 3], 5)
+    _raises(lambda: bc.multilabel_margin_loss(x, too_big, check_targets=True), [1, 3], 5)
+    _raises(lambda: bc.multilabel_margin_loss_backward(g, x, too_big, check_targets=True), [1, 3], 5)
     below = ok.clone()
     below[3, 2] = -2
-    _raises(lambda: bc.multilabel_margin_loss(x, below), [3, 2], -2)
+    _raises(lambda: bc.multilabel_margin_loss(x, below, check_targets=True), [3, 2], -2)
     assert math.isnan(bc.multilabel_margin_loss(x, below, check_targets=False).item())
     # one row ([C] input, [C] target)
-    _raises(lambda: bc.multilabel_margin_loss(x[0], torch.tensor([0, 9, -1, 0, 0], device=DEV)), [1], 9)
+    _raises(lambda: bc.multilabel_margin_loss(x[0], torch.tensor([0, 9, -1, 0, 0], device=DEV), check_targets=True), [1], 9)
 
 
 def test_empty_targets_and_plans_never_sync():
@@ -94,12 +99,12 @@ def test_cupy_and_jax_targets():
     cp = pytest.importorskip("cupy")
     x = cp.asarray(_logits(3, 4).cpu().numpy())
     t = cp.asarray([1, 4, 0], dtype=cp.int64)
-    _raises(lambda: bc.cross_entropy(x, t), [1], 4)
+    _raises(lambda: bc.cross_entropy(x, t, check_targets=True), [1], 4)
     jax, dev = R.jax_gpu()
     import numpy as np
     xj = jax.device_put(np.asarray(cp.asnumpy(x)), dev)
     tj = jax.device_put(np.array([-2, 1, 0], dtype=np.int32), dev)
-    _raises(lambda: bc.nll_loss(xj, tj), [0], -2)
+    _raises(lambda: bc.nll_loss(xj, tj, check_targets=True), [0], -2)
 
 
 def test_targets_the_check_cannot_read_are_named_by_the_loss():

@@ -62,8 +62,8 @@ def _check(name, logits):
 
 
 # ---- class-index targets: a typed error for values out of range ------------------------------------
-# The kernels give NaN for such a row (no sync, graph-safe); with check_targets (the default of
-# the functional forms) one small pass over the targets and a host sync turn that into an
+# The kernels give NaN for such a row (no sync, graph-safe); with check_targets=True (opt-in:
+# no functional op synchronizes the host by default) one small pass over the targets and a host sync turn that into an
 # InvalidArgument naming the first offending entry.
 def _host(x):
     fw = _interop.framework(x)
@@ -135,7 +135,7 @@ def _lse_dtype(logits):
 
 
 def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean",
-                  return_grad=False, grad_loss=None, return_lse=False, check_targets=True, stream=None):
+                  return_grad=False, grad_loss=None, return_lse=False, check_targets=False, stream=None):
     """cross_entropy(logits [N, V], target [N] int64/int32, *, weight=None [V], ignore_index=-100,
     label_smoothing=0.0, reduction="mean", return_grad=False, grad_loss=None, return_lse=False, stream=None)
 
@@ -143,9 +143,9 @@ def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoot
     non-ignored targets). Returns the loss; with return_grad also the gradient w.r.t. the logits
     (in the logits' dtype, scaled by grad_loss when given, else 1) computed in the same call;
     with return_lse also the per-row logsumexp (f32 [N]; f64 for f64 logits) that
-    cross_entropy_backward takes. A target outside [0, V) that is not ignore_index: with
-    check_targets=True (default) an InvalidArgument naming it, after one small pass over the
-    targets and a host sync; with False no sync (CUDA graphs) and NaN for its row."""
+    cross_entropy_backward takes. A target outside [0, V) that is not ignore_index: by default
+    NaN for its row (no host sync: CUDA-graph safe); with check_targets=True an InvalidArgument
+    naming it, after one small pass over the targets and a host sync."""
     _check("cross_entropy", logits)
     n = int(logits.shape[0])
     d = _interop.dtype_of(logits)
@@ -169,7 +169,7 @@ def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoot
 
 
 def cross_entropy_backward(grad_loss, logits, target, lse, *, weight=None, ignore_index=-100, label_smoothing=0.0,
-                           reduction="mean", out=None, check_targets=True, stream=None):
+                           reduction="mean", out=None, check_targets=False, stream=None):
     """cross_entropy_backward(grad_loss, logits, target, lse, ...): the gradient w.r.t. the logits
     from the logsumexp saved by cross_entropy(..., return_lse=True). grad_loss: [] for mean / sum,
     [N] for none, in the logits' dtype. check_targets as cross_entropy."""
@@ -444,11 +444,11 @@ def soft_margin_loss_backward(grad_output, input, target, *, reduction="mean", w
                                stream=stream, wrt=wrt)
 
 
-def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean", check_targets=True, stream=None):
+def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean", check_targets=False, stream=None):
     """-weight[t] input[i, t] over log-probabilities [N, C]; mean divides by the sum of the weights
-    of the non-ignored targets (torch). A target outside [0, C) that is not ignore_index: with
-    check_targets=True (default) an InvalidArgument naming it (one small pass and a host sync);
-    with False, NaN."""
+    of the non-ignored targets (torch). A target outside [0, C) that is not ignore_index: NaN by
+    default (no host sync); with check_targets=True an InvalidArgument naming it (one small pass
+    and a host sync)."""
     _check("nll_loss", input)
     d = _interop.dtype_of(input)
     plan = _gen_plan("nll_loss", input, target, weight, [], reduction, 0.0, False, True, False, ignore_index, None,
@@ -462,7 +462,7 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean",
 
 
 def nll_loss_backward(grad_output, input, target, weight=None, *, ignore_index=-100, reduction="mean", out=None,
-                      check_targets=True, stream=None):
+                      check_targets=False, stream=None):
     """Gradient of nll_loss w.r.t. input: -weight[t_i] * grad_output(_i) (/ sum of weights for
     mean) at (i, t_i), 0 elsewhere. check_targets as nll_loss."""
     _check("nll_loss_backward", input)
@@ -597,35 +597,35 @@ def cosine_embedding_loss_backward(grad_output, input1, input2, target, margin=0
                          margin=margin, wrt=wrt, out=out, stream=stream)
 
 
-def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, *, reduction="mean", check_targets=True,
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, *, reduction="mean", check_targets=False,
                       stream=None):
     """Per row: weight[y] / C * sum_{j != y} max(0, margin - x[y] + x[j])^p (torch's kernel), p 1 or 2.
     input [N, C] or [C]; target [N] int64 / int32 (or [] / [1] for [C]). A target outside [0, C):
-    with check_targets=True (default) an InvalidArgument naming it (one small pass and a host
-    sync); with False, NaN for its row."""
+    NaN for its row by default (no host sync); with check_targets=True an InvalidArgument naming
+    it (one small pass and a host sync)."""
     return _row_forward("multi_margin_loss", input, target, weight=weight, reduction=reduction, margin=margin, p=p,
                         check_targets=check_targets, stream=stream)
 
 
 def multi_margin_loss_backward(grad_output, input, target, p=1, margin=1.0, weight=None, *, reduction="mean",
-                               wrt="input", out=None, check_targets=True, stream=None):
+                               wrt="input", out=None, check_targets=False, stream=None):
     """Gradient of multi_margin_loss w.r.t. input. check_targets as multi_margin_loss."""
     return _row_backward("multi_margin_loss_backward", grad_output, input, target, {"input": input}, weight=weight,
                          reduction=reduction, margin=margin, p=p, wrt=wrt, out=out, check_targets=check_targets,
                          stream=stream)
 
 
-def multilabel_margin_loss(input, target, *, reduction="mean", check_targets=True, stream=None):
+def multilabel_margin_loss(input, target, *, reduction="mean", check_targets=False, stream=None):
     """Per row: 1/C sum over the targets y_k (up to the first -1) and the non-target classes j of
     max(0, 1 - x[y_k] + x[j]). input [N, C] or [C]; target of input's shape, int64 / int32. A target
-    >= C before the -1 (or a value below -1 where the list ends): with check_targets=True (default)
-    an InvalidArgument naming it (a few small passes and a host sync); with False, NaN for its row."""
+    >= C before the -1 (or a value below -1 where the list ends): NaN for its row by default (no
+    host sync); with check_targets=True an InvalidArgument naming it (a few small passes and a host sync)."""
     return _row_forward("multilabel_margin_loss", input, target, reduction=reduction, check_targets=check_targets,
                         stream=stream)
 
 
 def multilabel_margin_loss_backward(grad_output, input, target, *, reduction="mean", wrt="input", out=None,
-                                    check_targets=True, stream=None):
+                                    check_targets=False, stream=None):
     """Gradient of multilabel_margin_loss w.r.t. input. check_targets as multilabel_margin_loss."""
     return _row_backward("multilabel_margin_loss_backward", grad_output, input, target, {"input": input},
                          reduction=reduction, wrt=wrt, out=out, check_targets=check_targets, stream=stream)
