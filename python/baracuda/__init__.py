@@ -28,17 +28,19 @@ from ._functional import FUNCTIONS as _FUNCTIONS, broadcast_shape  # noqa: F401
 
 __version__ = _C.build_info()["version"]
 
-globals().update(_FUNCTIONS)
+_OPS = {}  # every functional op, by name (wrapped below with the autograd routing)
+
+_OPS.update(_FUNCTIONS)
 
 from ._C import ReductionDescriptor, ReductionPlan  # noqa: F401,E402
 from ._reduction import FUNCTIONS as _REDUCTION_FUNCTIONS  # noqa: E402
 
-globals().update(_REDUCTION_FUNCTIONS)
+_OPS.update(_REDUCTION_FUNCTIONS)
 
 from ._C import ChannelNormDescriptor, ChannelNormPlan, NormDescriptor, NormPlan  # noqa: F401,E402
 from ._norm import FUNCTIONS as _NORM_FUNCTIONS  # noqa: E402
 
-globals().update(_NORM_FUNCTIONS)
+_OPS.update(_NORM_FUNCTIONS)
 
 
 def _register_library_dirs():
@@ -62,23 +64,31 @@ _register_library_dirs()
 from ._C import GemmDescriptor, GemmPlan, GroupedGemmDescriptor, GroupedGemmPlan  # noqa: F401,E402
 from ._gemm import FUNCTIONS as _GEMM_FUNCTIONS  # noqa: E402
 
-globals().update(_GEMM_FUNCTIONS)
+_OPS.update(_GEMM_FUNCTIONS)
 
 from ._C import SoftmaxDescriptor, SoftmaxPlan  # noqa: F401,E402
 from ._softmax import FUNCTIONS as _SOFTMAX_FUNCTIONS  # noqa: E402
 
-globals().update(_SOFTMAX_FUNCTIONS)
+_OPS.update(_SOFTMAX_FUNCTIONS)
 
 from ._C import LossDescriptor, LossPlan  # noqa: F401,E402
 from ._C import CtcLossDescriptor, CtcLossPlan  # noqa: F401,E402
 from ._loss import FUNCTIONS as _LOSS_FUNCTIONS  # noqa: E402
 
-globals().update(_LOSS_FUNCTIONS)
+_OPS.update(_LOSS_FUNCTIONS)
 
 from ._C import ScanDescriptor, ScanPlan  # noqa: F401,E402
 from ._scan import FUNCTIONS as _SCAN_FUNCTIONS  # noqa: E402
 
-globals().update(_SCAN_FUNCTIONS)
+_OPS.update(_SCAN_FUNCTIONS)
+
+from ._autograd import guard_all as _guard_all  # noqa: E402
+
+# Ops whose outputs carry no gradient (bool / index results, fills, noise): they take tensors that
+# require grad and run as they are, as torch's do.
+_NON_DIFFERENTIABLE = {r["name"] for r in _C.elementwise_ops() if r["category"] in ("predicate", "compare")} | {
+    "argmax", "argmin", "any", "all", "count_nonzero", "fill", "full_like", "gumbel_noise"}
+globals().update(_guard_all(_OPS, _NON_DIFFERENTIABLE))
 
 
 def features() -> dict:

@@ -89,7 +89,7 @@ def _map(name, row, args, out, stream, params, out_dtype=None):
         shape[axis] //= 2
     if out_dtype is None:
         out_dtype = DType.bool if row["category"] in _BOOL_OUT else _interop.dtype_of(args[data_index])
-    buf, finish = _interop.output(like, shape, out_dtype)
+    buf, finish = _interop.output(like, shape, out_dtype, layout=args[data_index])
     _run(name, buf, args, params, stream, like)
     return finish(buf)
 

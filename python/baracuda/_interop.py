@@ -48,18 +48,23 @@ def torch_dtype(d: DType):
     return getattr(torch, _TORCH_NAMES[d])
 
 
-def output(like, shape, d: DType):
+def output(like, shape, d: DType, layout=None):
     """Allocate an output of `shape` / `d` for `like`'s framework and device.
 
     Returns (buffer, finish): write into `buffer`, then `finish(buffer)` gives the tensor to
     return. torch and CuPy allocate through their own allocators; JAX cannot lend a writable
     buffer, so the core allocates and `finish` hands the result to JAX through DLPack.
+    With `layout` (a tensor of `shape`), torch outputs keep its strides where torch's
+    empty_like would (a dense permuted view), so an elementwise op on x.t() is one
+    contiguous pass.
     """
     fw = framework(like)
     shape = tuple(int(s) for s in shape)
     if fw == "torch":
         import torch
 
+        if layout is not None and tuple(layout.shape) == shape:
+            return torch.empty_like(layout, dtype=torch_dtype(d)), _identity
         return torch.empty(shape, dtype=torch_dtype(d), device=like.device), _identity
     if fw == "numpy":
         raise InvalidArgument(f"expected CUDA tensors, got a numpy (CPU) array of shape {like.shape}")

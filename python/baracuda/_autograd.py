@@ -1,0 +1,73 @@
+"""No silent detach: a baracuda.<op> call on a torch tensor that requires grad (with grad mode
+on), or made while torch.compile traces, goes through the registered torch op
+(baracuda.torch), which carries the autograd formula and the fake kernel. An op without one
+refuses such a tensor instead of dropping its gradient.
+
+The check is a few attribute reads per call; torch is never imported here (only looked up in
+sys.modules: no torch loaded means no torch tensors).
+"""
+import functools
+import sys
+
+from .errors import InvalidArgument, Unsupported
+
+_routes = None
+
+
+def _route_table():
+    global _routes
+    if _routes is None:
+        from . import torch as bt
+        _routes = bt.routes()
+    return _routes
+
+
+def _needs_torch(torch, args, kwargs):
+    if torch.compiler.is_compiling():
+        return any(isinstance(a, torch.Tensor) for a in args)
+    if not torch.is_grad_enabled():
+        return False
+    for a in args:
+        if getattr(a, "requires_grad", False):
+            return True
+    for a in kwargs.values():
+        if getattr(a, "requires_grad", False):
+            return True
+    return False
+
+
+def _route(name, fn, args, kwargs):
+    route = _route_table().get(name)
+    if route is None:
+        import torch
+        if torch.compiler.is_compiling() and not torch.is_grad_enabled():
+            return fn(*args, **kwargs)  # no torch op yet: a graph break, still correct
+        raise Unsupported(f"{name}: an input requires grad, and baracuda.{name} has no autograd formula yet; "
+                          "call it under torch.no_grad() or on detached tensors (its gradient would be dropped)")
+    if kwargs.get("out") is not None:
+        raise InvalidArgument(f"{name}: out= was given but an input requires grad; autograd cannot track a "
+                              "write into out (as torch): drop out= or run under torch.no_grad()")
+    if kwargs.get("stream") is not None:
+        raise Unsupported(f"{name}: stream= under autograd; use `with torch.cuda.stream(s):` instead (the "
+                          "registered op runs on torch's current stream)")
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("out", "stream")}
+    return route(*args, **kwargs)
+
+
+def differentiable(name, fn):
+    """Wraps a public functional op with the autograd / torch.compile routing."""
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        torch = sys.modules.get("torch")
+        if torch is not None and _needs_torch(torch, args, kwargs):
+            return _route(name, fn, args, kwargs)
+        return fn(*args, **kwargs)
+
+    return op
+
+
+def guard_all(functions, non_differentiable):
+    """The routing wrapper on every op of `functions` except those whose outputs carry no gradient
+    (comparisons, predicates, index results), which run as they are, as in torch."""
+    return {n: (f if n in non_differentiable else differentiable(n, f)) for n, f in functions.items()}

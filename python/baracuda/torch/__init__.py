@@ -1,0 +1,187 @@
+"""baracuda inside torch: registered ops with fake kernels and autograd, nn.Modules, patch(model).
+
+    import baracuda.torch as bt
+    y = bt.rms_norm(x, w)                    # torch.ops.baracuda.rms_norm: autograd, torch.compile
+    loss = bt.cross_entropy(logits, target)  # large vocabularies, no host sync
+    model = bt.patch(model)                  # transformers Llama / Mistral / Qwen2: our norms, MLP, linears
+    torch.compile(model, fullgraph=True)     # no graph break: every op has a fake kernel
+
+Every op is ``torch.ops.baracuda.<name>`` (``OPS`` lists them): a CUDA implementation that
+launches the cached plan on torch's current stream, a fake implementation for tracing, and
+an autograd formula built from our backward plans. ``baracuda.<op>`` called on a torch tensor
+that requires grad routes here, so no gradient is ever dropped.
+"""
+import torch
+
+from ..errors import InvalidArgument, Unsupported
+from . import _ops
+from ._modules import CrossEntropyLoss, GatedMLP, LayerNorm, Linear, RMSNorm, Softmax
+from ._patch import patch
+
+OPS = tuple(_ops.OPS)
+ops = torch.ops.baracuda
+
+__all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
+           "rms_norm", "layer_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
+           "sum", "mean"]
+
+
+def _tensor(v, like, name):
+    if isinstance(v, torch.Tensor):
+        return v
+    if isinstance(v, (bool, int, float)):
+        return _ops.scalar(v, like)
+    raise InvalidArgument(f"{name}: expected a torch tensor or a Python scalar, got {type(v).__name__}")
+
+
+def rms_norm(x, weight=None, eps=1e-6, *, residual=None, save_stats=False):
+    """RMSNorm over the last dim (baracuda.rms_norm's semantics), differentiable.
+
+    With ``residual``: h = x + residual is normalized and (y, h) returned (h is the new residual
+    stream); with save_stats the rstd [x.shape[:-1]] is appended."""
+    h = x if residual is None else ops.add(x, residual)
+    y, rstd = ops.rms_norm(h, weight, float(eps))
+    res = [y] + ([h] if residual is not None else []) + ([rstd] if save_stats else [])
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, save_stats=False):
+    """LayerNorm over the last dim (baracuda.layer_norm's semantics), differentiable."""
+    h = x if residual is None else ops.add(x, residual)
+    y, mean_, rstd = ops.layer_norm(h, weight, bias, float(eps))
+    res = [y] + ([h] if residual is not None else []) + ([mean_, rstd] if save_stats else [])
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def _dim(name, dim, axis):
+    if axis is not None:
+        if dim is not None and dim != axis:
+            raise InvalidArgument(f"{name}: got dim={dim} and axis={axis}; give one (dim)")
+        return int(axis)
+    return -1 if dim is None else int(dim)
+
+
+def softmax(x, dim=None, *, axis=None):
+    return ops.softmax(x, _dim("softmax", dim, axis))
+
+
+def log_softmax(x, dim=None, *, axis=None):
+    return ops.log_softmax(x, _dim("log_softmax", dim, axis))
+
+
+def linear(x, weight, bias=None, *, activation="none", return_aux=False, out_dtype=None, allow_tf32=False):
+    """activation(x @ weight.T + bias), differentiable; the pre-activation is kept for the backward
+    only when an activation is fused."""
+    if out_dtype is not None or allow_tf32:
+        raise Unsupported("linear: out_dtype / allow_tf32 are not differentiable yet; call baracuda.linear "
+                          "under torch.no_grad() for them")
+    y, aux = ops.linear(x, weight, bias, activation)
+    return (y, aux) if return_aux else y
+
+
+def matmul(a, b, **kw):
+    if kw:
+        raise Unsupported(f"matmul: {sorted(kw)} are not differentiable yet; call baracuda.matmul under "
+                          "torch.no_grad() for them")
+    return ops.matmul(a, b)
+
+
+def cross_entropy(logits, target, weight=None, *, ignore_index=-100, label_smoothing=0.0, reduction="mean",
+                  check_targets=False, return_lse=False):
+    """torch.nn.functional.cross_entropy for logits [..., V] (flattened to [N, V]) and class-index
+    targets, differentiable; the backward re-reads the logits with the saved logsumexp (one read
+    and one write of [N, V]). Out-of-range targets give NaN (no host sync) unless check_targets."""
+    lead = tuple(logits.shape[:-1])
+    if logits.dim() != 2:
+        logits = logits.reshape(-1, logits.shape[-1])
+        target = target.reshape(-1)
+    if check_targets:
+        from .._loss import _check_class_targets
+        _check_class_targets("cross_entropy", target, int(logits.shape[1]), ignore_index)
+    loss, lse = ops.cross_entropy(logits, target, weight, int(ignore_index), float(label_smoothing), reduction)
+    if reduction == "none" and len(lead) != 1:
+        loss = loss.reshape(lead)
+    return (loss, lse) if return_lse else loss
+
+
+def swiglu(gate, up=None, *, dim=-1, axis=None):
+    """silu(gate) * up. With one tensor, gate and up are its two halves along ``dim`` (one fused
+    kernel); with two, the LLM-MLP form (gate_proj(x), up_proj(x))."""
+    if up is None:
+        return ops.swiglu(gate, _dim("swiglu", dim if axis is None else None, axis))
+    return ops.mul(ops.silu(gate), up)
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        raise Unsupported("sum: dtype= is not differentiable yet")
+    return ops.sum(x, _dims(dim), bool(keepdim))
+
+
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        raise Unsupported("mean: dtype= is not differentiable yet")
+    return ops.mean(x, _dims(dim), bool(keepdim))
+
+
+def _dims(dim):
+    if dim is None:
+        return None
+    return [int(dim)] if isinstance(dim, int) else [int(d) for d in dim]
+
+
+def _make_elementwise(name, row):
+    """The torch form of an elementwise op of the table: Python scalars become 0-d tensors of the
+    first tensor's dtype (as baracuda.<op>), params by name."""
+    op = getattr(ops, name)
+    pnames = [p for p, _ in row["params"] if p not in ("wrt", "axis")]
+    gated = row["category"] == "gated"
+
+    def fn(*args, **params):
+        unknown = [k for k in params if k not in pnames and not (gated and k in ("dim", "axis"))]
+        if unknown:
+            raise InvalidArgument(f"{name}: unknown parameter(s) {unknown}; takes {pnames or 'none'}")
+        if gated:
+            return swiglu(*args, **params) if name == "swiglu" else op(
+                args[0], _dim(name, params.get("dim"), params.get("axis")))
+        like = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if like is None:
+            raise InvalidArgument(f"{name}: needs at least one torch tensor argument")
+        if name == "where":
+            data = next((a for a in args[1:] if isinstance(a, torch.Tensor)), like)
+            tensors = [_tensor(args[0], like, "cond") if isinstance(args[0], torch.Tensor)
+                       else _ops.scalar(args[0], like, torch.bool)]
+            tensors += [_tensor(a, data, f"input {i + 1}") for i, a in enumerate(args[1:])]
+        else:
+            tensors = [_tensor(a, like, f"input {i}") for i, a in enumerate(args)]
+        return op(*tensors, *[float(params.get(p, d)) for p, d in row["params"] if p in pnames])
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}: {row['doc']} (torch.ops.baracuda.{name}, differentiable where it has a backward)."
+    return fn
+
+
+def _build_elementwise():
+    ns = {}
+    for row in _ops._EW.values():
+        if row["category"] in ("unary", "predicate", "binary", "compare", "ternary", "gated"):
+            ns[row["name"]] = _make_elementwise(row["name"], row)
+    ns["swiglu"] = swiglu
+    return ns
+
+
+_ELEMENTWISE = _build_elementwise()
+for _n, _f in _ELEMENTWISE.items():
+    if _n not in globals():
+        globals()[_n] = _f
+        __all__.append(_n)
+
+
+def routes():
+    """baracuda.<name> -> the differentiable torch form (what a call on tensors requiring grad,
+    or inside torch.compile, is routed to)."""
+    table = dict(_ELEMENTWISE)
+    table.update(rms_norm=rms_norm, layer_norm=layer_norm, softmax=softmax, log_softmax=log_softmax,
+                 linear=linear, matmul=matmul, cross_entropy=cross_entropy, sum=sum, mean=mean, swiglu=swiglu)
+    return table
+

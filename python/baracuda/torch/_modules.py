@@ -1,0 +1,121 @@
+"""nn.Modules over the registered ops: drop-in for torch's (same parameters, same state_dict
+names), differentiable, and traceable by torch.compile with no graph break."""
+import torch
+from torch import nn
+
+from ..errors import InvalidArgument
+from . import _ops
+
+ops = torch.ops.baracuda
+
+
+class RMSNorm(nn.Module):
+    """torch.nn.RMSNorm over the last dim (eps defaults to 1e-6, the Llama convention)."""
+
+    def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, *, device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else \
+            tuple(normalized_shape)
+        if len(self.normalized_shape) != 1:
+            raise InvalidArgument(f"RMSNorm: normalized_shape must be one dim, got {self.normalized_shape}")
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.ones(self.normalized_shape, device=device, dtype=dtype)) \
+            if elementwise_affine else None
+
+    def forward(self, x, residual=None):
+        if residual is not None:
+            h = ops.add(x, residual)
+            return ops.rms_norm(h, self.weight, self.eps)[0], h
+        return ops.rms_norm(x, self.weight, self.eps)[0]
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
+
+
+class LayerNorm(nn.Module):
+    """torch.nn.LayerNorm over the last dim."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, *, device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else \
+            tuple(normalized_shape)
+        if len(self.normalized_shape) != 1:
+            raise InvalidArgument(f"LayerNorm: normalized_shape must be one dim, got {self.normalized_shape}")
+        self.eps = float(eps)
+        kw = dict(device=device, dtype=dtype)
+        self.weight = nn.Parameter(torch.ones(self.normalized_shape, **kw)) if elementwise_affine else None
+        self.bias = nn.Parameter(torch.zeros(self.normalized_shape, **kw)) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.weight, self.bias, self.eps)[0]
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
+
+
+class Linear(nn.Linear):
+    """torch.nn.Linear with an optional fused activation (none, relu, gelu, gelu_tanh, silu) in the
+    GEMM's epilogue (cuBLASLt)."""
+
+    def __init__(self, in_features, out_features, bias=True, activation="none", *, device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        if activation not in _ops._ACTIVATIONS:
+            raise InvalidArgument(f"Linear: activation must be one of {_ops._ACTIVATIONS}, got {activation!r}")
+        self.activation = activation
+
+    def forward(self, x):
+        return ops.linear(x, self.weight, self.bias, self.activation)[0]
+
+    def extra_repr(self):
+        return super().extra_repr() + f", activation={self.activation}"
+
+
+_GATES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh",
+          "relu": "relu"}
+
+
+class GatedMLP(nn.Module):
+    """The LLM MLP: down_proj(act(gate_proj(x)) * up_proj(x)) (SwiGLU for act=silu, GeGLU for gelu /
+    gelu_tanh), with the parameter names of transformers' Llama / Mistral / Qwen2 MLPs."""
+
+    def __init__(self, hidden_size, intermediate_size, bias=False, activation="silu", *, device=None, dtype=None):
+        super().__init__()
+        if activation not in _GATES:
+            raise InvalidArgument(f"GatedMLP: activation must be one of {sorted(_GATES)}, got {activation!r}")
+        self.activation = _GATES[activation]
+        kw = dict(bias=bias, device=device, dtype=dtype)
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, **kw)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, **kw)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
+
+    def forward(self, x):
+        gate = ops.linear(x, self.gate_proj.weight, self.gate_proj.bias, "none")[0]
+        up = ops.linear(x, self.up_proj.weight, self.up_proj.bias, "none")[0]
+        h = ops.mul(getattr(ops, self.activation)(gate), up)
+        return ops.linear(h, self.down_proj.weight, self.down_proj.bias, "none")[0]
+
+
+class CrossEntropyLoss(nn.Module):
+    """torch.nn.CrossEntropyLoss for class-index targets and logits [..., V]: one read of the
+    logits forward, one read and one write backward, no [N, V] float32 copy, no host sync."""
+
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.ignore_index = int(ignore_index)
+        self.reduction = reduction
+        self.label_smoothing = float(label_smoothing)
+
+    def forward(self, logits, target):
+        from . import cross_entropy
+        return cross_entropy(logits, target, self.weight, ignore_index=self.ignore_index,
+                             label_smoothing=self.label_smoothing, reduction=self.reduction)
+
+
+class Softmax(nn.Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = int(dim)
+
+    def forward(self, x):
+        return ops.softmax(x, self.dim)

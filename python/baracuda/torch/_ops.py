@@ -1,0 +1,606 @@
+"""baracuda ops registered with torch.library under the ``baracuda`` namespace.
+
+One table-driven mechanism: each op is a schema, a CUDA implementation (allocate the outputs
+with torch, launch the cached plan on torch's current stream), a fake implementation (the same
+allocation on fake / meta tensors, so shapes, dtypes and strides agree by construction, plus the
+plan's ``select`` where the shapes are concrete, so errors surface at trace time) and, where
+the op has a backward plan, an autograd formula made of other ``torch.ops.baracuda`` ops (so
+AOTAutograd can trace the backward too).
+
+Registration uses ``torch.library.Library.define`` / ``impl``: the lightest Python path into
+the dispatcher. The extension never links libtorch.
+"""
+import re
+
+import torch
+from torch.library import Library, register_autograd, register_fake
+
+from .. import _C, _gemm, _interop, _loss, _reduction
+from .._dtypes import dtype as bc_dtype
+from ..errors import InvalidArgument
+
+LIB = Library("baracuda", "DEF")
+OPS = []  # names of every registered op, for opcheck and docs
+
+
+def _empty_like_layout(x, dtype=None):
+    """torch.empty_like: a dense permuted x keeps its strides; anything else becomes contiguous."""
+    return torch.empty_like(x, dtype=dtype, memory_format=torch.preserve_format)
+
+
+def _concrete(*tensors):
+    """True when every shape is made of plain ints (eager, or a static trace): select() can run."""
+    for t in tensors:
+        if t is not None and any(not isinstance(s, int) for s in t.shape):
+            return False
+    return True
+
+
+def _spec(t):
+    """The TensorSpec of a (fake) tensor: dtype, shape and strides, as the core's import sees it."""
+    return _C.TensorSpec(tuple(t.shape), bc_dtype(t.dtype), tuple(t.stride()))
+
+
+_VALIDATED = {}  # (family, operand metadata) -> the plan select() returned
+
+def validate(family, tensors, make):
+    """Runs the family's select() on concrete shapes, so a fake kernel raises what the CUDA kernel
+    would (typed, naming the operand); symbolic shapes skip it (the CUDA kernel still checks)."""
+    if not _concrete(*tensors):
+        return
+    key = (family,) + tuple((tuple(t.shape), t.dtype, tuple(t.stride())) if t is not None else None
+                            for t in tensors)
+    if key not in _VALIDATED:
+        if len(_VALIDATED) >= 4096:
+            _VALIDATED.clear()
+        _VALIDATED[key] = make()
+
+
+def define(name, schema, impl, fake=None, backward=None, setup_context=None):
+    """Registers ``baracuda::name``: CUDA impl, fake impl (default: impl, when it only allocates
+    through torch and the launch is separate) and the autograd formula."""
+    LIB.define(name + schema)
+    LIB.impl(name, impl, "CUDA")
+    LIB.impl(name, _cpu_refusal(name, schema), "CPU")
+    register_fake("baracuda::" + name, fake, lib=LIB)
+    if backward is not None:
+        register_autograd("baracuda::" + name, backward, setup_context=setup_context, lib=LIB)
+    OPS.append(name)
+    return getattr(torch.ops.baracuda, name)
+
+
+def _cpu_refusal(name, schema):
+    args = re.findall(r"Tensor\??\s+(\w+)", schema.split("->")[0])
+
+    def refuse(*values, **kw):
+        where = [a for a, v in zip(args, values) if isinstance(v, torch.Tensor) and not v.is_cuda]
+        raise InvalidArgument(f"baracuda::{name}: {', '.join(where) or 'an operand'} is a CPU tensor; "
+                              "expected CUDA tensors (baracuda never copies to the device for you)")
+    return refuse
+
+
+def _alloc(x):
+    return _interop.workspace_allocator(x)
+
+
+# ---- elementwise: generated from the core's op table -------------------------------------------
+
+_EW = {row["name"]: row for row in _C.elementwise_ops()}
+_DIFFERENTIABLE = {"unary", "binary", "ternary", "gated"}
+
+
+def _params_schema(row):
+    return "".join(f", float {p}={d!r}" for p, d in row["params"] if p not in ("wrt", "axis"))
+
+
+def _param_names(row):
+    return [p for p, _ in row["params"] if p not in ("wrt", "axis")]
+
+
+def _ew_launch(name, out, inputs, params):
+    _C.elementwise_call(name, out, tuple(inputs), params, None, _alloc(out))
+
+
+def _ew_out(name, row, inputs, dim=-1):
+    cat = row["category"]
+    x = inputs[1] if name == "where" else inputs[0]
+    if cat in ("unary", "predicate"):
+        return _empty_like_layout(x, torch.bool if cat == "predicate" else None)
+    if cat == "gated":
+        shape = list(x.shape)
+        if not -len(shape) <= dim < len(shape):
+            raise InvalidArgument(f"{name}: dim {dim} is out of range for x of rank {len(shape)}")
+        if shape[dim] % 2:
+            raise InvalidArgument(f"{name}: x.shape[{dim}] = {shape[dim]} must be even (two halves)")
+        shape[dim] //= 2
+        return x.new_empty(shape)
+    shape = torch.broadcast_shapes(*(t.shape for t in inputs))
+    dtype = torch.bool if cat == "compare" else x.dtype
+    if all(tuple(t.shape) == tuple(shape) for t in inputs) and x.dtype == dtype:
+        return _empty_like_layout(x)
+    return x.new_empty(shape, dtype=dtype)
+
+
+def _make_ew(name, row):
+    cat = row["category"]
+    pnames = _param_names(row)
+    arity = row["arity"]
+    args = {1: ["x"], 2: ["a", "b"], 3: ["x0", "x1", "x2"]}[arity]
+    if name == "where":
+        args = ["cond", "a", "b"]
+    gated = cat == "gated"
+    schema = "(" + ", ".join(f"Tensor {a}" for a in args) + (", int dim=-1" if gated else "") + \
+        _params_schema(row) + ") -> Tensor"
+
+    def split(values):
+        inputs = list(values[:arity])
+        rest = values[arity:]
+        dim = int(rest[0]) if gated else -1
+        ps = rest[1:] if gated else rest
+        return inputs, dim, ps
+
+    def impl(*values, **kw):
+        inputs, dim, ps = split(list(values) + [kw[p] for p in pnames if p in kw])
+        params = {p: float(v) for p, v in zip(pnames, ps)}
+        if gated:
+            params["axis"] = float(dim)
+        out = _ew_out(name, row, inputs, dim)
+        _ew_launch(name, out, inputs, params)
+        return out
+
+    def fake(*values, **kw):
+        inputs, dim, ps = split(list(values) + [kw[p] for p in pnames if p in kw])
+        out = _ew_out(name, row, inputs, dim)
+        params = {p: float(v) for p, v in zip(pnames, ps)}
+        if gated:
+            params["axis"] = float(dim)
+        validate(("ew", name, tuple(sorted(params.items()))), inputs + [out],
+                 lambda: _C.ElementwisePlan.select(_C.ElementwiseDescriptor(
+                     name, [_spec(t) for t in inputs], _spec(out), params)))
+        return out
+
+    backward = setup = None
+    if cat in _DIFFERENTIABLE and row["backward"]:
+        bwd_name = row["backward"]
+
+        def setup(ctx, inputs, output):
+            ctx.save_for_backward(*[t if isinstance(t, torch.Tensor) else None for t in inputs[:arity]])
+            ctx.extra = inputs[arity:]
+
+        def backward(ctx, grad):
+            saved = ctx.saved_tensors
+            bwd = getattr(torch.ops.baracuda, bwd_name)
+            extra = list(ctx.extra)
+            if cat == "unary":
+                return (bwd(grad, saved[0], *extra),) + (None,) * len(extra)
+            if cat == "gated":
+                return (bwd(grad, saved[0], *extra),) + (None,) * len(extra)
+            first = 1 if name == "where" else 0
+            grads = [None] * arity
+            for i in range(first, arity):
+                if ctx.needs_input_grad[i]:
+                    grads[i] = bwd(grad, *saved, i, *extra)
+            return tuple(grads) + (None,) * len(extra)
+
+    return define(name, schema, impl, fake, backward, setup)
+
+
+def _make_ew_backward(name, row):
+    cat = row["category"]
+    pnames = _param_names(row)
+    n = row["arity"]  # grad_out + the forward's inputs
+    gated = cat == "gated_backward"
+    wrt = cat in ("binary_backward", "ternary_backward")
+    args = ["grad"] + [f"x{i}" for i in range(n - 1)]
+    schema = "(" + ", ".join(f"Tensor {a}" for a in args) + (", int dim=-1" if gated else "") + \
+        (", int wrt=0" if wrt else "") + _params_schema(row) + ") -> Tensor"
+
+    def split(values):
+        inputs = list(values[:n])
+        rest = list(values[n:])
+        dim = int(rest.pop(0)) if gated else -1
+        w = int(rest.pop(0)) if wrt else 0
+        return inputs, dim, w, rest
+
+    def out_for(inputs, w):
+        grad = inputs[0]
+        if wrt:
+            target = inputs[1 + w]
+            return grad.new_empty(target.shape)
+        x = inputs[1]
+        return _empty_like_layout(x, grad.dtype)
+
+    def impl(*values, **kw):
+        inputs, dim, w, ps = split(list(values) + [kw[p] for p in pnames if p in kw])
+        params = {p: float(v) for p, v in zip(pnames, ps)}
+        if gated:
+            params["axis"] = float(dim)
+        if wrt:
+            params["wrt"] = float(w)
+        out = out_for(inputs, w)
+        _ew_launch(name, out, inputs, params)
+        return out
+
+    def fake(*values, **kw):
+        inputs, _, w, _ = split(list(values) + [kw[p] for p in pnames if p in kw])
+        return out_for(inputs, w)
+
+    return define(name, schema, impl, fake)
+
+
+for _name, _row in _EW.items():
+    if _row["category"] in ("unary", "predicate", "binary", "compare", "ternary", "gated"):
+        _make_ew(_name, _row)
+    elif _row["category"].endswith("_backward"):
+        _make_ew_backward(_name, _row)
+
+
+# ---- norms -------------------------------------------------------------------------------------
+
+def _stats_dtype(x):
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _check_norm(op, x, weight, bias=None):
+    if x.dim() == 0:
+        raise InvalidArgument(f"{op}: x is 0-d; expected at least one dimension (the normalized one)")
+    for nm, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (x.shape[-1],):
+            raise InvalidArgument(f"{op}: {nm} has shape {tuple(t.shape)}; expected ({x.shape[-1]},), x's last dim")
+
+
+def _norm_select(op, x, weight, bias, eps):
+    validate(("norm", op, float(eps)), [x, weight, bias], lambda: _C.NormPlan.select(_C.NormDescriptor(
+        op, _C.TensorSpec(tuple(x.shape), bc_dtype(x.dtype)), None if weight is None else bc_dtype(weight.dtype),
+        None if bias is None else bc_dtype(bias.dtype), False, float(eps), True)))
+
+
+def _rms_norm_outputs(x, weight):
+    _check_norm("rms_norm", x, weight)
+    return x.new_empty(x.shape), x.new_empty(x.shape[:-1], dtype=_stats_dtype(x))
+
+
+def _rms_norm_fake(x, weight, eps):
+    _check_norm("rms_norm", x, weight)
+    _norm_select("rms_norm", x, weight, None, eps)
+    return _rms_norm_outputs(x, weight)
+
+
+def _rms_norm_impl(x, weight, eps):
+    y, rstd = _rms_norm_outputs(x, weight)
+    _C.norm_call("rms_norm", float(eps), True, y, x, weight, None, None, None, None, rstd,
+                 None, None, None, None, None, None, None)
+    return y, rstd
+
+
+def _rms_norm_setup(ctx, inputs, output):
+    x, weight, _ = inputs
+    ctx.save_for_backward(x, weight, output[1])
+
+
+def _rms_norm_backward(ctx, grad_y, grad_rstd):
+    x, weight, rstd = ctx.saved_tensors
+    gx, gw = torch.ops.baracuda.rms_norm_backward(grad_y, x, rstd, weight)
+    return gx, (gw if weight is not None else None), None
+
+
+def _norm_backward_outputs(x, weight, bias):
+    gx = x.new_empty(x.shape)
+    gw = weight.new_empty(weight.shape) if weight is not None else x.new_empty((0,))
+    gb = bias.new_empty(bias.shape) if bias is not None else x.new_empty((0,))
+    return gx, gw, gb
+
+
+def _rms_norm_bwd_fake(grad, x, rstd, weight):
+    return _norm_backward_outputs(x, weight, None)[:2]
+
+
+def _rms_norm_bwd_impl(grad, x, rstd, weight):
+    gx, gw, _ = _norm_backward_outputs(x, weight, None)
+    _C.norm_call("rms_norm_backward", 0.0, False, None, x, weight, None, None, None, None, rstd, grad, gx, None,
+                 gw if weight is not None else None, None, None, _alloc(x))
+    return gx, gw
+
+
+def _layer_norm_outputs(x, weight, bias):
+    _check_norm("layer_norm", x, weight, bias)
+    sd = _stats_dtype(x)
+    return x.new_empty(x.shape), x.new_empty(x.shape[:-1], dtype=sd), x.new_empty(x.shape[:-1], dtype=sd)
+
+
+def _layer_norm_fake(x, weight, bias, eps):
+    _check_norm("layer_norm", x, weight, bias)
+    _norm_select("layer_norm", x, weight, bias, eps)
+    return _layer_norm_outputs(x, weight, bias)
+
+
+def _layer_norm_impl(x, weight, bias, eps):
+    y, mean, rstd = _layer_norm_outputs(x, weight, bias)
+    _C.norm_call("layer_norm", float(eps), True, y, x, weight, bias, None, None, mean, rstd,
+                 None, None, None, None, None, None, None)
+    return y, mean, rstd
+
+
+def _layer_norm_setup(ctx, inputs, output):
+    x, weight, bias, _ = inputs
+    ctx.has_bias = bias is not None
+    ctx.save_for_backward(x, weight, bias, output[1], output[2])
+
+
+def _layer_norm_backward(ctx, grad_y, grad_mean, grad_rstd):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    gx, gw, gb = torch.ops.baracuda.layer_norm_backward(grad_y, x, mean, rstd, weight, bias)
+    return gx, (gw if weight is not None else None), (gb if bias is not None else None), None
+
+
+def _layer_norm_bwd_fake(grad, x, mean, rstd, weight, bias):
+    return _norm_backward_outputs(x, weight, bias)
+
+
+def _layer_norm_bwd_impl(grad, x, mean, rstd, weight, bias):
+    gx, gw, gb = _norm_backward_outputs(x, weight, bias)
+    _C.norm_call("layer_norm_backward", 0.0, False, None, x, weight, None, None, None, mean, rstd, grad, gx, None,
+                 gw if weight is not None else None, gb if bias is not None else None, None, _alloc(x))
+    return gx, gw, gb
+
+
+define("rms_norm", "(Tensor x, Tensor? weight, float eps) -> (Tensor, Tensor)", _rms_norm_impl, _rms_norm_fake,
+       _rms_norm_backward, _rms_norm_setup)
+define("rms_norm_backward", "(Tensor grad, Tensor x, Tensor rstd, Tensor? weight) -> (Tensor, Tensor)",
+       _rms_norm_bwd_impl, _rms_norm_bwd_fake)
+define("layer_norm", "(Tensor x, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+       _layer_norm_impl, _layer_norm_fake, _layer_norm_backward, _layer_norm_setup)
+define("layer_norm_backward",
+       "(Tensor grad, Tensor x, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias) -> (Tensor, Tensor, Tensor)",
+       _layer_norm_bwd_impl, _layer_norm_bwd_fake)
+
+
+# ---- softmax / log-softmax ------------------------------------------------------------------------
+
+def _softmax_fake(x, dim):
+    if not -max(x.dim(), 1) <= dim < max(x.dim(), 1):
+        raise InvalidArgument(f"softmax: dim {dim} is out of range for x of rank {x.dim()}")
+    return x.new_empty(x.shape)
+
+
+def _softmax_family(name):
+    def impl(x, dim):
+        y = _softmax_fake(x, dim)
+        _C.softmax_call(name, y, (x,), int(dim), None)
+        return y
+
+    def bwd_impl(grad, y, dim):
+        gx = _softmax_fake(y, dim)
+        _C.softmax_call(name + "_backward", gx, (grad, y), int(dim), None)
+        return gx
+
+    def setup(ctx, inputs, output):
+        ctx.dim = inputs[1]
+        ctx.save_for_backward(output)
+
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return getattr(torch.ops.baracuda, name + "_backward")(grad, y, ctx.dim), None
+
+    define(name, "(Tensor x, int dim=-1) -> Tensor", impl, _softmax_fake, backward, setup)
+    define(name + "_backward", "(Tensor grad, Tensor y, int dim=-1) -> Tensor", bwd_impl,
+           lambda grad, y, dim: _softmax_fake(y, dim))
+
+
+_softmax_family("softmax")
+_softmax_family("log_softmax")
+
+
+# ---- GEMM: matmul and linear ------------------------------------------------------------------------
+
+_ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu")
+
+
+def _matmul_fake(a, b):
+    if a.dim() < 2 or b.dim() < 2:
+        raise InvalidArgument(f"matmul: a and b need at least 2 dims, got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        raise InvalidArgument(f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[-1] != b.shape[-2]")
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return a.new_empty((*batch, a.shape[-2], b.shape[-1]))
+
+
+def _matmul_impl(a, b):
+    out = _matmul_fake(a, b)
+    _gemm._call(out, a, b)
+    return out
+
+
+def _matmul_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _matmul_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    ga = gb = None
+    if ctx.needs_input_grad[0]:
+        ga = torch.ops.baracuda.matmul(grad, b.mT).sum_to_size(a.shape)
+    if ctx.needs_input_grad[1]:
+        gb = torch.ops.baracuda.matmul(a.mT, grad).sum_to_size(b.shape)
+    return ga, gb
+
+
+define("matmul", "(Tensor a, Tensor b) -> Tensor", _matmul_impl, _matmul_fake, _matmul_backward, _matmul_setup)
+
+
+def _linear_shapes(x, weight, bias, activation):
+    if activation not in _ACTIVATIONS:
+        raise InvalidArgument(f"linear: activation must be one of {_ACTIVATIONS}, got {activation!r}")
+    if weight.dim() != 2:
+        raise InvalidArgument(f"linear: weight must be [N, K], got shape {tuple(weight.shape)}")
+    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise InvalidArgument(f"linear: x is {tuple(x.shape)} and weight is {tuple(weight.shape)}: "
+                              "x.shape[-1] must equal weight.shape[1]")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise InvalidArgument(f"linear: bias has shape {tuple(bias.shape)}; expected ({weight.shape[0]},)")
+    return (*x.shape[:-1], weight.shape[0])
+
+
+def _linear_fake(x, weight, bias, activation):
+    shape = _linear_shapes(x, weight, bias, activation)
+    return x.new_empty(shape), x.new_empty(shape if activation != "none" else (0,))
+
+
+def _linear_impl(x, weight, bias, activation):
+    y, aux = _linear_fake(x, weight, bias, activation)
+    x2 = x.reshape(-1, x.shape[-1])
+    y2 = y.view(-1, y.shape[-1])
+    _gemm._call(y2, x2, weight.t(), epilogue=activation, bias=bias,
+                aux=aux.view(-1, y.shape[-1]) if activation != "none" else None)
+    return y, aux
+
+
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias, activation = inputs
+    ctx.activation = activation
+    ctx.has_bias = bias is not None
+    ctx.save_for_backward(x, weight, output[1] if activation != "none" else None)
+
+
+def _linear_backward(ctx, grad, grad_aux):
+    x, weight, aux = ctx.saved_tensors
+    if ctx.activation != "none":
+        grad = getattr(torch.ops.baracuda, ctx.activation + "_backward")(grad, aux)
+    gx, gw, gb = torch.ops.baracuda.linear_backward(grad, x, weight, ctx.has_bias)
+    return gx, gw, (gb if ctx.has_bias else None), None
+
+
+def _linear_bwd_fake(grad, x, weight, bias):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty((weight.shape[0],) if bias else (0,))
+
+
+def _linear_bwd_impl(grad, x, weight, bias):
+    gx, gw, gb = _linear_bwd_fake(grad, x, weight, bias)
+    g2 = grad.reshape(-1, grad.shape[-1])
+    x2 = x.reshape(-1, x.shape[-1])
+    _gemm._call(gx.view(-1, x.shape[-1]), g2, weight)
+    if bias:
+        _gemm._call(gw, g2.t(), x2, epilogue="bias_grad", bias_grad=gb)
+    else:
+        _gemm._call(gw, g2.t(), x2)
+    return gx, gw, gb
+
+
+define("linear", "(Tensor x, Tensor weight, Tensor? bias=None, str activation='none') -> (Tensor, Tensor)",
+       _linear_impl, _linear_fake, _linear_backward, _linear_setup)
+define("linear_backward", "(Tensor grad, Tensor x, Tensor weight, bool bias) -> (Tensor, Tensor, Tensor)",
+       _linear_bwd_impl, _linear_bwd_fake)
+
+
+# ---- cross-entropy ----------------------------------------------------------------------------------
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _ce_fake(logits, target, weight, ignore_index, label_smoothing, reduction):
+    if logits.dim() != 2:
+        raise InvalidArgument(f"cross_entropy: logits must have shape [N, V], got {tuple(logits.shape)}")
+    if tuple(target.shape) != (logits.shape[0],):
+        raise InvalidArgument(f"cross_entropy: target has shape {tuple(target.shape)}; expected ({logits.shape[0]},)")
+    if reduction not in _REDUCTIONS:
+        raise InvalidArgument(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    loss = logits.new_empty((logits.shape[0],) if reduction == "none" else ())
+    return loss, logits.new_empty((logits.shape[0],), dtype=_stats_dtype(logits))
+
+
+def _ce_impl(logits, target, weight, ignore_index, label_smoothing, reduction):
+    loss, lse = _ce_fake(logits, target, weight, ignore_index, label_smoothing, reduction)
+    plan = _loss._plan("cross_entropy", logits, target, weight, reduction, ignore_index, label_smoothing, False,
+                       None, None)
+    ws = _alloc(logits)(plan.workspace_bytes())
+    plan.run(logits, target, lse, ws, out=loss, weight=weight)
+    return loss, lse
+
+
+def _ce_setup(ctx, inputs, output):
+    logits, target, weight, ignore_index, label_smoothing, reduction = inputs
+    ctx.args = (ignore_index, label_smoothing, reduction)
+    ctx.save_for_backward(logits, target, weight, output[1])
+
+
+def _ce_backward(ctx, grad_loss, grad_lse):
+    logits, target, weight, lse = ctx.saved_tensors
+    g = torch.ops.baracuda.cross_entropy_backward(grad_loss.to(logits.dtype), logits, target, lse, weight, *ctx.args)
+    return g, None, None, None, None, None
+
+
+def _ce_bwd_fake(grad_loss, logits, target, lse, weight, ignore_index, label_smoothing, reduction):
+    return logits.new_empty(logits.shape)
+
+
+def _ce_bwd_impl(grad_loss, logits, target, lse, weight, ignore_index, label_smoothing, reduction):
+    out = logits.new_empty(logits.shape)
+    plan = _loss._plan("cross_entropy_backward", logits, target, weight, reduction, ignore_index, label_smoothing,
+                       False, grad_loss, out)
+    ws = _alloc(logits)(plan.workspace_bytes())
+    plan.run(logits, target, lse, ws, weight=weight, grad_input=out, grad_loss=grad_loss)
+    return out
+
+
+define("cross_entropy", "(Tensor logits, Tensor target, Tensor? weight=None, int ignore_index=-100, "
+       "float label_smoothing=0.0, str reduction='mean') -> (Tensor, Tensor)",
+       _ce_impl, _ce_fake, _ce_backward, _ce_setup)
+define("cross_entropy_backward", "(Tensor grad_loss, Tensor logits, Tensor target, Tensor lse, Tensor? weight=None, "
+       "int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> Tensor",
+       _ce_bwd_impl, _ce_bwd_fake)
+
+
+# ---- reductions: sum / mean over dims ----------------------------------------------------------
+
+def _reduce_fake(name):
+    def fake(x, dim, keepdim):
+        axes, norm = _reduction._axes(name, list(dim) if dim else None, x.dim())
+        shape = tuple(1 if i in norm else s for i, s in enumerate(x.shape) if keepdim or i not in norm)
+        if name == "sum" and not (x.is_floating_point() or x.is_complex()):
+            return x.new_empty(shape, dtype=torch.int64)
+        return x.new_empty(shape)
+    return fake
+
+
+def _make_reduce(name):
+    fake = _reduce_fake(name)
+
+    def impl(x, dim, keepdim):
+        out = fake(x, dim, keepdim)
+        axes = list(dim) if dim else []
+        _reduction._call(name, out, [x], axes, keepdim, {}, None, x)
+        return out
+
+    def setup(ctx, inputs, output):
+        x, dim, keepdim = inputs
+        ctx.shape = x.shape
+        ctx.dims = dim
+        ctx.keepdim = keepdim
+        ctx.dtype = x.dtype
+
+    def backward(ctx, grad):
+        g = grad
+        if not ctx.keepdim and ctx.dims:
+            for d in sorted(int(d) % len(ctx.shape) for d in ctx.dims):
+                g = g.unsqueeze(d)
+        elif not ctx.keepdim:
+            g = g.reshape((1,) * len(ctx.shape))
+        if name == "mean":
+            n = 1
+            for i, s in enumerate(ctx.shape):
+                if not ctx.dims or i in {int(d) % len(ctx.shape) for d in ctx.dims}:
+                    n *= s
+            g = g / n
+        return g.expand(ctx.shape).to(ctx.dtype), None, None
+
+    define(name, "(Tensor x, int[]? dim=None, bool keepdim=False) -> Tensor", impl, fake, backward, setup)
+
+
+_make_reduce("sum")
+_make_reduce("mean")
+
+
+def scalar(value, like, dtype=None):
+    """A 0-d tensor on like's device (the torch form of a Python scalar operand)."""
+    return torch.full((), value, dtype=dtype or like.dtype, device=like.device)
+

@@ -1,0 +1,98 @@
+"""patch(model): swap baracuda's modules into a transformers Llama / Mistral / Qwen2 model in place.
+
+What is swapped (each module keeps its parameters, so state_dict, optimizers and checkpoints are
+unaffected): every ``*RMSNorm`` (``weight`` + ``variance_epsilon``) -> RMSNorm; every gated MLP
+(``gate_proj`` / ``up_proj`` / ``down_proj`` + ``act_fn``) -> GatedMLP; the causal-LM loss ->
+our cross-entropy (no float32 copy of the logits); with ``linear=True`` every other nn.Linear
+-> Linear. Attention is left to the model (the attention family will route it).
+"""
+import torch
+from torch import nn
+
+from ._modules import GatedMLP, Linear, RMSNorm
+
+_ACT_NAMES = {"SiLU": "silu", "SiLUActivation": "silu", "GELUActivation": "gelu",
+              "PytorchGELUTanh": "gelu_tanh", "GELUTanh": "gelu_tanh", "ReLU": "relu"}
+
+
+def _act_name(act):
+    name = type(act).__name__
+    if name in _ACT_NAMES:
+        return _ACT_NAMES[name]
+    if isinstance(act, nn.GELU):
+        return "gelu_tanh" if act.approximate == "tanh" else "gelu"
+    return None
+
+
+def _rms_norm(m):
+    eps = getattr(m, "variance_epsilon", getattr(m, "eps", None))
+    w = getattr(m, "weight", None)
+    if eps is None or not isinstance(w, nn.Parameter) or w.dim() != 1:
+        return None
+    if type(m).__name__.startswith("Gemma"):
+        return None  # Gemma scales by (1 + weight): not this module's formula
+    new = RMSNorm(w.shape[0], eps=float(eps), device="meta")
+    new.weight = w
+    return new
+
+
+def _mlp(m):
+    parts = [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+    act = _act_name(getattr(m, "act_fn", None))
+    if act is None or not all(isinstance(p, nn.Linear) for p in parts):
+        return None
+    gate, up, down = parts
+    new = GatedMLP(gate.in_features, gate.out_features, bias=gate.bias is not None, activation=act, device="meta")
+    new.gate_proj, new.up_proj, new.down_proj = gate, up, down
+    return new
+
+
+def _linear(m):
+    new = Linear(m.in_features, m.out_features, bias=m.bias is not None, device="meta")
+    new.weight = m.weight
+    new.bias = m.bias
+    return new
+
+
+def causal_lm_loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_index=-100, shift_labels=None,
+                   **kwargs):
+    """transformers' ForCausalLMLoss through baracuda's cross-entropy, without the float32 upcast."""
+    from . import cross_entropy
+    if shift_labels is None:
+        labels = nn.functional.pad(labels, (0, 1), value=ignore_index)
+        shift_labels = labels[..., 1:]
+    logits = logits.reshape(-1, vocab_size)
+    shift_labels = shift_labels.reshape(-1).to(logits.device)
+    reduction = "sum" if num_items_in_batch is not None else "mean"
+    loss = cross_entropy(logits, shift_labels, ignore_index=ignore_index, reduction=reduction)
+    if reduction == "sum":
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        loss = loss / num_items_in_batch
+    return loss
+
+
+def patch(model, *, rms_norm=True, mlp=True, loss=True, linear=False):
+    """Swaps baracuda modules into ``model`` in place and returns it. Returns the counts of what
+    was swapped in ``model.baracuda_patched`` (a dict)."""
+    counts = {"rms_norm": 0, "mlp": 0, "linear": 0, "loss": 0}
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            new = None
+            if rms_norm and type(child).__name__.endswith("RMSNorm"):
+                new, kind = _rms_norm(child), "rms_norm"
+            elif mlp and hasattr(child, "gate_proj"):
+                new, kind = _mlp(child), "mlp"
+            elif linear and type(child) is nn.Linear:
+                new, kind = _linear(child), "linear"
+            if new is not None:
+                setattr(parent, name, new)
+                counts[kind] += 1
+    if loss and hasattr(model, "loss_function"):
+        try:
+            model.loss_function = causal_lm_loss
+        except AttributeError:
+            model._loss_function = causal_lm_loss
+        counts["loss"] = 1
+    model.baracuda_patched = counts
+    return model

@@ -1,0 +1,311 @@
+"""GPU tests of baracuda.torch: torch.library.opcheck on every registered op, gradients through
+the registered ops (and through baracuda.<op> on tensors that require grad) against
+torch.autograd in float64, torch.compile(fullgraph=True) and mode="reduce-overhead" over the
+modules, and a transformers Llama trained with and without baracuda.torch.patch."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+bc = pytest.importorskip("baracuda")
+bt = pytest.importorskip("baracuda.torch")
+import torch.nn.functional as F  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch has no CUDA")]
+DEV = "cuda"
+ops = torch.ops.baracuda
+EW = {r["name"]: r for r in bc.elementwise_ops()}
+INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right", "bitwise_not"}
+
+
+def gen(seed=0):
+    return torch.Generator(device=DEV).manual_seed(seed)
+
+
+def _u(*shape, g, lo=0.2, hi=0.8, dtype=torch.float32, grad=False):
+    t = (torch.rand(*shape, generator=g, device=DEV, dtype=dtype) * (hi - lo) + lo)
+    return t.requires_grad_(grad)
+
+
+def _ew_samples(name, row):
+    """Sample arguments for an elementwise op (inputs inside every kind's domain)."""
+    g = gen(hash(name) % 1000)
+    cat = row["category"]
+    lo = 1.2 if name.startswith("acosh") else 0.2
+    grad = cat in ("unary", "binary", "ternary", "gated")
+    if name in INT_ONLY or name.removesuffix("_backward") in INT_ONLY:
+        x = torch.randint(0, 7, (3, 5), device=DEV, dtype=torch.int32, generator=g)
+        return [(x,) * row["arity"]]
+    if cat in ("unary", "predicate"):
+        return [(_u(3, 5, g=g, lo=lo, grad=grad),), (_u(5, 3, g=g, lo=lo, grad=grad).t(),)]
+    if cat in ("binary", "compare"):
+        return [(_u(3, 5, g=g, grad=grad), _u(5, g=g, lo=0.9, hi=1.5, grad=grad))]
+    if cat == "ternary":
+        if name == "where":
+            return [(torch.rand(3, 5, generator=g, device=DEV) > 0.5, _u(3, 5, g=g, grad=True), _u(5, g=g, grad=True))]
+        if name == "clamp":
+            return [(_u(3, 5, g=g, grad=True), _u(3, 5, g=g, lo=0.0, hi=0.1, grad=True),
+                     _u(5, g=g, lo=0.9, hi=1.0, grad=True))]
+        return [tuple(_u(3, 5, g=g, lo=0.5, hi=1.5, grad=True) for _ in range(3))]
+    if cat == "gated":
+        return [(_u(3, 8, g=g, grad=True), -1), (_u(4, 3, g=g, grad=True), 0)]
+    # backward ops: grad first, then the forward's inputs (no requires_grad: no double backward)
+    fwd = EW[name.removesuffix("_backward")]
+    out = []
+    for s in _ew_samples(fwd["name"], fwd):
+        xs = [t.detach() if isinstance(t, torch.Tensor) else t for t in s]
+        if cat == "gated_backward":
+            shape = list(xs[0].shape)
+            shape[xs[1]] //= 2
+            out.append((_u(*shape, g=g), xs[0], xs[1]))
+        elif cat == "unary_backward":
+            out.append((_u(*xs[0].shape, g=g), xs[0]))
+        else:
+            shape = torch.broadcast_shapes(*(t.shape for t in xs))
+            first = 1 if name == "where_backward" else 0
+            for wrt in range(first, len(xs)):
+                out.append((_u(*shape, g=g), *xs, wrt))
+    return out
+
+
+OPCHECK_FAST = ("test_schema", "test_autograd_registration", "test_faketensor")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EW if n not in ("cast", "fill")))
+def test_opcheck_elementwise(name):
+    for args in _ew_samples(name, EW[name]):
+        # the full opcheck (AOT dispatch with dynamic shapes) on a representative few; the rest
+        # check the schema, autograd registration and fake kernel against the CUDA kernel
+        utils = None if name in ("silu", "add", "where", "swiglu", "mul_backward") else OPCHECK_FAST
+        torch.library.opcheck(getattr(ops, name), args, test_utils=utils or
+                              ("test_schema", "test_autograd_registration", "test_faketensor",
+                               "test_aot_dispatch_dynamic"))
+
+
+def _rows(n=6, h=40, dtype=torch.float32, seed=1, grad=True):
+    g = gen(seed)
+    return torch.randn(n, h, generator=g, device=DEV, dtype=dtype).requires_grad_(grad)
+
+
+def _other_samples():
+    g = gen(2)
+    x = _rows()
+    w = torch.randn(40, generator=g, device=DEV).requires_grad_()
+    b = torch.randn(40, generator=g, device=DEV).requires_grad_()
+    lw = torch.randn(24, 40, generator=g, device=DEV).requires_grad_()
+    lb = torch.randn(24, generator=g, device=DEV).requires_grad_()
+    t = torch.randint(0, 40, (6,), generator=g, device=DEV)
+    d = lambda *ts: tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in ts)  # noqa: E731
+    y, rstd = ops.rms_norm(*d(x, w), 1e-6)
+    _, mean, lrstd = ops.layer_norm(*d(x, w, b), 1e-5)
+    _, lse = ops.cross_entropy(*d(x, t), None, -100, 0.0, "mean")
+    return {
+        "rms_norm": [(x, w, 1e-6), (x, None, 1e-5)],
+        "rms_norm_backward": [d(torch.randn_like(x), x, rstd, w), d(torch.randn_like(x), x, rstd, None)],
+        "layer_norm": [(x, w, b, 1e-5), (x, None, None, 1e-5)],
+        "layer_norm_backward": [d(torch.randn_like(x), x, mean, lrstd, w, b)],
+        "softmax": [(x, -1), (x, 0)],
+        "log_softmax": [(x, -1)],
+        "softmax_backward": [d(torch.randn_like(x), y, -1)],
+        "log_softmax_backward": [d(torch.randn_like(x), y, 0)],
+        "matmul": [(x, lw.t()), (x.reshape(2, 3, 40), lw.t())],
+        "linear": [(x, lw, lb, "none"), (x.reshape(2, 3, 40), lw, None, "gelu_tanh"), (x, lw, lb, "silu")],
+        "linear_backward": [d(torch.randn(6, 24, device=DEV), x, lw, True), d(torch.randn(6, 24, device=DEV), x, lw, False)],
+        "cross_entropy": [(x, t, None, -100, 0.0, "mean"), (x, t, w.detach().abs(), 3, 0.1, "sum"),
+                          (x, t, None, -100, 0.0, "none")],
+        "cross_entropy_backward": [d(torch.ones((), device=DEV), x, t, lse, None, -100, 0.0, "mean")],
+        "sum": [(x, [0], False), (x, None, True)],
+        "mean": [(x, [-1], True)],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(set(bt.OPS) - set(EW)))
+def test_opcheck_other_families(name):
+    samples = _other_samples()
+    assert name in samples, f"no opcheck sample for baracuda::{name}"
+    for args in samples[name]:
+        torch.library.opcheck(getattr(ops, name), args)
+
+
+def _grads(fn, inputs, seed=3):
+    """(output, grads) of fn through autograd, with a fixed random cotangent."""
+    out = fn(*inputs)
+    g = torch.randn(out.shape, generator=gen(seed), device=DEV, dtype=torch.float64).to(out.dtype)
+    leaves = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    return out, torch.autograd.grad(out, leaves, g, allow_unused=True)
+
+
+def _check_against_f64(ours, ref, inputs, atol, rtol):
+    """ours / ref: functions of the same inputs; ref runs on float64 copies."""
+    got, ggot = _grads(ours, inputs)
+    ref_in = [t.detach().double().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) and
+              t.is_floating_point() else t for t in inputs]
+    want, gwant = _grads(ref, ref_in)
+    torch.testing.assert_close(got.double(), want, atol=atol, rtol=rtol)
+    assert len(ggot) == len(gwant)
+    for a, b in zip(ggot, gwant):
+        torch.testing.assert_close(a.double(), b, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gradients_against_float64(dtype):
+    tol = dict(atol=2e-4, rtol=2e-4) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    g = gen(4)
+    r = lambda *s, grad=True: torch.randn(*s, generator=g, device=DEV).to(dtype).requires_grad_(grad)  # noqa: E731
+    x, w, b = r(2, 5, 64), r(64), r(64)
+    _check_against_f64(lambda x, w: bc.rms_norm(x, w), lambda x, w: F.rms_norm(x, (64,), w, 1e-6), [x, w], **tol)
+    _check_against_f64(lambda x: bt.rms_norm(x), lambda x: F.rms_norm(x, (64,), None, 1e-6), [x], **tol)
+    _check_against_f64(lambda x, w, b: bc.layer_norm(x, w, b), lambda x, w, b: F.layer_norm(x, (64,), w, b), [x, w, b],
+                       **tol)
+    _check_against_f64(lambda x: bc.softmax(x, dim=1), lambda x: torch.softmax(x, 1), [x], **tol)
+    _check_against_f64(lambda x: bc.log_softmax(x, dim=-1), lambda x: torch.log_softmax(x, -1), [x], **tol)
+    lw, lb = r(48, 64), r(48)
+    for act, ref_act in (("none", lambda v: v), ("relu", F.relu), ("gelu", F.gelu),
+                         ("gelu_tanh", lambda v: F.gelu(v, approximate="tanh")), ("silu", F.silu)):
+        _check_against_f64(lambda x, w, b: bc.linear(x, w, b, activation=act),
+                           lambda x, w, b: ref_act(F.linear(x, w, b)), [x, lw, lb], **tol)
+    _check_against_f64(lambda x, w: bc.linear(x, w), lambda x, w: F.linear(x, w), [x, lw], **tol)
+    _check_against_f64(lambda a, c: bc.matmul(a, c), lambda a, c: a @ c, [r(3, 1, 5, 16), r(2, 16, 7)], **tol)
+    _check_against_f64(lambda x: bc.sum(x, dim=(0, 2)), lambda x: x.sum((0, 2)), [x], **tol)
+    _check_against_f64(lambda x: bc.mean(x, dim=1, keepdim=True), lambda x: x.mean(1, keepdim=True), [x], **tol)
+    # elementwise through the routing, broadcast gradients summed back
+    a, c = r(4, 6, 8), r(6, 1)
+    _check_against_f64(lambda a: bc.silu(a), F.silu, [a], **tol)
+    _check_against_f64(lambda a: bc.gelu_tanh(a), lambda a: F.gelu(a, approximate="tanh"), [a], **tol)
+    _check_against_f64(lambda a, c: bc.add(a, c, alpha=0.5), lambda a, c: a + 0.5 * c, [a, c], **tol)
+    _check_against_f64(lambda a, c: bc.mul(a, c), lambda a, c: a * c, [a, c], **tol)
+    _check_against_f64(lambda a: bc.mul(a, 3.0), lambda a: a * 3.0, [a], **tol)
+    cond = torch.rand(4, 6, 8, generator=g, device=DEV) > 0.5
+    _check_against_f64(lambda a, c: bc.where(cond, a, c), lambda a, c: torch.where(cond, a, c), [a, c], **tol)
+    h = r(4, 2 * 24)
+    _check_against_f64(lambda h: bc.swiglu(h), lambda h: F.silu(h[..., :24]) * h[..., 24:], [h], **tol)
+    gt, up = r(4, 24), r(4, 24)
+    _check_against_f64(lambda p, q: bt.swiglu(p, q), lambda p, q: F.silu(p) * q, [gt, up], **tol)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_gradients(reduction):
+    g = gen(5)
+    x = torch.randn(2, 7, 300, generator=g, device=DEV, requires_grad=True)
+    t = torch.randint(0, 300, (2, 7), generator=g, device=DEV)
+    t[0, 2] = -100
+    w = torch.rand(300, generator=g, device=DEV) + 0.5
+    for kw in (dict(), dict(weight=w), dict(label_smoothing=0.1)):
+        _check_against_f64(
+            lambda x: bc.cross_entropy(x, t, reduction=reduction, **kw),
+            lambda x: F.cross_entropy(x.reshape(-1, 300), t.reshape(-1), reduction=reduction,
+                                      **{k: (v.double() if torch.is_tensor(v) else v) for k, v in kw.items()}
+                                      ).reshape(t.shape if reduction == "none" else ()),
+            [x], atol=1e-5, rtol=1e-4)
+
+
+def test_no_silent_detach():
+    x = _rows()
+    assert bc.rms_norm(x).grad_fn is not None
+    assert bc.silu(x).requires_grad and bc.softmax(x, dim=-1).requires_grad
+    with pytest.raises(bc.errors.Unsupported, match="no autograd formula"):
+        bc.cumsum(x, 1)
+    with torch.no_grad():
+        assert not bc.silu(x).requires_grad and bc.cumsum(x, 1).shape == x.shape
+    assert not bc.isnan(x).requires_grad  # bool: nothing to differentiate
+    y = bc.silu(x.detach())
+    assert y.grad_fn is None
+
+
+def test_layout_kept_like_empty_like():
+    g = gen(6)
+    x = torch.randn(512, 384, generator=g, device=DEV, dtype=torch.bfloat16).t()
+    for y, want in ((bc.silu(x), F.silu(x)), (ops.silu(x), F.silu(x)), (bc.add(x, x), x + x)):
+        assert y.stride() == x.stride()
+        torch.testing.assert_close(y, want, atol=1e-2, rtol=1e-2)
+    assert bc.ElementwisePlan.select(bc.ElementwiseDescriptor(
+        "silu", [bc.TensorSpec(x.shape, bc.bfloat16, x.stride())], bc.TensorSpec(x.shape, bc.bfloat16, x.stride()))
+    ).sku.layout == "contiguous"
+
+
+class Block(torch.nn.Module):
+    def __init__(self, h=64, i=96, v=128):
+        super().__init__()
+        self.norm = bt.RMSNorm(h)
+        self.ln = bt.LayerNorm(h)
+        self.mlp = bt.GatedMLP(h, i)
+        self.proj = bt.Linear(h, h, activation="gelu_tanh")
+        self.head = bt.Linear(h, v, bias=False)
+        self.soft = bt.Softmax(-1)
+        self.loss = bt.CrossEntropyLoss()
+
+    def forward(self, x, t):
+        h = x + self.mlp(self.norm(x))
+        h = self.proj(self.ln(h))
+        logits = self.head(h)
+        return self.loss(logits, t) + 1e-3 * self.soft(logits).amax()
+
+
+def test_torch_compile_fullgraph_and_cuda_graphs():
+    torch.manual_seed(0)
+    m = Block().to(DEV)
+    x = torch.randn(4, 16, 64, device=DEV)
+    t = torch.randint(0, 128, (4, 16), device=DEV)
+
+    def step(model):
+        model.zero_grad(set_to_none=True)
+        loss = model(x, t)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    want, gwant = step(m)
+    torch._dynamo.reset()
+    compiled = torch.compile(m, fullgraph=True)
+    got, ggot = step(compiled)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    for a, b in zip(ggot, gwant):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    torch._dynamo.reset()
+    graphs = torch.compile(m, mode="reduce-overhead", fullgraph=True)
+    for _ in range(3):
+        got, _ = step(graphs)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def _llama(patched, dtype, seed=0):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(cfg).to(DEV, dtype)
+    return bt.patch(model) if patched else model
+
+
+def _train(model, steps, seed=1):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(steps):
+        ids = torch.randint(0, 32000, (4, 64), generator=g, device=DEV)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+def test_patched_llama_matches_in_float32():
+    ref, ours = _llama(False, torch.float32), _llama(True, torch.float32)
+    ids = torch.randint(0, 32000, (2, 48), device=DEV)
+    a = ref(input_ids=ids, labels=ids)
+    b = ours(input_ids=ids, labels=ids)
+    torch.testing.assert_close(b.logits, a.logits, atol=2e-4, rtol=2e-4)
+    torch.testing.assert_close(b.loss, a.loss, atol=2e-5, rtol=2e-5)
+
+
+def test_patched_llama_trains_like_unpatched_bf16():
+    ref = _train(_llama(False, torch.bfloat16), 50)
+    ours = _train(_llama(True, torch.bfloat16), 50)
+    assert all(math.isfinite(v) for v in ours)
+    for i, (a, b) in enumerate(zip(ref, ours)):
+        assert abs(a - b) <= 0.03 * abs(a) + 0.05, (i, a, b, ref, ours)
+    torch._dynamo.reset()
+    comp = _train(torch.compile(_llama(True, torch.bfloat16)), 10)
+    for i, (a, b) in enumerate(zip(ref[:10], comp)):
+        assert abs(a - b) <= 0.03 * abs(a) + 0.05, (i, a, b)

@@ -1,0 +1,150 @@
+"""Host tests of baracuda.torch (no GPU; torch's CPU build is enough): every op is registered
+under torch.ops.baracuda with a fake kernel whose shapes, dtypes and strides are those the CUDA
+kernel allocates, errors surface while tracing, a training step traces (forward and backward)
+into baracuda ops only, CPU tensors are refused by name, and baracuda.<op> on a tensor that
+requires grad never drops the gradient."""
+import pytest
+
+torch = pytest.importorskip("torch")
+bc = pytest.importorskip("baracuda")
+bt = pytest.importorskip("baracuda.torch")
+from baracuda import errors  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+ops = torch.ops.baracuda
+
+
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+def test_every_op_registered_with_a_fake_kernel():
+    assert {"rms_norm", "layer_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "silu",
+            "silu_backward", "add", "add_backward", "swiglu", "where", "sum", "mean"} <= set(bt.OPS)
+    for name in bt.OPS:
+        op = getattr(ops, name).default
+        assert op.name() == f"baracuda::{name}"
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CUDA"), name
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Meta"), name
+    # every elementwise kind of the op table, forward and backward
+    ew = {r["name"] for r in bc.elementwise_ops() if r["category"] not in ("cast", "fill")}
+    assert ew <= set(bt.OPS)
+
+
+def test_fake_shapes_dtypes_strides():
+    x = meta(4, 6, 32)
+    w = meta(32)
+    y, rstd = ops.rms_norm(x, w, 1e-6)
+    assert y.shape == x.shape and y.dtype == x.dtype and rstd.shape == (4, 6) and rstd.dtype == torch.float32
+    y, mean, rstd = ops.layer_norm(meta(5, 8, dtype=torch.float64), None, None, 1e-5)
+    assert mean.dtype == torch.float64 and rstd.shape == (5,)
+    # a dense permuted input keeps its layout (torch's empty_like), as the CUDA kernel's output does
+    xt = meta(64, 32).t()
+    assert ops.silu(xt).stride() == xt.stride()
+    assert ops.isnan(xt).dtype == torch.bool and ops.isnan(xt).stride() == xt.stride()
+    # broadcasting, comparisons and the gated halves
+    assert ops.add(meta(4, 1, 8), meta(3, 1), 1.0).shape == (4, 3, 8)
+    assert ops.lt(meta(4, 8), meta(8)).dtype == torch.bool
+    assert ops.swiglu(meta(4, 16), -1).shape == (4, 8)
+    assert ops.swiglu(meta(16, 4), 0).shape == (8, 4)
+    assert ops.add_backward(meta(4, 3, 8), meta(4, 1, 8), meta(3, 1), 1).shape == (3, 1)
+    y, aux = ops.linear(meta(2, 7, 16), meta(24, 16), meta(24), "gelu")
+    assert y.shape == (2, 7, 24) and aux.shape == (2, 7, 24)
+    assert ops.linear(meta(3, 16), meta(24, 16), None, "none")[1].numel() == 0
+    gx, gw, gb = ops.linear_backward(meta(3, 24), meta(3, 16), meta(24, 16), True)
+    assert gx.shape == (3, 16) and gw.shape == (24, 16) and gb.shape == (24,)
+    assert ops.matmul(meta(2, 1, 5, 7), meta(3, 7, 4)).shape == (2, 3, 5, 4)
+    loss, lse = ops.cross_entropy(meta(8, 100), meta(8, dtype=torch.int64), None, -100, 0.0, "mean")
+    assert loss.shape == () and lse.shape == (8,) and lse.dtype == torch.float32
+    assert ops.cross_entropy(meta(8, 100), meta(8, dtype=torch.int64), None, -100, 0.0, "none")[0].shape == (8,)
+    assert ops.sum(meta(4, 5, 6), [0, 2], True).shape == (1, 5, 1)
+    assert ops.mean(meta(4, 5, 6), None, False).shape == ()
+    assert ops.sum(meta(4, 5, dtype=torch.int32), [1], False).dtype == torch.int64
+
+
+def test_fake_kernels_work_under_fake_tensor_mode_with_cuda_devices():
+    with FakeTensorMode():
+        x = torch.empty(4, 32, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(32, device="cuda", dtype=torch.bfloat16)
+        y, _ = ops.rms_norm(x, w, 1e-6)
+        assert y.device.type == "cuda" and y.shape == (4, 32)
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: ops.rms_norm(meta(4, 32), meta(16), 1e-6), "weight has shape (16,); expected (32,)"),
+    (lambda: ops.softmax(meta(4, 8), 2), "dim 2 is out of range"),
+    (lambda: ops.linear(meta(4, 8), meta(6, 9), None, "none"), "x.shape[-1] must equal weight.shape[1]"),
+    (lambda: ops.linear(meta(4, 8), meta(6, 8), None, "tanh"), "activation must be one of"),
+    (lambda: ops.matmul(meta(4, 8), meta(6, 9)), "a.shape[-1] != b.shape[-2]"),
+    (lambda: ops.cross_entropy(meta(8, 10), meta(7, dtype=torch.int64), None, -100, 0.0, "mean"),
+     "target has shape (7,)"),
+    (lambda: ops.cross_entropy(meta(8, 10), meta(8, dtype=torch.int64), None, -100, 0.0, "avg"), "reduction"),
+    (lambda: ops.swiglu(meta(4, 7), -1), "must be even"),
+    (lambda: ops.silu(meta(4, 8, dtype=torch.int32)), "int32"),
+])
+def test_errors_surface_while_tracing(call, needle):
+    with pytest.raises(errors.BaracudaError, match=None) as info:
+        call()
+    assert needle in str(info.value)
+
+
+def test_cpu_tensors_refused_by_name():
+    x = torch.randn(4, 8)
+    with pytest.raises(errors.InvalidArgument, match="x is a CPU tensor"):
+        ops.rms_norm(x, None, 1e-6)
+    with pytest.raises(errors.InvalidArgument, match="weight is a CPU tensor"):
+        ops.linear(x, torch.randn(3, 8), None, "none")
+
+
+def test_training_step_traces_into_baracuda_ops_only():
+    def step(x, w_norm, w1, w2, target):
+        h = ops.rms_norm(x, w_norm, 1e-6)[0]
+        h = bt.linear(h, w1)
+        h = bt.swiglu(h)
+        logits = bt.linear(h, w2)
+        loss = bt.cross_entropy(logits, target)
+        return torch.autograd.grad(loss, (x, w_norm, w1, w2))
+
+    with FakeTensorMode():
+        args = (torch.randn(6, 32, device="cuda", requires_grad=True), torch.ones(32, device="cuda", requires_grad=True),
+                torch.randn(48, 32, device="cuda", requires_grad=True),
+                torch.randn(100, 24, device="cuda", requires_grad=True),
+                torch.randint(0, 100, (6,), device="cuda"))
+        gm = make_fx(step, tracing_mode="fake")(*args)
+    targets = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    for name in ("rms_norm", "rms_norm_backward", "linear", "linear_backward", "swiglu", "swiglu_backward",
+                 "cross_entropy", "cross_entropy_backward"):
+        assert f"baracuda.{name}.default" in targets, (name, targets)
+
+
+def test_functional_ops_route_tensors_that_require_grad():
+    x = torch.randn(4, 8, requires_grad=True)  # CPU: the registered op's CPU kernel names it
+    with pytest.raises(errors.InvalidArgument, match="x is a CPU tensor"):
+        bc.silu(x)  # routed to torch.ops.baracuda.silu (autograd), not the plain path
+    with pytest.raises(errors.Unsupported, match="no autograd formula"):
+        bc.cumsum(x, 0)
+    with pytest.raises(errors.InvalidArgument, match="out= was given"):
+        bc.silu(x, out=torch.empty(4, 8))
+    with torch.no_grad(), pytest.raises(errors.InvalidArgument, match="expected a CUDA tensor"):
+        bc.cumsum(x, 0)  # no grad mode: the plain path (which refuses CPU tensors itself)
+    with pytest.raises(errors.InvalidArgument, match="CUDA"):
+        bc.isnan(x)  # bool result: no gradient to drop, never routed
+
+
+def test_modules_and_patch_on_a_tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2)
+    model = transformers.LlamaForCausalLM(cfg)
+    before = {k: v.data_ptr() for k, v in model.state_dict().items()}
+    bt.patch(model)
+    assert model.baracuda_patched == {"rms_norm": 5, "mlp": 2, "linear": 0, "loss": 1}
+    assert isinstance(model.model.norm, bt.RMSNorm) and isinstance(model.model.layers[0].mlp, bt.GatedMLP)
+    assert {k: v.data_ptr() for k, v in model.state_dict().items()} == before  # parameters shared, not copied
+
+
+def test_inspectable_signatures():
+    import inspect
+    assert list(inspect.signature(bc.rms_norm).parameters)[:3] == ["x", "weight", "eps"]
+    assert "x" in inspect.signature(bt.rms_norm).parameters
