@@ -158,7 +158,6 @@ def train_rows(steps, compile_too):
             loss = step(i)
         torch.cuda.synchronize()
         dt = (time.perf_counter() - t0) / steps
-        del model, opt
         C.free_memory()
         return B * S / dt, loss.item()
 

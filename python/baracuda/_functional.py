@@ -4,8 +4,11 @@ Every function selects a plan (cached in the core on op, params and operand meta
 allocates the output in the inputs' framework unless ``out=`` is given, and runs on the
 framework's current stream unless ``stream=`` is given.
 """
+from typing import Optional
+
 from . import _C, _interop
 from ._dtypes import DType, dtype as as_dtype
+from ._types import DLPackTensor, Stream, TensorOrScalar
 from .errors import InvalidArgument
 
 _OPS = {row["name"]: row for row in _C.elementwise_ops()}
@@ -94,18 +97,52 @@ def _map(name, row, args, out, stream, params, out_dtype=None):
     return finish(buf)
 
 
-def _make_forward(name, row):
-    def fn(*args, out=None, stream=None, **params):
-        return _map(name, row, list(args), out, stream, _params(row, params))
+_ARG_NAMES = {1: ["x"], 2: ["a", "b"], 3: ["x0", "x1", "x2"]}
 
-    fn.__name__ = name
-    fn.__qualname__ = name
-    sig = {1: "x", 2: "a, b", 3: "x0, x1, x2"}[row["arity"]]
-    ps = "".join(f", {p}={d:g}" for p, d in row["params"])
-    fn.__doc__ = (f"{name}({sig}{ps}, *, out=None, stream=None)\n\n{row['doc']}.\n\n"
+
+def _make_forward(name, row):
+    """A real def with the op's signature (tensors, then params with their defaults), generated
+    from the table row so inspect.signature, pyright and mypy see it."""
+    tensors = ["cond", "a", "b"] if name == "where" else _ARG_NAMES[row["arity"]]
+    gated = row["category"] == "gated"
+    params = [] if gated else [(p, d) for p, d in row["params"]]
+    sig = ", ".join(f"{t}: TensorOrScalar" for t in tensors)
+    if gated:
+        sig += ", up: Optional[DLPackTensor] = None, dim: int = -1"
+    sig += "".join(f", {p}: float = {d!r}" for p, d in params)
+    sig += ", *" + (", axis: Optional[int] = None" if gated else "") + \
+        ", out: Optional[DLPackTensor] = None, stream: Stream = None"
+    if gated:
+        body = (f"    return _gated({name!r}, _row, x, up, dim, axis, out, stream)\n")
+    else:
+        ps = "{" + ", ".join(f"{p!r}: float({p})" for p, _ in params) + "}"
+        body = f"    return _map({name!r}, _row, [{', '.join(tensors)}], out, stream, {ps})\n"
+    ns = dict(_map=_map, _gated=_gated, _row=row, TensorOrScalar=TensorOrScalar, DLPackTensor=DLPackTensor,
+              Optional=Optional, Stream=Stream)
+    exec(f"def {name}({sig}) -> DLPackTensor:\n{body}", ns)  # noqa: S102  (source built from the op table)
+    fn = ns[name]
+    fn.__doc__ = (f"{name}: {row['doc']}.\n\n"
                   f"dtypes: {', '.join(d.name for d in row['dtypes'])}."
-                  + (f" Backward: baracuda.{row['backward']}." if row["backward"] else ""))
+                  + (f" Backward: baracuda.{row['backward']}." if row["backward"] else "")
+                  + ("\n\nWith one tensor, its two halves along `dim` (`axis` is the older spelling) are the "
+                     "gate and the value; with two, `x` is the gate and `up` the value (the LLM MLP form)."
+                     if gated else ""))
     return fn
+
+
+def _gated(name, row, x, up, dim, axis, out, stream):
+    if axis is not None:
+        if dim not in (-1, axis):
+            raise InvalidArgument(f"{name}: got dim={dim} and axis={axis}; give one (dim)")
+        dim = axis
+    if up is None:
+        return _map(name, row, [x], out, stream, {"axis": float(dim)})
+    # two tensors: act(gate) * up, the activation written into the output, then multiplied in place
+    act = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh", "reglu": "relu"}.get(name)
+    if act is None:
+        raise InvalidArgument(f"{name}: takes one tensor (glu gates the first half by the second)")
+    h = _map(act, _OPS[act], [x], out, stream, {})
+    return _map("mul", _OPS["mul"], [h, up], h, stream, {})
 
 
 def _make_backward(name, row):

@@ -60,6 +60,8 @@ def define(name, schema, impl, fake=None, backward=None, setup_context=None):
     """Registers ``baracuda::name``: CUDA impl, fake impl (default: impl, when it only allocates
     through torch and the launch is separate) and the autograd formula."""
     LIB.define(name + schema)
+    args = torch._C.parse_schema("baracuda::" + name + schema).arguments
+    impl, fake = _with_defaults(impl, args), _with_defaults(fake, args)
     LIB.impl(name, impl, "CUDA")
     LIB.impl(name, _cpu_refusal(name, schema), "CPU")
     register_fake("baracuda::" + name, fake, lib=LIB)
@@ -67,6 +69,20 @@ def define(name, schema, impl, fake=None, backward=None, setup_context=None):
         register_autograd("baracuda::" + name, backward, setup_context=setup_context, lib=LIB)
     OPS.append(name)
     return getattr(torch.ops.baracuda, name)
+
+
+def _with_defaults(fn, arguments):
+    """The dispatcher leaves out trailing arguments equal to their schema default (and passes
+    keyword-only ones by name): hand the kernel every argument, positionally."""
+    n = len(arguments)
+
+    def kernel(*values, **kw):
+        if len(values) < n or kw:
+            values = list(values) + [kw[a.name] if a.name in kw else a.default_value for a in arguments[len(values):]]
+        return fn(*values)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
 
 
 def _cpu_refusal(name, schema):
