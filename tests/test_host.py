@@ -506,8 +506,10 @@ def test_functional_refuses_cpu_and_non_tensors():
     x = np.zeros((4, 8), np.float32)
     refused(errors.InvalidArgument, lambda: bc.silu(x), "CPU")
     refused(errors.InvalidArgument, lambda: bc.add(1.0, 2.0), "add", "CUDA tensor")
-    refused(errors.InvalidArgument, lambda: bc.silu(x, beta=1.0), "silu", "beta")
-    refused(errors.InvalidArgument, lambda: bc.add(x), "add", "takes 2")
+    with pytest.raises(TypeError, match="beta"):  # a real signature: Python names the stray keyword
+        bc.silu(x, beta=1.0)
+    with pytest.raises(TypeError, match="'b'"):
+        bc.add(x)
     refused(errors.InvalidArgument, lambda: bc.mul(x, x), "mul", "argument 0", "numpy")
 
 

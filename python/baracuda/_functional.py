@@ -121,7 +121,9 @@ def _make_forward(name, row):
               Optional=Optional, Stream=Stream)
     exec(f"def {name}({sig}) -> DLPackTensor:\n{body}", ns)  # noqa: S102  (source built from the op table)
     fn = ns[name]
-    fn.__doc__ = (f"{name}: {row['doc']}.\n\n"
+    shown = sig.replace(": TensorOrScalar", "").replace(": Optional[DLPackTensor]", "").replace(": Stream", "")
+    shown = shown.replace(": float", "").replace(": int", "").replace(": Optional[int]", "")
+    fn.__doc__ = (f"{name}({shown})\n\n{row['doc']}.\n\n"
                   f"dtypes: {', '.join(d.name for d in row['dtypes'])}."
                   + (f" Backward: baracuda.{row['backward']}." if row["backward"] else "")
                   + ("\n\nWith one tensor, its two halves along `dim` (`axis` is the older spelling) are the "

@@ -296,7 +296,7 @@ def _rms_norm_setup(ctx, inputs, output):
 
 def _rms_norm_backward(ctx, grad_y, grad_rstd):
     x, weight, rstd = ctx.saved_tensors
-    gx, gw = torch.ops.baracuda.rms_norm_backward(grad_y, x, rstd, weight)
+    gx, gw = torch.ops.baracuda.rms_norm_backward(grad_y.contiguous(), x, rstd, weight)
     return gx, (gw if weight is not None else None), None
 
 
@@ -345,7 +345,7 @@ def _layer_norm_setup(ctx, inputs, output):
 
 def _layer_norm_backward(ctx, grad_y, grad_mean, grad_rstd):
     x, weight, bias, mean, rstd = ctx.saved_tensors
-    gx, gw, gb = torch.ops.baracuda.layer_norm_backward(grad_y, x, mean, rstd, weight, bias)
+    gx, gw, gb = torch.ops.baracuda.layer_norm_backward(grad_y.contiguous(), x, mean, rstd, weight, bias)
     return gx, (gw if weight is not None else None), (gb if bias is not None else None), None
 
 
@@ -396,7 +396,7 @@ def _softmax_family(name):
 
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return getattr(torch.ops.baracuda, name + "_backward")(grad, y, ctx.dim), None
+        return getattr(torch.ops.baracuda, name + "_backward")(grad.contiguous(), y, ctx.dim), None
 
     define(name, "(Tensor x, int dim=-1) -> Tensor", impl, _softmax_fake, backward, setup)
     define(name + "_backward", "(Tensor grad, Tensor y, int dim=-1) -> Tensor", bwd_impl,
@@ -433,6 +433,7 @@ def _matmul_setup(ctx, inputs, output):
 
 def _matmul_backward(ctx, grad):
     a, b = ctx.saved_tensors
+    grad = grad.contiguous()
     ga = gb = None
     if ctx.needs_input_grad[0]:
         ga = torch.ops.baracuda.matmul(grad, b.mT).sum_to_size(a.shape)
@@ -457,9 +458,12 @@ def _linear_shapes(x, weight, bias, activation):
     return (*x.shape[:-1], weight.shape[0])
 
 
+_NEEDS_AUX = ("gelu", "gelu_tanh", "silu")  # relu's derivative reads the output instead
+
+
 def _linear_fake(x, weight, bias, activation):
     shape = _linear_shapes(x, weight, bias, activation)
-    return x.new_empty(shape), x.new_empty(shape if activation != "none" else (0,))
+    return x.new_empty(shape), x.new_empty(shape if activation in _NEEDS_AUX else (0,))
 
 
 def _linear_impl(x, weight, bias, activation):
@@ -467,7 +471,7 @@ def _linear_impl(x, weight, bias, activation):
     x2 = x.reshape(-1, x.shape[-1])
     y2 = y.view(-1, y.shape[-1])
     _gemm._call(y2, x2, weight.t(), epilogue=activation, bias=bias,
-                aux=aux.view(-1, y.shape[-1]) if activation != "none" else None)
+                aux=aux.view(-1, y.shape[-1]) if activation in _NEEDS_AUX else None)
     return y, aux
 
 
@@ -475,12 +479,14 @@ def _linear_setup(ctx, inputs, output):
     x, weight, bias, activation = inputs
     ctx.activation = activation
     ctx.has_bias = bias is not None
-    ctx.save_for_backward(x, weight, output[1] if activation != "none" else None)
+    saved = output[1] if activation in _NEEDS_AUX else (output[0] if activation == "relu" else None)
+    ctx.save_for_backward(x, weight, saved)
 
 
 def _linear_backward(ctx, grad, grad_aux):
     x, weight, aux = ctx.saved_tensors
-    if ctx.activation != "none":
+    grad = grad.contiguous()
+    if ctx.activation != "none":  # relu_backward(grad, y): y > 0 exactly where the pre-activation is
         grad = getattr(torch.ops.baracuda, ctx.activation + "_backward")(grad, aux)
     gx, gw, gb = torch.ops.baracuda.linear_backward(grad, x, weight, ctx.has_bias)
     return gx, gw, (gb if ctx.has_bias else None), None
@@ -541,7 +547,8 @@ def _ce_setup(ctx, inputs, output):
 
 def _ce_backward(ctx, grad_loss, grad_lse):
     logits, target, weight, lse = ctx.saved_tensors
-    g = torch.ops.baracuda.cross_entropy_backward(grad_loss.to(logits.dtype), logits, target, lse, weight, *ctx.args)
+    g = torch.ops.baracuda.cross_entropy_backward(grad_loss.to(logits.dtype).contiguous(), logits, target, lse, weight,
+                                                  *ctx.args)
     return g, None, None, None, None, None
 
 
