@@ -404,32 +404,35 @@ def silu_plan():
 
 def test_run_refuses_cpu_output(silu_plan):
     x = np.zeros((4, 8), np.float32)
-    refused(errors.InvalidArgument, lambda: silu_plan.run(x, x), "out", "expected a CUDA tensor, got a CPU tensor")
+    refused(errors.InvalidArgument, lambda: silu_plan.run(x, FakeTensor((4, 8), addr=IN0)), "out",
+            "expected a CUDA tensor, got a CPU tensor")
+    # inputs are imported first: with both on the CPU the input is named, not the output
+    refused(errors.InvalidArgument, lambda: silu_plan.run(x, x), "x: expected a CUDA tensor, got a CPU tensor")
 
 
 def test_run_refuses_cpu_input(silu_plan):
     x = np.zeros((4, 8), np.float32)
     refused(errors.InvalidArgument, lambda: silu_plan.run(FakeTensor((4, 8), addr=OUT), x),
-            "input 0", "expected a CUDA tensor, got a CPU tensor")
+            "x", "expected a CUDA tensor, got a CPU tensor")
 
 
 def test_run_refuses_pinned_host_input(silu_plan):
     refused(errors.InvalidArgument,
             lambda: silu_plan.run(FakeTensor((4, 8), addr=OUT), FakeTensor((4, 8), addr=IN0, device_type=3)),
-            "input 0", "pinned host tensor")
+            "x", "pinned host tensor")
 
 
 def test_run_refuses_non_tensors(silu_plan):
-    refused(errors.InvalidArgument, lambda: silu_plan.run([1.0] * 32, np.zeros((4, 8), np.float32)),
+    refused(errors.InvalidArgument, lambda: silu_plan.run([1.0] * 32, FakeTensor((4, 8), addr=IN0)),
             "out", "DLPack", "list")
     refused(errors.InvalidArgument, lambda: silu_plan.run(FakeTensor((4, 8), addr=OUT), "x"),
-            "input 0", "DLPack", "str")
+            "x", "DLPack", "str")
 
 
 def test_run_refuses_read_only_output(silu_plan):
     y = np.zeros((4, 8), np.float32)
     y.flags.writeable = False
-    refused(errors.InvalidArgument, lambda: silu_plan.run(y, np.zeros((4, 8), np.float32)), "out", "read-only")
+    refused(errors.InvalidArgument, lambda: silu_plan.run(y, FakeTensor((4, 8), addr=IN0)), "out", "read-only")
 
 
 @pytest.mark.parametrize("bad,needles,exc", [
@@ -437,9 +440,9 @@ def test_run_refuses_read_only_output(silu_plan):
     (dict(shape=(4, 8), dtype=f64), ["x is float64", "selected for float32"], errors.InvalidDType),
     (dict(shape=(4, 8), strides=[1, 4]), ["x has strides (1, 4)", "(8, 1)"], errors.InvalidArgument),
     (dict(shape=(4, 8), device=1), ["x is on cuda:1", "out is on cuda:0"], errors.InvalidArgument),
-    (dict(shape=(4, 8), code_bits=(1, 16)), ["input 0", "no baracuda equivalent"], errors.InvalidDType),
-    (dict(shape=(4, 8), lanes=2), ["input 0", "lanes"], errors.Unsupported),
-    (dict(shape=(1,) * 13), ["input 0", "rank 13"], errors.Unsupported),
+    (dict(shape=(4, 8), code_bits=(1, 16)), ["x", "no baracuda equivalent"], errors.InvalidDType),
+    (dict(shape=(4, 8), lanes=2), ["x", "lanes"], errors.Unsupported),
+    (dict(shape=(1,) * 13), ["x", "rank 13"], errors.Unsupported),
 ])
 def test_run_checks_tensors_against_the_plan(silu_plan, bad, needles, exc):
     refused(exc, lambda: silu_plan.run(FakeTensor((4, 8), addr=OUT), FakeTensor(addr=IN0, **bad)), *needles)
@@ -707,7 +710,7 @@ def test_run_checks_the_workspace_layout_and_device():
 def test_run_refuses_a_pointer_inside_an_element(silu_plan):
     # a DLPack view that starts mid-element (a byte offset into another dtype's buffer)
     refused(errors.InvalidArgument, lambda: silu_plan.run(FakeTensor((4, 8), addr=OUT), FakeTensor((4, 8), addr=IN0 + 2)),
-            "input 0: its data pointer is not aligned to its 4-byte elements")
+            "x: its data pointer is not aligned to its 4-byte elements")
 
 
 def test_scalars_that_integer_data_would_mangle_are_refused():

@@ -93,7 +93,7 @@ def test_cpu_tensors_refused_by_name():
     x = torch.randn(4, 8)
     with pytest.raises(errors.InvalidArgument, match="x is a CPU tensor"):
         ops.rms_norm(x, None, 1e-6)
-    with pytest.raises(errors.InvalidArgument, match="weight is a CPU tensor"):
+    with pytest.raises(errors.InvalidArgument, match="x, weight are CPU tensors"):
         ops.linear(x, torch.randn(3, 8), None, "none")
 
 

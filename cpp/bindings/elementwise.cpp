@@ -18,18 +18,37 @@ namespace baracuda::py {
 
 namespace {
 
+// The operand names of an op's inputs, as its plan names them in errors.
+const char* const* operand_names(const std::string& op, size_t n) {
+  static const char* kUnary[] = {"x"};
+  static const char* kBinary[] = {"a", "b"};
+  static const char* kTernary[] = {"x0", "x1", "x2"};
+  static const char* kWhere[] = {"cond", "a", "b"};
+  static const char* kBackward[] = {"grad_out", "x0", "x1", "x2"};
+  static const char* kUnaryBackward[] = {"grad_out", "x"};
+  static const char* kGeneric[] = {"input 0", "input 1", "input 2", "input 3"};
+  const EwOpInfo* info = find_elementwise_op(op);
+  if (!info || size_t(info->arity) != n) return kGeneric;
+  switch (info->category) {
+    case EwCategory::UnaryBackward: case EwCategory::GatedBackward: return kUnaryBackward;
+    case EwCategory::BinaryBackward: case EwCategory::TernaryBackward: return kBackward;
+    case EwCategory::Ternary: return op == "where" ? kWhere : kTernary;
+    default: return n == 1 ? kUnary : (n == 2 ? kBinary : kGeneric);
+  }
+}
+
 // Imports out and inputs, checks, launches with the GIL released, hands off to JAX.
 void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& inputs, nb::handle workspace,
               nb::handle stream) {
-  static const char* kNames[] = {"input 0", "input 1", "input 2", "input 3"};
-  Imported o = import_tensor(out, "out", true);
   const int n = int(std::min<size_t>(inputs.size(), 4));
+  const char* const* names = operand_names(plan.descriptor().op, size_t(n));
   Imported ins[4];
   TensorView views[4];
   for (int i = 0; i < n; ++i) {
-    ins[i] = import_tensor(inputs[i], kNames[i], false);
+    ins[i] = import_tensor(inputs[i], names[i], false);
     views[i] = ins[i].view;
   }
+  Imported o = import_tensor(out, "out", true);
   const Imported& like = n == 0 ? o : ins[0];
   const Workspace w = import_workspace(workspace, o.view.device);
   StreamHandle s = resolve_stream(stream, like);
@@ -103,20 +122,21 @@ void init_elementwise(nb::module_& m) {
   m.def("elementwise_call",
         [](const std::string& op, nb::handle out, nb::tuple inputs, std::map<std::string, double> params,
            nb::handle stream, nb::handle workspace_alloc) {
-          static const char* kNames[] = {"input 0", "input 1", "input 2", "input 3"};
           if (inputs.size() > 4) throw InvalidArgument(op + ": at most 4 inputs");
-          Imported o = import_tensor(out, "out", true);
+          const char* const* names = operand_names(op, inputs.size());
+          // Inputs first: a CPU x is reported as x, not as the output allocated from it.
           Imported ins[4];
           TensorView views[4];
+          for (size_t i = 0; i < inputs.size(); ++i) {
+            ins[i] = import_tensor(inputs[i], names[i], false);
+            views[i] = ins[i].view;
+          }
+          Imported o = import_tensor(out, "out", true);
           std::string key = op;
           key.push_back('\0');
           append_params(key, params);
           append_key(key, o.view);
-          for (size_t i = 0; i < inputs.size(); ++i) {
-            ins[i] = import_tensor(inputs[i], kNames[i], false);
-            views[i] = ins[i].view;
-            append_key(key, ins[i].view);
-          }
+          for (size_t i = 0; i < inputs.size(); ++i) append_key(key, ins[i].view);
           const ElementwisePlan plan = plan_cache().get(key, [&] {
             ElementwiseDescriptor d{op, {}, spec_of(o.view), params};
             for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));

@@ -83,6 +83,9 @@ from ._scan import FUNCTIONS as _SCAN_FUNCTIONS  # noqa: E402
 _OPS.update(_SCAN_FUNCTIONS)
 
 from ._autograd import guard_all as _guard_all  # noqa: E402
+from ._fastpaths import functions as _fast_functions  # noqa: E402
+
+_OPS.update(_fast_functions())  # the torch fast paths in front of the hottest ops
 
 # Ops whose outputs carry no gradient (bool / index results, fills, noise): they take tensors that
 # require grad and run as they are, as torch's do.

@@ -14,6 +14,36 @@ from .errors import InvalidArgument, Unsupported
 _routes = None
 
 
+class _TorchHooks:
+    """torch's functions the fast paths call, bound the first time a torch tensor is seen (so
+    importing baracuda never imports torch)."""
+    grad = compiling = empty_like = bool = None
+
+
+T = _TorchHooks()
+FAST = set()  # tensor types that take the functional fast paths: torch.Tensor / Parameter once seen
+
+
+def see_torch():
+    import torch
+    T.grad, T.compiling, T.empty_like, T.bool = (torch.is_grad_enabled, torch.compiler.is_compiling,
+                                                 torch.empty_like, torch.bool)
+    FAST.update((torch.Tensor, torch.nn.Parameter))
+
+
+def needs_route(*tensors):
+    """For torch tensors: True when autograd must see the call (an operand requires grad and grad
+    mode is on) or torch.compile is tracing it."""
+    if T.compiling():
+        return True
+    if not T.grad():
+        return False
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return True
+    return False
+
+
 def _route_table():
     global _routes
     if _routes is None:
@@ -67,7 +97,14 @@ def differentiable(name, fn):
     return op
 
 
+def route(name, fn, args, kwargs):
+    """What a fast path calls when needs_route() said so."""
+    return _route(name, fn, args, kwargs)
+
+
 def guard_all(functions, non_differentiable):
     """The routing wrapper on every op of `functions` except those whose outputs carry no gradient
-    (comparisons, predicates, index results), which run as they are, as in torch."""
-    return {n: (f if n in non_differentiable else differentiable(n, f)) for n, f in functions.items()}
+    (comparisons, predicates, index results), which run as they are, as in torch, and those that
+    route in their own fast path (marked `_routes_itself`)."""
+    return {n: (f if n in non_differentiable or getattr(f, "_routes_itself", False) else differentiable(n, f))
+            for n, f in functions.items()}

@@ -129,6 +129,38 @@ def _make_forward(name, row):
                   + ("\n\nWith one tensor, its two halves along `dim` (`axis` is the older spelling) are the "
                      "gate and the value; with two, `x` is the gate and `up` the value (the LLM MLP form)."
                      if gated else ""))
+    if gated:
+        return fn  # the autograd routing wraps it in __init__
+    return _with_fast_path(name, row, tensors, params, sig, fn)
+
+
+def _with_fast_path(name, row, tensors, params, sig, general):
+    """The same signature again, with the torch fast path in front of `general` (which it calls,
+    with the autograd routing, for everything else): torch tensors of one shape, no stream, no
+    gradient to record and no torch.compile trace: allocate with torch.empty_like (the input's
+    layout) and make one call into the core. No per-call Python beyond that."""
+    from ._autograd import FAST, T, differentiable, needs_route, route
+    bool_out = row["category"] in _BOOL_OUT
+    data = tensors[1] if name == "where" else tensors[0]
+    conds = [f"type({t}) in _FAST" for t in tensors] + [f"{t}.shape == {tensors[0]}.shape" for t in tensors[1:]]
+    tup = "(" + ", ".join(tensors) + ",)"
+    ps = "{" + ", ".join(f"{p!r}: float({p})" for p, _ in params) + "}"
+    kw = ", ".join(f"{p}={p}" for p, _ in params)
+    body = (f"    if stream is None and {' and '.join(conds)}:\n"
+            f"        if needs_route(*{tup}):\n"
+            f"            return route({name!r}, _plain, {tup}, dict({kw + ', ' if kw else ''}out=out))\n"
+            f"        if out is None:\n"
+            f"            out = T.empty_like({data}{', dtype=T.bool' if bool_out else ''})\n"
+            f"        _call({name!r}, out, {tup}, {ps}, None, None)\n"
+            f"        return out\n"
+            f"    return _general({', '.join(tensors)}{', ' + kw if kw else ''}, out=out, stream=stream)\n")
+    ns = dict(_FAST=FAST, T=T, needs_route=needs_route, route=route, _plain=general,
+              _general=differentiable(name, general), _call=_C.elementwise_call, TensorOrScalar=TensorOrScalar,
+              DLPackTensor=DLPackTensor, Optional=Optional, Stream=Stream)
+    exec(f"def {name}({sig}) -> DLPackTensor:\n{body}", ns)  # noqa: S102  (source built from the op table)
+    fn = ns[name]
+    fn.__doc__ = general.__doc__
+    fn._routes_itself = True
     return fn
 
 

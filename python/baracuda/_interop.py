@@ -3,7 +3,7 @@
 torch and CuPy allocate through their own caching allocators; JAX cannot lend a writable
 buffer, so its outputs are allocated by the core and handed over through DLPack.
 """
-from . import _C
+from . import _C, _autograd
 from ._dtypes import DType, dtype as as_dtype
 from .errors import InvalidArgument
 
@@ -20,6 +20,8 @@ def framework(x) -> str:
     mod = type(x).__module__ or ""
     for name in ("torch", "cupy", "jax", "numpy"):
         if mod.startswith(name):
+            if name == "torch" and not _autograd.FAST:
+                _autograd.see_torch()  # from now on torch tensors take the fast paths
             return name
     if mod.startswith("jaxlib"):
         return "jax"

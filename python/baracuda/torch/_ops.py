@@ -90,8 +90,10 @@ def _cpu_refusal(name, schema):
 
     def refuse(*values, **kw):
         where = [a for a, v in zip(args, values) if isinstance(v, torch.Tensor) and not v.is_cuda]
-        raise InvalidArgument(f"baracuda::{name}: {', '.join(where) or 'an operand'} is a CPU tensor; "
-                              "expected CUDA tensors (baracuda never copies to the device for you)")
+        what = f"{', '.join(where)} {'are CPU tensors' if len(where) > 1 else 'is a CPU tensor'}" if where else \
+            "an operand is a CPU tensor"
+        raise InvalidArgument(f"baracuda::{name}: {what}; expected CUDA tensors (baracuda never copies to the "
+                              "device for you)")
     return refuse
 
 

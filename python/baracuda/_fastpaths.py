@@ -1,0 +1,180 @@
+"""Torch fast paths of the hottest functional ops (softmax, log_softmax, rms_norm, layer_norm,
+linear, matmul, sum, mean, cross_entropy): for torch tensors in the common form (no stream, no
+out= where it would need checks, no gradient to record, no torch.compile trace) the output is
+allocated with one torch call and the core entered once; everything else goes to the general
+function (with the autograd routing). The general functions stay the reference: the fast path
+must give the same result and raise the same errors (the core checks every operand).
+"""
+from . import _C, _gemm, _loss, _norm, _reduction, _softmax
+from ._autograd import FAST, differentiable, needs_route, route
+
+_softmax_call = _C.softmax_call
+_norm_call = _C.norm_call
+_gemm_call = _C.gemm_call
+_reduction_call = _C.reduction_call
+
+
+def _ws(x):
+    device = x.device
+
+    def alloc(nbytes):
+        import torch
+        return torch.empty(int(nbytes), dtype=torch.uint8, device=device)
+    return alloc
+
+
+def _softmax_like(name):
+    general = getattr(_softmax, name)
+    guarded = differentiable(name, general)
+
+    def fn(x, dim=None, *, axis=None, out=None, stream=None):
+        if stream is None and axis is None and out is None and type(x) in FAST:
+            if needs_route(x):
+                return route(name, general, (x,), dict(dim=dim))
+            y = x.new_empty(x.shape)
+            _softmax_call(name, y, (x,), -1 if dim is None else int(dim), None)
+            return y
+        return guarded(x, dim, axis=axis, out=out, stream=stream)
+
+    return _finish(fn, general)
+
+
+def _finish(fn, general):
+    fn.__name__ = fn.__qualname__ = general.__name__
+    fn.__doc__ = general.__doc__
+    fn.__wrapped__ = general  # inspect.signature shows the general function's full signature
+    fn._routes_itself = True
+    return fn
+
+
+def _norm_fast(name, x, weight, bias, eps):
+    y = x.new_empty(x.shape)
+    _norm_call(name, float(eps), False, y, x, weight, bias, None, None, None, None, None, None, None, None, None,
+               None, None)
+    return y
+
+
+def _rms_norm():
+    general = _norm.rms_norm
+    guarded = differentiable("rms_norm", general)
+
+    def rms_norm(x, weight=None, eps=1e-6, **kwargs):
+        if not kwargs and type(x) in FAST and (weight is None or type(weight) in FAST):
+            if needs_route(x, weight):
+                return route("rms_norm", general, (x, weight, eps), {})
+            return _norm_fast("rms_norm", x, weight, None, eps)
+        return guarded(x, weight, eps, **kwargs)
+
+    return _finish(rms_norm, general)
+
+
+def _layer_norm():
+    general = _norm.layer_norm
+    guarded = differentiable("layer_norm", general)
+
+    def layer_norm(x, weight=None, bias=None, eps=1e-5, **kwargs):
+        if (not kwargs and type(x) in FAST and (weight is None or type(weight) in FAST)
+                and (bias is None or type(bias) in FAST)):
+            if needs_route(x, weight, bias):
+                return route("layer_norm", general, (x, weight, bias, eps), {})
+            return _norm_fast("layer_norm", x, weight, bias, eps)
+        return guarded(x, weight, bias, eps, **kwargs)
+
+    return _finish(layer_norm, general)
+
+
+def _linear():
+    general = _gemm.linear
+    guarded = differentiable("linear", general)
+
+    def linear(x, weight, bias=None, **kwargs):
+        if (not kwargs and type(x) in FAST and type(weight) in FAST and (bias is None or type(bias) in FAST)
+                and weight.dim() == 2 and x.dim() >= 2):
+            if needs_route(x, weight, bias):
+                return route("linear", general, (x, weight, bias), {})
+            n = weight.shape[0]
+            y = x.new_empty((*x.shape[:-1], n))
+            x2, y2 = (x, y) if x.dim() == 2 else (x.reshape(-1, x.shape[-1]), y.view(-1, n))
+            _gemm_call(y2, x2, weight.t(), 1.0, 0.0, "none", bias, None, None, None, None, None, False, None, _ws(x))
+            return y
+        return guarded(x, weight, bias, **kwargs)
+
+    return _finish(linear, general)
+
+
+def _matmul():
+    general = _gemm.matmul
+    guarded = differentiable("matmul", general)
+
+    def matmul(a, b, **kwargs):
+        if not kwargs and type(a) in FAST and type(b) in FAST and a.dim() == 2 and b.dim() == 2:
+            if needs_route(a, b):
+                return route("matmul", general, (a, b), {})
+            y = a.new_empty((a.shape[0], b.shape[1]))
+            _gemm_call(y, a, b, 1.0, 0.0, "none", None, None, None, None, None, None, False, None, _ws(a))
+            return y
+        return guarded(a, b, **kwargs)
+
+    return _finish(matmul, general)
+
+
+def _sum_like(name):
+    general = _reduction.FUNCTIONS[name]
+    guarded = differentiable(name, general)
+
+    def fn(x, dim=None, keepdim=False, **kwargs):
+        if not kwargs and type(x) in FAST and x.is_floating_point():
+            if needs_route(x):
+                return route(name, general, (x, dim, keepdim), {})
+            rank = x.dim()
+            axes = [] if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+            norm = {a % rank for a in axes if -rank <= a < rank} if axes else set(range(rank))
+            if rank and (len(norm) == len(axes) or not axes):
+                shape = [1 if i in norm else s for i, s in enumerate(x.shape) if keepdim or i not in norm]
+                y = x.new_empty(shape)
+                _reduction_call(name, y, (x,), axes, bool(keepdim), {}, None, _ws(x))
+                return y
+        return guarded(x, dim, keepdim, **kwargs)
+
+    return _finish(fn, general)
+
+
+_CE_PLANS = {}
+
+
+def _cross_entropy():
+    general = _loss.cross_entropy
+    guarded = differentiable("cross_entropy", general)
+
+    def cross_entropy(logits, target, *, reduction="mean", ignore_index=-100, **kwargs):
+        if (not kwargs and type(logits) in FAST and type(target) in FAST and logits.dim() == 2
+                and reduction in ("mean", "sum", "none")):
+            if needs_route(logits):
+                return route("cross_entropy", general, (logits, target),
+                             dict(reduction=reduction, ignore_index=ignore_index))
+            key = (reduction, ignore_index, logits.shape, logits.stride(), logits.dtype, target.shape,
+                   target.stride(), target.dtype, logits.device)
+            plan = _CE_PLANS.get(key)
+            if plan is None:
+                if len(_CE_PLANS) >= 1024:
+                    _CE_PLANS.clear()
+                plan = _CE_PLANS[key] = _loss._plan("cross_entropy", logits, target, None, reduction, ignore_index,
+                                                    0.0, False, None, None)
+            n = logits.shape[0]
+            import torch
+            loss = logits.new_empty((n,) if reduction == "none" else ())
+            lse = logits.new_empty((n,), dtype=torch.float64 if logits.dtype == torch.float64 else torch.float32)
+            nbytes = plan.workspace_bytes()
+            ws = logits.new_empty((nbytes,), dtype=torch.uint8) if nbytes else None
+            plan.run(logits, target, lse, ws, out=loss)
+            return loss
+        return guarded(logits, target, reduction=reduction, ignore_index=ignore_index, **kwargs)
+
+    return _finish(cross_entropy, general)
+
+
+def functions():
+    """name -> fast-path function, to replace the general ones in the package namespace."""
+    return dict(softmax=_softmax_like("softmax"), log_softmax=_softmax_like("log_softmax"),
+                rms_norm=_rms_norm(), layer_norm=_layer_norm(), linear=_linear(),
+                matmul=_matmul(), sum=_sum_like("sum"), mean=_sum_like("mean"), cross_entropy=_cross_entropy())
