@@ -31,7 +31,7 @@ def _case(n, v, dt, key, ignore_frac=0.2, ignore_index=-100, tdt=torch.int64):
 
 
 def _ref(x, t, **kw):
-    xd = x.double().requires_grad_(True)
+    xd = x.detach().double().requires_grad_(True)
     w = kw.pop("weight", None)
     loss = F.cross_entropy(xd, t.long(), weight=None if w is None else w.double(), **kw)
     return xd, loss
@@ -229,7 +229,7 @@ def test_cross_entropy_cluster_special_rows():
     t[4] = 40000  # out of range: NaN row
     loss, grad = bc.cross_entropy(x, t, reduction="none", return_grad=True, check_targets=False,
                                   grad_loss=torch.ones(300, device=DEV, dtype=torch.bfloat16))
-    xd = x.double().requires_grad_(True)
+    xd = x.detach().double().requires_grad_(True)
     tt = t.clone()
     tt[4] = -100
     ref = F.cross_entropy(xd, tt, reduction="none")
@@ -416,7 +416,7 @@ def test_pointwise_broadcast_and_strided():
         _pw_close(bc.mse_loss(x, y, reduction=red), ref, torch.float32, f"broadcast {red}", 120 if red == "sum" else 1)
     xt = torch.randn(64, 33, generator=g, device=DEV).t()  # transposed input
     yt = torch.randn(33, 64, generator=g, device=DEV)
-    xd = xt.double().requires_grad_(True)
+    xd = xt.detach().double().requires_grad_(True)
     ref = F.l1_loss(xd, yt.double(), reduction="sum")
     (gref,) = torch.autograd.grad(ref, xd)
     _pw_close(bc.l1_loss(xt, yt, reduction="sum"), ref.detach(), torch.float32, "strided", 64 * 33)
@@ -573,7 +573,7 @@ def test_pointwise_errors():
         bc.mse_loss(x, x, reduction="batchmean")
     # a broadcast input's gradient is summed to its shape
     xb = torch.randn(5, device=DEV)
-    xd = xb.double().requires_grad_(True)
+    xd = xb.detach().double().requires_grad_(True)
     (gref,) = torch.autograd.grad(F.mse_loss(xd.expand(4, 5), x.double()), xd)
     _pw_close(bc.mse_loss_backward(torch.ones((), device=DEV), xb, x), gref, torch.float32, "broadcast input grad")
 
@@ -589,7 +589,7 @@ def test_nll_matches_torch(dt, reduction, weighted):
     t = torch.randint(0, c, (n,), generator=g, device=DEV)
     t = torch.where(torch.rand(n, generator=g, device=DEV) < 0.2, torch.full_like(t, 5), t)
     w = (torch.rand(c, generator=g, device=DEV, dtype=torch.float64) + 0.5).to(dt) if weighted else None
-    xd = x.double().requires_grad_(True)
+    xd = x.detach().double().requires_grad_(True)
     ref = F.nll_loss(xd, t, weight=None if w is None else w.double(), ignore_index=5, reduction=reduction)
     go = torch.randn(ref.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
     (gref,) = torch.autograd.grad(ref, xd, go.double())
@@ -1068,7 +1068,7 @@ def test_pointwise_grad_of_broadcast_operands():
         _pw_close(oi, gi, torch.float64, f"mse [D] input {red}", 64)
     # a [D] target over many rows: a thread per output, split sums + the second kernel
     x, t = r(100000, 64).float(), r(64).float()
-    td = t.double().requires_grad_(True)
+    td = t.detach().double().requires_grad_(True)
     (gt,) = torch.autograd.grad(F.mse_loss(x.double(), td.expand(100000, 64)), td)
     got = bc.mse_loss_backward(torch.ones((), device=DEV), x, t, wrt="target")
     _pw_close(got, gt.float(), torch.float32, "mse [64] target over 100000 rows", 100)
@@ -1077,7 +1077,7 @@ def test_pointwise_grad_of_broadcast_operands():
     for (x, y), var in ((big, u(1) + 0.5), (mid, u(1024) + 0.1), (mid, u(1024, 1) + 0.1)):
         for dt in (torch.float64, torch.float32):
             xv, yv, vv = x.to(dt), y.to(dt), var.to(dt)
-            vd = vv.double().requires_grad_(True)
+            vd = vv.detach().double().requires_grad_(True)
             ref = F.gaussian_nll_loss(xv.double(), yv.double(), vd, eps=1e-4)
             (gv,) = torch.autograd.grad(ref, vd)
             got = bc.gaussian_nll_loss_backward(torch.ones((), device=DEV, dtype=dt), xv, yv, vv, eps=1e-4, wrt="var")
@@ -1138,7 +1138,7 @@ def test_pointwise_rows_path_views(dt):
             ref = F.gaussian_nll_loss(x.double(), y.double(), var.double(), reduction=red)
             _pw_close(bc.gaussian_nll_loss(x, y, var, reduction=red), ref.to(dt), dt, f"{vname} {red}",
                       n * d if red == "sum" else 1)
-            leaves = [t.double().requires_grad_(True) for t in (x, y, var)]
+            leaves = [t.detach().double().requires_grad_(True) for t in (x, y, var)]
             lo = F.gaussian_nll_loss(*leaves, reduction=red)
             go = torch.randn(lo.shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
             grefs = torch.autograd.grad(lo, leaves, go.double())

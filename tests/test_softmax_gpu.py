@@ -44,7 +44,7 @@ def _check_fwd(op, x, dim):
 
 
 def _check_bwd(op, x, dim):
-    xd = x.double().requires_grad_(True)
+    xd = x.detach().double().requires_grad_(True)
     y = FWD[op](xd, dim)
     gy = _x(x.shape, torch.float64, f"gy/{op}/{tuple(x.shape)}/{dim}", 1.0)
     (ref,) = torch.autograd.grad(y, xd, gy)

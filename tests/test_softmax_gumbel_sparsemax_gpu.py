@@ -280,7 +280,7 @@ def test_gumbel_backward_vs_autograd(n, dt):
     x = _x((6, n), dt, f"gb/{n}/{dt}")
     tau = 0.7
     g = _noise_ref(x.shape, 21, 2, dt)
-    xd = x.double().requires_grad_(True)
+    xd = x.detach().double().requires_grad_(True)
     ysd = torch.softmax((xd + g) / tau, -1)
     gy = _x(x.shape, torch.float64, f"gby/{n}", 1.0)
     (ref,) = torch.autograd.grad(ysd, xd, gy)
@@ -492,7 +492,7 @@ def test_sparsemax_backward(n, dt):
     exp = s * (gyd - (gyd * s).sum(-1, keepdim=True) / s.sum(-1, keepdim=True))
     _close(out, exp, dt, f"sparsemax backward {dt} {n}")
     if dt == torch.float64:  # against autograd through the float64 reference
-        xd = x.double().requires_grad_(True)
+        xd = x.detach().double().requires_grad_(True)
         (ref,) = torch.autograd.grad(_SparsemaxRef.apply(xd, -1), xd, gyd)
         _close(out, ref, dt, "vs autograd")
 

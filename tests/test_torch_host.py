@@ -119,9 +119,9 @@ def test_training_step_traces_into_baracuda_ops_only():
 
 
 def test_functional_ops_route_tensors_that_require_grad():
-    x = torch.randn(4, 8, requires_grad=True)  # CPU: the registered op's CPU kernel names it
-    with pytest.raises(errors.InvalidArgument, match="x is a CPU tensor"):
-        bc.silu(x)  # routed to torch.ops.baracuda.silu (autograd), not the plain path
+    x = torch.randn(4, 8, requires_grad=True)  # CPU: the kernel refuses it by name
+    with pytest.raises(errors.InvalidArgument, match="x: expected a CUDA tensor"):
+        bc.silu(x)  # routed to baracuda.torch.silu (autograd), not the plain path
     with pytest.raises(errors.Unsupported, match="no autograd formula"):
         bc.cumsum(x, 0)
     with pytest.raises(errors.InvalidArgument, match="out= was given"):

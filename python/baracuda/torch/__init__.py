@@ -15,6 +15,7 @@ import torch
 
 from ..errors import InvalidArgument, Unsupported
 from . import _ops
+from ._ops import call
 from ._modules import CrossEntropyLoss, GatedMLP, LayerNorm, Linear, RMSNorm, Softmax
 from ._patch import patch
 
@@ -39,16 +40,16 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, save_stats=False):
 
     With ``residual``: h = x + residual is normalized and (y, h) returned (h is the new residual
     stream); with save_stats the rstd [x.shape[:-1]] is appended."""
-    h = x if residual is None else ops.add(x, residual)
-    y, rstd = ops.rms_norm(h, weight, float(eps))
+    h = x if residual is None else call("add", x, residual)
+    y, rstd = call("rms_norm", h, weight, float(eps))
     res = [y] + ([h] if residual is not None else []) + ([rstd] if save_stats else [])
     return res[0] if len(res) == 1 else tuple(res)
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, save_stats=False):
     """LayerNorm over the last dim (baracuda.layer_norm's semantics), differentiable."""
-    h = x if residual is None else ops.add(x, residual)
-    y, mean_, rstd = ops.layer_norm(h, weight, bias, float(eps))
+    h = x if residual is None else call("add", x, residual)
+    y, mean_, rstd = call("layer_norm", h, weight, bias, float(eps))
     res = [y] + ([h] if residual is not None else []) + ([mean_, rstd] if save_stats else [])
     return res[0] if len(res) == 1 else tuple(res)
 
@@ -62,11 +63,11 @@ def _dim(name, dim, axis):
 
 
 def softmax(x, dim=None, *, axis=None):
-    return ops.softmax(x, _dim("softmax", dim, axis))
+    return call("softmax", x, _dim("softmax", dim, axis))
 
 
 def log_softmax(x, dim=None, *, axis=None):
-    return ops.log_softmax(x, _dim("log_softmax", dim, axis))
+    return call("log_softmax", x, _dim("log_softmax", dim, axis))
 
 
 def linear(x, weight, bias=None, *, activation="none", return_aux=False, out_dtype=None, allow_tf32=False):
@@ -75,7 +76,7 @@ def linear(x, weight, bias=None, *, activation="none", return_aux=False, out_dty
     if out_dtype is not None or allow_tf32:
         raise Unsupported("linear: out_dtype / allow_tf32 are not differentiable yet; call baracuda.linear "
                           "under torch.no_grad() for them")
-    y, aux = ops.linear(x, weight, bias, activation)
+    y, aux = call("linear", x, weight, bias, activation)
     return (y, aux) if return_aux else y
 
 
@@ -83,7 +84,7 @@ def matmul(a, b, **kw):
     if kw:
         raise Unsupported(f"matmul: {sorted(kw)} are not differentiable yet; call baracuda.matmul under "
                           "torch.no_grad() for them")
-    return ops.matmul(a, b)
+    return call("matmul", a, b)
 
 
 def cross_entropy(logits, target, weight=None, *, ignore_index=-100, label_smoothing=0.0, reduction="mean",
@@ -98,7 +99,7 @@ def cross_entropy(logits, target, weight=None, *, ignore_index=-100, label_smoot
     if check_targets:
         from .._loss import _check_class_targets
         _check_class_targets("cross_entropy", target, int(logits.shape[1]), ignore_index)
-    loss, lse = ops.cross_entropy(logits, target, weight, int(ignore_index), float(label_smoothing), reduction)
+    loss, lse = call("cross_entropy", logits, target, weight, int(ignore_index), float(label_smoothing), reduction)
     if reduction == "none" and len(lead) != 1:
         loss = loss.reshape(lead)
     return (loss, lse) if return_lse else loss
@@ -108,20 +109,20 @@ def swiglu(gate, up=None, *, dim=-1, axis=None):
     """silu(gate) * up. With one tensor, gate and up are its two halves along ``dim`` (one fused
     kernel); with two, the LLM-MLP form (gate_proj(x), up_proj(x))."""
     if up is None:
-        return ops.swiglu(gate, _dim("swiglu", dim if axis is None else None, axis))
-    return ops.mul(ops.silu(gate), up)
+        return call("swiglu", gate, _dim("swiglu", dim if axis is None else None, axis))
+    return call("mul", call("silu", gate), up)
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         raise Unsupported("sum: dtype= is not differentiable yet")
-    return ops.sum(x, _dims(dim), bool(keepdim))
+    return call("sum", x, _dims(dim), bool(keepdim))
 
 
 def mean(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         raise Unsupported("mean: dtype= is not differentiable yet")
-    return ops.mean(x, _dims(dim), bool(keepdim))
+    return call("mean", x, _dims(dim), bool(keepdim))
 
 
 def _dims(dim):
@@ -133,7 +134,6 @@ def _dims(dim):
 def _make_elementwise(name, row):
     """The torch form of an elementwise op of the table: Python scalars become 0-d tensors of the
     first tensor's dtype (as baracuda.<op>), params by name."""
-    op = getattr(ops, name)
     pnames = [p for p, _ in row["params"] if p not in ("wrt", "axis")]
     gated = row["category"] == "gated"
 
@@ -142,8 +142,8 @@ def _make_elementwise(name, row):
         if unknown:
             raise InvalidArgument(f"{name}: unknown parameter(s) {unknown}; takes {pnames or 'none'}")
         if gated:
-            return swiglu(*args, **params) if name == "swiglu" else op(
-                args[0], _dim(name, params.get("dim"), params.get("axis")))
+            return swiglu(*args, **params) if name == "swiglu" else call(
+                name, args[0], _dim(name, params.get("dim"), params.get("axis")))
         like = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if like is None:
             raise InvalidArgument(f"{name}: needs at least one torch tensor argument")
@@ -154,7 +154,7 @@ def _make_elementwise(name, row):
             tensors += [_tensor(a, data, f"input {i + 1}") for i, a in enumerate(args[1:])]
         else:
             tensors = [_tensor(a, like, f"input {i}") for i, a in enumerate(args)]
-        return op(*tensors, *[float(params.get(p, d)) for p, d in row["params"] if p in pnames])
+        return call(name, *tensors, *[float(params.get(p, d)) for p, d in row["params"] if p in pnames])
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}: {row['doc']} (torch.ops.baracuda.{name}, differentiable where it has a backward)."

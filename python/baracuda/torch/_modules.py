@@ -5,8 +5,8 @@ from torch import nn
 
 from ..errors import InvalidArgument
 from . import _ops
+from ._ops import call
 
-ops = torch.ops.baracuda
 
 
 class RMSNorm(nn.Module):
@@ -24,9 +24,9 @@ class RMSNorm(nn.Module):
 
     def forward(self, x, residual=None):
         if residual is not None:
-            h = ops.add(x, residual)
-            return ops.rms_norm(h, self.weight, self.eps)[0], h
-        return ops.rms_norm(x, self.weight, self.eps)[0]
+            h = call("add", x, residual)
+            return call("rms_norm", h, self.weight, self.eps)[0], h
+        return call("rms_norm", x, self.weight, self.eps)[0]
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
@@ -47,7 +47,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.normalized_shape, **kw)) if elementwise_affine and bias else None
 
     def forward(self, x):
-        return ops.layer_norm(x, self.weight, self.bias, self.eps)[0]
+        return call("layer_norm", x, self.weight, self.bias, self.eps)[0]
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
@@ -64,7 +64,7 @@ class Linear(nn.Linear):
         self.activation = activation
 
     def forward(self, x):
-        return ops.linear(x, self.weight, self.bias, self.activation)[0]
+        return call("linear", x, self.weight, self.bias, self.activation)[0]
 
     def extra_repr(self):
         return super().extra_repr() + f", activation={self.activation}"
@@ -89,10 +89,10 @@ class GatedMLP(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
 
     def forward(self, x):
-        gate = ops.linear(x, self.gate_proj.weight, self.gate_proj.bias, "none")[0]
-        up = ops.linear(x, self.up_proj.weight, self.up_proj.bias, "none")[0]
-        h = ops.mul(getattr(ops, self.activation)(gate), up)
-        return ops.linear(h, self.down_proj.weight, self.down_proj.bias, "none")[0]
+        gate = call("linear", x, self.gate_proj.weight, self.gate_proj.bias, "none")[0]
+        up = call("linear", x, self.up_proj.weight, self.up_proj.bias, "none")[0]
+        h = call("mul", call(self.activation, gate), up)
+        return call("linear", h, self.down_proj.weight, self.down_proj.bias, "none")[0]
 
 
 class CrossEntropyLoss(nn.Module):
@@ -118,4 +118,4 @@ class Softmax(nn.Module):
         self.dim = int(dim)
 
     def forward(self, x):
-        return ops.softmax(x, self.dim)
+        return call("softmax", x, self.dim)

@@ -56,19 +56,75 @@ def validate(family, tensors, make):
         _VALIDATED[key] = make()
 
 
+IMPLS = {}   # name -> the CUDA kernel (a plain function on real tensors)
+EAGER = {}   # name -> torch.autograd.Function running IMPLS[name] (ops with a backward)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def define(name, schema, impl, fake=None, backward=None, setup_context=None):
-    """Registers ``baracuda::name``: CUDA impl, fake impl (default: impl, when it only allocates
-    through torch and the launch is separate) and the autograd formula."""
+    """Registers ``baracuda::name``: CUDA kernel, CPU refusal, fake kernel and autograd formula;
+    and the same kernel and formula as an eager autograd.Function (see `call`)."""
     LIB.define(name + schema)
     args = torch._C.parse_schema("baracuda::" + name + schema).arguments
     impl, fake = _with_defaults(impl, args), _with_defaults(fake, args)
     LIB.impl(name, impl, "CUDA")
     LIB.impl(name, _cpu_refusal(name, schema), "CPU")
     register_fake("baracuda::" + name, fake, lib=LIB)
+    IMPLS[name] = impl
     if backward is not None:
         register_autograd("baracuda::" + name, backward, setup_context=setup_context, lib=LIB)
+        EAGER[name] = _eager_function(name, impl, backward, setup_context)
     OPS.append(name)
     return getattr(torch.ops.baracuda, name)
+
+
+def _eager_function(name, impl, backward, setup_context):
+    def forward(ctx, *args):
+        ctx.set_materialize_grads(False)
+        out = impl(*args)
+        setup_context(ctx, args, out)
+        return out
+
+    def bwd(ctx, *grads):
+        return backward(ctx, *grads)
+
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(bwd)})
+
+
+def _plain(args):
+    """Every tensor argument a real (eager) tensor: no fake, functional or other subclass."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
+            return False
+    return True
+
+
+def call(name, *args):
+    """Runs op `name` the cheapest correct way. Eager real tensors: the kernel directly, or the
+    eager autograd.Function when a gradient must be recorded (no dispatcher round trips: this is
+    what keeps a training step's host time near torch's). Anything else (torch.compile tracing,
+    fake / functional tensors, other subclasses): torch.ops.baracuda.<name>, whose fake kernel and
+    registered autograd formula the tracers use."""
+    if torch.compiler.is_compiling() or not _plain(args):
+        return getattr(torch.ops.baracuda, name)(*args)
+    if torch.is_grad_enabled():
+        fn = EAGER.get(name)
+        if fn is not None:
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    return fn.apply(*args)
+    return IMPLS[name](*args)
+
+
+class _Kernels:
+    """K.<name>(*args): `call(name, *args)`; the autograd formulas use it for their backward ops,
+    so an eager backward launches directly and a traced one records torch.ops.baracuda ops."""
+
+    def __getattr__(self, name):
+        return lambda *args: call(name, *args)
+
+
+K = _Kernels()
 
 
 def _with_defaults(fn, arguments):
@@ -187,7 +243,7 @@ def _make_ew(name, row):
 
         def backward(ctx, grad):
             saved = ctx.saved_tensors
-            bwd = getattr(torch.ops.baracuda, bwd_name)
+            bwd = getattr(K, bwd_name)
             extra = list(ctx.extra)
             if cat == "unary":
                 return (bwd(grad, saved[0], *extra),) + (None,) * len(extra)
@@ -298,7 +354,7 @@ def _rms_norm_setup(ctx, inputs, output):
 
 def _rms_norm_backward(ctx, grad_y, grad_rstd):
     x, weight, rstd = ctx.saved_tensors
-    gx, gw = torch.ops.baracuda.rms_norm_backward(grad_y.contiguous(), x, rstd, weight)
+    gx, gw = K.rms_norm_backward(grad_y.contiguous(), x, rstd, weight)
     return gx, (gw if weight is not None else None), None
 
 
@@ -347,7 +403,7 @@ def _layer_norm_setup(ctx, inputs, output):
 
 def _layer_norm_backward(ctx, grad_y, grad_mean, grad_rstd):
     x, weight, bias, mean, rstd = ctx.saved_tensors
-    gx, gw, gb = torch.ops.baracuda.layer_norm_backward(grad_y.contiguous(), x, mean, rstd, weight, bias)
+    gx, gw, gb = K.layer_norm_backward(grad_y.contiguous(), x, mean, rstd, weight, bias)
     return gx, (gw if weight is not None else None), (gb if bias is not None else None), None
 
 
@@ -398,7 +454,7 @@ def _softmax_family(name):
 
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return getattr(torch.ops.baracuda, name + "_backward")(grad.contiguous(), y, ctx.dim), None
+        return getattr(K, name + "_backward")(grad.contiguous(), y, ctx.dim), None
 
     define(name, "(Tensor x, int dim=-1) -> Tensor", impl, _softmax_fake, backward, setup)
     define(name + "_backward", "(Tensor grad, Tensor y, int dim=-1) -> Tensor", bwd_impl,
@@ -436,11 +492,16 @@ def _matmul_setup(ctx, inputs, output):
 def _matmul_backward(ctx, grad):
     a, b = ctx.saved_tensors
     grad = grad.contiguous()
+    batch = grad.shape[:-2]
     ga = gb = None
+    # broadcast batch dims are materialised (cuBLASLt takes one batch stride per operand), then the
+    # gradient is summed back to the operand's shape
     if ctx.needs_input_grad[0]:
-        ga = torch.ops.baracuda.matmul(grad, b.mT).sum_to_size(a.shape)
+        bb = b if b.dim() == 2 or b.shape[:-2] == batch else b.expand(*batch, *b.shape[-2:]).contiguous()
+        ga = K.matmul(grad, bb.mT).sum_to_size(a.shape)
     if ctx.needs_input_grad[1]:
-        gb = torch.ops.baracuda.matmul(a.mT, grad).sum_to_size(b.shape)
+        aa = a if a.dim() == 2 or a.shape[:-2] == batch else a.expand(*batch, *a.shape[-2:]).contiguous()
+        gb = K.matmul(aa.mT, grad).sum_to_size(b.shape)
     return ga, gb
 
 
@@ -489,8 +550,8 @@ def _linear_backward(ctx, grad, grad_aux):
     x, weight, aux = ctx.saved_tensors
     grad = grad.contiguous()
     if ctx.activation != "none":  # relu_backward(grad, y): y > 0 exactly where the pre-activation is
-        grad = getattr(torch.ops.baracuda, ctx.activation + "_backward")(grad, aux)
-    gx, gw, gb = torch.ops.baracuda.linear_backward(grad, x, weight, ctx.has_bias)
+        grad = getattr(K, ctx.activation + "_backward")(grad, aux)
+    gx, gw, gb = K.linear_backward(grad, x, weight, ctx.has_bias)
     return gx, gw, (gb if ctx.has_bias else None), None
 
 
@@ -549,7 +610,7 @@ def _ce_setup(ctx, inputs, output):
 
 def _ce_backward(ctx, grad_loss, grad_lse):
     logits, target, weight, lse = ctx.saved_tensors
-    g = torch.ops.baracuda.cross_entropy_backward(grad_loss.to(logits.dtype).contiguous(), logits, target, lse, weight,
+    g = K.cross_entropy_backward(grad_loss.to(logits.dtype).contiguous(), logits, target, lse, weight,
                                                   *ctx.args)
     return g, None, None, None, None, None
 
