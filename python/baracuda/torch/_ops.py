@@ -81,7 +81,7 @@ def define(name, schema, impl, fake=None, backward=None, setup_context=None):
 def _eager_function(name, impl, backward, setup_context):
     def forward(ctx, *args):
         ctx.set_materialize_grads(False)
-        out = impl(*args)
+        out = IMPLS[name](*args)
         setup_context(ctx, args, out)
         return out
 
@@ -94,7 +94,7 @@ def _eager_function(name, impl, backward, setup_context):
 def _plain(args):
     """Every tensor argument a real (eager) tensor: no fake, functional or other subclass."""
     for a in args:
-        if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
+        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN or a.is_meta):
             return False
     return True
 
