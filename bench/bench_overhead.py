@@ -165,10 +165,10 @@ def train_rows(steps, compile_too):
         C.free_memory()
         return B * S / dt, loss.item()
 
-    variants = [("patched (norms, MLP, loss)", {}), ("patched (norms, loss)", dict(mlp=False))]
+    variants = [("patch() default: norms, loss", {}), ("patch(mlp=True): norms, MLP, loss", dict(mlp=True))]
     for compiled in ([False, True] if compile_too else [False]):
         base, lb = run(None, compiled)
-        for label, kw in (variants if not compiled else variants[:1]):
+        for label, kw in variants:
             ours, lo = run(kw, compiled)
             torch._dynamo.reset()
             rows.append(dict(row=f"Llama 4x512 B{B} S{S} bf16 train, {'compiled' if compiled else 'eager'}, {label}",

@@ -369,7 +369,7 @@ def test_plan_run_refusals():
         (ID, lambda: plan.run(out, x.half(), y), ["a", "float16"]),
         (ID, lambda: plan.run(R.poison((32, 64), torch.float64), x, y), ["out", "float64"]),
         (IA, lambda: plan.run(out, R.make((64, 32), torch.float32).t(), y), ["a", "strides"]),
-        (IA, lambda: plan.run(out, x, y.cpu()), ["input 1", "CUDA"]),
+        (IA, lambda: plan.run(out, x, y.cpu()), ["b: expected a CUDA tensor"]),
         (IA, lambda: plan.run(out.cpu(), x, y), ["out", "CUDA"]),
         (IA, lambda: plan.run(base[1:].view(32, 64), base[:-1].view(32, 64), y), ["overlaps", "a"]),
         (IA, lambda: plan.run(out, x), ["input"]),

@@ -868,7 +868,7 @@ def test_multi_margin_warp_long_rows_bad_targets():
     for dt in (torch.float64, torch.bfloat16):
         xd = x.to(dt)
         with pytest.raises(errors.InvalidArgument, match=r"target\[5\] = -1 "):
-            bc.multi_margin_loss(xd, t, reduction="none")
+            bc.multi_margin_loss(xd, t, reduction="none", check_targets=True)
         per_row = bc.multi_margin_loss(xd, t, reduction="none", check_targets=False)
         assert torch.isnan(per_row[~ok]).all() and not torch.isnan(per_row[ok]).any()
         ref = F.multi_margin_loss(xd.double()[ok], t[ok], reduction="none")
@@ -907,11 +907,11 @@ def test_multilabel_margin_warp_and_block_sizes(c):
     go = torch.randn(rows, generator=g, device=DEV, dtype=torch.float64)
     for dt in (torch.float64, torch.float32):
         xd = x.to(dt)
-        if bad:  # the functional check names the first bad entry (row 2's class >= C)
+        if bad:  # the opt-in check names the first bad entry (row 2's class >= C)
             with pytest.raises(errors.InvalidArgument, match=rf"target\[2, 40\] = {c} "):
-                bc.multilabel_margin_loss(xd, y, reduction="none")
+                bc.multilabel_margin_loss(xd, y, reduction="none", check_targets=True)
             with pytest.raises(errors.InvalidArgument, match=r"target\[0, 37\] = -2 "):  # row 3 of y
-                bc.multilabel_margin_loss(xd[3:], y[3:], reduction="none")
+                bc.multilabel_margin_loss(xd[3:], y[3:], reduction="none", check_targets=True)
         per_row = bc.multilabel_margin_loss(xd, y, reduction="none", check_targets=False)
         xl = xd.double()[good].cpu().requires_grad_(True)
         ref = F.multilabel_margin_loss(xl, y[good].cpu(), reduction="none")

@@ -165,7 +165,10 @@ def test_gradients_against_float64(dtype):
         _check_against_f64(lambda x, w, b: bc.linear(x, w, b, activation=act),
                            lambda x, w, b: ref_act(F.linear(x, w, b)), [x, lw, lb], **tol)
     _check_against_f64(lambda x, w: bc.linear(x, w), lambda x, w: F.linear(x, w), [x, lw], **tol)
-    _check_against_f64(lambda a, c: bc.matmul(a, c), lambda a, c: a @ c, [r(3, 1, 5, 16), r(2, 16, 7)], **tol)
+    # batches the GEMM takes: equal batch dims, and a 2-D b broadcast over a's batch (its gradient
+    # summed back to [K, N])
+    _check_against_f64(lambda a, c: bc.matmul(a, c), lambda a, c: a @ c, [r(4, 5, 16), r(4, 16, 7)], **tol)
+    _check_against_f64(lambda a, c: bc.matmul(a, c), lambda a, c: a @ c, [r(2, 3, 5, 16), r(16, 7)], **tol)
     _check_against_f64(lambda x: bc.sum(x, dim=(0, 2)), lambda x: x.sum((0, 2)), [x], **tol)
     _check_against_f64(lambda x: bc.mean(x, dim=1, keepdim=True), lambda x: x.mean(1, keepdim=True), [x], **tol)
     # elementwise through the routing, broadcast gradients summed back

@@ -138,7 +138,7 @@ def test_modules_and_patch_on_a_tiny_llama():
                                    num_attention_heads=4, num_key_value_heads=2)
     model = transformers.LlamaForCausalLM(cfg)
     before = {k: v.data_ptr() for k, v in model.state_dict().items()}
-    bt.patch(model)
+    bt.patch(model, mlp=True)
     assert model.baracuda_patched == {"rms_norm": 5, "mlp": 2, "linear": 0, "loss": 1}
     assert isinstance(model.model.norm, bt.RMSNorm) and isinstance(model.model.layers[0].mlp, bt.GatedMLP)
     assert {k: v.data_ptr() for k, v in model.state_dict().items()} == before  # parameters shared, not copied

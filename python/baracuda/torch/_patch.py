@@ -2,9 +2,9 @@
 
 What is swapped (each module keeps its parameters, so state_dict, optimizers and checkpoints are
 unaffected): every ``*RMSNorm`` (``weight`` + ``variance_epsilon``) -> RMSNorm; every gated MLP
-(``gate_proj`` / ``up_proj`` / ``down_proj`` + ``act_fn``) -> GatedMLP; the causal-LM loss ->
-our cross-entropy (no float32 copy of the logits); with ``linear=True`` every other nn.Linear
--> Linear. Attention is left to the model (the attention family will route it).
+(``gate_proj`` / ``up_proj`` / ``down_proj`` + ``act_fn``) -> GatedMLP (with ``mlp=True``); the
+causal-LM loss -> our cross-entropy (no float32 copy of the logits); with ``linear=True`` every
+other nn.Linear -> Linear. Attention is left to the model (the attention family will route it).
 """
 import torch
 from torch import nn
@@ -72,9 +72,11 @@ def causal_lm_loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_i
     return loss
 
 
-def patch(model, *, rms_norm=True, mlp=True, loss=True, linear=False):
-    """Swaps baracuda modules into ``model`` in place and returns it. Returns the counts of what
-    was swapped in ``model.baracuda_patched`` (a dict)."""
+def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False):
+    """Swaps baracuda modules into ``model`` in place and returns it; ``model.baracuda_patched``
+    counts what was swapped. By default the norms and the loss (where baracuda is faster than
+    torch); ``mlp=True`` also swaps the gated MLPs (GatedMLP: our linears, silu and mul, not yet
+    faster than torch's own in a training step), ``linear=True`` every other nn.Linear."""
     counts = {"rms_norm": 0, "mlp": 0, "linear": 0, "loss": 0}
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
