@@ -148,3 +148,26 @@ def test_inspectable_signatures():
     import inspect
     assert list(inspect.signature(bc.rms_norm).parameters)[:3] == ["x", "weight", "eps"]
     assert "x" in inspect.signature(bt.rms_norm).parameters
+
+
+def test_neg_and_conj_views_are_resolved_or_refused():
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _fake import FakeTensor
+    spec = bc.TensorSpec((4,), bc.float32)
+    plan = bc.ElementwisePlan.select(bc.ElementwiseDescriptor("silu", [spec], spec))
+    # an output with torch's negative bit cannot be written through DLPack: refused by name
+    with pytest.raises(errors.InvalidArgument, match="out: is a torch view with the negative bit set"):
+        plan.run(torch._neg_view(torch.empty(4)), FakeTensor((4,), addr=1 << 20))
+    # an input is materialised (resolve_neg), then checked like any other: here, as a CPU tensor
+    with pytest.raises(errors.InvalidArgument, match="x: expected a CUDA tensor"):
+        bc.silu(torch._neg_view(torch.randn(4)))
+
+
+def test_scalars_that_do_not_fit_the_operand_dtype_are_refused():
+    i8 = torch.zeros(4, dtype=torch.int8)
+    with pytest.raises(errors.InvalidArgument, match="1000 is outside the range of int8"):
+        bc.add(i8, 1000)
+    with pytest.raises(errors.InvalidArgument, match="2.5 is not a whole number"):
+        bc.mul(i8, 2.5)

@@ -246,8 +246,18 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
     if (!ready.is_none()) ready();
   }
   const nb::handle original = h;
-  nb::object capsule;
+  nb::object capsule, resolved;
   if (r.framework == 1) {
+    // torch's lazy x.neg() / x.conj() views export their raw bytes through DLPack: the sign would
+    // be lost. Inputs are materialised (as torch's own ops do); an output cannot be.
+    const bool neg = nb::cast<bool>(h.attr("is_neg")()), conj = nb::cast<bool>(h.attr("is_conj")());
+    if (neg || conj) {
+      if (writable)
+        throw InvalidArgument(std::string(name) + ": is a torch view with the " + (neg ? "negative" : "conjugate") +
+                              " bit set (a lazy neg / conj); an output must be a materialised tensor");
+      resolved = h.attr("resolve_neg")().attr("resolve_conj")();
+      h = resolved;
+    }
     capsule = torch_capsule(h);
     h = capsule;
   }

@@ -92,8 +92,27 @@ def _identity(x):
     return x
 
 
+_INT_RANGES = {DType.int8: (-2**7, 2**7 - 1), DType.uint8: (0, 2**8 - 1), DType.int16: (-2**15, 2**15 - 1),
+               DType.int32: (-2**31, 2**31 - 1), DType.uint32: (0, 2**32 - 1), DType.int64: (-2**63, 2**63 - 1)}
+
+
+def check_scalar(value, d: DType, what="a scalar operand"):
+    """A Python scalar that the operand dtype cannot hold exactly is refused (a typed error, not the
+    framework's overflow error): 1000 with int8, 0.5 with int32."""
+    lim = _INT_RANGES.get(d)
+    if lim is None:
+        return
+    if isinstance(value, float) and not value.is_integer():
+        raise InvalidArgument(f"{what} = {value!r} is not a whole number; the tensor operands are {d.name}")
+    if not lim[0] <= value <= lim[1]:
+        raise InvalidArgument(f"{what} = {value!r} is outside the range of {d.name} [{lim[0]}, {lim[1]}], the "
+                              "tensor operands' dtype; cast the tensor first (baracuda.cast)")
+
+
 def scalar_like(value, like, d: DType):
     """A 0-d device tensor holding `value`, for scalar operands of binary / ternary ops."""
+    if not isinstance(value, bool):
+        check_scalar(value, d)
     fw = framework(like)
     if fw == "torch":
         import torch
