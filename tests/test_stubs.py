@@ -43,3 +43,20 @@ def test_installed_package_carries_stub():
     assert (pkg / "_C.pyi").is_file(), f"{pkg} has no _C.pyi: the wheel should ship it"
     assert (pkg / "_C.pyi").read_text() == STUB.read_text(), "the installed _C.pyi is not stubs/baracuda/_C.pyi"
     assert (pkg / "py.typed").is_file(), f"{pkg} has no py.typed"
+    stub = ROOT / "stubs" / "baracuda" / "__init__.pyi"
+    assert (pkg / "__init__.pyi").read_text() == stub.read_text(), "the installed __init__.pyi is not the committed one"
+
+
+def test_package_stub_matches_the_namespace():
+    """stubs/baracuda/__init__.pyi (the public namespace, installed next to __init__.py) is what
+    tools/gen_package_stub.py renders from the installed package."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_package_stub", ROOT / "tools" / "gen_package_stub.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    got, want = gen.render(), (ROOT / "stubs" / "baracuda" / "__init__.pyi").read_text()
+    if got != want:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
+                                            "stubs/baracuda/__init__.pyi", "generated", n=2))
+        pytest.fail("stubs/baracuda/__init__.pyi is out of date; run python tools/gen_package_stub.py\n" + diff[:6000])
+    assert set(baracuda.__all__) >= {"rms_norm", "silu", "ElementwisePlan", "bfloat16", "errors"}

@@ -137,3 +137,12 @@ def get_include() -> str:
 def get_library_dir() -> str:
     """Directory holding libbaracuda.so (link with -L<dir> -lbaracuda)."""
     return _os.path.dirname(__file__)
+
+
+from ._types import DLPackTensor, Scalar, Stream, TensorOrScalar  # noqa: F401,E402
+
+# The public namespace: the plan classes and vocabulary of _C, the dtype objects, every functional
+# op, the introspection functions above and errors. stubs/baracuda/__init__.pyi is generated from it.
+__all__ = sorted(
+    [n for n in globals() if not n.startswith("_") and n not in ("annotations",)]
+)
