@@ -4,8 +4,11 @@ Every function selects a GemmPlan (cached in the core on the operands' metadata)
 outputs in the inputs' framework unless given, and runs on the framework's current stream
 unless ``stream=`` is given. Transposed views (torch ``w.t()``, ``x.mT``) are read in place.
 """
+from typing import Any, Optional
+
 from . import _C, _interop
 from ._dtypes import DType, dtype as as_dtype
+from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument
 
 _EPILOGUES = ("none", "relu", "gelu", "gelu_tanh", "silu")
@@ -66,8 +69,8 @@ def _flatten_rows(x):
     return x if len(x.shape) == 2 else x.reshape(-1, x.shape[-1])
 
 
-def linear(x, weight, bias=None, *, activation="none", return_aux=False, out_dtype=None, allow_tf32=False,
-           stream=None):
+def linear(x: DLPackTensor, weight: DLPackTensor, bias: Optional[DLPackTensor] = None, *, activation: str = "none",
+           return_aux: bool = False, out_dtype: Any = None, allow_tf32: bool = False, stream: Stream = None) -> Any:
     """activation(x @ weight.T + bias), as torch.nn.functional.linear (+ a fused activation).
 
     x [..., K], weight [N, K] (read in place through its transpose), bias [N]. Returns y

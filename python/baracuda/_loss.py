@@ -6,8 +6,11 @@ argument names and defaults; the deprecated size_average / reduce are not taken)
 Plans are cached here on the operands' metadata and the parameters; outputs and the workspace
 are allocated in the logits' framework; launches go to its current stream unless ``stream=``.
 """
+from typing import Any, Optional
+
 from . import _C, _interop
 from ._dtypes import DType
+from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument, Unsupported
 
 _CACHE = {}
@@ -134,8 +137,10 @@ def _lse_dtype(logits):
     return DType.float64 if _interop.dtype_of(logits) == DType.float64 else DType.float32
 
 
-def cross_entropy(logits, target, *, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean",
-                  return_grad=False, grad_loss=None, return_lse=False, check_targets=False, stream=None):
+def cross_entropy(logits: DLPackTensor, target: DLPackTensor, *, weight: Optional[DLPackTensor] = None,
+                  ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean",
+                  return_grad: bool = False, grad_loss: Optional[DLPackTensor] = None, return_lse: bool = False,
+                  check_targets: bool = False, stream: Stream = None) -> Any:
     """cross_entropy(logits [N, V], target [N] int64/int32, *, weight=None [V], ignore_index=-100,
     label_smoothing=0.0, reduction="mean", return_grad=False, grad_loss=None, return_lse=False, stream=None)
 

@@ -17,8 +17,11 @@ For the backward of a fused call, pass ``x=residual_out`` (the tensor that was n
 the gradient arriving at residual_out as ``grad_residual``; ``grad_x`` is then the gradient of
 both x and residual.
 """
+from typing import Any, Optional
+
 from . import _C, _interop
 from ._dtypes import DType
+from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument, Unsupported
 
 
@@ -72,7 +75,9 @@ def _forward(op, x, weight, bias, eps, residual, save_stats, out, residual_out, 
     return tuple(res)
 
 
-def rms_norm(x, weight=None, eps=1e-6, *, residual=None, save_stats=False, out=None, residual_out=None, stream=None):
+def rms_norm(x: DLPackTensor, weight: Optional[DLPackTensor] = None, eps: float = 1e-6, *,
+             residual: Optional[DLPackTensor] = None, save_stats: bool = False, out: Optional[DLPackTensor] = None,
+             residual_out: Optional[DLPackTensor] = None, stream: Stream = None) -> Any:
     """rms_norm(x, weight=None, eps=1e-6, *, residual=None, save_stats=False, out=None, residual_out=None, stream=None)
 
     y = h / sqrt(mean(h^2, last dim) + eps) * weight, with h = x (+ residual).
@@ -89,8 +94,10 @@ def rms_norm(x, weight=None, eps=1e-6, *, residual=None, save_stats=False, out=N
     return _forward("rms_norm", x, weight, None, eps, residual, save_stats, out, residual_out, stream)
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, save_stats=False, out=None, residual_out=None,
-               stream=None):
+def layer_norm(x: DLPackTensor, weight: Optional[DLPackTensor] = None, bias: Optional[DLPackTensor] = None,
+               eps: float = 1e-5, *, residual: Optional[DLPackTensor] = None, save_stats: bool = False,
+               out: Optional[DLPackTensor] = None, residual_out: Optional[DLPackTensor] = None,
+               stream: Stream = None) -> Any:
     """layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, save_stats=False, out=None, residual_out=None, stream=None)
 
     y = (h - mean) / sqrt(var + eps) * weight + bias over the last dim, with h = x (+ residual);

@@ -4,7 +4,10 @@ Each call selects a SoftmaxPlan (cached in the core on op, axis and operand meta
 allocates the output in the input's framework unless ``out=`` is given, and runs on the
 framework's current stream unless ``stream=`` is given.
 """
+from typing import Optional
+
 from . import _C, _interop
+from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument
 
 
@@ -28,7 +31,8 @@ def _call(name, inputs, dim, out, stream):
     return finish(buf)
 
 
-def softmax(x, dim=None, *, axis=None, out=None, stream=None):
+def softmax(x: DLPackTensor, dim: Optional[int] = None, *, axis: Optional[int] = None,
+            out: Optional[DLPackTensor] = None, stream: Stream = None) -> DLPackTensor:
     """softmax(x, dim=-1, *, out=None, stream=None): exp(x - max) / sum(exp(x - max)) along `dim`.
 
     dtypes: f16, bf16, f32, f64 (half types compute in f32). A row holding NaN or +inf is NaN,
@@ -36,7 +40,8 @@ def softmax(x, dim=None, *, axis=None, out=None, stream=None):
     return _call("softmax", [x], _axis("softmax", dim, axis), out, stream)
 
 
-def log_softmax(x, dim=None, *, axis=None, out=None, stream=None):
+def log_softmax(x: DLPackTensor, dim: Optional[int] = None, *, axis: Optional[int] = None,
+                out: Optional[DLPackTensor] = None, stream: Stream = None) -> DLPackTensor:
     """log_softmax(x, dim=-1, *, out=None, stream=None): x - max - log(sum(exp(x - max))) along `dim`.
 
     dtypes: f16, bf16, f32, f64. Backward: baracuda.log_softmax_backward."""
