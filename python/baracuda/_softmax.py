@@ -14,7 +14,7 @@ from .errors import InvalidArgument
 def _axis(name, dim, axis):
     if axis is not None:
         if dim is not None and dim != axis:
-            raise InvalidArgument(f"{name}: got dim={dim} and axis={axis}; give one")
+            raise InvalidArgument(f"{name}: got dim={dim} and axis={axis}; give one (dim)")
         return int(axis)
     return -1 if dim is None else int(dim)
 

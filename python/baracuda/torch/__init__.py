@@ -14,6 +14,7 @@ that requires grad routes here, so no gradient is ever dropped.
 import torch
 
 from ..errors import InvalidArgument, Unsupported
+from .. import _softmax
 from . import _ops
 from ._ops import call
 from ._modules import CrossEntropyLoss, GatedMLP, LayerNorm, Linear, RMSNorm, Softmax
@@ -54,12 +55,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, save_stats
     return res[0] if len(res) == 1 else tuple(res)
 
 
-def _dim(name, dim, axis):
-    if axis is not None:
-        if dim is not None and dim != axis:
-            raise InvalidArgument(f"{name}: got dim={dim} and axis={axis}; give one (dim)")
-        return int(axis)
-    return -1 if dim is None else int(dim)
+_dim = _softmax._axis  # dim (or the older spelling axis), -1 by default: one rule for every family
 
 
 def softmax(x, dim=None, *, axis=None):

@@ -9,15 +9,20 @@ from ._ops import call
 
 
 
+def _last_dim(module, normalized_shape):
+    """torch's normalized_shape, limited to the last dim (what the norm kernels normalize over)."""
+    shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(shape) != 1:
+        raise InvalidArgument(f"{module}: normalized_shape must be one dim (the last), got {shape}")
+    return shape
+
+
 class RMSNorm(nn.Module):
     """torch.nn.RMSNorm over the last dim (eps defaults to 1e-6, the Llama convention)."""
 
     def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, *, device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else \
-            tuple(normalized_shape)
-        if len(self.normalized_shape) != 1:
-            raise InvalidArgument(f"RMSNorm: normalized_shape must be one dim, got {self.normalized_shape}")
+        self.normalized_shape = _last_dim("RMSNorm", normalized_shape)
         self.eps = float(eps)
         self.weight = nn.Parameter(torch.ones(self.normalized_shape, device=device, dtype=dtype)) \
             if elementwise_affine else None
@@ -37,10 +42,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, *, device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else \
-            tuple(normalized_shape)
-        if len(self.normalized_shape) != 1:
-            raise InvalidArgument(f"LayerNorm: normalized_shape must be one dim, got {self.normalized_shape}")
+        self.normalized_shape = _last_dim("LayerNorm", normalized_shape)
         self.eps = float(eps)
         kw = dict(device=device, dtype=dtype)
         self.weight = nn.Parameter(torch.ones(self.normalized_shape, **kw)) if elementwise_affine else None

@@ -233,28 +233,26 @@ def _make_ew(name, row):
                      name, [_spec(t) for t in inputs], _spec(out), params)))
         return out
 
-    backward = setup = None
-    if cat in _DIFFERENTIABLE and row["backward"]:
-        bwd_name = row["backward"]
+    if not (cat in _DIFFERENTIABLE and row["backward"]):
+        return define(name, schema, impl, fake)
+    bwd_name = row["backward"]
 
-        def setup(ctx, inputs, output):
-            ctx.save_for_backward(*[t if isinstance(t, torch.Tensor) else None for t in inputs[:arity]])
-            ctx.extra = inputs[arity:]
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(*[t if isinstance(t, torch.Tensor) else None for t in inputs[:arity]])
+        ctx.extra = inputs[arity:]
 
-        def backward(ctx, grad):
-            saved = ctx.saved_tensors
-            bwd = getattr(K, bwd_name)
-            extra = list(ctx.extra)
-            if cat == "unary":
-                return (bwd(grad, saved[0], *extra),) + (None,) * len(extra)
-            if cat == "gated":
-                return (bwd(grad, saved[0], *extra),) + (None,) * len(extra)
-            first = 1 if name == "where" else 0
-            grads = [None] * arity
-            for i in range(first, arity):
-                if ctx.needs_input_grad[i]:
-                    grads[i] = bwd(grad, *saved, i, *extra)
-            return tuple(grads) + (None,) * len(extra)
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors
+        bwd = getattr(K, bwd_name)
+        extra = list(ctx.extra)
+        if cat in ("unary", "gated"):  # one input: its gradient from (grad, x)
+            return (bwd(grad, saved[0], *extra),) + (None,) * len(extra)
+        first = 1 if name == "where" else 0  # where's condition has no gradient
+        grads = [None] * arity
+        for i in range(first, arity):
+            if ctx.needs_input_grad[i]:
+                grads[i] = bwd(grad, *saved, i, *extra)
+        return tuple(grads) + (None,) * len(extra)
 
     return define(name, schema, impl, fake, backward, setup)
 
