@@ -171,3 +171,13 @@ def test_scalars_that_do_not_fit_the_operand_dtype_are_refused():
         bc.add(i8, 1000)
     with pytest.raises(errors.InvalidArgument, match="2.5 is not a whole number"):
         bc.mul(i8, 2.5)
+
+
+def test_linear_errors_name_the_callers_arguments():
+    x, w = torch.randn(4, 8), torch.randn(6, 9)
+    with pytest.raises(errors.InvalidArgument, match=r"linear: x has shape \(4, 8\) and weight \(6, 9\)"):
+        bc.linear(x, w)
+    with pytest.raises(errors.InvalidArgument, match=r"linear: bias has shape \(5,\); expected \(6,\)"):
+        bc.linear(x, torch.randn(6, 8), torch.randn(5))
+    with pytest.raises(errors.InvalidArgument, match=r"linear_backward: grad_out has shape \(4, 5\); expected \(4, 6\)"):
+        bc.linear_backward(torch.randn(4, 5), x, torch.randn(6, 8))

@@ -151,9 +151,10 @@ void init_gemm(nb::module_& m) {
         [](nb::handle out, nb::handle a, nb::handle b, double alpha, double beta, const std::string& epilogue,
            nb::handle bias, nb::handle aux, nb::handle bias_grad, nb::handle a_scale, nb::handle b_scale,
            nb::handle amax, bool allow_tf32, nb::handle stream, nb::handle workspace_alloc) {
-          Imported o = import_tensor(out, "out", true);
+          // Inputs first: a CPU operand is named, not the output allocated from it.
           Imported ia = import_tensor(a, "a", false);
           Imported ib = import_tensor(b, "b", false);
+          Imported o = import_tensor(out, "out", true);
           auto present = [](nb::handle h) { return h.is_valid() && !h.is_none(); };
           std::optional<DType> bias_dt, grad_dt;
           if (present(bias)) bias_dt = import_tensor(bias, "bias", false).view.dtype;

@@ -88,8 +88,9 @@ def _linear():
     guarded = differentiable("linear", general)
 
     def linear(x, weight, bias=None, **kwargs):
-        if (not kwargs and type(x) in FAST and type(weight) in FAST and (bias is None or type(bias) in FAST)
-                and weight.dim() == 2 and x.dim() >= 2):
+        if (not kwargs and type(x) in FAST and type(weight) in FAST and weight.dim() == 2 and x.dim() >= 2
+                and x.shape[-1] == weight.shape[1]
+                and (bias is None or (type(bias) in FAST and bias.shape == weight.shape[:1]))):
             if needs_route(x, weight, bias):
                 return route("linear", general, (x, weight, bias), {})
             n = weight.shape[0]

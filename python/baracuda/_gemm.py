@@ -69,6 +69,20 @@ def _flatten_rows(x):
     return x if len(x.shape) == 2 else x.reshape(-1, x.shape[-1])
 
 
+def _check_linear(name, x, weight, bias=None):
+    """Shape errors in the caller's names (x, weight, bias), before the GEMM would name a and b."""
+    for arg, t in (("x", x), ("weight", weight)):
+        if not hasattr(t, "shape"):
+            raise InvalidArgument(f"{name}: {arg} ({type(t).__name__}) is not an array-like tensor")
+    if len(weight.shape) != 2:
+        raise InvalidArgument(f"{name}: weight must be [N, K], got shape {tuple(weight.shape)}")
+    if len(x.shape) < 1 or x.shape[-1] != weight.shape[1]:
+        raise InvalidArgument(f"{name}: x has shape {tuple(x.shape)} and weight {tuple(weight.shape)}; "
+                              "x.shape[-1] must equal weight.shape[1] (K)")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise InvalidArgument(f"{name}: bias has shape {tuple(bias.shape)}; expected ({weight.shape[0]},)")
+
+
 def linear(x: DLPackTensor, weight: DLPackTensor, bias: Optional[DLPackTensor] = None, *, activation: str = "none",
            return_aux: bool = False, out_dtype: Any = None, allow_tf32: bool = False, stream: Stream = None) -> Any:
     """activation(x @ weight.T + bias), as torch.nn.functional.linear (+ a fused activation).
@@ -76,8 +90,7 @@ def linear(x: DLPackTensor, weight: DLPackTensor, bias: Optional[DLPackTensor] =
     x [..., K], weight [N, K] (read in place through its transpose), bias [N]. Returns y
     [..., N], or (y, pre_activation) with return_aux=True.
     """
-    if len(weight.shape) != 2:
-        raise InvalidArgument(f"linear: weight must be [N, K], got shape {tuple(weight.shape)}")
+    _check_linear("linear", x, weight, bias)
     lead = tuple(x.shape[:-1])
     r = matmul(_flatten_rows(x), _t(weight), bias=bias, activation=activation, return_aux=return_aux,
                out_dtype=out_dtype, allow_tf32=allow_tf32, stream=stream)
@@ -95,6 +108,11 @@ def linear_backward(grad_out, x, weight, *, bias=True, allow_tf32=False, stream=
     grad_x = grad_out @ weight; grad_weight = grad_out^T @ x, with grad_bias = grad_out summed
     over rows fused into that product (cuBLASLt's bias-gradient epilogue).
     """
+    _check_linear("linear_backward", x, weight)
+    want = (*tuple(x.shape[:-1]), weight.shape[0])
+    if tuple(grad_out.shape) != want:
+        raise InvalidArgument(f"linear_backward: grad_out has shape {tuple(grad_out.shape)}; expected {want} "
+                              f"(x's leading dims and weight.shape[0])")
     g2, x2 = _flatten_rows(grad_out), _flatten_rows(x)
     grad_x = matmul(g2, weight, allow_tf32=allow_tf32, stream=stream).reshape(*x.shape)
     n, k = weight.shape
