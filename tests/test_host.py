@@ -740,3 +740,20 @@ def test_broadcast_gradients_larger_than_one_grid_are_refused():
     huge = S((4, 1 << 62), f16, [0, 0])
     refused(errors.Unsupported, lambda: select("add_backward", [huge, S((1, 1 << 62), f16, [0, 0]), S((4, 1), f16)],
                                                S((4, 1), f16), {"wrt": 1}), "more than 2^63 - 1 elements")
+
+
+@pytest.mark.skipif(bool(bc.devices()), reason="fake tensors must never reach a real device")
+def test_functional_plan_cache_is_bounded_lru():
+    # Every call selects (a miss inserts), then fails at the launch on this GPU-less machine.
+    def call(n):
+        try:
+            bc._C.elementwise_call("neg", FakeTensor((n,), addr=OUT), (FakeTensor((n,), addr=IN0),), {})
+        except errors.BaracudaError:
+            pass
+    base = bc._C.elementwise_cache_size()
+    call(3)
+    call(3)
+    assert bc._C.elementwise_cache_size() == base + 1  # a hit does not insert
+    for n in range(10, 4200):  # past the capacity: the oldest go, the cache stays full
+        call(n)
+    assert bc._C.elementwise_cache_size() == 4096

@@ -4,6 +4,8 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <list>
+#include <mutex>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -42,24 +44,44 @@ void append_key(std::string& key, const TensorView& v);
 void append_params(std::string& key, const std::map<std::string, double>& params);
 
 // One family's functional plan cache: plans keyed by op, params and operand metadata
-// (append_key). Bounded: cleared when full, plans are cheap to rebuild. get() returns a copy,
-// so a clear by another caller cannot pull the plan from under a run.
+// (append_key). Bounded and least-recently-used: a hit moves the plan to the front, an insert past
+// the capacity drops the plan used longest ago. A mutex guards it (the GIL does today; a
+// free-threaded Python would not). get() returns a copy (plans share their state), so an eviction
+// by another caller cannot pull the plan from under a run; select() runs outside the lock.
 template <class Plan> class PlanCache {
  public:
   explicit PlanCache(size_t capacity = 4096) : capacity_(capacity) {}
   template <class Make> Plan get(const std::string& key, Make&& make) {
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      if (plans_.size() >= capacity_) plans_.clear();
-      it = plans_.emplace(key, make()).first;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
+      }
     }
-    return it->second;
+    Plan plan = make();
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = index_.find(key);
+    if (it != index_.end()) return it->second->second;  // another thread selected it meanwhile
+    order_.emplace_front(key, plan);
+    index_.emplace(key, order_.begin());
+    while (order_.size() > capacity_) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return plan;
   }
-  size_t size() const { return plans_.size(); }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return order_.size();
+  }
 
  private:
   size_t capacity_;
-  std::unordered_map<std::string, Plan> plans_;
+  mutable std::mutex mutex_;
+  std::list<std::pair<std::string, Plan>> order_;  // most recently used first
+  std::unordered_map<std::string, typename std::list<std::pair<std::string, Plan>>::iterator> index_;
 };
 
 // Scratch memory of one functional run, from the caller's allocator (a callable bytes ->

@@ -17,8 +17,8 @@ namespace {
 
 
 
-std::unordered_map<std::string, SoftmaxPlan>& sm_cache() {
-  static auto* cache = new std::unordered_map<std::string, SoftmaxPlan>();
+PlanCache<SoftmaxPlan>& sm_cache() {
+  static auto* cache = new PlanCache<SoftmaxPlan>();
   return *cache;
 }
 
@@ -121,15 +121,11 @@ void init_softmax(nb::module_& m) {
             views[i] = ins[i].view;
             append_key(key, views[i]);
           }
-          auto& cache = sm_cache();
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            if (cache.size() >= 4096) cache.clear();
+          const SoftmaxPlan plan = sm_cache().get(key, [&] {
             SoftmaxDescriptor d{op, {}, axis, spec_of(o.view)};
             for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
-            it = cache.emplace(key, SoftmaxPlan::select(d)).first;
-          }
-          const SoftmaxPlan plan = it->second;
+            return SoftmaxPlan::select(d);
+          });
           StreamHandle s = resolve_stream(stream, ins[0]);
           {
             nb::gil_scoped_release release;
@@ -169,18 +165,14 @@ void init_softmax(nb::module_& m) {
             key.push_back('+');
             append_key(key, so.view);
           }
-          auto& cache = sm_cache();
-          auto it = cache.find(key);
-          if (it == cache.end()) {
-            if (cache.size() >= 4096) cache.clear();
+          const SoftmaxPlan plan = sm_cache().get(key, [&] {
             SoftmaxDescriptor d{op, {}, axis, spec_of(o.view)};
             d.tau = tau;
             d.hard = hard;
             for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
             if (args.soft_out) d.soft_out.push_back(spec_of(so.view));
-            it = cache.emplace(key, SoftmaxPlan::select(d)).first;
-          }
-          const SoftmaxPlan plan = it->second;
+            return SoftmaxPlan::select(d);
+          });
           // gumbel_noise has no input: `like` (the tensor whose shape and framework the noise takes)
           // picks the stream and the JAX hand-off instead.
           Imported like_in;
