@@ -4,8 +4,8 @@ One table-driven mechanism: each op is a schema, a CUDA implementation (allocate
 with torch, launch the cached plan on torch's current stream), a fake implementation (the same
 allocation on fake / meta tensors, so shapes, dtypes and strides agree by construction, plus the
 plan's ``select`` where the shapes are concrete, so errors surface at trace time) and, where
-the op has a backward plan, an autograd formula made of other ``torch.ops.baracuda`` ops (so
-AOTAutograd can trace the backward too).
+the op has a backward plan, an autograd formula whose backward ops go through ``K`` (registered
+ops while tracing, so AOTAutograd traces the backward too; the kernels directly when eager).
 
 Registration uses ``torch.library.Library.define`` / ``impl``: the lightest Python path into
 the dispatcher. The extension never links libtorch.
@@ -42,6 +42,7 @@ def _spec(t):
 
 
 _VALIDATED = {}  # (family, operand metadata) -> the plan select() returned
+
 
 def validate(family, tensors, make):
     """Runs the family's select() on concrete shapes, so a fake kernel raises what the CUDA kernel
