@@ -5,6 +5,7 @@ torch.compile), in tokens/s.
 
     python bench/bench_overhead.py                 # every section
     python bench/bench_overhead.py --only host     # host, block, train
+    python bench/bench_overhead.py --quick         # smoke run (what tools/gpu_check.sh --quick passes)
     OUT=/tmp/out python bench/bench_overhead.py    # also writes $OUT/bench_overhead.{md,json,txt}
 
 Host rows: back-to-back calls on tiny tensors (the GPU is idle waiting for the host), timed with
@@ -184,7 +185,10 @@ def main():
     ap.add_argument("--host-reps", type=int, default=5)
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="smoke run: short host loops, 3 training steps, eager only")
     args = ap.parse_args()
+    if args.quick:
+        args.host_n, args.host_reps, args.train_steps, args.no_compile = 300, 2, 3, True
     only = set(args.only.split(","))
     info = C.device_info()
     t0 = time.time()
