@@ -17,7 +17,7 @@ _routes = None
 class _TorchHooks:
     """torch's functions the fast paths call, bound the first time a torch tensor is seen (so
     importing baracuda never imports torch)."""
-    grad = compiling = empty_like = bool = None
+    grad = compiling = empty_like = bool = tensor = None
 
 
 T = _TorchHooks()
@@ -26,20 +26,23 @@ FAST = set()  # tensor types that take the functional fast paths: torch.Tensor /
 
 def see_torch():
     import torch
-    T.grad, T.compiling, T.empty_like, T.bool = (torch.is_grad_enabled, torch.compiler.is_compiling,
-                                                 torch.empty_like, torch.bool)
+    T.grad, T.compiling, T.empty_like, T.bool, T.tensor = (torch.is_grad_enabled, torch.compiler.is_compiling,
+                                                           torch.empty_like, torch.bool, torch.Tensor)
     FAST.update((torch.Tensor, torch.nn.Parameter))
 
 
-def needs_route(*tensors):
-    """For torch tensors: True when autograd must see the call (an operand requires grad and grad
-    mode is on) or torch.compile is tracing it."""
+def needs_route(*values):
+    """True when autograd must see the call (an operand requires grad and grad mode is on) or
+    torch.compile is tracing it with torch tensors among `values`. Needs see_torch() first."""
     if T.compiling():
-        return True
+        for v in values:
+            if isinstance(v, T.tensor):
+                return True
+        return False
     if not T.grad():
         return False
-    for t in tensors:
-        if t is not None and t.requires_grad:
+    for v in values:
+        if getattr(v, "requires_grad", False):
             return True
     return False
 
@@ -52,23 +55,11 @@ def _route_table():
     return _routes
 
 
-def _needs_torch(torch, args, kwargs):
-    if torch.compiler.is_compiling():
-        return any(isinstance(a, torch.Tensor) for a in args)
-    if not torch.is_grad_enabled():
-        return False
-    for a in args:
-        if getattr(a, "requires_grad", False):
-            return True
-    for a in kwargs.values():
-        if getattr(a, "requires_grad", False):
-            return True
-    return False
-
-
-def _route(name, fn, args, kwargs):
-    route = _route_table().get(name)
-    if route is None:
+def route(name, fn, args, kwargs):
+    """Runs `name` through its differentiable torch form (fn, the plain function, where torch.compile
+    traces an op that has none yet), or refuses what would drop a gradient."""
+    torch_form = _route_table().get(name)
+    if torch_form is None:
         import torch
         if torch.compiler.is_compiling() and not torch.is_grad_enabled():
             return fn(*args, **kwargs)  # no torch op yet: a graph break, still correct
@@ -81,7 +72,7 @@ def _route(name, fn, args, kwargs):
         raise Unsupported(f"{name}: stream= under autograd; use `with torch.cuda.stream(s):` instead (the "
                           "registered op runs on torch's current stream)")
     kwargs = {k: v for k, v in kwargs.items() if k not in ("out", "stream")}
-    return route(*args, **kwargs)
+    return torch_form(*args, **kwargs)
 
 
 def differentiable(name, fn):
@@ -89,17 +80,14 @@ def differentiable(name, fn):
 
     @functools.wraps(fn)
     def op(*args, **kwargs):
-        torch = sys.modules.get("torch")
-        if torch is not None and _needs_torch(torch, args, kwargs):
-            return _route(name, fn, args, kwargs)
+        if sys.modules.get("torch") is not None:
+            if not FAST:
+                see_torch()
+            if needs_route(*args, *kwargs.values()):
+                return route(name, fn, args, kwargs)
         return fn(*args, **kwargs)
 
     return op
-
-
-def route(name, fn, args, kwargs):
-    """What a fast path calls when needs_route() said so."""
-    return _route(name, fn, args, kwargs)
 
 
 def guard_all(functions, non_differentiable):

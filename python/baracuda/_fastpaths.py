@@ -5,22 +5,13 @@ allocated with one torch call and the core entered once; everything else goes to
 function (with the autograd routing). The general functions stay the reference: the fast path
 must give the same result and raise the same errors (the core checks every operand).
 """
-from . import _C, _gemm, _loss, _norm, _reduction, _softmax
+from . import _C, _gemm, _interop, _loss, _norm, _reduction, _softmax
 from ._autograd import FAST, differentiable, needs_route, route
 
 _softmax_call = _C.softmax_call
 _norm_call = _C.norm_call
 _gemm_call = _C.gemm_call
 _reduction_call = _C.reduction_call
-
-
-def _ws(x):
-    device = x.device
-
-    def alloc(nbytes):
-        import torch
-        return torch.empty(int(nbytes), dtype=torch.uint8, device=device)
-    return alloc
 
 
 def _softmax_like(name):
@@ -96,7 +87,8 @@ def _linear():
             n = weight.shape[0]
             y = x.new_empty((*x.shape[:-1], n))
             x2, y2 = (x, y) if x.dim() == 2 else (x.reshape(-1, x.shape[-1]), y.view(-1, n))
-            _gemm_call(y2, x2, weight.t(), 1.0, 0.0, "none", bias, None, None, None, None, None, False, None, _ws(x))
+            _gemm_call(y2, x2, weight.t(), 1.0, 0.0, "none", bias, None, None, None, None, None, False, None,
+                       _interop.workspace_allocator(x))
             return y
         return guarded(x, weight, bias, **kwargs)
 
@@ -112,7 +104,8 @@ def _matmul():
             if needs_route(a, b):
                 return route("matmul", general, (a, b), {})
             y = a.new_empty((a.shape[0], b.shape[1]))
-            _gemm_call(y, a, b, 1.0, 0.0, "none", None, None, None, None, None, None, False, None, _ws(a))
+            _gemm_call(y, a, b, 1.0, 0.0, "none", None, None, None, None, None, None, False, None,
+                       _interop.workspace_allocator(a))
             return y
         return guarded(a, b, **kwargs)
 
@@ -131,16 +124,12 @@ def _sum_like(name):
             axes = [] if dim is None else ([dim] if isinstance(dim, int) else list(dim))
             norm = {a % rank for a in axes if -rank <= a < rank} if axes else set(range(rank))
             if rank and (len(norm) == len(axes) or not axes):
-                shape = [1 if i in norm else s for i, s in enumerate(x.shape) if keepdim or i not in norm]
-                y = x.new_empty(shape)
-                _reduction_call(name, y, (x,), axes, bool(keepdim), {}, None, _ws(x))
+                y = x.new_empty(_reduction._reduced_shape(x.shape, norm, keepdim))
+                _reduction_call(name, y, (x,), axes, bool(keepdim), {}, None, _interop.workspace_allocator(x))
                 return y
         return guarded(x, dim, keepdim, **kwargs)
 
     return _finish(fn, general)
-
-
-_CE_PLANS = {}
 
 
 def _cross_entropy():
@@ -153,14 +142,7 @@ def _cross_entropy():
             if needs_route(logits):
                 return route("cross_entropy", general, (logits, target),
                              dict(reduction=reduction, ignore_index=ignore_index))
-            key = (reduction, ignore_index, logits.shape, logits.stride(), logits.dtype, target.shape,
-                   target.stride(), target.dtype, logits.device)
-            plan = _CE_PLANS.get(key)
-            if plan is None:
-                if len(_CE_PLANS) >= 1024:
-                    _CE_PLANS.clear()
-                plan = _CE_PLANS[key] = _loss._plan("cross_entropy", logits, target, None, reduction, ignore_index,
-                                                    0.0, False, None, None)
+            plan = _loss._plan("cross_entropy", logits, target, None, reduction, ignore_index, 0.0, False, None, None)
             n = logits.shape[0]
             import torch
             loss = logits.new_empty((n,) if reduction == "none" else ())

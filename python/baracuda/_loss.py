@@ -38,7 +38,7 @@ def _key(*ts):
         if t is None:
             k.append(None)
         else:
-            k.append((tuple(t.shape), str(t.dtype), tuple(_strides(t) or ())))
+            k.append((tuple(t.shape), t.dtype, tuple(_strides(t) or ())))
     return tuple(k)
 
 

@@ -86,10 +86,8 @@ def _eager_function(name, impl, backward, setup_context):
         setup_context(ctx, args, out)
         return out
 
-    def bwd(ctx, *grads):
-        return backward(ctx, *grads)
-
-    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(bwd)})
+    return type(name, (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
 
 def _plain(args):
@@ -510,13 +508,7 @@ define("matmul", "(Tensor a, Tensor b) -> Tensor", _matmul_impl, _matmul_fake, _
 def _linear_shapes(x, weight, bias, activation):
     if activation not in _ACTIVATIONS:
         raise InvalidArgument(f"linear: activation must be one of {_ACTIVATIONS}, got {activation!r}")
-    if weight.dim() != 2:
-        raise InvalidArgument(f"linear: weight must be [N, K], got shape {tuple(weight.shape)}")
-    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
-        raise InvalidArgument(f"linear: x is {tuple(x.shape)} and weight is {tuple(weight.shape)}: "
-                              "x.shape[-1] must equal weight.shape[1]")
-    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise InvalidArgument(f"linear: bias has shape {tuple(bias.shape)}; expected ({weight.shape[0]},)")
+    _gemm._check_linear("linear", x, weight, bias)
     return (*x.shape[:-1], weight.shape[0])
 
 
@@ -640,7 +632,7 @@ define("cross_entropy_backward", "(Tensor grad_loss, Tensor logits, Tensor targe
 def _reduce_fake(name):
     def fake(x, dim, keepdim):
         axes, norm = _reduction._axes(name, list(dim) if dim else None, x.dim())
-        shape = tuple(1 if i in norm else s for i, s in enumerate(x.shape) if keepdim or i not in norm)
+        shape = _reduction._reduced_shape(x.shape, norm, keepdim)
         if name == "sum" and not (x.is_floating_point() or x.is_complex()):
             return x.new_empty(shape, dtype=torch.int64)
         return x.new_empty(shape)
