@@ -616,8 +616,9 @@ def test_error_hierarchy():
 
 def test_features_default_build():
     f = bc.features()
-    assert set(f) == {"cudnn", "nccl", "fa2", "marlin", "mamba"}
-    assert not any(f.values()), f"the default build has every toggle off, got {f}"
+    assert set(f) == {"cudnn", "nccl", "fa2", "marlin", "mamba", "xla_ffi"}
+    toggles = {k: v for k, v in f.items() if k != "xla_ffi"}  # xla_ffi: on where jaxlib was at build time
+    assert not any(toggles.values()), f"the default build has every toggle off, got {f}"
 
 
 def test_build_info():
@@ -625,7 +626,7 @@ def test_build_info():
     assert info["version"] == bc.__version__ == importlib.metadata.version("baracuda")
     assert info["cuda_archs"] and all(a.strip().isdigit() for a in info["cuda_archs"].split(","))
     assert info["cuda_runtime_version"] >= 12000
-    assert info["features"] == bc.features()
+    assert {**info["features"], "xla_ffi": bc.features()["xla_ffi"]} == bc.features()
 
 
 def test_devices_without_gpu_is_empty_not_an_error():

@@ -4,6 +4,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <map>
@@ -101,6 +102,51 @@ Workspace import_workspace(nb::handle workspace, int device);
 // says what it needed).
 Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc, int device);
 
+// ---- JAX: plans that XLA's FFI handler runs (xla.cpp) ----------------------------------------
+// A plan selected at trace time (baracuda.jax), run later by the handler on views of XLA's buffers,
+// given in registration order: the inputs, then the outputs.
+using ViewRun = std::function<void(const TensorView* views, void* workspace, int64_t workspace_size, StreamHandle)>;
+struct XlaPlan {
+  ViewRun run;
+  std::vector<TensorSpec> specs;  // each operand as the plan sees it (a transposed view has its strides)
+  int num_inputs = 0;
+};
+// Returns the id the handler's `plan` attribute names. Plans live until exit: a compiled
+// executable may run them at any time.
+int64_t register_xla_plan(XlaPlan plan);
+inline constexpr const char* kXlaPlanDoc =
+    "Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and "
+    "specs, inputs first; returns the id the custom call's `plan` attribute carries.";
+
+// One family's `xla_plan(plan, roles, specs, num_inputs)`: the operands named by the roles of its
+// run() (e.g. "x", "rstd"); `member(role)` is the field of the family's tensors struct a role fills.
+template <class Plan, class Tensors, class Member>
+void def_xla_plan(nb::module_& m, Member member) {
+  m.def("xla_plan", [member](const Plan& plan, const std::vector<std::string>& roles, std::vector<TensorSpec> specs,
+                             int num_inputs) {
+    std::vector<TensorView Tensors::*> fields;
+    for (const std::string& role : roles) fields.push_back(member(role));
+    return register_xla_plan(XlaPlan{[plan, fields](const TensorView* views, void* ws, int64_t ws_size, StreamHandle s) {
+                                       Tensors t;
+                                       for (size_t i = 0; i < fields.size(); ++i) t.*fields[i] = views[i];
+                                       plan.run(t, ws, ws_size, s);
+                                     },
+                                     std::move(specs), num_inputs});
+  }, nb::arg("plan"), nb::arg("roles"), nb::arg("specs"), nb::arg("num_inputs"), kXlaPlanDoc);
+}
+// The same for plans whose run() takes (out, inputs...): one output, registered last.
+template <class Plan, class Launch>
+void def_xla_plan_positional(nb::module_& m, Launch launch) {
+  m.def("xla_plan", [launch](const Plan& plan, const std::vector<std::string>&, std::vector<TensorSpec> specs,
+                             int num_inputs) {
+    return register_xla_plan(XlaPlan{[plan, launch, num_inputs](const TensorView* views, void* ws, int64_t ws_size,
+                                                                StreamHandle s) {
+                                       launch(plan, views[num_inputs], views, num_inputs, ws, ws_size, s);
+                                     },
+                                     std::move(specs), num_inputs});
+  }, nb::arg("plan"), nb::arg("roles"), nb::arg("specs"), nb::arg("num_inputs"), kXlaPlanDoc);
+}
+
 DType dtype_from_dlpack(nb::dlpack::dtype t, const char* name);
 nb::dlpack::dtype dlpack_from_dtype(DType t);
 
@@ -112,5 +158,6 @@ void init_gemm(nb::module_& m);
 void init_softmax(nb::module_& m);
 void init_loss(nb::module_& m);
 void init_scan(nb::module_& m);
+void init_xla(nb::module_& m);
 
 }  // namespace baracuda::py

@@ -119,6 +119,10 @@ void init_elementwise(nb::module_& m) {
            "Check the tensors against the descriptor and launch on `stream` (default: the current stream of the "
            "inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).");
 
+  def_xla_plan_positional<ElementwisePlan>(
+      m, [](const ElementwisePlan& p, const TensorView& out, const TensorView* in, int n, void* ws, int64_t wss,
+            StreamHandle s) { p.run(out, in, n, ws, wss, s); });
+
   m.def("elementwise_call",
         [](const std::string& op, nb::handle out, nb::tuple inputs, std::map<std::string, double> params,
            nb::handle stream, nb::handle workspace_alloc) {

@@ -147,6 +147,19 @@ void init_gemm(nb::module_& m) {
            "Check the tensors against the descriptor and launch on `stream` (default: the current stream of a's "
            "framework). Never allocates, never synchronizes (except to hand results to JAX).");
 
+  def_xla_plan<GemmPlan, GemmTensors>(m, [](const std::string& role) -> TensorView GemmTensors::* {
+    if (role == "out") return &GemmTensors::out;
+    if (role == "a") return &GemmTensors::a;
+    if (role == "b") return &GemmTensors::b;
+    if (role == "bias") return &GemmTensors::bias;
+    if (role == "aux") return &GemmTensors::aux;
+    if (role == "bias_grad") return &GemmTensors::bias_grad;
+    if (role == "a_scale") return &GemmTensors::a_scale;
+    if (role == "b_scale") return &GemmTensors::b_scale;
+    if (role == "amax") return &GemmTensors::amax;
+    throw InvalidArgument("gemm xla_plan: unknown operand role '" + role + "'");
+  });
+
   m.def("gemm_call",
         [](nb::handle out, nb::handle a, nb::handle b, double alpha, double beta, const std::string& epilogue,
            nb::handle bias, nb::handle aux, nb::handle bias_grad, nb::handle a_scale, nb::handle b_scale,

@@ -26,23 +26,15 @@ bool is_output(int slot, bool backward) {
 }
 bool is_backward_op(const std::string& op) { return op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0; }
 
-TensorView& slot_view(NormTensors& t, int slot) {
-  switch (slot) {
-    case Y: return t.y;
-    case X: return t.x;
-    case W: return t.weight;
-    case B: return t.bias;
-    case RES: return t.residual;
-    case RES_OUT: return t.residual_out;
-    case MEAN: return t.mean;
-    case RSTD: return t.rstd;
-    case GY: return t.grad_out;
-    case GX: return t.grad_x;
-    case GRES: return t.grad_residual;
-    case GW: return t.grad_weight;
-    default: return t.grad_bias;
-  }
+TensorView NormTensors::*slot_member(int slot) {
+  static TensorView NormTensors::*const members[kNumSlots] = {
+      &NormTensors::y,        &NormTensors::x,      &NormTensors::weight,        &NormTensors::bias,
+      &NormTensors::residual, &NormTensors::residual_out, &NormTensors::mean,    &NormTensors::rstd,
+      &NormTensors::grad_out, &NormTensors::grad_x, &NormTensors::grad_residual, &NormTensors::grad_weight,
+      &NormTensors::grad_bias};
+  return members[slot];
 }
+TensorView& slot_view(NormTensors& t, int slot) { return t.*slot_member(slot); }
 
 // Imports every given tensor (None = absent) zero-copy; `keep` holds the arrays alive.
 NormTensors import_all(const nb::handle* hs, bool backward, Imported* keep) {
@@ -187,6 +179,12 @@ void init_norm(nb::module_& m) {
            "run(grad_x=, grad_out=, x=, rstd=, [mean=, weight=, grad_weight=, grad_bias=, grad_residual=], "
            "workspace=). Checks the tensors against the descriptor and launches on `stream` (default: the current "
            "stream of x's framework). Never allocates, never synchronizes (except to hand results to JAX).");
+
+  def_xla_plan<NormPlan, NormTensors>(m, [](const std::string& role) {
+    for (int i = 0; i < kNumSlots; ++i)
+      if (role == kSlotNames[i]) return slot_member(i);
+    throw InvalidArgument("norm xla_plan: unknown operand role '" + role + "'");
+  });
 
   m.def("norm_call",
         [](const std::string& op, double eps, bool save_stats, nb::handle y, nb::handle x, nb::handle weight,

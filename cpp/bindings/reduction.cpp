@@ -121,6 +121,10 @@ void init_reduction(nb::module_& m) {
            "inputs' framework). inputs: x, or grad_out, x[, y]. Never allocates, never synchronizes (except to hand "
            "results to JAX).");
 
+  def_xla_plan_positional<ReductionPlan>(
+      m, [](const ReductionPlan& p, const TensorView& out, const TensorView* in, int n, void* ws, int64_t wss,
+            StreamHandle s) { p.run(out, in, n, ws, wss, s); });
+
   m.def("reduction_call",
         [](const std::string& op, nb::handle out, nb::tuple inputs, nb::handle axes, bool keepdim,
            std::map<std::string, double> params, nb::handle stream, nb::handle workspace_alloc) {

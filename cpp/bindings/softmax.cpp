@@ -105,6 +105,10 @@ void init_softmax(nb::module_& m) {
            "gumbel_noise (run(g) with no input) need `seed` (and `offset`, default 0); gumbel_softmax with a "
            "soft_out spec needs `soft_out`.");
 
+  def_xla_plan_positional<SoftmaxPlan>(
+      m, [](const SoftmaxPlan& p, const TensorView& out, const TensorView* in, int n, void*, int64_t,
+            StreamHandle s) { p.run(out, in, n, s); });
+
   m.def("softmax_call",
         [](const std::string& op, nb::handle out, nb::tuple inputs, int64_t axis, nb::handle stream) {
           static const char* kNames[] = {"input 0", "input 1"};

@@ -95,8 +95,9 @@ globals().update(_guard_all(_OPS, _NON_DIFFERENTIABLE))
 
 
 def features() -> dict:
-    """Which optional families this build holds: {'cudnn': False, 'nccl': False, ...}."""
-    return dict(_C.build_info()["features"])
+    """Which optional families this build holds: {'cudnn': False, 'nccl': False, ...}, and
+    'xla_ffi': whether the JAX handler (baracuda.jax) was compiled."""
+    return {**_C.build_info()["features"], "xla_ffi": _C.xla_handler() is not None}
 
 
 def build_info() -> dict:

@@ -228,6 +228,27 @@ class ElementwisePlan:
         Check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).
         """
 
+@overload
+def xla_plan(plan: ElementwisePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: ReductionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: NormPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: GemmPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: SoftmaxPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: LossPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
+    """
+    Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and specs, inputs first; returns the id the custom call's `plan` attribute carries.
+    """
+
 def elementwise_call(op: str, out: object, inputs: tuple, params: Mapping[str, float], stream: object | None = None, workspace_alloc: object | None = None) -> None:
     """
     Functional entry: select (cached on op, params and operand metadata) and run.
@@ -904,3 +925,11 @@ def scan_call(op: str, outputs: tuple, inputs: tuple, axis: int = -1, stream: ob
 
 def scan_cache_size() -> int:
     """Plans in the functional scan cache."""
+
+def xla_handler() -> object:
+    """
+    The XLA FFI handler that runs registered plans (a capsule for jax.ffi.register_ffi_target), or None when this build found no XLA FFI headers (jaxlib's, at build time).
+    """
+
+def xla_plan_count() -> int:
+    """Plans registered for XLA (they live until exit)."""

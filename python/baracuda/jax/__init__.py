@@ -1,0 +1,507 @@
+"""baracuda inside JAX: every op is an XLA custom call (``jax.ffi``), so it runs under ``jax.jit``
+on XLA's stream into XLA's buffers, with gradients through ``jax.custom_vjp`` from our backward
+plans.
+
+    import baracuda.jax as bj
+
+    @jax.jit
+    def loss_fn(params, x, target):
+        h = bj.rms_norm(x, params["norm"])
+        h = bj.linear(h, params["w1"], params["b1"], activation="gelu")
+        logits = bj.linear(h, params["w2"])
+        return bj.cross_entropy(logits, target)
+
+    grads = jax.grad(loss_fn)(params, x, target)
+
+How it works: at trace time each call builds the family's descriptor from the abstract shapes,
+runs ``select`` (so bad input raises the same typed ``baracuda.errors`` exception as the eager
+API, while tracing) and registers the plan with the extension's one FFI handler; the custom call
+names the plan by id and carries any workspace as one more XLA output, so nothing allocates or
+synchronizes at run time. Plan ids are process-local: an exported / serialized computation does
+not carry them.
+
+``jax.vmap`` runs these ops sequentially over the mapped axis (``vmap_method="sequential"``);
+for row-wise ops, prefer to fold the mapped axis into the leading dims yourself.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _C
+from .._dtypes import dtype as _bc_dtype
+from ..errors import InvalidArgument, Unsupported
+
+TARGET = "baracuda_plan"
+_WORKSPACE_ALIGN = 256  # the handler aligns the workspace output's start up to this
+
+_HANDLER = _C.xla_handler()
+if _HANDLER is not None:
+    jax.ffi.register_ffi_target(TARGET, _HANDLER, platform="CUDA")
+
+
+def available() -> bool:
+    """Whether this build has the XLA FFI handler (jaxlib's headers were found when it was built)."""
+    return _HANDLER is not None
+
+
+# ---- the one mechanism: descriptor -> plan -> custom call -----------------------------------------
+
+def _spec(shape, dtype, strides=None):
+    return _C.TensorSpec(tuple(int(d) for d in shape), _bc_dtype(dtype), None if strides is None else list(strides))
+
+
+def _spec_of(x):
+    return _spec(x.shape, x.dtype)
+
+
+def _transposed_spec(x):
+    """The spec of x's last two dims swapped, read in place (x row-major): no copy."""
+    *batch, r, c = x.shape
+    strides = [1] * x.ndim
+    for i in range(x.ndim - 2, -1, -1):
+        strides[i] = strides[i + 1] * int(x.shape[i + 1])
+    return _spec((*batch, c, r), x.dtype, strides[:-2] + [1, c])
+
+
+_PLANS = {}  # (descriptor, roles, specs) -> (plan id, workspace bytes)
+
+
+def _launch(desc, select, inputs, outputs):
+    """Runs the plan ``select(desc)`` on ``inputs`` [(role, array, spec)] and returns the arrays of
+    ``outputs`` [(role, shape, dtype)] (each row-major). The plan is selected and registered once
+    per descriptor and operand layout."""
+    if not available():
+        raise Unsupported("baracuda.jax: this build has no XLA FFI handler (jaxlib was not installed when "
+                          "baracuda was built); reinstall baracuda with jaxlib present")
+    out_specs = [_spec(shape, dt) for _, shape, dt in outputs]
+    roles = tuple(r for r, _, _ in inputs) + tuple(r for r, _, _ in outputs)
+    specs = tuple(s for _, _, s in inputs) + tuple(out_specs)
+    key = (desc, roles, specs)
+    entry = _PLANS.get(key)
+    if entry is None:
+        plan = select(desc)
+        entry = _PLANS[key] = (_C.xla_plan(plan, list(roles), list(specs), len(inputs)), plan.workspace_bytes())
+    plan_id, ws = entry
+    result = [jax.ShapeDtypeStruct(tuple(shape), dt) for _, shape, dt in outputs]
+    if ws:
+        result.append(jax.ShapeDtypeStruct((ws + _WORKSPACE_ALIGN,), jnp.uint8))
+    outs = jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(*[a for _, a, _ in inputs],
+                                                                      plan=np.int64(plan_id))
+    return list(outs[:len(outputs)])
+
+
+def _stats_dtype(x):
+    return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
+
+
+def _operand(role, x):
+    return (role, x, _spec_of(x))
+
+
+# ---- norms ----------------------------------------------------------------------------------------
+
+def _check_norm(op, x, weight, bias=None):
+    if x.ndim == 0:
+        raise InvalidArgument(f"{op}: x is 0-d; expected at least one dimension (the normalized one)")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (x.shape[-1],):
+            raise InvalidArgument(f"{op}: {name} has shape {tuple(t.shape)}; expected ({x.shape[-1]},), x's last dim")
+
+
+def _norm_forward(op, x, weight, bias, eps):
+    _check_norm(op, x, weight, bias)
+    desc = _C.NormDescriptor(op, _spec_of(x), None if weight is None else _bc_dtype(weight.dtype),
+                             None if bias is None else _bc_dtype(bias.dtype), False, float(eps), True)
+    ins = [_operand("x", x)] + [_operand(r, t) for r, t in (("weight", weight), ("bias", bias)) if t is not None]
+    stats = [("mean", x.shape[:-1], _stats_dtype(x))] if op == "layer_norm" else []
+    stats.append(("rstd", x.shape[:-1], _stats_dtype(x)))
+    return _launch(desc, _C.NormPlan.select, ins, [("y", x.shape, x.dtype)] + stats)
+
+
+def _norm_backward(op, grad, x, stats, weight, bias):
+    desc = _C.NormDescriptor(op + "_backward", _spec_of(x), None if weight is None else _bc_dtype(weight.dtype),
+                             None if bias is None else _bc_dtype(bias.dtype), False, 0.0, False)
+    names = ("mean", "rstd") if op == "layer_norm" else ("rstd",)
+    ins = [_operand("grad_out", grad.astype(x.dtype)), _operand("x", x)] + \
+        [_operand(n, s) for n, s in zip(names, stats)] + ([_operand("weight", weight)] if weight is not None else [])
+    outs = [("grad_x", x.shape, x.dtype)]
+    if weight is not None:
+        outs.append(("grad_weight", weight.shape, weight.dtype))
+    if bias is not None:
+        outs.append(("grad_bias", bias.shape, bias.dtype))
+    got = _launch(desc, _C.NormPlan.select, ins, outs)
+    gx = got.pop(0)
+    gw = got.pop(0) if weight is not None else None
+    gb = got.pop(0) if bias is not None else None
+    return gx, gw, gb
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _rms_norm(x, weight, eps):
+    return _norm_forward("rms_norm", x, weight, None, eps)[0]
+
+
+def _rms_norm_fwd(x, weight, eps):
+    y, rstd = _norm_forward("rms_norm", x, weight, None, eps)
+    return y, (x, weight, rstd)
+
+
+def _rms_norm_bwd(eps, res, grad):
+    x, weight, rstd = res
+    gx, gw, _ = _norm_backward("rms_norm", grad, x, (rstd,), weight, None)
+    return gx, gw
+
+
+_rms_norm.defvjp(_rms_norm_fwd, _rms_norm_bwd)
+
+
+def rms_norm(x, weight=None, eps: float = 1e-6):
+    """y = x * rsqrt(mean(x^2, -1) + eps) * weight, over the last dim; differentiable."""
+    return _rms_norm(x, weight, eps)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _layer_norm(x, weight, bias, eps):
+    return _norm_forward("layer_norm", x, weight, bias, eps)[0]
+
+
+def _layer_norm_fwd(x, weight, bias, eps):
+    y, mean, rstd = _norm_forward("layer_norm", x, weight, bias, eps)
+    return y, (x, weight, bias, mean, rstd)
+
+
+def _layer_norm_bwd(eps, res, grad):
+    x, weight, bias, mean, rstd = res
+    return _norm_backward("layer_norm", grad, x, (mean, rstd), weight, bias)
+
+
+_layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
+
+
+def layer_norm(x, weight=None, bias=None, eps: float = 1e-5):
+    """y = (x - mean) * rsqrt(var + eps) * weight + bias, over the last dim; differentiable."""
+    return _layer_norm(x, weight, bias, eps)
+
+
+# ---- softmax / log-softmax ----------------------------------------------------------------------
+
+def _softmax_run(op, inputs, axis):
+    x = inputs[-1]
+    if not -max(x.ndim, 1) <= axis < max(x.ndim, 1):
+        raise InvalidArgument(f"{op}: axis {axis} is out of range for x of rank {x.ndim}")
+    specs = [_spec_of(t) for t in inputs]
+    desc = _C.SoftmaxDescriptor(op, specs, int(axis), _spec_of(x))
+    return _launch(desc, _C.SoftmaxPlan.select, [("input", t, s) for t, s in zip(inputs, specs)],
+                   [("out", x.shape, x.dtype)])[0]
+
+
+def _softmax_op(name):
+    @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+    def op(x, axis):
+        return _softmax_run(name, [x], axis)
+
+    def fwd(x, axis):
+        y = _softmax_run(name, [x], axis)
+        return y, y
+
+    def bwd(axis, y, grad):
+        return (_softmax_run(name + "_backward", [grad.astype(y.dtype), y], axis),)
+
+    op.defvjp(fwd, bwd)
+    return op
+
+
+_softmax = _softmax_op("softmax")
+_log_softmax = _softmax_op("log_softmax")
+
+
+def softmax(x, axis: int = -1):
+    """exp(x) / sum(exp(x)) along ``axis``; differentiable."""
+    return _softmax(x, axis)
+
+
+def log_softmax(x, axis: int = -1):
+    """x - logsumexp(x) along ``axis``; differentiable."""
+    return _log_softmax(x, axis)
+
+
+# ---- GEMM: matmul and linear ------------------------------------------------------------------------
+
+ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu")
+_NEEDS_AUX = ("gelu", "gelu_tanh", "silu")  # their derivative reads the pre-activation
+
+
+def _gemm(a, b, a_spec, b_spec, out_shape, *, epilogue="none", bias=None, aux=False, bias_grad_dtype=None):
+    """out = epilogue(a @ b + bias) for 2-D / same-batch a, b given with their specs (a transposed
+    spec reads the array in place). Returns [out] (+ aux) (+ bias_grad)."""
+    out_dtype = a.dtype
+    desc = _C.GemmDescriptor(a_spec, b_spec, _spec(out_shape, out_dtype), epilogue=epilogue,
+                             bias=None if bias is None else _bc_dtype(bias.dtype), aux=aux,
+                             bias_grad=None if bias_grad_dtype is None else _bc_dtype(bias_grad_dtype))
+    ins = [("a", a, a_spec), ("b", b, b_spec)] + ([_operand("bias", bias)] if bias is not None else [])
+    outs = [("out", out_shape, out_dtype)]
+    if aux:
+        outs.append(("aux", out_shape, out_dtype))
+    if bias_grad_dtype is not None:
+        outs.append(("bias_grad", (a_spec.shape[-2],), bias_grad_dtype))
+    return _launch(desc, _C.GemmPlan.select, ins, outs)
+
+
+def _matmul_2d_or_batched(a, b, ta=False, tb=False):
+    """a @ b (or with a / b transposed in place) for a [..., M, K], b [..., K, N] of equal batch dims."""
+    a_spec = _transposed_spec(a) if ta else _spec_of(a)
+    b_spec = _transposed_spec(b) if tb else _spec_of(b)
+    shape = (*a_spec.shape[:-1], b_spec.shape[-1])
+    return _gemm(a, b, a_spec, b_spec, shape)[0]
+
+
+def _check_matmul(a, b):
+    if a.ndim < 2 or b.ndim < 2:
+        raise InvalidArgument(f"matmul: a and b need at least 2 dims, got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        raise InvalidArgument(f"matmul: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a.shape[-1] != b.shape[-2]")
+    if a.dtype != b.dtype:
+        raise InvalidArgument(f"matmul: a is {a.dtype} and b is {b.dtype}; expected one dtype")
+
+
+@jax.custom_vjp
+def _matmul(a, b):
+    return _matmul_impl(a, b)
+
+
+def _matmul_impl(a, b):
+    _check_matmul(a, b)
+    if b.ndim == 2:  # [..., M, K] @ [K, N]: one GEMM over the flattened rows
+        a2 = a.reshape(-1, a.shape[-1])
+        return _matmul_2d_or_batched(a2, b).reshape(*a.shape[:-1], b.shape[-1])
+    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a_full = jnp.broadcast_to(a, (*batch, *a.shape[-2:]))
+    b_full = jnp.broadcast_to(b, (*batch, *b.shape[-2:]))
+    return _matmul_2d_or_batched(a_full, b_full)
+
+
+def _matmul_fwd(a, b):
+    return _matmul_impl(a, b), (a, b)
+
+
+def _sum_to(g, shape):
+    """Sums a broadcast gradient back to an operand's shape."""
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead else g
+    axes = tuple(i for i, (gs, s) in enumerate(zip(g.shape, shape)) if s == 1 and gs != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+
+
+def _matmul_bwd(res, grad):
+    a, b = res
+    grad = grad.astype(a.dtype)
+    if b.ndim == 2:
+        g2 = grad.reshape(-1, grad.shape[-1])
+        a2 = a.reshape(-1, a.shape[-1])
+        ga = _matmul_2d_or_batched(g2, b, tb=True).reshape(a.shape)
+        gb = _matmul_2d_or_batched(a2, g2, ta=True)
+        return ga, gb
+    batch = grad.shape[:-2]
+    a_full = jnp.broadcast_to(a, (*batch, *a.shape[-2:]))
+    b_full = jnp.broadcast_to(b, (*batch, *b.shape[-2:]))
+    ga = _sum_to(_matmul_2d_or_batched(grad, b_full, tb=True), a.shape)
+    gb = _sum_to(_matmul_2d_or_batched(a_full, grad, ta=True), b.shape)
+    return ga, gb
+
+
+_matmul.defvjp(_matmul_fwd, _matmul_bwd)
+
+
+def matmul(a, b):
+    """a @ b for a [..., M, K], b [..., K, N] (batch dims broadcast); differentiable."""
+    return _matmul(a, b)
+
+
+def _check_linear(x, weight, bias, activation):
+    if activation not in ACTIVATIONS:
+        raise InvalidArgument(f"linear: activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if x.ndim < 1 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
+        raise InvalidArgument(f"linear: x is {tuple(x.shape)} and weight is {tuple(weight.shape)}; expected "
+                              f"x [..., K] and weight [N, K]")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise InvalidArgument(f"linear: bias has shape {tuple(bias.shape)}; expected ({weight.shape[0]},)")
+
+
+def _linear_impl(x, weight, bias, activation):
+    _check_linear(x, weight, bias, activation)
+    x2 = x.reshape(-1, x.shape[-1])
+    shape = (x2.shape[0], weight.shape[0])
+    got = _gemm(x2, weight, _spec_of(x2), _transposed_spec(weight), shape, epilogue=activation, bias=bias,
+                aux=activation in _NEEDS_AUX)
+    y = got[0].reshape(*x.shape[:-1], weight.shape[0])
+    aux = got[1] if activation in _NEEDS_AUX else (y if activation == "relu" else None)
+    return y, aux
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _linear(x, weight, bias, activation):
+    return _linear_impl(x, weight, bias, activation)[0]
+
+
+def _linear_fwd(x, weight, bias, activation):
+    y, aux = _linear_impl(x, weight, bias, activation)
+    return y, (x, weight, bias is not None, aux)
+
+
+def _linear_bwd(activation, res, grad):
+    x, weight, has_bias, aux = res
+    g2 = grad.astype(x.dtype).reshape(-1, weight.shape[0])
+    if activation != "none":  # relu_backward(grad, y): y > 0 exactly where the pre-activation is
+        g2 = _ew(activation + "_backward", [g2, aux.reshape(g2.shape)], {})
+    x2 = x.reshape(-1, x.shape[-1])
+    gx = _matmul_2d_or_batched(g2, weight).reshape(x.shape)
+    got = _gemm(g2, x2, _transposed_spec(g2), _spec_of(x2), weight.shape,
+                epilogue="bias_grad" if has_bias else "none", bias_grad_dtype=weight.dtype if has_bias else None)
+    return gx, got[0], (got[1] if has_bias else None)
+
+
+_linear.defvjp(_linear_fwd, _linear_bwd)
+
+
+def linear(x, weight, bias=None, activation: str = "none"):
+    """activation(x @ weight.T + bias) in one GEMM with a fused epilogue (torch's layout: weight
+    [N, K]); activation: none, relu, gelu, gelu_tanh, silu. Differentiable."""
+    return _linear(x, weight, bias, activation)
+
+
+# ---- cross-entropy ------------------------------------------------------------------------------
+
+REDUCTIONS = ("none", "mean", "sum")
+
+
+def _ce_desc(op, logits, target, ignore_index, label_smoothing, reduction, grad_input=False):
+    return _C.LossDescriptor(op, _spec_of(logits), _spec_of(target), None, reduction, int(ignore_index),
+                             float(label_smoothing), False, grad_input,
+                             _spec_of(logits) if grad_input else None)
+
+
+def _ce_forward(logits, target, ignore_index, label_smoothing, reduction):
+    if logits.ndim != 2:
+        raise InvalidArgument(f"cross_entropy: logits must have shape [N, V], got {tuple(logits.shape)}")
+    if tuple(target.shape) != (logits.shape[0],):
+        raise InvalidArgument(f"cross_entropy: target has shape {tuple(target.shape)}; expected ({logits.shape[0]},)")
+    if reduction not in REDUCTIONS:
+        raise InvalidArgument(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    desc = _ce_desc("cross_entropy", logits, target, ignore_index, label_smoothing, reduction)
+    loss_shape = (logits.shape[0],) if reduction == "none" else ()
+    return _launch(desc, _C.LossPlan.select, [_operand("input", logits), _operand("target", target)],
+                   [("out", loss_shape, logits.dtype), ("lse", (logits.shape[0],), _stats_dtype(logits))])
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _cross_entropy(logits, target, ignore_index, label_smoothing, reduction):
+    return _ce_forward(logits, target, ignore_index, label_smoothing, reduction)[0]
+
+
+def _ce_fwd(logits, target, ignore_index, label_smoothing, reduction):
+    loss, lse = _ce_forward(logits, target, ignore_index, label_smoothing, reduction)
+    return loss, (logits, target, lse)
+
+
+def _ce_bwd(ignore_index, label_smoothing, reduction, res, grad):
+    logits, target, lse = res
+    desc = _ce_desc("cross_entropy_backward", logits, target, ignore_index, label_smoothing, reduction, True)
+    ins = [_operand("input", logits), _operand("target", target), _operand("lse", lse),
+           _operand("grad_loss", grad.astype(logits.dtype))]
+    (g,) = _launch(desc, _C.LossPlan.select, ins, [("grad_input", logits.shape, logits.dtype)])
+    return g, None
+
+
+_cross_entropy.defvjp(_ce_fwd, _ce_bwd)
+
+
+def cross_entropy(logits, target, *, ignore_index: int = -100, label_smoothing: float = 0.0,
+                  reduction: str = "mean"):
+    """Softmax cross-entropy of logits [N, V] against class indices target [N] (int32 / int64), as
+    torch's F.cross_entropy: no float32 copy of the logits, the gradient from the saved
+    log-sum-exp. A target out of range (other than ignore_index) gives that row a NaN loss."""
+    return _cross_entropy(logits, target, ignore_index, label_smoothing, reduction)
+
+
+# ---- elementwise: every differentiable unary / binary op of the core's table ------------------------------
+
+_EW = {row["name"]: row for row in _C.elementwise_ops()}
+
+
+def _ew(name, inputs, params):
+    row = _EW[name]
+    cat = row["category"]
+    if cat.endswith("_backward") and "wrt" in params:
+        shape, dt = inputs[1 + int(params["wrt"])].shape, inputs[0].dtype
+    elif cat.endswith("_backward"):
+        shape, dt = inputs[1].shape, inputs[0].dtype
+    else:
+        shape = jnp.broadcast_shapes(*(t.shape for t in inputs))
+        dt = jnp.bool_ if cat in ("predicate", "compare") else inputs[0].dtype
+    specs = [_spec_of(t) for t in inputs]
+    desc = _C.ElementwiseDescriptor(name, specs, _spec(shape, dt), {k: float(v) for k, v in params.items()})
+    return _launch(desc, _C.ElementwisePlan.select, [("input", t, s) for t, s in zip(inputs, specs)],
+                   [("out", shape, dt)])[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _ew_function(name, params):
+    """The differentiable JAX function of one op and its (hashable) params."""
+    row = _EW[name]
+    kw = dict(params)
+    if not row["backward"]:
+        return lambda *inputs: _ew(name, list(inputs), kw)
+    bwd_name = row["backward"]
+
+    @jax.custom_vjp
+    def f(*inputs):
+        return _ew(name, list(inputs), kw)
+
+    def fwd(*inputs):
+        return _ew(name, list(inputs), kw), inputs
+
+    def bwd(inputs, grad):
+        grad = grad.astype(inputs[0].dtype)
+        if len(inputs) == 1:
+            return (_ew(bwd_name, [grad, inputs[0]], kw),)
+        return tuple(_ew(bwd_name, [grad, *inputs], {**kw, "wrt": i}) for i in range(len(inputs)))
+
+    f.defvjp(fwd, bwd)
+    return f
+
+
+def _make_elementwise(name, row):
+    pnames = [p for p, _ in row["params"] if p not in ("wrt", "axis")]
+    defaults = {p: d for p, d in row["params"]}
+    arity = row["arity"]
+
+    def op(*inputs, **params):
+        if len(inputs) != arity:
+            raise TypeError(f"{name}() takes {arity} tensor argument(s), got {len(inputs)}")
+        unknown = set(params) - set(pnames)
+        if unknown:
+            raise TypeError(f"{name}() got unexpected keyword argument(s) {sorted(unknown)}; params: {pnames}")
+        full = tuple(sorted((p, float(params.get(p, defaults[p]))) for p in pnames))
+        return _ew_function(name, full)(*inputs)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"{row['doc']} (baracuda elementwise '{name}'; differentiable: {bool(row['backward'])})"
+    return op
+
+
+ELEMENTWISE = [n for n, r in _EW.items() if r["category"] in ("unary", "binary", "predicate", "compare")]
+for _name in ELEMENTWISE:
+    globals()[_name] = _make_elementwise(_name, _EW[_name])
+
+
+def swiglu(gate, up):
+    """silu(gate) * up: the gated MLP of LLMs, from the two projections; differentiable."""
+    return globals()["mul"](globals()["silu"](gate), up)
+
+
+__all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
+           "swiglu", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE", *ELEMENTWISE]

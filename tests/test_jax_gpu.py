@@ -1,0 +1,243 @@
+"""baracuda.jax on the GPU: every op and its gradient against plain JAX in float64 (our kernels in
+float64 too), float32 / bfloat16 forwards against the float64 reference, a jitted training step
+against the same step in plain JAX, vmap, and typed errors raised while tracing."""
+import contextlib
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+import baracuda  # noqa: E402
+from baracuda.errors import InvalidArgument  # noqa: E402
+
+bj = pytest.importorskip("baracuda.jax")
+if not bj.available():
+    pytest.skip("this build has no XLA FFI handler", allow_module_level=True)
+
+
+def _x64():
+    for owner in (jax, getattr(jax, "experimental", None)):
+        fn = getattr(owner, "enable_x64", None)
+        if fn is not None:
+            return fn(True) if owner is jax else fn()
+    return contextlib.nullcontext()
+
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape, dtype=np.float64, scale=1.0):
+    return jnp.asarray(RNG.standard_normal(shape) * scale, dtype=dtype)
+
+
+def ref_rms_norm(x, w, eps=1e-6):
+    y = x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + eps)
+    return y if w is None else y * w
+
+
+def ref_layer_norm(x, w, b, eps=1e-5):
+    mu = jnp.mean(x, -1, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
+    y = (x - mu) * jax.lax.rsqrt(var + eps)
+    y = y if w is None else y * w
+    return y if b is None else y + b
+
+
+ACT = {"none": lambda v: v, "relu": jax.nn.relu, "gelu": lambda v: jax.nn.gelu(v, approximate=False),
+       "gelu_tanh": lambda v: jax.nn.gelu(v, approximate=True), "silu": jax.nn.silu}
+
+
+def ref_linear(x, w, b, activation):
+    y = jnp.matmul(x, w.T, precision="highest")
+    return ACT[activation](y if b is None else y + b)
+
+
+def ref_cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    logp = jax.nn.log_softmax(logits, -1)
+    valid = target != ignore_index
+    t = jnp.where(valid, target, 0)
+    nll = -jnp.take_along_axis(logp, t[:, None], 1)[:, 0]
+    smooth = -jnp.mean(logp, -1)
+    loss = jnp.where(valid, (1 - label_smoothing) * nll + label_smoothing * smooth, 0.0)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / valid.sum()
+
+
+def check_value_and_grads(ours, ref, args, argnums, rtol=1e-9, atol=1e-9):
+    """Forward and the gradient of <out, cotangent> w.r.t. argnums match the reference."""
+    out = ours(*args)
+    expect = ref(*args)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(expect), rtol=rtol, atol=atol)
+    cot = rand(*np.shape(expect))
+
+    def scalar(f):
+        return lambda *a: jnp.sum(f(*a) * cot)
+
+    g = jax.grad(scalar(ours), argnums=argnums)(*args)
+    gr = jax.grad(scalar(ref), argnums=argnums)(*args)
+    for i, (a, b) in enumerate(zip(g, gr)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol * 10, atol=atol * 10,
+                                   err_msg=f"gradient {i}")
+
+
+@pytest.mark.parametrize("shape", [(7, 33), (2, 3, 256), (1, 4096)])
+@pytest.mark.parametrize("weight", [True, False])
+def test_rms_norm_f64(shape, weight):
+    with _x64():
+        x, w = rand(*shape), (rand(shape[-1]) if weight else None)
+        check_value_and_grads(lambda x, w: bj.rms_norm(x, w), lambda x, w: ref_rms_norm(x, w), (x, w),
+                              (0, 1) if weight else (0,))
+
+
+@pytest.mark.parametrize("shape", [(5, 40), (3, 2, 1000)])
+def test_layer_norm_f64(shape):
+    with _x64():
+        x, w, b = rand(*shape), rand(shape[-1]), rand(shape[-1])
+        check_value_and_grads(lambda x, w, b: bj.layer_norm(x, w, b), ref_layer_norm, (x, w, b), (0, 1, 2))
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_f64(name, axis):
+    with _x64():
+        x = rand(6, 17, 9)
+        ref = getattr(jax.nn, name)
+        check_value_and_grads(lambda x: getattr(bj, name)(x, axis), lambda x: ref(x, axis=axis), (x,), (0,))
+
+
+@pytest.mark.parametrize("shapes", [((8, 16), (16, 24)), ((2, 5, 16), (16, 3)), ((4, 7, 16), (4, 16, 9)),
+                                    ((7, 16), (3, 16, 5)), ((1, 7, 16), (3, 16, 5))])
+def test_matmul_f64(shapes):
+    with _x64():
+        a, b = rand(*shapes[0]), rand(*shapes[1])
+        check_value_and_grads(bj.matmul, lambda a, b: jnp.matmul(a, b, precision="highest"), (a, b), (0, 1))
+
+
+@pytest.mark.parametrize("activation", bj.ACTIVATIONS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_f64(activation, bias):
+    with _x64():
+        x, w = rand(3, 5, 32), rand(24, 32)
+        b = rand(24) if bias else None
+        check_value_and_grads(lambda x, w, b: bj.linear(x, w, b, activation),
+                              lambda x, w, b: ref_linear(x, w, b, activation), (x, w, b), (0, 1, 2) if bias else (0, 1))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_f64(reduction, smoothing):
+    with _x64():
+        logits = rand(9, 1000)
+        target = jnp.asarray(RNG.integers(0, 1000, 9), dtype=jnp.int64).at[3].set(-100)
+        kw = dict(label_smoothing=smoothing, reduction=reduction)
+        check_value_and_grads(lambda z: bj.cross_entropy(z, target, **kw),
+                              lambda z: ref_cross_entropy(z, target, **kw), (logits,), (0,))
+
+
+@pytest.mark.parametrize("name,ref", [("silu", jax.nn.silu), ("exp", jnp.exp), ("tanh", jnp.tanh),
+                                      ("gelu", lambda v: jax.nn.gelu(v, approximate=False))])
+def test_unary_f64(name, ref):
+    with _x64():
+        check_value_and_grads(getattr(bj, name), ref, (rand(3, 129),), (0,))
+
+
+@pytest.mark.parametrize("name,ref", [("add", jnp.add), ("mul", jnp.multiply), ("sub", jnp.subtract),
+                                      ("div", jnp.divide), ("maximum", jnp.maximum)])
+def test_binary_broadcast_f64(name, ref):
+    with _x64():
+        a, b = rand(4, 1, 33), rand(5, 1) + 3.0  # div stays away from zero
+        check_value_and_grads(getattr(bj, name), ref, (a, b), (0, 1))
+
+
+def test_swiglu_and_leaky_relu_params_f64():
+    with _x64():
+        g, u = rand(6, 64), rand(6, 64)
+        check_value_and_grads(bj.swiglu, lambda g, u: jax.nn.silu(g) * u, (g, u), (0, 1))
+        check_value_and_grads(lambda x: bj.leaky_relu(x, negative_slope=0.2),
+                              lambda x: jax.nn.leaky_relu(x, 0.2), (rand(3, 50),), (0,))
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 2e-5), (jnp.bfloat16, 2e-2)])
+def test_low_precision_forwards_against_f64(dtype, tol):
+    x64, w64, W64 = RNG.standard_normal((64, 512)), RNG.standard_normal(512), RNG.standard_normal((256, 512)) / 20
+    x, w, W = (jnp.asarray(v, dtype) for v in (x64, w64, W64))
+    with _x64():
+        xr, wr, Wr = (jnp.asarray(np.asarray(v, np.float64)) for v in (x, w, W))  # the rounded inputs
+        refs = [ref_rms_norm(xr, wr), jax.nn.softmax(xr, -1), ref_linear(xr, Wr, None, "gelu")]
+    got = [bj.rms_norm(x, w), bj.softmax(x), bj.linear(x, W, activation="gelu")]
+    for g, r in zip(got, refs):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(np.asarray(g.astype(jnp.float32)), np.asarray(r), rtol=tol, atol=tol)
+
+
+def test_jit_training_step_matches_plain_jax():
+    """An MLP + RMSNorm + softmax cross-entropy SGD step under jax.jit, ours vs plain JAX."""
+    k = jax.random.split(jax.random.PRNGKey(0), 6)
+    d, h, v, n = 128, 256, 1000, 64
+    params = {"norm": 1.0 + 0.1 * jax.random.normal(k[0], (d,)),
+              "w1": jax.random.normal(k[1], (h, d)) / np.sqrt(d), "b1": jnp.zeros((h,)),
+              "w2": jax.random.normal(k[2], (v, h)) / np.sqrt(h)}
+    x = jax.random.normal(k[3], (n, d))
+    target = jax.random.randint(k[4], (n,), 0, v)
+
+    def model(lib):
+        def loss_fn(p, x, target):
+            if lib == "ours":
+                hdn = bj.linear(bj.rms_norm(x, p["norm"]), p["w1"], p["b1"], activation="gelu")
+                return bj.cross_entropy(bj.linear(hdn, p["w2"]), target)
+            hdn = ref_linear(ref_rms_norm(x, p["norm"]), p["w1"], p["b1"], "gelu")
+            return ref_cross_entropy(ref_linear(hdn, p["w2"], None, "none"), target)
+
+        @jax.jit
+        def step(p, x, target):
+            loss, g = jax.value_and_grad(loss_fn)(p, x, target)
+            return loss, jax.tree_util.tree_map(lambda a, b: a - 0.5 * b, p, g)
+        return step
+
+    ours, ref = model("ours"), model("ref")
+    p_ours, p_ref = params, params
+    before = baracuda._C.xla_plan_count()
+    for i in range(5):
+        l_ours, p_ours = ours(p_ours, x, target)
+        l_ref, p_ref = ref(p_ref, x, target)
+        np.testing.assert_allclose(float(l_ours), float(l_ref), rtol=1e-5, err_msg=f"step {i}")
+        if i == 0:
+            after_first = baracuda._C.xla_plan_count()
+    assert after_first > before and baracuda._C.xla_plan_count() == after_first  # traced once
+    for name in params:
+        np.testing.assert_allclose(np.asarray(p_ours[name]), np.asarray(p_ref[name]), rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+
+
+def test_vmap_runs_sequentially():
+    x = rand(3, 5, 40, dtype=jnp.float32)
+    np.testing.assert_allclose(np.asarray(jax.vmap(bj.softmax)(x)), np.asarray(jax.nn.softmax(x, -1)), rtol=1e-5,
+                               atol=1e-6)
+    w = rand(3, 40, dtype=jnp.float32)
+    got = jax.vmap(bj.rms_norm)(x, w)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.vmap(ref_rms_norm)(x, w)), rtol=1e-5, atol=1e-5)
+
+
+def test_bad_input_raises_typed_error_while_tracing():
+    x = jnp.ones((4, 8), jnp.float32)
+    with pytest.raises(InvalidArgument, match="weight"):
+        jax.jit(bj.rms_norm)(x, jnp.ones((7,), jnp.float32))
+    with pytest.raises(InvalidArgument, match="activation"):
+        bj.linear(x, jnp.ones((3, 8), jnp.float32), activation="tanh")
+    with pytest.raises(InvalidArgument, match="logits"):
+        bj.cross_entropy(jnp.ones((2, 3, 4)), jnp.zeros((2,), jnp.int32))
+    with pytest.raises(InvalidArgument, match="a.shape"):
+        bj.matmul(x, jnp.ones((7, 3), jnp.float32))
+    with pytest.raises(baracuda.errors.BaracudaError):  # select() refuses the dtype by name
+        bj.rms_norm(jnp.ones((4, 8), jnp.int32))
+
+
+def test_features_report_the_handler():
+    assert baracuda.features()["xla_ffi"] is True

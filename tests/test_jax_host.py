@@ -1,0 +1,92 @@
+"""baracuda.jax without a GPU: tracing (jax.make_jaxpr) selects and registers plans, one custom call
+per op; gradients trace through custom_vjp; bad input raises typed errors while tracing. Skips
+where JAX is not installed; the handler-dependent part skips on builds without it."""
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+import baracuda  # noqa: E402
+from baracuda.errors import InvalidArgument, Unsupported  # noqa: E402
+
+bj = pytest.importorskip("baracuda.jax")
+needs_handler = pytest.mark.skipif(not bj.available(), reason="this build has no XLA FFI handler")
+
+
+def _calls(jaxpr):
+    """The ffi_call equations of a jaxpr, custom_vjp bodies included."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    found = []
+    for e in jaxpr.eqns:
+        if e.primitive.name == "ffi_call":
+            found.append(e)
+        for v in e.params.values():
+            if hasattr(v, "eqns") or hasattr(getattr(v, "jaxpr", None), "eqns"):
+                found += _calls(v)
+    return found
+
+
+@needs_handler
+def test_training_step_traces_to_custom_calls():
+    x = jax.ShapeDtypeStruct((4, 8), jnp.float32)
+    w = jax.ShapeDtypeStruct((8,), jnp.float32)
+    W = jax.ShapeDtypeStruct((16, 8), jnp.float32)
+    t = jax.ShapeDtypeStruct((4,), jnp.int32)
+
+    def loss(x, w, W, t):
+        h = bj.linear(bj.rms_norm(x, w), W, activation="silu")
+        return bj.cross_entropy(bj.add(h, h), t)
+
+    fwd = jax.make_jaxpr(loss)(x, w, W, t)
+    assert len(_calls(fwd)) == 4  # rms_norm, linear, add, cross_entropy
+    assert all(dict(e.params["attributes"])["plan"] >= 0 for e in _calls(fwd))
+    count = baracuda._C.xla_plan_count()
+    jax.make_jaxpr(loss)(x, w, W, t)
+    assert baracuda._C.xla_plan_count() == count  # plans are registered once per descriptor
+    grad = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(x, w, W, t)
+    # forward (4) + backward: CE, add (2 operands), linear (silu' + 2 GEMMs), rms_norm
+    assert len(_calls(grad)) == 4 + 1 + 2 + 3 + 1
+    out = jax.eval_shape(jax.grad(loss, argnums=(0, 1, 2)), x, w, W, t)
+    assert [o.shape for o in out] == [(4, 8), (8,), (16, 8)]
+
+
+@needs_handler
+def test_workspace_is_an_extra_output():
+    x = jax.ShapeDtypeStruct((64, 32), jnp.float32)
+    W = jax.ShapeDtypeStruct((16, 32), jnp.float32)
+    (call,) = _calls(jax.make_jaxpr(lambda x, W: bj.linear(x, W))(x, W))
+    avals = call.params["result_avals"]
+    assert avals[0].shape == (64, 16)
+    if len(avals) == 2:  # cuBLASLt's workspace, when the plan wants one
+        assert avals[1].dtype == np.uint8
+
+
+@needs_handler
+def test_select_errors_surface_while_tracing():
+    with pytest.raises(baracuda.errors.BaracudaError):
+        jax.make_jaxpr(bj.rms_norm)(jax.ShapeDtypeStruct((4, 8), jnp.int32))
+
+
+def test_shape_errors_name_the_operand():
+    x = jnp.ones((4, 8), jnp.float32)
+    with pytest.raises(InvalidArgument, match="weight has shape"):
+        jax.make_jaxpr(bj.rms_norm)(x, jnp.ones((7,), jnp.float32))
+    with pytest.raises(InvalidArgument, match="activation"):
+        jax.make_jaxpr(lambda x: bj.linear(x, jnp.ones((3, 8), jnp.float32), activation="tanh"))(x)
+    with pytest.raises(InvalidArgument, match="target"):
+        jax.make_jaxpr(lambda z: bj.cross_entropy(z, jnp.zeros((3,), jnp.int32)))(x)
+
+
+@pytest.mark.skipif(bj.available(), reason="this build has the handler")
+def test_without_handler_says_how_to_get_it():
+    with pytest.raises(Unsupported, match="jaxlib"):
+        bj.softmax(jnp.ones((2, 3), jnp.float32))
+
+
+def test_elementwise_functions_follow_the_op_table():
+    rows = {r["name"]: r for r in baracuda._C.elementwise_ops()}
+    for name in bj.ELEMENTWISE:
+        assert callable(getattr(bj, name)) and rows[name]["category"] in ("unary", "binary", "predicate", "compare")
+    with pytest.raises(TypeError, match="negative_slope"):
+        bj.leaky_relu(jnp.ones(3), slope=0.1)
