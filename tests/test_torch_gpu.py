@@ -99,7 +99,13 @@ def _other_samples():
     y, rstd = ops.rms_norm(*d(x, w), 1e-6)
     _, mean, lrstd = ops.layer_norm(*d(x, w, b), 1e-5)
     _, lse = ops.cross_entropy(*d(x, t), None, -100, 0.0, "mean")
+    gx = torch.randn(2, 8, 3, 5, generator=g, device=DEV).requires_grad_()
+    gw = torch.randn(8, generator=g, device=DEV).requires_grad_()
+    _, gmean, grstd = ops.group_norm(*d(gx), 4, *d(gw, gw), 1e-5)
     return {
+        "group_norm": [(gx, 4, gw, gw, 1e-5), (gx.to(memory_format=torch.channels_last), 2, None, None, 1e-5)],
+        "group_norm_backward": [d(torch.randn_like(gx), gx, gmean, grstd, 4, gw, gw),
+                                d(torch.randn_like(gx), gx, gmean, grstd, 4, None, None)],
         "rms_norm": [(x, w, 1e-6), (x, None, 1e-5)],
         "rms_norm_backward": [d(torch.randn_like(x), x, rstd, w), d(torch.randn_like(x), x, rstd, None)],
         "layer_norm": [(x, w, b, 1e-5), (x, None, None, 1e-5)],
@@ -157,6 +163,10 @@ def test_gradients_against_float64(dtype):
     _check_against_f64(lambda x: bt.rms_norm(x), lambda x: F.rms_norm(x, (64,), None, 1e-6), [x], **tol)
     _check_against_f64(lambda x, w, b: bc.layer_norm(x, w, b), lambda x, w, b: F.layer_norm(x, (64,), w, b), [x, w, b],
                        **tol)
+    gx, gw, gb = r(3, 8, 4, 5), r(8), r(8)
+    _check_against_f64(lambda x, w, b: bc.group_norm(x, 4, w, b), lambda x, w, b: F.group_norm(x, 4, w, b),
+                       [gx, gw, gb], **tol)
+    _check_against_f64(lambda x: bt.GroupNorm(2, 8).to(x)(x), lambda x: F.group_norm(x, 2), [gx], **tol)
     _check_against_f64(lambda x: bc.softmax(x, dim=1), lambda x: torch.softmax(x, 1), [x], **tol)
     _check_against_f64(lambda x: bc.log_softmax(x, dim=-1), lambda x: torch.log_softmax(x, -1), [x], **tol)
     lw, lb = r(48, 64), r(48)

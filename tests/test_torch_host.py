@@ -37,6 +37,11 @@ def test_fake_shapes_dtypes_strides():
     w = meta(32)
     y, rstd = ops.rms_norm(x, w, 1e-6)
     assert y.shape == x.shape and y.dtype == x.dtype and rstd.shape == (4, 6) and rstd.dtype == torch.float32
+    xc = meta(2, 8, 3, 5).to(memory_format=torch.channels_last)
+    y, mean, rstd = ops.group_norm(xc, 4, meta(8), None, 1e-5)
+    assert y.stride() == xc.stride() and mean.shape == rstd.shape == (2, 4) and rstd.dtype == torch.float32
+    with pytest.raises(bc.errors.InvalidArgument, match="num_groups"):
+        ops.group_norm(xc, 3, None, None, 1e-5)
     y, mean, rstd = ops.layer_norm(meta(5, 8, dtype=torch.float64), None, None, 1e-5)
     assert mean.dtype == torch.float64 and rstd.shape == (5,)
     # a dense permuted input keeps its layout (torch's empty_like), as the CUDA kernel's output does

@@ -17,14 +17,14 @@ from ..errors import InvalidArgument, Unsupported
 from .. import _softmax
 from . import _ops
 from ._ops import call
-from ._modules import CrossEntropyLoss, GatedMLP, LayerNorm, Linear, RMSNorm, Softmax
+from ._modules import CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, Softmax
 from ._patch import patch
 
 OPS = tuple(_ops.OPS)
 ops = torch.ops.baracuda
 
-__all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
-           "rms_norm", "layer_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
+__all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
+           "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean"]
 
 
@@ -53,6 +53,13 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, residual=None, save_stats
     y, mean_, rstd = call("layer_norm", h, weight, bias, float(eps))
     res = [y] + ([h] if residual is not None else []) + ([mean_, rstd] if save_stats else [])
     return res[0] if len(res) == 1 else tuple(res)
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, *, save_stats=False):
+    """GroupNorm over x [N, C, *spatial] (torch.nn.functional.group_norm), differentiable; keeps a
+    channels-last x's layout. With save_stats, (y, mean, rstd) ([N, num_groups])."""
+    y, mean_, rstd = call("group_norm", x, int(num_groups), weight, bias, float(eps))
+    return (y, mean_, rstd) if save_stats else y
 
 
 _dim = _softmax._axis  # dim (or the older spelling axis), -1 by default: one rule for every family
@@ -177,7 +184,7 @@ def routes():
     """baracuda.<name> -> the differentiable torch form (what a call on tensors requiring grad,
     or inside torch.compile, is routed to)."""
     table = dict(_ELEMENTWISE)
-    table.update(rms_norm=rms_norm, layer_norm=layer_norm, softmax=softmax, log_softmax=log_softmax,
+    table.update(rms_norm=rms_norm, layer_norm=layer_norm, group_norm=group_norm, softmax=softmax, log_softmax=log_softmax,
                  linear=linear, matmul=matmul, cross_entropy=cross_entropy, sum=sum, mean=mean, swiglu=swiglu)
     return table
 

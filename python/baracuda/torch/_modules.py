@@ -55,6 +55,26 @@ class LayerNorm(nn.Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
 
 
+class GroupNorm(nn.Module):
+    """torch.nn.GroupNorm: x [N, C, *spatial] in num_groups groups of channels."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *, device=None, dtype=None):
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups:
+            raise InvalidArgument(f"GroupNorm: num_groups = {num_groups} must be positive and divide "
+                                  f"num_channels = {num_channels}")
+        self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), float(eps), affine
+        kw = dict(device=device, dtype=dtype)
+        self.weight = nn.Parameter(torch.ones(num_channels, **kw)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(num_channels, **kw)) if affine else None
+
+    def forward(self, x):
+        return call("group_norm", x, self.num_groups, self.weight, self.bias, self.eps)[0]
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
 class Linear(nn.Linear):
     """torch.nn.Linear with an optional fused activation (none, relu, gelu, gelu_tanh, silu) in the
     GEMM's epilogue (cuBLASLt)."""

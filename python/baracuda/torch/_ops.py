@@ -426,6 +426,66 @@ define("layer_norm_backward",
        _layer_norm_bwd_impl, _layer_norm_bwd_fake)
 
 
+def _group_norm_outputs(x, num_groups, weight, bias):
+    if x.dim() < 2:
+        raise InvalidArgument(f"group_norm: x has shape {tuple(x.shape)}; expected [N, C, *spatial]")
+    c = x.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise InvalidArgument(f"group_norm: num_groups = {num_groups} must be positive and divide C = {c}")
+    for nm, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise InvalidArgument(f"group_norm: {nm} has shape {tuple(t.shape)}; expected ({c},), x's channels")
+    sd = _stats_dtype(x)
+    stats = (x.shape[0], num_groups)
+    return _empty_like_layout(x), x.new_empty(stats, dtype=sd), x.new_empty(stats, dtype=sd)
+
+
+def _group_norm_fake(x, num_groups, weight, bias, eps):
+    outs = _group_norm_outputs(x, num_groups, weight, bias)
+    validate(("group_norm", int(num_groups), float(eps)), [x, weight, bias],
+             lambda: _C.ChannelNormPlan.select(_C.ChannelNormDescriptor(
+                 "group_norm", _spec(x), int(num_groups), None if weight is None else bc_dtype(weight.dtype),
+                 None if bias is None else bc_dtype(bias.dtype), None, True, 0.1, float(eps), True)))
+    return outs
+
+
+def _group_norm_impl(x, num_groups, weight, bias, eps):
+    y, mean, rstd = _group_norm_outputs(x, num_groups, weight, bias)
+    _C.channel_norm_call("group_norm", int(num_groups), True, 0.1, float(eps), True, y, x, weight, bias, None, None,
+                         mean, rstd, None, None, None, None, None, None)
+    return y, mean, rstd
+
+
+def _group_norm_setup(ctx, inputs, output):
+    x, num_groups, weight, bias, _ = inputs
+    ctx.num_groups = num_groups
+    ctx.save_for_backward(x, weight, bias, output[1], output[2])
+
+
+def _group_norm_backward(ctx, grad_y, grad_mean, grad_rstd):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    gx, gw, gb = K.group_norm_backward(grad_y, x, mean, rstd, ctx.num_groups, weight, bias)
+    return gx, None, (gw if weight is not None else None), (gb if bias is not None else None), None
+
+
+def _group_norm_bwd_fake(grad, x, mean, rstd, num_groups, weight, bias):
+    return _empty_like_layout(x), *_norm_backward_outputs(x, weight, bias)[1:]
+
+
+def _group_norm_bwd_impl(grad, x, mean, rstd, num_groups, weight, bias):
+    gx, gw, gb = _group_norm_bwd_fake(grad, x, mean, rstd, num_groups, weight, bias)
+    _C.channel_norm_call("group_norm_backward", int(num_groups), True, 0.1, 1e-5, False, None, x, weight, None, None,
+                         None, mean, rstd, grad, gx, gw if weight is not None else None,
+                         gb if bias is not None else None, None, _alloc(x))
+    return gx, gw, gb
+
+
+define("group_norm", "(Tensor x, int num_groups, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+       _group_norm_impl, _group_norm_fake, _group_norm_backward, _group_norm_setup)
+define("group_norm_backward", "(Tensor grad, Tensor x, Tensor mean, Tensor rstd, int num_groups, Tensor? weight, "
+       "Tensor? bias) -> (Tensor, Tensor, Tensor)", _group_norm_bwd_impl, _group_norm_bwd_fake)
+
+
 # ---- softmax / log-softmax ------------------------------------------------------------------------
 
 def _softmax_fake(x, dim):
