@@ -288,6 +288,13 @@ def cases(S: int) -> list:
                          ("F.silu(x[..,:h]) * x[..,h:]", lambda ins, y: F.silu(ins[0][..., :h]) * ins[0][..., h:])],
                         bc_op="swiglu", tol=TOL[BF]))
 
+    # -- swiglu from the two projections (gate, up) -> silu(gate) * up, one fused kernel
+    out.append(map_case(f"binary/silu_mul/bf16/{n64}", "silu_mul (swiglu(gate, up))", "bf16", sx((S, S)),
+                        lambda: ([rnd((S, S), BF), rnd((S, S), BF)], emp((S, S), BF)),
+                        [("mul(F.silu(gate), up, out=)", lambda ins, y: torch.mul(F.silu(ins[0]), ins[1], out=y)),
+                         ("F.silu(gate) * up", lambda ins, y: F.silu(ins[0]) * ins[1])],
+                        bc_op="silu_mul", tol=TOL[BF]))
+
     # -- strided inputs into a contiguous output
     out.append(map_case(f"strided/silu_transposed/bf16/{n64}", "silu x.t()", "bf16", f"{S}x{S} (x.t())",
                         lambda: ([rnd((S, S), BF).t()], emp((S, S), BF)), silu_t, bc_op="silu", tol=TOL[BF]))

@@ -284,6 +284,8 @@ REF = {
     "remainder": torch.remainder, "fmod": torch.fmod, "pow": torch.pow,
     "maximum": torch.maximum, "minimum": torch.minimum, "fmax": torch.fmax, "fmin": torch.fmin,
     "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign, "logaddexp": torch.logaddexp,
+    "silu_mul": lambda a, b: F.silu(a) * b, "gelu_mul": lambda a, b: F.gelu(a) * b,
+    "gelu_tanh_mul": lambda a, b: F.gelu(a, approximate="tanh") * b,
     "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
     "shift_left": torch.bitwise_left_shift, "shift_right": torch.bitwise_right_shift,
     "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
@@ -297,7 +299,8 @@ REF = {
 }
 # Torch expressions that are not one torch op: compare against them in float64 even in the
 # same-dtype (NaN / inf) tests, where extra roundings in a low-precision dtype would differ.
-COMPOSITE = {"cbrt", "affine", "fma", "softsign", "tanhshrink", "hardswish", "hardsigmoid"}
+COMPOSITE = {"cbrt", "affine", "fma", "softsign", "tanhshrink", "hardswish", "hardsigmoid", "silu_mul", "gelu_mul",
+             "gelu_tanh_mul"}
 
 
 def data_dtype(name, inputs):

@@ -161,7 +161,8 @@ REDUCTIONS = {
 @pytest.mark.parametrize("case", list(REDUCTIONS))
 @pytest.mark.parametrize("name", ["add_backward", "sub_backward", "mul_backward", "div_backward",
                                   "maximum_backward", "pow_backward", "hypot_backward", "logaddexp_backward",
-                                  "atan2_backward", "copysign_backward"])
+                                  "atan2_backward", "copysign_backward", "silu_mul_backward", "gelu_mul_backward",
+                                  "gelu_tanh_mul_backward"])
 def test_binary_backward_reduced_to_shape(name, case):
     fwd = _fwd(name)
     a, b, go = _binary_inputs(fwd, torch.float32, REDUCTIONS[case], R.gen(f"reduce/{name}/{case}"))

@@ -241,6 +241,7 @@ def test_linear_forward_backward_matches_autograd(dt):
     gy = rand((4, 33, 48), dt, g)
     y = bc.linear(x, w, b)
     gx, gw, gb = bc.linear_backward(gy, x, w, bias=True)
+    assert bc.linear_backward(gy, x, w)[2] is None  # no bias gradient unless asked, as linear's default
     x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
     y64 = torch.nn.functional.linear(x64, w64, b64)
     y64.backward(gy.double())

@@ -241,3 +241,19 @@ def test_bad_input_raises_typed_error_while_tracing():
 
 def test_features_report_the_handler():
     assert baracuda.features()["xla_ffi"] is True
+
+
+def test_functional_api_on_jax_arrays_runs_through_xla():
+    """bc.<elementwise op> on JAX arrays is a baracuda.jax custom call: eager (no host sync of ours)
+    and inside jax.jit, scalars included."""
+    x = rand(64, 33, dtype=jnp.bfloat16)
+    y = baracuda.silu(x)
+    assert isinstance(y, jax.Array) and y.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(y, np.float32), np.asarray(jax.nn.silu(x.astype(jnp.float32))), rtol=2e-2,
+                               atol=2e-2)
+    f = jax.jit(lambda x: baracuda.add(baracuda.silu(x), 2.0))
+    x32 = x.astype(jnp.float32)
+    np.testing.assert_allclose(np.asarray(f(x32)), np.asarray(jax.nn.silu(x32) + 2.0), rtol=1e-5, atol=1e-6)
+    g = jax.grad(lambda x: baracuda.mul(baracuda.swiglu(x, x), 3.0).sum())(x32)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(lambda x: (3 * jax.nn.silu(x) * x).sum())(x32)),
+                               rtol=1e-5, atol=1e-5)

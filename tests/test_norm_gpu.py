@@ -1591,6 +1591,9 @@ def test_batch_norm_backward_inference(dtname, layout, with_params):
     ref = chan_autograd(lambda a, ww, bb: F.batch_norm(a, rm.double(), rv.double(), ww, bb, False, 0.1, 1e-5),
                         x, w, b, go)
     close(gx, ref["x"], dt, "grad_x batch_norm eval", scale_atol=True)
+    # training=None (the default) infers inference from rstd=None: the same bits
+    gx2 = bc.batch_norm_backward(go, x, rm, None, w, b, running_var=rv, eps=1e-5)[0]
+    assert torch.equal(gx2, gx)
     if with_params:
         xhat = F.batch_norm(x.double(), rm.double(), rv.double(), None, None, False, 0.1, 1e-5)
         check_sum(gw, ref["w"], per_channel_l1(go.double() * xhat), dt, "grad_weight")

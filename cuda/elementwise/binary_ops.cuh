@@ -61,6 +61,12 @@ struct BinaryFloatFn {
       case BinaryKind::Hypot: return each<N>(y, [](C a, C b) { return hypot(a, b); }, x0, x1);
       case BinaryKind::Copysign: return each<N>(y, [](C a, C b) { return copysign(a, b); }, x0, x1);
       case BinaryKind::LogAddExp: return each<N>(y, [](C a, C b) { return logaddexp_f(a, b); }, x0, x1);
+      // The gated MLP from its two projections: act(gate) * up in one pass.
+      case BinaryKind::SiluMul:
+        if constexpr (is_half_v<T>) return each<N>(y, [](C a, C b) { return a * __frcp_rn(C(1) + __expf(-a)) * b; }, x0, x1);
+        else return each<N>(y, [](C a, C b) { return a / (C(1) + exp(-a)) * b; }, x0, x1);
+      case BinaryKind::GeluMul: return each<N>(y, [](C a, C b) { return gelu_of(a) * b; }, x0, x1);
+      case BinaryKind::GeluTanhMul: return each<N>(y, [](C a, C b) { return gelu_tanh_of(a) * b; }, x0, x1);
       default: return each<N>(y, [](C, C) { return nan_of<C>(); }, x0, x1);
     }
   }
@@ -199,6 +205,13 @@ struct BinaryBackwardFn {
         }, g, x0, x1);
       case BinaryKind::LogAddExp:
         return each<N>(y, [=](C g, C a, C b) { return g / (C(1) + exp(da ? b - a : a - b)); }, g, x0, x1);
+      case BinaryKind::SiluMul:
+        return each<N>(y, [=](C g, C a, C b) { return da ? g * b * silu_grad(a) : g * a * sigmoid_of(a); }, g, x0, x1);
+      case BinaryKind::GeluMul:
+        return each<N>(y, [=](C g, C a, C b) { return da ? g * b * gelu_grad(a) : g * gelu_of(a); }, g, x0, x1);
+      case BinaryKind::GeluTanhMul:
+        return each<N>(y, [=](C g, C a, C b) { return da ? g * b * gelu_tanh_grad(a) : g * gelu_tanh_of(a); }, g, x0,
+                       x1);
       case BinaryKind::Remainder:
         return each<N>(y, [=](C g, C a, C b) { return da ? g : -g * floor(a / b); }, g, x0, x1);
       case BinaryKind::Fmod:

@@ -23,7 +23,7 @@ enum class PredicateKind : int { IsNan, IsInf, IsPosInf, IsNegInf, IsFinite, Sig
 
 enum class BinaryKind : int {
   Add, Sub, Mul, Div, FloorDivide, Remainder, Fmod, Pow, Maximum, Minimum, Fmax, Fmin,
-  Atan2, Hypot, Copysign, LogAddExp, BitwiseAnd, BitwiseOr, BitwiseXor, ShiftLeft, ShiftRight,
+  Atan2, Hypot, Copysign, LogAddExp, SiluMul, GeluMul, GeluTanhMul, BitwiseAnd, BitwiseOr, BitwiseXor, ShiftLeft, ShiftRight,
   Count
 };
 
@@ -39,7 +39,8 @@ enum class GatedKind : int { Swiglu, Geglu, GegluTanh, Reglu, Glu, Count };
 inline constexpr UnaryKind kHotUnary[] = {UnaryKind::Silu, UnaryKind::Gelu, UnaryKind::GeluTanh, UnaryKind::Exp,
                                           UnaryKind::Sigmoid, UnaryKind::Relu, UnaryKind::Tanh};
 inline constexpr UnaryKind kHotUnaryBackward[] = {UnaryKind::Silu, UnaryKind::Gelu, UnaryKind::GeluTanh};
-inline constexpr BinaryKind kHotBinary[] = {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div};
+inline constexpr BinaryKind kHotBinary[] = {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div,
+                                            BinaryKind::SiluMul};
 
 template <class K, size_t N> constexpr bool contains(const K (&arr)[N], int kind) {
   for (size_t i = 0; i < N; ++i)

@@ -42,6 +42,14 @@ def _params(row, given):
     return {k: float(v) for k, v in given.items()}
 
 
+def _jax_route(like):
+    """JAX arrays (and jax.jit tracers) go through baracuda.jax when this build has its handler."""
+    if _interop.framework(like) != "jax":
+        return False
+    from .jax import available, on_gpu
+    return available() and on_gpu(like)
+
+
 def _run(op, out, inputs, params, stream, like):
     _C.elementwise_call(op, out, tuple(inputs), params, stream, _interop.workspace_allocator(like))
 
@@ -83,6 +91,10 @@ def _map(name, row, args, out, stream, params, out_dtype=None):
     if out is not None:
         _run(name, out, args, params, stream, like)
         return out
+    if out_dtype is None and stream is None and row["category"] != "gated" and _jax_route(like):
+        # an XLA custom call: XLA's allocator and stream, no sync; traceable by jax.jit, differentiable
+        from .jax import _ew_function
+        return _ew_function(name, tuple(sorted((k, float(v)) for k, v in params.items())))(*args)
     shape = broadcast_shape(*(tuple(a.shape) for a in args))
     if row["category"] == "gated":
         axis = int(params.get("axis", -1))
@@ -171,12 +183,18 @@ def _gated(name, row, x, up, dim, axis, out, stream):
         dim = axis
     if up is None:
         return _map(name, row, [x], out, stream, {"axis": float(dim)})
-    # two tensors: act(gate) * up, the activation written into the output, then multiplied in place
-    act = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_tanh", "reglu": "relu"}.get(name)
-    if act is None:
+    # two tensors: act(gate) * up, one fused binary kernel (silu_mul, gelu_mul, ...)
+    fused = _TWO_TENSOR_GATED.get(name)
+    if fused is None:
         raise InvalidArgument(f"{name}: takes one tensor (glu gates the first half by the second)")
-    h = _map(act, _OPS[act], [x], out, stream, {})
-    return _map("mul", _OPS["mul"], [h, up], h, stream, {})
+    if fused in _OPS:
+        return _map(fused, _OPS[fused], [x, up], out, stream, {})
+    h = _map("relu", _OPS["relu"], [x], out, stream, {})  # reglu: no fused kind; in place (JAX: a new array)
+    return _map("mul", _OPS["mul"], [h, up], None if _interop.framework(h) == "jax" else h, stream, {})
+
+
+# The gated ops' two-tensor form: the binary kind that fuses act(gate) * up.
+_TWO_TENSOR_GATED = {"swiglu": "silu_mul", "geglu": "gelu_mul", "geglu_tanh": "gelu_tanh_mul", "reglu": "relu_mul"}
 
 
 def _make_backward(name, row):

@@ -102,8 +102,9 @@ def linear(x: DLPackTensor, weight: DLPackTensor, bias: Optional[DLPackTensor] =
     return r.reshape(*lead, n)
 
 
-def linear_backward(grad_out, x, weight, *, bias=True, allow_tf32=False, stream=None):
-    """Gradients of y = x @ weight.T + bias: (grad_x, grad_weight, grad_bias or None).
+def linear_backward(grad_out, x, weight, *, bias=False, allow_tf32=False, stream=None):
+    """Gradients of y = x @ weight.T (+ bias): (grad_x, grad_weight, grad_bias or None).
+    bias=True asks for grad_bias (the forward had a bias); the default matches linear's, no bias.
 
     grad_x = grad_out @ weight; grad_weight = grad_out^T @ x, with grad_bias = grad_out summed
     over rows fused into that product (cuBLASLt's bias-gradient epilogue).

@@ -118,6 +118,10 @@ def scalar_like(value, like, d: DType):
         import torch
 
         return torch.full((), value, dtype=torch_dtype(d), device=like.device)
+    if fw == "jax":  # a constant of the computation (works under jax.jit too); no allocation of ours
+        import jax.numpy as jnp
+
+        return jnp.asarray(value, dtype=d.name)
     buf, finish = output(like, (), d)
     _C.elementwise_call("fill", buf, (), {"value": float(value)}, None, None)
     return finish(buf)

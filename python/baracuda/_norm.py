@@ -296,16 +296,19 @@ def instance_norm_backward(grad_out, x, mean, rstd, weight=None, bias=None, *, o
                           stream)
 
 
-def batch_norm_backward(grad_out, x, mean, rstd, weight=None, bias=None, *, training=True, running_var=None, eps=1e-5,
+def batch_norm_backward(grad_out, x, mean, rstd, weight=None, bias=None, *, training=None, running_var=None, eps=1e-5,
                         out=None, stream=None):
-    """batch_norm_backward(grad_out, x, mean, rstd, weight=None, bias=None, *, training=True, running_var=None, eps=1e-5, out=None, stream=None) -> (grad_x, grad_weight, grad_bias)
+    """batch_norm_backward(grad_out, x, mean, rstd, weight=None, bias=None, *, training=None, running_var=None, eps=1e-5, out=None, stream=None) -> (grad_x, grad_weight, grad_bias)
 
-    Gradients of batch_norm. training=True: from the saved mean / rstd ([C]) of
-    batch_norm(..., training=True, save_stats=True). training=False (inference): pass
-    mean=running_mean, rstd=None and running_var; then grad_x = grad_out * weight *
-    rsqrt(running_var + eps) and grad_weight = sum(grad_out * (x - running_mean) *
-    rsqrt(running_var + eps)).
+    Gradients of batch_norm, in the mode of the forward that gave the statistics (training=None,
+    the default, infers it: training when rstd is given, inference when it is None).
+    training=True: from the saved mean / rstd ([C]) of batch_norm(..., training=True,
+    save_stats=True). training=False (inference): pass mean=running_mean, rstd=None and
+    running_var; then grad_x = grad_out * weight * rsqrt(running_var + eps) and grad_weight =
+    sum(grad_out * (x - running_mean) * rsqrt(running_var + eps)).
     """
+    if training is None:
+        training = rstd is not None
     if not training and running_var is None:
         raise InvalidArgument("batch_norm_backward: training=False needs running_var (and mean=running_mean)")
     return _chan_backward("batch_norm_backward", grad_out, x, mean, rstd, 0, weight, bias, training,

@@ -48,6 +48,13 @@ def available() -> bool:
     return _HANDLER is not None
 
 
+def on_gpu(x) -> bool:
+    """Whether x is a GPU array (a tracer counts: its placement is decided at lowering)."""
+    if isinstance(x, jax.core.Tracer):
+        return True
+    return all(d.platform == "gpu" for d in x.devices())
+
+
 # ---- the one mechanism: descriptor -> plan -> custom call -----------------------------------------
 
 def _spec(shape, dtype, strides=None):
@@ -468,7 +475,9 @@ def _ew_function(name, params):
         grad = grad.astype(inputs[0].dtype)
         if len(inputs) == 1:
             return (_ew(bwd_name, [grad, inputs[0]], kw),)
-        return tuple(_ew(bwd_name, [grad, *inputs], {**kw, "wrt": i}) for i in range(len(inputs)))
+        first = 1 if name == "where" else 0  # where's condition has no gradient
+        return (None,) * first + tuple(_ew(bwd_name, [grad, *inputs], {**kw, "wrt": i})
+                                       for i in range(first, len(inputs)))
 
     f.defvjp(fwd, bwd)
     return f
@@ -500,7 +509,7 @@ for _name in ELEMENTWISE:
 
 def swiglu(gate, up):
     """silu(gate) * up: the gated MLP of LLMs, from the two projections; differentiable."""
-    return globals()["mul"](globals()["silu"](gate), up)
+    return globals()["silu_mul"](gate, up)
 
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",

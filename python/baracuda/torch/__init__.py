@@ -113,7 +113,7 @@ def swiglu(gate, up=None, *, dim=-1, axis=None):
     kernel); with two, the LLM-MLP form (gate_proj(x), up_proj(x))."""
     if up is None:
         return call("swiglu", gate, _dim("swiglu", dim if axis is None else None, axis))
-    return call("mul", call("silu", gate), up)
+    return call("silu_mul", gate, up)  # one fused kernel; its backward gives both gradients
 
 
 def sum(x, dim=None, keepdim=False, *, dtype=None):
