@@ -257,3 +257,28 @@ def test_functional_api_on_jax_arrays_runs_through_xla():
     g = jax.grad(lambda x: baracuda.mul(baracuda.swiglu(x, x), 3.0).sum())(x32)
     np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(lambda x: (3 * jax.nn.silu(x) * x).sum())(x32)),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_functional_families_on_jax_arrays_jit_and_grad():
+    """bc.rms_norm / linear / softmax / cross_entropy on JAX arrays under jax.jit and jax.grad, as
+    baracuda.jax; a call using what baracuda.jax does not cover (save_stats) takes the general path."""
+    k = jax.random.split(jax.random.PRNGKey(1), 4)
+    x, w = jax.random.normal(k[0], (8, 64)), 1.0 + 0.1 * jax.random.normal(k[1], (64,))
+    W = jax.random.normal(k[2], (32, 64)) / 8
+    t = jax.random.randint(k[3], (8,), 0, 32)
+
+    def ours(x, w, W):
+        h = baracuda.linear(baracuda.rms_norm(x, w), W, activation="silu")
+        return baracuda.cross_entropy(baracuda.log_softmax(h, dim=-1), t, label_smoothing=0.1)
+
+    def ref(x, w, W):
+        h = ref_linear(ref_rms_norm(x, w), W, None, "silu")
+        return ref_cross_entropy(jax.nn.log_softmax(h, -1), t, label_smoothing=0.1)
+
+    v, g = jax.jit(jax.value_and_grad(ours, argnums=(0, 1, 2)))(x, w, W)
+    vr, gr = jax.value_and_grad(ref, argnums=(0, 1, 2))(x, w, W)
+    np.testing.assert_allclose(float(v), float(vr), rtol=1e-5)
+    for a, b in zip(g, gr):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    y, rstd = baracuda.rms_norm(x, w, save_stats=True)  # eager, general path
+    np.testing.assert_allclose(np.asarray(y), np.asarray(ref_rms_norm(x, w)), rtol=1e-5, atol=1e-5)

@@ -238,6 +238,7 @@ void check_strides(Imported& r, nb::handle original, const char* name) {
 
 Imported import_tensor(nb::handle h, const char* name, bool writable) {
   Imported r;
+  r.imported = true;
   if (h.is_none()) throw InvalidArgument(std::string(name) + ": expected a CUDA tensor, got None");
   r.framework = framework_of(h);
   if (r.framework == 3) {

@@ -26,6 +26,7 @@ struct Imported {
   nb::ndarray<> writable_array;  // outputs
   TensorView view;
   int framework = 0;  // 0 unknown, 1 torch, 2 cupy, 3 jax
+  bool imported = false;  // set by import_tensor (a default-constructed one holds nothing)
 };
 Imported import_tensor(nb::handle h, const char* name, bool writable);
 

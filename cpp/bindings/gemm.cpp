@@ -49,25 +49,34 @@ struct RunArgs {
   nb::handle out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax;
 };
 
+// The operands of a GEMM run, in import order: inputs before out, so a CPU input is named, not the
+// output allocated from it.
+enum GemmSlot { kA, kB, kOut, kBias, kAux, kBiasGrad, kAScale, kBScale, kAmax, kGemmSlots };
+
+// Imports the given operands (those `imported` does not already hold) and launches.
 void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int64_t workspace_size,
-              nb::handle stream) {
-  Imported o = import_tensor(r.out, "out", true);
-  Imported a = import_tensor(r.a, "a", false);
-  Imported b = import_tensor(r.b, "b", false);
-  Imported extra[6];
+              nb::handle stream, Imported* imported = nullptr) {
+  Imported own[kGemmSlots];
+  Imported* im = imported ? imported : own;
+  const std::tuple<nb::handle, const char*, bool, TensorView GemmTensors::*> slots[kGemmSlots] = {
+      {r.a, "a", false, &GemmTensors::a},
+      {r.b, "b", false, &GemmTensors::b},
+      {r.out, "out", true, &GemmTensors::out},
+      {r.bias, "bias", false, &GemmTensors::bias},
+      {r.aux, "aux", true, &GemmTensors::aux},
+      {r.bias_grad, "bias_grad", true, &GemmTensors::bias_grad},
+      {r.a_scale, "a_scale", false, &GemmTensors::a_scale},
+      {r.b_scale, "b_scale", false, &GemmTensors::b_scale},
+      {r.amax, "amax", true, &GemmTensors::amax}};
   GemmTensors t;
-  t.out = o.view, t.a = a.view, t.b = b.view;
-  const std::tuple<nb::handle, const char*, bool, TensorView*> opt[] = {
-      {r.bias, "bias", false, &t.bias},          {r.aux, "aux", true, &t.aux},
-      {r.bias_grad, "bias_grad", true, &t.bias_grad}, {r.a_scale, "a_scale", false, &t.a_scale},
-      {r.b_scale, "b_scale", false, &t.b_scale}, {r.amax, "amax", true, &t.amax}};
-  for (int i = 0; i < 6; ++i) {
-    auto [h, name, writable, view] = opt[i];
-    if (h.is_valid() && !h.is_none()) {
-      extra[i] = import_tensor(h, name, writable);
-      *view = extra[i].view;
-    }
+  for (int i = 0; i < kGemmSlots; ++i) {
+    auto [h, name, writable, member] = slots[i];
+    const bool required = i == kA || i == kB || i == kOut;
+    if (!required && (!h.is_valid() || h.is_none())) continue;
+    if (!im[i].imported) im[i] = import_tensor(h, name, writable);
+    t.*member = im[i].view;
   }
+  const Imported& a = im[kA];
   const Workspace w = import_workspace(workspace, a.view.device);
   void* ws = w.data;
   if (ws && workspace_size < 0) workspace_size = w.size;
@@ -164,19 +173,22 @@ void init_gemm(nb::module_& m) {
         [](nb::handle out, nb::handle a, nb::handle b, double alpha, double beta, const std::string& epilogue,
            nb::handle bias, nb::handle aux, nb::handle bias_grad, nb::handle a_scale, nb::handle b_scale,
            nb::handle amax, bool allow_tf32, nb::handle stream, nb::handle workspace_alloc) {
-          // Inputs first: a CPU operand is named, not the output allocated from it.
-          Imported ia = import_tensor(a, "a", false);
-          Imported ib = import_tensor(b, "b", false);
-          Imported o = import_tensor(out, "out", true);
+          // Inputs first: a CPU operand is named, not the output allocated from it. Each operand is
+          // imported once, for the plan key, and handed to the launch.
+          Imported im[kGemmSlots];
+          const Imported& ia = im[kA] = import_tensor(a, "a", false);
+          const Imported& ib = im[kB] = import_tensor(b, "b", false);
+          const Imported& o = im[kOut] = import_tensor(out, "out", true);
           auto present = [](nb::handle h) { return h.is_valid() && !h.is_none(); };
           std::optional<DType> bias_dt, grad_dt;
-          if (present(bias)) bias_dt = import_tensor(bias, "bias", false).view.dtype;
-          if (present(bias_grad)) grad_dt = import_tensor(bias_grad, "bias_grad", true).view.dtype;
-          auto scale_kind = [&](nb::handle h, const char* name) -> std::string {
+          if (present(bias)) bias_dt = (im[kBias] = import_tensor(bias, "bias", false)).view.dtype;
+          if (present(bias_grad)) grad_dt = (im[kBiasGrad] = import_tensor(bias_grad, "bias_grad", true)).view.dtype;
+          auto scale_kind = [&](nb::handle h, int slot, const char* name) -> std::string {
             if (!present(h)) return "none";
-            return import_tensor(h, name, false).view.numel() == 1 && is_fp8(ia.view.dtype) ? "tensor" : "vector";
+            im[slot] = import_tensor(h, name, false);
+            return im[slot].view.numel() == 1 && is_fp8(ia.view.dtype) ? "tensor" : "vector";
           };
-          const std::string sa = scale_kind(a_scale, "a_scale"), sb = scale_kind(b_scale, "b_scale");
+          const std::string sa = scale_kind(a_scale, kAScale, "a_scale"), sb = scale_kind(b_scale, kBScale, "b_scale");
           std::string key = epilogue;
           key.push_back('\0');
           for (double v : {alpha, beta}) key.append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -204,7 +216,7 @@ void init_gemm(nb::module_& m) {
             ws_obj = workspace_alloc(need);
           }
           run_gemm(plan, RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax},
-                   need > 0 ? nb::handle(ws_obj) : nb::handle(), need, stream);
+                   need > 0 ? nb::handle(ws_obj) : nb::handle(), need, stream, im);
         },
         "out"_a, "a"_a, "b"_a, "alpha"_a, "beta"_a, "epilogue"_a, "bias"_a.none(), "aux"_a.none(),
         "bias_grad"_a.none(), "a_scale"_a.none(), "b_scale"_a.none(), "amax"_a.none(), "allow_tf32"_a,

@@ -36,13 +36,14 @@ TensorView NormTensors::*slot_member(int slot) {
 }
 TensorView& slot_view(NormTensors& t, int slot) { return t.*slot_member(slot); }
 
-// Imports every given tensor (None = absent) zero-copy; `keep` holds the arrays alive.
+// Imports every given tensor (None = absent) zero-copy, except those `keep` already holds (the
+// functional entry imported them for the plan key); `keep` holds the arrays alive.
 NormTensors import_all(const nb::handle* hs, bool backward, Imported* keep) {
   NormTensors t;
   for (int i = 0; i < kNumSlots; ++i) {
     if (hs[i].is_none()) continue;
     if (backward && i == B) continue;  // the backward reads no bias (grad_bias says it is wanted)
-    keep[i] = import_tensor(hs[i], kSlotNames[i], is_output(i, backward));
+    if (!keep[i].imported) keep[i] = import_tensor(hs[i], kSlotNames[i], is_output(i, backward));
     slot_view(t, i) = keep[i].view;
   }
   return t;
@@ -55,9 +56,10 @@ PlanCache<NormPlan>& norm_cache() {
 
 // Imports, launches with the GIL released, hands results to JAX; a workspace from `ws_obj`.
 void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb::handle workspace_alloc,
-            nb::handle stream) {
+            nb::handle stream, Imported* imported = nullptr) {
   const bool backward = is_backward_op(plan.descriptor().op);
-  Imported keep[kNumSlots];
+  Imported own[kNumSlots];
+  Imported* keep = imported ? imported : own;
   NormTensors t = import_all(hs, backward, keep);
   const Imported& like = keep[X];
   const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device);
@@ -194,8 +196,10 @@ void init_norm(nb::module_& m) {
           const nb::handle hs[kNumSlots] = {y,    x,        weight, bias,          residual,    residual_out, mean,
                                             rstd, grad_out, grad_x, grad_residual, grad_weight, grad_bias};
           const bool backward = is_backward_op(op);
-          // The plan key: op, eps, save_stats, x's metadata, and what is present (with dtypes).
-          Imported xi = import_tensor(x, "x", false);
+          // The plan key: op, eps, save_stats, x's metadata, and what is present (with dtypes). The
+          // operands imported for it are handed to the launch (each tensor is imported once).
+          Imported keep[kNumSlots];
+          Imported& xi = keep[X] = import_tensor(x, "x", false);
           std::string key = op;
           key.push_back('\0');
           key.append(reinterpret_cast<const char*>(&eps), sizeof eps);
@@ -203,13 +207,16 @@ void init_norm(nb::module_& m) {
           append_key(key, xi.view);
           std::optional<DType> wd, bd;
           bool res = false;
-          auto dtype_of = [&](nb::handle h, const char* name) { return import_tensor(h, name, false).view.dtype; };
-          if (!weight.is_none()) wd = dtype_of(weight, "weight");
+          auto dtype_of = [&](nb::handle h, int slot) {
+            keep[slot] = import_tensor(h, kSlotNames[slot], is_output(slot, backward));
+            return keep[slot].view.dtype;
+          };
+          if (!weight.is_none()) wd = dtype_of(weight, W);
           if (backward) {
-            if (!grad_bias.is_none()) bd = dtype_of(grad_bias, "grad_bias");
+            if (!grad_bias.is_none()) bd = dtype_of(grad_bias, GB);
             res = !grad_residual.is_none();
           } else {
-            if (!bias.is_none()) bd = dtype_of(bias, "bias");
+            if (!bias.is_none()) bd = dtype_of(bias, B);
             res = !residual.is_none();
           }
           key.push_back(wd ? char(*wd) : char(-1));
@@ -217,7 +224,7 @@ void init_norm(nb::module_& m) {
           key.push_back(char(res));
           const NormPlan plan = norm_cache().get(
               key, [&] { return NormPlan::select(NormDescriptor{op, spec_of(xi.view), wd, bd, res, eps, save_stats}); });
-          launch(plan, hs, nb::none(), workspace_alloc, stream);
+          launch(plan, hs, nb::none(), workspace_alloc, stream, keep);
         },
         "op"_a, "eps"_a, "save_stats"_a, "y"_a.none(), "x"_a.none(), "weight"_a.none(), "bias"_a.none(),
         "residual"_a.none(), "residual_out"_a.none(), "mean"_a.none(), "rstd"_a.none(), "grad_out"_a.none(),

@@ -85,6 +85,11 @@ def differentiable(name, fn):
                 see_torch()
             if needs_route(*args, *kwargs.values()):
                 return route(name, fn, args, kwargs)
+        if args and type(args[0]).__module__.startswith("jax"):  # jax.Array, or a tracer under jax.jit
+            from .jax import functional_route
+            got = functional_route(name, fn, args, kwargs)
+            if got is not NotImplemented:
+                return got
         return fn(*args, **kwargs)
 
     return op

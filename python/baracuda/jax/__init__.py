@@ -514,3 +514,49 @@ def swiglu(gate, up):
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
            "swiglu", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE", *ELEMENTWISE]
+
+
+# ---- baracuda.<op> on JAX arrays: the same call through the custom calls above ----------------------
+
+def _fn_softmax(name):
+    op = {"softmax": softmax, "log_softmax": log_softmax}[name]
+    return lambda x, dim=None, *, axis=None: op(x, -1 if dim is None and axis is None else
+                                                 (dim if dim is not None else axis))
+
+
+# baracuda.<name> -> (this module's function taking the functional signature's arguments, the keyword
+# arguments it takes besides the tensors: any other one given with a non-default value keeps the
+# call on the general path).
+_FUNCTIONAL = {
+    "softmax": (_fn_softmax("softmax"), {"dim", "axis"}),
+    "log_softmax": (_fn_softmax("log_softmax"), {"dim", "axis"}),
+    "rms_norm": (rms_norm, {"weight", "eps"}),
+    "layer_norm": (layer_norm, {"weight", "bias", "eps"}),
+    "linear": (lambda x, weight, bias=None, *, activation="none": linear(x, weight, bias, activation),
+               {"weight", "bias", "activation"}),
+    "matmul": (matmul, {"b"}),
+    "cross_entropy": (lambda logits, target, *, ignore_index=-100, label_smoothing=0.0, reduction="mean":
+                      cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                                    reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),
+}
+_FALSY_DEFAULTS = (None, False, "none", 1.0, 0.0)  # out, stream, residual, save_stats, return_*, alpha / beta
+
+
+def functional_route(name, general, args, kwargs):
+    """baracuda.<name>(*args, **kwargs) on a JAX GPU array as this module's op (XLA's allocator and
+    stream, traceable, differentiable), or NotImplemented when the call uses what it does not
+    cover (out=, stream=, residual=, ...) and must take the general path."""
+    entry = _FUNCTIONAL.get(name)
+    if entry is None or not available() or not on_gpu(args[0]):
+        return NotImplemented
+    fn, takes = entry
+    import inspect
+
+    bound = inspect.signature(general).bind(*args, **kwargs)
+    first = next(iter(bound.arguments))
+    for k, v in bound.arguments.items():
+        if k != first and k not in takes and not any(v is d or (type(v) is type(d) and v == d)
+                                                     for d in _FALSY_DEFAULTS):
+            return NotImplemented
+    use = {k: v for k, v in bound.arguments.items() if k in takes}
+    return fn(args[0], **use) if name not in ("matmul",) else fn(args[0], use["b"])
