@@ -485,3 +485,21 @@ def test_cuda_graph_with_workspace():
         graph.replay()
         torch.cuda.synchronize()
         R.assert_matches(gb, (go.double() * a.double()).sum(0), "mul_backward", rtol=1e-5, atol=1e-4)
+
+
+def test_cupy_bfloat16_output_comes_from_cupys_pool():
+    """A bf16 / fp8 result for CuPy inputs is allocated from CuPy's memory pool (a CuPy array where
+    this CuPy has the dtype, else a DLPack array over the pool's memory that torch / JAX read)."""
+    cp = R.cupy_gpu()
+    pool = cp.get_default_memory_pool()
+    x = cp.asarray(np.linspace(-4, 4, 4096, dtype=np.float32).reshape(64, 64))
+    before = pool.used_bytes()
+    for dt, tdt in ((bc.bfloat16, torch.bfloat16), (bc.float8_e4m3fn, torch.float8_e4m3fn)):
+        y = bc.cast(x, dt)
+        assert pool.used_bytes() > before, "the output did not come from CuPy's pool"
+        got = torch.from_dlpack(y)
+        assert got.dtype == tdt and tuple(got.shape) == (64, 64)
+        ref = torch.from_dlpack(x).to(tdt)
+        assert torch.equal(got.view(torch.uint8) if tdt != torch.bfloat16 else got, ref.view(torch.uint8)
+                           if tdt != torch.bfloat16 else ref)
+        del y, got

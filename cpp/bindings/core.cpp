@@ -172,6 +172,17 @@ void init_core(nb::module_& m) {
         },
         "shape"_a, "dtype"_a, "device"_a = 0,
         "Device memory owned by the returned DLPack array (used for frameworks like JAX that cannot lend output buffers).");
+  m.def("wrap",
+        [](uintptr_t ptr, std::vector<int64_t> shape, DType dtype, int device, nb::object owner) {
+          for (int64_t s : shape)
+            if (s < 0) throw InvalidArgument("wrap: shape " + shape_str(shape) + " has a negative dimension");
+          std::vector<size_t> sh(shape.begin(), shape.end());
+          return nb::ndarray<nb::array_api>(reinterpret_cast<void*>(ptr), sh.size(), sh.data(), owner, nullptr,
+                                            dlpack_from_dtype(dtype), nb::device::cuda::value, device);
+        },
+        "ptr"_a, "shape"_a, "dtype"_a, "device"_a, "owner"_a,
+        "A contiguous DLPack array over device memory that `owner` keeps alive (e.g. a CuPy pool allocation "
+        "holding a dtype CuPy has no array type for).");
 }
 
 }  // namespace baracuda::py

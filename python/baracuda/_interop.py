@@ -71,11 +71,18 @@ def output(like, shape, d: DType, layout=None):
     if fw == "numpy":
         raise InvalidArgument(f"expected CUDA tensors, got a numpy (CPU) array of shape {like.shape}")
     dev = _device_id(like, fw)
-    if fw == "cupy" and d not in (DType.bfloat16, DType.float8_e4m3fn, DType.float8_e5m2):
+    if fw == "cupy":
         import cupy
 
         with cupy.cuda.Device(dev):
-            return cupy.empty(shape, dtype=d.name), _identity
+            if d not in _NOT_IN_CUPY:
+                return cupy.empty(shape, dtype=d.name), _identity
+            # bf16 / fp8: memory from CuPy's pool all the same, as a DLPack array over it
+            n = 1
+            for s in shape:
+                n *= s
+            mem = cupy.cuda.alloc(max(n * (1 if d != DType.bfloat16 else 2), 1))  # fp8: 1 byte, bf16: 2
+            return _C.wrap(mem.ptr, list(shape), d, dev, mem), _cupy_or_dlpack
     raw = _C.empty(list(shape), d, dev)
     if fw == "jax":
         import jax.dlpack
@@ -90,6 +97,19 @@ def output(like, shape, d: DType, layout=None):
 
 def _identity(x):
     return x
+
+
+_NOT_IN_CUPY = (DType.bfloat16, DType.float8_e4m3fn, DType.float8_e5m2)
+
+
+def _cupy_or_dlpack(raw):
+    """A CuPy array where this CuPy has the dtype, else the DLPack array itself (torch / JAX read it)."""
+    import cupy
+
+    try:
+        return cupy.from_dlpack(raw)
+    except Exception:  # noqa: BLE001 (CuPy raises different types for an unknown dtype)
+        return raw
 
 
 _INT_RANGES = {DType.int8: (-2**7, 2**7 - 1), DType.uint8: (0, 2**8 - 1), DType.int16: (-2**15, 2**15 - 1),

@@ -174,6 +174,11 @@ def empty(shape: Sequence[int], dtype: DType, device: int = 0) -> Any:
     Device memory owned by the returned DLPack array (used for frameworks like JAX that cannot lend output buffers).
     """
 
+def wrap(ptr: int, shape: Sequence[int], dtype: DType, device: int, owner: object) -> Any:
+    """
+    A contiguous DLPack array over device memory that `owner` keeps alive (e.g. a CuPy pool allocation holding a dtype CuPy has no array type for).
+    """
+
 def elementwise_ops() -> list:
     """
     The elementwise op table: name, category, arity, params (name, default), dtypes, backward op, doc.
