@@ -59,8 +59,13 @@ template <class C> __device__ __forceinline__ C gelu_grad(C v) {  // d/dv gelu(v
 template <class C> __device__ __forceinline__ C gelu_tanh_grad(C v) {
   const C k = Consts<C>::kSqrt2OverPi, c = Consts<C>::kGeluTanhCoef;
   C inner = k * (v + c * v * v * v);
-  C t = tanh(inner);
-  return C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * k * (C(1) + C(3) * c * v * v);
+  // 1 + tanh and 1 - tanh^2 from e = exp(-2|inner|): computed from a rounded tanh they cancel
+  // near |tanh| = 1 (|v| around 4-5 in f32), where the true values are small but not negligible.
+  C e = exp(C(-2) * fabs(inner));
+  C r = C(1) / (C(1) + e);
+  C one_plus_t = inner >= C(0) ? C(1) + (C(1) - e) * r : C(2) * e * r;
+  C sech2 = C(4) * e * r * r;
+  return C(0.5) * one_plus_t + C(0.5) * v * sech2 * k * (C(1) + C(3) * c * v * v);
 }
 template <class C> __device__ __forceinline__ C silu_grad(C v) {
   C s = sigmoid_of(v);

@@ -448,7 +448,8 @@ def _ew(name, inputs, params):
         shape, dt = inputs[1].shape, inputs[0].dtype
     else:
         shape = jnp.broadcast_shapes(*(t.shape for t in inputs))
-        dt = jnp.bool_ if cat in ("predicate", "compare") else inputs[0].dtype
+        data = inputs[1] if name == "where" else inputs[0]  # where's condition is bool
+        dt = jnp.bool_ if cat in ("predicate", "compare") else data.dtype
     specs = [_spec_of(t) for t in inputs]
     desc = _C.ElementwiseDescriptor(name, specs, _spec(shape, dt), {k: float(v) for k, v in params.items()})
     return _launch(desc, _C.ElementwisePlan.select, [("input", t, s) for t, s in zip(inputs, specs)],
@@ -472,7 +473,7 @@ def _ew_function(name, params):
         return _ew(name, list(inputs), kw), inputs
 
     def bwd(inputs, grad):
-        grad = grad.astype(inputs[0].dtype)
+        grad = grad.astype(inputs[1 if name == "where" else 0].dtype)
         if len(inputs) == 1:
             return (_ew(bwd_name, [grad, inputs[0]], kw),)
         first = 1 if name == "where" else 0  # where's condition has no gradient

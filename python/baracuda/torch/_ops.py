@@ -452,7 +452,7 @@ def _group_norm_fake(x, num_groups, weight, bias, eps):
 def _group_norm_impl(x, num_groups, weight, bias, eps):
     y, mean, rstd = _group_norm_outputs(x, num_groups, weight, bias)
     _C.channel_norm_call("group_norm", int(num_groups), True, 0.1, float(eps), True, y, x, weight, bias, None, None,
-                         mean, rstd, None, None, None, None, None, None)
+                         mean, rstd, None, None, None, None, None, _alloc(x))
     return y, mean, rstd
 
 
