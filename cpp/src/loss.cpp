@@ -906,7 +906,7 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
   // The one-read cluster path: forward (and fused), 16-byte rows, a build and a device with sm_90.
   const CeKnobs kn = ce_knobs();
   const int major = loss::current_device_major();
-  const bool sm90 = compiled_archs().find("sm_9") != std::string::npos && (major == 0 || major >= 9);
+  const bool sm90 = compiled_for(90) && (major == 0 || major >= 9);
   if (fwd && L.vec && sm90 && kn.path != 0 && N > 0) {
     const int64_t nv = (V + VEC - 1) / VEC;
     L.cluster = ce_cluster_geometry(nv, VEC, kn, L) && N * int64_t(L.cl_size) <= (int64_t(1) << 31) - 1;

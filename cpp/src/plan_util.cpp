@@ -140,10 +140,33 @@ void check_workspace(const std::string& op, const void* workspace, int64_t works
 }
 
 std::string compiled_archs() {
-  std::string arch = std::string("sm_") + BARACUDA_CUDA_ARCHS;
-  for (size_t i = 0; i < arch.size(); ++i)
-    if (arch[i] == ',') arch.insert(i + 1, "sm_");
-  return arch;
+  // "80,90" -> "sm_80,sm_90"; CMake's "90-virtual" (PTX only, JIT-compiled by the driver) ->
+  // "compute_90"; "90-real" -> "sm_90".
+  std::string out, list = BARACUDA_CUDA_ARCHS;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string a = list.substr(start, end - start);
+    std::string prefix = "sm_";
+    for (const char* suffix : {"-virtual", "-real"}) {
+      const size_t n = std::char_traits<char>::length(suffix);
+      if (a.size() > n && a.compare(a.size() - n, n, suffix) == 0) {
+        if (suffix[1] == 'v') prefix = "compute_";
+        a.resize(a.size() - n);
+      }
+    }
+    if (!a.empty()) out += (out.empty() ? "" : ",") + prefix + a;
+    start = end + 1;
+  }
+  return out;
+}
+
+bool compiled_for(int min_arch) {
+  const std::string a = compiled_archs();
+  for (size_t pos = 0; (pos = a.find('_', pos)) != std::string::npos; ++pos)
+    if (std::atoi(a.c_str() + pos + 1) >= min_arch) return true;
+  return false;
 }
 
 }  // namespace baracuda

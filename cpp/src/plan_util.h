@@ -59,5 +59,7 @@ void check_workspace(const std::string& op, const void* workspace, int64_t works
 
 // "sm_80,sm_90": the archs this build compiled kernels for.
 std::string compiled_archs();
+// Whether this build compiled kernels (SASS or PTX) for sm_<min_arch> or later, e.g. 90: clusters.
+bool compiled_for(int min_arch);
 
 }  // namespace baracuda

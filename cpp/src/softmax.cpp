@@ -69,15 +69,7 @@ Knobs read_knobs() {
   return kn;
 }
 
-bool clusters_compiled() {  // a build arch of sm_90 or later
-  const std::string a = compiled_archs();
-  size_t pos = 0;
-  while ((pos = a.find("sm_", pos)) != std::string::npos) {
-    if (std::atoi(a.c_str() + pos + 3) >= 90) return true;
-    pos += 3;
-  }
-  return false;
-}
+bool clusters_compiled() { return compiled_for(90); }  // a build arch of sm_90 or later
 
 
 

@@ -8,7 +8,10 @@ def main() -> int:
     info = bc.build_info()
     print(f"baracuda {info['version']}")
     rt = info["cuda_runtime_version"]
-    print(f"  CUDA runtime  {rt // 1000}.{(rt % 1000) // 10}   archs: sm_{info['cuda_archs'].replace(',', ', sm_')}")
+    # CMake's "90-virtual" (PTX only, compiled by the driver at first use) is compute_90
+    archs = ", ".join(f"compute_{a[:-len('-virtual')]}" if a.endswith("-virtual") else f"sm_{a.removesuffix('-real')}"
+                      for a in info["cuda_archs"].split(","))
+    print(f"  CUDA runtime  {rt // 1000}.{(rt % 1000) // 10}   archs: {archs}")
     feats = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in info["features"].items())
     print(f"  features      {feats}")
     devs = bc.devices()
