@@ -114,3 +114,28 @@ def test_cpp_norm_softmax_demo_runs(norm_softmax_binary):
     assert any(l.startswith("refused: InvalidArgument: softmax: axis 2 is out of range") for l in lines), out
     assert any(l.startswith("refused: InvalidArgument: rms_norm: bias is given") for l in lines), out
     check_run_section(out, lines, "rms_norm", "softmax")
+
+
+def test_find_package_builds_and_runs_the_demo(tmp_path):
+    """find_package(baracuda CONFIG) against the installed package gives baracuda::baracuda; the
+    demo built through it runs (the same checks as the g++ build above)."""
+    cmake = shutil.which("cmake")
+    if cmake is None or shutil.which("g++") is None:
+        pytest.skip("no cmake / g++ on PATH")
+    cmake_dir = pathlib.Path(bc.get_cmake_dir())
+    assert (cmake_dir / "baracudaConfig.cmake").is_file() and (cmake_dir / "baracudaConfigVersion.cmake").is_file()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.18)
+project(embed CXX)
+find_package(baracuda {bc.__version__} CONFIG REQUIRED)
+add_executable(demo "{(EXAMPLES / 'elementwise_demo.cpp').as_posix()}")
+target_link_libraries(demo PRIVATE baracuda::baracuda)
+""")
+    build = tmp_path / "build"
+    for cmd in ([cmake, "-S", str(src), "-B", str(build), f"-Dbaracuda_DIR={cmake_dir}", "-DCMAKE_CXX_COMPILER=g++"],
+                [cmake, "--build", str(build)]):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}{r.stderr}"
+    out, lines = run_demo(build / "demo")
+    check_run_section(out, lines, "silu", "add")

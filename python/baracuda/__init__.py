@@ -140,6 +140,12 @@ def get_library_dir() -> str:
     return _os.path.dirname(__file__)
 
 
+def get_cmake_dir() -> str:
+    """Directory of baracudaConfig.cmake: ``find_package(baracuda CONFIG)`` with ``-Dbaracuda_DIR=<it>``
+    gives the imported target ``baracuda::baracuda`` (the core library and its headers)."""
+    return _os.path.join(_os.path.dirname(__file__), "cmake")
+
+
 from ._types import DLPackTensor, Scalar, Stream, TensorOrScalar  # noqa: F401,E402
 
 # The public namespace: the plan classes and vocabulary of _C, the dtype objects, every functional
