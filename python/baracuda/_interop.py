@@ -139,9 +139,11 @@ def scalar_like(value, like, d: DType):
 
         return torch.full((), value, dtype=torch_dtype(d), device=like.device)
     if fw == "jax":  # a constant of the computation (works under jax.jit too); no allocation of ours
+        import jax
         import jax.numpy as jnp
 
-        return jnp.asarray(value, dtype=d.name)
+        v = jnp.asarray(value, dtype=d.name)
+        return v if isinstance(like, jax.core.Tracer) else jax.device_put(v, next(iter(like.devices())))
     buf, finish = output(like, (), d)
     _C.elementwise_call("fill", buf, (), {"value": float(value)}, None, None)
     return finish(buf)
