@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "baracuda/dtype.h"
+#include "baracuda/errors.h"
 #include "baracuda/plan.h"
 #include "baracuda/tensor.h"
 
@@ -119,14 +120,26 @@ inline constexpr const char* kXlaPlanDoc =
     "Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and "
     "specs, inputs first; returns the id the custom call's `plan` attribute carries.";
 
+// A field of a family's tensors struct, by the name its run() gives the operand.
+template <class Tensors> struct NamedOperand {
+  const char* name;
+  TensorView Tensors::*member;
+};
+
 // One family's `xla_plan(plan, roles, specs, num_inputs)`: the operands named by the roles of its
-// run() (e.g. "x", "rstd"); `member(role)` is the field of the family's tensors struct a role fills.
-template <class Plan, class Tensors, class Member>
-void def_xla_plan(nb::module_& m, Member member) {
-  m.def("xla_plan", [member](const Plan& plan, const std::vector<std::string>& roles, std::vector<TensorSpec> specs,
-                             int num_inputs) {
+// run() (e.g. "x", "rstd"), looked up in the family's operand table (static storage).
+template <class Plan, class Tensors, size_t N>
+void def_xla_plan(nb::module_& m, const char* family, const NamedOperand<Tensors> (&operands)[N]) {
+  const NamedOperand<Tensors>* table = operands;
+  m.def("xla_plan", [family, table](const Plan& plan, const std::vector<std::string>& roles,
+                                    std::vector<TensorSpec> specs, int num_inputs) {
     std::vector<TensorView Tensors::*> fields;
-    for (const std::string& role : roles) fields.push_back(member(role));
+    for (const std::string& role : roles) {
+      size_t i = 0;
+      while (i < N && role != table[i].name) ++i;
+      if (i == N) throw InvalidArgument(std::string(family) + " xla_plan: unknown operand role '" + role + "'");
+      fields.push_back(table[i].member);
+    }
     return register_xla_plan(XlaPlan{[plan, fields](const TensorView* views, void* ws, int64_t ws_size, StreamHandle s) {
                                        Tensors t;
                                        for (size_t i = 0; i < fields.size(); ++i) t.*fields[i] = views[i];

@@ -52,29 +52,30 @@ struct RunArgs {
 // The operands of a GEMM run, in import order: inputs before out, so a CPU input is named, not the
 // output allocated from it.
 enum GemmSlot { kA, kB, kOut, kBias, kAux, kBiasGrad, kAScale, kBScale, kAmax, kGemmSlots };
+const NamedOperand<GemmTensors> kGemmOperands[kGemmSlots] = {
+    {"a", &GemmTensors::a},
+    {"b", &GemmTensors::b},
+    {"out", &GemmTensors::out},
+    {"bias", &GemmTensors::bias},
+    {"aux", &GemmTensors::aux},
+    {"bias_grad", &GemmTensors::bias_grad},
+    {"a_scale", &GemmTensors::a_scale},
+    {"b_scale", &GemmTensors::b_scale},
+    {"amax", &GemmTensors::amax}};
+bool gemm_writes(int slot) { return slot == kOut || slot == kAux || slot == kBiasGrad || slot == kAmax; }
 
 // Imports the given operands (those `imported` does not already hold) and launches.
 void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int64_t workspace_size,
               nb::handle stream, Imported* imported = nullptr) {
   Imported own[kGemmSlots];
   Imported* im = imported ? imported : own;
-  const std::tuple<nb::handle, const char*, bool, TensorView GemmTensors::*> slots[kGemmSlots] = {
-      {r.a, "a", false, &GemmTensors::a},
-      {r.b, "b", false, &GemmTensors::b},
-      {r.out, "out", true, &GemmTensors::out},
-      {r.bias, "bias", false, &GemmTensors::bias},
-      {r.aux, "aux", true, &GemmTensors::aux},
-      {r.bias_grad, "bias_grad", true, &GemmTensors::bias_grad},
-      {r.a_scale, "a_scale", false, &GemmTensors::a_scale},
-      {r.b_scale, "b_scale", false, &GemmTensors::b_scale},
-      {r.amax, "amax", true, &GemmTensors::amax}};
+  const nb::handle hs[kGemmSlots] = {r.a, r.b, r.out, r.bias, r.aux, r.bias_grad, r.a_scale, r.b_scale, r.amax};
   GemmTensors t;
   for (int i = 0; i < kGemmSlots; ++i) {
-    auto [h, name, writable, member] = slots[i];
     const bool required = i == kA || i == kB || i == kOut;
-    if (!required && (!h.is_valid() || h.is_none())) continue;
-    if (!im[i].imported) im[i] = import_tensor(h, name, writable);
-    t.*member = im[i].view;
+    if (!required && (!hs[i].is_valid() || hs[i].is_none())) continue;
+    if (!im[i].imported) im[i] = import_tensor(hs[i], kGemmOperands[i].name, gemm_writes(i));
+    t.*kGemmOperands[i].member = im[i].view;
   }
   const Imported& a = im[kA];
   const Workspace w = import_workspace(workspace, a.view.device);
@@ -156,18 +157,7 @@ void init_gemm(nb::module_& m) {
            "Check the tensors against the descriptor and launch on `stream` (default: the current stream of a's "
            "framework). Never allocates, never synchronizes (except to hand results to JAX).");
 
-  def_xla_plan<GemmPlan, GemmTensors>(m, [](const std::string& role) -> TensorView GemmTensors::* {
-    if (role == "out") return &GemmTensors::out;
-    if (role == "a") return &GemmTensors::a;
-    if (role == "b") return &GemmTensors::b;
-    if (role == "bias") return &GemmTensors::bias;
-    if (role == "aux") return &GemmTensors::aux;
-    if (role == "bias_grad") return &GemmTensors::bias_grad;
-    if (role == "a_scale") return &GemmTensors::a_scale;
-    if (role == "b_scale") return &GemmTensors::b_scale;
-    if (role == "amax") return &GemmTensors::amax;
-    throw InvalidArgument("gemm xla_plan: unknown operand role '" + role + "'");
-  });
+  def_xla_plan<GemmPlan>(m, "gemm", kGemmOperands);
 
   m.def("gemm_call",
         [](nb::handle out, nb::handle a, nb::handle b, double alpha, double beta, const std::string& epilogue,

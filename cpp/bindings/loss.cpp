@@ -135,16 +135,11 @@ void init_loss(nb::module_& m) {
            "grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, "
            "backward writes grad_input, or with the descriptor's wrt one tensor per entry of grads (in wrt order).");
 
-  def_xla_plan<LossPlan, LossTensors>(m, [](const std::string& role) -> TensorView LossTensors::* {
-    if (role == "input") return &LossTensors::input;
-    if (role == "target") return &LossTensors::target;
-    if (role == "weight") return &LossTensors::weight;
-    if (role == "grad_loss") return &LossTensors::grad_loss;
-    if (role == "out") return &LossTensors::out;
-    if (role == "lse") return &LossTensors::lse;
-    if (role == "grad_input") return &LossTensors::grad_input;
-    throw InvalidArgument("loss xla_plan: unknown operand role '" + role + "'");
-  });
+  static const NamedOperand<LossTensors> kOperands[] = {
+      {"input", &LossTensors::input}, {"target", &LossTensors::target},       {"weight", &LossTensors::weight},
+      {"grad_loss", &LossTensors::grad_loss}, {"out", &LossTensors::out}, {"lse", &LossTensors::lse},
+      {"grad_input", &LossTensors::grad_input}};
+  def_xla_plan<LossPlan>(m, "loss", kOperands);
 
   void init_ctc_loss(nb::module_ & m);  // the CTC loss block below
   init_ctc_loss(m);

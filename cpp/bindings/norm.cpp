@@ -17,8 +17,21 @@ namespace {
 
 constexpr int kNumSlots = 13;
 enum Slot { Y, X, W, B, RES, RES_OUT, MEAN, RSTD, GY, GX, GRES, GW, GB };
-const char* kSlotNames[kNumSlots] = {"y",    "x",        "weight", "bias",          "residual",    "residual_out", "mean",
-                                     "rstd", "grad_out", "grad_x", "grad_residual", "grad_weight", "grad_bias"};
+// Each slot's name (run()'s keyword, the name errors use) and field, in Slot order.
+const NamedOperand<NormTensors> kSlots[kNumSlots] = {
+    {"y", &NormTensors::y},
+    {"x", &NormTensors::x},
+    {"weight", &NormTensors::weight},
+    {"bias", &NormTensors::bias},
+    {"residual", &NormTensors::residual},
+    {"residual_out", &NormTensors::residual_out},
+    {"mean", &NormTensors::mean},
+    {"rstd", &NormTensors::rstd},
+    {"grad_out", &NormTensors::grad_out},
+    {"grad_x", &NormTensors::grad_x},
+    {"grad_residual", &NormTensors::grad_residual},
+    {"grad_weight", &NormTensors::grad_weight},
+    {"grad_bias", &NormTensors::grad_bias}};
 
 bool is_output(int slot, bool backward) {
   if (backward) return slot == GX || slot == GW || slot == GB;
@@ -26,15 +39,6 @@ bool is_output(int slot, bool backward) {
 }
 bool is_backward_op(const std::string& op) { return op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0; }
 
-TensorView NormTensors::*slot_member(int slot) {
-  static TensorView NormTensors::*const members[kNumSlots] = {
-      &NormTensors::y,        &NormTensors::x,      &NormTensors::weight,        &NormTensors::bias,
-      &NormTensors::residual, &NormTensors::residual_out, &NormTensors::mean,    &NormTensors::rstd,
-      &NormTensors::grad_out, &NormTensors::grad_x, &NormTensors::grad_residual, &NormTensors::grad_weight,
-      &NormTensors::grad_bias};
-  return members[slot];
-}
-TensorView& slot_view(NormTensors& t, int slot) { return t.*slot_member(slot); }
 
 // Imports every given tensor (None = absent) zero-copy, except those `keep` already holds (the
 // functional entry imported them for the plan key); `keep` holds the arrays alive.
@@ -43,8 +47,8 @@ NormTensors import_all(const nb::handle* hs, bool backward, Imported* keep) {
   for (int i = 0; i < kNumSlots; ++i) {
     if (hs[i].is_none()) continue;
     if (backward && i == B) continue;  // the backward reads no bias (grad_bias says it is wanted)
-    if (!keep[i].imported) keep[i] = import_tensor(hs[i], kSlotNames[i], is_output(i, backward));
-    slot_view(t, i) = keep[i].view;
+    if (!keep[i].imported) keep[i] = import_tensor(hs[i], kSlots[i].name, is_output(i, backward));
+    t.*kSlots[i].member = keep[i].view;
   }
   return t;
 }
@@ -182,11 +186,7 @@ void init_norm(nb::module_& m) {
            "workspace=). Checks the tensors against the descriptor and launches on `stream` (default: the current "
            "stream of x's framework). Never allocates, never synchronizes (except to hand results to JAX).");
 
-  def_xla_plan<NormPlan, NormTensors>(m, [](const std::string& role) {
-    for (int i = 0; i < kNumSlots; ++i)
-      if (role == kSlotNames[i]) return slot_member(i);
-    throw InvalidArgument("norm xla_plan: unknown operand role '" + role + "'");
-  });
+  def_xla_plan<NormPlan>(m, "norm", kSlots);
 
   m.def("norm_call",
         [](const std::string& op, double eps, bool save_stats, nb::handle y, nb::handle x, nb::handle weight,
@@ -208,7 +208,7 @@ void init_norm(nb::module_& m) {
           std::optional<DType> wd, bd;
           bool res = false;
           auto dtype_of = [&](nb::handle h, int slot) {
-            keep[slot] = import_tensor(h, kSlotNames[slot], is_output(slot, backward));
+            keep[slot] = import_tensor(h, kSlots[slot].name, is_output(slot, backward));
             return keep[slot].view.dtype;
           };
           if (!weight.is_none()) wd = dtype_of(weight, W);
