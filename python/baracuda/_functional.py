@@ -46,8 +46,8 @@ def _jax_route(like):
     """JAX arrays (and jax.jit tracers) go through baracuda.jax when this build has its handler."""
     if _interop.framework(like) != "jax":
         return False
-    from .jax import available, on_gpu
-    return available() and on_gpu(like)
+    from .jax import routable
+    return routable(like)
 
 
 def _run(op, out, inputs, params, stream, like):
@@ -185,16 +185,16 @@ def _gated(name, row, x, up, dim, axis, out, stream):
         return _map(name, row, [x], out, stream, {"axis": float(dim)})
     # two tensors: act(gate) * up, one fused binary kernel (silu_mul, gelu_mul, ...)
     fused = _TWO_TENSOR_GATED.get(name)
-    if fused is None:
-        raise InvalidArgument(f"{name}: takes one tensor (glu gates the first half by the second)")
-    if fused in _OPS:
+    if fused is not None:
         return _map(fused, _OPS[fused], [x, up], out, stream, {})
-    h = _map("relu", _OPS["relu"], [x], out, stream, {})  # reglu: no fused kind; in place (JAX: a new array)
+    if name != "reglu":
+        raise InvalidArgument(f"{name}: takes one tensor (glu gates the first half by the second)")
+    h = _map("relu", _OPS["relu"], [x], out, stream, {})  # no fused kind; in place (JAX: a new array)
     return _map("mul", _OPS["mul"], [h, up], None if _interop.framework(h) == "jax" else h, stream, {})
 
 
-# The gated ops' two-tensor form: the binary kind that fuses act(gate) * up.
-_TWO_TENSOR_GATED = {"swiglu": "silu_mul", "geglu": "gelu_mul", "geglu_tanh": "gelu_tanh_mul", "reglu": "relu_mul"}
+# The gated ops' two-tensor form: the binary kind that fuses act(gate) * up (reglu has none).
+_TWO_TENSOR_GATED = {"swiglu": "silu_mul", "geglu": "gelu_mul", "geglu_tanh": "gelu_tanh_mul"}
 
 
 def _make_backward(name, row):

@@ -45,8 +45,7 @@ def matmul(a, b, *, out=None, alpha=1.0, beta=0.0, bias=None, activation="none",
     a's dtype (float32 is allowed for float16 / bfloat16 inputs). float32 uses IEEE math
     unless allow_tf32. Returns out, or (out, aux).
     """
-    if activation not in _EPILOGUES:
-        raise InvalidArgument(f"matmul: activation must be one of {_EPILOGUES}, got {activation!r}")
+    check_activation("matmul", activation)
     shape = _out_shape("matmul", a, b)
     if out is None:
         if beta != 0:
@@ -67,6 +66,11 @@ def matmul(a, b, *, out=None, alpha=1.0, beta=0.0, bias=None, activation="none",
 def _flatten_rows(x):
     """[..., K] -> [rows, K] (a view where the framework reshapes without copying)."""
     return x if len(x.shape) == 2 else x.reshape(-1, x.shape[-1])
+
+
+def check_activation(name, activation):
+    if activation not in _EPILOGUES:
+        raise InvalidArgument(f"{name}: activation must be one of {_EPILOGUES}, got {activation!r}")
 
 
 def _check_linear(name, x, weight, bias=None):

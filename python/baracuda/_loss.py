@@ -56,6 +56,19 @@ def _plan(op, logits, target, weight, reduction, ignore_index, label_smoothing, 
     return plan
 
 
+REDUCTIONS = ("none", "mean", "sum")
+
+
+def check_cross_entropy(logits, target, reduction):
+    """The traced forms' (baracuda.torch, baracuda.jax) shape checks of cross_entropy."""
+    if len(logits.shape) != 2:
+        raise InvalidArgument(f"cross_entropy: logits must have shape [N, V], got {tuple(logits.shape)}")
+    if tuple(target.shape) != (logits.shape[0],):
+        raise InvalidArgument(f"cross_entropy: target has shape {tuple(target.shape)}; expected ({logits.shape[0]},)")
+    if reduction not in REDUCTIONS:
+        raise InvalidArgument(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
 def _check(name, logits):
     if _interop.framework(logits) == "numpy":
         raise InvalidArgument(f"{name}: got a numpy (CPU) array; expected a CUDA tensor")

@@ -75,6 +75,16 @@ def _forward(op, x, weight, bias, eps, residual, save_stats, out, residual_out, 
     return tuple(res)
 
 
+def check_row_norm(op, x, weight, bias=None):
+    """The traced forms' (baracuda.torch, baracuda.jax) shape checks: x has a last dim, weight /
+    bias are [x.shape[-1]] (select() sees only their dtypes)."""
+    if len(x.shape) == 0:
+        raise InvalidArgument(f"{op}: x is 0-d; expected at least one dimension (the normalized one)")
+    for nm, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (x.shape[-1],):
+            raise InvalidArgument(f"{op}: {nm} has shape {tuple(t.shape)}; expected ({x.shape[-1]},), x's last dim")
+
+
 def rms_norm(x: DLPackTensor, weight: Optional[DLPackTensor] = None, eps: float = 1e-6, *,
              residual: Optional[DLPackTensor] = None, save_stats: bool = False, out: Optional[DLPackTensor] = None,
              residual_out: Optional[DLPackTensor] = None, stream: Stream = None) -> Any:

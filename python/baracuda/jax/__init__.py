@@ -32,6 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _C
+from .._gemm import _EPILOGUES as ACTIVATIONS, _check_linear as _check_linear_shapes, check_activation
+from .._loss import REDUCTIONS, check_cross_entropy
+from .._norm import check_row_norm as _check_norm
 from .._dtypes import dtype as _bc_dtype
 from ..errors import InvalidArgument, Unsupported
 
@@ -48,8 +51,11 @@ def available() -> bool:
     return _HANDLER is not None
 
 
-def on_gpu(x) -> bool:
-    """Whether x is a GPU array (a tracer counts: its placement is decided at lowering)."""
+def routable(x) -> bool:
+    """Whether a baracuda.<op> call on x runs here: the handler is built and x is a GPU array (a
+    tracer counts: its placement is decided at lowering)."""
+    if not available():
+        return False
     if isinstance(x, jax.core.Tracer):
         return True
     return all(d.platform == "gpu" for d in x.devices())
@@ -111,12 +117,6 @@ def _operand(role, x):
 
 # ---- norms ----------------------------------------------------------------------------------------
 
-def _check_norm(op, x, weight, bias=None):
-    if x.ndim == 0:
-        raise InvalidArgument(f"{op}: x is 0-d; expected at least one dimension (the normalized one)")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (x.shape[-1],):
-            raise InvalidArgument(f"{op}: {name} has shape {tuple(t.shape)}; expected ({x.shape[-1]},), x's last dim")
 
 
 def _norm_forward(op, x, weight, bias, eps):
@@ -238,7 +238,6 @@ def log_softmax(x, axis: int = -1):
 
 # ---- GEMM: matmul and linear ------------------------------------------------------------------------
 
-ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu")
 _NEEDS_AUX = ("gelu", "gelu_tanh", "silu")  # their derivative reads the pre-activation
 
 
@@ -329,13 +328,8 @@ def matmul(a, b):
 
 
 def _check_linear(x, weight, bias, activation):
-    if activation not in ACTIVATIONS:
-        raise InvalidArgument(f"linear: activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if x.ndim < 1 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
-        raise InvalidArgument(f"linear: x is {tuple(x.shape)} and weight is {tuple(weight.shape)}; expected "
-                              f"x [..., K] and weight [N, K]")
-    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise InvalidArgument(f"linear: bias has shape {tuple(bias.shape)}; expected ({weight.shape[0]},)")
+    check_activation("linear", activation)
+    _check_linear_shapes("linear", x, weight, bias)
 
 
 def _linear_impl(x, weight, bias, activation):
@@ -382,9 +376,6 @@ def linear(x, weight, bias=None, activation: str = "none"):
 
 # ---- cross-entropy ------------------------------------------------------------------------------
 
-REDUCTIONS = ("none", "mean", "sum")
-
-
 def _ce_desc(op, logits, target, ignore_index, label_smoothing, reduction, grad_input=False):
     return _C.LossDescriptor(op, _spec_of(logits), _spec_of(target), None, reduction, int(ignore_index),
                              float(label_smoothing), False, grad_input,
@@ -392,12 +383,7 @@ def _ce_desc(op, logits, target, ignore_index, label_smoothing, reduction, grad_
 
 
 def _ce_forward(logits, target, ignore_index, label_smoothing, reduction):
-    if logits.ndim != 2:
-        raise InvalidArgument(f"cross_entropy: logits must have shape [N, V], got {tuple(logits.shape)}")
-    if tuple(target.shape) != (logits.shape[0],):
-        raise InvalidArgument(f"cross_entropy: target has shape {tuple(target.shape)}; expected ({logits.shape[0]},)")
-    if reduction not in REDUCTIONS:
-        raise InvalidArgument(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    check_cross_entropy(logits, target, reduction)
     desc = _ce_desc("cross_entropy", logits, target, ignore_index, label_smoothing, reduction)
     loss_shape = (logits.shape[0],) if reduction == "none" else ()
     return _launch(desc, _C.LossPlan.select, [_operand("input", logits), _operand("target", target)],
@@ -548,7 +534,7 @@ def functional_route(name, general, args, kwargs):
     stream, traceable, differentiable), or NotImplemented when the call uses what it does not
     cover (out=, stream=, residual=, ...) and must take the general path."""
     entry = _FUNCTIONAL.get(name)
-    if entry is None or not available() or not on_gpu(args[0]):
+    if entry is None or not routable(args[0]):
         return NotImplemented
     fn, takes = entry
     import inspect

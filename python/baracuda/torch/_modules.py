@@ -3,8 +3,8 @@ names), differentiable, and traceable by torch.compile with no graph break."""
 import torch
 from torch import nn
 
+from .. import _gemm
 from ..errors import InvalidArgument
-from . import _ops
 from ._ops import call
 
 
@@ -81,8 +81,7 @@ class Linear(nn.Linear):
 
     def __init__(self, in_features, out_features, bias=True, activation="none", *, device=None, dtype=None):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
-        if activation not in _ops._ACTIVATIONS:
-            raise InvalidArgument(f"Linear: activation must be one of {_ops._ACTIVATIONS}, got {activation!r}")
+        _gemm.check_activation("Linear", activation)
         self.activation = activation
 
     def forward(self, x):

@@ -15,7 +15,7 @@ import re
 import torch
 from torch.library import Library, register_autograd, register_fake
 
-from .. import _C, _gemm, _interop, _loss, _reduction
+from .. import _C, _gemm, _interop, _loss, _norm, _reduction
 from .._dtypes import dtype as bc_dtype
 from ..errors import InvalidArgument
 
@@ -312,12 +312,7 @@ def _stats_dtype(x):
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def _check_norm(op, x, weight, bias=None):
-    if x.dim() == 0:
-        raise InvalidArgument(f"{op}: x is 0-d; expected at least one dimension (the normalized one)")
-    for nm, t in (("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (x.shape[-1],):
-            raise InvalidArgument(f"{op}: {nm} has shape {tuple(t.shape)}; expected ({x.shape[-1]},), x's last dim")
+_check_norm = _norm.check_row_norm
 
 
 def _norm_select(op, x, weight, bias, eps):
@@ -524,7 +519,7 @@ _softmax_family("log_softmax")
 
 # ---- GEMM: matmul and linear ------------------------------------------------------------------------
 
-_ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu")
+_ACTIVATIONS = _gemm._EPILOGUES
 
 
 def _matmul_fake(a, b):
@@ -566,8 +561,7 @@ define("matmul", "(Tensor a, Tensor b) -> Tensor", _matmul_impl, _matmul_fake, _
 
 
 def _linear_shapes(x, weight, bias, activation):
-    if activation not in _ACTIVATIONS:
-        raise InvalidArgument(f"linear: activation must be one of {_ACTIVATIONS}, got {activation!r}")
+    _gemm.check_activation("linear", activation)
     _gemm._check_linear("linear", x, weight, bias)
     return (*x.shape[:-1], weight.shape[0])
 
@@ -630,16 +624,8 @@ define("linear_backward", "(Tensor grad, Tensor x, Tensor weight, bool bias) -> 
 
 # ---- cross-entropy ----------------------------------------------------------------------------------
 
-_REDUCTIONS = ("none", "mean", "sum")
-
-
 def _ce_fake(logits, target, weight, ignore_index, label_smoothing, reduction):
-    if logits.dim() != 2:
-        raise InvalidArgument(f"cross_entropy: logits must have shape [N, V], got {tuple(logits.shape)}")
-    if tuple(target.shape) != (logits.shape[0],):
-        raise InvalidArgument(f"cross_entropy: target has shape {tuple(target.shape)}; expected ({logits.shape[0]},)")
-    if reduction not in _REDUCTIONS:
-        raise InvalidArgument(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    _loss.check_cross_entropy(logits, target, reduction)
     loss = logits.new_empty((logits.shape[0],) if reduction == "none" else ())
     return loss, logits.new_empty((logits.shape[0],), dtype=_stats_dtype(logits))
 
