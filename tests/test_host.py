@@ -761,3 +761,26 @@ def test_functional_plan_cache_is_bounded_lru():
     for n in range(10, 4200):  # past the capacity: the oldest go, the cache stays full
         call(n)
     assert bc._C.elementwise_cache_size() == 4096
+
+
+def test_wrap_refuses_a_negative_shape_and_keeps_its_owner():
+    """_C.wrap (the DLPack view over a CuPy pool allocation for bf16 / fp8) checks its shape and holds
+    the owner alive as long as the array."""
+    import gc
+    import weakref
+
+    with pytest.raises(bc.errors.InvalidArgument, match="negative"):
+        bc._C.wrap(0, [2, -1], bc.bfloat16, 0, object())
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    ref = weakref.ref(owner)
+    arr = bc._C.wrap(0, [0], bc.bfloat16, 0, owner)
+    del owner
+    gc.collect()
+    assert ref() is not None, "the array dropped its owner"
+    del arr
+    gc.collect()
+    assert ref() is None
