@@ -4,7 +4,7 @@ and a small transformers Llama trained with and without baracuda.torch.patch (ea
 torch.compile), in tokens/s.
 
     python bench/bench_overhead.py                 # every section
-    python bench/bench_overhead.py --only host     # host, block, train
+    python bench/bench_overhead.py --only host     # host, parts, block, train
     python bench/bench_overhead.py --quick         # smoke run (what tools/gpu_check.sh --quick passes)
     OUT=/tmp/out python bench/bench_overhead.py    # also writes $OUT/bench_overhead.{md,json,txt}
 
@@ -71,6 +71,27 @@ def host_rows(n, reps):
         a, b = res[("ours", name)]["us_per_call"], res[("torch", name)]["us_per_call"]
         out.append(dict(row=name, ours_us=a, torch_us=b, ratio=a / b))
     return out
+
+
+def parts_rows(n, reps):
+    """Where a functional call's host time goes: its pieces timed alone (ours only), to read next to
+    the host rows (64 x 64 bf16)."""
+    x = torch.randn(64, 64, device=DEV, dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    lw = torch.randn(64, 64, device=DEV, dtype=torch.bfloat16)
+    call = bc._C.elementwise_call
+    pieces = {
+        "core entry: _C.elementwise_call(exp, into y)": (call, ("exp", y, (x,), {}, None, None), {}),
+        "torch.empty_like(x)": (torch.empty_like, (x,), {}),
+        "x.new_empty(x.shape)": (x.new_empty, (x.shape,), {}),
+        "torch._C._to_dlpack(x) (the capsule import)": (torch._C._to_dlpack, (x,), {}),
+        "torch.compiler.is_compiling()": (torch.compiler.is_compiling, (), {}),
+        "core entry: _C.gemm_call (linear, into y)": (bc._C.gemm_call, (y, x, lw.t(), 1.0, 0.0, "none", None, None,
+                                                                       None, None, None, None, False, None,
+                                                                       bc._interop.workspace_allocator(x)), {}),
+    }
+    res = C.time_host(pieces, n=n, reps=reps)
+    return [dict(row=k, us=v["us_per_call"]) for k, v in res.items()]
 
 
 def _gpu_time(fn, iters=20, warmup=5):
@@ -180,7 +201,7 @@ def train_rows(steps, compile_too):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="host,block,train")
+    ap.add_argument("--only", default="host,parts,block,train")
     ap.add_argument("--host-n", type=int, default=3000)
     ap.add_argument("--host-reps", type=int, default=5)
     ap.add_argument("--train-steps", type=int, default=20)
@@ -201,6 +222,13 @@ def main():
         hdr = ["host time per call", "baracuda (us)", "torch (us)", "ratio"]
         body = [[r["row"], C.fmt(r["ours_us"], ".2f"), C.fmt(r["torch_us"], ".2f"), C.fmt(r["ratio"], ".2f")]
                 for r in rows]
+        md += ["", C.markdown_table(hdr, body)]
+        text.append(C.text_table(hdr, body))
+    if "parts" in only:
+        rows = parts_rows(args.host_n, args.host_reps)
+        data["parts"] = rows
+        hdr = ["host time of a piece", "us"]
+        body = [[r["row"], C.fmt(r["us"], ".2f")] for r in rows]
         md += ["", C.markdown_table(hdr, body)]
         text.append(C.text_table(hdr, body))
     if "block" in only:

@@ -487,6 +487,62 @@ def test_cuda_graph_with_workspace():
         R.assert_matches(gb, (go.double() * a.double()).sum(0), "mul_backward", rtol=1e-5, atol=1e-4)
 
 
+def test_functional_workspace_is_kept_per_stream():
+    """The functional ops keep one scratch buffer per (device, stream) (cuBLASLt's workspace for
+    bc.linear): a warm call allocates nothing, another stream gets its own buffer, results stay right
+    on both, and clear_workspaces() hands the buffers back."""
+    bc.clear_workspaces()
+    x, w = R.make((64, 256), torch.bfloat16), R.make((128, 256), torch.bfloat16)
+    ref = x.double() @ w.double().T
+    R.assert_matches(bc.linear(x, w), ref, "linear")
+    assert bc.clear_workspaces() >= 1, "bc.linear kept no workspace"
+    y = bc.linear(x, w)  # allocates the buffer again
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for _ in range(5):
+        y = bc.linear(x, w)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before, "a warm bc.linear allocated more than its output"
+    R.assert_matches(y, ref, "linear")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y2 = bc.linear(x, w)
+    torch.cuda.current_stream().wait_stream(s)
+    R.assert_matches(y2, ref, "linear on a second stream")
+    assert bc.clear_workspaces() >= 2, "the second stream shared the first stream's workspace"
+
+
+def test_functional_ops_in_a_cuda_graph():
+    """bc.linear and bc.rms_norm captured in a CUDA graph: under capture the workspace is allocated
+    for the call (the graph's pool owns it), never taken from or put into the per-stream cache."""
+    x, w, nw = R.make((64, 256), torch.bfloat16), R.make((128, 256), torch.bfloat16), R.make((128,), torch.bfloat16)
+    box = {}
+    graph = _capture(lambda: box.update(y=bc.rms_norm(bc.linear(x, w), nw)))
+    for i in range(2):
+        x.copy_(R.make((64, 256), torch.bfloat16, g=R.gen(f"graphfn/{i}")))
+        box["y"].fill_(math.nan)
+        graph.replay()
+        torch.cuda.synchronize()
+        h = x.double() @ w.double().T
+        ref = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * nw.double()
+        R.assert_matches(box["y"], ref, "rms_norm(linear) replayed", rtol=3e-2, atol=3e-2)
+    y = bc.linear(x, w)  # eager again on the default stream, after the capture
+    R.assert_matches(y, x.double() @ w.double().T, "linear after capture")
+
+
+def test_torch_import_reads_views_and_parameters():
+    """torch tensors are read through torch's DLPack exchange API where it has one: offsets,
+    strides, Parameters and a lazy neg view come through right (the neg bit resolved)."""
+    base = R.make((8, 70), torch.float32)
+    v = base[1:7, 3:67]  # a byte offset and a row stride
+    R.assert_matches(bc.exp(v), torch.exp(v.double()), "exp of a strided view")
+    p = torch.nn.Parameter(R.make((64,), torch.float32), requires_grad=False)
+    R.assert_matches(bc.mul(p, p), p.double() * p.double(), "mul of a Parameter")
+    n = torch._neg_view(R.make((64,), torch.float32))
+    R.assert_matches(bc.exp(n), torch.exp(n.double()), "exp of a neg view")
+
+
 def test_cupy_bfloat16_output_comes_from_cupys_pool():
     """A bf16 / fp8 result for CuPy inputs is allocated from CuPy's memory pool (a CuPy array where
     this CuPy has the dtype, else a DLPack array over the pool's memory that torch / JAX read)."""

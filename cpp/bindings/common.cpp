@@ -6,6 +6,7 @@
 
 #include "baracuda/errors.h"
 #include "baracuda/runtime.h"
+#include "dlpack_exchange.h"
 
 namespace baracuda::py {
 
@@ -40,6 +41,21 @@ nb::object torch_capsule(nb::handle h) {
   return (*to_dlpack)(h);
 }
 
+// torch's exchange API, for torch.Tensor and nn.Parameter themselves (other subclasses, such as
+// fake or functional tensors, take the capsule path and its checks). Looked up once per type.
+const dlpack_exchange::Api* exchange_api(PyTypeObject* t) {
+  static PyTypeObject *tensor = nullptr, *parameter = nullptr;
+  static const dlpack_exchange::Api* api = nullptr;
+  if (!tensor) {  // torch is imported: a torch tensor is at hand
+    nb::module_ torch = nb::module_::import_("torch");
+    nb::object p = torch.attr("nn").attr("Parameter"), t = torch.attr("Tensor");
+    api = dlpack_exchange::api_of(reinterpret_cast<PyTypeObject*>(t.ptr()));
+    parameter = reinterpret_cast<PyTypeObject*>(p.release().ptr());
+    tensor = reinterpret_cast<PyTypeObject*>(t.release().ptr());
+  }
+  return t == tensor || t == parameter ? api : nullptr;
+}
+
 std::string py_type_name(nb::handle h) {
   return nb::cast<std::string>(nb::str(nb::getattr(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()))),
                                                    "__qualname__", nb::str("?"))));
@@ -64,15 +80,47 @@ void append_params(std::string& key, const std::map<std::string, double>& params
   }
 }
 
-Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc) {
+namespace {
+struct CachedWorkspace {
+  nb::object owner;
+  void* data;
+  int64_t size;
+};
+std::map<std::pair<int, StreamHandle>, CachedWorkspace>& workspace_cache() {
+  static auto* cache = new std::map<std::pair<int, StreamHandle>, CachedWorkspace>();
+  return *cache;
+}
+}  // namespace
+
+Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc, const Imported& like,
+                             nb::handle stream) {
   Workspace w;
   if (bytes <= 0) return w;
   if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator");
+  const StreamHandle s = resolve_stream(stream, like);
+  const bool cacheable = !stream_is_capturing(s);
+  const std::pair<int, StreamHandle> key{like.view.device, s};
+  if (cacheable) {
+    auto it = workspace_cache().find(key);
+    if (it != workspace_cache().end() && it->second.size >= bytes) {
+      w.owner = it->second.owner;  // a reference: a concurrent grow cannot free it under this run
+      w.data = it->second.data;
+      w.size = bytes;
+      return w;
+    }
+  }
   w.owner = workspace_alloc(bytes);
   w.imported = import_tensor(w.owner, "workspace", true);
   w.data = w.imported.view.data;
   w.size = bytes;
+  if (cacheable) workspace_cache()[key] = CachedWorkspace{w.owner, w.data, bytes};
   return w;
+}
+
+size_t clear_workspaces() {
+  const size_t n = workspace_cache().size();
+  workspace_cache().clear();
+  return n;
 }
 
 Workspace import_workspace(nb::handle workspace, int device) {
@@ -92,12 +140,13 @@ Workspace import_workspace(nb::handle workspace, int device) {
   return w;
 }
 
-Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc, int device) {
+Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc,
+                                       const Imported& like, nb::handle stream) {
   if (workspace.is_none()) {
     if (workspace_alloc.is_none()) return Workspace{};
-    return allocate_workspace("workspace", bytes, workspace_alloc);  // empty when bytes == 0
+    return allocate_workspace("workspace", bytes, workspace_alloc, like, stream);  // empty when bytes == 0
   }
-  return import_workspace(workspace, device);
+  return import_workspace(workspace, like.view.device);
 }
 
 void append_key(std::string& key, const TensorView& v) {
@@ -166,24 +215,48 @@ nb::dlpack::dtype dlpack_from_dtype(DType t) {
   return mk(C::Float, 32);
 }
 
-template <class Arr>
-void fill_view(Imported& r, const Arr& arr, const char* name) {
-  const int dev = arr.device_type();
+// What an import reads from either source (a nanobind ndarray or a DLTensor of the exchange API).
+struct RawTensor {
+  int device_type, device_id, ndim;
+  nb::dlpack::dtype dtype;
+  void* data;  // byte offset applied
+  const int64_t* shape;
+  const int64_t* strides;  // null: compact row-major
+};
+
+template <class Arr> RawTensor raw_of(const Arr& arr) {
+  return RawTensor{arr.device_type(), arr.device_id(), int(arr.ndim()), arr.dtype(),
+                   const_cast<void*>(static_cast<const void*>(arr.data())), arr.shape_ptr(), arr.stride_ptr()};
+}
+
+RawTensor raw_of(const dlpack_exchange::Tensor& t) {
+  nb::dlpack::dtype d;
+  d.code = t.dtype.code;
+  d.bits = t.dtype.bits;
+  d.lanes = t.dtype.lanes;
+  return RawTensor{t.device.type, t.device.id, t.ndim, d,
+                   t.data ? static_cast<char*>(t.data) + t.byte_offset : nullptr, t.shape, t.strides};
+}
+
+void fill_view(Imported& r, const RawTensor& t, const char* name) {
+  const int dev = t.device_type;
   if (dev != kDLCUDA && dev != kDLCUDAManaged) {
     const char* where = dev == kDLCPU ? "a CPU tensor" : (dev == kDLCUDAHost ? "a pinned host tensor" : "a non-CUDA tensor");
     throw InvalidArgument(std::string(name) + ": expected a CUDA tensor, got " + where);
   }
-  if (arr.ndim() > size_t(kMaxRank))
-    throw Unsupported(std::string(name) + ": rank " + std::to_string(arr.ndim()) + " exceeds the supported " +
+  if (t.ndim > kMaxRank)
+    throw Unsupported(std::string(name) + ": rank " + std::to_string(t.ndim) + " exceeds the supported " +
                       std::to_string(kMaxRank));
   TensorView& v = r.view;
-  v.data = const_cast<void*>(static_cast<const void*>(arr.data()));
-  v.dtype = dtype_from_dlpack(arr.dtype(), name);
-  v.ndim = int(arr.ndim());
-  v.device = arr.device_id();
-  for (int i = 0; i < v.ndim; ++i) {
-    v.shape[i] = int64_t(arr.shape(i));
-    v.strides[i] = arr.stride(i);
+  v.data = t.data;
+  v.dtype = dtype_from_dlpack(t.dtype, name);
+  v.ndim = t.ndim;
+  v.device = t.device_id;
+  int64_t running = 1;
+  for (int i = v.ndim - 1; i >= 0; --i) {
+    v.shape[i] = t.shape[i];
+    v.strides[i] = t.strides ? t.strides[i] : running;
+    running *= t.shape[i];
   }
   // Kernels load whole elements (and wider vectors where aligned): a producer's view that starts
   // mid-element (a byte offset into another dtype's buffer) would fault or read torn values.
@@ -259,6 +332,15 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
       resolved = h.attr("resolve_neg")().attr("resolve_conj")();
       h = resolved;
     }
+    if (const dlpack_exchange::Api* api = exchange_api(Py_TYPE(h.ptr()))) {
+      dlpack_exchange::Tensor t;
+      if (api->dltensor_from_py_object_no_sync(h.ptr(), &t) != 0) nb::raise_python_error();
+      fill_view(r, raw_of(t), name);
+      r.exchange = api;
+      r.owner = std::move(resolved);
+      check_strides(r, original, name);
+      return r;
+    }
     capsule = torch_capsule(h);
     h = capsule;
   }
@@ -271,12 +353,12 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
       throw InvalidArgument(std::string(name) + ": expected a tensor that supports DLPack (torch, CuPy, JAX, ...), got " +
                             py_type_name(h));
     }
-    fill_view(r, r.writable_array, name);
+    fill_view(r, raw_of(r.writable_array), name);
   } else {
     if (!nb::try_cast<nb::ndarray<nb::ro>>(h, r.array, false))
       throw InvalidArgument(std::string(name) + ": expected a tensor that supports DLPack (torch, CuPy, JAX, ...), got " +
                             py_type_name(h));
-    fill_view(r, r.array, name);
+    fill_view(r, raw_of(r.array), name);
   }
   check_strides(r, original, name);
   return r;
@@ -291,6 +373,11 @@ StreamHandle resolve_stream(nb::handle stream, const Imported& like) {
     }
     throw InvalidArgument("stream: expected an int, a torch.cuda.Stream or a cupy Stream, got " + py_type_name(stream));
   }
+  if (like.exchange) {
+    void* s = nullptr;
+    if (like.exchange->current_work_stream(kDLCUDA, like.view.device, &s) != 0) nb::raise_python_error();
+    return reinterpret_cast<StreamHandle>(s);
+  }
   if (like.framework == 1) {
     static nb::object* get = nullptr;
     if (!get) get = new nb::object(nb::module_::import_("torch._C").attr("_cuda_getCurrentRawStream"));
@@ -303,6 +390,19 @@ StreamHandle resolve_stream(nb::handle stream, const Imported& like) {
   }
   return nullptr;  // legacy default stream
 }
+
+namespace dlpack_exchange {
+const Api* api_of(PyTypeObject* type) {
+  nb::object capsule = nb::getattr(nb::handle(reinterpret_cast<PyObject*>(type)), "__dlpack_c_exchange_api__",
+                                   nb::none());
+  if (capsule.is_none() || !PyCapsule_IsValid(capsule.ptr(), "dlpack_exchange_api")) return nullptr;
+  const auto* api = static_cast<const Api*>(PyCapsule_GetPointer(capsule.ptr(), "dlpack_exchange_api"));
+  // The capsule lives on the type, and the table in the framework's library, for the process's life.
+  if (!api || api->header.version.major != 1 || !api->dltensor_from_py_object_no_sync || !api->current_work_stream)
+    return nullptr;
+  return api;
+}
+}  // namespace dlpack_exchange
 
 void finish_for_framework(const Imported& like, StreamHandle stream) {
   if (like.framework != 3) return;

@@ -20,11 +20,16 @@ namespace nb = nanobind;
 
 namespace baracuda::py {
 
+namespace dlpack_exchange { struct Api; }
+
 // A tensor argument imported zero-copy through DLPack. `name` goes into every error.
-// Keeps the nanobind array alive for as long as the view is used.
+// Keeps the nanobind array alive for as long as the view is used. torch tensors are read through
+// torch's DLPack C exchange API (no capsule; the caller's reference keeps them alive).
 struct Imported {
   nb::ndarray<nb::ro> array;     // inputs
   nb::ndarray<> writable_array;  // outputs
+  nb::object owner;              // a tensor made for the import (torch's resolved neg / conj view)
+  const dlpack_exchange::Api* exchange = nullptr;  // the framework's exchange API, when it was used
   TensorView view;
   int framework = 0;  // 0 unknown, 1 torch, 2 cupy, 3 jax
   bool imported = false;  // set by import_tensor (a default-constructed one holds nothing)
@@ -87,22 +92,30 @@ template <class Plan> class PlanCache {
   std::unordered_map<std::string, typename std::list<std::pair<std::string, Plan>>::iterator> index_;
 };
 
-// Scratch memory of one functional run, from the caller's allocator (a callable bytes ->
-// tensor); empty when bytes == 0. `owner` keeps the allocation alive during the run.
+// Scratch memory of one run. `owner` keeps the allocation alive during the run.
 struct Workspace {
   nb::object owner;
   Imported imported;
   void* data = nullptr;
   int64_t size = 0;
 };
-Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc);
+// A functional entry's scratch memory (empty when bytes == 0): one buffer per (device, stream),
+// allocated by the caller's `workspace_alloc` (a callable bytes -> tensor), grown on demand and
+// kept, as torch keeps cuBLAS's, so a warm call allocates nothing. Work on one stream runs in
+// order, so consecutive calls share it safely. While the stream captures a CUDA graph the buffer
+// is allocated for the call (the graph's memory pool owns it), never cached.
+Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc, const Imported& like,
+                             nb::handle stream);
+// Drops the cached buffers (baracuda.clear_workspaces()); returns how many there were.
+size_t clear_workspaces();
 // A caller's workspace tensor (None or unset: none): a writable, contiguous CUDA tensor on
 // `device` (the operands'); run() is offered its whole size in bytes.
 Workspace import_workspace(nb::handle workspace, int device);
 // The workspace of a plan's run: the caller's `workspace` tensor when given (its whole size),
-// else `bytes` from `workspace_alloc` when there is one and bytes > 0, else none (run() then
-// says what it needed).
-Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc, int device);
+// else `bytes` through allocate_workspace when there is an allocator and bytes > 0, else none
+// (run() then says what it needed).
+Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc,
+                                       const Imported& like, nb::handle stream);
 
 // ---- JAX: plans that XLA's FFI handler runs (xla.cpp) ----------------------------------------
 // A plan selected at trace time (baracuda.jax), run later by the handler on views of XLA's buffers,

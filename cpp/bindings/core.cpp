@@ -183,6 +183,10 @@ void init_core(nb::module_& m) {
         "ptr"_a, "shape"_a, "dtype"_a, "device"_a, "owner"_a,
         "A contiguous DLPack array over device memory that `owner` keeps alive (e.g. a CuPy pool allocation "
         "holding a dtype CuPy has no array type for).");
+  m.def("clear_workspaces", &clear_workspaces,
+        "Releases the scratch buffers the functional ops keep per (device, stream) (cuBLASLt's workspace "
+        "among them) back to their framework's allocator; the next call allocates again. Returns how many "
+        "there were.");
 }
 
 }  // namespace baracuda::py

@@ -146,8 +146,8 @@ void init_elementwise(nb::module_& m) {
             for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
             return ElementwisePlan::select(d);
           });
-          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc);
           const Imported& like = inputs.size() ? ins[0] : o;
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, like, stream);
           StreamHandle s = resolve_stream(stream, like);
           {
             nb::gil_scoped_release release;

@@ -64,9 +64,10 @@ const NamedOperand<GemmTensors> kGemmOperands[kGemmSlots] = {
     {"amax", &GemmTensors::amax}};
 bool gemm_writes(int slot) { return slot == kOut || slot == kAux || slot == kBiasGrad || slot == kAmax; }
 
-// Imports the given operands (those `imported` does not already hold) and launches.
+// Imports the given operands (those `imported` does not already hold) and launches, with the
+// caller's `workspace` tensor or the functional entry's `allocated` one.
 void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int64_t workspace_size,
-              nb::handle stream, Imported* imported = nullptr) {
+              nb::handle stream, Imported* imported = nullptr, const Workspace* allocated = nullptr) {
   Imported own[kGemmSlots];
   Imported* im = imported ? imported : own;
   const nb::handle hs[kGemmSlots] = {r.a, r.b, r.out, r.bias, r.aux, r.bias_grad, r.a_scale, r.b_scale, r.amax};
@@ -78,7 +79,8 @@ void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int6
     t.*kGemmOperands[i].member = im[i].view;
   }
   const Imported& a = im[kA];
-  const Workspace w = import_workspace(workspace, a.view.device);
+  const Workspace given = allocated ? Workspace{} : import_workspace(workspace, a.view.device);
+  const Workspace& w = allocated ? *allocated : given;
   void* ws = w.data;
   if (ws && workspace_size < 0) workspace_size = w.size;
   StreamHandle s = resolve_stream(stream, a);
@@ -199,14 +201,10 @@ void init_gemm(nb::module_& m) {
             pref.allow_tf32 = allow_tf32;
             return GemmPlan::select(d, pref);
           });
-          nb::object ws_obj;
           const int64_t need = plan.workspace_bytes();
-          if (need > 0) {
-            if (workspace_alloc.is_none()) throw InvalidArgument("gemm: needs a workspace allocator");
-            ws_obj = workspace_alloc(need);
-          }
-          run_gemm(plan, RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax},
-                   need > 0 ? nb::handle(ws_obj) : nb::handle(), need, stream, im);
+          const Workspace ws = allocate_workspace("gemm", need, workspace_alloc, ia, stream);
+          run_gemm(plan, RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax}, nb::handle(), need, stream,
+                   im, &ws);
         },
         "out"_a, "a"_a, "b"_a, "alpha"_a, "beta"_a, "epilogue"_a, "bias"_a.none(), "aux"_a.none(),
         "bias_grad"_a.none(), "a_scale"_a.none(), "b_scale"_a.none(), "amax"_a.none(), "allow_tf32"_a,

@@ -66,7 +66,7 @@ void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb
   Imported* keep = imported ? imported : own;
   NormTensors t = import_all(hs, backward, keep);
   const Imported& like = keep[X];
-  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device);
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like, stream);
   StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;
@@ -121,7 +121,7 @@ void chan_launch(const ChannelNormPlan& plan, const nb::handle* hs, nb::handle w
     chan_slot_view(t, i) = keep[i].view;
   }
   const Imported& like = keep[CX];
-  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device);
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like, stream);
   StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;

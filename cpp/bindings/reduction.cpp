@@ -167,8 +167,8 @@ void init_reduction(nb::module_& m) {
           if (plan.num_inputs() != int(inputs.size()))
             throw InvalidArgument(op + ": takes " + std::to_string(plan.num_inputs()) + " input tensors, got " +
                                   std::to_string(inputs.size()));
-          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc);
           const Imported& like = ins[inputs.size() == 1 ? 0 : 1];
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, like, stream);
           StreamHandle s = resolve_stream(stream, like);
           {
             nb::gil_scoped_release release;

@@ -142,7 +142,7 @@ void init_scan(nb::module_& m) {
             for (const auto& o : outs) d.outputs.push_back(spec_of(o.view));
             return ScanPlan::select(d);
           });
-          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc);
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, ins[0], stream);
           run_views(plan, outs, ins, ws.data, ws.size, stream);
         },
         "op"_a, "outputs"_a, "inputs"_a, "axis"_a = -1, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),

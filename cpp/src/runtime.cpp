@@ -22,6 +22,15 @@ void synchronize_stream(StreamHandle stream) {
   cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }
 
+bool stream_is_capturing(StreamHandle stream) noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it so a later check does not report it
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 void copy_to_device(void* dst, const void* src, int64_t bytes) {
   cuda_check(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
 }

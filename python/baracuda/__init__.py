@@ -130,6 +130,13 @@ def elementwise_ops() -> list:
     return list(_C.elementwise_ops())
 
 
+def clear_workspaces() -> int:
+    """Release the scratch buffers the functional ops keep, one per (device, stream), grown to
+    the largest need seen (cuBLASLt's 32 MiB among them), back to the framework's allocator.
+    The next call allocates again. Returns how many were held."""
+    return int(_C.clear_workspaces())
+
+
 def get_include() -> str:
     """Directory of the C++ headers, for embedding the core without Python."""
     return _os.path.join(_os.path.dirname(__file__), "include")

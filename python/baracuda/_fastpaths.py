@@ -6,12 +6,21 @@ function (with the autograd routing). The general functions stay the reference: 
 must give the same result and raise the same errors (the core checks every operand).
 """
 from . import _C, _gemm, _interop, _loss, _norm, _reduction, _softmax
-from ._autograd import FAST, differentiable, needs_route, route
+from ._autograd import FAST, T, differentiable, route
 
 _softmax_call = _C.softmax_call
 _norm_call = _C.norm_call
 _gemm_call = _C.gemm_call
 _reduction_call = _C.reduction_call
+
+# The routing test of needs_route, inlined: `(any operand requires grad and grad mode is on) or
+# torch.compile is tracing`. Reading .requires_grad first keeps the common call to two lookups.
+# torch.empty_like of a contiguous operand allocates fastest (x.new_empty(x.shape) parses a
+# torch.Size: about twice the host time).
+
+
+def _like(x):
+    return T.empty_like(x) if x.is_contiguous() else x.new_empty(x.shape)
 
 
 def _softmax_like(name):
@@ -20,9 +29,9 @@ def _softmax_like(name):
 
     def fn(x, dim=None, *, axis=None, out=None, stream=None):
         if stream is None and axis is None and out is None and type(x) in FAST:
-            if needs_route(x):
+            if x.requires_grad and T.grad() or T.compiling():
                 return route(name, general, (x,), dict(dim=dim))
-            y = x.new_empty(x.shape)
+            y = _like(x)
             _softmax_call(name, y, (x,), -1 if dim is None else int(dim), None)
             return y
         return guarded(x, dim, axis=axis, out=out, stream=stream)
@@ -39,7 +48,7 @@ def _finish(fn, general):
 
 
 def _norm_fast(name, x, weight, bias, eps):
-    y = x.new_empty(x.shape)
+    y = _like(x)
     _norm_call(name, float(eps), False, y, x, weight, bias, None, None, None, None, None, None, None, None, None,
                None, None)
     return y
@@ -51,7 +60,7 @@ def _rms_norm():
 
     def rms_norm(x, weight=None, eps=1e-6, **kwargs):
         if not kwargs and type(x) in FAST and (weight is None or type(weight) in FAST):
-            if needs_route(x, weight):
+            if (x.requires_grad or weight is not None and weight.requires_grad) and T.grad() or T.compiling():
                 return route("rms_norm", general, (x, weight, eps), {})
             return _norm_fast("rms_norm", x, weight, None, eps)
         return guarded(x, weight, eps, **kwargs)
@@ -66,7 +75,8 @@ def _layer_norm():
     def layer_norm(x, weight=None, bias=None, eps=1e-5, **kwargs):
         if (not kwargs and type(x) in FAST and (weight is None or type(weight) in FAST)
                 and (bias is None or type(bias) in FAST)):
-            if needs_route(x, weight, bias):
+            if ((x.requires_grad or weight is not None and weight.requires_grad or bias is not None
+                 and bias.requires_grad) and T.grad() or T.compiling()):
                 return route("layer_norm", general, (x, weight, bias, eps), {})
             return _norm_fast("layer_norm", x, weight, bias, eps)
         return guarded(x, weight, bias, eps, **kwargs)
@@ -82,11 +92,16 @@ def _linear():
         if (not kwargs and type(x) in FAST and type(weight) in FAST and weight.dim() == 2 and x.dim() >= 2
                 and x.shape[-1] == weight.shape[1]
                 and (bias is None or (type(bias) in FAST and bias.shape == weight.shape[:1]))):
-            if needs_route(x, weight, bias):
+            if ((x.requires_grad or weight.requires_grad or bias is not None and bias.requires_grad) and T.grad()
+                    or T.compiling()):
                 return route("linear", general, (x, weight, bias), {})
             n = weight.shape[0]
-            y = x.new_empty((*x.shape[:-1], n))
-            x2, y2 = (x, y) if x.dim() == 2 else (x.reshape(-1, x.shape[-1]), y.view(-1, n))
+            if x.dim() == 2:
+                x2 = x
+                y = y2 = x.new_empty_strided((x.shape[0], n), (n, 1))
+            else:
+                y = x.new_empty((*x.shape[:-1], n))
+                x2, y2 = x.reshape(-1, x.shape[-1]), y.view(-1, n)
             _gemm_call(y2, x2, weight.t(), 1.0, 0.0, "none", bias, None, None, None, None, None, False, None,
                        _interop.workspace_allocator(x))
             return y
@@ -101,9 +116,10 @@ def _matmul():
 
     def matmul(a, b, **kwargs):
         if not kwargs and type(a) in FAST and type(b) in FAST and a.dim() == 2 and b.dim() == 2:
-            if needs_route(a, b):
+            if (a.requires_grad or b.requires_grad) and T.grad() or T.compiling():
                 return route("matmul", general, (a, b), {})
-            y = a.new_empty((a.shape[0], b.shape[1]))
+            n = b.shape[1]
+            y = a.new_empty_strided((a.shape[0], n), (n, 1))
             _gemm_call(y, a, b, 1.0, 0.0, "none", None, None, None, None, None, None, False, None,
                        _interop.workspace_allocator(a))
             return y
@@ -118,7 +134,7 @@ def _sum_like(name):
 
     def fn(x, dim=None, keepdim=False, **kwargs):
         if not kwargs and type(x) in FAST and x.is_floating_point():
-            if needs_route(x):
+            if x.requires_grad and T.grad() or T.compiling():
                 return route(name, general, (x, dim, keepdim), {})
             rank = x.dim()
             axes = [] if dim is None else ([dim] if isinstance(dim, int) else list(dim))
@@ -139,7 +155,7 @@ def _cross_entropy():
     def cross_entropy(logits, target, *, reduction="mean", ignore_index=-100, **kwargs):
         if (not kwargs and type(logits) in FAST and type(target) in FAST and logits.dim() == 2
                 and reduction in ("mean", "sum", "none")):
-            if needs_route(logits):
+            if logits.requires_grad and T.grad() or T.compiling():
                 return route("cross_entropy", general, (logits, target),
                              dict(reduction=reduction, ignore_index=ignore_index))
             plan = _loss._plan("cross_entropy", logits, target, None, reduction, ignore_index, 0.0, False, None, None)

@@ -151,22 +151,24 @@ def _with_fast_path(name, row, tensors, params, sig, general):
     with the autograd routing, for everything else): torch tensors of one shape, no stream, no
     gradient to record and no torch.compile trace: allocate with torch.empty_like (the input's
     layout) and make one call into the core. No per-call Python beyond that."""
-    from ._autograd import FAST, T, differentiable, needs_route, route
+    from ._autograd import FAST, T, differentiable, route
     bool_out = row["category"] in _BOOL_OUT
     data = tensors[1] if name == "where" else tensors[0]
     conds = [f"type({t}) in _FAST" for t in tensors] + [f"{t}.shape == {tensors[0]}.shape" for t in tensors[1:]]
     tup = "(" + ", ".join(tensors) + ",)"
     ps = "{" + ", ".join(f"{p!r}: float({p})" for p, _ in params) + "}"
     kw = ", ".join(f"{p}={p}" for p, _ in params)
+    # needs_route inlined: (an operand requires grad and grad mode is on) or torch.compile traces
+    grad = " or ".join(f"{t}.requires_grad" for t in tensors)
     body = (f"    if stream is None and {' and '.join(conds)}:\n"
-            f"        if needs_route(*{tup}):\n"
+            f"        if ({grad}) and T.grad() or T.compiling():\n"
             f"            return route({name!r}, _plain, {tup}, dict({kw + ', ' if kw else ''}out=out))\n"
             f"        if out is None:\n"
             f"            out = T.empty_like({data}{', dtype=T.bool' if bool_out else ''})\n"
             f"        _call({name!r}, out, {tup}, {ps}, None, None)\n"
             f"        return out\n"
             f"    return _general({', '.join(tensors)}{', ' + kw if kw else ''}, out=out, stream=stream)\n")
-    ns = dict(_FAST=FAST, T=T, needs_route=needs_route, route=route, _plain=general,
+    ns = dict(_FAST=FAST, T=T, route=route, _plain=general,
               _general=differentiable(name, general), _call=_C.elementwise_call, TensorOrScalar=TensorOrScalar,
               DLPackTensor=DLPackTensor, Optional=Optional, Stream=Stream)
     exec(f"def {name}({sig}) -> DLPackTensor:\n{body}", ns)  # noqa: S102  (source built from the op table)

@@ -179,6 +179,11 @@ def wrap(ptr: int, shape: Sequence[int], dtype: DType, device: int, owner: objec
     A contiguous DLPack array over device memory that `owner` keeps alive (e.g. a CuPy pool allocation holding a dtype CuPy has no array type for).
     """
 
+def clear_workspaces() -> int:
+    """
+    Releases the scratch buffers the functional ops keep per (device, stream) (cuBLASLt's workspace among them) back to their framework's allocator; the next call allocates again. Returns how many there were.
+    """
+
 def elementwise_ops() -> list:
     """
     The elementwise op table: name, category, arity, params (name, default), dtypes, backward op, doc.

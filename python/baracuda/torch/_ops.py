@@ -25,7 +25,12 @@ OPS = []  # names of every registered op, for opcheck and docs
 
 def _empty_like_layout(x, dtype=None):
     """torch.empty_like: a dense permuted x keeps its strides; anything else becomes contiguous."""
-    return torch.empty_like(x, dtype=dtype, memory_format=torch.preserve_format)
+    return torch.empty_like(x) if dtype is None else torch.empty_like(x, dtype=dtype)  # preserve_format
+
+
+def _contiguous_like(x):
+    """A contiguous tensor shaped like x (empty_like parses less than x.new_empty(x.shape)'s torch.Size)."""
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 def _concrete(*tensors):
@@ -73,10 +78,51 @@ def define(name, schema, impl, fake=None, backward=None, setup_context=None):
     register_fake("baracuda::" + name, fake, lib=LIB)
     IMPLS[name] = impl
     if backward is not None:
-        register_autograd("baracuda::" + name, backward, setup_context=setup_context, lib=LIB)
+        _register_autograd(name, impl, backward, setup_context)
         EAGER[name] = _eager_function(name, impl, backward, setup_context)
     OPS.append(name)
     return getattr(torch.ops.baracuda, name)
+
+
+try:  # the kernel torch.library.register_autograd installs, to put a direct path in front of it
+    from torch._library.autograd import Info as _AutogradInfo, make_autograd_impl as _make_autograd_impl
+except ImportError:  # a torch without them: the public registration, without the direct path
+    _make_autograd_impl = None
+_grad_enabled = torch._C.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+
+
+def _register_autograd(name, impl, backward, setup_context):
+    """The op's Autograd kernel: register_autograd's, behind a direct path. A call on real CUDA
+    tensors that records no gradient, with no torch_dispatch mode active, runs the CUDA kernel
+    itself: what the redispatch below autograd would reach, without that second dispatcher trip
+    (about half the host time of torch.ops.baracuda.<op> in a compiled graph or under no_grad)."""
+    if _make_autograd_impl is None:
+        register_autograd("baracuda::" + name, backward, setup_context=setup_context, lib=LIB)
+        return
+    general = _make_autograd_impl(getattr(torch.ops.baracuda, name).default, _AutogradInfo(backward, setup_context))
+
+    def kernel(keyset, *args, **kwargs):
+        if not kwargs and not _dispatch_modes() and _plain_cuda(args) and not (_grad_enabled() and _requires_grad(args)):
+            return impl(*args)
+        return general(keyset, *args, **kwargs)
+
+    LIB.impl(name, kernel, "Autograd", with_keyset=True)
+
+
+def _requires_grad(args):
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            return True
+    return False
+
+
+def _plain_cuda(args):
+    """Every tensor argument a real (eager) CUDA tensor: no fake, functional or other subclass."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN or not a.is_cuda):
+            return False
+    return True
 
 
 def _eager_function(name, impl, backward, setup_context):
@@ -104,7 +150,7 @@ def call(name, *args):
     what keeps a training step's host time near torch's). Anything else (torch.compile tracing,
     fake / functional tensors, other subclasses): torch.ops.baracuda.<name>, whose fake kernel and
     registered autograd formula the tracers use."""
-    if torch.compiler.is_compiling() or not _plain(args):
+    if torch.compiler.is_compiling() or _dispatch_modes() or not _plain(args):
         return getattr(torch.ops.baracuda, name)(*args)
     if torch.is_grad_enabled():
         fn = EAGER.get(name)
@@ -170,6 +216,9 @@ def _param_names(row):
     return [p for p, _ in row["params"] if p not in ("wrt", "axis")]
 
 
+_ew_call = _C.elementwise_call
+
+
 def _ew_launch(name, out, inputs, params):
     _C.elementwise_call(name, out, tuple(inputs), params, None, _alloc(out))
 
@@ -212,8 +261,13 @@ def _make_ew(name, row):
         ps = rest[1:] if gated else rest
         return inputs, dim, ps
 
-    def impl(*values, **kw):
-        inputs, dim, ps = split(list(values) + [kw[p] for p in pnames if p in kw])
+    def impl(*values):  # every argument, positionally (_with_defaults)
+        if cat == "unary" and not pnames:  # the common case, without the general bookkeeping
+            x = values[0]
+            out = torch.empty_like(x)
+            _ew_call(name, out, (x,), {}, None, None)
+            return out
+        inputs, dim, ps = split(list(values))
         params = {p: float(v) for p, v in zip(pnames, ps)}
         if gated:
             params["axis"] = float(dim)
@@ -323,7 +377,7 @@ def _norm_select(op, x, weight, bias, eps):
 
 def _rms_norm_outputs(x, weight):
     _check_norm("rms_norm", x, weight)
-    return x.new_empty(x.shape), x.new_empty(x.shape[:-1], dtype=_stats_dtype(x))
+    return _contiguous_like(x), x.new_empty(x.shape[:-1], dtype=_stats_dtype(x))
 
 
 def _rms_norm_fake(x, weight, eps):
@@ -351,9 +405,9 @@ def _rms_norm_backward(ctx, grad_y, grad_rstd):
 
 
 def _norm_backward_outputs(x, weight, bias):
-    gx = x.new_empty(x.shape)
-    gw = weight.new_empty(weight.shape) if weight is not None else x.new_empty((0,))
-    gb = bias.new_empty(bias.shape) if bias is not None else x.new_empty((0,))
+    gx = _contiguous_like(x)
+    gw = _contiguous_like(weight) if weight is not None else x.new_empty((0,))
+    gb = _contiguous_like(bias) if bias is not None else x.new_empty((0,))
     return gx, gw, gb
 
 
@@ -371,7 +425,7 @@ def _rms_norm_bwd_impl(grad, x, rstd, weight):
 def _layer_norm_outputs(x, weight, bias):
     _check_norm("layer_norm", x, weight, bias)
     sd = _stats_dtype(x)
-    return x.new_empty(x.shape), x.new_empty(x.shape[:-1], dtype=sd), x.new_empty(x.shape[:-1], dtype=sd)
+    return _contiguous_like(x), x.new_empty(x.shape[:-1], dtype=sd), x.new_empty(x.shape[:-1], dtype=sd)
 
 
 def _layer_norm_fake(x, weight, bias, eps):
@@ -486,7 +540,7 @@ define("group_norm_backward", "(Tensor grad, Tensor x, Tensor mean, Tensor rstd,
 def _softmax_fake(x, dim):
     if not -max(x.dim(), 1) <= dim < max(x.dim(), 1):
         raise InvalidArgument(f"softmax: dim {dim} is out of range for x of rank {x.dim()}")
-    return x.new_empty(x.shape)
+    return _contiguous_like(x)
 
 
 def _softmax_family(name):
@@ -601,7 +655,7 @@ def _linear_backward(ctx, grad, grad_aux):
 
 
 def _linear_bwd_fake(grad, x, weight, bias):
-    return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty((weight.shape[0],) if bias else (0,))
+    return _contiguous_like(x), _contiguous_like(weight), weight.new_empty((weight.shape[0],) if bias else (0,))
 
 
 def _linear_bwd_impl(grad, x, weight, bias):
@@ -653,11 +707,11 @@ def _ce_backward(ctx, grad_loss, grad_lse):
 
 
 def _ce_bwd_fake(grad_loss, logits, target, lse, weight, ignore_index, label_smoothing, reduction):
-    return logits.new_empty(logits.shape)
+    return _contiguous_like(logits)
 
 
 def _ce_bwd_impl(grad_loss, logits, target, lse, weight, ignore_index, label_smoothing, reduction):
-    out = logits.new_empty(logits.shape)
+    out = _contiguous_like(logits)
     plan = _loss._plan("cross_entropy_backward", logits, target, weight, reduction, ignore_index, label_smoothing,
                        False, grad_loss, out)
     ws = _alloc(logits)(plan.workspace_bytes())
