@@ -12,6 +12,7 @@ namespace baracuda::py {
 
 namespace {
 constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+constexpr uint8_t kDLComplex = 5;  // DLDataTypeCode
 
 // Framework of a tensor argument. Known tensor types are cached so the common case is a
 // pointer compare; subclasses (torch.nn.Parameter) count as their framework.
@@ -54,6 +55,18 @@ const dlpack_exchange::Api* exchange_api(PyTypeObject* t) {
     tensor = reinterpret_cast<PyTypeObject*>(t.release().ptr());
   }
   return t == tensor || t == parameter ? api : nullptr;
+}
+
+// x.is_neg() / x.is_conj() of a torch tensor: a method call by interned name, without building a
+// bound method.
+bool torch_flag(nb::handle h, bool conj) {
+  static PyObject* const is_neg = PyUnicode_InternFromString("is_neg");
+  static PyObject* const is_conj = PyUnicode_InternFromString("is_conj");
+  PyObject* r = PyObject_CallMethodNoArgs(h.ptr(), conj ? is_conj : is_neg);
+  if (!r) nb::raise_python_error();
+  const bool yes = r == Py_True;
+  Py_DECREF(r);
+  return yes;
 }
 
 std::string py_type_name(nb::handle h) {
@@ -322,19 +335,23 @@ Imported import_tensor(nb::handle h, const char* name, bool writable) {
   const nb::handle original = h;
   nb::object capsule, resolved;
   if (r.framework == 1) {
+    const dlpack_exchange::Api* api = exchange_api(Py_TYPE(h.ptr()));
+    dlpack_exchange::Tensor t;
+    if (api && api->dltensor_from_py_object_no_sync(h.ptr(), &t) != 0) nb::raise_python_error();
     // torch's lazy x.neg() / x.conj() views export their raw bytes through DLPack: the sign would
-    // be lost. Inputs are materialised (as torch's own ops do); an output cannot be.
-    const bool neg = nb::cast<bool>(h.attr("is_neg")()), conj = nb::cast<bool>(h.attr("is_conj")());
+    // be lost. Inputs are materialised (as torch's own ops do); an output cannot be. Only a complex
+    // tensor can carry the conjugate bit.
+    const bool neg = torch_flag(h, false), conj = (!api || t.dtype.code == kDLComplex) && torch_flag(h, true);
     if (neg || conj) {
       if (writable)
         throw InvalidArgument(std::string(name) + ": is a torch view with the " + (neg ? "negative" : "conjugate") +
                               " bit set (a lazy neg / conj); an output must be a materialised tensor");
       resolved = h.attr("resolve_neg")().attr("resolve_conj")();
       h = resolved;
+      api = exchange_api(Py_TYPE(h.ptr()));
+      if (api && api->dltensor_from_py_object_no_sync(h.ptr(), &t) != 0) nb::raise_python_error();
     }
-    if (const dlpack_exchange::Api* api = exchange_api(Py_TYPE(h.ptr()))) {
-      dlpack_exchange::Tensor t;
-      if (api->dltensor_from_py_object_no_sync(h.ptr(), &t) != 0) nb::raise_python_error();
+    if (api) {
       fill_view(r, raw_of(t), name);
       r.exchange = api;
       r.owner = std::move(resolved);
