@@ -1,4 +1,5 @@
-// Bindings of the loss family: descriptor and plan (the functional API caches plans in Python).
+// Bindings of the loss family: descriptor, plan, and the functional entry of cross_entropy (the
+// other losses' functional API still caches its plans in Python).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -10,6 +11,13 @@
 using namespace nb::literals;
 
 namespace baracuda::py {
+
+namespace {
+PlanCache<LossPlan>& plan_cache() {
+  static auto* cache = new PlanCache<LossPlan>();
+  return *cache;
+}
+}  // namespace
 
 void init_loss(nb::module_& m) {
   nb::class_<LossDescriptor>(m, "LossDescriptor",
@@ -134,6 +142,60 @@ void init_loss(nb::module_& m) {
            "lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes "
            "grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, "
            "backward writes grad_input, or with the descriptor's wrt one tensor per entry of grads (in wrt order).");
+
+  m.def("cross_entropy_call",
+        [](nb::handle input, nb::handle target, nb::handle out, nb::handle lse, const std::string& reduction,
+           int64_t ignore_index, double label_smoothing, nb::handle weight, nb::handle grad_input, nb::handle stream,
+           nb::handle workspace_alloc) {
+          auto present = [](nb::handle h) { return h.is_valid() && !h.is_none(); };
+          // Inputs first: a CPU input is named, not an output allocated from it.
+          Imported x = import_tensor(input, "input", false), t = import_tensor(target, "target", false), w, g;
+          if (present(weight)) w = import_tensor(weight, "weight", false);
+          Imported o = import_tensor(out, "out", true), l = import_tensor(lse, "lse", true);
+          if (present(grad_input)) g = import_tensor(grad_input, "grad_input", true);
+          std::string key = reduction;
+          key.push_back('\0');
+          key.append(reinterpret_cast<const char*>(&ignore_index), sizeof ignore_index);
+          key.append(reinterpret_cast<const char*>(&label_smoothing), sizeof label_smoothing);
+          for (const Imported* i : {&x, &t, &o, &l, &w, &g}) {
+            key.push_back(i->imported ? '+' : '-');
+            if (i->imported) append_key(key, i->view);
+          }
+          const LossPlan plan = plan_cache().get(key, [&] {
+            LossDescriptor d;
+            d.op = "cross_entropy";
+            d.input = spec_of(x.view);
+            d.target = spec_of(t.view);
+            d.has_weight = w.imported;
+            if (w.imported) d.weight = spec_of(w.view);
+            d.reduction = reduction;
+            d.ignore_index = ignore_index;
+            d.label_smoothing = label_smoothing;
+            d.with_grad = g.imported;
+            d.grad_input = g.imported ? spec_of(g.view) : d.input;
+            d.grad_loss = TensorSpec{{}, d.input.dtype, {}};
+            return LossPlan::select(d);
+          });
+          LossTensors T;
+          T.input = x.view;
+          T.target = t.view;
+          T.out = o.view;
+          T.lse = l.view;
+          if (w.imported) T.weight = w.view;
+          if (g.imported) T.grad_input = g.view;
+          const Workspace ws = allocate_workspace("cross_entropy", plan.workspace_bytes(), workspace_alloc, x, stream);
+          StreamHandle s = resolve_stream(stream, x);
+          {
+            nb::gil_scoped_release release;
+            plan.run(T, ws.data, ws.size, s);
+          }
+          finish_for_framework(x, s);
+        },
+        "input"_a, "target"_a, "out"_a, "lse"_a, "reduction"_a, "ignore_index"_a, "label_smoothing"_a,
+        "weight"_a.none(), "grad_input"_a.none(), "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "Functional entry of cross_entropy (with_grad when grad_input is given): select (cached on the parameters "
+        "and operand metadata) and run.");
+  m.def("loss_cache_size", [] { return plan_cache().size(); }, "Plans in the functional loss cache.");
 
   static const NamedOperand<LossTensors> kOperands[] = {
       {"input", &LossTensors::input}, {"target", &LossTensors::target},       {"weight", &LossTensors::weight},

@@ -17,7 +17,7 @@ _routes = None
 class _TorchHooks:
     """torch's functions the fast paths call, bound the first time a torch tensor is seen (so
     importing baracuda never imports torch)."""
-    grad = compiling = empty_like = bool = tensor = None
+    grad = compiling = empty_like = bool = tensor = float32 = float64 = None
 
 
 T = _TorchHooks()
@@ -28,6 +28,7 @@ def see_torch():
     import torch
     T.grad, T.compiling, T.empty_like, T.bool, T.tensor = (torch.is_grad_enabled, torch.compiler.is_compiling,
                                                            torch.empty_like, torch.bool, torch.Tensor)
+    T.float32, T.float64 = torch.float32, torch.float64
     FAST.update((torch.Tensor, torch.nn.Parameter))
 
 

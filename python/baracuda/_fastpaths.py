@@ -158,14 +158,11 @@ def _cross_entropy():
             if logits.requires_grad and T.grad() or T.compiling():
                 return route("cross_entropy", general, (logits, target),
                              dict(reduction=reduction, ignore_index=ignore_index))
-            plan = _loss._plan("cross_entropy", logits, target, None, reduction, ignore_index, 0.0, False, None, None)
             n = logits.shape[0]
-            import torch
-            loss = logits.new_empty((n,) if reduction == "none" else ())
-            lse = logits.new_empty((n,), dtype=torch.float64 if logits.dtype == torch.float64 else torch.float32)
-            nbytes = plan.workspace_bytes()
-            ws = logits.new_empty((nbytes,), dtype=torch.uint8) if nbytes else None
-            plan.run(logits, target, lse, ws, out=loss)
+            loss = logits.new_empty_strided((n,), (1,)) if reduction == "none" else logits.new_empty_strided((), ())
+            lse = logits.new_empty_strided((n,), (1,), dtype=T.float64 if logits.dtype == T.float64 else T.float32)
+            _C.cross_entropy_call(logits, target, loss, lse, reduction, int(ignore_index), 0.0, None, None, None,
+                                  _interop.workspace_allocator(logits))
             return loss
         return guarded(logits, target, reduction=reduction, ignore_index=ignore_index, **kwargs)
 

@@ -796,6 +796,14 @@ class LossPlan:
         Check the tensors against the descriptor and launch. cross_entropy: forward writes out (the loss) and lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, backward writes grad_input, or with the descriptor's wrt one tensor per entry of grads (in wrt order).
         """
 
+def cross_entropy_call(input: object, target: object, out: object, lse: object, reduction: str, ignore_index: int, label_smoothing: float, weight: object | None, grad_input: object | None, stream: object | None = None, workspace_alloc: object | None = None) -> None:
+    """
+    Functional entry of cross_entropy (with_grad when grad_input is given): select (cached on the parameters and operand metadata) and run.
+    """
+
+def loss_cache_size() -> int:
+    """Plans in the functional loss cache."""
+
 class CtcLossDescriptor:
     """
     CTC loss, torch.nn.functional.ctc_loss's semantics: 'ctc_loss' (forward: the loss and log_alpha [N, T, 2 S + 1]) or 'ctc_loss_backward' (grad_log_probs from log_alpha). log_probs [T, N, C]; targets [N, S] padded or [sum(target_lengths)] concatenated; input_lengths, target_lengths [N] device int tensors. max_target_length: required for concatenated targets (a bound on every target length), optional for padded ones (default S). Pure data; hashable; the plan-cache key.

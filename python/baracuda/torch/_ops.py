@@ -65,6 +65,12 @@ def validate(family, tensors, make):
 IMPLS = {}   # name -> the CUDA kernel (a plain function on real tensors)
 EAGER = {}   # name -> torch.autograd.Function running IMPLS[name] (ops with a backward)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+# EAGER[name].apply without autograd.Function.apply's Python wrapper (its functorch checks, a third
+# of the recording call's host time): the C++ apply it ends in, bound to the class. Only when no
+# functorch transform is active (`call` checks).
+APPLY = {}
+_C_APPLY = torch._C._FunctionBase.__dict__["apply"]
+_functorch_active = torch._C._are_functorch_transforms_active
 
 
 def define(name, schema, impl, fake=None, backward=None, setup_context=None):
@@ -80,6 +86,7 @@ def define(name, schema, impl, fake=None, backward=None, setup_context=None):
     if backward is not None:
         _register_autograd(name, impl, backward, setup_context)
         EAGER[name] = _eager_function(name, impl, backward, setup_context)
+        APPLY[name] = _C_APPLY.__get__(None, EAGER[name])
     OPS.append(name)
     return getattr(torch.ops.baracuda, name)
 
@@ -157,7 +164,9 @@ def call(name, *args):
         if fn is not None:
             for a in args:
                 if isinstance(a, torch.Tensor) and a.requires_grad:
-                    return fn.apply(*args)
+                    if _functorch_active():  # Function.apply's Python handles vmap / grad transforms
+                        return fn.apply(*args)
+                    return APPLY[name](*args)
     return IMPLS[name](*args)
 
 
@@ -686,10 +695,8 @@ def _ce_fake(logits, target, weight, ignore_index, label_smoothing, reduction):
 
 def _ce_impl(logits, target, weight, ignore_index, label_smoothing, reduction):
     loss, lse = _ce_fake(logits, target, weight, ignore_index, label_smoothing, reduction)
-    plan = _loss._plan("cross_entropy", logits, target, weight, reduction, ignore_index, label_smoothing, False,
-                       None, None)
-    ws = _alloc(logits)(plan.workspace_bytes())
-    plan.run(logits, target, lse, ws, out=loss, weight=weight)
+    _C.cross_entropy_call(logits, target, loss, lse, reduction, int(ignore_index), float(label_smoothing), weight,
+                          None, None, _alloc(logits))
     return loss, lse
 
 
