@@ -94,10 +94,13 @@ void append_params(std::string& key, const std::map<std::string, double>& params
 }
 
 namespace {
+// The core's own device memory (not the framework's pool: a buffer kept across calls must not sit
+// in a pool that torch's CUDA-graph trees account for). A grown buffer's predecessor is retired,
+// not freed, so work still queued on it stays valid without a sync; clear_workspaces frees both.
 struct CachedWorkspace {
-  nb::object owner;
-  void* data;
-  int64_t size;
+  void* data = nullptr;
+  int64_t size = 0;
+  std::vector<void*> retired;
 };
 std::map<std::pair<int, StreamHandle>, CachedWorkspace>& workspace_cache() {
   static auto* cache = new std::map<std::pair<int, StreamHandle>, CachedWorkspace>();
@@ -109,29 +112,34 @@ Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle wo
                              nb::handle stream) {
   Workspace w;
   if (bytes <= 0) return w;
-  if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator");
   const StreamHandle s = resolve_stream(stream, like);
-  const bool cacheable = !stream_is_capturing(s);
-  const std::pair<int, StreamHandle> key{like.view.device, s};
-  if (cacheable) {
-    auto it = workspace_cache().find(key);
-    if (it != workspace_cache().end() && it->second.size >= bytes) {
-      w.owner = it->second.owner;  // a reference: a concurrent grow cannot free it under this run
-      w.data = it->second.data;
-      w.size = bytes;
-      return w;
-    }
+  if (stream_is_capturing(s)) {  // the graph's pool owns memory allocated for a captured call
+    if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator under CUDA-graph capture");
+    w.owner = workspace_alloc(bytes);
+    w.imported = import_tensor(w.owner, "workspace", true);
+    w.data = w.imported.view.data;
+    w.size = bytes;
+    return w;
   }
-  w.owner = workspace_alloc(bytes);
-  w.imported = import_tensor(w.owner, "workspace", true);
-  w.data = w.imported.view.data;
+  CachedWorkspace& c = workspace_cache()[{like.view.device, s}];
+  if (c.size < bytes) {
+    void* grown = device_malloc(bytes, like.view.device);
+    if (c.data) c.retired.push_back(c.data);
+    c.data = grown;
+    c.size = bytes;
+  }
+  w.data = c.data;
   w.size = bytes;
-  if (cacheable) workspace_cache()[key] = CachedWorkspace{w.owner, w.data, bytes};
   return w;
 }
 
 size_t clear_workspaces() {
-  const size_t n = workspace_cache().size();
+  size_t n = 0;
+  for (auto& [key, c] : workspace_cache()) {
+    for (void* p : c.retired) device_free(p);  // cudaFree waits for the device's queued work
+    if (c.data) device_free(c.data);
+    n += c.data != nullptr;
+  }
   workspace_cache().clear();
   return n;
 }

@@ -99,14 +99,14 @@ struct Workspace {
   void* data = nullptr;
   int64_t size = 0;
 };
-// A functional entry's scratch memory (empty when bytes == 0): one buffer per (device, stream),
-// allocated by the caller's `workspace_alloc` (a callable bytes -> tensor), grown on demand and
-// kept, as torch keeps cuBLAS's, so a warm call allocates nothing. Work on one stream runs in
-// order, so consecutive calls share it safely. While the stream captures a CUDA graph the buffer
-// is allocated for the call (the graph's memory pool owns it), never cached.
+// A functional entry's scratch memory (empty when bytes == 0): one buffer of the core's per
+// (device, stream), grown on demand and kept, as torch keeps cuBLAS's, so a warm call allocates
+// nothing. Work on one stream runs in order, so consecutive calls share it safely. While the stream
+// captures a CUDA graph the buffer comes from `workspace_alloc` (a callable bytes -> tensor of the
+// caller's framework) for the call alone: the graph's memory pool owns it.
 Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc, const Imported& like,
                              nb::handle stream);
-// Drops the cached buffers (baracuda.clear_workspaces()); returns how many there were.
+// Frees the kept buffers (baracuda.clear_workspaces()); returns how many there were.
 size_t clear_workspaces();
 // A caller's workspace tensor (None or unset: none): a writable, contiguous CUDA tensor on
 // `device` (the operands'); run() is offered its whole size in bytes.

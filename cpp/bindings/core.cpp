@@ -184,9 +184,9 @@ void init_core(nb::module_& m) {
         "A contiguous DLPack array over device memory that `owner` keeps alive (e.g. a CuPy pool allocation "
         "holding a dtype CuPy has no array type for).");
   m.def("clear_workspaces", &clear_workspaces,
-        "Releases the scratch buffers the functional ops keep per (device, stream) (cuBLASLt's workspace "
-        "among them) back to their framework's allocator; the next call allocates again. Returns how many "
-        "there were.");
+        "Frees the scratch buffers the functional ops keep per (device, stream) (cuBLASLt's workspace among "
+        "them; the core's own device memory, outside the frameworks' pools); the next call allocates again. "
+        "Waits for the device's queued work. Returns how many there were.");
 }
 
 }  // namespace baracuda::py

@@ -131,9 +131,10 @@ def elementwise_ops() -> list:
 
 
 def clear_workspaces() -> int:
-    """Release the scratch buffers the functional ops keep, one per (device, stream), grown to
-    the largest need seen (cuBLASLt's 32 MiB among them), back to the framework's allocator.
-    The next call allocates again. Returns how many were held."""
+    """Free the scratch buffers the functional ops keep, one per (device, stream), grown to the
+    largest need seen (cuBLASLt's 32 MiB among them). They are the core's own device memory,
+    outside the frameworks' pools (so torch's memory stats do not count them). Waits for the
+    device's queued work; the next call allocates again. Returns how many were held."""
     return int(_C.clear_workspaces())
 
 

@@ -47,11 +47,24 @@ def _finish(fn, general):
     return fn
 
 
-def _norm_fast(name, x, weight, bias, eps):
+def _norm_fast(name, x, weight, bias, eps, residual=None):
     y = _like(x)
-    _norm_call(name, float(eps), False, y, x, weight, bias, None, None, None, None, None, None, None, None, None,
+    if residual is None:
+        _norm_call(name, float(eps), False, y, x, weight, bias, None, None, None, None, None, None, None, None, None,
+                   None, None)
+        return y
+    h = _like(x)  # the new residual stream, x + residual
+    _norm_call(name, float(eps), False, y, x, weight, bias, residual, h, None, None, None, None, None, None, None,
                None, None)
-    return y
+    return y, h
+
+
+def _residual_only(kwargs):
+    """The residual= keyword alone (a torch tensor), the one keyword the norm fast paths take."""
+    if not kwargs:
+        return None, True
+    r = kwargs.get("residual")
+    return r, len(kwargs) == 1 and type(r) in FAST
 
 
 def _rms_norm():
@@ -59,10 +72,12 @@ def _rms_norm():
     guarded = differentiable("rms_norm", general)
 
     def rms_norm(x, weight=None, eps=1e-6, **kwargs):
-        if not kwargs and type(x) in FAST and (weight is None or type(weight) in FAST):
-            if (x.requires_grad or weight is not None and weight.requires_grad) and T.grad() or T.compiling():
-                return route("rms_norm", general, (x, weight, eps), {})
-            return _norm_fast("rms_norm", x, weight, None, eps)
+        r, fast = _residual_only(kwargs)
+        if fast and type(x) in FAST and (weight is None or type(weight) in FAST):
+            if ((x.requires_grad or weight is not None and weight.requires_grad or r is not None and r.requires_grad)
+                    and T.grad() or T.compiling()):
+                return route("rms_norm", general, (x, weight, eps), kwargs)
+            return _norm_fast("rms_norm", x, weight, None, eps, r)
         return guarded(x, weight, eps, **kwargs)
 
     return _finish(rms_norm, general)
@@ -73,12 +88,13 @@ def _layer_norm():
     guarded = differentiable("layer_norm", general)
 
     def layer_norm(x, weight=None, bias=None, eps=1e-5, **kwargs):
-        if (not kwargs and type(x) in FAST and (weight is None or type(weight) in FAST)
+        r, fast = _residual_only(kwargs)
+        if (fast and type(x) in FAST and (weight is None or type(weight) in FAST)
                 and (bias is None or type(bias) in FAST)):
             if ((x.requires_grad or weight is not None and weight.requires_grad or bias is not None
-                 and bias.requires_grad) and T.grad() or T.compiling()):
-                return route("layer_norm", general, (x, weight, bias, eps), {})
-            return _norm_fast("layer_norm", x, weight, bias, eps)
+                 and bias.requires_grad or r is not None and r.requires_grad) and T.grad() or T.compiling()):
+                return route("layer_norm", general, (x, weight, bias, eps), kwargs)
+            return _norm_fast("layer_norm", x, weight, bias, eps, r)
         return guarded(x, weight, bias, eps, **kwargs)
 
     return _finish(layer_norm, general)
@@ -115,12 +131,14 @@ def _matmul():
     guarded = differentiable("matmul", general)
 
     def matmul(a, b, **kwargs):
-        if not kwargs and type(a) in FAST and type(b) in FAST and a.dim() == 2 and b.dim() == 2:
+        alpha = kwargs.get("alpha", 1.0)
+        if (len(kwargs) <= ("alpha" in kwargs) and type(a) in FAST and type(b) in FAST and a.dim() == b.dim() >= 2
+                and a.shape[:-2] == b.shape[:-2]):
             if (a.requires_grad or b.requires_grad) and T.grad() or T.compiling():
-                return route("matmul", general, (a, b), {})
-            n = b.shape[1]
-            y = a.new_empty_strided((a.shape[0], n), (n, 1))
-            _gemm_call(y, a, b, 1.0, 0.0, "none", None, None, None, None, None, None, False, None,
+                return route("matmul", general, (a, b), kwargs)
+            n = b.shape[-1]
+            y = a.new_empty_strided((a.shape[0], n), (n, 1)) if a.dim() == 2 else a.new_empty((*a.shape[:-1], n))
+            _gemm_call(y, a, b, float(alpha), 0.0, "none", None, None, None, None, None, None, False, None,
                        _interop.workspace_allocator(a))
             return y
         return guarded(a, b, **kwargs)

@@ -142,7 +142,7 @@ def _make_forward(name, row):
                      "gate and the value; with two, `x` is the gate and `up` the value (the LLM MLP form)."
                      if gated else ""))
     if gated:
-        return fn  # the autograd routing wraps it in __init__
+        return _gated_fast_path(name, fn)
     return _with_fast_path(name, row, tensors, params, sig, fn)
 
 
@@ -174,6 +174,34 @@ def _with_fast_path(name, row, tensors, params, sig, general):
     exec(f"def {name}({sig}) -> DLPackTensor:\n{body}", ns)  # noqa: S102  (source built from the op table)
     fn = ns[name]
     fn.__doc__ = general.__doc__
+    fn._routes_itself = True
+    return fn
+
+
+def _gated_fast_path(name, general):
+    """The torch fast path of a gated op, in front of `general` (with the autograd routing): the
+    halves of x along the last dim, or gate and up of one shape (the fused binary kind)."""
+    from ._autograd import FAST, T, differentiable
+    guarded = differentiable(name, general)
+    fused = _TWO_TENSOR_GATED.get(name)
+    call = _C.elementwise_call
+
+    def fn(x, up=None, dim=-1, *, axis=None, out=None, stream=None):
+        if (stream is None and out is None and axis is None and type(x) in FAST and x.dim()
+                and (up is None and dim == -1 or fused and type(up) in FAST and up.shape == x.shape)
+                and not ((x.requires_grad or up is not None and up.requires_grad) and T.grad() or T.compiling())):
+            if up is None:
+                y = x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+                call(name, y, (x,), {"axis": -1.0}, None, None)
+            else:
+                y = T.empty_like(x)
+                call(fused, y, (x, up), {}, None, None)
+            return y
+        return guarded(x, up, dim, axis=axis, out=out, stream=stream)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = general.__doc__
+    fn.__wrapped__ = general  # inspect.signature: the generated, annotated signature
     fn._routes_itself = True
     return fn
 

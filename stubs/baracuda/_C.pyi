@@ -181,7 +181,7 @@ def wrap(ptr: int, shape: Sequence[int], dtype: DType, device: int, owner: objec
 
 def clear_workspaces() -> int:
     """
-    Releases the scratch buffers the functional ops keep per (device, stream) (cuBLASLt's workspace among them) back to their framework's allocator; the next call allocates again. Returns how many there were.
+    Frees the scratch buffers the functional ops keep per (device, stream) (cuBLASLt's workspace among them; the core's own device memory, outside the frameworks' pools); the next call allocates again. Waits for the device's queued work. Returns how many there were.
     """
 
 def elementwise_ops() -> list:
