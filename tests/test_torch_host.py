@@ -135,6 +135,13 @@ def test_functional_ops_route_tensors_that_require_grad():
         bc.cumsum(x, 0)  # no grad mode: the plain path (which refuses CPU tensors itself)
     with pytest.raises(errors.InvalidArgument, match="CUDA"):
         bc.isnan(x)  # bool result: no gradient to drop, never routed
+    # the fast paths' keyword forms reach the differentiable op with their arguments intact
+    h = torch.randn(4, 48, requires_grad=True)
+    for call in (lambda: bc.swiglu(h), lambda: bc.swiglu(h, h), lambda: bc.geglu(h, dim=-1),
+                 lambda: bc.rms_norm(h, None, residual=h), lambda: bc.layer_norm(h, residual=h),
+                 lambda: bc.matmul(h.view(2, 2, 48), h.view(2, 48, 2))):
+        with pytest.raises(errors.InvalidArgument, match="expected a CUDA tensor"):
+            call()
 
 
 def test_modules_and_patch_on_a_tiny_llama():

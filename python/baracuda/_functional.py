@@ -197,7 +197,7 @@ def _gated_fast_path(name, general):
                 y = T.empty_like(x)
                 call(fused, y, (x, up), {}, None, None)
             return y
-        return guarded(x, up, dim, axis=axis, out=out, stream=stream)
+        return guarded(x, up, dim=dim, axis=axis, out=out, stream=stream)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = general.__doc__
