@@ -108,12 +108,11 @@ std::map<std::pair<int, StreamHandle>, CachedWorkspace>& workspace_cache() {
 }
 }  // namespace
 
-Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc, const Imported& like,
-                             nb::handle stream) {
+Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc, int device,
+                             StreamHandle stream) {
   Workspace w;
   if (bytes <= 0) return w;
-  const StreamHandle s = resolve_stream(stream, like);
-  if (stream_is_capturing(s)) {  // the graph's pool owns memory allocated for a captured call
+  if (stream_is_capturing(stream)) {  // the graph's pool owns memory allocated for a captured call
     if (workspace_alloc.is_none()) throw InvalidArgument(op + ": needs a workspace allocator under CUDA-graph capture");
     w.owner = workspace_alloc(bytes);
     w.imported = import_tensor(w.owner, "workspace", true);
@@ -121,9 +120,9 @@ Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle wo
     w.size = bytes;
     return w;
   }
-  CachedWorkspace& c = workspace_cache()[{like.view.device, s}];
+  CachedWorkspace& c = workspace_cache()[{device, stream}];
   if (c.size < bytes) {
-    void* grown = device_malloc(bytes, like.view.device);
+    void* grown = device_malloc(bytes, device);
     if (c.data) c.retired.push_back(c.data);
     c.data = grown;
     c.size = bytes;
@@ -146,7 +145,7 @@ size_t clear_workspaces() {
 
 Workspace import_workspace(nb::handle workspace, int device) {
   Workspace w;
-  if (!workspace.is_valid() || workspace.is_none()) return w;
+  if (!present(workspace)) return w;
   w.imported = import_tensor(workspace, "workspace", true);
   const TensorView& v = w.imported.view;
   // run() sees a pointer and a byte count: a strided or broadcast view would be written past.
@@ -161,13 +160,13 @@ Workspace import_workspace(nb::handle workspace, int device) {
   return w;
 }
 
-Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc,
-                                       const Imported& like, nb::handle stream) {
+Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc, int device,
+                                       StreamHandle stream) {
   if (workspace.is_none()) {
     if (workspace_alloc.is_none()) return Workspace{};
-    return allocate_workspace("workspace", bytes, workspace_alloc, like, stream);  // empty when bytes == 0
+    return allocate_workspace("workspace", bytes, workspace_alloc, device, stream);  // empty when bytes == 0
   }
-  return import_workspace(workspace, like.view.device);
+  return import_workspace(workspace, device);
 }
 
 void append_key(std::string& key, const TensorView& v) {

@@ -35,6 +35,8 @@ struct Imported {
   bool imported = false;  // set by import_tensor (a default-constructed one holds nothing)
 };
 Imported import_tensor(nb::handle h, const char* name, bool writable);
+// An optional tensor argument was given (set and not None).
+inline bool present(nb::handle h) { return h.is_valid() && !h.is_none(); }
 
 // The stream to launch on: explicit (int, .cuda_stream, .ptr) or, for None, the current
 // stream of the framework that `like` comes from (torch, CuPy), else the legacy default.
@@ -104,8 +106,8 @@ struct Workspace {
 // nothing. Work on one stream runs in order, so consecutive calls share it safely. While the stream
 // captures a CUDA graph the buffer comes from `workspace_alloc` (a callable bytes -> tensor of the
 // caller's framework) for the call alone: the graph's memory pool owns it.
-Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc, const Imported& like,
-                             nb::handle stream);
+Workspace allocate_workspace(const std::string& op, int64_t bytes, nb::handle workspace_alloc, int device,
+                             StreamHandle stream);
 // Frees the kept buffers (baracuda.clear_workspaces()); returns how many there were.
 size_t clear_workspaces();
 // A caller's workspace tensor (None or unset: none): a writable, contiguous CUDA tensor on
@@ -114,8 +116,8 @@ Workspace import_workspace(nb::handle workspace, int device);
 // The workspace of a plan's run: the caller's `workspace` tensor when given (its whole size),
 // else `bytes` through allocate_workspace when there is an allocator and bytes > 0, else none
 // (run() then says what it needed).
-Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc,
-                                       const Imported& like, nb::handle stream);
+Workspace given_or_allocated_workspace(nb::handle workspace, int64_t bytes, nb::handle workspace_alloc, int device,
+                                       StreamHandle stream);
 
 // ---- JAX: plans that XLA's FFI handler runs (xla.cpp) ----------------------------------------
 // A plan selected at trace time (baracuda.jax), run later by the handler on views of XLA's buffers,

@@ -1,7 +1,7 @@
 // The DLPack C exchange API (DLPack 1.2+): a framework publishes, on its tensor type, a capsule
 // `__dlpack_c_exchange_api__` ("dlpack_exchange_api") of C functions that describe a tensor and
-// name the framework's current stream without a Python call (torch 2.10+). Importing a torch
-// tensor this way costs a few tens of nanoseconds, against ~1 us for a DLPack capsule.
+// name the framework's current stream without a Python call (torch 2.10+): no capsule is made,
+// parsed and released per operand.
 //
 // The declarations below follow the DLPack ABI (dlpack.h, `DLTensor`, `DLPackExchangeAPI`); only
 // what the import needs. Major version 1 keeps this layout; anything else is not used.

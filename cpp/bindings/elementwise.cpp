@@ -147,8 +147,8 @@ void init_elementwise(nb::module_& m) {
             return ElementwisePlan::select(d);
           });
           const Imported& like = inputs.size() ? ins[0] : o;
-          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, like, stream);
           StreamHandle s = resolve_stream(stream, like);
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
           {
             nb::gil_scoped_release release;
             plan.run(o.view, views, int(inputs.size()), ws.data, ws.size, s);

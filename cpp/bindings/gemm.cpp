@@ -64,29 +64,25 @@ const NamedOperand<GemmTensors> kGemmOperands[kGemmSlots] = {
     {"amax", &GemmTensors::amax}};
 bool gemm_writes(int slot) { return slot == kOut || slot == kAux || slot == kBiasGrad || slot == kAmax; }
 
-// Imports the given operands (those `imported` does not already hold) and launches, with the
-// caller's `workspace` tensor or the functional entry's `allocated` one.
-void run_gemm(const GemmPlan& plan, const RunArgs& r, nb::handle workspace, int64_t workspace_size,
-              nb::handle stream, Imported* imported = nullptr, const Workspace* allocated = nullptr) {
-  Imported own[kGemmSlots];
-  Imported* im = imported ? imported : own;
+// Imports the given operands that `im` does not already hold (`im` keeps them alive).
+GemmTensors import_gemm(const RunArgs& r, Imported* im) {
   const nb::handle hs[kGemmSlots] = {r.a, r.b, r.out, r.bias, r.aux, r.bias_grad, r.a_scale, r.b_scale, r.amax};
   GemmTensors t;
   for (int i = 0; i < kGemmSlots; ++i) {
     const bool required = i == kA || i == kB || i == kOut;
-    if (!required && (!hs[i].is_valid() || hs[i].is_none())) continue;
+    if (!required && !present(hs[i])) continue;
     if (!im[i].imported) im[i] = import_tensor(hs[i], kGemmOperands[i].name, gemm_writes(i));
     t.*kGemmOperands[i].member = im[i].view;
   }
-  const Imported& a = im[kA];
-  const Workspace given = allocated ? Workspace{} : import_workspace(workspace, a.view.device);
-  const Workspace& w = allocated ? *allocated : given;
-  void* ws = w.data;
-  if (ws && workspace_size < 0) workspace_size = w.size;
-  StreamHandle s = resolve_stream(stream, a);
+  return t;
+}
+
+// Launches with the GIL released on `s`, offering `workspace_size` bytes of `w`; hands results to JAX.
+void launch_gemm(const GemmPlan& plan, const GemmTensors& t, const Imported& a, const Workspace& w,
+                 int64_t workspace_size, StreamHandle s) {
   {
     nb::gil_scoped_release release;
-    plan.run(t, ws, ws ? workspace_size : 0, s);
+    plan.run(t, w.data, w.data ? workspace_size : 0, s);
   }
   finish_for_framework(a, s);
 }
@@ -151,7 +147,10 @@ void init_gemm(nb::module_& m) {
            [](const GemmPlan& p, nb::handle out, nb::handle a, nb::handle b, nb::handle bias, nb::handle aux,
               nb::handle bias_grad, nb::handle a_scale, nb::handle b_scale, nb::handle amax, nb::handle workspace,
               nb::handle stream) {
-             run_gemm(p, RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax}, workspace, -1, stream);
+             Imported im[kGemmSlots];
+             const GemmTensors t = import_gemm(RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax}, im);
+             const Workspace w = import_workspace(workspace, im[kA].view.device);
+             launch_gemm(p, t, im[kA], w, w.size, resolve_stream(stream, im[kA]));
            },
            "out"_a, "a"_a, "b"_a, nb::kw_only(), "bias"_a = nb::none(), "aux"_a = nb::none(),
            "bias_grad"_a = nb::none(), "a_scale"_a = nb::none(), "b_scale"_a = nb::none(), "amax"_a = nb::none(),
@@ -171,7 +170,6 @@ void init_gemm(nb::module_& m) {
           const Imported& ia = im[kA] = import_tensor(a, "a", false);
           const Imported& ib = im[kB] = import_tensor(b, "b", false);
           const Imported& o = im[kOut] = import_tensor(out, "out", true);
-          auto present = [](nb::handle h) { return h.is_valid() && !h.is_none(); };
           std::optional<DType> bias_dt, grad_dt;
           if (present(bias)) bias_dt = (im[kBias] = import_tensor(bias, "bias", false)).view.dtype;
           if (present(bias_grad)) grad_dt = (im[kBiasGrad] = import_tensor(bias_grad, "bias_grad", true)).view.dtype;
@@ -201,10 +199,11 @@ void init_gemm(nb::module_& m) {
             pref.allow_tf32 = allow_tf32;
             return GemmPlan::select(d, pref);
           });
+          StreamHandle s = resolve_stream(stream, ia);
           const int64_t need = plan.workspace_bytes();
-          const Workspace ws = allocate_workspace("gemm", need, workspace_alloc, ia, stream);
-          run_gemm(plan, RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax}, nb::handle(), need, stream,
-                   im, &ws);
+          const Workspace ws = allocate_workspace("gemm", need, workspace_alloc, ia.view.device, s);
+          const GemmTensors t = import_gemm(RunArgs{out, a, b, bias, aux, bias_grad, a_scale, b_scale, amax}, im);
+          launch_gemm(plan, t, ia, ws, need, s);
         },
         "out"_a, "a"_a, "b"_a, "alpha"_a, "beta"_a, "epilogue"_a, "bias"_a.none(), "aux"_a.none(),
         "bias_grad"_a.none(), "a_scale"_a.none(), "b_scale"_a.none(), "amax"_a.none(), "allow_tf32"_a,

@@ -147,7 +147,6 @@ void init_loss(nb::module_& m) {
         [](nb::handle input, nb::handle target, nb::handle out, nb::handle lse, const std::string& reduction,
            int64_t ignore_index, double label_smoothing, nb::handle weight, nb::handle grad_input, nb::handle stream,
            nb::handle workspace_alloc) {
-          auto present = [](nb::handle h) { return h.is_valid() && !h.is_none(); };
           // Inputs first: a CPU input is named, not an output allocated from it.
           Imported x = import_tensor(input, "input", false), t = import_tensor(target, "target", false), w, g;
           if (present(weight)) w = import_tensor(weight, "weight", false);
@@ -183,8 +182,8 @@ void init_loss(nb::module_& m) {
           T.lse = l.view;
           if (w.imported) T.weight = w.view;
           if (g.imported) T.grad_input = g.view;
-          const Workspace ws = allocate_workspace("cross_entropy", plan.workspace_bytes(), workspace_alloc, x, stream);
           StreamHandle s = resolve_stream(stream, x);
+          const Workspace ws = allocate_workspace("cross_entropy", plan.workspace_bytes(), workspace_alloc, x.view.device, s);
           {
             nb::gil_scoped_release release;
             plan.run(T, ws.data, ws.size, s);

@@ -66,8 +66,8 @@ void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb
   Imported* keep = imported ? imported : own;
   NormTensors t = import_all(hs, backward, keep);
   const Imported& like = keep[X];
-  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like, stream);
   StreamHandle s = resolve_stream(stream, like);
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
   {
     nb::gil_scoped_release release;
     plan.run(t, ws.data, ws.size, s);
@@ -121,8 +121,8 @@ void chan_launch(const ChannelNormPlan& plan, const nb::handle* hs, nb::handle w
     chan_slot_view(t, i) = keep[i].view;
   }
   const Imported& like = keep[CX];
-  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like, stream);
   StreamHandle s = resolve_stream(stream, like);
+  const Workspace ws = given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
   {
     nb::gil_scoped_release release;
     plan.run(t, ws.data, ws.size, s);

@@ -168,8 +168,8 @@ void init_reduction(nb::module_& m) {
             throw InvalidArgument(op + ": takes " + std::to_string(plan.num_inputs()) + " input tensors, got " +
                                   std::to_string(inputs.size()));
           const Imported& like = ins[inputs.size() == 1 ? 0 : 1];
-          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, like, stream);
           StreamHandle s = resolve_stream(stream, like);
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
           {
             nb::gil_scoped_release release;
             plan.run(o.view, views, int(inputs.size()), ws.data, ws.size, s);

@@ -16,14 +16,13 @@ namespace baracuda::py {
 
 namespace {
 
-// Imports `outs` / `ins`, resolves the stream, runs, hands results to JAX if needed.
+// Runs the imported `outs` / `ins` on `s`, hands results to JAX if needed.
 void run_views(const ScanPlan& plan, const std::vector<Imported>& outs, const std::vector<Imported>& ins, void* ws,
-               int64_t ws_size, nb::handle stream) {
+               int64_t ws_size, StreamHandle s) {
   TensorView ov[2], iv[3];
   for (size_t i = 0; i < outs.size(); ++i) ov[i] = outs[i].view;
   for (size_t i = 0; i < ins.size(); ++i) iv[i] = ins[i].view;
   const Imported& like = ins[0];
-  StreamHandle s = resolve_stream(stream, like);
   {
     nb::gil_scoped_release release;
     plan.run(ov, int(outs.size()), iv, int(ins.size()), ws, ws_size, s);
@@ -59,7 +58,7 @@ void run_plan(const ScanPlan& plan, nb::handle outputs, nb::handle inputs, nb::h
   auto outs = import_all(as_list(outputs), info->outputs, info->name, "outputs", true);
   auto ins = import_all(as_list(inputs), info->inputs, info->name, "inputs", false);
   const Workspace w = import_workspace(workspace, outs.empty() ? 0 : outs[0].view.device);
-  run_views(plan, outs, ins, w.data, w.size, stream);
+  run_views(plan, outs, ins, w.data, w.size, resolve_stream(stream, ins[0]));
 }
 
 PlanCache<ScanPlan>& plan_cache() {
@@ -142,8 +141,9 @@ void init_scan(nb::module_& m) {
             for (const auto& o : outs) d.outputs.push_back(spec_of(o.view));
             return ScanPlan::select(d);
           });
-          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, ins[0], stream);
-          run_views(plan, outs, ins, ws.data, ws.size, stream);
+          StreamHandle s = resolve_stream(stream, ins[0]);
+          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, ins[0].view.device, s);
+          run_views(plan, outs, ins, ws.data, ws.size, s);
         },
         "op"_a, "outputs"_a, "inputs"_a, "axis"_a = -1, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, axis and operand metadata) and run.");

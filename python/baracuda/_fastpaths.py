@@ -15,8 +15,8 @@ _reduction_call = _C.reduction_call
 
 # The routing test of needs_route, inlined: `(any operand requires grad and grad mode is on) or
 # torch.compile is tracing`. Reading .requires_grad first keeps the common call to two lookups.
-# torch.empty_like of a contiguous operand allocates fastest (x.new_empty(x.shape) parses a
-# torch.Size: about twice the host time).
+# torch.empty_like of a contiguous operand allocates fastest (x.new_empty(x.shape) also parses a
+# torch.Size).
 
 
 def _like(x):

@@ -170,9 +170,9 @@ def cross_entropy(logits: DLPackTensor, target: DLPackTensor, *, weight: Optiona
     grad_buf = None
     if return_grad:
         grad_buf, grad_finish = _interop.output(logits, tuple(logits.shape), d)
+    out, out_finish = _interop.output(logits, (n,) if reduction == "none" else (), d)
+    lse, lse_finish = _interop.output(logits, (n,), _lse_dtype(logits))
     if grad_loss is None and not check_targets:  # the core's functional entry: its plan cache and workspace
-        out, out_finish = _interop.output(logits, (n,) if reduction == "none" else (), d)
-        lse, lse_finish = _interop.output(logits, (n,), _lse_dtype(logits))
         _C.cross_entropy_call(logits, target, out, lse, reduction, int(ignore_index), float(label_smoothing), weight,
                               grad_buf, stream, _interop.workspace_allocator(logits))
     else:
@@ -180,8 +180,6 @@ def cross_entropy(logits: DLPackTensor, target: DLPackTensor, *, weight: Optiona
                      grad_loss, grad_buf)
         if check_targets:
             _check_class_targets("cross_entropy", target, int(logits.shape[1]), ignore_index, stream)
-        out, out_finish = _interop.output(logits, (n,) if reduction == "none" else (), d)
-        lse, lse_finish = _interop.output(logits, (n,), _lse_dtype(logits))
         ws = _interop.workspace_allocator(logits)(plan.workspace_bytes())
         plan.run(logits, target, lse, ws, out=out, weight=weight, grad_input=grad_buf, grad_loss=grad_loss,
                  stream=stream)

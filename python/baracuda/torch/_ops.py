@@ -65,9 +65,9 @@ def validate(family, tensors, make):
 IMPLS = {}   # name -> the CUDA kernel (a plain function on real tensors)
 EAGER = {}   # name -> torch.autograd.Function running IMPLS[name] (ops with a backward)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-# EAGER[name].apply without autograd.Function.apply's Python wrapper (its functorch checks, a third
-# of the recording call's host time): the C++ apply it ends in, bound to the class. Only when no
-# functorch transform is active (`call` checks).
+# EAGER[name].apply without autograd.Function.apply's Python wrapper (it only adds functorch
+# checks): the C++ apply it ends in, bound to the class. Only when no functorch transform is
+# active (`call` checks).
 APPLY = {}
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
 _functorch_active = torch._C._are_functorch_transforms_active
@@ -103,7 +103,7 @@ def _register_autograd(name, impl, backward, setup_context):
     """The op's Autograd kernel: register_autograd's, behind a direct path. A call on real CUDA
     tensors that records no gradient, with no torch_dispatch mode active, runs the CUDA kernel
     itself: what the redispatch below autograd would reach, without that second dispatcher trip
-    (about half the host time of torch.ops.baracuda.<op> in a compiled graph or under no_grad)."""
+    (a compiled graph's calls, and calls under no_grad, take it; docs/benchmarks.md)."""
     if _make_autograd_impl is None:
         register_autograd("baracuda::" + name, backward, setup_context=setup_context, lib=LIB)
         return
@@ -161,12 +161,10 @@ def call(name, *args):
         return getattr(torch.ops.baracuda, name)(*args)
     if torch.is_grad_enabled():
         fn = EAGER.get(name)
-        if fn is not None:
-            for a in args:
-                if isinstance(a, torch.Tensor) and a.requires_grad:
-                    if _functorch_active():  # Function.apply's Python handles vmap / grad transforms
-                        return fn.apply(*args)
-                    return APPLY[name](*args)
+        if fn is not None and _requires_grad(args):
+            if _functorch_active():  # Function.apply's Python handles vmap / grad transforms
+                return fn.apply(*args)
+            return APPLY[name](*args)
     return IMPLS[name](*args)
 
 
