@@ -43,6 +43,10 @@ def host_rows(n, reps):
     plan = bc.ElementwisePlan.select(bc.ElementwiseDescriptor("exp", [spec], spec))
     ops = torch.ops.baracuda
     xg = x.clone().requires_grad_()  # calls that record a graph node (the training path)
+    nn_norm = torch.nn.RMSNorm(64, eps=1e-6, device=DEV, dtype=bf)
+    bt_norm = bt.RMSNorm(64, eps=1e-6, device=DEV, dtype=bf)
+    nn_lin = torch.nn.Linear(64, 64, bias=False, device=DEV, dtype=bf)
+    bt_lin = bt.Linear(64, 64, bias=False, device=DEV, dtype=bf)
     rows = [  # (row, ours: fn, args, kwargs; torch: fn, args, kwargs)
         ("exp(x, out=y)", (bc.exp, (x,), dict(out=y)), (torch.exp, (x,), dict(out=y))),
         ("plan.run(y, x) vs exp(out=)", (plan.run, (y, x), {}), (torch.exp, (x,), dict(out=y))),
@@ -60,6 +64,13 @@ def host_rows(n, reps):
         ("autograd: rms_norm(xg, w)", (bc.rms_norm, (xg, w), {}), (F.rms_norm, (xg, (64,), w, 1e-6), {})),
         ("autograd: linear(xg, w)", (bc.linear, (xg, lw), {}), (F.linear, (xg, lw), {})),
         ("autograd: silu(xg)", (bc.silu, (xg,), {}), (F.silu, (xg,), {})),
+        # the same dispatcher path on both sides: torch's op through its own torch.ops packet
+        ("torch.ops.baracuda.silu vs torch.ops.aten.silu", (ops.silu, (x,), {}), (torch.ops.aten.silu, (x,), {})),
+        ("torch.ops.baracuda.rms_norm vs torch.ops.aten.rms_norm", (ops.rms_norm, (x, w, 1e-6), {}),
+         (torch.ops.aten.rms_norm, (x, (64,), w, 1e-6), {})),
+        # the modules (what patch() swaps in); their weights require grad, so both sides record a node
+        ("module: RMSNorm(x) vs nn.RMSNorm", (bt_norm, (x,), {}), (nn_norm, (x,), {})),
+        ("module: Linear(x) vs nn.Linear", (bt_lin, (x,), {}), (nn_lin, (x,), {})),
     ]
     calls = {}
     for name, ours, theirs in rows:
@@ -94,6 +105,14 @@ def parts_rows(n, reps):
         "lw.t()": (lw.t, (), {}),
         "x.new_empty_strided((64, 64), (64, 1))": (x.new_empty_strided, ((64, 64), (64, 1)), {}),
     }
+    # the floor of any op registered with a Python kernel: the dispatcher's boxed call into Python
+    # (what every torch.ops.baracuda.* op with an autograd formula pays, at its Autograd key)
+    lib = torch.library.Library("bc_bench", "DEF")
+    lib.define("empty_like(Tensor x) -> Tensor")
+    lib.impl("empty_like", lambda t: torch.empty_like(t), "Autograd")
+    lib.impl("empty_like", lambda t: torch.empty_like(t), "CUDA")
+    pieces["torch.ops op, Python kernel at Autograd: empty_like(x)"] = (torch.ops.bc_bench.empty_like, (x,), {})
+    pieces["same op, .default overload (a compiled graph's call)"] = (torch.ops.bc_bench.empty_like.default, (x,), {})
     res = C.time_host(pieces, n=n, reps=reps)
     return [dict(row=k, us=v["us_per_call"]) for k, v in res.items()]
 
@@ -154,23 +173,30 @@ def block_rows():
                  speedup=t_torch / t_bc, max_abs_diff=err)]
 
 
-def train_rows(steps, compile_too):
+def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
+    """Tokens/s of a small transformers Llama, unpatched and patched, eager and compiled. Every
+    variant is built and warmed up first; then `rounds` rounds each time `steps` steps of every
+    variant in turn (interleaved, so a drifting host or clock hits all alike), median per variant.
+    `graphs` counts the graphs dynamo compiled inside the timed steps (0 unless something
+    recompiles). With `profile`, a torch.profiler summary of 3 eager steps per variant is printed."""
     import transformers
+    from torch._dynamo.utils import counters
 
     cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
                                    num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=1024)
     B, S = 8, 512
-    rows = []
+    if profile:
+        torch._logging.set_logs(recompiles=True, graph_breaks=True)
+    g = torch.Generator(device=DEV).manual_seed(1)
+    batches = [torch.randint(0, 32000, (B, S), generator=g, device=DEV) for _ in range(4)]
 
-    def run(patched, compiled):
+    def build(patched, compiled):
         torch.manual_seed(0)
         model = transformers.LlamaForCausalLM(cfg).to(DEV, torch.bfloat16)
-        if patched:
+        if patched is not None:
             bt.patch(model, **patched)
         fwd = torch.compile(model) if compiled else model
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        g = torch.Generator(device=DEV).manual_seed(1)
-        batches = [torch.randint(0, 32000, (B, S), generator=g, device=DEV) for _ in range(4)]
 
         def step(i):
             ids = batches[i % 4]
@@ -183,24 +209,69 @@ def train_rows(steps, compile_too):
         for i in range(3):
             step(i)
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for i in range(steps):
-            loss = step(i)
-        torch.cuda.synchronize()
-        dt = (time.perf_counter() - t0) / steps
-        C.free_memory()
-        return B * S / dt, loss.item()
+        return step
 
-    variants = [("patch() default: norms, loss", {}), ("patch(mlp=True): norms, MLP, loss", dict(mlp=True))]
-    for compiled in ([False, True] if compile_too else [False]):
-        base, lb = run(None, compiled)
-        for label, kw in variants:
-            ours, lo = run(kw, compiled)
-            torch._dynamo.reset()
-            rows.append(dict(row=f"Llama 4x512 B{B} S{S} bf16 train, {'compiled' if compiled else 'eager'}, {label}",
-                             ours_tok_s=ours, torch_tok_s=base, speedup=ours / base, last_loss_ours=lo,
-                             last_loss_torch=lb))
+    patches = [("unpatched", None), ("patch() default: norms, loss", {}),
+               ("patch(mlp=True): norms, MLP, loss", dict(mlp=True))]
+    if isolate:  # which swap costs what
+        patches += [("patch(loss=False): norms only", dict(loss=False)),
+                    ("patch(rms_norm=False): loss only", dict(rms_norm=False))]
+    variants = [(label, kw, compiled) for compiled in ([False, True] if compile_too else [False])
+                for label, kw in patches]
+    steps_of = [build(kw, compiled) for _, kw, compiled in variants]
+    times = [[] for _ in variants]
+    graphs = [0 for _ in variants]
+    losses = [None for _ in variants]
+    for _ in range(rounds):
+        for v, step in enumerate(steps_of):
+            before = counters["stats"]["unique_graphs"]
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for i in range(steps):
+                loss = step(i)
+            torch.cuda.synchronize()
+            times[v].append((time.perf_counter() - t0) / steps)
+            graphs[v] += counters["stats"]["unique_graphs"] - before
+            losses[v] = loss.item()
+    if profile:
+        _profile_steps([(("compiled, " if compiled else "eager, ") + label, step)
+                        for (label, _, compiled), step in zip(variants, steps_of)])
+    rows = []
+    for v, (label, kw, compiled) in enumerate(variants):
+        if kw is None:
+            base, base_loss = B * S / statistics.median(times[v]), losses[v]
+            continue
+        tok = B * S / statistics.median(times[v])
+        rows.append(dict(row=f"Llama 4x512 B{B} S{S} bf16 train, {'compiled' if compiled else 'eager'}, {label}",
+                         ours_tok_s=tok, torch_tok_s=base, speedup=tok / base, last_loss_ours=losses[v],
+                         last_loss_torch=base_loss, graphs_in_timing=graphs[v],
+                         rounds_ms=[round(t * 1e3, 2) for t in times[v]]))
+    C.free_memory()
     return rows
+
+
+def _profile_steps(named_steps, top=14):
+    """CUDA time by kernel and the host-sync calls of 3 steps of each variant (diagnostics)."""
+    from torch.profiler import ProfilerActivity, profile
+    for label, step in named_steps:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i in range(3):
+                step(i)
+            torch.cuda.synchronize()
+        ev = prof.key_averages()
+        kernels = sorted((e for e in ev if e.device_type == torch.autograd.DeviceType.CUDA),
+                         key=lambda e: -e.device_time_total)
+        gpu_total = sum(e.device_time_total for e in kernels) / 3
+        launches = sum(e.count for e in kernels) / 3
+        syncs = {e.key: e.count for e in ev if "Synchronize" in e.key or "Memcpy" in e.key or e.key == "aten::item"}
+        print(f"---- profile: {label}: GPU {gpu_total / 1e3:.2f} ms/step, {launches:.0f} kernels/step, syncs {syncs}")
+        for e in kernels[:top]:
+            print(f"  {e.device_time_total / 3e3:8.3f} ms  x{e.count / 3:5.0f}  {e.key[:110]}")
+        ours = sorted((e for e in ev if e.key.startswith("baracuda::") or "CompiledFunction" in e.key
+                       or e.key.startswith("Torch-Compiled")), key=lambda e: -e.cpu_time_total)
+        for e in ours[:top]:
+            print(f"  cpu {e.cpu_time_total / 3e3:8.3f} ms (self {e.self_cpu_time_total / 3e3:6.3f})  "
+                  f"x{e.count / 3:4.0f}  {e.key[:90]}")
 
 
 def main():
@@ -209,11 +280,14 @@ def main():
     ap.add_argument("--host-n", type=int, default=3000)
     ap.add_argument("--host-reps", type=int, default=5)
     ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--train-rounds", type=int, default=3)
+    ap.add_argument("--profile-train", action="store_true", help="print a profiler summary of every variant")
+    ap.add_argument("--train-isolate", action="store_true", help="also time the norms-only and loss-only patches")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smoke run: short host loops, 3 training steps, eager only")
     args = ap.parse_args()
     if args.quick:
-        args.host_n, args.host_reps, args.train_steps, args.no_compile = 300, 2, 3, True
+        args.host_n, args.host_reps, args.train_steps, args.no_compile, args.train_rounds = 300, 2, 3, True, 1
     only = set(args.only.split(","))
     info = C.device_info()
     t0 = time.time()
@@ -244,11 +318,13 @@ def main():
         md += ["", C.markdown_table(hdr, body)]
         text.append(C.text_table(hdr, body))
     if "train" in only:
-        rows = train_rows(args.train_steps, not args.no_compile)
+        rows = train_rows(args.train_steps, not args.no_compile, args.train_rounds, args.profile_train,
+                          args.train_isolate)
         data["train"] = rows
-        hdr = ["training", "patched (tok/s)", "unpatched (tok/s)", "speedup", "loss (ours / torch)"]
+        hdr = ["training", "patched (tok/s)", "unpatched (tok/s)", "speedup", "loss (ours / torch)",
+               "graphs compiled while timed"]
         body = [[r["row"], C.fmt(r["ours_tok_s"], ".0f"), C.fmt(r["torch_tok_s"], ".0f"), C.fmt(r["speedup"], ".2f"),
-                 f"{r['last_loss_ours']:.4f} / {r['last_loss_torch']:.4f}"] for r in rows]
+                 f"{r['last_loss_ours']:.4f} / {r['last_loss_torch']:.4f}", str(r["graphs_in_timing"])] for r in rows]
         md += ["", C.markdown_table(hdr, body)]
         text.append(C.text_table(hdr, body))
     data["elapsed_s"] = time.time() - t0

@@ -95,6 +95,9 @@ _GATES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": 
           "relu": "relu"}
 
 
+_GATED_MUL = {"silu": "silu_mul", "gelu": "gelu_mul", "gelu_tanh": "gelu_tanh_mul"}
+
+
 class GatedMLP(nn.Module):
     """The LLM MLP: down_proj(act(gate_proj(x)) * up_proj(x)) (SwiGLU for act=silu, GeGLU for gelu /
     gelu_tanh), with the parameter names of transformers' Llama / Mistral / Qwen2 MLPs."""
@@ -112,7 +115,8 @@ class GatedMLP(nn.Module):
     def forward(self, x):
         gate = call("linear", x, self.gate_proj.weight, self.gate_proj.bias, "none")[0]
         up = call("linear", x, self.up_proj.weight, self.up_proj.bias, "none")[0]
-        h = call("mul", call(self.activation, gate), up)
+        fused = _GATED_MUL.get(self.activation)  # act(gate) * up in one kernel, forward and backward
+        h = call(fused, gate, up) if fused else call("mul", call(self.activation, gate), up)
         return call("linear", h, self.down_proj.weight, self.down_proj.bias, "none")[0]
 
 
