@@ -222,8 +222,9 @@ def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
     times = [[] for _ in variants]
     graphs = [0 for _ in variants]
     losses = [None for _ in variants]
-    for _ in range(rounds):
-        for v, step in enumerate(steps_of):
+    for r in range(rounds):
+        order = list(enumerate(steps_of))
+        for v, step in (order if r % 2 == 0 else order[::-1]):  # alternate, so a drift hits all alike
             before = counters["stats"]["unique_graphs"]
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -239,13 +240,14 @@ def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
     rows = []
     for v, (label, kw, compiled) in enumerate(variants):
         if kw is None:
-            base, base_loss = B * S / statistics.median(times[v]), losses[v]
+            base, base_loss, base_rounds = B * S / statistics.median(times[v]), losses[v], times[v]
             continue
         tok = B * S / statistics.median(times[v])
         rows.append(dict(row=f"Llama 4x512 B{B} S{S} bf16 train, {'compiled' if compiled else 'eager'}, {label}",
                          ours_tok_s=tok, torch_tok_s=base, speedup=tok / base, last_loss_ours=losses[v],
                          last_loss_torch=base_loss, graphs_in_timing=graphs[v],
-                         rounds_ms=[round(t * 1e3, 2) for t in times[v]]))
+                         rounds_ms=[round(t * 1e3, 2) for t in times[v]],
+                         unpatched_rounds_ms=[round(t * 1e3, 2) for t in base_rounds]))
     C.free_memory()
     return rows
 
@@ -280,7 +282,7 @@ def main():
     ap.add_argument("--host-n", type=int, default=3000)
     ap.add_argument("--host-reps", type=int, default=5)
     ap.add_argument("--train-steps", type=int, default=20)
-    ap.add_argument("--train-rounds", type=int, default=3)
+    ap.add_argument("--train-rounds", type=int, default=5)
     ap.add_argument("--profile-train", action="store_true", help="print a profiler summary of every variant")
     ap.add_argument("--train-isolate", action="store_true", help="also time the norms-only and loss-only patches")
     ap.add_argument("--no-compile", action="store_true")

@@ -1,15 +1,36 @@
-// A 16-byte vector of T held as four 32-bit words (uint4), so that 16-bit types really take 4
-// registers (an array of 8 bf16 would occupy 8). Elements are unpacked on use (a shift / mask
-// for bf16, a half conversion for f16), so the compiler has no reason to keep 2x larger
-// compute-type copies alive. Used by the row-norm and channel-norm kernels.
+// The kernels' shared vector vocabulary. Pack<T, N>: N values as one aligned vector, with the
+// tail-safe load_chunk / store_chunk of a row (every family reads and writes through these).
+// The 16-byte form as four 32-bit words (uint4), so that 16-bit types really take 4 registers
+// (an array of 8 bf16 would occupy 8): elements are unpacked on use (a shift / mask for bf16, a
+// half conversion for f16), so the compiler has no reason to keep 2x larger compute-type copies
+// alive (the norm kernels), and store_vec / stg16, one 16-byte store.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "common/dtype_traits.cuh"
 
 namespace baracuda::kernels {
+
+// N values of T as one aligned vector: a single global access up to 16 bytes (the widest on
+// sm_90; a longer pack is read as several). The shared vector type of every family's kernels.
+template <class T, int N> struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) Pack { T v[N]; };
+
+// Loads V elements at p[idx..idx+V) as compute values (one vector access when all are in
+// range, p + idx aligned to the pack); slots at or past len get `fill`.
+template <class T, int V, class C>
+__device__ __forceinline__ void load_chunk(const T* __restrict__ p, int64_t idx, int64_t len, C (&v)[V], C fill) {
+  if (idx + V <= len) {
+    const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p + idx);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = to_compute(pk.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = idx + j < len ? to_compute(p[idx + j]) : fill;
+  }
+}
 
 __device__ __forceinline__ unsigned word(const uint4& u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; }
 __device__ __forceinline__ void set_word(uint4& u, int w, unsigned v) {
@@ -69,6 +90,19 @@ template <class T, int V, class C> __device__ __forceinline__ void store_vec(T* 
 #pragma unroll
     for (int j = 0; j < V; ++j) a.e[j] = from_compute<T>(v[j]);
     *reinterpret_cast<Arr*>(p) = a;
+  }
+}
+
+// Stores V compute values at p[idx..idx+V) (one vector store when all are in range); slots at or
+// past len are left alone.
+template <class T, int V, class C>
+__device__ __forceinline__ void store_chunk(T* __restrict__ p, int64_t idx, int64_t len, const C (&v)[V]) {
+  if (idx + V <= len) {
+    store_vec<T>(p + idx, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (idx + j < len) p[idx + j] = from_compute<T>(v[j]);
   }
 }
 

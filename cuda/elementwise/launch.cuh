@@ -15,6 +15,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/packed_vec.cuh"
 #include "elementwise/ew_launch.h"
 
 namespace baracuda::kernels {
@@ -36,32 +37,28 @@ constexpr int kThreads = BARACUDA_EW_THREADS;  // threads per block of the map k
 constexpr int64_t kSmallGridBlocks = 4096;
 template <int ChunkBytes> constexpr int unroll_for() { return std::max(1, BARACUDA_EW_BYTES_IN_FLIGHT / ChunkBytes); }
 
-template <class T, int N>
-struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) Chunk {
-  T v[N];
-};
 
 // ---- contiguous --------------------------------------------------------------------------
 template <int N, class T>
-__device__ __forceinline__ void load_chunk(Chunk<T, N>& c, const T* p, int64_t i, bool scalar) {
+__device__ __forceinline__ void load_chunk(Pack<T, N>& c, const T* p, int64_t i, bool scalar) {
   if (scalar) {
     const T s = p[0];
 #pragma unroll
     for (int k = 0; k < N; ++k) c.v[k] = s;
   } else {
-    c = *reinterpret_cast<const Chunk<T, N>*>(p + i);
+    c = *reinterpret_cast<const Pack<T, N>*>(p + i);
   }
 }
 
 template <int N, class Fn, class Tout, class... Tin, size_t... I>
-__device__ __forceinline__ void contig_apply(const Fn& fn, Chunk<Tout, N>& y,
-                                             cuda::std::tuple<Chunk<Tin, N>...>& x,
+__device__ __forceinline__ void contig_apply(const Fn& fn, Pack<Tout, N>& y,
+                                             cuda::std::tuple<Pack<Tin, N>...>& x,
                                              std::index_sequence<I...>) {
   fn.template map<N>(y.v, cuda::std::get<I>(x).v...);
 }
 
 template <int N, class... Tin, size_t... I>
-__device__ __forceinline__ void contig_load(cuda::std::tuple<Chunk<Tin, N>...>& x, int64_t i, uint32_t smask,
+__device__ __forceinline__ void contig_load(cuda::std::tuple<Pack<Tin, N>...>& x, int64_t i, uint32_t smask,
                                             std::index_sequence<I...>, const Tin*... in) {
   (load_chunk<N>(cuda::std::get<I>(x), in, i, (smask >> I) & 1u), ...);
 }
@@ -72,7 +69,7 @@ ew_contiguous_kernel(Fn fn, int64_t n, uint32_t smask, Tout* out, const Tin*... 
   using Seq = std::index_sequence_for<Tin...>;
   const int64_t nchunks = n / N;
   const int64_t first = int64_t(blockIdx.x) * kThreads * UNROLL + threadIdx.x;
-  cuda::std::tuple<Chunk<Tin, N>...> x[UNROLL];
+  cuda::std::tuple<Pack<Tin, N>...> x[UNROLL];
 #pragma unroll
   for (int u = 0; u < UNROLL; ++u) {
     const int64_t c = first + int64_t(u) * kThreads;
@@ -82,17 +79,17 @@ ew_contiguous_kernel(Fn fn, int64_t n, uint32_t smask, Tout* out, const Tin*... 
   for (int u = 0; u < UNROLL; ++u) {
     const int64_t c = first + int64_t(u) * kThreads;
     if (c < nchunks) {
-      Chunk<Tout, N> y;
+      Pack<Tout, N> y;
       contig_apply<N>(fn, y, x[u], Seq{});
-      *reinterpret_cast<Chunk<Tout, N>*>(out + c * N) = y;
+      *reinterpret_cast<Pack<Tout, N>*>(out + c * N) = y;
     }
   }
   if constexpr (N > 1) {  // the last n % N elements, one per thread of block 0
     const int64_t i = nchunks * N + threadIdx.x;
     if (blockIdx.x == 0 && i < n) {
-      cuda::std::tuple<Chunk<Tin, 1>...> xs;
+      cuda::std::tuple<Pack<Tin, 1>...> xs;
       contig_load<1, Tin...>(xs, i, smask, Seq{}, in...);
-      Chunk<Tout, 1> y;
+      Pack<Tout, 1> y;
       contig_apply<1>(fn, y, xs, Seq{});
       out[i] = y.v[0];
     }
@@ -144,9 +141,9 @@ struct Indexer {
 template <class Fn, class Tout, class... Tin, size_t... I>
 __device__ __forceinline__ Tout strided_apply(const Fn& fn, const int64_t* off, std::index_sequence<I...>,
                                               const Tin*... in) {
-  cuda::std::tuple<Chunk<Tin, 1>...> x;
+  cuda::std::tuple<Pack<Tin, 1>...> x;
   ((cuda::std::get<I>(x).v[0] = in[off[I + 1]]), ...);
-  Chunk<Tout, 1> y;
+  Pack<Tout, 1> y;
   fn.template map<1>(y.v, cuda::std::get<I>(x).v...);
   return y.v[0];
 }
@@ -173,7 +170,7 @@ ew_strided_kernel(Fn fn, Indexer<NARGS, IndexT> ix, IndexT n, Tout* out, const T
 // Every operand's innermost dim has stride 1 or 0 (a bias, a row- or column-broadcast):
 // 16-byte vectors along it, outer dims through the indexer once per chunk.
 template <int N, class... Tin, size_t... I>
-__device__ __forceinline__ void inner_load(cuda::std::tuple<Chunk<Tin, N>...>& x, const int64_t* off, uint32_t inner,
+__device__ __forceinline__ void inner_load(cuda::std::tuple<Pack<Tin, N>...>& x, const int64_t* off, uint32_t inner,
                                            std::index_sequence<I...>, const Tin*... in) {
   (load_chunk<N>(cuda::std::get<I>(x), in + off[I + 1], 0, !((inner >> (I + 1)) & 1u)), ...);
 }
@@ -184,7 +181,7 @@ ew_inner_kernel(Fn fn, Indexer<NARGS, uint32_t> outer, uint32_t inner, FastDiv p
                 const Tin*... in) {
   using Seq = std::index_sequence_for<Tin...>;
   const uint32_t first = blockIdx.x * kThreads * UNROLL + threadIdx.x;
-  cuda::std::tuple<Chunk<Tin, N>...> x[UNROLL];
+  cuda::std::tuple<Pack<Tin, N>...> x[UNROLL];
   int64_t out_off[UNROLL];
 #pragma unroll
   for (int u = 0; u < UNROLL; ++u) {
@@ -205,9 +202,9 @@ ew_inner_kernel(Fn fn, Indexer<NARGS, uint32_t> outer, uint32_t inner, FastDiv p
   for (int u = 0; u < UNROLL; ++u) {
     const uint32_t c = first + u * kThreads;
     if (c < nchunks) {
-      Chunk<Tout, N> y;
+      Pack<Tout, N> y;
       contig_apply<N>(fn, y, x[u], Seq{});
-      *reinterpret_cast<Chunk<Tout, N>*>(out + out_off[u]) = y;
+      *reinterpret_cast<Pack<Tout, N>*>(out + out_off[u]) = y;
     }
   }
 }
@@ -238,9 +235,9 @@ ew_transpose_kernel(Fn fn, Indexer<2, uint32_t> outer, FastDiv tiles_i, FastDiv 
   for (int k = 0; k < kTile; k += 8) {  // write: consecutive threads walk the output's unit-stride dim i
     const uint32_t i = i0 + threadIdx.x, j = j0 + threadIdx.y + k;
     if (j < size_j && i < size_i) {
-      Chunk<Tin, 1> x;
+      Pack<Tin, 1> x;
       x.v[0] = tile[threadIdx.x][threadIdx.y + k];
-      Chunk<Tout, 1> y;
+      Pack<Tout, 1> y;
       fn.template map<1>(y.v, x.v);
       out[off[0] + int64_t(j) * out_stride_j + i] = y.v[0];
     }
@@ -261,9 +258,9 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
   if (L.contiguous) {
     constexpr int N = std::max(1, std::min(16, 16 / min_size<Tout, Tin...>()));
     constexpr int UNROLL = unroll_for<N * max_size<Tout, Tin...>()>();
-    bool vec_ok = aligned_to(L.out, alignof(Chunk<Tout, N>));
+    bool vec_ok = aligned_to(L.out, alignof(Pack<Tout, N>));
     ((vec_ok = vec_ok && (((L.scalar_mask >> I) & 1u) ||
-                          aligned_to(L.in[I], alignof(Chunk<Tin, N>)))), ...);
+                          aligned_to(L.in[I], alignof(Pack<Tin, N>)))), ...);
     if (vec_ok) {
       const int64_t chunks = L.numel / N;
       const int64_t blocks = std::max<int64_t>(1, (chunks + kThreads * UNROLL - 1) / (kThreads * UNROLL));
@@ -326,7 +323,7 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
       uint32_t mask = 0;
       bool vec_ok = inner % N == 0;
       const void* ptrs[NIN + 1] = {L.out, L.in[I]...};
-      const size_t align[NIN + 1] = {alignof(Chunk<Tout, N>), alignof(Chunk<Tin, N>)...};
+      const size_t align[NIN + 1] = {alignof(Pack<Tout, N>), alignof(Pack<Tin, N>)...};
       const size_t esize[NIN + 1] = {sizeof(Tout), sizeof(Tin)...};
       for (int a = 0; a < NIN + 1; ++a) {
         if (L.stride[a][L.rank - 1] == 0) continue;

@@ -55,9 +55,9 @@ struct ReduceIndex {  // dims innermost first; arg 0 is the output
 
 template <class A, class Fn, class... Tin, size_t... I>
 __device__ __forceinline__ A map_at(const Fn& fn, const int64_t* off, std::index_sequence<I...>, const Tin*... in) {
-  cuda::std::tuple<Chunk<Tin, 1>...> x;
+  cuda::std::tuple<Pack<Tin, 1>...> x;
   ((cuda::std::get<I>(x).v[0] = in[off[I + 1]]), ...);
-  Chunk<A, 1> y;
+  Pack<A, 1> y;
   fn.template map<1>(y.v, cuda::std::get<I>(x).v...);
   return y.v[0];
 }
@@ -68,7 +68,7 @@ __device__ __forceinline__ A map_at(const Fn& fn, const int64_t* off, std::index
 template <int V, int NARGS, class A, class Fn, class Tout, class... Tin, size_t... I>
 __device__ __forceinline__ void columns_vec_step(const Fn& fn, const int64_t (&off)[NARGS], uint32_t vec_mask,
                                                  A (&acc)[V], std::index_sequence<I...>, const Tin*... in) {
-  cuda::std::tuple<Chunk<Tin, V>...> x;
+  cuda::std::tuple<Pack<Tin, V>...> x;
   (load_chunk<V>(cuda::std::get<I>(x), in + off[I + 1], 0, !((vec_mask >> (I + 1)) & 1u)), ...);
   A y[V];
   fn.template map<V>(y, cuda::std::get<I>(x).v...);
@@ -180,7 +180,7 @@ void launch_map_reduce_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t st
     bool vec_ok = V > 1 && ix.kept_size[0] % V == 0;
     uint32_t vec_mask = 0;
     const void* ptrs[NARGS - 1] = {L.in[I]...};
-    const size_t align[NARGS - 1] = {alignof(Chunk<Tin, V>)...};
+    const size_t align[NARGS - 1] = {alignof(Pack<Tin, V>)...};
     const size_t esize[NARGS - 1] = {sizeof(Tin)...};
     for (int a = 1; a < NARGS; ++a) {
       if (ix.kept_stride[0][a] == 0) continue;

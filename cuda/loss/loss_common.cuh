@@ -93,29 +93,5 @@ template <class T, class C> __device__ __forceinline__ void block_combine(C& m, 
   warp_combine<T>(m, s);
 }
 
-template <class T, int V> struct alignas(sizeof(T) * V) Pack { T v[V]; };
-
-// Load V elements at p[idx..idx+V) as compute values; slots at or past len get `fill`.
-template <class T, int V, class C>
-__device__ __forceinline__ void load_chunk(const T* __restrict__ p, int64_t idx, int64_t len, C (&v)[V], C fill) {
-  if (idx + V <= len) {
-    const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p + idx);
-#pragma unroll
-    for (int j = 0; j < V; ++j) v[j] = to_compute(pk.v[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < V; ++j) v[j] = idx + j < len ? to_compute(p[idx + j]) : fill;
-  }
-}
-template <class T, int V, class C>
-__device__ __forceinline__ void store_chunk(T* __restrict__ p, int64_t idx, int64_t len, const C (&v)[V]) {
-  if (idx + V <= len) {
-    store_vec<T>(p + idx, v);  // one 16-byte store (common/packed_vec.cuh)
-  } else {
-#pragma unroll
-    for (int j = 0; j < V; ++j)
-      if (idx + j < len) p[idx + j] = from_compute<T>(v[j]);
-  }
-}
 
 }  // namespace baracuda::loss::detail

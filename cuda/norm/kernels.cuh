@@ -53,7 +53,6 @@ template <bool Enabled, class Go> decltype(auto) with_operand_spec(const NormLau
   return go(std::integral_constant<int, kSpecGeneric>{});
 }
 
-template <class U, int K> struct alignas(sizeof(U) * K) Pack { U v[K]; };
 
 // A load of P's bits through the read-only (non-coherent) path, `ld.global.nc`: for data that no
 // store of the kernel can reach (weight / bias: select refuses outputs overlapping them). The

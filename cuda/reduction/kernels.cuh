@@ -26,6 +26,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/packed_vec.cuh"
 #include "reduction/red_launch.h"
 #include "reduction/reducers.cuh"
 
@@ -55,7 +56,6 @@ __device__ __forceinline__ void fold_n(const Red& red, typename Red::State& s, c
   }
 }
 
-template <class T, int N> struct alignas(sizeof(T) * N >= 16 ? 16 : sizeof(T) * N) Vec { T v[N]; };
 template <class T> constexpr int vec_of() { return std::max(1, std::min(8, int(16 / sizeof(T)))); }
 
 template <class S> __device__ __forceinline__ S shfl_xor_state(const S& s, int mask) {
@@ -125,11 +125,11 @@ __device__ __forceinline__ void fold_contiguous(const Red& red, typename Red::St
   for (int64_t i = r0 + lane; i < r0 + head; i += G) red.add(s, p[i], i);
   const int64_t b0 = r0 + head;
   const int64_t nvec = (r1 - b0) / V;
-  const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + b0);
+  const Pack<T, V>* vp = reinterpret_cast<const Pack<T, V>*>(p + b0);
   int64_t c = lane;
   // Full chunks: kU vectors per lane, no guards, one fold per chunk.
   for (; c + int64_t(kU - 1) * G < nvec; c += int64_t(G) * kU) {
-    Vec<T, V> v[kU];
+    Pack<T, V> v[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) v[u] = vp[c + u * G];
     T x[kU * V];
@@ -141,7 +141,7 @@ __device__ __forceinline__ void fold_contiguous(const Red& red, typename Red::St
   }
   // The rest (fewer than kU vectors for this lane): one guarded batch, folded vector by vector.
   if (c < nvec) {
-    Vec<T, V> v[kU];
+    Pack<T, V> v[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u)
       if (c + u * G < nvec) v[u] = vp[c + u * G];
@@ -207,10 +207,10 @@ short_rows_kernel(Red red, Geometry g, const T* in, O* out) {
   const int lane = threadIdx.x % G;
   const int64_t k0 = (int64_t(blockIdx.x) * GPB + threadIdx.x / G) * M;  // the group's first row
   const int64_t rs = g.kept_in[0];
-  Vec<T, V> v[M][P];
+  Pack<T, V> v[M][P];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const Vec<T, V>* row = reinterpret_cast<const Vec<T, V>*>(in + (k0 + m) * rs);
+    const Pack<T, V>* row = reinterpret_cast<const Pack<T, V>*>(in + (k0 + m) * rs);
     if (k0 + m < g.K) {
 #pragma unroll
       for (int i = 0; i < P; ++i) v[m][i] = row[lane + i * G];
@@ -286,9 +286,9 @@ columns_kernel(Red red, Geometry g, int64_t rows_per_split, const T* in, O* out,
       const int64_t rs = g.red_in[0], step = rs * wy;
       for (; r + int64_t(kU - 1) * wy < r1; r += int64_t(kU) * wy) {
         const T* p = in + ib + r * rs;
-        Vec<T, V> x[kU];
+        Pack<T, V> x[kU];
 #pragma unroll
-        for (int u = 0; u < kU; ++u) x[u] = *reinterpret_cast<const Vec<T, V>*>(p + u * step);
+        for (int u = 0; u < kU; ++u) x[u] = *reinterpret_cast<const Pack<T, V>*>(p + u * step);
 #pragma unroll
         for (int v = 0; v < V; ++v) {
           T col[kU];
@@ -299,10 +299,10 @@ columns_kernel(Red red, Geometry g, int64_t rows_per_split, const T* in, O* out,
       }
       if (r < r1) {  // fewer than kU rows left for this thread: one guarded batch
         const T* p = in + ib + r * rs;
-        Vec<T, V> x[kU];
+        Pack<T, V> x[kU];
 #pragma unroll
         for (int u = 0; u < kU; ++u)
-          if (r + int64_t(u) * wy < r1) x[u] = *reinterpret_cast<const Vec<T, V>*>(p + u * step);
+          if (r + int64_t(u) * wy < r1) x[u] = *reinterpret_cast<const Pack<T, V>*>(p + u * step);
 #pragma unroll
         for (int u = 0; u < kU; ++u)
           if (r + int64_t(u) * wy < r1) {
@@ -313,12 +313,12 @@ columns_kernel(Red red, Geometry g, int64_t rows_per_split, const T* in, O* out,
     } else {
       // Several reduced dims: offsets by division, two rows in flight.
       for (; r < r1; r += 2 * int64_t(wy)) {
-        Vec<T, V> x[2];
+        Pack<T, V> x[2];
         int64_t idx[2];
 #pragma unroll
         for (int u = 0; u < 2; ++u)
           if (r + int64_t(u) * wy < r1)
-            x[u] = *reinterpret_cast<const Vec<T, V>*>(in + ib + red_offset<Red::kIndex>(g, r + int64_t(u) * wy, idx[u]));
+            x[u] = *reinterpret_cast<const Pack<T, V>*>(in + ib + red_offset<Red::kIndex>(g, r + int64_t(u) * wy, idx[u]));
 #pragma unroll
         for (int u = 0; u < 2; ++u)
           if (r + int64_t(u) * wy < r1) {
@@ -449,7 +449,7 @@ void launch_reduction(const Red& red, const RedLaunch& L, cudaStream_t st) {
   if (L.path == baracuda::red::Path::Columns) {
     // Vectors need every address this thread reads to be V-element aligned: the base pointer,
     // and (checked at select) the strides; fall back to V = 1 otherwise.
-    const bool vec_ok = L.vec == V && reinterpret_cast<uintptr_t>(L.in) % alignof(Vec<T, V>) == 0;
+    const bool vec_ok = L.vec == V && reinterpret_cast<uintptr_t>(L.in) % alignof(Pack<T, V>) == 0;
     const int64_t rows = L.splits > 1 ? L.seg : std::max<int64_t>(L.g.R, 1);
     const int wy = (L.wy == 1 || L.wy == 2 || L.wy == 4 || L.wy == 8) ? L.wy : 8;
     const dim3 block(kBlock / wy, wy);
@@ -472,7 +472,7 @@ void launch_reduction(const Red& red, const RedLaunch& L, cudaStream_t st) {
   }
   if (L.path == baracuda::red::Path::Rows) {
     // Short rows need every row start 16-byte aligned: strides and R at select, the base here.
-    if (L.short_p > 0 && reinterpret_cast<uintptr_t>(L.in) % alignof(Vec<T, V>) == 0)
+    if (L.short_p > 0 && reinterpret_cast<uintptr_t>(L.in) % alignof(Pack<T, V>) == 0)
       return launch_short<Red, T, O>(red, L, st);
     launch_rows<true, Red, T, O>(red, L, st);
   } else {

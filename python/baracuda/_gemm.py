@@ -218,16 +218,11 @@ def grouped_linear(x, weight, *, offsets=None, group_sizes=None, bias=None, max_
     return finish(out)
 
 
-_GROUPED_CACHE = {}
+_GROUPED_CACHE = _interop.PlanCache(256)
 
 
 def _grouped_plan(desc):
-    plan = _GROUPED_CACHE.get(desc)
-    if plan is None:
-        if len(_GROUPED_CACHE) >= 256:
-            _GROUPED_CACHE.clear()
-        plan = _GROUPED_CACHE[desc] = _C.GroupedGemmPlan.select(desc)
-    return plan
+    return _GROUPED_CACHE.get(desc, lambda: _C.GroupedGemmPlan.select(desc))
 
 
 def _strides(x):

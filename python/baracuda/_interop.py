@@ -154,3 +154,36 @@ def workspace_allocator(like):
         return output(like, (int(nbytes),), DType.uint8)[0]
 
     return alloc
+
+
+class PlanCache:
+    """The Python-side plan cache of the families without a C++ entry yet (the loss sub-families,
+    grouped GEMM): bounded, least recently used first out. Thread-safe enough under the GIL: a
+    race selects the same plan twice, never a wrong one."""
+
+    def __init__(self, capacity=4096):
+        import collections
+
+        self._plans = collections.OrderedDict()
+        self._capacity = capacity
+
+    def get(self, key, make):
+        plans = self._plans
+        plan = plans.get(key)
+        if plan is None:
+            plan = make()
+            plans[key] = plan
+            while len(plans) > self._capacity:
+                plans.popitem(last=False)
+        else:
+            try:
+                plans.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+        return plan
+
+    def __len__(self):
+        return len(self._plans)
+
+    def clear(self):
+        self._plans.clear()

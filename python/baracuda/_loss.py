@@ -13,7 +13,7 @@ from ._dtypes import DType
 from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument, Unsupported
 
-_CACHE = {}
+_CACHE = _interop.PlanCache()
 
 
 def _spec(t):
@@ -45,15 +45,14 @@ def _key(*ts):
 def _plan(op, logits, target, weight, reduction, ignore_index, label_smoothing, with_grad, grad_loss, grad_input):
     key = (op, reduction, int(ignore_index), float(label_smoothing), bool(with_grad), grad_loss is not None,
            _key(logits, target, weight, grad_input))
-    plan = _CACHE.get(key)
-    if plan is None:
-        if len(_CACHE) >= 4096:
-            _CACHE.clear()
-        desc = _C.LossDescriptor(op, _spec(logits), _spec(target), None if weight is None else _spec(weight),
-                                 reduction, int(ignore_index), float(label_smoothing), bool(with_grad),
-                                 grad_loss is not None, None if grad_input is None else _spec(grad_input))
-        plan = _CACHE[key] = _C.LossPlan.select(desc)
-    return plan
+
+    def make():
+        d = _C.LossDescriptor(op, _spec(logits), _spec(target), None if weight is None else _spec(weight),
+                              reduction, int(ignore_index), float(label_smoothing), bool(with_grad),
+                              grad_loss is not None, None if grad_input is None else _spec(grad_input))
+        return _C.LossPlan.select(d)
+
+    return _CACHE.get(key, make)
 
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -233,18 +232,17 @@ def _gen_plan(op, input, target, weight, extra, reduction, param, log_target, lo
               grad_out, grad_input, wrt=(), grads=()):
     key = (op, reduction, float(param), bool(log_target), bool(log_input), bool(full), int(ignore_index),
            _key(input, target, weight, grad_out, grad_input, *extra), tuple(wrt), _key(*grads))
-    plan = _CACHE.get(key)
-    if plan is None:
-        if len(_CACHE) >= 4096:
-            _CACHE.clear()
-        desc = _C.LossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
-                                 reduction, int(ignore_index), 0.0, False, grad_out is not None,
-                                 None if grad_input is None else _spec(grad_input), [_spec(e) for e in extra],
-                                 float(param), bool(log_target), bool(log_input), bool(full),
-                                 None if grad_out is None else _spec(grad_out), wrt=list(wrt),
-                                 grads=[_spec(g) for g in grads])
-        plan = _CACHE[key] = _C.LossPlan.select(desc)
-    return plan
+
+    def make():
+        d = _C.LossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
+                              reduction, int(ignore_index), 0.0, False, grad_out is not None,
+                              None if grad_input is None else _spec(grad_input), [_spec(e) for e in extra],
+                              float(param), bool(log_target), bool(log_input), bool(full),
+                              None if grad_out is None else _spec(grad_out), wrt=list(wrt),
+                              grads=[_spec(g) for g in grads])
+        return _C.LossPlan.select(d)
+
+    return _CACHE.get(key, make)
 
 
 def _as_operand(op, name, v, like):
@@ -547,17 +545,16 @@ def _finish_grads(bufs, fins, single):
 def _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, grad_out, wrt, grads):
     key = ("row", op, reduction, float(margin), float(p), float(eps), bool(swap), tuple(wrt),
            _key(input, target, weight, grad_out, *extra), _key(*grads))
-    plan = _CACHE.get(key)
-    if plan is None:
-        if len(_CACHE) >= 4096:
-            _CACHE.clear()
-        desc = _C.LossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
-                                 reduction, -100, 0.0, False, grad_out is not None, None, [_spec(e) for e in extra],
-                                 float(margin), False, True, False, None if grad_out is None else _spec(grad_out),
-                                 p=float(p), eps=float(eps), swap=bool(swap), wrt=list(wrt),
-                                 grads=[_spec(g) for g in grads])
-        plan = _CACHE[key] = _C.LossPlan.select(desc)
-    return plan
+
+    def make():
+        d = _C.LossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
+                              reduction, -100, 0.0, False, grad_out is not None, None, [_spec(e) for e in extra],
+                              float(margin), False, True, False, None if grad_out is None else _spec(grad_out),
+                              p=float(p), eps=float(eps), swap=bool(swap), wrt=list(wrt),
+                              grads=[_spec(g) for g in grads])
+        return _C.LossPlan.select(d)
+
+    return _CACHE.get(key, make)
 
 
 def _check_row_targets(op, input, target, stream):
@@ -804,16 +801,15 @@ def _ctc_prepare(op, log_probs, targets, input_lengths, target_lengths, max_targ
 def _ctc_plan(op, lp, targets, il, tl, blank, reduction, zero_infinity, max_target_length, grad_loss, grad):
     key = ("ctc", op, int(blank), reduction, bool(zero_infinity), int(max_target_length),
            _key(lp, targets, il, tl, grad_loss, grad))
-    plan = _CACHE.get(key)
-    if plan is None:
-        if len(_CACHE) >= 4096:
-            _CACHE.clear()
-        desc = _C.CtcLossDescriptor(op, _spec(lp), _spec(targets), _spec(il), _spec(tl), int(blank), reduction,
-                                    bool(zero_infinity), int(max_target_length),
-                                    None if grad_loss is None else _spec(grad_loss),
-                                    None if grad is None else _spec(grad))
-        plan = _CACHE[key] = _C.CtcLossPlan.select(desc)
-    return plan
+
+    def make():
+        d = _C.CtcLossDescriptor(op, _spec(lp), _spec(targets), _spec(il), _spec(tl), int(blank), reduction,
+                                 bool(zero_infinity), int(max_target_length),
+                                 None if grad_loss is None else _spec(grad_loss),
+                                 None if grad is None else _spec(grad))
+        return _C.CtcLossPlan.select(d)
+
+    return _CACHE.get(key, make)
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False, *,

@@ -95,6 +95,8 @@ _GATES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": 
           "relu": "relu"}
 
 
+_TORCH_ACT = {"silu": nn.functional.silu, "gelu": nn.functional.gelu, "relu": nn.functional.relu,
+              "gelu_tanh": lambda t: nn.functional.gelu(t, approximate="tanh")}
 _GATED_MUL = {"silu": "silu_mul", "gelu": "gelu_mul", "gelu_tanh": "gelu_tanh_mul"}
 
 
@@ -113,6 +115,11 @@ class GatedMLP(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
 
     def forward(self, x):
+        if torch.compiler.is_compiling():
+            # inductor emits the same cuBLAS GEMMs and fuses act(gate) * up itself; our ops would be
+            # opaque calls between them (a dispatcher trip each): measured slower (docs/benchmarks.md)
+            act = _TORCH_ACT[self.activation]
+            return self.down_proj(act(self.gate_proj(x)) * self.up_proj(x))
         gate = call("linear", x, self.gate_proj.weight, self.gate_proj.bias, "none")[0]
         up = call("linear", x, self.up_proj.weight, self.up_proj.bias, "none")[0]
         fused = _GATED_MUL.get(self.activation)  # act(gate) * up in one kernel, forward and backward
