@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/block_reduce.cuh"
 #include "common/dtype_traits.cuh"
 #include "common/fast_exp.cuh"
 #include "common/packed_vec.cuh"
@@ -56,11 +57,6 @@ template <class C> __device__ __forceinline__ void poison_inf(C m, C& s) {
   if (m == std::numeric_limits<C>::infinity()) s = qnan<C>();
 }
 
-template <class C> __device__ __forceinline__ C warp_sum(C v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 template <class T, class C> __device__ __forceinline__ void warp_combine(C& m, C& s) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -68,16 +64,6 @@ template <class T, class C> __device__ __forceinline__ void warp_combine(C& m, C
     const C s2 = __shfl_xor_sync(0xffffffffu, s, o);
     combine<T>(m, s, m2, s2);
   }
-}
-// Block-wide, fixed order, every thread gets the result; blockDim.x a multiple of 32.
-template <class C> __device__ __forceinline__ C block_sum(C v, C* sh) {
-  v = warp_sum(v);
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  __syncthreads();
-  if (l == 0) sh[w] = v;
-  __syncthreads();
-  v = l < nw ? sh[l] : C(0);
-  return warp_sum(v);
 }
 template <class T, class C> __device__ __forceinline__ void block_combine(C& m, C& s, C* shm, C* shs) {
   warp_combine<T>(m, s);

@@ -14,6 +14,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/block_reduce.cuh"
 #include "common/cluster_device.cuh"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
@@ -74,11 +75,6 @@ template <class C> __device__ __forceinline__ C xlog(C v) {
 }
 
 // ---- reductions (fixed order) --------------------------------------------------------------
-template <int G, class C> __device__ __forceinline__ C group_sum(C v) {
-#pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 template <int G, class C> __device__ __forceinline__ C group_max(C v) {
 #pragma unroll
   for (int o = G / 2; o > 0; o >>= 1) v = cmax(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -116,15 +112,6 @@ template <class C> __device__ __forceinline__ void poison_inf(C m, C& s) {
 
 // Block-wide reductions through 32 shared slots; every thread gets the result. blockDim.x is
 // a multiple of 32.
-template <class C> __device__ __forceinline__ C block_sum(C v, C* sh) {
-  v = group_sum<32>(v);
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  __syncthreads();
-  if (l == 0) sh[w] = v;
-  __syncthreads();
-  v = l < nw ? sh[l] : C(0);
-  return group_sum<32>(v);
-}
 template <class C> __device__ __forceinline__ C block_max(C v, C* sh) {
   v = group_max<32>(v);
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
