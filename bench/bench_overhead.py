@@ -215,7 +215,8 @@ def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
                ("patch(mlp=True): norms, MLP, loss", dict(mlp=True))]
     if isolate:  # which swap costs what
         patches += [("patch(loss=False): norms only", dict(loss=False)),
-                    ("patch(rms_norm=False): loss only", dict(rms_norm=False))]
+                    ("patch(rms_norm=False): loss only", dict(rms_norm=False)),
+                    ("patch(compile_as='baracuda'): our norms inside compiled graphs", dict(compile_as="baracuda"))]
     variants = [(label, kw, compiled) for compiled in ([False, True] if compile_too else [False])
                 for label, kw in patches]
     steps_of = [build(kw, compiled) for _, kw, compiled in variants]

@@ -241,9 +241,9 @@ def test_layout_kept_like_empty_like():
 class Block(torch.nn.Module):
     def __init__(self, h=64, i=96, v=128):
         super().__init__()
-        self.norm = bt.RMSNorm(h)
+        self.norm = bt.RMSNorm(h, compile_as="baracuda")  # our ops inside the compiled graph
         self.ln = bt.LayerNorm(h)
-        self.mlp = bt.GatedMLP(h, i)
+        self.mlp = bt.GatedMLP(h, i, compile_as="baracuda")
         self.proj = bt.Linear(h, h, activation="gelu_tanh")
         self.head = bt.Linear(h, v, bias=False)
         self.soft = bt.Softmax(-1)
@@ -280,6 +280,38 @@ def test_torch_compile_fullgraph_and_cuda_graphs():
     for _ in range(3):
         got, _ = step(graphs)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_compile_as_torch_traces_torch_formula():
+    """compile_as="torch" (the default): under torch.compile the norm and MLP are torch's ops
+    (no baracuda op in the graph), with the same values and gradients as the eager modules."""
+    torch.manual_seed(0)
+    norm, mlp = bt.RMSNorm(64).to(DEV), bt.GatedMLP(64, 96).to(DEV)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    x = torch.randn(4, 16, 64, device=DEV, requires_grad=True)
+    r = torch.randn(4, 16, 64, device=DEV)
+
+    def f(x):
+        y, h = norm(x, r)
+        return mlp(y) + h
+
+    want = f(x)
+    gwant = torch.autograd.grad(want.square().sum(), [x, norm.weight])
+    seen = []
+
+    def backend(gm, inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    torch._dynamo.reset()
+    got = torch.compile(f, backend=backend, fullgraph=True)(x)
+    assert seen and not any("baracuda" in t for t in seen), seen
+    ggot = torch.autograd.grad(got.square().sum(), [x, norm.weight])
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    for a, b in zip(ggot, gwant):
+        torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)
+    torch._dynamo.reset()
 
 
 def _llama(patched, dtype, seed=0):

@@ -193,3 +193,13 @@ def test_linear_errors_name_the_callers_arguments():
         bc.linear(x, torch.randn(6, 8), torch.randn(5))
     with pytest.raises(errors.InvalidArgument, match=r"linear_backward: grad_out has shape \(4, 5\); expected \(4, 6\)"):
         bc.linear_backward(torch.randn(4, 5), x, torch.randn(6, 8))
+
+
+def test_compile_as_is_checked():
+    with pytest.raises(bc.errors.InvalidArgument, match="compile_as must be one of"):
+        bt.RMSNorm(8, compile_as="inductor")
+    with pytest.raises(bc.errors.InvalidArgument, match="compile_as"):
+        bt.GatedMLP(8, 16, compile_as="fast")
+    with pytest.raises(bc.errors.InvalidArgument, match="patch: compile_as"):
+        bt.patch(torch.nn.Linear(2, 2), compile_as="x")
+    assert bt.RMSNorm(8).compile_as == "torch" and bt.RMSNorm(8, compile_as="baracuda").compile_as == "baracuda"

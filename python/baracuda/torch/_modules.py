@@ -8,7 +8,6 @@ from ..errors import InvalidArgument
 from ._ops import call
 
 
-
 def _last_dim(module, normalized_shape):
     """torch's normalized_shape, limited to the last dim (what the norm kernels normalize over)."""
     shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -17,17 +16,44 @@ def _last_dim(module, normalized_shape):
     return shape
 
 
-class RMSNorm(nn.Module):
-    """torch.nn.RMSNorm over the last dim (eps defaults to 1e-6, the Llama convention)."""
+# What a module traces to under torch.compile: "torch" (torch's own formula, which inductor fuses
+# with the neighbouring ops) or "baracuda" (our op, opaque to inductor: a dispatcher trip per call).
+COMPILE_AS = ("torch", "baracuda")
 
-    def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, *, device=None, dtype=None):
+
+def _compile_as(module, value):
+    if value not in COMPILE_AS:
+        raise InvalidArgument(f"{module}: compile_as must be one of {COMPILE_AS}, got {value!r}")
+    return value
+
+
+class RMSNorm(nn.Module):
+    """torch.nn.RMSNorm over the last dim (eps defaults to 1e-6, the Llama convention).
+
+    compile_as: under torch.compile, "torch" (default) traces torch's rms_norm, which inductor
+    fuses with its neighbours (measured faster in a compiled training step, docs/benchmarks.md);
+    "baracuda" keeps our kernel as an opaque op. Eager always runs our kernel."""
+
+    def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, *, compile_as="torch", device=None,
+                 dtype=None):
         super().__init__()
         self.normalized_shape = _last_dim("RMSNorm", normalized_shape)
         self.eps = float(eps)
+        self.compile_as = _compile_as("RMSNorm", compile_as)
         self.weight = nn.Parameter(torch.ones(self.normalized_shape, device=device, dtype=dtype)) \
             if elementwise_affine else None
 
     def forward(self, x, residual=None):
+        if self.compile_as == "torch" and torch.compiler.is_compiling():
+            # spelled out (not F.rms_norm, which may stay one unfused aten kernel): float32 math,
+            # weight applied in float32, one rounding, as our kernel
+            h = x if residual is None else x + residual
+            hf = h.float()
+            y = hf * torch.rsqrt(hf.square().mean(-1, keepdim=True) + self.eps)
+            if self.weight is not None:
+                y = y * self.weight.float()
+            y = y.to(x.dtype)
+            return y if residual is None else (y, h)
         if residual is not None:
             h = call("add", x, residual)
             return call("rms_norm", h, self.weight, self.eps)[0], h
@@ -102,10 +128,13 @@ _GATED_MUL = {"silu": "silu_mul", "gelu": "gelu_mul", "gelu_tanh": "gelu_tanh_mu
 
 class GatedMLP(nn.Module):
     """The LLM MLP: down_proj(act(gate_proj(x)) * up_proj(x)) (SwiGLU for act=silu, GeGLU for gelu /
-    gelu_tanh), with the parameter names of transformers' Llama / Mistral / Qwen2 MLPs."""
+    gelu_tanh), with the parameter names of transformers' Llama / Mistral / Qwen2 MLPs.
+    compile_as: as RMSNorm's ("torch" by default: under torch.compile, torch's formula)."""
 
-    def __init__(self, hidden_size, intermediate_size, bias=False, activation="silu", *, device=None, dtype=None):
+    def __init__(self, hidden_size, intermediate_size, bias=False, activation="silu", *, compile_as="torch",
+                 device=None, dtype=None):
         super().__init__()
+        self.compile_as = _compile_as("GatedMLP", compile_as)
         if activation not in _GATES:
             raise InvalidArgument(f"GatedMLP: activation must be one of {sorted(_GATES)}, got {activation!r}")
         self.activation = _GATES[activation]
@@ -115,7 +144,7 @@ class GatedMLP(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
 
     def forward(self, x):
-        if torch.compiler.is_compiling():
+        if self.compile_as == "torch" and torch.compiler.is_compiling():
             # inductor emits the same cuBLAS GEMMs and fuses act(gate) * up itself; our ops would be
             # opaque calls between them (a dispatcher trip each): measured slower (docs/benchmarks.md)
             act = _TORCH_ACT[self.activation]

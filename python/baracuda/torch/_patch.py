@@ -9,7 +9,7 @@ other nn.Linear -> Linear. Attention is left to the model (the attention family 
 import torch
 from torch import nn
 
-from ._modules import GatedMLP, Linear, RMSNorm
+from ._modules import GatedMLP, Linear, RMSNorm, _compile_as
 
 _ACT_NAMES = {"SiLU": "silu", "SiLUActivation": "silu", "GELUActivation": "gelu",
               "PytorchGELUTanh": "gelu_tanh", "GELUTanh": "gelu_tanh", "ReLU": "relu"}
@@ -24,25 +24,26 @@ def _act_name(act):
     return None
 
 
-def _rms_norm(m):
+def _rms_norm(m, compile_as):
     eps = getattr(m, "variance_epsilon", getattr(m, "eps", None))
     w = getattr(m, "weight", None)
     if eps is None or not isinstance(w, nn.Parameter) or w.dim() != 1:
         return None
     if type(m).__name__.startswith("Gemma"):
         return None  # Gemma scales by (1 + weight): not this module's formula
-    new = RMSNorm(w.shape[0], eps=float(eps), device="meta")
+    new = RMSNorm(w.shape[0], eps=float(eps), compile_as=compile_as, device="meta")
     new.weight = w
     return new
 
 
-def _mlp(m):
+def _mlp(m, compile_as):
     parts = [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
     act = _act_name(getattr(m, "act_fn", None))
     if act is None or not all(isinstance(p, nn.Linear) for p in parts):
         return None
     gate, up, down = parts
-    new = GatedMLP(gate.in_features, gate.out_features, bias=gate.bias is not None, activation=act, device="meta")
+    new = GatedMLP(gate.in_features, gate.out_features, bias=gate.bias is not None, activation=act,
+                   compile_as=compile_as, device="meta")
     new.gate_proj, new.up_proj, new.down_proj = gate, up, down
     return new
 
@@ -72,19 +73,22 @@ def causal_lm_loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_i
     return loss
 
 
-def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False):
+def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False, compile_as="torch"):
     """Swaps baracuda modules into ``model`` in place and returns it; ``model.baracuda_patched``
     counts what was swapped. By default the norms and the loss (where baracuda is faster than
-    torch); ``mlp=True`` also swaps the gated MLPs (GatedMLP: our linears, silu and mul, not yet
-    faster than torch's own in a training step), ``linear=True`` every other nn.Linear."""
+    torch); ``mlp=True`` also swaps the gated MLPs (GatedMLP: our linears and the fused silu_mul),
+    ``linear=True`` every other nn.Linear. ``compile_as`` is the swapped norms' and MLPs'
+    behaviour under torch.compile: "torch" (default) traces torch's formula for inductor to fuse,
+    "baracuda" keeps our kernels there too (see RMSNorm). The loss is ours in both."""
+    _compile_as("patch", compile_as)
     counts = {"rms_norm": 0, "mlp": 0, "linear": 0, "loss": 0}
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             new = None
             if rms_norm and type(child).__name__.endswith("RMSNorm"):
-                new, kind = _rms_norm(child), "rms_norm"
+                new, kind = _rms_norm(child, compile_as), "rms_norm"
             elif mlp and hasattr(child, "gate_proj"):
-                new, kind = _mlp(child), "mlp"
+                new, kind = _mlp(child, compile_as), "mlp"
             elif linear and type(child) is nn.Linear:
                 new, kind = _linear(child), "linear"
             if new is not None:
