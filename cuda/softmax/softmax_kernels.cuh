@@ -19,24 +19,13 @@
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/fast_exp.cuh"
+#include "common/online_softmax.cuh"
 #include "common/packed_vec.cuh"
 #include "softmax/softmax_launch.h"
 
 namespace baracuda::softmax::detail {
 using namespace baracuda::kernels;
 
-template <class C> __device__ __forceinline__ C ninf() { return -std::numeric_limits<C>::infinity(); }
-template <class C> __device__ __forceinline__ C cmax(C a, C b) {
-  if constexpr (std::is_same_v<C, double>) return fmax(a, b);
-  else return fmaxf(a, b);
-}
-// exp in the compute type. Half storage takes the hardware exp (its error is far below a half
-// ulp; results under 2^-126 are 0: common/fast_exp.cuh); f32 and f64 take libm's.
-template <class T, class C> __device__ __forceinline__ C xexp(C v) {
-  if constexpr (std::is_same_v<C, double>) return exp(v);
-  else if constexpr (is_half_v<T>) return exp_ftz(v);
-  else return expf(v);
-}
 // What a softmax row finish needs of its (max, sum): r = 1 / s, and for 16-bit storage
 // lg = log2(s), so that exp(v - m) / s is one FFMA and one MUFU.EX2 (softmax_value).
 template <class T, class C> struct SoftmaxScale {
@@ -68,68 +57,6 @@ template <class T, class C, class Go> __device__ __forceinline__ void with_exp_f
     }
   }
   go([m](C v) { return xexp<T>(v - m); });
-}
-template <class C> __device__ __forceinline__ C xlog(C v) {
-  if constexpr (std::is_same_v<C, double>) return log(v);
-  else return logf(v);
-}
-
-// ---- reductions (fixed order) --------------------------------------------------------------
-template <int G, class C> __device__ __forceinline__ C group_max(C v) {
-#pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v = cmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// Online (max, sum) pairs: s is the sum of exp(x - m). A pair at m = -inf with equal maxima
-// combines by adding; NaN in a sum propagates.
-template <class T, class C> __device__ __forceinline__ void combine(C& m, C& s, C m2, C s2) {
-  const C mm = cmax(m, m2);
-  const C a = m == mm ? C(1) : xexp<T>(m - mm);
-  const C b = m2 == mm ? C(1) : xexp<T>(m2 - mm);
-  s = s * a + s2 * b;
-  m = mm;
-}
-template <class T, class C> __device__ __forceinline__ void online_add(C& m, C& s, C x) {
-  if (x > m) {
-    s = s * xexp<T>(m - x) + C(1);
-    m = x;
-  } else {
-    s += (x == m && m == ninf<C>()) ? C(1) : xexp<T>(x - m);  // NaN x: exp(NaN) poisons s
-  }
-}
-template <int G, class T, class C> __device__ __forceinline__ void group_combine(C& m, C& s) {
-#pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) {
-    const C m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const C s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    combine<T>(m, s, m2, s2);
-  }
-}
-// A row whose maximum is +inf is NaN everywhere (torch: inf - inf in the sum).
-template <class C> __device__ __forceinline__ void poison_inf(C m, C& s) {
-  if (m == std::numeric_limits<C>::infinity()) s = std::numeric_limits<C>::quiet_NaN();
-}
-
-// Block-wide reductions through 32 shared slots; every thread gets the result. blockDim.x is
-// a multiple of 32.
-template <class C> __device__ __forceinline__ C block_max(C v, C* sh) {
-  v = group_max<32>(v);
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  __syncthreads();
-  if (l == 0) sh[w] = v;
-  __syncthreads();
-  v = l < nw ? sh[l] : ninf<C>();
-  return group_max<32>(v);
-}
-template <class T, class C> __device__ __forceinline__ void block_combine(C& m, C& s, C* shm, C* shs) {
-  group_combine<32, T>(m, s);
-  const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  __syncthreads();
-  if (l == 0) { shm[w] = m; shs[w] = s; }
-  __syncthreads();
-  m = l < nw ? shm[l] : ninf<C>();
-  s = l < nw ? shs[l] : C(0);
-  group_combine<32, T>(m, s);
 }
 
 // ---- geometry ------------------------------------------------------------------------------
