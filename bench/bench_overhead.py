@@ -178,7 +178,7 @@ def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
     variant is built and warmed up first; then `rounds` rounds each time `steps` steps of every
     variant in turn (interleaved, so a drifting host or clock hits all alike), median per variant.
     `graphs` counts the graphs dynamo compiled inside the timed steps (0 unless something
-    recompiles). With `profile`, a torch.profiler summary of 3 eager steps per variant is printed."""
+    recompiles). With `profile`, a torch.profiler summary of 3 steps per variant is printed."""
     import transformers
     from torch._dynamo.utils import counters
 
@@ -285,7 +285,7 @@ def main():
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--train-rounds", type=int, default=5)
     ap.add_argument("--profile-train", action="store_true", help="print a profiler summary of every variant")
-    ap.add_argument("--train-isolate", action="store_true", help="also time the norms-only and loss-only patches")
+    ap.add_argument("--train-isolate", action="store_true", help="also time the norms-only, loss-only and compile_as='baracuda' patches")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smoke run: short host loops, 3 training steps, eager only")
     args = ap.parse_args()

@@ -3,6 +3,8 @@
 torch and CuPy allocate through their own caching allocators; JAX cannot lend a writable
 buffer, so its outputs are allocated by the core and handed over through DLPack.
 """
+import collections
+
 from . import _C, _autograd
 from ._dtypes import DType, dtype as as_dtype
 from .errors import InvalidArgument
@@ -162,8 +164,6 @@ class PlanCache:
     race selects the same plan twice, never a wrong one."""
 
     def __init__(self, capacity=4096):
-        import collections
-
         self._plans = collections.OrderedDict()
         self._capacity = capacity
 

@@ -30,8 +30,8 @@ def _compile_as(module, value):
 class RMSNorm(nn.Module):
     """torch.nn.RMSNorm over the last dim (eps defaults to 1e-6, the Llama convention).
 
-    compile_as: under torch.compile, "torch" (default) traces torch's rms_norm, which inductor
-    fuses with its neighbours (measured faster in a compiled training step, docs/benchmarks.md);
+    compile_as: under torch.compile, "torch" (default) traces the formula in torch ops, which
+    inductor fuses with its neighbours (measured faster in a compiled training step, docs/benchmarks.md);
     "baracuda" keeps our kernel as an opaque op. Eager always runs our kernel."""
 
     def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, *, compile_as="torch", device=None,

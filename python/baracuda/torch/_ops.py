@@ -33,6 +33,13 @@ def _contiguous_like(x):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+def _contiguous_out(x):
+    """_contiguous_like for the CUDA kernels' real tensors: a contiguous x takes the keyword-free
+    empty_like, the cheapest call (the fake kernels keep _contiguous_like: no contiguity test on
+    symbolic shapes)."""
+    return torch.empty_like(x) if x.is_contiguous() else _contiguous_like(x)
+
+
 def _concrete(*tensors):
     """True when every shape is made of plain ints (eager, or a static trace): select() can run."""
     for t in tensors:
@@ -112,7 +119,7 @@ def _register_autograd(name, impl, backward, setup_context):
     def kernel(keyset, *args, **kwargs):
         if not kwargs and not _dispatch_modes():
             records = False
-            for a in args:  # _plain_cuda and _requires_grad in one pass
+            for a in args:  # every tensor a real CUDA tensor (no fake / subclass); any requiring grad
                 if isinstance(a, torch.Tensor):
                     if type(a) not in _PLAIN or not a.is_cuda:
                         break
@@ -130,14 +137,6 @@ def _requires_grad(args):
         if isinstance(a, torch.Tensor) and a.requires_grad:
             return True
     return False
-
-
-def _plain_cuda(args):
-    """Every tensor argument a real (eager) CUDA tensor: no fake, functional or other subclass."""
-    for a in args:
-        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN or not a.is_cuda):
-            return False
-    return True
 
 
 def _eager_function(name, impl, backward, setup_context):
@@ -403,7 +402,7 @@ def _rms_norm_fake(x, weight, eps):
 
 def _rms_norm_impl(x, weight, eps):
     # no Python shape checks: the core names a wrong x / weight itself (as bc.rms_norm's fast path)
-    y = torch.empty_like(x) if x.is_contiguous() else _contiguous_like(x)
+    y = _contiguous_out(x)
     rstd = x.new_empty(x.shape[:-1], dtype=_stats_dtype(x))
     _C.norm_call("rms_norm", float(eps), True, y, x, weight, None, None, None, None, rstd,
                  None, None, None, None, None, None, None)
@@ -433,8 +432,8 @@ def _rms_norm_bwd_fake(grad, x, rstd, weight):
 
 
 def _rms_norm_bwd_impl(grad, x, rstd, weight):
-    gx = torch.empty_like(x) if x.is_contiguous() else _contiguous_like(x)
-    gw = torch.empty_like(weight) if weight is not None else x.new_empty((0,))
+    gx = _contiguous_out(x)
+    gw = _contiguous_out(weight) if weight is not None else x.new_empty((0,))
     _C.norm_call("rms_norm_backward", 0.0, False, None, x, weight, None, None, None, None, rstd, grad, gx, None,
                  gw if weight is not None else None, None, None, _alloc(x))
     return gx, gw
@@ -684,8 +683,8 @@ def _linear_bwd_fake(grad, x, weight, bias):
 
 
 def _linear_bwd_impl(grad, x, weight, bias):
-    gx = torch.empty_like(x) if x.is_contiguous() else _contiguous_like(x)
-    gw = torch.empty_like(weight) if weight.is_contiguous() else _contiguous_like(weight)
+    gx = _contiguous_out(x)
+    gw = _contiguous_out(weight)
     gb = weight.new_empty((weight.shape[0],) if bias else (0,))
     g2 = grad.reshape(-1, grad.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
