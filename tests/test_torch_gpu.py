@@ -102,11 +102,17 @@ def _other_samples():
     gx = torch.randn(2, 8, 3, 5, generator=g, device=DEV).requires_grad_()
     gw = torch.randn(8, generator=g, device=DEV).requires_grad_()
     _, gmean, grstd = ops.group_norm(*d(gx), 4, *d(gw, gw), 1e-5)
+    aq = torch.randn(1, 20, 4, 64, generator=g, device=DEV, dtype=torch.bfloat16).requires_grad_()
+    akv = torch.randn(1, 30, 2, 64, generator=g, device=DEV, dtype=torch.bfloat16).requires_grad_()
+    att = (None,) * 5 + (None, True, "bottom_right", -1, -1, 0.0, 0, 0)
+    aout, alse = ops.attention(*d(aq, akv, akv), *att, "auto")
     return {
         "group_norm": [(gx, 4, gw, gw, 1e-5), (gx.to(memory_format=torch.channels_last), 2, None, None, 1e-5)],
         "group_norm_backward": [d(torch.randn_like(gx), gx, gmean, grstd, 4, gw, gw),
                                 d(torch.randn_like(gx), gx, gmean, grstd, 4, None, None)],
         "rms_norm": [(x, w, 1e-6), (x, None, 1e-5)],
+        "attention": [(aq, akv, akv, *att, "auto"), (aq, akv, akv, *att, "rowwise")],
+        "attention_backward": [d(torch.randn_like(aout), aq, akv, akv, aout, alse, *att)],
         "rms_norm_backward": [d(torch.randn_like(x), x, rstd, w), d(torch.randn_like(x), x, rstd, None)],
         "layer_norm": [(x, w, b, 1e-5), (x, None, None, 1e-5)],
         "layer_norm_backward": [d(torch.randn_like(x), x, mean, lrstd, w, b)],

@@ -187,6 +187,7 @@ void init_gemm(nb::module_& m);
 void init_softmax(nb::module_& m);
 void init_loss(nb::module_& m);
 void init_scan(nb::module_& m);
+void init_attention(nb::module_& m);
 void init_xla(nb::module_& m);
 
 }  // namespace baracuda::py

@@ -12,6 +12,7 @@
 #include "baracuda/softmax.h"
 #include "baracuda/loss.h"
 #include "baracuda/scan.h"
+#include "baracuda/attention.h"
 
 namespace baracuda {
 
@@ -33,6 +34,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(loss_family_info());
   fams.push_back(norm_family_info());
   fams.push_back(scan_family_info());
+  fams.push_back(attention_family_info());
   return fams;
 }
 }  // namespace

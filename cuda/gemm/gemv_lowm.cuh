@@ -36,6 +36,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/mma_sync.cuh"
 #include "gemm/bespoke.h"
 
 namespace baracuda::gemm::detail {
@@ -186,27 +187,7 @@ __device__ __forceinline__ void warp_k_range(int64_t K, int CH, int warp, int kw
   len = ke - kb;
 }
 
-// D = A * B + D, m16n8k16, f32 accumulate.
-template <class T>
-__device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2,
-                                         unsigned a3, unsigned b0, unsigned b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, kernels::bf16>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-#else
-  (void)c; (void)a0; (void)a1; (void)a2; (void)a3; (void)b0; (void)b1;
-  __trap();  // the build targets sm_80+; select never routes older devices here
-#endif
-}
+using kernels::mma16816;  // common/mma_sync.cuh
 
 // One 32-k chunk: x rows g / g+8 (a_lo / a_hi) times w row g (b), both 8 consecutive k.
 template <class T>

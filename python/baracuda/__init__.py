@@ -82,6 +82,11 @@ from ._scan import FUNCTIONS as _SCAN_FUNCTIONS  # noqa: E402
 
 _OPS.update(_SCAN_FUNCTIONS)
 
+from ._C import AttentionDescriptor, AttentionPlan  # noqa: F401,E402
+from ._attention import FUNCTIONS as _ATTENTION_FUNCTIONS  # noqa: E402
+
+_OPS.update(_ATTENTION_FUNCTIONS)
+
 from ._autograd import guard_all as _guard_all  # noqa: E402
 from ._fastpaths import functions as _fast_functions  # noqa: E402
 

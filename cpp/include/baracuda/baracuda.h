@@ -1,5 +1,6 @@
 // Umbrella header for C++ users of the core.
 #pragma once
+#include "baracuda/attention.h"
 #include "baracuda/dtype.h"
 #include "baracuda/elementwise.h"
 #include "baracuda/loss.h"

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import InvalidArgument, Unsupported
 from .. import _softmax
-from . import _ops
+from . import _attention_ops, _ops  # noqa: F401 (_attention_ops registers its ops)
 from ._ops import call
 from ._modules import CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, Softmax
 from ._patch import patch
@@ -25,7 +25,7 @@ ops = torch.ops.baracuda
 
 __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
-           "sum", "mean"]
+           "sum", "mean", "attention", "scaled_dot_product_attention"]
 
 
 def _tensor(v, like, name):
@@ -180,11 +180,45 @@ for _n, _f in _ELEMENTWISE.items():
         __all__.append(_n)
 
 
+def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, alibi_slopes=None, sinks=None,
+              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
+              causal_alignment="bottom_right", return_lse=False, deterministic=False, dropout_p=0.0, kernel="auto",
+              lse=None):
+    """baracuda.attention, differentiable (torch.ops.baracuda.attention; the backward is
+    attention_backward from the saved out and lse). Same arguments and returns."""
+    if lse is not None:
+        raise InvalidArgument("attention: lse= was given but an input requires grad; autograd cannot track a write "
+                              "into it: use return_lse=True instead")
+    if dropout_p:
+        raise Unsupported(f"attention: dropout_p={dropout_p!r}; attention dropout is not supported (pass 0.0)")
+    wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None) or (cu_seqlens_q is not None and
+                                                            (max_seqlen_q is None or max_seqlen_k is None)):
+        raise InvalidArgument("attention: packed sequences need cu_seqlens_q, cu_seqlens_k, max_seqlen_q and "
+                              "max_seqlen_k together")
+    out, lse = call("attention", q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, sinks,
+                    None if scale is None else float(scale), bool(causal), causal_alignment, wl, wr,
+                    float(softcap or 0.0), int(max_seqlen_q or 0), int(max_seqlen_k or 0), kernel)
+    return (out, lse) if return_lse else out
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """torch's F.scaled_dot_product_attention form ([B, H, S, D]; is_causal top-left aligned), differentiable."""
+    if attn_mask is not None:
+        raise Unsupported("scaled_dot_product_attention: attn_mask is not supported; express the mask with "
+                          "baracuda.attention's causal / window / alibi_slopes")
+    o = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=is_causal, scale=scale,
+                  causal_alignment="top_left", dropout_p=dropout_p)
+    return o.transpose(1, 2)
+
+
 def routes():
     """baracuda.<name> -> the differentiable torch form (what a call on tensors requiring grad,
     or inside torch.compile, is routed to)."""
     table = dict(_ELEMENTWISE)
     table.update(rms_norm=rms_norm, layer_norm=layer_norm, group_norm=group_norm, softmax=softmax, log_softmax=log_softmax,
-                 linear=linear, matmul=matmul, cross_entropy=cross_entropy, sum=sum, mean=mean, swiglu=swiglu)
+                 linear=linear, matmul=matmul, cross_entropy=cross_entropy, sum=sum, mean=mean, swiglu=swiglu,
+                 attention=attention, scaled_dot_product_attention=scaled_dot_product_attention)
     return table
 

@@ -1,0 +1,77 @@
+// The launch contract between AttentionPlan (cpp/src/attention.cpp) and the attention kernels:
+// plain C++, no CUDA types. `select` fills the geometry and the score rules; `run` adds the
+// pointers and calls one of the launchers below.
+//
+// Index rules every kernel follows (one place, so the rowwise and flash kernels agree):
+//   sequence b: queries [q_begin, q_begin + sq), keys [k_begin, k_begin + sk); dense batches use
+//     b * batch_stride and sq = Sq, sk = Sk; varlen reads cu_seqlens_q / cu_seqlens_k (and
+//     seqused_k, which caps sk), with batch strides unused.
+//   query i sits at diagonal position i + off, off = top_left ? 0 : sk - sq; key j is visible when
+//     j >= i + off - window_left (window_left >= 0) and j <= i + off + window_right (>= 0);
+//     causal is window_right = 0.
+//   score s = q . k * scale; softcap > 0: s = softcap * tanh(s / softcap); ALiBi: s -= slope_h *
+//     |i + off - j|. Probabilities p = exp(s - lse); a sink adds exp(sink_h) to the row's sum.
+//   A row with no visible key (and no sink) has out = 0 and lse = -inf.
+#pragma once
+#include <cstdint>
+
+#include "baracuda/dtype.h"
+
+namespace baracuda::attention {
+
+struct Operand {
+  const void* data = nullptr;
+  int64_t batch = 0, row = 0, head = 0;  // strides in elements; the last dim is contiguous
+};
+
+struct Geometry {
+  DType dtype = DType::BFloat16;
+  int64_t batch = 0;        // sequences
+  int64_t sq = 0, sk = 0;   // per-sequence lengths (varlen: max_seqlen_q / max_seqlen_k)
+  int64_t hq = 0, hkv = 0;  // query heads, key / value heads (hq % hkv == 0)
+  int64_t d = 0, dv = 0;    // head dims of q / k and of v / out
+  bool varlen = false;
+  bool has_seqused_k = false;
+  bool top_left = false;
+  int64_t window_left = -1, window_right = -1;  // -1: unbounded
+  double scale = 1.0;
+  double softcap = 0.0;
+  bool alibi = false;       // slopes [hq] (or [batch, hq]: alibi_batch_stride = hq)
+  int64_t alibi_batch_stride = 0;
+  bool sinks = false;       // [hq], the compute dtype
+  // lse [batch, hq, sq] (dense) or [hq, total_q] (varlen), contiguous, f32 (f64 for f64).
+  int64_t lse_batch = 0, lse_head = 0;
+  int64_t total_q = 0;      // varlen: rows of q
+};
+
+struct Pointers {
+  Operand q, k, v, out;
+  void* lse = nullptr;
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqused_k = nullptr;
+  const void* alibi_slopes = nullptr;  // f32
+  const void* sinks = nullptr;         // f32 (f64 for f64)
+  // backward
+  Operand grad_out, grad_q, grad_k, grad_v;
+  void* grad_sinks = nullptr;          // f32 (f64 for f64), [hq]
+  void* delta = nullptr;               // workspace: sum(grad_out * out) per row, lse's layout
+};
+
+// The flash kernels (cuda/fa2, BARACUDA_ENABLE_FA2): bf16 / f16, head dims 64, 96, 128, 256,
+// d == dv; every operand's rows 16-byte aligned. The tile shape a head dim runs with (bm == 0:
+// not covered).
+struct FlashTile {
+  int bm = 0, bn = 0;
+};
+FlashTile flash_forward_tile(DType dtype, int64_t d, int64_t dv);
+void flash_forward(const Geometry& g, const Pointers& p, void* stream);
+
+// The rowwise kernels (cuda/attention, every build): f16 / bf16 / f32 / f64, d and dv <= 256;
+// computed in f32 (f64 for f64); forward, and backward from the saved lse (deterministic: every
+// gradient element is summed by one warp in a fixed order).
+constexpr int64_t kRowwiseMaxHeadDim = 256;
+void rowwise_forward(const Geometry& g, const Pointers& p, void* stream);
+void rowwise_backward(const Geometry& g, const Pointers& p, void* stream);
+
+}  // namespace baracuda::attention

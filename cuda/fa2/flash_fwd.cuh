@@ -1,0 +1,262 @@
+// The flash-attention forward kernel for sm_80+ (the FlashAttention-2 design, our code): one block
+// of four warps takes BM query rows of one (sequence, head), every warp 16 * MT of them; it streams
+// the visible key / value tiles of BN rows through shared memory (cp.async, K of the next tile in
+// flight while this tile's P V runs), computes S = Q K^T and O += P V with mma.sync m16n8k16 in
+// f32, and keeps the softmax online in registers (log2 domain, one exp2 per score). bf16 / f16,
+// head dim D (= dv) a multiple of 16.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/attention_common.cuh"
+#include "common/async_copy.cuh"
+#include "common/cuda_check.h"
+#include "common/fast_exp.cuh"
+#include "common/mma_sync.cuh"
+
+namespace baracuda::attention::flash {
+
+using kernels::cp_async16_zfill;
+using kernels::ex2_ftz;
+
+constexpr int kWarps = 4;
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <class T, int D_, int BN_, int MT_> struct FwdConfig {
+  static constexpr int D = D_, BN = BN_, MT = MT_;
+  static constexpr int BM = 16 * MT * kWarps;
+  static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
+  static constexpr int smem_bytes = (BM + 2 * BN) * LD * int(sizeof(T));
+};
+
+// Rows [r0, r0 + ROWS) of an operand (row stride `stride`, D contiguous) into a padded tile; rows
+// at or past `n` are zero-filled.
+template <int ROWS, int D, int LD, class T>
+__device__ __forceinline__ void load_tile(T* tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
+  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks;
+#pragma unroll
+  for (int c = threadIdx.x; c < kTotal; c += kWarps * 32) {
+    const int r = c / kChunks, cc = c % kChunks;
+    const bool in = r0 + r < n;
+    const T* src = base + (in ? (r0 + r) * stride : 0) + cc * 8;
+    cp_async16_zfill(tile + r * LD + cc * 8, src, in);
+  }
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, MT = Cfg::MT, BM = Cfg::BM, LD = Cfg::LD;
+  constexpr int NT = BN / 8, DT = D / 8;  // n-tiles of S, of O
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* Qs = reinterpret_cast<T*>(smem_raw);
+  T* Ks = Qs + BM * LD;
+  T* Vs = Ks + BN * LD;
+
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  // Causal / windowed rows late in the sequence see more keys: start those first.
+  const int64_t mb = g.window_right >= 0 ? int64_t(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
+  const int64_t i0 = mb * BM;
+  if (i0 >= s.sq) return;
+  const int64_t hk = h / (g.hq / g.hkv);
+  const int64_t i_last = min(i0 + BM, s.sq) - 1;
+
+  int64_t jlo, jhi, unused;
+  visible_keys(g, s, i0, jlo, unused);
+  visible_keys(g, s, i_last, unused, jhi);
+  const int64_t nb_lo = jlo / BN, nb_hi = jhi > jlo ? (jhi + BN - 1) / BN : nb_lo;
+
+  const T* qb = row_ptr<T>(p.q, b, s.q_begin, h);
+  const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
+  const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
+
+  const float scale_log2 = float(g.scale) * kLog2e;
+  const float softcap = float(g.softcap);
+  const float cap_scale = softcap > 0.f ? float(g.scale) / softcap : 0.f, cap_log2 = softcap * kLog2e;
+  const float slope_log2 =
+      g.alibi ? static_cast<const float*>(p.alibi_slopes)[b * g.alibi_batch_stride + h] * kLog2e : 0.f;
+
+  float o[MT][DT][4];
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
+  }
+
+  if (nb_lo < nb_hi) {
+    load_tile<BM, D, LD>(Qs, qb, p.q.row, i0, s.sq);
+    load_tile<BN, D, LD>(Ks, kb, p.k.row, nb_lo * BN, s.sk);
+    kernels::cp_async_commit();
+  }
+  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+    const int64_t j0 = nb * BN;
+    load_tile<BN, D, LD>(Vs, vb, p.v.row, j0, s.sk);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    __syncthreads();  // Q and this K tile are in
+
+    float sc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) sc[mt][nt][0] = sc[mt][nt][1] = sc[mt][nt][2] = sc[mt][nt][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        kernels::ldmatrix_x4(a[mt], Qs + ((mt * kWarps + w) * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        unsigned bf[4];
+        kernels::ldmatrix_x4(bf, Ks + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          kernels::mma16816<T>(sc[mt][2 * np], a[mt], bf[0], bf[1]);
+          kernels::mma16816<T>(sc[mt][2 * np + 1], a[mt], bf[2], bf[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this K tile
+    if (nb + 1 < nb_hi) load_tile<BN, D, LD>(Ks, kb, p.k.row, j0 + BN, s.sk);
+    kernels::cp_async_commit();
+
+    // Scores in the log2 domain; masked (invisible or past the sequence) ones are -inf. A tile
+    // inside every row's window and the sequence skips the mask.
+    const bool full = j0 + BN <= s.sk && (g.window_left < 0 || j0 >= i_last + s.off - g.window_left) &&
+                      (g.window_right < 0 || j0 + BN - 1 <= i0 + s.off + g.window_right);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int64_t i = i0 + (mt * kWarps + w) * 16 + gq + hf * 8;
+        const int64_t pos = i + s.off;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = sc[mt][nt][hf * 2 + e];
+            x = softcap > 0.f ? cap_log2 * tanhf(x * cap_scale) : x * scale_log2;
+            const int64_t j = j0 + nt * 8 + 2 * tq + e;
+            if (g.alibi) x -= slope_log2 * float(pos > j ? pos - j : j - pos);
+            if (!full) {
+              const bool vis = j < s.sk && (g.window_left < 0 || j >= pos - g.window_left) &&
+                               (g.window_right < 0 || j <= pos + g.window_right);
+              if (!vis) x = -INFINITY;
+            }
+            sc[mt][nt][hf * 2 + e] = x;
+            mx = fmaxf(mx, x);
+          }
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mn = fmaxf(m[mt][hf], mx);
+        const float mu = mn == -INFINITY ? 0.f : mn;
+        const float corr = ex2_ftz(m[mt][hf] - mu);
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pe = ex2_ftz(sc[mt][nt][hf * 2 + e] - mu);
+            sc[mt][nt][hf * 2 + e] = pe;
+            sum += pe;
+          }
+        }
+        l[mt][hf] = l[mt][hf] * corr + sum;
+        m[mt][hf] = mn;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          o[mt][dt][hf * 2] *= corr;
+          o[mt][dt][hf * 2 + 1] *= corr;
+        }
+      }
+    }
+
+    kernels::cp_async_wait<1>();
+    __syncthreads();  // this V tile is in
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+      unsigned a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = kernels::pack2<T>(sc[mt][2 * kc][0], sc[mt][2 * kc][1]);
+        a[mt][1] = kernels::pack2<T>(sc[mt][2 * kc][2], sc[mt][2 * kc][3]);
+        a[mt][2] = kernels::pack2<T>(sc[mt][2 * kc + 1][0], sc[mt][2 * kc + 1][1]);
+        a[mt][3] = kernels::pack2<T>(sc[mt][2 * kc + 1][2], sc[mt][2 * kc + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        unsigned bf[4];
+        kernels::ldmatrix_x4_trans(bf, Vs + (kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          kernels::mma16816<T>(o[mt][2 * dp], a[mt], bf[0], bf[1]);
+          kernels::mma16816<T>(o[mt][2 * dp + 1], a[mt], bf[2], bf[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this V tile
+  }
+  kernels::cp_async_wait<0>();
+
+  // The row sums over the quad, the sink, 1 / l, and the stores.
+  const float sink_log2 = g.sinks ? static_cast<const float*>(p.sinks)[h] * kLog2e : -INFINITY;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float lv = l[mt][hf];
+      lv += __shfl_xor_sync(0xffffffffu, lv, 1);
+      lv += __shfl_xor_sync(0xffffffffu, lv, 2);
+      float mv = m[mt][hf], corr = 1.f;
+      if (g.sinks) {
+        const float mn = fmaxf(mv, sink_log2);
+        corr = mv == -INFINITY ? 0.f : exp2f(mv - mn);
+        lv = lv * corr + exp2f(sink_log2 - mn);
+        mv = mn;
+      }
+      const float inv = lv > 0.f ? corr / lv : 0.f;
+      const int64_t i = i0 + (mt * kWarps + w) * 16 + gq + hf * 8;
+      if (i < s.sq) {
+        T* orow = row_ptr_mut<T>(p.out, b, s.q_begin + i, h);
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+          *reinterpret_cast<unsigned*>(orow + dt * 8 + 2 * tq) =
+              kernels::pack2<T>(o[mt][dt][hf * 2] * inv, o[mt][dt][hf * 2 + 1] * inv);
+        if (p.lse != nullptr && tq == 0)
+          static_cast<float*>(p.lse)[lse_index(g, s, b, h, i)] =
+              lv > 0.f ? (mv + log2f(lv)) * 0.6931471805599453f : -INFINITY;
+      }
+    }
+  }
+}
+
+template <class T, class Cfg> void launch_forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  auto kernel = flash_fwd_kernel<T, Cfg>;
+  if (Cfg::smem_bytes > 48 * 1024) {
+    // Opt in to more than 48 KiB of shared memory, once per device.
+    static unsigned done = 0;
+    int dev = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    if (dev >= 32 || !(__atomic_load_n(&done, __ATOMIC_ACQUIRE) & (1u << dev))) {
+      cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes),
+                 "cudaFuncSetAttribute(flash forward)");
+      if (dev < 32) __atomic_fetch_or(&done, 1u << dev, __ATOMIC_RELEASE);
+    }
+  }
+  const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
+  kernel<<<grid, kWarps * 32, Cfg::smem_bytes, stream>>>(g, p);
+  cuda_check(cudaGetLastError(), "attention flash forward launch");
+}
+
+// Defined per dtype (flash_fwd_bf16.cu, flash_fwd_f16.cu).
+template <class T> void forward(const Geometry& g, const Pointers& p, cudaStream_t stream);
+
+}  // namespace baracuda::attention::flash

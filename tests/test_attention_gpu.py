@@ -1,0 +1,332 @@
+"""GPU correctness of the attention family against a float64 torch reference: the flash and rowwise
+kernels over dtypes and head dims, GQA, causal (both alignments) with Sq != Sk, sliding windows,
+softcap, ALiBi, sinks, packed sequences with seqused_k, strided (BHSD) views, empty inputs; the
+backward (rowwise, deterministic) against autograd in float64; the torch op (opcheck, autograd,
+torch.compile) and the SDPA form against torch's. Outputs are NaN-poisoned before every run.
+"""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+bc = pytest.importorskip("baracuda")
+
+F = torch.nn.functional
+errors = bc.errors
+DEV = "cuda"
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch has no CUDA")]
+
+# (atol, rtol) of out / gradients against float64.
+TOL = {torch.float64: (1e-10, 1e-10), torch.float32: (2e-5, 2e-5), torch.float16: (4e-3, 4e-3),
+       torch.bfloat16: (2.5e-2, 2.5e-2)}
+GRAD_TOL = {torch.float64: (1e-9, 1e-9), torch.float32: (1e-4, 1e-4), torch.float16: (2e-2, 2e-2),
+            torch.bfloat16: (8e-2, 5e-2)}
+HAS_FLASH = bc.features().get("fa2", False)
+
+
+def gen(seed):
+    g = torch.Generator(device=DEV)
+    g.manual_seed(seed)
+    return g
+
+
+def rnd(shape, dt, g, scale=1.0):
+    return (torch.randn(shape, generator=g, device=DEV, dtype=torch.float64) * scale).to(dt)
+
+
+def ref_seq(q, k, v, *, scale, causal, top_left, window, softcap, slopes, sinks):
+    """One sequence in float64: q [sq, Hq, D], k / v [sk, Hkv, D]. Returns out [sq, Hq, Dv], lse [Hq, sq]."""
+    q, k, v = q.double(), k.double(), v.double()
+    sq, hq, sk, hkv = q.shape[0], q.shape[1], k.shape[0], k.shape[1]
+    k = k.repeat_interleave(hq // hkv, dim=1)
+    v = v.repeat_interleave(hq // hkv, dim=1)
+    s = torch.einsum("ihd,jhd->hij", q, k) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    off = 0 if top_left else sk - sq
+    pos = torch.arange(sq, device=DEV)[:, None] + off
+    j = torch.arange(sk, device=DEV)[None, :]
+    if slopes is not None:
+        s = s - slopes.double()[:, None, None] * (pos - j).abs()[None]
+    vis = torch.ones(sq, sk, dtype=torch.bool, device=DEV)
+    wl, wr = window
+    if causal:
+        wr = 0
+    if wl >= 0:
+        vis &= j >= pos - wl
+    if wr >= 0:
+        vis &= j <= pos + wr
+    s = s.masked_fill(~vis[None], float("-inf"))
+    if sinks is not None:
+        s = torch.cat([s, sinks.double()[:, None, None].expand(hq, sq, 1)], dim=2)
+    lse = torch.logsumexp(s, dim=2)
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    if sinks is not None:
+        p = p[..., :-1]
+    out = torch.einsum("hij,jhd->ihd", p, v)
+    return out, lse
+
+
+def ref_attention(q, k, v, *, scale=None, causal=False, top_left=False, window=(-1, -1), softcap=0.0, slopes=None,
+                  sinks=None, cu_q=None, cu_k=None, seqused_k=None):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    kw = dict(scale=scale, causal=causal, top_left=top_left, window=window, softcap=softcap, sinks=sinks)
+    if cu_q is None:
+        outs, lses = [], []
+        for b in range(q.shape[0]):
+            sk = k.shape[1] if seqused_k is None else int(seqused_k[b])
+            sl = slopes if slopes is None or slopes.dim() == 1 else slopes[b]
+            o, l = ref_seq(q[b], k[b, :sk], v[b, :sk], slopes=sl, **kw)
+            outs.append(o)
+            lses.append(l)
+        return torch.stack(outs), torch.stack(lses)
+    outs, lses = [], []
+    for b in range(cu_q.shape[0] - 1):
+        q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+        if seqused_k is not None:
+            k1 = min(k1, k0 + int(seqused_k[b]))
+        o, l = ref_seq(q[q0:q1], k[k0:k1], v[k0:k1], slopes=slopes, **kw)
+        outs.append(o)
+        lses.append(l)
+    return torch.cat(outs), torch.cat(lses, dim=1)
+
+
+def check_close(got, want, dt, what, tol=TOL):
+    atol, rtol = tol[dt]
+    assert not torch.isnan(got).any(), f"{what}: NaN (an unwritten or poisoned element)"
+    torch.testing.assert_close(got.double(), want, atol=atol, rtol=rtol, msg=lambda m: f"{what}: {m}")
+
+
+def check_lse(got, want):
+    fin = torch.isfinite(want)
+    assert torch.equal(torch.isfinite(got), fin)
+    torch.testing.assert_close(got.double()[fin], want[fin], atol=2e-4, rtol=2e-4)
+
+
+def run(q, k, v, kernel, **kw):
+    dt = q.dtype
+    out = torch.full(tuple(q.shape[:-1]) + (v.shape[-1],), float("nan"), device=DEV, dtype=dt)
+    out, lse = bc.attention(q, k, v, kernel=kernel, return_lse=True, out=out, **kw)
+    return out, lse
+
+
+KERNELS = ["rowwise"] + (["flash"] if HAS_FLASH else [])
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_head_dims(kernel, dt, d, causal):
+    g = gen(d + causal)
+    B, Sq, Sk, Hq, Hkv = 2, 77, 130, 4, 2
+    q, k, v = rnd((B, Sq, Hq, d), dt, g), rnd((B, Sk, Hkv, d), dt, g), rnd((B, Sk, Hkv, d), dt, g)
+    out, lse = run(q, k, v, kernel, causal=causal)
+    want, wlse = ref_attention(q, k, v, causal=causal)
+    check_close(out, want, dt, f"{kernel} d={d}")
+    check_lse(lse, wlse)
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("d,dv", [(32, 32), (40, 72), (256, 128), (8, 8)])
+def test_forward_rowwise_float_dtypes(dt, d, dv):
+    g = gen(d)
+    q, k, v = rnd((3, 33, 6, d), dt, g), rnd((3, 50, 2, d), dt, g), rnd((3, 50, 2, dv), dt, g)
+    out, lse = run(q, k, v, "auto", causal=True)
+    want, wlse = ref_attention(q, k, v, causal=True)
+    check_close(out, want, dt, "rowwise")
+    check_lse(lse, wlse)
+    assert "rowwise" in bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ()) for t in (q, k, v, out)))).sku.name
+
+
+RULES = [
+    dict(causal=True, causal_alignment="top_left"),
+    dict(window=(16, 0)),
+    dict(window=(20, 7)),
+    dict(window=(-1, 5), causal_alignment="top_left"),
+    dict(softcap=2.0),
+    dict(causal=True, softcap=5.0, scale=0.3),
+    dict(alibi=True, causal=True),
+    dict(sinks=True),
+    dict(sinks=True, window=(8, 0)),
+]
+
+
+def _rule_inputs(rule, hq, g, dt):
+    kw = {k: v for k, v in rule.items() if k not in ("alibi", "sinks")}
+    ref = dict(causal=kw.get("causal", False), top_left=kw.get("causal_alignment") == "top_left",
+               window=kw.get("window", (-1, -1)), softcap=kw.get("softcap", 0.0), scale=kw.get("scale"))
+    if rule.get("alibi"):
+        kw["alibi_slopes"] = ref["slopes"] = torch.rand(hq, generator=g, device=DEV) * 0.5
+    if rule.get("sinks"):
+        sd = torch.float64 if dt == torch.float64 else torch.float32
+        kw["sinks"] = ref["sinks"] = (torch.randn(hq, generator=g, device=DEV) * 2).to(sd)
+    return kw, ref
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()))
+@pytest.mark.parametrize("sq,sk", [(70, 150), (150, 70), (1, 129)])
+def test_score_rules(kernel, rule, sq, sk):
+    dt = torch.bfloat16
+    g = gen(sq * 7 + sk)
+    q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 1, 128), dt, g), rnd((2, sk, 1, 128), dt, g)
+    kw, ref = _rule_inputs(rule, 4, g, dt)
+    out, lse = run(q, k, v, kernel, **kw)
+    want, wlse = ref_attention(q, k, v, **ref)
+    check_close(out, want, dt, f"{kernel} {rule}")
+    check_lse(lse, wlse)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_varlen_and_seqused(kernel):
+    dt = torch.float16
+    g = gen(11)
+    lq, lk = [5, 0, 130, 64], [9, 3, 200, 64]
+    cu_q = torch.tensor([0] + list(torch.tensor(lq).cumsum(0)), dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device=DEV)
+    used = torch.tensor([9, 2, 150, 64], dtype=torch.int32, device=DEV)
+    q, k, v = rnd((sum(lq), 8, 64), dt, g), rnd((sum(lk), 2, 64), dt, g), rnd((sum(lk), 2, 64), dt, g)
+    for seqused in (None, used):
+        out, lse = run(q, k, v, kernel, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lq),
+                       max_seqlen_k=max(lk), seqused_k=seqused)
+        want, wlse = ref_attention(q, k, v, causal=True, cu_q=cu_q, cu_k=cu_k, seqused_k=seqused)
+        check_close(out, want, dt, f"{kernel} varlen")
+        check_lse(lse, wlse)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_bhsd_views_and_zero_rows(kernel):
+    dt = torch.bfloat16
+    g = gen(5)
+    # [B, H, S, D] tensors viewed as [B, S, H, D]: no copies, other strides.
+    qh, kh, vh = rnd((2, 4, 90, 64), dt, g), rnd((2, 2, 90, 64), dt, g), rnd((2, 2, 90, 64), dt, g)
+    q, k, v = qh.transpose(1, 2), kh.transpose(1, 2), vh.transpose(1, 2)
+    out, _ = run(q, k, v, kernel, causal=True)
+    want, _ = ref_attention(q, k, v, causal=True)
+    check_close(out, want, dt, "bhsd")
+    # a window that hides every key from some rows: out 0, lse -inf
+    out, lse = run(q, k[:, :10], v[:, :10], kernel, window=(0, 0), causal_alignment="top_left")
+    want, wlse = ref_attention(q, k[:, :10], v[:, :10], window=(0, 0), top_left=True)
+    check_close(out, want, dt, "empty rows")
+    check_lse(lse, wlse)
+
+
+def test_empty_inputs():
+    for shape_q, shape_k in (((0, 5, 2, 64), (0, 5, 2, 64)), ((2, 0, 2, 64), (2, 5, 2, 64)),
+                             ((2, 3, 2, 64), (2, 0, 2, 64))):
+        q = torch.randn(shape_q, device=DEV, dtype=torch.bfloat16)
+        k = torch.randn(shape_k, device=DEV, dtype=torch.bfloat16)
+        out, lse = bc.attention(q, k, k, return_lse=True)
+        assert out.shape == shape_q[:3] + (64,)
+        assert not out.isnan().any() and (out == 0).all()
+        assert (lse == float("-inf")).all()
+
+
+def test_flash_matches_rowwise_and_is_deterministic():
+    if not HAS_FLASH:
+        pytest.skip("no flash kernels in this build")
+    g = gen(9)
+    q, k, v = rnd((2, 300, 8, 128), torch.bfloat16, g), rnd((2, 300, 8, 128), torch.bfloat16, g), \
+        rnd((2, 300, 8, 128), torch.bfloat16, g)
+    a = bc.attention(q, k, v, causal=True, kernel="flash")
+    b = bc.attention(q, k, v, causal=True, kernel="flash")
+    assert torch.equal(a, b)
+    c = bc.attention(q, k, v, causal=True, kernel="rowwise")
+    torch.testing.assert_close(a.float(), c.float(), atol=2e-2, rtol=2e-2)
+
+
+BACKWARD_CASES = [
+    dict(),
+    dict(causal=True),
+    dict(causal=True, causal_alignment="top_left", softcap=3.0),
+    dict(window=(10, 4), alibi=True),
+    dict(sinks=True, causal=True),
+]
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("case", BACKWARD_CASES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
+def test_backward_against_autograd(dt, case):
+    g = gen(21)
+    B, Sq, Sk, Hq, Hkv, D = 2, 37, 53, 4, 2, 64
+    q, k, v = rnd((B, Sq, Hq, D), dt, g), rnd((B, Sk, Hkv, D), dt, g), rnd((B, Sk, Hkv, D), dt, g)
+    kw, ref = _rule_inputs(case, Hq, g, dt)
+    out, lse = bc.attention(q, k, v, return_lse=True, **kw)
+    gout = rnd(out.shape, dt, g)
+    grads = bc.attention_backward(gout, q, k, v, out, lse, **kw)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    if "sinks" in ref:
+        ref["sinks"] = ref["sinks"].double().requires_grad_()
+        leaves.append(ref["sinks"])
+    want, _ = ref_attention(*leaves[:3], **ref)
+    wgrads = torch.autograd.grad(want, leaves, gout.double())
+    assert len(grads) == len(wgrads)
+    for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
+        check_close(a, b, dt, name, GRAD_TOL)
+    again = bc.attention_backward(gout, q, k, v, out, lse, **kw)
+    for a, b in zip(grads, again):
+        assert torch.equal(a, b), "the backward is not bitwise reproducible"
+
+
+def test_backward_varlen():
+    dt = torch.float32
+    g = gen(4)
+    lq, lk = [7, 40, 1], [7, 33, 50]
+    cu_q = torch.tensor([0, 7, 47, 48], dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0, 7, 40, 90], dtype=torch.int32, device=DEV)
+    q, k, v = rnd((48, 4, 32), dt, g), rnd((90, 2, 32), dt, g), rnd((90, 2, 32), dt, g)
+    kw = dict(causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lq), max_seqlen_k=max(lk))
+    out, lse = bc.attention(q, k, v, return_lse=True, **kw)
+    gout = rnd(out.shape, dt, g)
+    grads = bc.attention_backward(gout, q, k, v, out, lse, **kw)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    want, _ = ref_attention(*leaves, causal=True, cu_q=cu_q, cu_k=cu_k)
+    for a, b in zip(grads, torch.autograd.grad(want, leaves, gout.double())):
+        check_close(a, b, dt, "varlen grad", GRAD_TOL)
+
+
+def test_torch_autograd_and_sdpa_form():
+    import baracuda.torch as bt
+    dt = torch.bfloat16
+    g = gen(8)
+    q, k, v = (rnd((2, 8, 100, 64), dt, g).requires_grad_() for _ in range(3))
+    ours = bt.scaled_dot_product_attention(q, k, v, is_causal=True)
+    gout = rnd(ours.shape, dt, g)
+    gq, gk, gv = torch.autograd.grad(ours, (q, k, v), gout)
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    want = F.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
+    wq, wk, wv = torch.autograd.grad(want, (qd, kd, vd), gout.double())
+    check_close(ours, want, dt, "sdpa out")
+    for a, b in ((gq, wq), (gk, wk), (gv, wv)):
+        check_close(a, b, dt, "sdpa grad", GRAD_TOL)
+    # the functional op routes a tensor that requires grad through autograd (no silent detach)
+    o2 = bc.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True,
+                      causal_alignment="top_left")
+    assert o2.grad_fn is not None
+
+
+def test_torch_compile_fullgraph():
+    import baracuda.torch as bt
+    g = gen(12)
+    q, k, v = (rnd((1, 64, 4, 64), torch.float16, g) for _ in range(3))
+    fn = torch.compile(lambda a, b, c: bt.attention(a, b, c, causal=True) * 2, fullgraph=True)
+    torch.testing.assert_close(fn(q, k, v), bt.attention(q, k, v, causal=True) * 2)
+
+
+def test_errors():
+    q = torch.randn(1, 4, 4, 64, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(errors.InvalidArgument, match="multiple"):
+        bc.attention(q, q[:, :, :3], q[:, :, :3])
+    with pytest.raises(errors.InvalidDType, match="k is"):
+        bc.attention(q, q.float(), q)
+    with pytest.raises(errors.Unsupported, match="dropout"):
+        bc.attention(q, q, q, dropout_p=0.1)
+    with pytest.raises(errors.Unsupported, match="flash"):
+        bc.attention(q.float(), q.float(), q.float(), kernel="flash")
+    with pytest.raises(errors.InvalidArgument, match="q"):
+        bc.attention(q.cpu(), q, q)
+    with pytest.raises(errors.InvalidArgument, match="max_seqlen"):
+        bc.attention(q[0], q[0], q[0], cu_seqlens_q=torch.zeros(2, dtype=torch.int32, device=DEV),
+                     cu_seqlens_k=torch.zeros(2, dtype=torch.int32, device=DEV))
