@@ -255,33 +255,87 @@ def test_backward_against_autograd(dt, case):
     kw, ref = _rule_inputs(case, Hq, g, dt)
     out, lse = bc.attention(q, k, v, return_lse=True, **kw)
     gout = rnd(out.shape, dt, g)
-    grads = bc.attention_backward(gout, q, k, v, out, lse, **kw)
-    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    grads = bc.attention_backward(gout, q, k, v, out, lse, kernel="rowwise", **kw)
+    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
     if "sinks" in ref:
-        ref["sinks"] = ref["sinks"].double().requires_grad_()
+        ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
         leaves.append(ref["sinks"])
     want, _ = ref_attention(*leaves[:3], **ref)
     wgrads = torch.autograd.grad(want, leaves, gout.double())
     assert len(grads) == len(wgrads)
     for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
         check_close(a, b, dt, name, GRAD_TOL)
-    again = bc.attention_backward(gout, q, k, v, out, lse, **kw)
+    again = bc.attention_backward(gout, q, k, v, out, lse, kernel="rowwise", **kw)
     for a, b in zip(grads, again):
         assert torch.equal(a, b), "the backward is not bitwise reproducible"
 
 
-def test_backward_varlen():
-    dt = torch.float32
+@pytest.mark.skipif(not HAS_FLASH, reason="no flash kernels in this build")
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [64, 96, 128])
+@pytest.mark.parametrize("case", BACKWARD_CASES + [dict(window=(40, -1), causal_alignment="top_left")],
+                         ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
+def test_flash_backward_against_autograd(dt, d, case):
+    g = gen(d + 3)
+    B, Sq, Sk, Hq, Hkv = 2, 97, 141, 8, 2
+    q, k, v = rnd((B, Sq, Hq, d), dt, g), rnd((B, Sk, Hkv, d), dt, g), rnd((B, Sk, Hkv, d), dt, g)
+    kw, ref = _rule_inputs(case, Hq, g, dt)
+    out, lse = bc.attention(q, k, v, return_lse=True, **kw)
+    gout = rnd(out.shape, dt, g)
+    poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
+                                  grad_v=poisoned[2], kernel="flash", **kw)
+    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
+    if "sinks" in ref:
+        ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
+        leaves.append(ref["sinks"])
+    want, _ = ref_attention(*leaves[:3], **ref)
+    wgrads = torch.autograd.grad(want, leaves, gout.double())
+    for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
+        check_close(a, b, dt, f"flash {name}", GRAD_TOL)
+    again = bc.attention_backward(gout, q, k, v, out, lse, kernel="flash", **kw)
+    for a, b in zip(grads, again):
+        assert torch.equal(a, b), "the flash backward is not bitwise reproducible"
+
+
+@pytest.mark.skipif(not HAS_FLASH, reason="no flash kernels in this build")
+@pytest.mark.parametrize("d,tile", [(64, "m128n32"), (128, "m128n32"), (128, "m64n64")])
+def test_flash_forward_tiles(d, tile):
+    dt = torch.bfloat16
+    g = gen(d)
+    q, k, v = rnd((2, 200, 4, d), dt, g), rnd((2, 333, 2, d), dt, g), rnd((2, 333, 2, d), dt, g)
+    for kw in (dict(causal=True), dict(window=(50, 10)), dict()):
+        out = torch.full((2, 200, 4, d), float("nan"), device=DEV, dtype=dt)
+        lse = torch.empty((2, 4, 200), device=DEV)
+        plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ()) for t in (q, k, v, out)), lse=True,
+            tile=tile, causal=kw.get("causal", False), window_left=kw.get("window", (-1, -1))[0],
+            window_right=kw.get("window", (-1, -1))[1]))
+        assert plan.sku.name == f"attention.flash.{tile}.d{d}"
+        plan.run(q=q, k=k, v=v, out=out, lse=lse)
+        want, wlse = ref_attention(q, k, v, causal=kw.get("causal", False), window=kw.get("window", (-1, -1)))
+        check_close(out, want, dt, f"tile {tile} {kw}")
+        check_lse(lse, wlse)
+    with pytest.raises(errors.InvalidArgument, match="tile"):
+        bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ()) for t in (q, k, v, out)),
+            tile="m1n1"))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_backward_varlen(kernel):
+    dt = torch.float32 if kernel == "rowwise" else torch.bfloat16
     g = gen(4)
     lq, lk = [7, 40, 1], [7, 33, 50]
     cu_q = torch.tensor([0, 7, 47, 48], dtype=torch.int32, device=DEV)
     cu_k = torch.tensor([0, 7, 40, 90], dtype=torch.int32, device=DEV)
-    q, k, v = rnd((48, 4, 32), dt, g), rnd((90, 2, 32), dt, g), rnd((90, 2, 32), dt, g)
+    d = 32 if kernel == "rowwise" else 64
+    q, k, v = rnd((48, 4, d), dt, g), rnd((90, 2, d), dt, g), rnd((90, 2, d), dt, g)
     kw = dict(causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lq), max_seqlen_k=max(lk))
     out, lse = bc.attention(q, k, v, return_lse=True, **kw)
     gout = rnd(out.shape, dt, g)
-    grads = bc.attention_backward(gout, q, k, v, out, lse, **kw)
-    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    grads = bc.attention_backward(gout, q, k, v, out, lse, kernel=kernel, **kw)
+    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
     want, _ = ref_attention(*leaves, causal=True, cu_q=cu_q, cu_k=cu_k)
     for a, b in zip(grads, torch.autograd.grad(want, leaves, gout.double())):
         check_close(a, b, dt, "varlen grad", GRAD_TOL)

@@ -87,7 +87,7 @@ void init_attention(nb::module_& m) {
               std::optional<double> scale, bool causal, std::string causal_alignment, int64_t window_left,
               int64_t window_right, double softcap, int alibi, bool sinks, bool varlen, int64_t batch,
               int64_t max_seqlen_q, int64_t max_seqlen_k, bool seqused_k, bool lse, bool deterministic,
-              std::string kernel) {
+              std::string kernel, std::string tile) {
              new (d) AttentionDescriptor{};
              d->op = std::move(op);
              d->q = std::move(q);
@@ -110,12 +110,13 @@ void init_attention(nb::module_& m) {
              d->lse = lse;
              d->deterministic = deterministic;
              d->kernel = std::move(kernel);
+             d->tile = std::move(tile);
            },
            "op"_a, "q"_a, "k"_a, "v"_a, "out"_a, nb::kw_only(), "scale"_a = nb::none(), "causal"_a = false,
            "causal_alignment"_a = "bottom_right", "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0,
            "alibi"_a = 0, "sinks"_a = false, "varlen"_a = false, "batch"_a = 0, "max_seqlen_q"_a = 0,
            "max_seqlen_k"_a = 0, "seqused_k"_a = false, "lse"_a = false, "deterministic"_a = false,
-           "kernel"_a = "auto")
+           "kernel"_a = "auto", "tile"_a = "auto")
       .def_ro("op", &AttentionDescriptor::op)
       .def_ro("q", &AttentionDescriptor::q)
       .def_ro("k", &AttentionDescriptor::k)
@@ -137,6 +138,7 @@ void init_attention(nb::module_& m) {
       .def_ro("lse", &AttentionDescriptor::lse)
       .def_ro("deterministic", &AttentionDescriptor::deterministic)
       .def_ro("kernel", &AttentionDescriptor::kernel)
+      .def_ro("tile", &AttentionDescriptor::tile)
       .def("__eq__", [](const AttentionDescriptor& a, const AttentionDescriptor& b) { return a == b; })
       .def("__hash__", [](const AttentionDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &AttentionDescriptor::str);

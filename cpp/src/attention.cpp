@@ -50,6 +50,7 @@ std::string AttentionDescriptor::str() const {
   if (lse) os << ", lse=True";
   if (deterministic) os << ", deterministic=True";
   if (kernel != "auto") os << ", kernel=" << kernel;
+  if (tile != "auto") os << ", tile=" << tile;
   os << ")";
   return os.str();
 }
@@ -184,26 +185,44 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   }
 
   // The kernel: flash where it covers the case, else rowwise.
-  const attention::FlashTile tile =
-      flash_compiled() ? attention::flash_forward_tile(dt, g.d, g.dv) : attention::FlashTile{};
+  const std::vector<attention::FlashTile> tiles =
+      flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv) : std::vector<attention::FlashTile>{};
+  auto tile_name = [](const attention::FlashTile& t) { return "m" + std::to_string(t.bm) + "n" + std::to_string(t.bn); };
+  attention::FlashTile tile;
+  if (!tiles.empty()) tile = tiles[0];
+  if (desc.tile != "auto") {
+    std::string names;
+    bool found = false;
+    for (const auto& t : tiles) {
+      names += (names.empty() ? "" : ", ") + tile_name(t);
+      if (tile_name(t) == desc.tile) tile = t, found = true;
+    }
+    if (!found)
+      throw InvalidArgument(op + ": tile '" + desc.tile + "' is not compiled for this case; the flash forward has " +
+                            (names.empty() ? std::string("none") : names) + " (or 'auto')");
+  }
   auto aligned = [](const TensorSpec& s) {
     for (int64_t st : s.effective_strides())
       if (st % 8 != 0 && st != 1) return false;
     return true;
   };
   const bool strides_ok = aligned(desc.q) && aligned(desc.k) && aligned(desc.v) && aligned(desc.out);
-  const bool flash_ok = !I.backward && tile.bm > 0 && strides_ok;
+  const bool flash_ok = strides_ok && (I.backward ? flash_compiled() && attention::flash_backward_supported(dt, g.d, g.dv)
+                                                  : !tiles.empty());
   if (desc.kernel != "auto" && desc.kernel != "flash" && desc.kernel != "rowwise")
     throw InvalidArgument(op + ": kernel must be 'auto', 'flash' or 'rowwise', got '" + desc.kernel + "'");
   if (desc.kernel == "flash" && !flash_ok) {
-    std::string why = !flash_compiled()       ? "this build has no flash kernels (BARACUDA_ENABLE_FA2=OFF)"
-                      : I.backward            ? "the flash backward is not built yet; the backward runs rowwise"
-                      : tile.bm == 0          ? "the flash kernels take float16 / bfloat16 with head_dim 64, 96, 128 "
-                                                "or 256 (equal for q and v)"
-                                              : "the flash kernels need every stride a multiple of 8 elements";
+    std::string why = !flash_compiled() ? "this build has no flash kernels (BARACUDA_ENABLE_FA2=OFF)"
+                      : !strides_ok       ? "the flash kernels need every stride a multiple of 8 elements"
+                      : I.backward        ? "the flash backward takes float16 / bfloat16 with head_dim 64, 96 or 128 "
+                                            "(equal for q and v)"
+                                          : "the flash forward takes float16 / bfloat16 with head_dim 64, 96, 128 or 256 "
+                                            "(equal for q and v)";
     throw Unsupported(op + ": kernel='flash' is not available: " + why);
   }
   I.flash = flash_ok && desc.kernel != "rowwise";
+  g.tile_bm = tile.bm;
+  g.tile_bn = tile.bn;
   if (!I.flash && (g.d > attention::kRowwiseMaxHeadDim || g.dv > attention::kRowwiseMaxHeadDim))
     throw Unsupported(op + ": head_dim " + std::to_string(std::max(g.d, g.dv)) + " is above " +
                       std::to_string(attention::kRowwiseMaxHeadDim) + ", the rowwise kernels' limit");
@@ -219,9 +238,9 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   k.category = "attention";
   k.op = op;
   k.layout = desc.varlen ? "varlen" : "bshd";
-  k.name = I.flash ? "attention.flash.m" + std::to_string(tile.bm) + "n" + std::to_string(tile.bn) + ".d" +
-                         std::to_string(g.d)
-                   : "attention.rowwise." + std::string(I.backward ? "backward" : "forward");
+  k.name = !I.flash     ? "attention.rowwise." + std::string(I.backward ? "backward" : "forward")
+           : I.backward ? "attention.flash_backward.d" + std::to_string(g.d)
+                        : "attention.flash." + tile_name(tile) + ".d" + std::to_string(g.d);
   k.dtypes = {dt, dt, dt, dt};
   k.arch = compiled_archs();
   k.backend = Backend::Bespoke;
@@ -235,8 +254,12 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
                           " math on CUDA cores, libm exp / log / tanh, online softmax over 32-key chunks; every sum in "
                           "a fixed order";
   if (I.backward)
-    pg.math += "; gradients from the saved lse: one warp sums each grad_q row over its keys and each grad_k / grad_v "
-               "row over the queries of every head of its group, in order";
+    pg.math += I.flash ? "; gradients from the saved lse on tensor cores (p and dS rounded to " +
+                             std::string(dtype_name(dt)) + " for the products), no atomics: one block sums each grad_q "
+                             "tile over its keys and each grad_k / grad_v tile over the queries of every head of its "
+                             "group, in order"
+                       : "; gradients from the saved lse: one warp sums each grad_q row over its keys and each grad_k / "
+                         "grad_v row over the queries of every head of its group, in order";
   pg.deterministic = true;
   pg.bit_stable = true;
   return AttentionPlan(impl);
@@ -325,12 +348,6 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
   p.seqused_k = static_cast<const int32_t*>(t.seqused_k.data);
   p.alibi_slopes = t.alibi_slopes.data;
   p.sinks = t.sinks.data;
-  if (I.flash) {
-    for (const TensorView* v : {&t.q, &t.k, &t.v, &t.out})
-      if (reinterpret_cast<uintptr_t>(v->data) % 16 != 0)
-        throw InvalidArgument(op + ": a data pointer of q / k / v / out is not 16-byte aligned, which the flash kernel "
-                                   "this plan selected needs (select with kernel='rowwise' for such views)");
-  }
 
   std::vector<NamedView> reads = {{"q", &t.q}, {"k", &t.k}, {"v", &t.v}, {"cu_seqlens_q", &t.cu_seqlens_q},
                                   {"cu_seqlens_k", &t.cu_seqlens_k}, {"seqused_k", &t.seqused_k},
@@ -356,11 +373,18 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
   } else {
     writes = {{"out", &t.out}, {"lse", &t.lse}};
   }
+  if (I.flash) {
+    for (const TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.grad_out, &t.grad_q, &t.grad_k, &t.grad_v})
+      if (reinterpret_cast<uintptr_t>(v->data) % 16 != 0)
+        throw InvalidArgument(op + ": a data pointer of q / k / v / out (or a gradient) is not 16-byte aligned, which "
+                                   "the flash kernel this plan selected needs (select with kernel='rowwise' for such "
+                                   "views)");
+  }
   check_aliasing(op, writes, reads);
   check_workspace(op, workspace, workspace_size, I.workspace, reads, writes);
 
   DeviceGuard guard(device);
-  if (I.backward) attention::rowwise_backward(g, p, stream);
+  if (I.backward) (I.flash ? attention::flash_backward : attention::rowwise_backward)(g, p, stream);
   else if (I.flash) attention::flash_forward(g, p, stream);
   else attention::rowwise_forward(g, p, stream);
 }

@@ -14,6 +14,7 @@
 //   A row with no visible key (and no sink) has out = 0 and lse = -inf.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "baracuda/dtype.h"
 
@@ -42,6 +43,7 @@ struct Geometry {
   // lse [batch, hq, sq] (dense) or [hq, total_q] (varlen), contiguous, f32 (f64 for f64).
   int64_t lse_batch = 0, lse_head = 0;
   int64_t total_q = 0;      // varlen: rows of q
+  int tile_bm = 0, tile_bn = 0;  // the flash forward's tile (flash_forward_tiles)
 };
 
 struct Pointers {
@@ -59,13 +61,16 @@ struct Pointers {
 };
 
 // The flash kernels (cuda/fa2, BARACUDA_ENABLE_FA2): bf16 / f16, head dims 64, 96, 128, 256,
-// d == dv; every operand's rows 16-byte aligned. The tile shape a head dim runs with (bm == 0:
-// not covered).
+// d == dv; every operand's rows 16-byte aligned. The tile shapes (query rows x key rows per block)
+// compiled for a head dim, the default first (empty: not covered).
 struct FlashTile {
   int bm = 0, bn = 0;
 };
-FlashTile flash_forward_tile(DType dtype, int64_t d, int64_t dv);
+std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);
+// The flash backward (bf16 / f16, d == dv in {64, 96, 128}): delta, grad_q, grad_k / grad_v, grad_sinks.
+bool flash_backward_supported(DType dtype, int64_t d, int64_t dv);
+void flash_backward(const Geometry& g, const Pointers& p, void* stream);
 
 // The rowwise kernels (cuda/attention, every build): f16 / bf16 / f32 / f64, d and dv <= 256;
 // computed in f32 (f64 for f64); forward, and backward from the saved lse (deterministic: every
@@ -73,5 +78,9 @@ void flash_forward(const Geometry& g, const Pointers& p, void* stream);
 constexpr int64_t kRowwiseMaxHeadDim = 256;
 void rowwise_forward(const Geometry& g, const Pointers& p, void* stream);
 void rowwise_backward(const Geometry& g, const Pointers& p, void* stream);
+// The backward's first and last steps, shared by both kernel sets: delta = sum(grad_out * out) per
+// row (into p.delta), and grad_sinks from lse and delta (when the geometry has sinks).
+void backward_delta(const Geometry& g, const Pointers& p, void* stream);
+void backward_sinks(const Geometry& g, const Pointers& p, void* stream);
 
 }  // namespace baracuda::attention

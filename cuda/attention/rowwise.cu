@@ -294,20 +294,34 @@ void rowwise_forward(const Geometry& g, const Pointers& p, void* stream) {
   cuda_check(cudaGetLastError(), "attention rowwise forward launch");
 }
 
+void backward_delta(const Geometry& g, const Pointers& p, void* stream) {
+  if (g.batch == 0 || g.hq == 0 || g.sq == 0) return;
+  dispatch(g.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    rowwise_delta_kernel<T><<<rows_grid(g.sq, g.hq, g.batch), kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(g, p);
+  });
+  cuda_check(cudaGetLastError(), "attention delta launch");
+}
+
+void backward_sinks(const Geometry& g, const Pointers& p, void* stream) {
+  if (!g.sinks || p.grad_sinks == nullptr || g.hq == 0) return;
+  auto st = static_cast<cudaStream_t>(stream);
+  if (g.dtype == DType::Float64) rowwise_dsink_kernel<double><<<unsigned(g.hq), 256, 0, st>>>(g, p);
+  else rowwise_dsink_kernel<float><<<unsigned(g.hq), 256, 0, st>>>(g, p);
+  cuda_check(cudaGetLastError(), "attention grad_sinks launch");
+}
+
 void rowwise_backward(const Geometry& g, const Pointers& p, void* stream) {
   if (g.batch == 0 || g.hq == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
+  backward_delta(g, p, stream);
   dispatch(g.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    if (g.sq > 0) {
-      rowwise_delta_kernel<T><<<rows_grid(g.sq, g.hq, g.batch), kWarps * 32, 0, st>>>(g, p);
-      rowwise_dq_kernel<T><<<rows_grid(g.sq, g.hq, g.batch), kWarps * 32, 0, st>>>(g, p);
-    }
+    if (g.sq > 0) rowwise_dq_kernel<T><<<rows_grid(g.sq, g.hq, g.batch), kWarps * 32, 0, st>>>(g, p);
     if (g.sk > 0) rowwise_dkv_kernel<T><<<rows_grid(g.sk, g.hkv, g.batch), kWarps * 32, 0, st>>>(g, p);
-    if (g.sinks && p.grad_sinks != nullptr) rowwise_dsink_kernel<C><<<unsigned(g.hq), 256, 0, st>>>(g, p);
   });
   cuda_check(cudaGetLastError(), "attention rowwise backward launch");
+  backward_sinks(g, p, stream);
 }
 
 }  // namespace baracuda::attention

@@ -1,23 +1,21 @@
 // The flash kernels' entry points of the launch contract (attention_launch.h).
+#include "fa2/flash_bwd.cuh"
 #include "fa2/flash_fwd_tiles.cuh"
 
 namespace baracuda::attention {
 namespace flash {  // compiled in flash_fwd_<dtype>.cu
 extern template void forward<kernels::bf16>(const Geometry&, const Pointers&, cudaStream_t);
 extern template void forward<kernels::f16>(const Geometry&, const Pointers&, cudaStream_t);
+extern template void backward<kernels::bf16>(const Geometry&, const Pointers&, cudaStream_t);  // flash_bwd_<dtype>.cu
+extern template void backward<kernels::f16>(const Geometry&, const Pointers&, cudaStream_t);
 }  // namespace flash
 
-FlashTile flash_forward_tile(DType dtype, int64_t d, int64_t dv) {
-  if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return {};
-  using flash::CfgOf;
-  using T = kernels::bf16;  // the tile shape does not depend on which 16-bit type
-  switch (d) {
-    case 64: return {CfgOf<T, 64>::BM, CfgOf<T, 64>::BN};
-    case 96: return {CfgOf<T, 96>::BM, CfgOf<T, 96>::BN};
-    case 128: return {CfgOf<T, 128>::BM, CfgOf<T, 128>::BN};
-    case 256: return {CfgOf<T, 256>::BM, CfgOf<T, 256>::BN};
-    default: return {};
-  }
+std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv) {
+  std::vector<FlashTile> out;
+  if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
+  for (const flash::TileRow& r : flash::kForwardTiles)
+    if (r.d == d) out.push_back({r.bm, r.bn});
+  return out;
 }
 
 void flash_forward(const Geometry& g, const Pointers& p, void* stream) {
@@ -25,6 +23,19 @@ void flash_forward(const Geometry& g, const Pointers& p, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   if (g.dtype == DType::BFloat16) flash::forward<kernels::bf16>(g, p, st);
   else flash::forward<kernels::f16>(g, p, st);
+}
+
+bool flash_backward_supported(DType dtype, int64_t d, int64_t dv) {
+  return (dtype == DType::BFloat16 || dtype == DType::Float16) && d == dv && (d == 64 || d == 96 || d == 128);
+}
+
+void flash_backward(const Geometry& g, const Pointers& p, void* stream) {
+  if (g.batch == 0 || g.hq == 0) return;
+  backward_delta(g, p, stream);
+  auto st = static_cast<cudaStream_t>(stream);
+  if (g.dtype == DType::BFloat16) flash::backward<kernels::bf16>(g, p, st);
+  else flash::backward<kernels::f16>(g, p, st);
+  backward_sinks(g, p, stream);
 }
 
 }  // namespace baracuda::attention

@@ -9,40 +9,20 @@
 
 #include <cstdint>
 
-#include "attention/attention_common.cuh"
-#include "common/async_copy.cuh"
 #include "common/cuda_check.h"
 #include "common/fast_exp.cuh"
-#include "common/mma_sync.cuh"
+#include "fa2/flash_common.cuh"
 
 namespace baracuda::attention::flash {
 
-using kernels::cp_async16_zfill;
 using kernels::ex2_ftz;
-
-constexpr int kWarps = 4;
-constexpr float kLog2e = 1.4426950408889634f;
 
 template <class T, int D_, int BN_, int MT_> struct FwdConfig {
   static constexpr int D = D_, BN = BN_, MT = MT_;
   static constexpr int BM = 16 * MT * kWarps;
-  static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
+  static constexpr int LD = D + 8;
   static constexpr int smem_bytes = (BM + 2 * BN) * LD * int(sizeof(T));
 };
-
-// Rows [r0, r0 + ROWS) of an operand (row stride `stride`, D contiguous) into a padded tile; rows
-// at or past `n` are zero-filled.
-template <int ROWS, int D, int LD, class T>
-__device__ __forceinline__ void load_tile(T* tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
-  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks;
-#pragma unroll
-  for (int c = threadIdx.x; c < kTotal; c += kWarps * 32) {
-    const int r = c / kChunks, cc = c % kChunks;
-    const bool in = r0 + r < n;
-    const T* src = base + (in ? (r0 + r) * stride : 0) + cc * 8;
-    cp_async16_zfill(tile + r * LD + cc * 8, src, in);
-  }
-}
 
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Pointers p) {
@@ -72,11 +52,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
   const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
   const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
 
-  const float scale_log2 = float(g.scale) * kLog2e;
-  const float softcap = float(g.softcap);
-  const float cap_scale = softcap > 0.f ? float(g.scale) / softcap : 0.f, cap_log2 = softcap * kLog2e;
-  const float slope_log2 =
-      g.alibi ? static_cast<const float*>(p.alibi_slopes)[b * g.alibi_batch_stride + h] * kLog2e : 0.f;
+  const Score score(g, p, b, h);
+  const bool plain = score.plain();
 
   float o[MT][DT][4];
   float m[MT][2], l[MT][2];
@@ -109,12 +86,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
     for (int kk = 0; kk < D / 16; ++kk) {
       unsigned a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        kernels::ldmatrix_x4(a[mt], Qs + ((mt * kWarps + w) * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      for (int mt = 0; mt < MT; ++mt) load_a<LD>(a[mt], Qs, (mt * kWarps + w) * 16, kk * 16);
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         unsigned bf[4];
-        kernels::ldmatrix_x4(bf, Ks + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+        load_b<LD>(bf, Ks, np * 16, kk * 16);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           kernels::mma16816<T>(sc[mt][2 * np], a[mt], bf[0], bf[1]);
@@ -126,37 +102,35 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
     if (nb + 1 < nb_hi) load_tile<BN, D, LD>(Ks, kb, p.k.row, j0 + BN, s.sk);
     kernels::cp_async_commit();
 
-    // Scores in the log2 domain; masked (invisible or past the sequence) ones are -inf. A tile
-    // inside every row's window and the sequence skips the mask.
+    // Scores in the log2 domain, x = f * s: a plain score (no softcap / ALiBi, scale > 0) on a tile
+    // inside every row's window and the sequence keeps s and folds f = scale * log2(e) into the
+    // exp's FFMA; otherwise x is computed (masked ones -inf) and f = 1.
     const bool full = j0 + BN <= s.sk && (g.window_left < 0 || j0 >= i_last + s.off - g.window_left) &&
                       (g.window_right < 0 || j0 + BN - 1 <= i0 + s.off + g.window_right);
+    const bool fast = full && plain;
+    const float f = fast ? score.scale_log2 : 1.f;
+    if (!fast) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t pos = i0 + (mt * kWarps + w) * 16 + gq + (e >> 1) * 8 + s.off;
+            const int64_t j = j0 + nt * 8 + 2 * tq + (e & 1);
+            sc[mt][nt][e] = (full || visible(g, s, pos, j)) ? score(sc[mt][nt][e], pos, j) : -INFINITY;
+          }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const int64_t i = i0 + (mt * kWarps + w) * 16 + gq + hf * 8;
-        const int64_t pos = i + s.off;
         float mx = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = sc[mt][nt][hf * 2 + e];
-            x = softcap > 0.f ? cap_log2 * tanhf(x * cap_scale) : x * scale_log2;
-            const int64_t j = j0 + nt * 8 + 2 * tq + e;
-            if (g.alibi) x -= slope_log2 * float(pos > j ? pos - j : j - pos);
-            if (!full) {
-              const bool vis = j < s.sk && (g.window_left < 0 || j >= pos - g.window_left) &&
-                               (g.window_right < 0 || j <= pos + g.window_right);
-              if (!vis) x = -INFINITY;
-            }
-            sc[mt][nt][hf * 2 + e] = x;
-            mx = fmaxf(mx, x);
-          }
-        }
+        for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(sc[mt][nt][hf * 2], sc[mt][nt][hf * 2 + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mn = fmaxf(m[mt][hf], mx);
+        const float mn = fmaxf(m[mt][hf], mx * f);
         const float mu = mn == -INFINITY ? 0.f : mn;
         const float corr = ex2_ftz(m[mt][hf] - mu);
         float sum = 0.f;
@@ -164,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
         for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float pe = ex2_ftz(sc[mt][nt][hf * 2 + e] - mu);
+            const float pe = ex2_ftz(fmaf(sc[mt][nt][hf * 2 + e], f, -mu));
             sc[mt][nt][hf * 2 + e] = pe;
             sum += pe;
           }
@@ -185,16 +159,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
     for (int kc = 0; kc < BN / 16; ++kc) {
       unsigned a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        a[mt][0] = kernels::pack2<T>(sc[mt][2 * kc][0], sc[mt][2 * kc][1]);
-        a[mt][1] = kernels::pack2<T>(sc[mt][2 * kc][2], sc[mt][2 * kc][3]);
-        a[mt][2] = kernels::pack2<T>(sc[mt][2 * kc + 1][0], sc[mt][2 * kc + 1][1]);
-        a[mt][3] = kernels::pack2<T>(sc[mt][2 * kc + 1][2], sc[mt][2 * kc + 1][3]);
-      }
+      for (int mt = 0; mt < MT; ++mt) c_to_a<T>(a[mt], sc[mt], kc);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         unsigned bf[4];
-        kernels::ldmatrix_x4_trans(bf, Vs + (kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
+        load_b_trans<LD>(bf, Vs, kc * 16, dp * 16);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           kernels::mma16816<T>(o[mt][2 * dp], a[mt], bf[0], bf[1]);
@@ -232,25 +201,15 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
               kernels::pack2<T>(o[mt][dt][hf * 2] * inv, o[mt][dt][hf * 2 + 1] * inv);
         if (p.lse != nullptr && tq == 0)
           static_cast<float*>(p.lse)[lse_index(g, s, b, h, i)] =
-              lv > 0.f ? (mv + log2f(lv)) * 0.6931471805599453f : -INFINITY;
+              lv > 0.f ? (mv + log2f(lv)) * kLn2 : -INFINITY;
       }
     }
   }
 }
 
 template <class T, class Cfg> void launch_forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  auto kernel = flash_fwd_kernel<T, Cfg>;
-  if (Cfg::smem_bytes > 48 * 1024) {
-    // Opt in to more than 48 KiB of shared memory, once per device.
-    static unsigned done = 0;
-    int dev = 0;
-    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-    if (dev >= 32 || !(__atomic_load_n(&done, __ATOMIC_ACQUIRE) & (1u << dev))) {
-      cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::smem_bytes),
-                 "cudaFuncSetAttribute(flash forward)");
-      if (dev < 32) __atomic_fetch_or(&done, 1u << dev, __ATOMIC_RELEASE);
-    }
-  }
+  constexpr auto kernel = flash_fwd_kernel<T, Cfg>;
+  opt_in_smem<kernel>(Cfg::smem_bytes);
   const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
   kernel<<<grid, kWarps * 32, Cfg::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), "attention flash forward launch");

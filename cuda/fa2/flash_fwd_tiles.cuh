@@ -1,27 +1,34 @@
-// The tile shape of each head dim (what flash_forward_tile reports) and the dtype's dispatcher.
+// The flash forward's tile shapes (the one table: what select offers, what the dispatcher
+// instantiates) and the dtype's dispatcher.
 #pragma once
 #include "fa2/flash_fwd.cuh"
 
 namespace baracuda::attention::flash {
 
-// 16 query rows per warp (MT = 1) keeps every head dim in registers without spills; D 256 takes
-// 32-key tiles to fit shared memory.
-template <int D> struct TileOf;
-template <> struct TileOf<64> { static constexpr int BN = 64, MT = 1; };
-template <> struct TileOf<96> { static constexpr int BN = 64, MT = 1; };
-template <> struct TileOf<128> { static constexpr int BN = 64, MT = 1; };
-template <> struct TileOf<256> { static constexpr int BN = 32, MT = 1; };
+// {head dim, query rows, key rows} per block; the first row of a head dim is its default. bm 64 is
+// 16 query rows per warp; bm 128 is 32 (every K / V fragment feeds two mma, 32-key tiles keep the
+// accumulators in registers); D 256 takes 32-key tiles to fit shared memory.
+struct TileRow {
+  int d, bm, bn;
+};
+constexpr TileRow kForwardTiles[] = {{64, 64, 64}, {64, 128, 32}, {96, 64, 64},
+                                     {128, 64, 64}, {128, 128, 32}, {256, 64, 32}};
+constexpr int kNumForwardTiles = int(sizeof(kForwardTiles) / sizeof(kForwardTiles[0]));
 
-template <class T, int D> using CfgOf = FwdConfig<T, D, TileOf<D>::BN, TileOf<D>::MT>;
+template <class T, int I = 0> void forward_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  if constexpr (I < kNumForwardTiles) {
+    constexpr TileRow r = kForwardTiles[I];
+    if (g.d == r.d && g.tile_bm == r.bm && g.tile_bn == r.bn)
+      return launch_forward<T, FwdConfig<T, r.d, r.bn, r.bm / (16 * kWarps)>>(g, p, stream);
+    return forward_tile<T, I + 1>(g, p, stream);
+  } else {
+    throw Unsupported("attention: no flash forward tile m" + std::to_string(g.tile_bm) + "n" +
+                      std::to_string(g.tile_bn) + " for head dim " + std::to_string(g.d));
+  }
+}
 
 template <class T> void forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  switch (g.d) {
-    case 64: return launch_forward<T, CfgOf<T, 64>>(g, p, stream);
-    case 96: return launch_forward<T, CfgOf<T, 96>>(g, p, stream);
-    case 128: return launch_forward<T, CfgOf<T, 128>>(g, p, stream);
-    case 256: return launch_forward<T, CfgOf<T, 256>>(g, p, stream);
-    default: throw Unsupported("attention: no flash kernel for head dim " + std::to_string(g.d));
-  }
+  forward_tile<T>(g, p, stream);
 }
 
 }  // namespace baracuda::attention::flash

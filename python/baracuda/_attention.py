@@ -103,7 +103,7 @@ def attention_backward(grad_out: DLPackTensor, q: DLPackTensor, k: DLPackTensor,
                        cu_seqlens_q: Optional[DLPackTensor] = None, cu_seqlens_k: Optional[DLPackTensor] = None,
                        max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None,
                        seqused_k: Optional[DLPackTensor] = None, causal_alignment: str = "bottom_right",
-                       deterministic: bool = False, grad_q: Optional[DLPackTensor] = None,
+                       deterministic: bool = False, kernel: str = "auto", grad_q: Optional[DLPackTensor] = None,
                        grad_k: Optional[DLPackTensor] = None, grad_v: Optional[DLPackTensor] = None,
                        grad_sinks: Optional[DLPackTensor] = None, stream: Stream = None) -> Any:
     """Gradients of ``attention`` from its saved ``out`` and ``lse`` (same keyword arguments as the
@@ -125,7 +125,7 @@ def attention_backward(grad_out: DLPackTensor, q: DLPackTensor, k: DLPackTensor,
                "cu_seqlens_k": cu_seqlens_k, "seqused_k": seqused_k, "alibi_slopes": alibi_slopes, "sinks": sinks}
     _C.attention_call("attention_backward", tensors, None if scale is None else float(scale), bool(causal),
                       causal_alignment, wl, wr, float(softcap or 0.0), batch, int(max_seqlen_q or 0),
-                      int(max_seqlen_k or 0), bool(deterministic), "auto", stream, _interop.workspace_allocator(q))
+                      int(max_seqlen_k or 0), bool(deterministic), kernel, stream, _interop.workspace_allocator(q))
     res = [f(t) for t, f in outs]
     if sinks is not None:
         res.append(fgs(gs))

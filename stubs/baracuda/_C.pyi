@@ -254,7 +254,10 @@ def xla_plan(plan: GemmPlan, roles: Sequence[str], specs: Sequence[TensorSpec], 
 def xla_plan(plan: SoftmaxPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
-def xla_plan(plan: LossPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
+def xla_plan(plan: LossPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: AttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
     """
     Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and specs, inputs first; returns the id the custom call's `plan` attribute carries.
     """
@@ -943,6 +946,119 @@ def scan_call(op: str, outputs: tuple, inputs: tuple, axis: int = -1, stream: ob
 
 def scan_cache_size() -> int:
     """Plans in the functional scan cache."""
+
+class AttentionDescriptor:
+    """
+    Scaled dot-product attention, forward ('attention') or backward ('attention_backward'), over q / k / v [B, S, H, D] (or packed [total, H, D] with varlen=True) and the forward's out. Pure data; hashable.
+    """
+
+    def __init__(self, op: str, q: TensorSpec, k: TensorSpec, v: TensorSpec, out: TensorSpec, *, scale: float | None = None, causal: bool = False, causal_alignment: str = 'bottom_right', window_left: int = -1, window_right: int = -1, softcap: float = 0.0, alibi: int = 0, sinks: bool = False, varlen: bool = False, batch: int = 0, max_seqlen_q: int = 0, max_seqlen_k: int = 0, seqused_k: bool = False, lse: bool = False, deterministic: bool = False, kernel: str = 'auto', tile: str = 'auto') -> None: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def q(self) -> TensorSpec: ...
+
+    @property
+    def k(self) -> TensorSpec: ...
+
+    @property
+    def v(self) -> TensorSpec: ...
+
+    @property
+    def out(self) -> TensorSpec: ...
+
+    @property
+    def scale(self) -> float | None: ...
+
+    @property
+    def causal(self) -> bool: ...
+
+    @property
+    def causal_alignment(self) -> str: ...
+
+    @property
+    def window_left(self) -> int: ...
+
+    @property
+    def window_right(self) -> int: ...
+
+    @property
+    def softcap(self) -> float: ...
+
+    @property
+    def alibi(self) -> int: ...
+
+    @property
+    def sinks(self) -> bool: ...
+
+    @property
+    def varlen(self) -> bool: ...
+
+    @property
+    def batch(self) -> int: ...
+
+    @property
+    def max_seqlen_q(self) -> int: ...
+
+    @property
+    def max_seqlen_k(self) -> int: ...
+
+    @property
+    def seqused_k(self) -> bool: ...
+
+    @property
+    def lse(self) -> bool: ...
+
+    @property
+    def deterministic(self) -> bool: ...
+
+    @property
+    def kernel(self) -> str: ...
+
+    @property
+    def tile(self) -> str: ...
+
+    def __eq__(self, arg: AttentionDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class AttentionPlan:
+    """A validated attention launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: AttentionDescriptor, preference: PlanPreference | None = None) -> AttentionPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The kernel this plan runs, and its precision guarantee."""
+
+    @property
+    def descriptor(self) -> AttentionDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """
+        Bytes of scratch run() needs: the backward's per-row sum(grad_out * out); 0 for the forward.
+        """
+
+    def run(self, **kwargs) -> None:
+        """
+        run(q=, k=, v=, out=, [lse=, cu_seqlens_q=, cu_seqlens_k=, seqused_k=, alibi_slopes=, sinks=], [grad_out=, grad_q=, grad_k=, grad_v=, grad_sinks=, workspace=], stream=): check the tensors against the descriptor and launch on `stream` (default: the current stream of q's framework). Never allocates.
+        """
+
+def attention_call(op: str, tensors: dict, scale: float | None, causal: bool, causal_alignment: str, window_left: int, window_right: int, softcap: float, batch: int, max_seqlen_q: int, max_seqlen_k: int, deterministic: bool, kernel: str, stream: object | None = None, workspace_alloc: object | None = None) -> str:
+    """
+    Functional entry: tensors by name (a dict; None = absent), select (cached on the parameters and the operands' metadata) and run. Returns the SKU name of the kernel that ran.
+    """
+
+def attention_cache_size() -> int:
+    """Plans in the attention functional cache."""
 
 def xla_handler() -> object:
     """

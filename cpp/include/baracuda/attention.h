@@ -49,12 +49,13 @@ struct AttentionDescriptor {
   bool lse = false;                // forward: write lse (the backward needs it)
   bool deterministic = false;      // require a bitwise-reproducible kernel
   std::string kernel = "auto";     // "auto" | "flash" | "rowwise": which of our kernels
+  std::string tile = "auto";       // the flash forward's tile, "auto" or "m<rows>n<keys>" (e.g. "m128n32")
   bool operator==(const AttentionDescriptor& o) const {
     return op == o.op && q == o.q && k == o.k && v == o.v && out == o.out && scale == o.scale && causal == o.causal &&
            causal_alignment == o.causal_alignment && window_left == o.window_left && window_right == o.window_right &&
            softcap == o.softcap && alibi == o.alibi && sinks == o.sinks && varlen == o.varlen && batch == o.batch &&
            max_seqlen_q == o.max_seqlen_q && max_seqlen_k == o.max_seqlen_k && seqused_k == o.seqused_k &&
-           lse == o.lse && deterministic == o.deterministic && kernel == o.kernel;
+           lse == o.lse && deterministic == o.deterministic && kernel == o.kernel && tile == o.tile;
   }
   std::string str() const;
 };

@@ -1,0 +1,328 @@
+// The flash-attention backward for sm_80+ (our code): two tensor-core kernels that recompute the
+// probabilities from the saved lse, with no atomics, so every gradient is summed in a fixed order
+// (bitwise reproducible):
+//   grad_q:         one block per 64 query rows of one head; over the visible key tiles
+//                   S = Q K^T, dP = dO V^T, dS = P (dP - delta) dscore, dQ += dS K.
+//   grad_k, grad_v: one block per 64 key rows of one kv head; over every query head of the group
+//                   and the query tiles that see the keys, the transposed products
+//                   S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+// delta = sum(dO * O) per row comes first (the rowwise delta kernel). bf16 / f16, D = dv in
+// {64, 96, 128}; mma.sync m16n8k16 with f32 accumulators; the next K / V (Q / dO) tile is loaded
+// while this one is used.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/fast_exp.cuh"
+#include "fa2/flash_common.cuh"
+
+namespace baracuda::attention::flash {
+
+// lse in the log2 domain; a row that saw nothing (-inf) gives p = 0 for every key.
+__device__ __forceinline__ float lse_log2(const Pointers& p, int64_t idx) {
+  const float l = static_cast<const float*>(p.lse)[idx];
+  return l == -INFINITY ? INFINITY : l * kLog2e;
+}
+
+template <int D_, int BN_> struct DqConfig {
+  static constexpr int D = D_, BN = BN_, BM = 16 * kWarps, LD = D + 8;
+  template <class T> static constexpr int smem_bytes() { return (2 * BM + 4 * BN) * LD * int(sizeof(T)); }
+};
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM, LD = Cfg::LD, NT = BN / 8, DT = D / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* Qs = reinterpret_cast<T*>(smem_raw);
+  T* dOs = Qs + BM * LD;
+  T* Ks = dOs + BM * LD;   // two stages
+  T* Vs = Ks + 2 * BN * LD;
+
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  const int64_t mb = g.window_right >= 0 ? int64_t(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
+  const int64_t i0 = mb * BM;
+  if (i0 >= s.sq) return;
+  const int64_t hk = h / (g.hq / g.hkv);
+  const int64_t i_last = min(i0 + BM, s.sq) - 1;
+  int64_t jlo, jhi, unused;
+  visible_keys(g, s, i0, jlo, unused);
+  visible_keys(g, s, i_last, unused, jhi);
+  const int64_t nb_lo = jlo / BN, nb_hi = jhi > jlo ? (jhi + BN - 1) / BN : nb_lo;
+  const Score score(g, p, b, h);
+  const bool plain = score.plain();
+
+  float lse2[2], delta[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int64_t i = i0 + w * 16 + gq + hf * 8;
+    const bool in = i < s.sq;
+    const int64_t li = lse_index(g, s, b, h, in ? i : 0);
+    lse2[hf] = in ? lse_log2(p, li) : INFINITY;
+    delta[hf] = in ? static_cast<const float*>(p.delta)[li] : 0.f;
+  }
+  float dq[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
+
+  const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
+  const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
+  if (nb_lo < nb_hi) {
+    load_tile<BM, D, LD>(Qs, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
+    load_tile<BM, D, LD>(dOs, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+    load_tile<BN, D, LD>(Ks, kb, p.k.row, nb_lo * BN, s.sk);
+    load_tile<BN, D, LD>(Vs, vb, p.v.row, nb_lo * BN, s.sk);
+    kernels::cp_async_commit();
+  }
+  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+    const int stage = int(nb - nb_lo) & 1;
+    if (nb + 1 < nb_hi) {
+      load_tile<BN, D, LD>(Ks + (stage ^ 1) * BN * LD, kb, p.k.row, (nb + 1) * BN, s.sk);
+      load_tile<BN, D, LD>(Vs + (stage ^ 1) * BN * LD, vb, p.v.row, (nb + 1) * BN, s.sk);
+    }
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    __syncthreads();
+    const T* K = Ks + stage * BN * LD;
+    const T* V = Vs + stage * BN * LD;
+
+    float sc[NT][4], dp[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[nt][e] = dp[nt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned aq[4], ao[4];
+      load_a<LD>(aq, Qs, w * 16, kk * 16);
+      load_a<LD>(ao, dOs, w * 16, kk * 16);
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        unsigned bk[4], bv[4];
+        load_b<LD>(bk, K, np * 16, kk * 16);
+        load_b<LD>(bv, V, np * 16, kk * 16);
+        kernels::mma16816<T>(sc[2 * np], aq, bk[0], bk[1]);
+        kernels::mma16816<T>(sc[2 * np + 1], aq, bk[2], bk[3]);
+        kernels::mma16816<T>(dp[2 * np], ao, bv[0], bv[1]);
+        kernels::mma16816<T>(dp[2 * np + 1], ao, bv[2], bv[3]);
+      }
+    }
+    const int64_t j0 = nb * BN;
+    const bool full = j0 + BN <= s.sk && (g.window_left < 0 || j0 >= i_last + s.off - g.window_left) &&
+                      (g.window_right < 0 || j0 + BN - 1 <= i0 + s.off + g.window_right);
+    if (full && plain) {  // p = exp2(s * scale_log2 - lse2): one FFMA and the exp
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pr = kernels::ex2_ftz(fmaf(sc[nt][e], score.scale_log2, -lse2[e >> 1]));
+          sc[nt][e] = pr * (dp[nt][e] - delta[e >> 1]) * score.scale;  // dS
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int hf = e >> 1;
+          const int64_t pos = i0 + w * 16 + gq + hf * 8 + s.off, j = j0 + nt * 8 + 2 * tq + (e & 1);
+          float dscore;
+          const float x = score(sc[nt][e], pos, j, dscore);
+          const float pr = (full || visible(g, s, pos, j)) ? kernels::ex2_ftz(x - lse2[hf]) : 0.f;
+          sc[nt][e] = pr * (dp[nt][e] - delta[hf]) * dscore;  // dS
+        }
+    }
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+      unsigned a[4];
+      c_to_a<T>(a, sc, kc);
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        unsigned bf[4];
+        load_b_trans<LD>(bf, K, kc * 16, dd * 16);
+        kernels::mma16816<T>(dq[2 * dd], a, bf[0], bf[1]);
+        kernels::mma16816<T>(dq[2 * dd + 1], a, bf[2], bf[3]);
+      }
+    }
+    __syncthreads();  // this stage is free for the load two tiles ahead
+  }
+  kernels::cp_async_wait<0>();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int64_t i = i0 + w * 16 + gq + hf * 8;
+    if (i >= s.sq) continue;
+    T* row = row_ptr_mut<T>(p.grad_q, b, s.q_begin + i, h);
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+      *reinterpret_cast<unsigned*>(row + dt * 8 + 2 * tq) = kernels::pack2<T>(dq[dt][hf * 2], dq[dt][hf * 2 + 1]);
+  }
+}
+
+template <int D_, int BMQ_> struct DkvConfig {
+  static constexpr int D = D_, BMQ = BMQ_, BN = 16 * kWarps, LD = D + 8;
+  template <class T> static constexpr int smem_bytes() { return (2 * BN + 4 * BMQ) * LD * int(sizeof(T)); }
+};
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BMQ = Cfg::BMQ, BN = Cfg::BN, LD = Cfg::LD, NQ = BMQ / 8, DT = D / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* Ks = reinterpret_cast<T*>(smem_raw);
+  T* Vs = Ks + BN * LD;
+  T* Qs = Vs + BN * LD;     // two stages
+  T* dOs = Qs + 2 * BMQ * LD;
+
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
+  const int64_t b = blockIdx.z, hk = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  const int64_t rows_k = g.varlen ? int64_t(p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]) : g.sk;
+  const int64_t j0 = int64_t(blockIdx.x) * BN;
+  if (j0 >= rows_k) return;
+  const int64_t group = g.hq / g.hkv;
+
+  float dk[DT][4], dv[DT][4];
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
+
+  int64_t ilo = 0, ihi = 0, unused;
+  if (j0 < s.sk) {
+    visible_queries(g, s, j0, ilo, unused);
+    visible_queries(g, s, min(j0 + BN, s.sk) - 1, unused, ihi);
+  }
+  const int64_t t_lo = ilo / BMQ, ntiles = ihi > ilo ? (ihi + BMQ - 1) / BMQ - t_lo : 0;
+  const int64_t total = group * ntiles;
+  auto load_q = [&](int64_t it, int stage) {
+    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    load_tile<BMQ, D, LD>(Qs + stage * BMQ * LD, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
+    load_tile<BMQ, D, LD>(dOs + stage * BMQ * LD, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+  };
+  if (total > 0) {
+    load_tile<BN, D, LD>(Ks, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
+    load_tile<BN, D, LD>(Vs, row_ptr<T>(p.v, b, s.k_begin, hk), p.v.row, j0, s.sk);
+    load_q(0, 0);
+    kernels::cp_async_commit();
+  }
+  for (int64_t it = 0; it < total; ++it) {
+    const int stage = int(it & 1);
+    if (it + 1 < total) load_q(it + 1, stage ^ 1);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    __syncthreads();
+    const T* Q = Qs + stage * BMQ * LD;
+    const T* dO = dOs + stage * BMQ * LD;
+    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    const Score score(g, p, b, h);
+
+    float st[NQ][4], dpt[NQ][4];
+#pragma unroll
+    for (int nt = 0; nt < NQ; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned ak[4], av[4];
+      load_a<LD>(ak, Ks, w * 16, kk * 16);
+      load_a<LD>(av, Vs, w * 16, kk * 16);
+#pragma unroll
+      for (int np = 0; np < NQ / 2; ++np) {
+        unsigned bq[4], bo[4];
+        load_b<LD>(bq, Q, np * 16, kk * 16);
+        load_b<LD>(bo, dO, np * 16, kk * 16);
+        kernels::mma16816<T>(st[2 * np], ak, bq[0], bq[1]);
+        kernels::mma16816<T>(st[2 * np + 1], ak, bq[2], bq[3]);
+        kernels::mma16816<T>(dpt[2 * np], av, bo[0], bo[1]);
+        kernels::mma16816<T>(dpt[2 * np + 1], av, bo[2], bo[3]);
+      }
+    }
+    const bool full = j0 + BN <= s.sk && i0 + BMQ <= s.sq &&
+                      (g.window_left < 0 || j0 >= i0 + BMQ - 1 + s.off - g.window_left) &&
+                      (g.window_right < 0 || j0 + BN - 1 <= i0 + s.off + g.window_right);
+    const bool fast = full && score.plain();
+#pragma unroll
+    for (int nt = 0; nt < NQ; ++nt) {
+#pragma unroll
+      for (int ce = 0; ce < 2; ++ce) {  // this thread's two query columns of the n-tile
+        const int64_t i = i0 + nt * 8 + 2 * tq + ce;
+        const bool in = i < s.sq;
+        const int64_t li = lse_index(g, s, b, h, in ? i : 0);
+        const float l2 = in ? lse_log2(p, li) : INFINITY;
+        const float dl = in ? static_cast<const float*>(p.delta)[li] : 0.f;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {  // key rows gq, gq + 8
+          const int e = hf * 2 + ce;
+          float pr, dscore = score.scale;
+          if (fast) {
+            pr = kernels::ex2_ftz(fmaf(st[nt][e], score.scale_log2, -l2));
+          } else {
+            const int64_t j = j0 + w * 16 + gq + hf * 8, pos = i + s.off;
+            const float x = score(st[nt][e], pos, j, dscore);
+            pr = (full || (in && visible(g, s, pos, j))) ? kernels::ex2_ftz(x - l2) : 0.f;
+          }
+          st[nt][e] = pr;
+          dpt[nt][e] = pr * (dpt[nt][e] - dl) * dscore;
+        }
+      }
+    }
+#pragma unroll
+    for (int kc = 0; kc < BMQ / 16; ++kc) {
+      unsigned ap[4], as[4];
+      c_to_a<T>(ap, st, kc);
+      c_to_a<T>(as, dpt, kc);
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        unsigned bo[4], bq[4];
+        load_b_trans<LD>(bo, dO, kc * 16, dd * 16);
+        load_b_trans<LD>(bq, Q, kc * 16, dd * 16);
+        kernels::mma16816<T>(dv[2 * dd], ap, bo[0], bo[1]);
+        kernels::mma16816<T>(dv[2 * dd + 1], ap, bo[2], bo[3]);
+        kernels::mma16816<T>(dk[2 * dd], as, bq[0], bq[1]);
+        kernels::mma16816<T>(dk[2 * dd + 1], as, bq[2], bq[3]);
+      }
+    }
+    __syncthreads();
+  }
+  kernels::cp_async_wait<0>();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int64_t j = j0 + w * 16 + gq + hf * 8;
+    if (j >= rows_k) continue;
+    T* rk = row_ptr_mut<T>(p.grad_k, b, s.k_begin + j, hk);
+    T* rv = row_ptr_mut<T>(p.grad_v, b, s.k_begin + j, hk);
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      *reinterpret_cast<unsigned*>(rk + dt * 8 + 2 * tq) = kernels::pack2<T>(dk[dt][hf * 2], dk[dt][hf * 2 + 1]);
+      *reinterpret_cast<unsigned*>(rv + dt * 8 + 2 * tq) = kernels::pack2<T>(dv[dt][hf * 2], dv[dt][hf * 2 + 1]);
+    }
+  }
+}
+
+template <class T, class Dq, class Dkv> void launch_backward(const Geometry& g, const Pointers& p, cudaStream_t st) {
+  constexpr auto dq = flash_bwd_dq_kernel<T, Dq>;
+  constexpr auto dkv = flash_bwd_dkv_kernel<T, Dkv>;
+  constexpr int dq_smem = Dq::template smem_bytes<T>(), dkv_smem = Dkv::template smem_bytes<T>();
+  opt_in_smem<dq>(dq_smem);
+  opt_in_smem<dkv>(dkv_smem);
+  if (g.sq > 0)
+    dq<<<dim3(unsigned((g.sq + Dq::BM - 1) / Dq::BM), unsigned(g.hq), unsigned(g.batch)), kWarps * 32, dq_smem, st>>>(
+        g, p);
+  if (g.sk > 0)
+    dkv<<<dim3(unsigned((g.sk + Dkv::BN - 1) / Dkv::BN), unsigned(g.hkv), unsigned(g.batch)), kWarps * 32, dkv_smem,
+          st>>>(g, p);
+  cuda_check(cudaGetLastError(), "attention flash backward launch");
+}
+
+// The tiles of each head dim: key tiles of 64 for grad_q; query tiles of 64 (D 64) or 32 (wider:
+// grad_k and grad_v both stay in registers) for grad_k / grad_v.
+template <class T> void backward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  switch (g.d) {
+    case 64: return launch_backward<T, DqConfig<64, 64>, DkvConfig<64, 64>>(g, p, stream);
+    case 96: return launch_backward<T, DqConfig<96, 64>, DkvConfig<96, 32>>(g, p, stream);
+    case 128: return launch_backward<T, DqConfig<128, 64>, DkvConfig<128, 32>>(g, p, stream);
+    default: throw Unsupported("attention: no flash backward for head dim " + std::to_string(g.d));
+  }
+}
+
+}  // namespace baracuda::attention::flash

@@ -1,0 +1,148 @@
+"""Host tests of the attention family (no GPU): select() decisions and refusals naming the operand,
+SKU names (flash / rowwise, tiles), workspace sizes, descriptor identity, the registry entry, the
+functional API's argument checks, and the torch op's fake kernel (shapes, errors while tracing)."""
+import pytest
+
+bc = pytest.importorskip("baracuda")
+from baracuda import errors  # noqa: E402
+
+S = bc.TensorSpec
+f16, bf16, f32, f64 = bc.float16, bc.bfloat16, bc.float32, bc.float64
+FLASH = bc.features()["fa2"]
+
+
+def D(op="attention", q=(2, 100, 8, 128), k=(2, 120, 2, 128), v=None, out=None, dtype=bf16, qs=None, **kw):
+    v = v or k
+    out = out or tuple(q[:-1]) + (v[-1],)
+    return bc.AttentionDescriptor(op, S(q, dtype, qs), S(k, dtype), S(v, dtype), S(out, dtype), **kw)
+
+
+def refused(exc, desc_fn, *needles):
+    with pytest.raises(errors.BaracudaError) as info:
+        bc.AttentionPlan.select(desc_fn())
+    assert type(info.value) is exc, f"expected {exc.__name__}, got {type(info.value).__name__}: {info.value}"
+    for n in needles:
+        assert n in str(info.value), f"{n!r} not in {str(info.value)!r}"
+
+
+REFUSALS = [
+    ("unknown-op", lambda: D(op="attn"), errors.InvalidArgument, ["unknown op 'attn'"]),
+    ("int-q", lambda: D(dtype=bc.int32), errors.InvalidDType, ["q is int32"]),
+    ("k-dtype", lambda: bc.AttentionDescriptor("attention", S((1, 4, 2, 64), bf16), S((1, 4, 2, 64), f16),
+                                               S((1, 4, 2, 64), bf16), S((1, 4, 2, 64), bf16)),
+     errors.InvalidDType, ["k is float16", "q's dtype"]),
+    ("rank", lambda: D(q=(100, 8, 128)), errors.InvalidArgument, ["q has shape", "[batch, seq, heads, head_dim]"]),
+    ("gqa", lambda: D(k=(2, 120, 3, 128)), errors.InvalidArgument, ["8 heads, not a multiple of k's 3"]),
+    ("head-dim", lambda: D(k=(2, 120, 2, 64)), errors.InvalidArgument, ["k has head_dim 64 but q has 128"]),
+    ("v-shape", lambda: D(v=(2, 119, 2, 128)), errors.InvalidArgument, ["v has shape"]),
+    ("batch", lambda: D(k=(3, 120, 2, 128)), errors.InvalidArgument, ["k has batch 3 but q has 2"]),
+    ("out-shape", lambda: D(out=(2, 100, 8, 64)), errors.InvalidArgument, ["out has shape", "(2, 100, 8, 128)"]),
+    ("last-stride", lambda: D(q=(2, 100, 8, 128), qs=(102400, 1024, 128, 2)), errors.Unsupported,
+     ["q has stride 2 along head_dim"]),
+    ("scale", lambda: D(scale=float("inf")), errors.InvalidArgument, ["scale must be finite"]),
+    ("softcap", lambda: D(softcap=-1.0), errors.InvalidArgument, ["softcap must be a finite number >= 0"]),
+    ("alignment", lambda: D(causal=True, causal_alignment="middle"), errors.InvalidArgument, ["causal_alignment"]),
+    ("window", lambda: D(window_left=-2), errors.InvalidArgument, ["window sizes must be >= 0, or -1"]),
+    ("kernel", lambda: D(kernel="cudnn"), errors.InvalidArgument, ["kernel must be 'auto', 'flash' or 'rowwise'"]),
+    ("flash-f32", lambda: D(dtype=f32, kernel="flash"), errors.Unsupported, ["kernel='flash' is not available"]),
+    ("flash-d80", lambda: D(q=(1, 4, 2, 80), k=(1, 4, 2, 80), kernel="flash"), errors.Unsupported,
+     ["head_dim 64, 96, 128 or 256"]),
+    ("flash-bwd-d256", lambda: D(op="attention_backward", q=(1, 4, 2, 256), k=(1, 4, 2, 256), kernel="flash"),
+     errors.Unsupported, ["head_dim 64, 96 or 128"]),
+    ("tile", lambda: D(tile="m1n1"), errors.InvalidArgument, ["tile 'm1n1'", "m64n64"]),
+    ("too-wide", lambda: D(q=(1, 4, 2, 320), k=(1, 4, 2, 320), dtype=f32), errors.Unsupported,
+     ["head_dim 320 is above 256"]),
+    ("workspace", lambda: D(op="attention_backward"), None, None),
+]
+
+
+@pytest.mark.parametrize("name, fn, exc, needles", [r for r in REFUSALS if r[2] is not None], ids=lambda v: str(v)[:30])
+def test_select_refusals(name, fn, exc, needles):
+    if not FLASH and name.startswith(("flash", "tile")):
+        pytest.skip("no flash kernels in this build")
+    refused(exc, fn, *needles)
+
+
+def test_backward_workspace_limit():
+    pref = bc.PlanPreference(workspace_limit=16)
+    with pytest.raises(errors.Unsupported, match="bytes of workspace"):
+        bc.AttentionPlan.select(D(op="attention_backward"), pref)
+
+
+@pytest.mark.skipif(not FLASH, reason="no flash kernels in this build")
+def test_kernel_choice_and_sku():
+    p = bc.AttentionPlan.select(D(causal=True))
+    assert p.sku.name == "attention.flash.m64n64.d128" and p.sku.category == "attention"
+    assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0
+    assert bc.AttentionPlan.select(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
+    assert bc.AttentionPlan.select(D(kernel="rowwise")).sku.name == "attention.rowwise.forward"
+    assert bc.AttentionPlan.select(D(dtype=f32)).sku.name == "attention.rowwise.forward"
+    assert bc.AttentionPlan.select(D(q=(1, 4, 2, 48), k=(1, 4, 2, 48))).sku.name == "attention.rowwise.forward"
+    # a stride that is not a multiple of 8 elements: rowwise
+    odd = D(q=(2, 100, 8, 128), qs=(102408, 1028, 128, 1))
+    assert bc.AttentionPlan.select(odd).sku.name == "attention.rowwise.forward"
+    b = bc.AttentionPlan.select(D(op="attention_backward"))
+    assert b.sku.name == "attention.flash_backward.d128"
+    assert b.workspace_bytes() == 2 * 8 * 100 * 4  # delta: one f32 per query row
+    assert bc.AttentionPlan.select(D(op="attention_backward", q=(1, 4, 2, 256), k=(1, 4, 2, 256))).sku.name == \
+        "attention.rowwise.backward"
+    v = bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16), S((300, 8, 64), f16),
+        varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300))
+    assert v.sku.layout == "varlen" and v.sku.name == "attention.flash.m64n64.d64"
+    assert bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention_backward", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16),
+        S((300, 8, 64), f16), varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300)).workspace_bytes() == 8 * 300 * 4
+
+
+def test_descriptor_identity_and_registry():
+    a, b = D(causal=True, window_left=5), D(causal=True, window_left=5)
+    assert a == b and hash(a) == hash(b) and a != D(causal=True)
+    assert "causal=True" in repr(a) and "window=(5, -1)" in repr(a)
+    fam = {f["name"]: f for f in bc.families()}["attention"]
+    assert fam["plan"] == "AttentionPlan"
+    assert {o["op"] for o in fam["ops"]} == {"attention"}
+
+
+def test_functional_argument_checks():
+    import numpy as np
+    x = np.zeros((1, 4, 2, 64), dtype=np.float32)
+    with pytest.raises(errors.InvalidArgument, match="q is a numpy"):
+        bc.attention(x, x, x)
+    torch = pytest.importorskip("torch")
+    q = torch.zeros(1, 4, 2, 64)
+    with pytest.raises(errors.Unsupported, match="dropout"):
+        bc.attention(q, q, q, dropout_p=0.1)
+    with pytest.raises(errors.InvalidArgument, match="go together"):
+        bc.attention(q[0], q[0], q[0], cu_seqlens_q=torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(errors.InvalidArgument, match="max_seqlen_q and max_seqlen_k"):
+        bc.attention(q[0], q[0], q[0], cu_seqlens_q=torch.zeros(2, dtype=torch.int32),
+                     cu_seqlens_k=torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(errors.InvalidArgument, match="window must be"):
+        bc.attention(q, q, q, window=3)
+    with pytest.raises(errors.InvalidArgument, match="q: expected a CUDA tensor"):
+        bc.attention(q, q, q)
+    with pytest.raises(errors.Unsupported, match="attn_mask"):
+        bc.scaled_dot_product_attention(q, q, q, attn_mask=q)
+
+
+def test_torch_fake_kernel():
+    torch = pytest.importorskip("torch")
+    bt = pytest.importorskip("baracuda.torch")
+    ops = torch.ops.baracuda
+    m = lambda *s, dtype=torch.bfloat16: torch.empty(s, dtype=dtype, device="meta")  # noqa: E731
+    assert {"attention", "attention_backward"} <= set(bt.OPS)
+    extra = (None,) * 5
+    score = (None, True, "bottom_right", -1, -1, 0.0, 0, 0)
+    out, lse = ops.attention(m(2, 10, 8, 64), m(2, 12, 2, 64), m(2, 12, 2, 64), *extra, *score, "auto")
+    assert out.shape == (2, 10, 8, 64) and lse.shape == (2, 8, 10) and lse.dtype == torch.float32
+    gq, gk, gv, gs = ops.attention_backward(m(2, 10, 8, 64), m(2, 10, 8, 64), m(2, 12, 2, 64), m(2, 12, 2, 64),
+                                            out, lse, *extra, *score)
+    assert gq.shape == (2, 10, 8, 64) and gk.shape == (2, 12, 2, 64) and gs.shape == (0,)
+    with pytest.raises(errors.InvalidArgument, match="not a multiple"):
+        ops.attention(m(2, 10, 8, 64), m(2, 12, 3, 64), m(2, 12, 3, 64), *extra, *score, "auto")
+    cu = m(4, dtype=torch.int32)
+    out, lse = ops.attention(m(30, 8, 64), m(40, 2, 64), m(40, 2, 64), cu, cu, None, None, None,
+                             None, False, "bottom_right", -1, -1, 0.0, 16, 20, "auto")
+    assert out.shape == (30, 8, 64) and lse.shape == (8, 30)
+    assert "attention" in bt.routes() and "scaled_dot_product_attention" in bt.routes()
