@@ -20,10 +20,23 @@ constexpr float kLn2 = 0.6931471805599453f;
 // (ldmatrix's eight row addresses then hit distinct banks); rows at or past `n` are zero-filled.
 template <int ROWS, int D, int LD, class T>
 __device__ __forceinline__ void load_tile(T* tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
-  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks;
+  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks, kThreads = kWarps * 32;
+  constexpr int kIters = (kTotal + kThreads - 1) / kThreads;
+  // A static trip count; when the block covers whole rows per step, row and chunk are one
+  // division of threadIdx.x plus constants.
 #pragma unroll
-  for (int c = threadIdx.x; c < kTotal; c += kWarps * 32) {
-    const int r = c / kChunks, cc = c % kChunks;
+  for (int it = 0; it < kIters; ++it) {
+    int r, cc;
+    if constexpr (kThreads % kChunks == 0) {
+      r = int(threadIdx.x) / kChunks + it * (kThreads / kChunks);
+      cc = int(threadIdx.x) % kChunks;
+    } else {
+      const int c = int(threadIdx.x) + it * kThreads;
+      if (kTotal % kThreads != 0 && c >= kTotal) break;
+      r = c / kChunks;
+      cc = c % kChunks;
+    }
+    if (kThreads % kChunks == 0 && kTotal % kThreads != 0 && r >= ROWS) break;
     const bool in = r0 + r < n;
     const T* src = base + (in ? (r0 + r) * stride : 0) + cc * 8;
     kernels::cp_async16_zfill(tile + r * LD + cc * 8, src, in);
