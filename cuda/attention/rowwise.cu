@@ -21,10 +21,8 @@ using kernels::to_compute;
 constexpr int kWarps = 4;
 constexpr int kPerLane = int(kRowwiseMaxHeadDim / 32);
 
-template <class C> __device__ __forceinline__ C cexp(C v) {
-  if constexpr (std::is_same_v<C, double>) return exp(v);
-  else return expf(v);
-}
+// libm's exp in the compute type (online_softmax.cuh's, with no 16-bit fast path: C is f32 or f64)
+template <class C> __device__ __forceinline__ C cexp(C v) { return kernels::xexp<C, C>(v); }
 template <class C> __device__ __forceinline__ C ctanh(C v) {
   if constexpr (std::is_same_v<C, double>) return tanh(v);
   else return tanhf(v);

@@ -42,15 +42,9 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
   const int64_t b = blockIdx.z, h = blockIdx.y;
   const Seq s = sequence(g, p, b);
-  const int64_t mb = g.window_right >= 0 ? int64_t(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
-  const int64_t i0 = mb * BM;
-  if (i0 >= s.sq) return;
+  int64_t i0, i_last, nb_lo, nb_hi;
+  if (!query_tile<BM, BN>(g, s, i0, i_last, nb_lo, nb_hi)) return;
   const int64_t hk = h / (g.hq / g.hkv);
-  const int64_t i_last = min(i0 + BM, s.sq) - 1;
-  int64_t jlo, jhi, unused;
-  visible_keys(g, s, i0, jlo, unused);
-  visible_keys(g, s, i_last, unused, jhi);
-  const int64_t nb_lo = jlo / BN, nb_hi = jhi > jlo ? (jhi + BN - 1) / BN : nb_lo;
   const Score score(g, p, b, h);
   const bool plain = score.plain();
 
@@ -110,8 +104,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
       }
     }
     const int64_t j0 = nb * BN;
-    const bool full = j0 + BN <= s.sk && (g.window_left < 0 || j0 >= i_last + s.off - g.window_left) &&
-                      (g.window_right < 0 || j0 + BN - 1 <= i0 + s.off + g.window_right);
+    const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     if (full && plain) {  // p = exp2(s * scale_log2 - lse2): one FFMA and the exp
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
@@ -237,9 +230,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
         kernels::mma16816<T>(dpt[2 * np + 1], av, bo[2], bo[3]);
       }
     }
-    const bool full = j0 + BN <= s.sk && i0 + BMQ <= s.sq &&
-                      (g.window_left < 0 || j0 >= i0 + BMQ - 1 + s.off - g.window_left) &&
-                      (g.window_right < 0 || j0 + BN - 1 <= i0 + s.off + g.window_right);
+    const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
     const bool fast = full && score.plain();
 #pragma unroll
     for (int nt = 0; nt < NQ; ++nt) {

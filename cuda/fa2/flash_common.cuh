@@ -103,6 +103,32 @@ struct Score {
   }
 };
 
+// The query tile of this block (BM rows; blocks run from the last tile when rows late in the
+// sequence see more keys, causal / windowed, so the longest start first) and the key tiles of BN
+// rows it sees, [nb_lo, nb_hi). False when the tile is past the sequence.
+template <int BM, int BN>
+__device__ __forceinline__ bool query_tile(const Geometry& g, const Seq& s, int64_t& i0, int64_t& i_last,
+                                           int64_t& nb_lo, int64_t& nb_hi) {
+  const int64_t mb = g.window_right >= 0 ? int64_t(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
+  i0 = mb * BM;
+  if (i0 >= s.sq) return false;
+  i_last = min(i0 + BM, s.sq) - 1;
+  int64_t jlo, jhi, unused;
+  visible_keys(g, s, i0, jlo, unused);
+  visible_keys(g, s, i_last, unused, jhi);
+  nb_lo = jlo / BN;
+  nb_hi = jhi > jlo ? (jhi + BN - 1) / BN : nb_lo;
+  return true;
+}
+
+// Every key of [j0, j_last] is in the sequence and visible to every query of [i0, i_last]: the
+// tile needs no mask.
+__device__ __forceinline__ bool tile_inside(const Geometry& g, const Seq& s, int64_t i0, int64_t i_last, int64_t j0,
+                                            int64_t j_last) {
+  return j_last < s.sk && (g.window_left < 0 || j0 >= i_last + s.off - g.window_left) &&
+         (g.window_right < 0 || j_last <= i0 + s.off + g.window_right);
+}
+
 __device__ __forceinline__ bool visible(const Geometry& g, const Seq& s, int64_t pos, int64_t j) {
   return j < s.sk && (g.window_left < 0 || j >= pos - g.window_left) && (g.window_right < 0 || j <= pos + g.window_right);
 }

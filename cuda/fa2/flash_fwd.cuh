@@ -36,17 +36,9 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
   const int64_t b = blockIdx.z, h = blockIdx.y;
   const Seq s = sequence(g, p, b);
-  // Causal / windowed rows late in the sequence see more keys: start those first.
-  const int64_t mb = g.window_right >= 0 ? int64_t(gridDim.x) - 1 - blockIdx.x : blockIdx.x;
-  const int64_t i0 = mb * BM;
-  if (i0 >= s.sq) return;
+  int64_t i0, i_last, nb_lo, nb_hi;
+  if (!query_tile<BM, BN>(g, s, i0, i_last, nb_lo, nb_hi)) return;
   const int64_t hk = h / (g.hq / g.hkv);
-  const int64_t i_last = min(i0 + BM, s.sq) - 1;
-
-  int64_t jlo, jhi, unused;
-  visible_keys(g, s, i0, jlo, unused);
-  visible_keys(g, s, i_last, unused, jhi);
-  const int64_t nb_lo = jlo / BN, nb_hi = jhi > jlo ? (jhi + BN - 1) / BN : nb_lo;
 
   const T* qb = row_ptr<T>(p.q, b, s.q_begin, h);
   const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
@@ -105,8 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
     // Scores in the log2 domain, x = f * s: a plain score (no softcap / ALiBi, scale > 0) on a tile
     // inside every row's window and the sequence keeps s and folds f = scale * log2(e) into the
     // exp's FFMA; otherwise x is computed (masked ones -inf) and f = 1.
-    const bool full = j0 + BN <= s.sk && (g.window_left < 0 || j0 >= i_last + s.off - g.window_left) &&
-                      (g.window_right < 0 || j0 + BN - 1 <= i0 + s.off + g.window_right);
+    const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     const bool fast = full && plain;
     const float f = fast ? score.scale_log2 : 1.f;
     if (!fast) {
