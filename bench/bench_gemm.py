@@ -230,7 +230,7 @@ def _time(fn, iters=20, warmup=3):
 
 
 def sweep_algos(iters):
-    """Time each of cuBLASLt's heuristic candidates (BARACUDA_GEMM_ALGO_INDEX) on a few shapes."""
+    """Time each of cuBLASLt's heuristic candidates (PlanPreference tuning "algo=<i>") on a few shapes."""
     shapes = [("tf32", 8192, 8192, 8192, F32, True), ("bf16", 8192, 8192, 8192, BF, False),
               ("bf16", 128, 4096, 14336, BF, False), ("bf16", 1024, 4096, 4096, BF, False)]
     for name, m, n, k, dt, tf32 in shapes:
@@ -241,42 +241,42 @@ def sweep_algos(iters):
                               bc.TensorSpec((m, n), bc.dtype(dt)))
         res = []
         for idx in range(8):
-            os.environ["BARACUDA_GEMM_ALGO_INDEX"] = str(idx)
             try:
-                plan = bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=tf32, prefer=[bc.Backend.cublaslt]))
+                plan = bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=tf32, prefer=[bc.Backend.cublaslt],
+                                                               tuning=f"algo={idx}"))
                 ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
                 t = _time(lambda: plan.run(out, a, w.t(), workspace=ws), iters)
                 res.append((t, idx, plan.sku.name))
             except Exception as e:  # noqa: BLE001
                 res.append((float("inf"), idx, f"{type(e).__name__}: {e}"[:80]))
-        os.environ.pop("BARACUDA_GEMM_ALGO_INDEX", None)
         for t, idx, sku in sorted(res)[:8]:
             print(f"sweep-algos {name} {m}x{k}->{n} candidate {idx}: {2 * m * n * k / t / 1e12:7.1f} TFLOP/s  {sku}")
 
 
 def sweep_gemv(iters):
-    """Time BARACUDA_GEMV_LOWM_CFG splits on the decode shapes (weights rotated past L2)."""
+    """Time the decode kernel's splits (PlanPreference tuning "kw=..,rn=..") on the decode shapes (weights
+    rotated past L2)."""
     for m in (1, 8, 16):
         for n, k in ((14336, 4096), (4096, 14336), (4096, 4096)):
             nsets = _sets(n * k * 2)
             xs = [torch.randn(m, k, device=DEV, dtype=BF) for _ in range(nsets)]
             ws = [torch.randn(n, k, device=DEV, dtype=BF) for _ in range(nsets)]
-            res = []
-            for kw in (1, 2, 4, 8, 16):
-                for rn in (1, 2, 4):
-                    os.environ["BARACUDA_GEMV_LOWM_CFG"] = f"kw={kw},rn={rn}"
-                    b = C.GpuBench(lambda i: bc.linear(xs[i], ws[i]), nsets, inner=20, graph=True, warmup=3)
-                    t = C.measure({"x": b}, iters=iters, passes=1)["x"].median
-                    res.append((t, kw, rn))
-            os.environ.pop("BARACUDA_GEMV_LOWM_CFG", None)
-            b = C.GpuBench(lambda i: bc.linear(xs[i], ws[i]), nsets, inner=20, graph=True, warmup=3)
-            t0 = C.measure({"x": b}, iters=iters, passes=1)["x"].median
+            out = torch.empty(m, n, device=DEV, dtype=BF)
+            d = bc.GemmDescriptor(bc.TensorSpec((m, k), bc.bfloat16), bc.TensorSpec((k, n), bc.bfloat16, (1, k)),
+                                  bc.TensorSpec((m, n), bc.bfloat16))
+
+            def timed(tuning):
+                plan = bc.GemmPlan.select(d, bc.PlanPreference(tuning=tuning))
+                b = C.GpuBench(lambda i: plan.run(out, xs[i], ws[i].t()), nsets, inner=20, graph=True, warmup=3)
+                return C.measure({"x": b}, iters=iters, passes=1)["x"].median
+
+            res = [(timed(f"kw={kw},rn={rn}"), kw, rn) for kw in (1, 2, 4, 8, 16) for rn in (1, 2, 4)]
+            t0 = timed("")
             bt = C.GpuBench(lambda i: F.linear(xs[i], ws[i]), nsets, inner=20, graph=True, warmup=3)
             tt = C.measure({"x": bt}, iters=iters, passes=1)["x"].median
             best = sorted(res)[:3]
             print(f"sweep-gemv {m}x{k}->{n}: default {n * k * 2 / t0 / 1e9:.0f} GB/s, torch {n * k * 2 / tt / 1e9:.0f}; best "
                   + ", ".join(f"kw={kw},rn={rn}: {n * k * 2 / t / 1e9:.0f}" for t, kw, rn in best))
-            del xs, ws
             C.free_memory()
 
 

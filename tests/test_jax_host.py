@@ -90,3 +90,33 @@ def test_elementwise_functions_follow_the_op_table():
         assert callable(getattr(bj, name)) and rows[name]["category"] in ("unary", "binary", "predicate", "compare")
     with pytest.raises(TypeError, match="negative_slope"):
         bj.leaky_relu(jnp.ones(3), slope=0.1)
+
+
+@needs_handler
+def test_attention_traces_forward_and_backward():
+    q = jax.ShapeDtypeStruct((2, 16, 4, 64), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((2, 24, 2, 64), jnp.bfloat16)
+    sinks = jax.ShapeDtypeStruct((4,), jnp.float32)
+
+    def loss(q, k, v, s):
+        return bj.attention(q, k, v, causal=True, sinks=s, window=(8, 0)).astype(jnp.float32).sum()
+
+    assert len(_calls(jax.make_jaxpr(loss)(q, kv, kv, sinks))) == 1
+    grads = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3)))(q, kv, kv, sinks)
+    assert len(_calls(grads)) == 2  # the forward (out, lse) and the backward plan
+    cu = jax.ShapeDtypeStruct((3,), jnp.int32)
+    packed = jax.make_jaxpr(lambda q, k, v, cq, ck: bj.attention(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck,
+                                                                 max_seqlen_q=10, max_seqlen_k=12))
+    assert len(_calls(packed(jax.ShapeDtypeStruct((20, 4, 64), jnp.float16),
+                             jax.ShapeDtypeStruct((24, 2, 64), jnp.float16),
+                             jax.ShapeDtypeStruct((24, 2, 64), jnp.float16), cu, cu))) == 1
+
+
+@needs_handler
+def test_attention_errors_while_tracing():
+    q = jax.ShapeDtypeStruct((2, 16, 4, 64), jnp.bfloat16)
+    bad = jax.ShapeDtypeStruct((2, 24, 3, 64), jnp.bfloat16)
+    with pytest.raises(InvalidArgument, match="not a multiple"):
+        jax.make_jaxpr(lambda q, k: bj.attention(q, k, k))(q, bad)
+    with pytest.raises(Unsupported, match="dropout"):
+        jax.make_jaxpr(lambda q: bj.attention(q, q, q, dropout_p=0.1))(q)

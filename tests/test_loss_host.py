@@ -69,8 +69,14 @@ def test_cross_entropy_knobs(monkeypatch):
     assert "a cluster of 16 CTA(s) x 128 threads" in ce().sku.precision.math
     monkeypatch.setenv("BARACUDA_CE_CFG", "path=cluster,k=8,threads=256,cluster=4")  # does not fit
     assert ce().sku.layout != "rows_cluster"
-    monkeypatch.setenv("BARACUDA_CE_CFG", "bogus,k=3")  # ignored: the defaults
+    monkeypatch.setenv("BARACUDA_CE_CFG", "k=3")  # an out-of-range value is ignored: the defaults
     assert ce().sku.layout == "rows_stream"
+    monkeypatch.setenv("BARACUDA_CE_CFG", "bogus,k=3")  # an unknown key is refused by name
+    with pytest.raises(errors.InvalidArgument, match="'bogus' in the environment variable BARACUDA_CE_CFG"):
+        ce()
+    monkeypatch.delenv("BARACUDA_CE_CFG")
+    d = bc.LossDescriptor("cross_entropy", S((8192, 128256), bf16), S((8192,), bc.int64))
+    assert bc.LossPlan.select(d, bc.PlanPreference(tuning="path=chunked")).sku.layout != "rows_stream"
     assert ce(with_grad=True).sku.layout == "rows_cluster"
 
 

@@ -195,6 +195,9 @@ def test_tuning_knobs_change_the_choice(monkeypatch):
     a = select("sum", S((16384, 8192), bf16), S((8192,), bf16), [0])
     assert ".y1" in a.sku.name and a.workspace_bytes() > 0
     monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "garbage,split_blocks=64")
+    with pytest.raises(errors.InvalidArgument, match="'garbage' in the environment variable"):
+        select("sum", S((1 << 28,), bf16), S((), bf16))
+    monkeypatch.setenv("BARACUDA_REDUCTION_CFG", "split_blocks=64")
     full = select("sum", S((1 << 28,), bf16), S((), bf16))
     assert "split" in full.sku.name and full.workspace_bytes() <= 64 * 4 + 256
     monkeypatch.delenv("BARACUDA_REDUCTION_CFG")

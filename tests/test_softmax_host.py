@@ -90,8 +90,12 @@ def test_tuning_knob(monkeypatch):
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=warp")  # the old default of 512-element backward rows
     assert sm("log_softmax_backward", (64, 512), bf16).sku.layout == "rows_warp"
     assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"  # no rows_warp beyond 128 vectors
-    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "garbage,w=,=3")
-    assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "garbage,w=,=3")  # unknown keys and missing values: refused
+    with pytest.raises(errors.InvalidArgument, match="tuning item 'garbage'"):
+        sm("softmax", (64, 4096), bf16)
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "w=")
+    with pytest.raises(errors.InvalidArgument, match="'w' in the environment variable BARACUDA_SOFTMAX_CFG has no value"):
+        sm("softmax", (64, 4096), bf16)
     # stage=2 (prefetching persistent clusters) is a forward cluster variant: ignored elsewhere.
     for stage in ("stage=2", "stage=3"):  # stage=3: the same with bulk copies
         monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", stage)

@@ -105,17 +105,21 @@ void init_core(nb::module_& m) {
       .def_ro("precision", &KernelSku::precision)
       .def("__repr__", [](const KernelSku& k) { return "KernelSku(" + k.str() + ")"; });
 
-  nb::class_<PlanPreference>(m, "PlanPreference", "Backend and numerics preferences for select().")
+  nb::class_<PlanPreference>(m, "PlanPreference",
+                             "Backend, numerics and tuning preferences for select(). tuning: 'key=value,...' "
+                             "overrides of the family's tunable choices (unknown keys are refused; the SKU reports "
+                             "what ran).")
       .def("__init__",
            [](PlanPreference* p, std::vector<Backend> prefer, std::vector<Backend> forbid, bool det, bool tf32,
-              int64_t ws) { new (p) PlanPreference{prefer, forbid, det, tf32, ws}; },
+              int64_t ws, std::string tuning) { new (p) PlanPreference{prefer, forbid, det, tf32, ws, std::move(tuning)}; },
            "prefer"_a = std::vector<Backend>{}, "forbid"_a = std::vector<Backend>{},
-           "require_deterministic"_a = false, "allow_tf32"_a = false, "workspace_limit"_a = -1)
+           "require_deterministic"_a = false, "allow_tf32"_a = false, "workspace_limit"_a = -1, "tuning"_a = "")
       .def_ro("prefer", &PlanPreference::prefer)
       .def_ro("forbid", &PlanPreference::forbid)
       .def_ro("require_deterministic", &PlanPreference::require_deterministic)
       .def_ro("allow_tf32", &PlanPreference::allow_tf32)
-      .def_ro("workspace_limit", &PlanPreference::workspace_limit);
+      .def_ro("workspace_limit", &PlanPreference::workspace_limit)
+      .def_ro("tuning", &PlanPreference::tuning);
 
   m.def("families", [] {
     nb::list out;

@@ -14,6 +14,7 @@
 
 #include "baracuda/elementwise.h"
 #include "baracuda/errors.h"
+#include "common/knobs.h"
 #include "cublaslt_api.h"
 #include "device_guard.h"
 #include "gemm/bespoke.h"
@@ -248,6 +249,7 @@ struct GemmPlan::Impl {
   bool out_row_major = true;  // the formulation: cuBLASLt computes out^T = b^T a^T
   int64_t ld_out = 0, ld_aux = 0;
   int64_t workspace_limit = kDefaultWorkspace;
+  int algo_index = 0;         // which of cuBLASLt's heuristic candidates (tuning "algo"; 0: its first)
   int64_t workspace = 0;      // what run() needs (cuBLASLt's + int32 accumulators)
   int64_t acc_bytes = 0;      // int8 dequant: int32 [M, N] accumulators at the workspace's end
   cublasLtEpilogue_t lt_epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -312,10 +314,9 @@ Algo& GemmPlan::Impl::algo_for(int device, int align, int64_t ws_cap) {
                       " bytes. Leading dimensions (and K for fp8 / int8) usually need to be multiples of 16 "
                       "bytes; fp8 needs K % 16 == 0");
   }
-  // The heuristic's first answer, unless BARACUDA_GEMM_ALGO_INDEX asks for another of its
-  // candidates (an experiment knob: bench/bench_gemm.py --sweep-algos times them).
-  int pick = 0;
-  if (const char* env = std::getenv("BARACUDA_GEMM_ALGO_INDEX")) pick = std::max(0, std::min(n - 1, std::atoi(env)));
+  // The heuristic's first answer, unless the tuning asks for another of its candidates
+  // (bench/bench_gemm.py --sweep-algos times them).
+  const int pick = std::max(0, std::min(n - 1, algo_index));
   Algo A{res[pick].algo, int64_t(res[pick].workspaceSize), ""};
   auto cfg = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {  // these four are 32-bit attributes
     uint32_t v = 0;
@@ -400,6 +401,20 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   I->desc = d;
   I->pref = pref;
   const std::string op = kOp;
+  // Tuning: "algo" (cuBLASLt's candidate), "kw" / "rn" (the decode kernel's split and rows per
+  // block); without a preference, the debug variables BARACUDA_GEMM_ALGO_INDEX (a number) and
+  // BARACUDA_GEMV_LOWM_CFG ("kw=..,rn=..").
+  int tune_kw = 0, tune_rn = 0;
+  {
+    std::vector<Knob> knobs = tuning_knobs(op, pref.tuning, "BARACUDA_GEMV_LOWM_CFG", {"algo", "kw", "rn"});
+    if (pref.tuning.empty())
+      if (const char* env = std::getenv("BARACUDA_GEMM_ALGO_INDEX")) knobs.push_back({"algo", env});
+    for (const Knob& k : knobs) {
+      if (k.key == "algo") I->algo_index = int(std::max(0LL, k.num()));
+      else if (k.key == "kw") tune_kw = int(k.num());
+      else if (k.key == "rn") tune_rn = int(k.num());
+    }
+  }
   // ---- shapes
   const std::pair<const TensorSpec*, const char*> ops[] = {{&d.a, "a"}, {&d.b, "b"}, {&d.out, "out"}};
   for (auto [s, name] : ops) {
@@ -571,6 +586,8 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
     g.ldo = I->ld_out;
     g.alpha = float(d.alpha), g.beta = float(d.beta);
     g.bias = d.bias ? reinterpret_cast<const void*>(uintptr_t(256)) : nullptr;  // presence only
+    g.kw = tune_kw;
+    g.rn = tune_rn;
     if (gemm::gemv_lowm_supported(g)) {
       I->gemv = g;
       I->path = Path::GemvLowM;

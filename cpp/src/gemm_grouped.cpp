@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "baracuda/errors.h"
+#include "common/knobs.h"
 #include "baracuda/gemm.h"
 #include "device_guard.h"
 #include "gemm/bespoke.h"
@@ -103,6 +104,13 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
     g.offsets_dtype = d.offsets_dtype;
     g.sbias = N;
     g.alpha = 1.0f, g.beta = 0.0f;
+    // Tuning (or the debug variable BARACUDA_GROUPED_GEMV_CFG): the split, rows per block, grid cap.
+    for (const Knob& kn : tuning_knobs(op, pref.tuning, "BARACUDA_GROUPED_GEMV_CFG", {"kw", "rn", "waves"})) {
+      const int v = int(kn.num());
+      if (kn.key == "kw") g.kw = v;
+      else if (kn.key == "rn") g.rn = v;
+      else g.waves = v;
+    }
     if (!gemm::grouped_gemv_supported(g)) throw Unsupported(op + ": no grouped kernel for " + d.str());
     I->kernel = true;
     k.name = std::string("gemm.") + gemm::grouped_gemv_variant(g);
@@ -131,7 +139,7 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
     g.out = TensorSpec{{m, N}, dt, {I->ldo, 1}};
     g.bias = d.bias;
     g.bias_dtype = dt;
-    GemmPlan p = GemmPlan::select(g, pref);
+    GemmPlan p = GemmPlan::select(g, pref);  // the loop's GEMMs take the tuning of a GEMM (algo)
     I->workspace = std::max(I->workspace, p.workspace_bytes());
     I->per_rows.emplace(m, p);
   }

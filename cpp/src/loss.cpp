@@ -22,8 +22,9 @@ using loss::Reduction;
 // Blocks that keep every SM of an H100 / H200 busy a few times over.
 constexpr int64_t kTargetBlocks = 132 * 8;
 
-// Tuning knobs of the cross-entropy cluster path, read at select() time (bench --sweep sets them):
-//   BARACUDA_CE_CFG="path=cluster|chunked|stream,k=8,threads=256,cluster=8,iters=2"
+// Tuning knobs of the cross-entropy cluster path (PlanPreference.tuning, or the debug variable
+// BARACUDA_CE_CFG; bench --sweep sets the variable):
+//   "path=cluster|chunked|stream,k=8,threads=256,cluster=8,iters=2"
 // path=stream: the streaming forward (forward only, no label smoothing, 16-byte rows), `iters`
 // iterations of 256 threads x 8 vectors per CTA (chunks of iters * 16384 bf16 elements).
 // Unset keys keep the defaults below; invalid values are ignored (the defaults apply).
@@ -31,9 +32,10 @@ struct CeKnobs {
   int path = -1;  // -1 auto, 0 chunked, 1 cluster, 2 stream
   int k = 0, threads = 0, cluster = 0, iters = 0;
 };
-CeKnobs ce_knobs() {
+CeKnobs ce_knobs(const PlanPreference& pref) {
   CeKnobs c;
-  for (const Knob& kn : env_knobs("BARACUDA_CE_CFG")) {
+  for (const Knob& kn : tuning_knobs("cross_entropy", pref.tuning, "BARACUDA_CE_CFG",
+                                     {"path", "k", "threads", "cluster", "iters"})) {
     const std::string& key = kn.key;
     const long long iv = kn.num();
     if (key == "path")
@@ -904,7 +906,7 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
   L.chunk_len = clen;
   L.chunks = int((V + clen - 1) / clen);
   // The one-read cluster path: forward (and fused), 16-byte rows, a build and a device with sm_90.
-  const CeKnobs kn = ce_knobs();
+  const CeKnobs kn = ce_knobs(pref);
   const int major = loss::current_device_major();
   const bool sm90 = compiled_for(90) && (major == 0 || major >= 9);
   if (fwd && L.vec && sm90 && kn.path != 0 && N > 0) {

@@ -154,7 +154,10 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   // ones; ignored when the kernel does not exist or the row does not fit. Backward, the dweight /
   // dbias finish: fty=N slices per block (1..32, a power of two), fpdl=0 / 1 / 2 without / with the
   // programmatic launch / with it triggered as the row kernel starts.
-  norm::Override ov = norm::parse_override(env_knobs(I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG"));
+  norm::Override ov = norm::parse_override(
+      tuning_knobs(op, pref.tuning, I.backward ? "BARACUDA_NORM_BWD_CFG" : "BARACUDA_NORM_CFG",
+                   {"tpr", "threads", "items", "rows", "xs", "cluster", "clusters", "prefetch", "regacc", "spec",
+                    "pshared", "fty", "fpdl"}));
   // The 16-bit LayerNorm forward at 1024 x 8 (H = 65536) keeps its last parameter resident in
   // shared memory (pshared=1) on devices of many bytes per SM cycle, the ring elsewhere (the same
   // bits either way). bf16 2048 x 65536: H200 148.3 vs 156-157 us (86% vs 82% of copy), H100

@@ -50,10 +50,12 @@ bool heavy_rows(RedKind k) {
          k == RedKind::Argmin;
 }
 
-RedTuning tuning() {
+RedTuning tuning(const PlanPreference& pref) {
   RedTuning t;
   bool heavy_set = false, warp_set = false;
-  for (const Knob& kn : env_knobs("BARACUDA_REDUCTION_CFG")) {
+  for (const Knob& kn : tuning_knobs("reduction", pref.tuning, "BARACUDA_REDUCTION_CFG",
+                                     {"short_max", "warp_max", "warp_max_heavy", "split_blocks", "split_min",
+                                      "col_blocks", "col_rows", "col_wy"})) {
     const std::string& key = kn.key;
     const int64_t v = kn.num();
     if (key == "short_max") t.short_max = std::max<int64_t>(0, std::min<int64_t>(v, 64));
@@ -103,8 +105,7 @@ int64_t grid_x(const RedLaunch& L) {
 }
 
 void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::vector<int64_t>& xstrides,
-                    const std::vector<bool>& reduced, const std::vector<int64_t>& out_stride_of) {
-  const RedTuning T = tuning();
+                    const std::vector<bool>& reduced, const std::vector<int64_t>& out_stride_of, const RedTuning& T) {
   const int r = int(shape.size());
   std::vector<int64_t> lidx(r, 0);
   int64_t acc = 1;
@@ -457,7 +458,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
     L.in_dtype = dt;
     L.out_dtype = desc.out.dtype;
     L.p0 = correction;
-    build_geometry(L, x.shape, x.effective_strides(), reduced, out_stride_of);
+    build_geometry(L, x.shape, x.effective_strides(), reduced, out_stride_of, tuning(pref));
     refuse_oversized_grid(op, x, L);
     fit_workspace(L, pref.workspace_limit);
     impl->workspace = partial_bytes(L);
@@ -526,7 +527,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
     P.kind = pre;
     P.in_dtype = dt;
     P.out_dtype = dt;
-    build_geometry(P, x.shape, x.effective_strides(), reduced, stat_stride);
+    build_geometry(P, x.shape, x.effective_strides(), reduced, stat_stride, tuning(pref));
     refuse_oversized_grid(op, x, P);
     fit_workspace(P, pref.workspace_limit < 0 ? -1 : std::max<int64_t>(0, pref.workspace_limit - round256(K * red::stat_bytes(dt))));
     impl->stats_bytes = round256(K * red::stat_bytes(dt));

@@ -73,9 +73,11 @@ struct Knobs {
   int64_t col_target = 270336;  // columns: threads that fill the GPU (132 x 2048)
 };
 
-Knobs read_knobs() {
+Knobs read_knobs(const PlanPreference& pref) {
   Knobs k;
-  for (const Knob& kn : env_knobs("BARACUDA_SCAN_CFG")) {
+  for (const Knob& kn : tuning_knobs("scan", pref.tuning, "BARACUDA_SCAN_CFG",
+                                     {"threads", "group", "vec", "pf", "cvec", "split", "min_seg", "target",
+                                      "col_min_seg", "col_target"})) {
     const std::string& key = kn.key;
     const int64_t v = kn.num();
     if (key == "threads") k.threads = int(std::clamp<int64_t>(v / 32 * 32, 64, 256));
@@ -283,7 +285,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   for (size_t i = 0; i < desc.inputs.size(); ++i) used.push_back(int(i));
   for (size_t i = 0; i < desc.outputs.size(); ++i) used.push_back(3 + int(i));
   const int V = int(16 / dtype_size(dt));
-  const Knobs kn = read_knobs();
+  const Knobs kn = read_knobs(pref);
   L.threads = kn.threads;
 
   bool unit_axis = L.L > 1;

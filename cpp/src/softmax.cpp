@@ -54,9 +54,10 @@ struct Knobs {
   bool exact = false;
   std::string path;
 };
-Knobs read_knobs() {
+Knobs read_knobs(const PlanPreference& pref) {
   Knobs kn;
-  for (const Knob& k : env_knobs("BARACUDA_SOFTMAX_CFG")) {
+  for (const Knob& k : tuning_knobs("softmax", pref.tuning, "BARACUDA_SOFTMAX_CFG",
+                                    {"path", "w", "k", "stage", "cs", "exact", "rpg"})) {
     const int v = int(k.num());
     if (k.key == "path") kn.path = k.value;
     else if (k.key == "w") kn.w = v;
@@ -476,7 +477,7 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       for (int d = 0; d < L.nd; ++d) aligned = aligned && L.stride[a][d] % V == 0;
     const int64_t nch = (L.len + V - 1) / V;  // 16-byte vectors per row
     L.vec = int(V);
-    const Knobs kn = read_knobs();
+    const Knobs kn = read_knobs(pref);
     L.fold_exp = !kn.exact;
     // rows_block: W warps per row, K vectors per lane per operand (softmax_reg.cuh); one read,
     // one write. Defaults: K = 8 (the data then takes 32 registers per

@@ -39,6 +39,9 @@ struct GemvLowMArgs {
   int64_t ldo = 0;
   const void* bias = nullptr;
   float alpha = 1.0f, beta = 0.0f;
+  // Tuning overrides from select (PlanPreference.tuning): the split kw in {1, 2, 4, 8, 16} and,
+  // for the mma path, the rows per block rn in {1, 2, 4}; 0 (or another value): the model's.
+  int kw = 0, rn = 0;
 };
 
 // Largest M the low-M kernels take.
@@ -100,6 +103,9 @@ struct GroupedGemvArgs {
   const void* bias = nullptr;
   int64_t sbias = 0;
   float alpha = 1.0f, beta = 0.0f;
+  // Tuning overrides from select: kw and rn as GemvLowMArgs's; waves > 0 caps the grid at that
+  // many times the resident blocks (0: one block per estimated item).
+  int kw = 0, rn = 0, waves = 0;
 };
 
 // Host-only predicate: dtype in {bf16, f16, f32}, offsets_dtype in {int32, int64},

@@ -16,7 +16,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "common/knobs.h"
 #include "gemm/gemv_grouped.cuh"
 
 namespace baracuda::gemm {
@@ -30,17 +29,12 @@ struct GroupedChoice {
   int64_t grid = 1;
 };
 
-// BARACUDA_GROUPED_GEMV_CFG="kw=4,rn=1,waves=2": forces the split (kw in {1,2,4,8,16}), the
-// rows per block of the mma path (rn in {1,2,4}: 8/16/32 rows), and caps the grid at `waves`
-// times the resident blocks (0 = no cap, the default: one block per estimated item).
-// A tuning hook for benchmark sweeps, read on every call.
-void apply_grouped_override(GemvCfg& c, int& waves) {
-  for (const Knob& k : env_knobs("BARACUDA_GROUPED_GEMV_CFG")) {
-    const long long v = k.num();
-    if (k.key == "kw" && (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)) c.kw = int(v);
-    if (k.key == "rn" && c.path == GemvPath::Mma && (v == 1 || v == 2 || v == 4)) c.rn = int(v);
-    if (k.key == "waves" && v >= 0) waves = int(v);
-  }
+// The overrides select was told to force: the split (kw in {1,2,4,8,16}), the rows per block of
+// the mma path (rn in {1,2,4}: 8/16/32 rows), and a grid cap of `waves` times the resident blocks.
+void apply_grouped_override(const GroupedGemvArgs& a, GemvCfg& c, int& waves) {
+  if (a.kw == 1 || a.kw == 2 || a.kw == 4 || a.kw == 8 || a.kw == 16) c.kw = a.kw;
+  if (c.path == GemvPath::Mma && (a.rn == 1 || a.rn == 2 || a.rn == 4)) c.rn = a.rn;
+  if (a.waves > 0) waves = a.waves;
 }
 
 const GemvOccupancyQuery kGroupedOccupancy[3] = {grouped_occupancy_bf16, grouped_occupancy_f16, grouped_occupancy_f32};
@@ -91,7 +85,7 @@ GroupedChoice choose(const GroupedGemvArgs& a) {
     c.rn = c.path == GemvPath::Mma ? m.rn : 1;
   }
   int waves = 0;
-  apply_grouped_override(c, waves);
+  apply_grouped_override(a, c, waves);
 
   const int64_t rows = gemv_rows_per_block(c);
   const int64_t ntiles = (a.N + rows - 1) / rows;

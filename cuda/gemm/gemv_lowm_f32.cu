@@ -9,7 +9,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "common/knobs.h"
 #include "gemm/gemv_lowm.cuh"
 
 namespace baracuda::gemm {
@@ -101,14 +100,11 @@ int device_sms(int dev) {
 const GemvOccupancyQuery kDenseOccupancy[3] = {gemv_occupancy_bf16, gemv_occupancy_f16, gemv_occupancy_f32};
 int occupancy(DType dt, const GemvCfg& c, int dev) { return gemv_cached_occupancy(0, dt, c, dev, kDenseOccupancy); }
 
-// BARACUDA_GEMV_LOWM_CFG="kw=8,rn=2" forces the split (and, for the mma path, the rows per
-// block) of every launch: a tuning hook for benchmark sweeps, read on every call.
-void apply_override(GemvCfg& c) {
-  for (const Knob& k : env_knobs("BARACUDA_GEMV_LOWM_CFG")) {
-    const long long v = k.num();
-    if (k.key == "kw" && (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)) c.kw = int(v);
-    if (k.key == "rn" && c.path == GemvPath::Mma && (v == 1 || v == 2 || v == 4)) c.rn = int(v);
-  }
+// The split (and, for the mma path, the rows per block) select was told to force (a.kw, a.rn).
+void apply_override(const GemvLowMArgs& a, GemvCfg& c) {
+  const int kw = a.kw, rn = a.rn;
+  if (kw == 1 || kw == 2 || kw == 4 || kw == 8 || kw == 16) c.kw = kw;
+  if (c.path == GemvPath::Mma && (rn == 1 || rn == 2 || rn == 4)) c.rn = rn;
 }
 
 GemvCfg model_cfg(const GemvLowMArgs& a, GemvCfg c, int64_t K, int dev);
@@ -169,7 +165,7 @@ GemvCfg choose_cfg_model(const GemvLowMArgs& a) {
 // choose_cfg_model, then the override.
 GemvCfg choose_cfg(const GemvLowMArgs& a) {
   GemvCfg c = choose_cfg_model(a);
-  apply_override(c);
+  apply_override(a, c);
   return c;
 }
 

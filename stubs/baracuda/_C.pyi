@@ -132,9 +132,11 @@ class KernelSku:
     def __repr__(self) -> str: ...
 
 class PlanPreference:
-    """Backend and numerics preferences for select()."""
+    """
+    Backend, numerics and tuning preferences for select(). tuning: 'key=value,...' overrides of the family's tunable choices (unknown keys are refused; the SKU reports what ran).
+    """
 
-    def __init__(self, prefer: Sequence[Backend] = [], forbid: Sequence[Backend] = [], require_deterministic: bool = False, allow_tf32: bool = False, workspace_limit: int = -1) -> None: ...
+    def __init__(self, prefer: Sequence[Backend] = [], forbid: Sequence[Backend] = [], require_deterministic: bool = False, allow_tf32: bool = False, workspace_limit: int = -1, tuning: str = '') -> None: ...
 
     @property
     def prefer(self) -> list[Backend]: ...
@@ -150,6 +152,9 @@ class PlanPreference:
 
     @property
     def workspace_limit(self) -> int: ...
+
+    @property
+    def tuning(self) -> str: ...
 
 def families() -> list:
     """

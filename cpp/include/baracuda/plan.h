@@ -42,6 +42,10 @@ struct PlanPreference {
   bool require_deterministic = false;
   bool allow_tf32 = false;
   int64_t workspace_limit = -1;  // bytes; -1 = no limit
+  // "key=value,...": overrides of the family's tunable choices (its keys are listed in its
+  // select(); an unknown key is refused). Empty: the heuristics, or the family's environment
+  // variable (BARACUDA_<FAMILY>_CFG, a debug override read by select() only).
+  std::string tuning;
   bool allows(Backend b) const;
 };
 

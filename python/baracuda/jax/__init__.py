@@ -499,8 +499,78 @@ def swiglu(gate, up):
     return globals()["silu_mul"](gate, up)
 
 
+# ---- attention ------------------------------------------------------------------------------------
+
+def _attention_desc(op, q, k, v, params, alibi, sinks, varlen, lse):
+    causal, scale, wl, wr, softcap, alignment, batch, msq, msk = params
+    out = _spec(tuple(q.shape[:-1]) + (v.shape[-1],), q.dtype)
+    return _C.AttentionDescriptor(op, _spec_of(q), _spec_of(k), _spec_of(v), out, scale=scale, causal=causal,
+                                  causal_alignment=alignment, window_left=wl, window_right=wr, softcap=softcap,
+                                  alibi=0 if alibi is None else alibi.ndim, sinks=sinks is not None, varlen=varlen,
+                                  batch=batch, max_seqlen_q=msq, max_seqlen_k=msk, lse=lse)
+
+
+def _attention_extras(alibi, sinks, cu_q, cu_k):
+    return [_operand(r, t) for r, t in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k), ("alibi_slopes", alibi),
+                                        ("sinks", sinks)) if t is not None]
+
+
+def _attention_forward(q, k, v, alibi, sinks, cu_q, cu_k, params):
+    varlen = cu_q is not None
+    desc = _attention_desc("attention", q, k, v, params, alibi, sinks, varlen, True)
+    lse_shape = (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
+    ins = [_operand("q", q), _operand("k", k), _operand("v", v)] + _attention_extras(alibi, sinks, cu_q, cu_k)
+    return _launch(desc, _C.AttentionPlan.select, ins,
+                   [("out", tuple(q.shape[:-1]) + (v.shape[-1],), q.dtype), ("lse", lse_shape, _stats_dtype(q))])
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(7,))
+def _attention(q, k, v, alibi, sinks, cu_q, cu_k, params):
+    return _attention_forward(q, k, v, alibi, sinks, cu_q, cu_k, params)[0]
+
+
+def _attention_fwd(q, k, v, alibi, sinks, cu_q, cu_k, params):
+    out, lse = _attention_forward(q, k, v, alibi, sinks, cu_q, cu_k, params)
+    return out, (q, k, v, alibi, sinks, cu_q, cu_k, out, lse)
+
+
+def _attention_bwd(params, res, grad):
+    q, k, v, alibi, sinks, cu_q, cu_k, out, lse = res
+    desc = _attention_desc("attention_backward", q, k, v, params, alibi, sinks, cu_q is not None, False)
+    ins = [_operand("q", q), _operand("k", k), _operand("v", v), _operand("out", out), _operand("lse", lse),
+           _operand("grad_out", grad.astype(q.dtype))] + _attention_extras(alibi, sinks, cu_q, cu_k)
+    outs = [("grad_q", q.shape, q.dtype), ("grad_k", k.shape, k.dtype), ("grad_v", v.shape, v.dtype)]
+    if sinks is not None:
+        outs.append(("grad_sinks", sinks.shape, sinks.dtype))
+    got = _launch(desc, _C.AttentionPlan.select, ins, outs)
+    gs = got[3] if sinks is not None else None
+    # ALiBi slopes and the offsets get no gradient (the offsets are integers; the slopes are constants)
+    return got[0], got[1], got[2], None, gs, None, None
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap=None, alibi_slopes=None,
+              sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+              causal_alignment: str = "bottom_right", dropout_p: float = 0.0):
+    """baracuda.attention on JAX arrays (q [B, Sq, Hq, D], k / v [B, Sk, Hkv, D], or packed with
+    cu_seqlens_q / cu_seqlens_k and max_seqlen_q / max_seqlen_k); differentiable in q, k, v and sinks."""
+    if dropout_p:
+        raise Unsupported(f"attention: dropout_p={dropout_p!r}; attention dropout is not supported (pass 0.0)")
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None) or (cu_seqlens_q is not None and
+                                                            (max_seqlen_q is None or max_seqlen_k is None)):
+        raise InvalidArgument("attention: packed sequences need cu_seqlens_q, cu_seqlens_k, max_seqlen_q and "
+                              "max_seqlen_k together")
+    wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    batch = int(cu_seqlens_q.shape[0]) - 1 if cu_seqlens_q is not None else 0
+    params = (bool(causal), None if scale is None else float(scale), wl, wr, float(softcap or 0.0),
+              str(causal_alignment), batch, int(max_seqlen_q or 0), int(max_seqlen_k or 0))
+    return _attention(q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, params)
+
+
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
-           "swiglu", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE", *ELEMENTWISE]
+           "swiglu", "attention", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE", *ELEMENTWISE]
 
 
 # ---- baracuda.<op> on JAX arrays: the same call through the custom calls above ----------------------
@@ -522,6 +592,9 @@ _FUNCTIONAL = {
     "linear": (lambda x, weight, bias=None, *, activation="none": linear(x, weight, bias, activation),
                {"weight", "bias", "activation"}),
     "matmul": (matmul, {"b"}),
+    "attention": (lambda q, k, v, **kw: attention(q, k, v, **kw),
+                  {"k", "v", "causal", "scale", "window", "softcap", "alibi_slopes", "sinks", "cu_seqlens_q",
+                   "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "causal_alignment", "dropout_p"}),
     "cross_entropy": (lambda logits, target, *, ignore_index=-100, label_smoothing=0.0, reduction="mean":
                       cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),
