@@ -6,7 +6,7 @@ dtype, same timer, same run).
     python3 bench/bench_loss.py --sweep      # time the cross-entropy cluster-path variants
     OUT=/tmp/out python3 bench/bench_loss.py   # also $OUT/bench_loss.{md,json,txt}
 
---sweep sets BARACUDA_CE_CFG (read by LossPlan.select) to each variant in SWEEP on the key
+--sweep selects a plan with PlanPreference(tuning=...) for each variant in SWEEP on the key
 shapes, times ours only (torch once per shape, for the ratio) and prints the best per row.
 
 Rows: forward (loss, mean) vs torch.nn.functional.cross_entropy; fused forward + gradient vs torch
@@ -41,7 +41,7 @@ def spec(t):
     return bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), [int(s) for s in t.stride()])
 
 
-# BARACUDA_CE_CFG variants for --sweep ("" = the default selection).
+# tuning variants (the keys of BARACUDA_CE_CFG) for --sweep ("" = the default selection).
 SWEEP = ["", "path=chunked", "k=4,threads=512", "k=8,threads=128", "k=4,threads=256", "k=2,threads=512",
          "k=4,threads=128", "k=8,threads=256,cluster=4", "k=8,threads=256,cluster=16",
          "path=stream", "path=stream,iters=1", "path=stream,iters=4"]  # stream: forward only
@@ -61,17 +61,7 @@ def run_row(kind, shape, args, copy_gbs, cfg=None, with_torch=True):
     fused = kind == "fused"
     desc = bc.LossDescriptor("cross_entropy", spec(s0["x"]), spec(s0["t"]), with_grad=fused,
                              grad_input=spec(s0["g"]) if fused else None)
-    old = os.environ.get("BARACUDA_CE_CFG")
-    if cfg is not None:
-        os.environ["BARACUDA_CE_CFG"] = cfg
-    try:
-        plan = bc.LossPlan.select(desc)
-    finally:
-        if cfg is not None:
-            if old is None:
-                os.environ.pop("BARACUDA_CE_CFG", None)
-            else:
-                os.environ["BARACUDA_CE_CFG"] = old
+    plan = bc.LossPlan.select(desc, bc.PlanPreference(tuning=cfg or ""))
     ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
 
     def ours(i):
@@ -372,7 +362,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", default="")
-    ap.add_argument("--sweep", action="store_true", help="time the BARACUDA_CE_CFG variants (SWEEP)")
+    ap.add_argument("--sweep", action="store_true", help="time the tuning variants (SWEEP)")
     args = ap.parse_args()
     args.iters, args.passes = (5, 1) if args.quick or args.sweep else (15, 2)
     info = C.device_info()

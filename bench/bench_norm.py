@@ -8,8 +8,8 @@ same shapes, same dtype, same timer, same run.
     python3 bench/bench_norm.py --family channel   # only GroupNorm / InstanceNorm / BatchNorm rows
     python3 bench/bench_norm.py --family row --op layer_norm --kind bwd   # those rows only
     OUT=/tmp/out python3 bench/bench_norm.py   # also $OUT/bench_norm.{md,json,txt}
-    python3 bench/bench_norm.py --sweep    # time register-kernel variants (BARACUDA_NORM_CFG /
-                                           # BARACUDA_NORM_BWD_CFG) on the key shapes, print the best
+    python3 bench/bench_norm.py --sweep    # time register-kernel variants (PlanPreference tuning,
+                                           # the keys of BARACUDA_NORM_CFG) on the key shapes, print the best
 
 Ours runs through the plan API (selected once, `plan.run(...)` timed). torch: F.rms_norm /
 F.layer_norm; the fused residual rows compare against torch's `h = x + r` followed by the norm
@@ -51,7 +51,7 @@ def rms_torch(h, w, eps):
     return (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps)).to(h.dtype) * w
 
 
-def run_case(op, kind, shape, args, copy_gbs, with_torch=True):
+def run_case(op, kind, shape, args, copy_gbs, with_torch=True, tuning=""):
     """kind: 'fwd', 'fwd+res', 'bwd'. Returns a result row (dict)."""
     rows, H = shape
     layer = op == "layer_norm"
@@ -70,7 +70,7 @@ def run_case(op, kind, shape, args, copy_gbs, with_torch=True):
         ros = [torch.empty(shape, device=DEV, dtype=BF) for _ in range(nsets)] if res else [None] * nsets
         d = bc.NormDescriptor(op, spec(xs[0]), weight=bc.bfloat16, bias=bc.bfloat16 if layer else None,
                               residual=res, eps=eps)
-        plan = bc.NormPlan.select(d)
+        plan = bc.NormPlan.select(d, bc.PlanPreference(tuning=tuning))
 
         def ours(i):
             plan.run(y=ys[i], x=xs[i], weight=w, bias=b, residual=rs[i], residual_out=ros[i])
@@ -92,7 +92,7 @@ def run_case(op, kind, shape, args, copy_gbs, with_torch=True):
             out = bc.layer_norm(x, w, b, eps, save_stats=True) if layer else bc.rms_norm(x, w, eps, save_stats=True)
             stats.append(out[1:])
         d = bc.NormDescriptor(op + "_backward", spec(xs[0]), weight=bc.bfloat16, bias=bc.bfloat16 if layer else None)
-        plan = bc.NormPlan.select(d)
+        plan = bc.NormPlan.select(d, bc.PlanPreference(tuning=tuning))
         ws = torch.empty(max(1, plan.workspace_bytes()), device=DEV, dtype=torch.uint8)
         gw = torch.empty(H, device=DEV, dtype=BF)
         gb = torch.empty(H, device=DEV, dtype=BF) if layer else None
@@ -379,19 +379,15 @@ def sweep(args, copy_gbs) -> int:
     for op, kind, shape, cfgs in SWEEP[:args.first or len(SWEEP)]:
         if args.match and args.match not in f"{op} {kind} {shape[0]}x{shape[1]}":
             continue
-        var = "BARACUDA_NORM_BWD_CFG" if kind == "bwd" else "BARACUDA_NORM_CFG"
         found = {}
         for _ in range(max(1, args.rounds)):
             for cfg in cfgs:
-                os.environ[var] = cfg
                 try:
-                    r = run_case(op, kind, shape, args, copy_gbs, with_torch=False)
+                    r = run_case(op, kind, shape, args, copy_gbs, with_torch=False, tuning=cfg)
                 except Exception as e:  # noqa: BLE001
                     print(f"{op} {kind} {shape} [{cfg}] ERROR {type(e).__name__}: {e}", flush=True)
                     C.free_memory()
                     continue
-                finally:
-                    os.environ.pop(var, None)
                 us = r["ours"].median * 1e6
                 prev = found.get(cfg)
                 if prev is None or us < prev["us"] or not r["ok"]:

@@ -5,7 +5,7 @@
     python3 bench/bench_reduction.py --quick    # smoke run: fewer samples, one pass
     python3 bench/bench_reduction.py --rows 'sum'   # regex on the row keys (see --list)
     OUT=/tmp/out python3 bench/bench_reduction.py   # also $OUT/bench_reduction.{md,json,txt}
-    python3 bench/bench_reduction.py --sweep    # time the tuning variants (BARACUDA_REDUCTION_CFG)
+    python3 bench/bench_reduction.py --sweep    # time the tuning variants (PlanPreference(tuning=...))
                                                 # on the key shapes, print the best per shape
 
 Ours runs through the plan API (plan selected once, `plan.run(out, x, workspace=ws)` timed).
@@ -149,7 +149,7 @@ def run_case(c: Case, args, copy_gbs):
     return row
 
 
-# --sweep: (row key, op, shape, dim, [BARACUDA_REDUCTION_CFG variants]); "" is the default choice.
+# --sweep: (row key, op, shape, dim, [PlanPreference tuning variants]); "" is the default choice.
 SWEEP = [
     ("row/sum/bf16/32768x4096", "sum", (32768, 4096), 1, ["", "warp_max=256"]),
     ("row/sum/bf16/8192x16384", "sum", (8192, 16384), 1, ["", "warp_max=4096"]),
@@ -165,58 +165,46 @@ SWEEP = [
     ("lead/amax/bf16/16384x8192/axis0", "amax", (16384, 8192), 0, ["", "col_wy=1", "col_wy=2", "col_wy=8",
                                                                     "col_blocks=2048"]),
 ]
-CFG_ENV = "BARACUDA_REDUCTION_CFG"
 
 
 def sweep(args, copy_gbs) -> int:
     """Times every variant of SWEEP on the same data (ours only) and prints the best per row."""
-    saved = os.environ.get(CFG_ENV)
     failed = False
     summary = []
-    try:
-        for key, op, shape, dim, cfgs in SWEEP:
-            if args.rows and not re.search(args.rows, key, re.I):
-                continue
-            shift = 0.5 if op in ("sum", "mean") else 0.0
-            x0 = (torch.randn(shape, device=DEV, dtype=torch.float32) + shift).to(BF)
-            nsets = C.rotation_sets(C.nbytes(x0))
-            xs = [x0] + [(torch.randn(shape, device=DEV, dtype=torch.float32) + shift).to(BF) for _ in range(nsets - 1)]
-            oshape = tuple(s for i, s in enumerate(shape) if dim is not None and i != dim % len(shape))
-            outs = [torch.empty(oshape, device=DEV, dtype=BF) for _ in range(nsets)]
-            ref = torch_fn(op, xs[0], dim, None)
-            moved = C.nbytes(x0) + C.nbytes(outs[0])
-            results = []
-            for cfg in cfgs:
-                if cfg:
-                    os.environ[CFG_ENV] = cfg
-                else:
-                    os.environ.pop(CFG_ENV, None)
-                desc = bc.ReductionDescriptor(op, bc.TensorSpec(shape, bc.bfloat16), bc.TensorSpec(oshape, bc.bfloat16),
-                                              [] if dim is None else [dim])
-                plan = bc.ReductionPlan.select(desc)
-                wsb = plan.workspace_bytes()
-                ws = torch.empty(max(wsb, 1), device=DEV, dtype=torch.uint8) if wsb else None
-                C.poison_(outs[0])
-                plan.run(outs[0], xs[0], workspace=ws)
-                err = C.rel_err(outs[0], ref)
-                ok = not math.isnan(err) and err <= TOL[op]
-                failed |= not ok
-                bench = C.GpuBench(lambda i: plan.run(outs[i], xs[i], workspace=ws), nsets, warmup=args.warmup)
-                t = C.measure({"ours": bench}, iters=args.iters, passes=args.passes)["ours"].median
-                gbs = moved / t / 1e9
-                results.append((gbs, cfg or "(default)", plan.sku.name, wsb, ok))
-                print(f"  sweep {key:<34} {cfg or '(default)':<36} {gbs:6.0f} GB/s {100 * gbs / copy_gbs:5.1f}%  "
-                      f"{plan.sku.name}  ws {wsb}  {'ok' if ok else 'FAILED'}", flush=True)
-            best = max(results)
-            default = results[0]
-            summary.append((key, best, default))
-            del xs, outs
-            C.free_memory()
-    finally:
-        if saved is None:
-            os.environ.pop(CFG_ENV, None)
-        else:
-            os.environ[CFG_ENV] = saved
+    for key, op, shape, dim, cfgs in SWEEP:
+        if args.rows and not re.search(args.rows, key, re.I):
+            continue
+        shift = 0.5 if op in ("sum", "mean") else 0.0
+        x0 = (torch.randn(shape, device=DEV, dtype=torch.float32) + shift).to(BF)
+        nsets = C.rotation_sets(C.nbytes(x0))
+        xs = [x0] + [(torch.randn(shape, device=DEV, dtype=torch.float32) + shift).to(BF) for _ in range(nsets - 1)]
+        oshape = tuple(s for i, s in enumerate(shape) if dim is not None and i != dim % len(shape))
+        outs = [torch.empty(oshape, device=DEV, dtype=BF) for _ in range(nsets)]
+        ref = torch_fn(op, xs[0], dim, None)
+        moved = C.nbytes(x0) + C.nbytes(outs[0])
+        results = []
+        for cfg in cfgs:
+            desc = bc.ReductionDescriptor(op, bc.TensorSpec(shape, bc.bfloat16), bc.TensorSpec(oshape, bc.bfloat16),
+                                          [] if dim is None else [dim])
+            plan = bc.ReductionPlan.select(desc, bc.PlanPreference(tuning=cfg))
+            wsb = plan.workspace_bytes()
+            ws = torch.empty(max(wsb, 1), device=DEV, dtype=torch.uint8) if wsb else None
+            C.poison_(outs[0])
+            plan.run(outs[0], xs[0], workspace=ws)
+            err = C.rel_err(outs[0], ref)
+            ok = not math.isnan(err) and err <= TOL[op]
+            failed |= not ok
+            bench = C.GpuBench(lambda i: plan.run(outs[i], xs[i], workspace=ws), nsets, warmup=args.warmup)
+            t = C.measure({"ours": bench}, iters=args.iters, passes=args.passes)["ours"].median
+            gbs = moved / t / 1e9
+            results.append((gbs, cfg or "(default)", plan.sku.name, wsb, ok))
+            print(f"  sweep {key:<34} {cfg or '(default)':<36} {gbs:6.0f} GB/s {100 * gbs / copy_gbs:5.1f}%  "
+                  f"{plan.sku.name}  ws {wsb}  {'ok' if ok else 'FAILED'}", flush=True)
+        best = max(results)
+        default = results[0]
+        summary.append((key, best, default))
+        del xs, outs
+        C.free_memory()
     print("\nbest per row (GB/s, % copy; default for comparison):")
     for key, best, default in summary:
         print(f"  {key:<34} best {best[1]:<36} {best[0]:6.0f} GB/s {100 * best[0] / copy_gbs:5.1f}%   default "
@@ -234,7 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 10, quick 3)")
     ap.add_argument("--seed", type=int, default=None, help="torch seed (default: from os.urandom, printed)")
     ap.add_argument("--sweep", action="store_true",
-                    help=f"time the {CFG_ENV} variants on the key shapes (ours only; --rows filters) and exit")
+                    help="time the tuning variants (PlanPreference tuning) on the key shapes (ours only; --rows filters) "
+                         "and exit")
     args = ap.parse_args(argv)
     if args.sweep and args.iters is None:
         args.iters = 30

@@ -4,7 +4,7 @@
     python3 bench/bench_scan.py            # full run: 100 samples x 2 interleaved passes per side
     python3 bench/bench_scan.py --quick    # smoke run: fewer samples, one pass
     python3 bench/bench_scan.py --rows 'cumsum/bf16'   # regex on the row keys (see --list)
-    python3 bench/bench_scan.py --sweep    # time BARACUDA_SCAN_CFG variants on the key shapes
+    python3 bench/bench_scan.py --sweep    # time tuning variants (PlanPreference) on the key shapes
     OUT=/tmp/out python3 bench/bench_scan.py   # also $OUT/bench_scan.{md,json,txt}
 
 Ours runs through the plan API (plan selected once, `plan.run(out, x, workspace=ws)` timed).
@@ -62,7 +62,7 @@ def cases():
     return out
 
 
-# Variants timed by --sweep: (label, BARACUDA_SCAN_CFG), per key shape.
+# Variants timed by --sweep: (label, tuning), per key shape.
 SWEEPS = {
     "cumsum/bf16/8192x4096": ["", "pf=0", "threads=128", "group=16", "threads=128,group=16"],
     "cumsum/bf16/4x16Mi": ["", "pf=0", "split=0", "min_seg=16384", "min_seg=65536", "target=4224", "target=16896",
@@ -94,19 +94,9 @@ def ref64(op, x, dim):
 
 
 def make_plan(c: Case, cfg=None):
-    old = os.environ.get("BARACUDA_SCAN_CFG")
-    try:
-        if cfg is not None:
-            os.environ["BARACUDA_SCAN_CFG"] = cfg
-        spec = bc.TensorSpec(c.shape, bc.dtype(c.dt))
-        outs = [spec] + ([bc.TensorSpec(c.shape, bc.int64)] if c.op == "cummax" else [])
-        return bc.ScanPlan.select(bc.ScanDescriptor(c.op, [spec], outs, c.dim))
-    finally:
-        if cfg is not None:
-            if old is None:
-                os.environ.pop("BARACUDA_SCAN_CFG", None)
-            else:
-                os.environ["BARACUDA_SCAN_CFG"] = old
+    spec = bc.TensorSpec(c.shape, bc.dtype(c.dt))
+    outs = [spec] + ([bc.TensorSpec(c.shape, bc.int64)] if c.op == "cummax" else [])
+    return bc.ScanPlan.select(bc.ScanDescriptor(c.op, [spec], outs, c.dim), bc.PlanPreference(tuning=cfg or ""))
 
 
 def run_case(c: Case, args, copy_gbs, cfg=None, with_torch=True):
@@ -203,7 +193,7 @@ def sweep(args, copy_gbs, selected):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: 20 samples, one pass")
-    ap.add_argument("--sweep", action="store_true", help="time BARACUDA_SCAN_CFG variants on the key shapes")
+    ap.add_argument("--sweep", action="store_true", help="time tuning variants (PlanPreference) on the key shapes")
     ap.add_argument("--rows", default=None, help="regex (case-insensitive) on row keys; see --list")
     ap.add_argument("--list", action="store_true", help="print the row keys and exit")
     ap.add_argument("--iters", type=int, default=None, help="samples per pass (default 100, quick 20)")

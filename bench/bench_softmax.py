@@ -4,7 +4,7 @@
     python3 bench/bench_softmax.py            # full run
     python3 bench/bench_softmax.py --quick    # fewer samples, one pass
     python3 bench/bench_softmax.py --rows 'log_softmax'   # regex on the row keys
-    python3 bench/bench_softmax.py --sweep    # time the BARACUDA_SOFTMAX_CFG variants on the key shapes
+    python3 bench/bench_softmax.py --sweep    # time the tuning variants (PlanPreference) on the key shapes
     OUT=/tmp/out python3 bench/bench_softmax.py   # also $OUT/bench_softmax.{md,json,txt}
 
 Ours runs through the plan API (selected once, `plan.run(out, *inputs)` timed). Bandwidth counts
@@ -160,7 +160,7 @@ def run_rowop_row(op, shape, args, copy_gbs):
                 timing={"ours": t["ours"], "torch": t["torch"]})
 
 
-# --sweep: kernel geometries (BARACUDA_SOFTMAX_CFG, read by SoftmaxPlan.select) per key shape.
+# --sweep: kernel geometries (PlanPreference tuning, read by SoftmaxPlan.select) per key shape.
 # "" is the default choice; variants a shape cannot use fall back to it (the sku column says).
 SWEEP = {
     # exact=1: the 16-bit forward's exp(x - max) in the exact form (not folded to one FFMA).
@@ -206,9 +206,9 @@ def sweep(args, copy_gbs):
             runs = {}  # cfg -> its result in each round
             for _ in range(max(1, args.rounds)):
                 for cfg in variants["bwd" if bwd else "fwd"]:
-                    os.environ["BARACUDA_SOFTMAX_CFG"] = cfg
                     try:
-                        plan = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(op, [spec(t) for t in ins0], -1, spec(out0)))
+                        plan = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor(op, [spec(t) for t in ins0], -1, spec(out0)),
+                                                     bc.PlanPreference(tuning=cfg))
                         C.poison_(out0)
                         plan.run(out0, *ins0)
                         err = C.rel_err(out0, ref)
@@ -219,8 +219,6 @@ def sweep(args, copy_gbs):
                                  us=t * 1e6, gbs=gbs, copy_frac=gbs / copy_gbs, rel_err=err, ok=err <= TOL)
                     except Exception as e:  # noqa: BLE001
                         r = dict(key=f"{op} {shape[0]}x{shape[1]}", cfg=cfg or "(default)", error=str(e)[:80], ok=False)
-                    finally:
-                        os.environ.pop("BARACUDA_SOFTMAX_CFG", None)
                     runs.setdefault(cfg, []).append(r)
             for rs in runs.values():  # an error in any round stands; else the fastest round
                 errors = [r for r in rs if "error" in r]
@@ -249,7 +247,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", default="")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--sweep", action="store_true", help="time the kernel-geometry variants (BARACUDA_SOFTMAX_CFG)")
+    ap.add_argument("--sweep", action="store_true", help="time the kernel-geometry variants (PlanPreference tuning)")
     ap.add_argument("--match", default="", help="--sweep: only the shapes whose 'RxH' contains this")
     ap.add_argument("--rounds", type=int, default=2, help="--sweep: rounds over each shape's variants")
     args = ap.parse_args()
@@ -259,7 +257,7 @@ def main():
         copy = C.copy_bandwidth(iters=20, passes=1)
         args.iters = 10 if args.quick else 20
         rows, headers, table = sweep(args, copy["gbs"])
-        head = f"{info['name']}, copy {copy['gbs']:.0f} GB/s (sweep of BARACUDA_SOFTMAX_CFG)"
+        head = f"{info['name']}, copy {copy['gbs']:.0f} GB/s (sweep of the tuning variants)"
         text = head + "\n" + C.text_table(headers, table)
         print(text)
         C.write_outputs("bench_softmax_sweep", "# bench_softmax --sweep\n\n" + head + "\n\n" +
