@@ -197,6 +197,29 @@ def test_varlen_and_seqused(kernel):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
+def test_bad_offsets_stay_in_bounds(kernel):
+    """Offsets past the tensors or decreasing are clamped on the device: no out-of-bounds access, and
+    the well-formed sequences before them are still right."""
+    dt = torch.float16
+    g = gen(13)
+    q, k, v = rnd((40, 4, 64), dt, g), rnd((50, 2, 64), dt, g), rnd((50, 2, 64), dt, g)
+    cu_q = torch.tensor([0, 10, 5, 100000], dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0, 12, 60, -7], dtype=torch.int32, device=DEV)
+    out, lse = run(q, k, v, kernel, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=64,
+                   max_seqlen_k=64)
+    torch.cuda.synchronize()
+    good = torch.tensor([0, 10], dtype=torch.int32, device=DEV)
+    gk = torch.tensor([0, 12], dtype=torch.int32, device=DEV)
+    want, wlse = ref_attention(q[:10], k[:12], v[:12], causal=True, cu_q=good, cu_k=gk)
+    check_close(out[:10], want, dt, f"{kernel} first sequence")
+    check_lse(lse[:, :10], wlse)
+    gout = rnd(out.shape, dt, g)
+    bc.attention_backward(gout, q, k, v, out.nan_to_num(), lse, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                          max_seqlen_q=64, max_seqlen_k=64, kernel=kernel if dt != torch.float32 else "rowwise")
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_bhsd_views_and_zero_rows(kernel):
     dt = torch.bfloat16
     g = gen(5)

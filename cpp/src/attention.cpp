@@ -138,6 +138,7 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
     g.sq = desc.max_seqlen_q;
     g.sk = desc.max_seqlen_k;
     g.total_q = qs[0];
+    g.total_k = ks[0];
   } else {
     if (ks[0] != qs[0])
       throw InvalidArgument(op + ": k has batch " + std::to_string(ks[0]) + " but q has " + std::to_string(qs[0]));

@@ -11,22 +11,28 @@ namespace baracuda::attention {
 
 struct Seq {
   int64_t q_begin = 0, k_begin = 0;  // first row of the sequence in q / k (varlen offsets)
-  int64_t sq = 0, sk = 0;
+  int64_t sq = 0, sk = 0;            // queries, and keys used (seqused_k caps them)
+  int64_t rows_k = 0;                // key rows of the sequence (grad_k / grad_v rows it owns)
   int64_t off = 0;                   // query i sits at diagonal position i + off
 };
+
+// Offsets are clamped to the tensors (an offset past them, or a decreasing pair, makes an empty or
+// shorter sequence, never an out-of-bounds access); valid offsets are unchanged by it.
+__device__ __forceinline__ int64_t clamp_row(int64_t v, int64_t lo, int64_t hi) { return min(max(v, lo), hi); }
 
 __device__ __forceinline__ Seq sequence(const Geometry& g, const Pointers& p, int64_t b) {
   Seq s;
   if (g.varlen) {
-    s.q_begin = p.cu_seqlens_q[b];
-    s.k_begin = p.cu_seqlens_k[b];
-    s.sq = p.cu_seqlens_q[b + 1] - s.q_begin;
-    s.sk = p.cu_seqlens_k[b + 1] - s.k_begin;
+    s.q_begin = clamp_row(p.cu_seqlens_q[b], 0, g.total_q);
+    s.k_begin = clamp_row(p.cu_seqlens_k[b], 0, g.total_k);
+    s.sq = clamp_row(p.cu_seqlens_q[b + 1], s.q_begin, g.total_q) - s.q_begin;
+    s.sk = clamp_row(p.cu_seqlens_k[b + 1], s.k_begin, g.total_k) - s.k_begin;
   } else {
     s.sq = g.sq;
     s.sk = g.sk;
   }
-  if (g.has_seqused_k) s.sk = min(s.sk, int64_t(p.seqused_k[b]));
+  s.rows_k = s.sk;
+  if (g.has_seqused_k) s.sk = clamp_row(p.seqused_k[b], 0, s.sk);
   s.off = g.top_left ? 0 : s.sk - s.sq;
   return s;
 }

@@ -42,7 +42,7 @@ struct Geometry {
   bool sinks = false;       // [hq], the compute dtype
   // lse [batch, hq, sq] (dense) or [hq, total_q] (varlen), contiguous, f32 (f64 for f64).
   int64_t lse_batch = 0, lse_head = 0;
-  int64_t total_q = 0;      // varlen: rows of q
+  int64_t total_q = 0, total_k = 0;  // varlen: rows of q and of k / v
   int tile_bm = 0, tile_bn = 0;  // the flash forward's tile (flash_forward_tiles)
 };
 

@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(kWarps * 32) rowwise_dkv_kernel(Geometry g, Po
   const int64_t b = blockIdx.z, hk = blockIdx.y, j = int64_t(blockIdx.x) * kWarps + w;
   const Seq s = sequence(g, p, b);
   // Keys past seqused_k (or the sequence) get zero gradients.
-  const int64_t rows_k = g.varlen ? (p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]) : g.sk;
+  const int64_t rows_k = s.rows_k;
   if (j >= rows_k) return;
   const bool live = j < s.sk;
   const T* k = row_ptr<T>(p.k, b, s.k_begin + j, hk);

@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
   const int64_t b = blockIdx.z, hk = blockIdx.y;
   const Seq s = sequence(g, p, b);
-  const int64_t rows_k = g.varlen ? int64_t(p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]) : g.sk;
+  const int64_t rows_k = s.rows_k;
   const int64_t j0 = int64_t(blockIdx.x) * BN;
   if (j0 >= rows_k) return;
   const int64_t group = g.hq / g.hkv;

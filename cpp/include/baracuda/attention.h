@@ -8,7 +8,9 @@
 // batch / sequence / head strides with the last dim contiguous (BSHD tensors and BHSD views alike);
 // varlen (packed sequences) q [total_q, Hq, D], k / v [total_k, Hkv, D / Dv] with int32 cu_seqlens_q /
 // cu_seqlens_k [batch + 1] (offsets, starting at 0) and max_seqlen_q / max_seqlen_k at least every
-// sequence's length (the grid is sized by them; the kernels read the offsets on the device).
+// sequence's length (the grid is sized by them; the kernels read the offsets on the device, so
+// nothing is checked on the host: offsets are clamped to the tensors' rows, which keeps a bad offset
+// from reading or writing out of bounds, and rows outside every sequence are not written).
 // seqused_k (int32 [batch]) caps each sequence's keys. GQA / MQA: Hq a multiple of Hkv.
 //
 // Scores: s = q . k * scale (default 1 / sqrt(D)); softcap > 0: softcap * tanh(s / softcap);
