@@ -203,8 +203,9 @@ def test_bad_offsets_stay_in_bounds(kernel):
     dt = torch.float16
     g = gen(13)
     q, k, v = rnd((40, 4, 64), dt, g), rnd((50, 2, 64), dt, g), rnd((50, 2, 64), dt, g)
-    cu_q = torch.tensor([0, 10, 5, 100000], dtype=torch.int32, device=DEV)
-    cu_k = torch.tensor([0, 12, 60, -7], dtype=torch.int32, device=DEV)
+    # sequence 1: queries 10..39 over no key (12 -> -7); sequence 2: no query (past the tensor)
+    cu_q = torch.tensor([0, 10, 100000, 5], dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0, 12, -7, 60], dtype=torch.int32, device=DEV)
     out, lse = run(q, k, v, kernel, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=64,
                    max_seqlen_k=64)
     torch.cuda.synchronize()
@@ -213,9 +214,10 @@ def test_bad_offsets_stay_in_bounds(kernel):
     want, wlse = ref_attention(q[:10], k[:12], v[:12], causal=True, cu_q=good, cu_k=gk)
     check_close(out[:10], want, dt, f"{kernel} first sequence")
     check_lse(lse[:, :10], wlse)
+    assert (out[10:] == 0).all() and (lse[:, 10:] == float("-inf")).all()
     gout = rnd(out.shape, dt, g)
     bc.attention_backward(gout, q, k, v, out.nan_to_num(), lse, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                          max_seqlen_q=64, max_seqlen_k=64, kernel=kernel if dt != torch.float32 else "rowwise")
+                          max_seqlen_q=64, max_seqlen_k=64, kernel=kernel)
     torch.cuda.synchronize()
 
 
