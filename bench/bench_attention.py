@@ -6,6 +6,7 @@
     python3 bench/bench_attention.py --quick       # fewer samples
     python3 bench/bench_attention.py --rows 'd128' # regex on the row keys
     python3 bench/bench_attention.py --tiles       # also every compiled flash forward tile
+    python3 bench/bench_attention.py --rows varlen # packed sequences against [B, S, H, D], same tokens
     OUT=/tmp/out python3 bench/bench_attention.py  # also $OUT/bench_attention.{md,json,txt}
 
 The grid is flash-attention's: batch = 16384 / seqlen, hidden 2048 (heads = 2048 / D), bf16; plus
@@ -137,6 +138,39 @@ def measure_row(case, backward, tile, args):
     return res
 
 
+def measure_varlen(case, args):
+    """Ours on packed sequences (all of length S, cu_seqlens) against ours on the same tokens as
+    [B, S, H, D]: the varlen cost at the same token count. The outputs must agree bitwise."""
+    b, s, hq, hkv, d, causal = case
+    n = 4
+    sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in ((b, s, hq, d), (b, s, hkv, d), (b, s, hkv, d)))
+            for _ in range(n)]
+    cu = torch.arange(0, b * s + 1, s, device=DEV, dtype=torch.int32)
+    outs = [torch.empty((b, s, hq, d), device=DEV, dtype=BF) for _ in range(n)]
+    q0, k0, v0 = sets[0]
+    dense = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q0), spec(k0), spec(v0),
+                                                           spec(outs[0]), causal=causal))
+    flat = lambda t: t.view(b * s, t.shape[2], d)  # noqa: E731
+    packed = bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention", spec(flat(q0)), spec(flat(k0)), spec(flat(v0)), spec(flat(outs[0])), causal=causal, varlen=True,
+        batch=b, max_seqlen_q=s, max_seqlen_k=s))
+    dense.run(q=q0, k=k0, v=v0, out=outs[0])
+    ref = outs[0].clone()
+    packed.run(q=flat(q0), k=flat(k0), v=flat(v0), out=flat(outs[0]), cu_seqlens_q=cu, cu_seqlens_k=cu)
+    same = torch.equal(ref, outs[0])
+    t = C.measure({
+        "dense": C.GpuBench(lambda i: dense.run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i]), n),
+        "varlen": C.GpuBench(lambda i: packed.run(q=flat(sets[i][0]), k=flat(sets[i][1]), v=flat(sets[i][2]),
+                                                  out=flat(outs[i]), cu_seqlens_q=cu, cu_seqlens_k=cu), n)},
+        iters=args.iters, passes=args.passes)
+    flops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
+    key = f"varlen {key_of(case, False)}"
+    print(f"{key}: varlen {flops / t['varlen'].median / 1e12:.0f} TFLOP/s, dense {flops / t['dense'].median / 1e12:.0f}, "
+          f"varlen / dense time {t['varlen'].median / t['dense'].median:.3f}, outputs {'equal' if same else 'DIFFER'}",
+          flush=True)
+    return same
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -167,6 +201,14 @@ def main():
         print(r["key"], r.get("error") or
               f"{r['ours_tflops']:.0f} TFLOP/s vs fa2 {C.fmt(r['fa2_tflops'], '.0f')} cudnn "
               f"{C.fmt(r['cudnn_tflops'], '.0f')}", flush=True)
+    varlen_ok = True
+    if not args.rows or re.search(args.rows, "varlen"):
+        for case in [(4, 2048, 16, 16, 128, False), (4, 2048, 16, 16, 128, True), (16, 512, 32, 8, 128, True)]:
+            try:
+                varlen_ok &= measure_varlen(case, args)
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+                varlen_ok = False
     headers = ["row", "ours TFLOP/s", "torch fa2", "torch cuDNN", "vs fa2", "vs cuDNN", "check", "sku"]
     table = []
     for r in rows:
@@ -185,7 +227,7 @@ def main():
                     {"device": info, "rows": rows}, text)
     print()
     print(text)
-    return 0 if all(r.get("ok") for r in rows) else 3
+    return 0 if all(r.get("ok") for r in rows) and varlen_ok else 3
 
 
 if __name__ == "__main__":
