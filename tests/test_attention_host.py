@@ -146,3 +146,21 @@ def test_torch_fake_kernel():
                              None, False, "bottom_right", -1, -1, 0.0, 16, 20, "auto")
     assert out.shape == (30, 8, 64) and lse.shape == (8, 30)
     assert "attention" in bt.routes() and "scaled_dot_product_attention" in bt.routes()
+
+
+@pytest.mark.parametrize("cu_q, cu_k, needle", [
+    ([1, 5, 9], [0, 5, 9], "cu_seqlens_q must start at 0"),
+    ([0, 5, 3], [0, 5, 9], "cu_seqlens_q decreases at index 2"),
+    ([0, 5, 30], [0, 5, 9], "sequence 1 has 25 rows (from cu_seqlens_q), more than max_seqlen_q = 16"),
+    ([0, 5, 9], [0, 5, 40], "cu_seqlens_k ends at 40, past the tensor's 20 rows"),
+])
+def test_opt_in_seqlens_check(cu_q, cu_k, needle):
+    torch = pytest.importorskip("torch")
+    q, k = torch.zeros(24, 4, 64), torch.zeros(20, 2, 64)
+    cq, ck = torch.tensor(cu_q, dtype=torch.int32), torch.tensor(cu_k, dtype=torch.int32)
+    with pytest.raises(errors.InvalidArgument) as info:  # the check runs before the tensors are imported
+        bc.attention(q, k, k, cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=16, max_seqlen_k=40, check_seqlens=True)
+    assert needle in str(info.value)
+    # without the opt-in the offsets are not read on the host: the CPU tensor is what is refused
+    with pytest.raises(errors.InvalidArgument, match="expected a CUDA tensor"):
+        bc.attention(q, k, k, cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=16, max_seqlen_k=40)

@@ -57,6 +57,33 @@ def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, drop
     return varlen
 
 
+def _host_ints(t):
+    if hasattr(t, "tolist"):
+        return [int(v) for v in t.tolist()]
+    import numpy as np
+    return [int(v) for v in np.asarray(t).tolist()]
+
+
+def validate_seqlens(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, total_q, total_k, fn="attention"):
+    """The opt-in host check of packed sequences (it reads the offsets to the host: a synchronization):
+    offsets start at 0, never decrease, end within the tensors, and no sequence is longer than its
+    max_seqlen. Raises InvalidArgument naming the argument. Without it the kernels clamp bad offsets
+    to the tensors (no out-of-bounds access) and leave rows past max_seqlen unwritten."""
+    for name, cu, total, mname, mx in (("cu_seqlens_q", cu_seqlens_q, total_q, "max_seqlen_q", max_seqlen_q),
+                                        ("cu_seqlens_k", cu_seqlens_k, total_k, "max_seqlen_k", max_seqlen_k)):
+        vals = _host_ints(cu)
+        if not vals or vals[0] != 0:
+            raise InvalidArgument(f"{fn}: {name} must start at 0, got {vals[:4]}")
+        for i in range(1, len(vals)):
+            n = vals[i] - vals[i - 1]
+            if n < 0:
+                raise InvalidArgument(f"{fn}: {name} decreases at index {i} ({vals[i - 1]} -> {vals[i]})")
+            if n > mx:
+                raise InvalidArgument(f"{fn}: sequence {i - 1} has {n} rows (from {name}), more than {mname} = {mx}")
+        if vals[-1] > total:
+            raise InvalidArgument(f"{fn}: {name} ends at {vals[-1]}, past the tensor's {total} rows")
+
+
 def attention(q: DLPackTensor, k: DLPackTensor, v: DLPackTensor, *, causal: bool = False,
               scale: Optional[float] = None, window: Optional[Tuple[int, int]] = None,
               softcap: Optional[float] = None, alibi_slopes: Optional[DLPackTensor] = None,
@@ -64,8 +91,8 @@ def attention(q: DLPackTensor, k: DLPackTensor, v: DLPackTensor, *, causal: bool
               cu_seqlens_k: Optional[DLPackTensor] = None, max_seqlen_q: Optional[int] = None,
               max_seqlen_k: Optional[int] = None, seqused_k: Optional[DLPackTensor] = None,
               causal_alignment: str = "bottom_right", return_lse: bool = False, deterministic: bool = False,
-              dropout_p: float = 0.0, kernel: str = "auto", out: Optional[DLPackTensor] = None,
-              lse: Optional[DLPackTensor] = None, stream: Stream = None) -> Any:
+              dropout_p: float = 0.0, kernel: str = "auto", check_seqlens: bool = False,
+              out: Optional[DLPackTensor] = None, lse: Optional[DLPackTensor] = None, stream: Stream = None) -> Any:
     """softmax(q k^T * scale + rules) v per (sequence, head).
 
     q [B, Sq, Hq, D], k [B, Sk, Hkv, D], v [B, Sk, Hkv, Dv] (any batch / sequence / head strides,
@@ -76,8 +103,11 @@ def attention(q: DLPackTensor, k: DLPackTensor, v: DLPackTensor, *, causal: bool
     ``softcap``: s = softcap * tanh(s / softcap); ``alibi_slopes`` (f32 [Hq] or [B, Hq]);
     ``sinks`` ([Hq], f32; f64 for f64): a per-head logit in the softmax's denominator.
     Returns out [.., Hq, Dv], or (out, lse) with ``return_lse`` (lse [B, Hq, Sq] or [Hq, total_q],
-    f32; what attention_backward reads). ``kernel``: "auto", "flash" or "rowwise"."""
+    f32; what attention_backward reads). ``kernel``: "auto", "flash" or "rowwise". ``check_seqlens``:
+    validate packed offsets on the host first (a synchronization; see validate_seqlens)."""
     varlen = _check(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, "attention")
+    if varlen and check_seqlens:
+        validate_seqlens(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0])
     wl, wr = _window(window, causal)
     d = _interop.dtype_of(q)
     shape = tuple(q.shape[:-1]) + (v.shape[-1],)

@@ -183,7 +183,7 @@ for _n, _f in _ELEMENTWISE.items():
 def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, alibi_slopes=None, sinks=None,
               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
               causal_alignment="bottom_right", return_lse=False, deterministic=False, dropout_p=0.0, kernel="auto",
-              lse=None):
+              check_seqlens=False, lse=None):
     """baracuda.attention, differentiable (torch.ops.baracuda.attention; the backward is
     attention_backward from the saved out and lse). Same arguments and returns."""
     if lse is not None:
@@ -196,6 +196,9 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, a
                                                             (max_seqlen_q is None or max_seqlen_k is None)):
         raise InvalidArgument("attention: packed sequences need cu_seqlens_q, cu_seqlens_k, max_seqlen_q and "
                               "max_seqlen_k together")
+    if check_seqlens and cu_seqlens_q is not None:
+        from .._attention import validate_seqlens
+        validate_seqlens(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0])
     out, lse = call("attention", q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, sinks,
                     None if scale is None else float(scale), bool(causal), causal_alignment, wl, wr,
                     float(softcap or 0.0), int(max_seqlen_q or 0), int(max_seqlen_k or 0), kernel)
