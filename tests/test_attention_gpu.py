@@ -271,16 +271,16 @@ BACKWARD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64], ids=str)
-@pytest.mark.parametrize("case", BACKWARD_CASES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
-def test_backward_against_autograd(dt, case):
-    g = gen(21)
-    B, Sq, Sk, Hq, Hkv, D = 2, 37, 53, 4, 2, 64
-    q, k, v = rnd((B, Sq, Hq, D), dt, g), rnd((B, Sk, Hkv, D), dt, g), rnd((B, Sk, Hkv, D), dt, g)
-    kw, ref = _rule_inputs(case, Hq, g, dt)
+def check_backward(q, k, v, case, g, kernel):
+    """attention_backward with `kernel` (into NaN-poisoned gradients) against autograd of the float64
+    reference, then a second run that must give the same bits."""
+    dt = q.dtype
+    kw, ref = _rule_inputs(case, q.shape[2], g, dt)
     out, lse = bc.attention(q, k, v, return_lse=True, **kw)
     gout = rnd(out.shape, dt, g)
-    grads = bc.attention_backward(gout, q, k, v, out, lse, kernel="rowwise", **kw)
+    poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
+                                  grad_v=poisoned[2], kernel=kernel, **kw)
     leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
     if "sinks" in ref:
         ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
@@ -289,10 +289,19 @@ def test_backward_against_autograd(dt, case):
     wgrads = torch.autograd.grad(want, leaves, gout.double())
     assert len(grads) == len(wgrads)
     for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
-        check_close(a, b, dt, name, GRAD_TOL)
-    again = bc.attention_backward(gout, q, k, v, out, lse, kernel="rowwise", **kw)
+        check_close(a, b, dt, f"{kernel} {name}", GRAD_TOL)
+    again = bc.attention_backward(gout, q, k, v, out, lse, kernel=kernel, **kw)
     for a, b in zip(grads, again):
-        assert torch.equal(a, b), "the backward is not bitwise reproducible"
+        assert torch.equal(a, b), f"the {kernel} backward is not bitwise reproducible"
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("case", BACKWARD_CASES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
+def test_backward_against_autograd(dt, case):
+    g = gen(21)
+    B, Sq, Sk, Hq, Hkv, D = 2, 37, 53, 4, 2, 64
+    q, k, v = rnd((B, Sq, Hq, D), dt, g), rnd((B, Sk, Hkv, D), dt, g), rnd((B, Sk, Hkv, D), dt, g)
+    check_backward(q, k, v, case, g, "rowwise")
 
 
 @pytest.mark.skipif(not HAS_FLASH, reason="no flash kernels in this build")
@@ -304,23 +313,7 @@ def test_flash_backward_against_autograd(dt, d, case):
     g = gen(d + 3)
     B, Sq, Sk, Hq, Hkv = 2, 97, 141, 8, 2
     q, k, v = rnd((B, Sq, Hq, d), dt, g), rnd((B, Sk, Hkv, d), dt, g), rnd((B, Sk, Hkv, d), dt, g)
-    kw, ref = _rule_inputs(case, Hq, g, dt)
-    out, lse = bc.attention(q, k, v, return_lse=True, **kw)
-    gout = rnd(out.shape, dt, g)
-    poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-    grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
-                                  grad_v=poisoned[2], kernel="flash", **kw)
-    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
-    if "sinks" in ref:
-        ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
-        leaves.append(ref["sinks"])
-    want, _ = ref_attention(*leaves[:3], **ref)
-    wgrads = torch.autograd.grad(want, leaves, gout.double())
-    for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
-        check_close(a, b, dt, f"flash {name}", GRAD_TOL)
-    again = bc.attention_backward(gout, q, k, v, out, lse, kernel="flash", **kw)
-    for a, b in zip(grads, again):
-        assert torch.equal(a, b), "the flash backward is not bitwise reproducible"
+    check_backward(q, k, v, case, g, "flash")
 
 
 @pytest.mark.skipif(not HAS_FLASH, reason="no flash kernels in this build")

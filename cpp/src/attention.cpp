@@ -304,7 +304,7 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
           throw InvalidArgument(op + ": " + name + " has stride " + std::to_string(v.strides[d]) +
                                 "; the flash kernel this plan selected needs strides that are multiples of 8");
   };
-  like_tensor(t.out, D.out, I.backward ? "out" : "out", "the descriptor's out");
+  like_tensor(t.out, D.out, "out", "the descriptor's out");
   auto small = [&](const TensorView& v, bool needed, const std::string& name, DType want,
                    const std::vector<int64_t>& shape, const std::string& why) {
     check_presence(op, v, needed, name, why);

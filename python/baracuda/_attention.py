@@ -17,29 +17,24 @@ def _stats_dtype(d):
     return DType.float64 if d == DType.float64 else DType.float32
 
 
-def _window(window, causal):
-    if window is None:
-        return -1, -1
-    try:
-        left, right = window
-        left, right = int(left), int(right)
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"attention: window must be a (left, right) pair of ints (-1: unbounded), got {window!r}")
-    return left, right
-
-
 def _lse_shape(q, varlen):
     if varlen:
         return (q.shape[1], q.shape[0])
     return (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, fn):
+def _check_tensors(q, k, v, fn):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t is None or not (hasattr(t, "shape") and hasattr(t, "dtype")):
             raise InvalidArgument(f"{fn}: {name} ({type(t).__name__}) is not an array-like tensor")
         if _interop.framework(t) == "numpy":
             raise InvalidArgument(f"{fn}: {name} is a numpy (CPU) array; expected a CUDA tensor")
+
+
+def check_rules(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, window, fn="attention"):
+    """The argument rules every attention entry shares (the functional, baracuda.torch and
+    baracuda.jax forms): no dropout, packed-sequence arguments together, window a pair of ints.
+    Returns (varlen, window_left, window_right)."""
     if dropout_p:
         raise Unsupported(f"{fn}: dropout_p={dropout_p!r}; attention dropout is not supported (pass 0.0)")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
@@ -54,7 +49,13 @@ def _check(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, drop
     elif max_seqlen_q is not None or max_seqlen_k is not None:
         raise InvalidArgument(f"{fn}: max_seqlen_q / max_seqlen_k are for packed sequences (with cu_seqlens_q / "
                               "cu_seqlens_k)")
-    return varlen
+    if window is None:
+        return varlen, -1, -1
+    try:
+        left, right = window
+        return varlen, int(left), int(right)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"{fn}: window must be a (left, right) pair of ints (-1: unbounded), got {window!r}")
 
 
 def _host_ints(t):
@@ -105,10 +106,10 @@ def attention(q: DLPackTensor, k: DLPackTensor, v: DLPackTensor, *, causal: bool
     Returns out [.., Hq, Dv], or (out, lse) with ``return_lse`` (lse [B, Hq, Sq] or [Hq, total_q],
     f32; what attention_backward reads). ``kernel``: "auto", "flash" or "rowwise". ``check_seqlens``:
     validate packed offsets on the host first (a synchronization; see validate_seqlens)."""
-    varlen = _check(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, "attention")
+    _check_tensors(q, k, v, "attention")
+    varlen, wl, wr = check_rules(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, window)
     if varlen and check_seqlens:
         validate_seqlens(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0])
-    wl, wr = _window(window, causal)
     d = _interop.dtype_of(q)
     shape = tuple(q.shape[:-1]) + (v.shape[-1],)
     o, fo = (out, _interop._identity) if out is not None else _interop.output(q, shape, d)
@@ -139,8 +140,9 @@ def attention_backward(grad_out: DLPackTensor, q: DLPackTensor, k: DLPackTensor,
     """Gradients of ``attention`` from its saved ``out`` and ``lse`` (same keyword arguments as the
     forward): returns (grad_q, grad_k, grad_v), and grad_sinks last when ``sinks`` is given.
     Deterministic (fixed summation order; GQA groups summed in order)."""
-    varlen = _check(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 0.0, "attention_backward")
-    wl, wr = _window(window, causal)
+    _check_tensors(q, k, v, "attention_backward")
+    varlen, wl, wr = check_rules(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 0.0, window,
+                                 "attention_backward")
     d = _interop.dtype_of(q)
     outs = []
     for given, like in ((grad_q, q), (grad_k, k), (grad_v, v)):

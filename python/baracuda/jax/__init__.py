@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import _C
 from .._gemm import _EPILOGUES as ACTIVATIONS, _check_linear as _check_linear_shapes, check_activation
+from .._attention import check_rules as check_attention_rules
 from .._loss import REDUCTIONS, check_cross_entropy
 from .._norm import check_row_norm as _check_norm
 from .._dtypes import dtype as _bc_dtype
@@ -556,14 +557,8 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
               causal_alignment: str = "bottom_right", dropout_p: float = 0.0):
     """baracuda.attention on JAX arrays (q [B, Sq, Hq, D], k / v [B, Sk, Hkv, D], or packed with
     cu_seqlens_q / cu_seqlens_k and max_seqlen_q / max_seqlen_k); differentiable in q, k, v and sinks."""
-    if dropout_p:
-        raise Unsupported(f"attention: dropout_p={dropout_p!r}; attention dropout is not supported (pass 0.0)")
-    if (cu_seqlens_q is None) != (cu_seqlens_k is None) or (cu_seqlens_q is not None and
-                                                            (max_seqlen_q is None or max_seqlen_k is None)):
-        raise InvalidArgument("attention: packed sequences need cu_seqlens_q, cu_seqlens_k, max_seqlen_q and "
-                              "max_seqlen_k together")
-    wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
-    batch = int(cu_seqlens_q.shape[0]) - 1 if cu_seqlens_q is not None else 0
+    varlen, wl, wr = check_attention_rules(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, window)
+    batch = int(cu_seqlens_q.shape[0]) - 1 if varlen else 0
     params = (bool(causal), None if scale is None else float(scale), wl, wr, float(softcap or 0.0),
               str(causal_alignment), batch, int(max_seqlen_q or 0), int(max_seqlen_k or 0))
     return _attention(q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, params)

@@ -14,7 +14,7 @@ that requires grad routes here, so no gradient is ever dropped.
 import torch
 
 from ..errors import InvalidArgument, Unsupported
-from .. import _softmax
+from .. import _attention, _softmax
 from . import _attention_ops, _ops  # noqa: F401 (_attention_ops registers its ops)
 from ._ops import call
 from ._modules import CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, Softmax
@@ -189,16 +189,10 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, a
     if lse is not None:
         raise InvalidArgument("attention: lse= was given but an input requires grad; autograd cannot track a write "
                               "into it: use return_lse=True instead")
-    if dropout_p:
-        raise Unsupported(f"attention: dropout_p={dropout_p!r}; attention dropout is not supported (pass 0.0)")
-    wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
-    if (cu_seqlens_q is None) != (cu_seqlens_k is None) or (cu_seqlens_q is not None and
-                                                            (max_seqlen_q is None or max_seqlen_k is None)):
-        raise InvalidArgument("attention: packed sequences need cu_seqlens_q, cu_seqlens_k, max_seqlen_q and "
-                              "max_seqlen_k together")
-    if check_seqlens and cu_seqlens_q is not None:
-        from .._attention import validate_seqlens
-        validate_seqlens(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0])
+    varlen, wl, wr = _attention.check_rules(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                                            window)
+    if check_seqlens and varlen:
+        _attention.validate_seqlens(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0])
     out, lse = call("attention", q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, sinks,
                     None if scale is None else float(scale), bool(causal), causal_alignment, wl, wr,
                     float(softcap or 0.0), int(max_seqlen_q or 0), int(max_seqlen_k or 0), kernel)
