@@ -11,7 +11,9 @@
 
 The grid is flash-attention's: batch = 16384 / seqlen, hidden 2048 (heads = 2048 / D), bf16; plus
 the Llama-3-8B attention shape (32 q / 8 kv heads, D 128). Ours runs through the plan API (selected
-once, plan.run timed) on [B, S, H, D] tensors; torch takes the same memory as [B, H, S, D] views (no
+once, plan.run timed) on [B, S, H, D] tensors: "ours" is the plan's own choice (cuDNN where built),
+"our flash" our flash kernels (kernel="flash"), "ours deterministic" the backward with
+deterministic=True where the default one is not; torch takes the same memory as [B, H, S, D] views (no
 copies on either side). TFLOP/s counts 4 * B * H * Sq * Sk * D per forward (half when causal) and
 2.5x that per backward; the backward is timed alone (torch: autograd.grad of a kept graph).
 """
@@ -72,8 +74,13 @@ class Row:
         self.outs = [torch.empty((b, s, hq, d), device=DEV, dtype=BF) for _ in range(self.n)]
         self.lses = [torch.empty((b, hq, s), device=DEV, dtype=torch.float32) for _ in range(self.n)]
         q, k, v = self.sets[0]
+        # ours: the plan's own choice (cuDNN where built and it takes the case); flash: our kernels
         self.fwd = bc.AttentionPlan.select(bc.AttentionDescriptor(
             "attention", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal, lse=True, tile=tile or "auto"))
+        self.fwd_flash = bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal, lse=True, tile=tile or "auto",
+            kernel="flash"))
+        self.fws = torch.empty(self.fwd.workspace_bytes() + 256, device=DEV, dtype=torch.uint8)
         self.flops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0) * (2.5 if backward else 1.0)
         self.gqa = hq != hkv
         if backward:
@@ -83,16 +90,24 @@ class Row:
             self.grads = [torch.empty_like(t) for t in self.sets[0]]
             self.bwd = bc.AttentionPlan.select(bc.AttentionDescriptor(
                 "attention_backward", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal))
-            self.ws = torch.empty(self.bwd.workspace_bytes() + 256, device=DEV, dtype=torch.uint8)
+            self.bwd_flash = bc.AttentionPlan.select(bc.AttentionDescriptor(
+                "attention_backward", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal, kernel="flash"))
+            self.bwd_det = bc.AttentionPlan.select(bc.AttentionDescriptor(
+                "attention_backward", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal,
+                deterministic=True))
+            self.ws = torch.empty(max(p.workspace_bytes() for p in (self.bwd, self.bwd_flash, self.bwd_det)) + 256,
+                                  device=DEV, dtype=torch.uint8)
 
-    def run_fwd(self, i):
+    def run_fwd(self, i, flash=False):
         q, k, v = self.sets[i]
-        self.fwd.run(q=q, k=k, v=v, out=self.outs[i], lse=self.lses[i])
+        (self.fwd_flash if flash else self.fwd).run(q=q, k=k, v=v, out=self.outs[i], lse=self.lses[i],
+                                                    workspace=self.fws)
 
-    def run_bwd(self, i):
+    def run_bwd(self, i, flash=False, deterministic=False):
         q, k, v = self.sets[i]
-        self.bwd.run(q=q, k=k, v=v, out=self.outs[i], lse=self.lses[i], grad_out=self.gout[i], grad_q=self.grads[0],
-                     grad_k=self.grads[1], grad_v=self.grads[2], workspace=self.ws)
+        (self.bwd_flash if flash else self.bwd_det if deterministic else self.bwd).run(
+            q=q, k=k, v=v, out=self.outs[i], lse=self.lses[i], grad_out=self.gout[i], grad_q=self.grads[0],
+            grad_k=self.grads[1], grad_v=self.grads[2], workspace=self.ws)
 
     def torch_sdpa(self, q, k, v):
         th = lambda t: t.transpose(1, 2)  # noqa: E731
@@ -119,6 +134,10 @@ def measure_row(case, backward, tile, args):
     r.run_fwd(0)
     err = C.rel_err(r.outs[0], r.torch_sdpa(q0, k0, v0))
     benches = {"ours": C.GpuBench(r.run_bwd if backward else r.run_fwd, r.n)}
+    if (r.bwd if backward else r.fwd).sku.backend == bc.Backend.cudnn:  # also our own flash kernels
+        benches["flash"] = C.GpuBench(lambda i: (r.run_bwd if backward else r.run_fwd)(i, flash=True), r.n)
+        if backward and not r.bwd.sku.precision.deterministic:  # cuDNN's deterministic backward
+            benches["det"] = C.GpuBench(lambda i: r.run_bwd(i, deterministic=True), r.n)
     skipped = {}
     for name in BACKENDS:
         try:
@@ -128,7 +147,7 @@ def measure_row(case, backward, tile, args):
     t = C.measure(benches, iters=args.iters, passes=args.passes)
     res = dict(key=key_of(case, backward, tile), sku=(r.bwd if backward else r.fwd).sku.name, rel_err=err,
                ok=err <= TOL, error=None, timing=t)
-    for name in ("ours",) + tuple(BACKENDS):
+    for name in ("ours", "flash", "det") + tuple(BACKENDS):
         res[f"{name}_us"] = t[name].median * 1e6 if name in t else None
         res[f"{name}_tflops"] = r.flops / t[name].median / 1e12 if name in t else None
     for name in BACKENDS:
@@ -149,7 +168,7 @@ def measure_varlen(case, args):
     outs = [torch.empty((b, s, hq, d), device=DEV, dtype=BF) for _ in range(n)]
     q0, k0, v0 = sets[0]
     dense = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q0), spec(k0), spec(v0),
-                                                           spec(outs[0]), causal=causal))
+                                                           spec(outs[0]), causal=causal, kernel="flash"))
     flat = lambda t: t.view(b * s, t.shape[2], d)  # noqa: E731
     packed = bc.AttentionPlan.select(bc.AttentionDescriptor(
         "attention", spec(flat(q0)), spec(flat(k0)), spec(flat(v0)), spec(flat(outs[0])), causal=causal, varlen=True,
@@ -199,7 +218,8 @@ def main():
             rows.append(dict(key=key, error=f"{type(e).__name__}: {e}", ok=False))
         r = rows[-1]
         print(r["key"], r.get("error") or
-              f"{r['ours_tflops']:.0f} TFLOP/s vs fa2 {C.fmt(r['fa2_tflops'], '.0f')} cudnn "
+              f"{r['ours_tflops']:.0f} TFLOP/s (our flash {C.fmt(r['flash_tflops'], '.0f')}) vs fa2 "
+              f"{C.fmt(r['fa2_tflops'], '.0f')} cudnn "
               f"{C.fmt(r['cudnn_tflops'], '.0f')}", flush=True)
     varlen_ok = True
     if not args.rows or re.search(args.rows, "varlen"):
@@ -209,13 +229,16 @@ def main():
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
                 varlen_ok = False
-    headers = ["row", "ours TFLOP/s", "torch fa2", "torch cuDNN", "vs fa2", "vs cuDNN", "check", "sku"]
+    headers = ["row", "ours TFLOP/s", "ours deterministic", "our flash", "torch fa2", "torch cuDNN", "vs fa2",
+               "vs cuDNN", "check", "sku"]
     table = []
     for r in rows:
         if r.get("error"):
-            table.append([r["key"], "-", "-", "-", "-", "-", "ERROR", r["error"][:60]])
+            table.append([r["key"], "-", "-", "-", "-", "-", "-", "-", "ERROR", r["error"][:60]])
             continue
-        table.append([r["key"], C.fmt(r["ours_tflops"], ".0f"), C.fmt(r["fa2_tflops"], ".0f"),
+        table.append([r["key"], C.fmt(r["ours_tflops"], ".0f"), C.fmt(r["det_tflops"], ".0f"),
+                      C.fmt(r["flash_tflops"], ".0f"),
+                      C.fmt(r["fa2_tflops"], ".0f"),
                       C.fmt(r["cudnn_tflops"], ".0f"),
                       C.fmt(r["vs_fa2"], ".2f") + ("x" if r["vs_fa2"] else ""),
                       C.fmt(r["vs_cudnn"], ".2f") + ("x" if r["vs_cudnn"] else ""),

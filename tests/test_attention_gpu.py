@@ -271,16 +271,17 @@ BACKWARD_CASES = [
 ]
 
 
-def check_backward(q, k, v, case, g, kernel):
+def check_backward(q, k, v, case, g, kernel, deterministic=False):
     """attention_backward with `kernel` (into NaN-poisoned gradients) against autograd of the float64
-    reference, then a second run that must give the same bits."""
+    reference, then a second run that must give the same bits (our kernels always; cuDNN's when
+    deterministic)."""
     dt = q.dtype
     kw, ref = _rule_inputs(case, q.shape[2], g, dt)
     out, lse = bc.attention(q, k, v, return_lse=True, **kw)
     gout = rnd(out.shape, dt, g)
     poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
     grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
-                                  grad_v=poisoned[2], kernel=kernel, **kw)
+                                  grad_v=poisoned[2], kernel=kernel, deterministic=deterministic, **kw)
     leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
     if "sinks" in ref:
         ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
@@ -290,7 +291,9 @@ def check_backward(q, k, v, case, g, kernel):
     assert len(grads) == len(wgrads)
     for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
         check_close(a, b, dt, f"{kernel} {name}", GRAD_TOL)
-    again = bc.attention_backward(gout, q, k, v, out, lse, kernel=kernel, **kw)
+    if kernel == "cudnn" and not deterministic:
+        return
+    again = bc.attention_backward(gout, q, k, v, out, lse, kernel=kernel, deterministic=deterministic, **kw)
     for a, b in zip(grads, again):
         assert torch.equal(a, b), f"the {kernel} backward is not bitwise reproducible"
 
@@ -402,3 +405,126 @@ def test_errors():
     with pytest.raises(errors.InvalidArgument, match="max_seqlen"):
         bc.attention(q[0], q[0], q[0], cu_seqlens_q=torch.zeros(2, dtype=torch.int32, device=DEV),
                      cu_seqlens_k=torch.zeros(2, dtype=torch.int32, device=DEV))
+
+
+# ---- the cuDNN backend (builds with BARACUDA_ENABLE_CUDNN; libcudnn loaded at run time) ----
+HAS_CUDNN = bc.features().get("cudnn", False)
+needs_cudnn = pytest.mark.skipif(not HAS_CUDNN, reason="no cuDNN backend in this build")
+
+
+def _plan(q, k, v, out, **kw):
+    return bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride())) for t in (q, k, v, out)),
+        **kw))
+
+
+@needs_cudnn
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (8, 2), (4, 1)])
+def test_cudnn_forward(dt, d, causal, hq, hkv):
+    g = gen(d + 2 * causal + hkv)
+    B, Sq, Sk = 2, 77, 130
+    q, k, v = rnd((B, Sq, hq, d), dt, g), rnd((B, Sk, hkv, d), dt, g), rnd((B, Sk, hkv, d), dt, g)
+    out, lse = run(q, k, v, "cudnn", causal=causal)
+    want, wlse = ref_attention(q, k, v, causal=causal)
+    check_close(out, want, dt, f"cudnn d={d}")
+    check_lse(lse, wlse)
+    assert _plan(q, k, v, out, causal=causal).sku.name == f"attention.cudnn.forward.d{d}"
+
+
+CUDNN_RULES = [  # what cuDNN takes: both causal alignments, left windows, a scale
+    (dict(causal=True, causal_alignment="top_left"), (150, 70)),
+    (dict(causal=True), (70, 150)),
+    (dict(window=(16, 0)), (70, 150)),
+    (dict(window=(16, 0), causal_alignment="top_left"), (64, 64)),
+    (dict(scale=0.3), (1, 129)),
+]
+
+
+@needs_cudnn
+@pytest.mark.parametrize("rule,shape", CUDNN_RULES, ids=lambda r: str(r))
+def test_cudnn_rules(rule, shape):
+    dt = torch.bfloat16
+    sq, sk = shape
+    g = gen(sq + sk)
+    q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 2, 128), dt, g), rnd((2, sk, 2, 128), dt, g)
+    kw, ref = _rule_inputs(rule, 4, g, dt)
+    out, lse = run(q, k, v, "cudnn", **kw)
+    want, wlse = ref_attention(q, k, v, **ref)
+    check_close(out, want, dt, f"cudnn {rule}")
+    check_lse(lse, wlse)
+
+
+@needs_cudnn
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()))
+@pytest.mark.parametrize("sq,sk", [(70, 150), (150, 70)])
+def test_auto_routes_every_rule(rule, sq, sk):
+    """kernel='auto' takes cuDNN where it can and our kernels where it cannot (softcap, ALiBi, sinks,
+    rows that see no key): right either way, and a case cuDNN refuses names why under kernel='cudnn'."""
+    dt = torch.bfloat16
+    g = gen(sq * 3 + sk)
+    q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 1, 128), dt, g), rnd((2, sk, 1, 128), dt, g)
+    kw, ref = _rule_inputs(rule, 4, g, dt)
+    out, lse = run(q, k, v, "auto", **kw)
+    want, wlse = ref_attention(q, k, v, **ref)
+    check_close(out, want, dt, f"auto {rule}")
+    check_lse(lse, wlse)
+    if "softcap" in rule or "alibi" in rule or "sinks" in rule:
+        with pytest.raises(errors.Unsupported, match="cudnn"):
+            run(q, k, v, "cudnn", **kw)
+
+
+@needs_cudnn
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("case", [dict(), dict(causal=True), dict(window=(30, 0))],
+                         ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
+def test_cudnn_backward(dt, d, case):
+    """cuDNN's deterministic backward against autograd in float64, bitwise equal over repeats; the
+    default (atomic) one against the same reference."""
+    g = gen(d + 5)
+    B, Sq, Sk, Hq, Hkv = 2, 97, 141, 8, 2
+    q, k, v = rnd((B, Sq, Hq, d), dt, g), rnd((B, Sk, Hkv, d), dt, g), rnd((B, Sk, Hkv, d), dt, g)
+    check_backward(q, k, v, case, g, "cudnn", deterministic=True)
+    check_backward(q, k, v, case, g, "cudnn", deterministic=False)
+
+
+@needs_cudnn
+def test_cudnn_strided_outputs_and_graph_capture():
+    """BHSD views in, outputs laid out otherwise (each stride pattern builds its own cuDNN graph), and
+    the plan captured in a CUDA graph and replayed on new inputs."""
+    dt = torch.bfloat16
+    g = gen(31)
+    qh, kh, vh = rnd((2, 4, 90, 64), dt, g), rnd((2, 2, 90, 64), dt, g), rnd((2, 2, 90, 64), dt, g)
+    q, k, v = qh.transpose(1, 2), kh.transpose(1, 2), vh.transpose(1, 2)
+    for out in (torch.full((2, 90, 4, 64), float("nan"), device=DEV, dtype=dt),
+                torch.full((2, 4, 90, 64), float("nan"), device=DEV, dtype=dt).transpose(1, 2)):
+        got = bc.attention(q, k, v, causal=True, kernel="cudnn", out=out)
+        check_close(got, ref_attention(q, k, v, causal=True)[0], dt, f"cudnn out strides {out.stride()}")
+    out, lse = run(q, k, v, "cudnn", causal=True)
+    gout = rnd(out.shape, dt, g)
+    grads = bc.attention_backward(gout, q, k, v, out, lse, causal=True, kernel="cudnn", deterministic=True)
+    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
+    want, _ = ref_attention(*leaves, causal=True)
+    for a, b in zip(grads, torch.autograd.grad(want, leaves, gout.double())):
+        check_close(a, b, dt, "cudnn grad of views", GRAD_TOL)
+    # CUDA graph: capture one run, replay on new data in the same buffers
+    qs, ks, vs = (t.contiguous() for t in (q, k, v))
+    out = torch.empty_like(qs)
+    plan = _plan(qs, ks, vs, out, causal=True, kernel="cudnn")
+    ws = torch.empty(max(plan.workspace_bytes(), 1), dtype=torch.uint8, device=DEV)
+    plan.run(q=qs, k=ks, v=vs, out=out, workspace=ws)  # warm up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(q=qs, k=ks, v=vs, out=out, workspace=ws)
+    for seed in (1, 2):
+        g2 = gen(seed)
+        for t in (qs, ks, vs):
+            t.copy_(rnd(t.shape, dt, g2))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check_close(out, ref_attention(qs, ks, vs, causal=True)[0], dt, "cudnn graph replay")

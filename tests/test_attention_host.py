@@ -43,7 +43,9 @@ REFUSALS = [
     ("softcap", lambda: D(softcap=-1.0), errors.InvalidArgument, ["softcap must be a finite number >= 0"]),
     ("alignment", lambda: D(causal=True, causal_alignment="middle"), errors.InvalidArgument, ["causal_alignment"]),
     ("window", lambda: D(window_left=-2), errors.InvalidArgument, ["window sizes must be >= 0, or -1"]),
-    ("kernel", lambda: D(kernel="cudnn"), errors.InvalidArgument, ["kernel must be 'auto', 'flash' or 'rowwise'"]),
+    ("kernel", lambda: D(kernel="cuda"), errors.InvalidArgument, ["kernel must be 'auto', 'cudnn', 'flash' or 'rowwise'"]),
+    ("cudnn-softcap", lambda: D(kernel="cudnn", softcap=2.0), errors.Unsupported, ["kernel='cudnn' is not available"]),
+    ("cudnn-f32", lambda: D(kernel="cudnn", dtype=f32), errors.Unsupported, ["kernel='cudnn' is not available"]),
     ("flash-f32", lambda: D(dtype=f32, kernel="flash"), errors.Unsupported, ["kernel='flash' is not available"]),
     ("flash-d80", lambda: D(q=(1, 4, 2, 80), k=(1, 4, 2, 80), kernel="flash"), errors.Unsupported,
      ["head_dim 64, 96, 128 or 256"]),
@@ -69,30 +71,52 @@ def test_backward_workspace_limit():
         bc.AttentionPlan.select(D(op="attention_backward"), pref)
 
 
+def select_ours(desc):
+    return bc.AttentionPlan.select(desc, bc.PlanPreference(forbid=[bc.Backend.cudnn]))
+
+
 @pytest.mark.skipif(not FLASH, reason="no flash kernels in this build")
 def test_kernel_choice_and_sku():
-    p = bc.AttentionPlan.select(D(causal=True))
+    """Among our kernels (cuDNN forbidden: on a GPU machine it would take the plain cases)."""
+    p = select_ours(D(causal=True))
     assert p.sku.name == "attention.flash.m64n64.d128" and p.sku.category == "attention"
     assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0
-    assert bc.AttentionPlan.select(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
-    assert bc.AttentionPlan.select(D(kernel="rowwise")).sku.name == "attention.rowwise.forward"
-    assert bc.AttentionPlan.select(D(dtype=f32)).sku.name == "attention.rowwise.forward"
-    assert bc.AttentionPlan.select(D(q=(1, 4, 2, 48), k=(1, 4, 2, 48))).sku.name == "attention.rowwise.forward"
+    assert select_ours(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
+    assert select_ours(D(kernel="rowwise")).sku.name == "attention.rowwise.forward"
+    assert select_ours(D(dtype=f32)).sku.name == "attention.rowwise.forward"
+    assert select_ours(D(q=(1, 4, 2, 48), k=(1, 4, 2, 48))).sku.name == "attention.rowwise.forward"
     # a stride that is not a multiple of 8 elements: rowwise
     odd = D(q=(2, 100, 8, 128), qs=(102408, 1028, 128, 1))
-    assert bc.AttentionPlan.select(odd).sku.name == "attention.rowwise.forward"
-    b = bc.AttentionPlan.select(D(op="attention_backward"))
+    assert select_ours(odd).sku.name == "attention.rowwise.forward"
+    b = select_ours(D(op="attention_backward"))
     assert b.sku.name == "attention.flash_backward.d128"
     assert b.workspace_bytes() == 2 * 8 * 100 * 4  # delta: one f32 per query row
-    assert bc.AttentionPlan.select(D(op="attention_backward", q=(1, 4, 2, 256), k=(1, 4, 2, 256))).sku.name == \
+    assert select_ours(D(op="attention_backward", q=(1, 4, 2, 256), k=(1, 4, 2, 256))).sku.name == \
         "attention.rowwise.backward"
-    v = bc.AttentionPlan.select(bc.AttentionDescriptor(
+    v = select_ours(bc.AttentionDescriptor(
         "attention", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16), S((300, 8, 64), f16),
         varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300))
     assert v.sku.layout == "varlen" and v.sku.name == "attention.flash.m64n64.d64"
-    assert bc.AttentionPlan.select(bc.AttentionDescriptor(
+    assert select_ours(bc.AttentionDescriptor(
         "attention_backward", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16),
         S((300, 8, 64), f16), varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300)).workspace_bytes() == 8 * 300 * 4
+
+
+def test_cudnn_without_library_or_device():
+    """Without libcudnn or a device (CI), kernel='cudnn' says why and 'auto' takes our kernels; the
+    preference can forbid cuDNN and then never reaches for it."""
+    try:
+        p = bc.AttentionPlan.select(D(causal=True))
+    except errors.BaracudaError as e:  # pragma: no cover (a build without flash kernels)
+        pytest.skip(str(e))
+    if p.sku.backend == bc.Backend.cudnn:
+        pytest.skip("cuDNN loads and a device is present: the GPU tests cover it")
+    with pytest.raises(errors.Unsupported, match="kernel='cudnn' is not available") as info:
+        bc.AttentionPlan.select(D(kernel="cudnn"))
+    msg = str(info.value)
+    assert ("BARACUDA_ENABLE_CUDNN" in msg) if not bc.features()["cudnn"] else ("cuDNN" in msg or "device" in msg)
+    with pytest.raises(errors.Unsupported, match="forbids cuDNN"):
+        bc.AttentionPlan.select(D(kernel="cudnn"), bc.PlanPreference(forbid=[bc.Backend.cudnn]))
 
 
 def test_descriptor_identity_and_registry():

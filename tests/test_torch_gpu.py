@@ -362,3 +362,31 @@ def test_patched_llama_trains_like_unpatched_bf16():
     comp = _train(torch.compile(_llama(True, torch.bfloat16)), 10)
     for i, (a, b) in enumerate(zip(ref[:10], comp)):
         assert abs(a - b) <= 0.03 * abs(a) + 0.05, (i, a, b)
+
+
+def test_patched_llama_attention_runs_ours_in_bf16(monkeypatch):
+    """patch() routes a Llama's attention (transformers' AttentionInterface) to bt.attention: every
+    layer's call lands there, logits and gradients agree with the unpatched model, and a padding
+    mask goes to transformers' SDPA path (bt.attention not called)."""
+    ref, ours = _llama(False, torch.bfloat16), _llama(False, torch.bfloat16)
+    bt.patch(ours, rms_norm=False, loss=False)
+    assert ours.baracuda_patched["attention"] == 1
+    calls = []
+    real = bt.attention
+    monkeypatch.setattr(bt, "attention", lambda *a, **k: calls.append(k.get("causal")) or real(*a, **k))
+    ids = torch.randint(0, 32000, (2, 96), device=DEV)
+    a, b = ref(input_ids=ids, labels=ids), ours(input_ids=ids, labels=ids)
+    assert calls == [True] * len(ours.model.layers)
+    torch.testing.assert_close(b.logits.float(), a.logits.float(), atol=0.15, rtol=0.05)
+    a.loss.backward()
+    b.loss.backward()
+    for (name, pa), pb in zip(ref.named_parameters(), ours.parameters()):
+        assert pb.grad is not None and torch.isfinite(pb.grad).all(), name
+        rel = (pb.grad.float() - pa.grad.float()).norm() / pa.grad.float().norm().clamp_min(1e-12)
+        assert rel < 0.1, (name, float(rel))  # two bf16 attention backends: same gradient up to rounding
+    calls.clear()
+    mask = torch.ones_like(ids)
+    mask[0, :10] = 0
+    torch.testing.assert_close(ours(input_ids=ids, attention_mask=mask).logits.float(),
+                               ref(input_ids=ids, attention_mask=mask).logits.float(), atol=0.15, rtol=0.05)
+    assert calls == []

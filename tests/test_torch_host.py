@@ -151,9 +151,28 @@ def test_modules_and_patch_on_a_tiny_llama():
     model = transformers.LlamaForCausalLM(cfg)
     before = {k: v.data_ptr() for k, v in model.state_dict().items()}
     bt.patch(model, mlp=True)
-    assert model.baracuda_patched == {"rms_norm": 5, "mlp": 2, "linear": 0, "loss": 1}
+    assert model.baracuda_patched == {"rms_norm": 5, "mlp": 2, "linear": 0, "loss": 1, "attention": 1}
     assert isinstance(model.model.norm, bt.RMSNorm) and isinstance(model.model.layers[0].mlp, bt.GatedMLP)
     assert {k: v.data_ptr() for k, v in model.state_dict().items()} == before  # parameters shared, not copied
+    assert model.config._attn_implementation == "baracuda"
+
+
+def test_patched_attention_hands_other_calls_to_sdpa():
+    """On the CPU (and for float32, masks, dropout) the routed attention is transformers' SDPA path:
+    the same logits as the unpatched model, a padding mask included."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    ref = transformers.LlamaForCausalLM(cfg)
+    ours = transformers.LlamaForCausalLM(cfg)
+    ours.load_state_dict(ref.state_dict())
+    bt.patch(ours, rms_norm=False, loss=False)
+    ids = torch.randint(0, 64, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, :3] = 0
+    for kw in ({}, {"attention_mask": mask}):
+        torch.testing.assert_close(ours(input_ids=ids, **kw).logits, ref(input_ids=ids, **kw).logits)
 
 
 def test_inspectable_signatures():

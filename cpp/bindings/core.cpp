@@ -160,6 +160,8 @@ void init_core(nb::module_& m) {
     return out;
   }, "CUDA devices the runtime sees; empty (not an error) without a driver or GPU.");
   m.def("device_probe_message", &device_probe_message, "Why devices() is empty, or ''.");
+  m.def("add_library_dir", &add_library_dir, "dir"_a,
+        "A directory to look for the libraries loaded at run time (libcublasLt, libcudnn) in, before their first use.");
 
   m.def("empty",
         [](std::vector<int64_t> shape, DType dtype, int device) {

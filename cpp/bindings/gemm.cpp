@@ -277,8 +277,6 @@ void init_gemm(nb::module_& m) {
           return d;
         },
         "Whether cuBLASLt loaded, from where, its version (loads it on first call).");
-  m.def("gemm_add_library_dir", &gemm_add_library_dir, "dir"_a,
-        "A directory to look for libcublasLt in before its first use.");
 }
 
 }  // namespace baracuda::py

@@ -1,4 +1,5 @@
-// AttentionPlan: validation, the kernel choice (flash or rowwise), the SKU, and run().
+// AttentionPlan: validation, the backend choice (cuDNN, our flash kernels or our rowwise ones), the
+// SKU, and run().
 #include "baracuda/attention.h"
 
 #include <cmath>
@@ -6,6 +7,7 @@
 
 #include "attention/attention_launch.h"
 #include "baracuda/errors.h"
+#include "cudnn/attention_cudnn.h"
 #include "device_guard.h"
 #include "plan_util.h"
 
@@ -15,6 +17,14 @@ namespace {
 
 const DType kDTypes[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
 DType stats_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+bool cudnn_compiled() {
+#ifdef BARACUDA_ENABLE_CUDNN
+  return true;
+#else
+  return false;
+#endif
+}
 
 bool flash_compiled() {
 #ifdef BARACUDA_ENABLE_FA2
@@ -60,6 +70,7 @@ struct AttentionPlan::Impl {
   KernelSku sku;
   bool backward = false;
   bool flash = false;
+  std::shared_ptr<const attention_cudnn::Graphs> cudnn;  // set when cuDNN runs the case
   attention::Geometry geo;
   int64_t lse_rows = 0;  // elements of lse (and delta)
   int64_t workspace = 0;
@@ -73,8 +84,6 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   if (op != "attention" && op != "attention_backward")
     throw InvalidArgument("attention: unknown op '" + op + "'; expected 'attention' or 'attention_backward'");
   I.backward = op == "attention_backward";
-  if (!pref.allows(Backend::Bespoke))
-    throw Unsupported(op + ": the preference forbids the bespoke backend, the only one this build has for attention");
 
   // dtypes: q, k, v, out alike, a float type.
   const DType dt = desc.q.dtype;
@@ -210,8 +219,27 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   const bool strides_ok = aligned(desc.q) && aligned(desc.k) && aligned(desc.v) && aligned(desc.out);
   const bool flash_ok = strides_ok && (I.backward ? flash_compiled() && attention::flash_backward_supported(dt, g.d, g.dv)
                                                   : !tiles.empty());
-  if (desc.kernel != "auto" && desc.kernel != "flash" && desc.kernel != "rowwise")
-    throw InvalidArgument(op + ": kernel must be 'auto', 'flash' or 'rowwise', got '" + desc.kernel + "'");
+  if (desc.kernel != "auto" && desc.kernel != "cudnn" && desc.kernel != "flash" && desc.kernel != "rowwise")
+    throw InvalidArgument(op + ": kernel must be 'auto', 'cudnn', 'flash' or 'rowwise', got '" + desc.kernel + "'");
+  // cuDNN first where it takes the case (its fused kernels outrun ours: docs/benchmarks.md), unless
+  // a kernel or a flash tile is named or the preference forbids it.
+  const bool deterministic = desc.deterministic || pref.require_deterministic;
+  if (desc.kernel == "cudnn" || (desc.kernel == "auto" && desc.tile == "auto" && pref.allows(Backend::Cudnn))) {
+    std::string why = cudnn_compiled() ? "" : "this build has no cuDNN backend (BARACUDA_ENABLE_CUDNN off: its headers "
+                                              "were not found at build time)";
+    if (desc.kernel == "cudnn" && !pref.allows(Backend::Cudnn)) why = "the preference forbids cuDNN";
+#ifdef BARACUDA_ENABLE_CUDNN
+    if (why.empty()) why = attention_cudnn::rule_out(desc, g, I.backward);
+    if (why.empty()) {
+      AttentionDescriptor built = desc;
+      built.deterministic = deterministic;
+      I.cudnn = attention_cudnn::build(built, g, I.backward, why);
+    }
+#endif
+    if (!I.cudnn && desc.kernel == "cudnn") throw Unsupported(op + ": kernel='cudnn' is not available: " + why);
+  }
+  if (!I.cudnn && !pref.allows(Backend::Bespoke))
+    throw Unsupported(op + ": the preference forbids the bespoke backend, and cuDNN does not take this case");
   if (desc.kernel == "flash" && !flash_ok) {
     std::string why = !flash_compiled() ? "this build has no flash kernels (BARACUDA_ENABLE_FA2=OFF)"
                       : !strides_ok       ? "the flash kernels need every stride a multiple of 8 elements"
@@ -221,14 +249,19 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
                                             "(equal for q and v)";
     throw Unsupported(op + ": kernel='flash' is not available: " + why);
   }
-  I.flash = flash_ok && desc.kernel != "rowwise";
+  I.flash = !I.cudnn && flash_ok && desc.kernel != "rowwise";
   g.tile_bm = tile.bm;
   g.tile_bn = tile.bn;
-  if (!I.flash && (g.d > attention::kRowwiseMaxHeadDim || g.dv > attention::kRowwiseMaxHeadDim))
+  if (!I.cudnn && !I.flash && (g.d > attention::kRowwiseMaxHeadDim || g.dv > attention::kRowwiseMaxHeadDim))
     throw Unsupported(op + ": head_dim " + std::to_string(std::max(g.d, g.dv)) + " is above " +
                       std::to_string(attention::kRowwiseMaxHeadDim) + ", the rowwise kernels' limit");
-  if (I.backward) {
+  if (I.backward || I.cudnn) {
+#ifdef BARACUDA_ENABLE_CUDNN
+    const int64_t bytes = I.cudnn ? attention_cudnn::workspace_bytes(*I.cudnn)
+                                  : I.lse_rows * int64_t(dtype_size(stats_dtype(dt)));
+#else
     const int64_t bytes = I.lse_rows * int64_t(dtype_size(stats_dtype(dt)));
+#endif
     I.workspace = bytes;
     if (pref.workspace_limit >= 0 && bytes > pref.workspace_limit)
       throw Unsupported(op + ": needs " + std::to_string(bytes) + " bytes of workspace; the preference allows " +
@@ -263,6 +296,18 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
                          "grad_v row over the queries of every head of its group, in order";
   pg.deterministic = true;
   pg.bit_stable = true;
+#ifdef BARACUDA_ENABLE_CUDNN
+  if (I.cudnn) {
+    k.name = "attention.cudnn." + std::string(I.backward ? "backward" : "forward") + ".d" + std::to_string(g.d);
+    k.backend = Backend::Cudnn;
+    pg.math = "cuDNN " + attention_cudnn::library_version() +
+              " fused flash attention: tensor-core products of 16-bit inputs with f32 accumulation, softmax in f32";
+    if (I.backward) {
+      pg.math += deterministic ? "; its deterministic backward" : "; its backward (grad_q accumulated with atomics)";
+      pg.deterministic = pg.bit_stable = deterministic;
+    }
+  }
+#endif
   return AttentionPlan(impl);
 }
 
@@ -374,17 +419,19 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
   } else {
     writes = {{"out", &t.out}, {"lse", &t.lse}};
   }
-  if (I.flash) {
+  if (I.flash || I.cudnn) {
     for (const TensorView* v : {&t.q, &t.k, &t.v, &t.out, &t.grad_out, &t.grad_q, &t.grad_k, &t.grad_v})
       if (reinterpret_cast<uintptr_t>(v->data) % 16 != 0)
         throw InvalidArgument(op + ": a data pointer of q / k / v / out (or a gradient) is not 16-byte aligned, which "
-                                   "the flash kernel this plan selected needs (select with kernel='rowwise' for such "
-                                   "views)");
+                                   "the kernel this plan selected needs (select with kernel='rowwise' for such views)");
   }
   check_aliasing(op, writes, reads);
   check_workspace(op, workspace, workspace_size, I.workspace, reads, writes);
 
   DeviceGuard guard(device);
+#ifdef BARACUDA_ENABLE_CUDNN
+  if (I.cudnn) return attention_cudnn::run(*I.cudnn, t, workspace, workspace_size, stream, device);
+#endif
   if (I.backward) (I.flash ? attention::flash_backward : attention::rowwise_backward)(g, p, stream);
   else if (I.flash) attention::flash_forward(g, p, stream);
   else attention::rowwise_forward(g, p, stream);
@@ -394,10 +441,14 @@ FamilyInfo attention_family_info() {
   const std::vector<DType> fp(std::begin(kDTypes), std::end(kDTypes));
   FamilyInfo f{"attention", "AttentionPlan",
                "scaled dot-product attention over [B, S, H, D] or packed variable-length sequences: GQA, causal "
-               "(either alignment), sliding window, softcap, ALiBi, sinks; flash kernels for 16-bit heads of 64, 96, "
-               "128, 256; with backward",
+               "(either alignment), sliding window, softcap, ALiBi, sinks; cuDNN's fused attention where built and it "
+               "takes the case, our flash kernels for 16-bit heads of 64, 96, 128, 256, rowwise kernels for the rest; "
+               "with backward",
                {}};
   f.ops.push_back(OpCoverage{"attention", "forward", fp, {"bshd", "varlen"}, Backend::Bespoke, true});
+  // What the cuDNN backend covers where built (features()["cudnn"] says whether this build has it).
+  f.ops.push_back(OpCoverage{"attention", "forward", {DType::Float16, DType::BFloat16}, {"bshd"}, Backend::Cudnn,
+                             true});
   return f;
 }
 

@@ -1,12 +1,10 @@
 // Finding and loading cuBLASLt (see cublaslt_api.h).
 #include "cublaslt_api.h"
 
-#include <dlfcn.h>
-
-#include <cstdlib>
-#include <memory>
 #include <mutex>
 #include <vector>
+
+#include "dynlib.h"
 
 #include "baracuda/errors.h"
 
@@ -19,71 +17,42 @@ namespace {
 // The major version the headers we compiled against belong to (the ABI we speak).
 constexpr const char* kSoname = "libcublasLt.so." BARACUDA_STR(CUBLAS_VER_MAJOR);
 
-std::mutex& mu() {
-  static std::mutex m;
-  return m;
-}
-std::vector<std::string>& dirs() {
-  static std::vector<std::string> d;
-  return d;
-}
-
 struct Loaded {
   Api api{};
   bool ok = false;
   std::string path, error;
 };
 
-template <class F>
-bool sym(void* lib, const char* name, F& f, std::string& missing) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (!f) missing += std::string(missing.empty() ? "" : ", ") + name;
-  return f != nullptr;
-}
-
 Loaded load() {
   Loaded L;
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("BARACUDA_CUBLASLT")) candidates.push_back(env);
-  candidates.push_back(kSoname);  // already loaded (torch, JAX) or on the loader's path
-  for (const auto& d : dirs()) candidates.push_back(d + "/" + kSoname);
-  if (const char* home = std::getenv("CUDA_HOME")) candidates.push_back(std::string(home) + "/lib64/" + kSoname);
-  candidates.push_back(std::string("/usr/local/cuda/lib64/") + kSoname);
-  std::string tried;
-  void* lib = nullptr;
-  for (const auto& c : candidates) {
-    lib = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib) {
-      L.path = c;
-      break;
-    }
-    tried += "\n  " + c + ": " + dlerror();
-  }
+  dynlib::Opened o = dynlib::open(kSoname, "BARACUDA_CUBLASLT");
+  void* lib = o.handle;
   if (!lib) {
-    L.error = std::string("cuBLASLt (") + kSoname + ") could not be loaded; tried:" + tried +
+    L.error = std::string("cuBLASLt (") + kSoname + ") could not be loaded; tried:" + o.tried +
               "\nInstall it with `pip install nvidia-cublas` (torch and JAX bring it), or set BARACUDA_CUBLASLT "
               "to the library's path.";
     return L;
   }
+  L.path = o.path;
   std::string missing;
   Api& a = L.api;
-  sym(lib, "cublasLtCreate", a.Create, missing);
-  sym(lib, "cublasLtDestroy", a.Destroy, missing);
-  sym(lib, "cublasLtGetVersion", a.GetVersion, missing);
-  sym(lib, "cublasLtGetStatusName", a.GetStatusName, missing);
-  sym(lib, "cublasLtGetStatusString", a.GetStatusString, missing);
-  sym(lib, "cublasLtMatmul", a.Matmul, missing);
-  sym(lib, "cublasLtMatmulDescCreate", a.MatmulDescCreate, missing);
-  sym(lib, "cublasLtMatmulDescDestroy", a.MatmulDescDestroy, missing);
-  sym(lib, "cublasLtMatmulDescSetAttribute", a.MatmulDescSetAttribute, missing);
-  sym(lib, "cublasLtMatrixLayoutCreate", a.MatrixLayoutCreate, missing);
-  sym(lib, "cublasLtMatrixLayoutDestroy", a.MatrixLayoutDestroy, missing);
-  sym(lib, "cublasLtMatrixLayoutSetAttribute", a.MatrixLayoutSetAttribute, missing);
-  sym(lib, "cublasLtMatmulPreferenceCreate", a.MatmulPreferenceCreate, missing);
-  sym(lib, "cublasLtMatmulPreferenceDestroy", a.MatmulPreferenceDestroy, missing);
-  sym(lib, "cublasLtMatmulPreferenceSetAttribute", a.MatmulPreferenceSetAttribute, missing);
-  sym(lib, "cublasLtMatmulAlgoGetHeuristic", a.MatmulAlgoGetHeuristic, missing);
-  sym(lib, "cublasLtMatmulAlgoConfigGetAttribute", a.MatmulAlgoConfigGetAttribute, missing);
+  dynlib::bind(lib, "cublasLtCreate", a.Create, missing);
+  dynlib::bind(lib, "cublasLtDestroy", a.Destroy, missing);
+  dynlib::bind(lib, "cublasLtGetVersion", a.GetVersion, missing);
+  dynlib::bind(lib, "cublasLtGetStatusName", a.GetStatusName, missing);
+  dynlib::bind(lib, "cublasLtGetStatusString", a.GetStatusString, missing);
+  dynlib::bind(lib, "cublasLtMatmul", a.Matmul, missing);
+  dynlib::bind(lib, "cublasLtMatmulDescCreate", a.MatmulDescCreate, missing);
+  dynlib::bind(lib, "cublasLtMatmulDescDestroy", a.MatmulDescDestroy, missing);
+  dynlib::bind(lib, "cublasLtMatmulDescSetAttribute", a.MatmulDescSetAttribute, missing);
+  dynlib::bind(lib, "cublasLtMatrixLayoutCreate", a.MatrixLayoutCreate, missing);
+  dynlib::bind(lib, "cublasLtMatrixLayoutDestroy", a.MatrixLayoutDestroy, missing);
+  dynlib::bind(lib, "cublasLtMatrixLayoutSetAttribute", a.MatrixLayoutSetAttribute, missing);
+  dynlib::bind(lib, "cublasLtMatmulPreferenceCreate", a.MatmulPreferenceCreate, missing);
+  dynlib::bind(lib, "cublasLtMatmulPreferenceDestroy", a.MatmulPreferenceDestroy, missing);
+  dynlib::bind(lib, "cublasLtMatmulPreferenceSetAttribute", a.MatmulPreferenceSetAttribute, missing);
+  dynlib::bind(lib, "cublasLtMatmulAlgoGetHeuristic", a.MatmulAlgoGetHeuristic, missing);
+  dynlib::bind(lib, "cublasLtMatmulAlgoConfigGetAttribute", a.MatmulAlgoConfigGetAttribute, missing);
   if (!missing.empty()) {
     L.error = L.path + " lacks " + missing;
     return L;
@@ -93,19 +62,11 @@ Loaded load() {
 }
 
 const Loaded& loaded() {
-  static const Loaded L = [] {
-    std::lock_guard<std::mutex> g(mu());
-    return load();
-  }();
+  static const Loaded L = load();  // a function-local static: initialised once, thread-safe
   return L;
 }
 
 }  // namespace
-
-void add_library_dir(const std::string& dir) {
-  std::lock_guard<std::mutex> g(mu());
-  dirs().push_back(dir);
-}
 
 const Api* api() { return loaded().ok ? &loaded().api : nullptr; }
 std::string load_error() { return loaded().error; }

@@ -1,6 +1,6 @@
 // cuBLASLt, loaded at run time. The core links no cuBLAS: the library is found when a GEMM
 // plan first needs it (already loaded by torch / JAX, the loader's path, BARACUDA_CUBLASLT,
-// or a directory registered with add_library_dir, e.g. the nvidia-cublas wheel's), so
+// or a directory registered with baracuda::add_library_dir, e.g. the nvidia-cublas wheel's), so
 // `import baracuda` costs nothing and the rest of the library works without it.
 #pragma once
 #include <cublasLt.h>
@@ -35,9 +35,6 @@ const Api* api();
 const Api& require(const std::string& op);
 std::string load_error();
 std::string library_path();  // the file the API was loaded from ("" if not loaded)
-// Directories searched after the loader's own search (the Python package registers the
-// nvidia-cublas wheel's lib directory here). Has no effect once the library is loaded.
-void add_library_dir(const std::string& dir);
 
 // One handle per device, created on first use; thread-safe.
 cublasLtHandle_t handle(int device);

@@ -886,8 +886,6 @@ GemmBackendInfo gemm_backend_info() {
   return b;
 }
 
-void gemm_add_library_dir(const std::string& dir) { cublaslt::add_library_dir(dir); }
-
 FamilyInfo gemm_family_info() {
   const std::vector<DType> fl = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
   const std::vector<DType> half = {DType::Float16, DType::BFloat16, DType::Float32};

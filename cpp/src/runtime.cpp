@@ -1,5 +1,7 @@
 #include "baracuda/runtime.h"
 
+#include "dynlib.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,5 +40,7 @@ void copy_to_device(void* dst, const void* src, int64_t bytes) {
 void copy_to_host(void* dst, const void* src, int64_t bytes) {
   cuda_check(cudaMemcpy(dst, src, size_t(bytes), cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
 }
+
+void add_library_dir(const std::string& dir) { dynlib::add_dir(dir); }
 
 }  // namespace baracuda

@@ -44,8 +44,8 @@ _OPS.update(_NORM_FUNCTIONS)
 
 
 def _register_library_dirs():
-    # cuBLASLt is loaded on first use; tell the core where pip's nvidia-cublas wheel keeps it
-    # (torch and JAX load it themselves; this covers CuPy-only and plain installs).
+    # cuBLASLt and cuDNN are loaded on first use; tell the core where pip's nvidia-* wheels keep
+    # them (torch and JAX load them themselves; this covers CuPy-only and plain installs).
     import importlib.util
 
     try:
@@ -53,10 +53,10 @@ def _register_library_dirs():
     except (ImportError, ValueError):
         return
     for base in (spec.submodule_search_locations or []) if spec else []:
-        for sub in ("cu13", "cublas"):
+        for sub in ("cu13", "cublas", "cudnn"):
             lib = _os.path.join(base, sub, "lib")
             if _os.path.isdir(lib):
-                _C.gemm_add_library_dir(lib)
+                _C.add_library_dir(lib)
 
 
 _register_library_dirs()

@@ -1,8 +1,10 @@
 """Functional attention: ``attention`` / ``attention_backward`` over [B, S, H, D] tensors (or packed
 variable-length sequences), and ``scaled_dot_product_attention`` for torch's [B, H, S, D] form.
 
-The plan (``AttentionPlan``) picks the flash kernel (bf16 / f16, head dims 64, 96, 128, 256) or the
-rowwise kernel (every float dtype, head dims up to 256); ``plan.sku`` says which. Outputs are
+The plan (``AttentionPlan``) picks cuDNN's fused attention where the build has it and cuDNN takes the
+case (bf16 / f16, dense, no softcap / ALiBi / sinks), else our flash kernel (bf16 / f16, head dims
+64, 96, 128, 256), else our rowwise kernel (every float dtype, head dims up to 256); ``plan.sku``
+says which. Outputs are
 allocated in q's framework unless given. See ``baracuda/attention.h`` for the exact rules.
 """
 from typing import Any, Optional, Tuple
@@ -104,7 +106,7 @@ def attention(q: DLPackTensor, k: DLPackTensor, v: DLPackTensor, *, causal: bool
     ``softcap``: s = softcap * tanh(s / softcap); ``alibi_slopes`` (f32 [Hq] or [B, Hq]);
     ``sinks`` ([Hq], f32; f64 for f64): a per-head logit in the softmax's denominator.
     Returns out [.., Hq, Dv], or (out, lse) with ``return_lse`` (lse [B, Hq, Sq] or [Hq, total_q],
-    f32; what attention_backward reads). ``kernel``: "auto", "flash" or "rowwise". ``check_seqlens``:
+    f32; what attention_backward reads). ``kernel``: "auto", "cudnn", "flash" or "rowwise". ``check_seqlens``:
     validate packed offsets on the host first (a synchronization; see validate_seqlens)."""
     _check_tensors(q, k, v, "attention")
     varlen, wl, wr = check_rules(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, window)
@@ -122,7 +124,7 @@ def attention(q: DLPackTensor, k: DLPackTensor, v: DLPackTensor, *, causal: bool
                "cu_seqlens_k": cu_seqlens_k, "seqused_k": seqused_k, "alibi_slopes": alibi_slopes, "sinks": sinks}
     _C.attention_call("attention", tensors, None if scale is None else float(scale), bool(causal), causal_alignment,
                       wl, wr, float(softcap or 0.0), batch, int(max_seqlen_q or 0), int(max_seqlen_k or 0),
-                      bool(deterministic), kernel, stream, None)
+                      bool(deterministic), kernel, stream, _interop.workspace_allocator(q))
     o = fo(o)
     return (o, flse(lse_buf)) if return_lse else o
 

@@ -174,6 +174,11 @@ def devices() -> list:
 def device_probe_message() -> str:
     """Why devices() is empty, or ''."""
 
+def add_library_dir(dir: str) -> None:
+    """
+    A directory to look for the libraries loaded at run time (libcublasLt, libcudnn) in, before their first use.
+    """
+
 def empty(shape: Sequence[int], dtype: DType, device: int = 0) -> Any:
     """
     Device memory owned by the returned DLPack array (used for frameworks like JAX that cannot lend output buffers).
@@ -645,9 +650,6 @@ def gemm_backend_info() -> dict:
     """
     Whether cuBLASLt loaded, from where, its version (loads it on first call).
     """
-
-def gemm_add_library_dir(dir: str) -> None:
-    """A directory to look for libcublasLt in before its first use."""
 
 class SoftmaxDescriptor:
     """

@@ -131,9 +131,6 @@ struct GemmBackendInfo {
   std::string error;
 };
 GemmBackendInfo gemm_backend_info();
-// Extra directory to look for libcublasLt in (before first use); the Python package
-// registers the nvidia-cublas wheel's.
-void gemm_add_library_dir(const std::string& dir);
 
 FamilyInfo gemm_family_info();
 

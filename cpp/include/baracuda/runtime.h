@@ -1,6 +1,7 @@
 // Device memory and stream helpers of the core, for callers that link no CUDA runtime.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "baracuda/plan.h"
 
@@ -15,5 +16,9 @@ void synchronize_stream(StreamHandle stream);     // throws CudaError naming the
 bool stream_is_capturing(StreamHandle stream) noexcept;
 void copy_to_device(void* dst, const void* src, int64_t bytes);   // synchronous
 void copy_to_host(void* dst, const void* src, int64_t bytes);     // synchronous
+// A directory to look for the libraries loaded at run time (libcublasLt, libcudnn) in, after the
+// loader's own path; the Python package registers the nvidia-* wheels'. Only affects libraries not
+// loaded yet.
+void add_library_dir(const std::string& dir);
 
 }  // namespace baracuda

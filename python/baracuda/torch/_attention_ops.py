@@ -24,9 +24,12 @@ def _batch(cu_seqlens_q):
     return int(cu_seqlens_q.shape[0]) - 1 if cu_seqlens_q is not None else 0
 
 
-def _launch(op, tensors, cu_seqlens_q, scale, causal, alignment, wl, wr, softcap, msq, msk, kernel, alloc=None):
+def _launch(op, tensors, cu_seqlens_q, scale, causal, alignment, wl, wr, softcap, msq, msk, kernel):
+    # torch.use_deterministic_algorithms(True) asks for the bitwise-reproducible backward.
+    q = tensors["q"]
     _C.attention_call(op, tensors, scale, bool(causal), alignment, int(wl), int(wr), float(softcap), _batch(cu_seqlens_q),
-                      int(msq), int(msk), False, kernel, None, alloc)
+                      int(msq), int(msk), torch.are_deterministic_algorithms_enabled(), kernel, None,
+                      lambda n: torch.empty((int(n),), dtype=torch.uint8, device=q.device))
 
 
 def _attention_impl(q, k, v, cu_q, cu_k, seqused_k, alibi, sinks, scale, causal, alignment, wl, wr, softcap, msq, msk,
@@ -88,8 +91,7 @@ def _attention_bwd_impl(grad, q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, s
             {"q": q, "k": k, "v": v, "out": out, "lse": lse, "grad_out": grad, "grad_q": gq, "grad_k": gk,
              "grad_v": gv, "grad_sinks": gs if sinks is not None else None, "cu_seqlens_q": cu_q,
              "cu_seqlens_k": cu_k, "seqused_k": seqused_k, "alibi_slopes": alibi, "sinks": sinks},
-            cu_q, scale, causal, alignment, wl, wr, softcap, msq, msk, "auto",
-            lambda n: torch.empty((int(n),), dtype=torch.uint8, device=q.device))
+            cu_q, scale, causal, alignment, wl, wr, softcap, msq, msk, "auto")
     return gq, gk, gv, gs
 
 

@@ -4,7 +4,10 @@ What is swapped (each module keeps its parameters, so state_dict, optimizers and
 unaffected): every ``*RMSNorm`` (``weight`` + ``variance_epsilon``) -> RMSNorm; every gated MLP
 (``gate_proj`` / ``up_proj`` / ``down_proj`` + ``act_fn``) -> GatedMLP (with ``mlp=True``); the
 causal-LM loss -> our cross-entropy (no float32 copy of the logits); with ``linear=True`` every
-other nn.Linear -> Linear. Attention is left to the model (the attention family will route it).
+other nn.Linear -> Linear. Attention (``attention=True``): the model's attention implementation
+becomes "baracuda" (transformers' AttentionInterface), which runs bt.attention for 16-bit causal or
+full attention without a mask and hands every other call (a padding or sliding-window mask,
+dropout, float32) to transformers' SDPA path unchanged.
 """
 import torch
 from torch import nn
@@ -73,15 +76,60 @@ def causal_lm_loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_i
     return loss
 
 
-def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False, compile_as="torch"):
+def attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
+                      **kwargs):
+    """A transformers attention function (query [B, Hq, Sq, D], key / value [B, Hkv, Sk, D]; returns
+    ([B, Sq, Hq, D], None)). Ours where the call is plain attention on 16-bit tensors; transformers'
+    SDPA function otherwise, with the same arguments."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from . import attention
+    plain = (attention_mask is None and not dropout and kwargs.get("position_bias") is None
+             and kwargs.get("softcap") is None and not kwargs.get("output_attentions", False)
+             and query.dtype in (torch.float16, torch.bfloat16) and query.is_cuda)
+    if not plain:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    q_len = query.shape[2]
+    causal = q_len > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    if causal and key.shape[2] > q_len:
+        # transformers skips the mask here only for a prefill into an empty (static) cache: the
+        # keys past q_len are unwritten slots, as its SDPA path assumes too
+        key, value = key[:, :, :q_len], value[:, :, :q_len]
+    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal, scale=scaling,
+                    causal_alignment="top_left")
+    return out, None
+
+
+def _route_attention(model):
+    """Registers attention_forward as transformers' "baracuda" attention (with SDPA's mask rules) and
+    switches the model to it. False when the model or transformers has no attention interface."""
+    try:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError:
+        return False
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "_attn_implementation"):
+        return False
+    AttentionInterface.register("baracuda", attention_forward)
+    AttentionMaskInterface.register("baracuda", sdpa_mask)
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation("baracuda")
+    else:
+        config._attn_implementation = "baracuda"
+    return True
+
+
+def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False, attention=True, compile_as="torch"):
     """Swaps baracuda modules into ``model`` in place and returns it; ``model.baracuda_patched``
     counts what was swapped. By default the norms and the loss (where baracuda is faster than
-    torch); ``mlp=True`` also swaps the gated MLPs (GatedMLP: our linears and the fused silu_mul),
-    ``linear=True`` every other nn.Linear. ``compile_as`` is the swapped norms' and MLPs'
+    torch) and routes the attention (``attention=False`` keeps the model's); ``mlp=True`` also
+    swaps the gated MLPs (GatedMLP: our linears and the fused silu_mul), ``linear=True`` every
+    other nn.Linear. ``compile_as`` is the swapped norms' and MLPs'
     behaviour under torch.compile: "torch" (default) traces torch's formula for inductor to fuse,
     "baracuda" keeps our kernels there too (see RMSNorm). The loss is ours in both."""
     _compile_as("patch", compile_as)
-    counts = {"rms_norm": 0, "mlp": 0, "linear": 0, "loss": 0}
+    counts = {"rms_norm": 0, "mlp": 0, "linear": 0, "loss": 0, "attention": 0}
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             new = None
@@ -100,5 +148,7 @@ def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False, compile_a
         except AttributeError:
             model._loss_function = causal_lm_loss
         counts["loss"] = 1
+    if attention and _route_attention(model):
+        counts["attention"] = 1
     model.baracuda_patched = counts
     return model
