@@ -165,6 +165,16 @@ def _rule_inputs(rule, hq, g, dt):
     return kw, ref
 
 
+def check_rule(q, k, v, kernel, rule, g):
+    """`kernel` under `rule` against the float64 reference (out and lse); returns the call's kwargs."""
+    kw, ref = _rule_inputs(rule, q.shape[2], g, q.dtype)
+    out, lse = run(q, k, v, kernel, **kw)
+    want, wlse = ref_attention(q, k, v, **ref)
+    check_close(out, want, q.dtype, f"{kernel} {rule}")
+    check_lse(lse, wlse)
+    return kw
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()))
 @pytest.mark.parametrize("sq,sk", [(70, 150), (150, 70), (1, 129)])
@@ -172,11 +182,7 @@ def test_score_rules(kernel, rule, sq, sk):
     dt = torch.bfloat16
     g = gen(sq * 7 + sk)
     q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 1, 128), dt, g), rnd((2, sk, 1, 128), dt, g)
-    kw, ref = _rule_inputs(rule, 4, g, dt)
-    out, lse = run(q, k, v, kernel, **kw)
-    want, wlse = ref_attention(q, k, v, **ref)
-    check_close(out, want, dt, f"{kernel} {rule}")
-    check_lse(lse, wlse)
+    check_rule(q, k, v, kernel, rule, g)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -450,11 +456,7 @@ def test_cudnn_rules(rule, shape):
     sq, sk = shape
     g = gen(sq + sk)
     q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 2, 128), dt, g), rnd((2, sk, 2, 128), dt, g)
-    kw, ref = _rule_inputs(rule, 4, g, dt)
-    out, lse = run(q, k, v, "cudnn", **kw)
-    want, wlse = ref_attention(q, k, v, **ref)
-    check_close(out, want, dt, f"cudnn {rule}")
-    check_lse(lse, wlse)
+    check_rule(q, k, v, "cudnn", rule, g)
 
 
 @needs_cudnn
@@ -466,11 +468,7 @@ def test_auto_routes_every_rule(rule, sq, sk):
     dt = torch.bfloat16
     g = gen(sq * 3 + sk)
     q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 1, 128), dt, g), rnd((2, sk, 1, 128), dt, g)
-    kw, ref = _rule_inputs(rule, 4, g, dt)
-    out, lse = run(q, k, v, "auto", **kw)
-    want, wlse = ref_attention(q, k, v, **ref)
-    check_close(out, want, dt, f"auto {rule}")
-    check_lse(lse, wlse)
+    kw = check_rule(q, k, v, "auto", rule, g)
     if "softcap" in rule or "alibi" in rule or "sinks" in rule:
         with pytest.raises(errors.Unsupported, match="cudnn"):
             run(q, k, v, "cudnn", **kw)

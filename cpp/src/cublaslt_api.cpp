@@ -17,52 +17,31 @@ namespace {
 // The major version the headers we compiled against belong to (the ABI we speak).
 constexpr const char* kSoname = "libcublasLt.so." BARACUDA_STR(CUBLAS_VER_MAJOR);
 
-struct Loaded {
-  Api api{};
-  bool ok = false;
-  std::string path, error;
-};
-
-Loaded load() {
-  Loaded L;
-  dynlib::Opened o = dynlib::open(kSoname, "BARACUDA_CUBLASLT");
-  void* lib = o.handle;
-  if (!lib) {
-    L.error = std::string("cuBLASLt (") + kSoname + ") could not be loaded; tried:" + o.tried +
-              "\nInstall it with `pip install nvidia-cublas` (torch and JAX bring it), or set BARACUDA_CUBLASLT "
-              "to the library's path.";
-    return L;
-  }
-  L.path = o.path;
-  std::string missing;
-  Api& a = L.api;
-  dynlib::bind(lib, "cublasLtCreate", a.Create, missing);
-  dynlib::bind(lib, "cublasLtDestroy", a.Destroy, missing);
-  dynlib::bind(lib, "cublasLtGetVersion", a.GetVersion, missing);
-  dynlib::bind(lib, "cublasLtGetStatusName", a.GetStatusName, missing);
-  dynlib::bind(lib, "cublasLtGetStatusString", a.GetStatusString, missing);
-  dynlib::bind(lib, "cublasLtMatmul", a.Matmul, missing);
-  dynlib::bind(lib, "cublasLtMatmulDescCreate", a.MatmulDescCreate, missing);
-  dynlib::bind(lib, "cublasLtMatmulDescDestroy", a.MatmulDescDestroy, missing);
-  dynlib::bind(lib, "cublasLtMatmulDescSetAttribute", a.MatmulDescSetAttribute, missing);
-  dynlib::bind(lib, "cublasLtMatrixLayoutCreate", a.MatrixLayoutCreate, missing);
-  dynlib::bind(lib, "cublasLtMatrixLayoutDestroy", a.MatrixLayoutDestroy, missing);
-  dynlib::bind(lib, "cublasLtMatrixLayoutSetAttribute", a.MatrixLayoutSetAttribute, missing);
-  dynlib::bind(lib, "cublasLtMatmulPreferenceCreate", a.MatmulPreferenceCreate, missing);
-  dynlib::bind(lib, "cublasLtMatmulPreferenceDestroy", a.MatmulPreferenceDestroy, missing);
-  dynlib::bind(lib, "cublasLtMatmulPreferenceSetAttribute", a.MatmulPreferenceSetAttribute, missing);
-  dynlib::bind(lib, "cublasLtMatmulAlgoGetHeuristic", a.MatmulAlgoGetHeuristic, missing);
-  dynlib::bind(lib, "cublasLtMatmulAlgoConfigGetAttribute", a.MatmulAlgoConfigGetAttribute, missing);
-  if (!missing.empty()) {
-    L.error = L.path + " lacks " + missing;
-    return L;
-  }
-  L.ok = true;
-  return L;
-}
-
-const Loaded& loaded() {
-  static const Loaded L = load();  // a function-local static: initialised once, thread-safe
+const dynlib::Loaded<Api>& loaded() {
+  // a function-local static: loaded once, thread-safe
+  static const dynlib::Loaded<Api> L = dynlib::load<Api>(
+      kSoname, "BARACUDA_CUBLASLT", "cuBLASLt",
+      "Install it with `pip install nvidia-cublas` (torch and JAX bring it), or set BARACUDA_CUBLASLT to the "
+      "library's path.",
+      [](void* lib, Api& a, std::string& missing) {
+        dynlib::bind(lib, "cublasLtCreate", a.Create, missing);
+        dynlib::bind(lib, "cublasLtDestroy", a.Destroy, missing);
+        dynlib::bind(lib, "cublasLtGetVersion", a.GetVersion, missing);
+        dynlib::bind(lib, "cublasLtGetStatusName", a.GetStatusName, missing);
+        dynlib::bind(lib, "cublasLtGetStatusString", a.GetStatusString, missing);
+        dynlib::bind(lib, "cublasLtMatmul", a.Matmul, missing);
+        dynlib::bind(lib, "cublasLtMatmulDescCreate", a.MatmulDescCreate, missing);
+        dynlib::bind(lib, "cublasLtMatmulDescDestroy", a.MatmulDescDestroy, missing);
+        dynlib::bind(lib, "cublasLtMatmulDescSetAttribute", a.MatmulDescSetAttribute, missing);
+        dynlib::bind(lib, "cublasLtMatrixLayoutCreate", a.MatrixLayoutCreate, missing);
+        dynlib::bind(lib, "cublasLtMatrixLayoutDestroy", a.MatrixLayoutDestroy, missing);
+        dynlib::bind(lib, "cublasLtMatrixLayoutSetAttribute", a.MatrixLayoutSetAttribute, missing);
+        dynlib::bind(lib, "cublasLtMatmulPreferenceCreate", a.MatmulPreferenceCreate, missing);
+        dynlib::bind(lib, "cublasLtMatmulPreferenceDestroy", a.MatmulPreferenceDestroy, missing);
+        dynlib::bind(lib, "cublasLtMatmulPreferenceSetAttribute", a.MatmulPreferenceSetAttribute, missing);
+        dynlib::bind(lib, "cublasLtMatmulAlgoGetHeuristic", a.MatmulAlgoGetHeuristic, missing);
+        dynlib::bind(lib, "cublasLtMatmulAlgoConfigGetAttribute", a.MatmulAlgoConfigGetAttribute, missing);
+      });
   return L;
 }
 

@@ -23,6 +23,39 @@ struct Opened {
 // $CUDA_HOME/lib64 and /usr/local/cuda/lib64. RTLD_NOW | RTLD_GLOBAL.
 Opened open(const std::string& soname, const char* env_override);
 
+// A run-time library's state: its API table (function pointers) and where it came from, or why it
+// is not there.
+template <class Api>
+struct Loaded {
+  Api api{};
+  bool ok = false;
+  void* handle = nullptr;
+  std::string path, error;
+};
+
+// Opens `soname` (see open) and fills its API with `bind_all(lib, api, missing)` (a bind per symbol).
+// On failure `error` names `what`, each candidate tried, and `fix` (how to install it).
+template <class Api, class BindAll>
+Loaded<Api> load(const std::string& soname, const char* env_override, const std::string& what, const std::string& fix,
+                 BindAll bind_all) {
+  Loaded<Api> L;
+  Opened o = open(soname, env_override);
+  if (!o.handle) {
+    L.error = what + " (" + soname + ") could not be loaded; tried:" + o.tried + "\n" + fix;
+    return L;
+  }
+  L.handle = o.handle;
+  L.path = o.path;
+  std::string missing;
+  bind_all(o.handle, L.api, missing);
+  if (!missing.empty()) {
+    L.error = L.path + " lacks " + missing;
+    return L;
+  }
+  L.ok = true;
+  return L;
+}
+
 // Resolves `name` in `lib` into the function pointer `f`; a missing symbol is appended to `missing`.
 template <class F>
 bool bind(void* lib, const char* name, F& f, std::string& missing) {

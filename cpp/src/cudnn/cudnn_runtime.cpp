@@ -22,44 +22,32 @@ namespace {
 // The major version the headers we compiled against belong to (the ABI we speak).
 constexpr const char* kSoname = "libcudnn.so." BARACUDA_STR(CUDNN_MAJOR);
 
-struct Loaded {
+struct Api {
   decltype(&cudnnCreate) Create = nullptr;
   decltype(&cudnnGetVersion) GetVersion = nullptr;
   decltype(&cudnnGetErrorString) GetErrorString = nullptr;
-  bool ok = false;
-  std::string path, error;
 };
 
-Loaded load() {
-  Loaded L;
-  dynlib::Opened o = dynlib::open(kSoname, "BARACUDA_CUDNN");
-  if (!o.handle) {
-    L.error = std::string("cuDNN (") + kSoname + ") could not be loaded; tried:" + o.tried +
-              "\nInstall it with `pip install nvidia-cudnn-cu13` (torch brings it), or set BARACUDA_CUDNN to the "
-              "library's path.";
-    return L;
-  }
-  L.path = o.path;
-  std::string missing;
-  dynlib::bind(o.handle, "cudnnCreate", L.Create, missing);
-  dynlib::bind(o.handle, "cudnnGetVersion", L.GetVersion, missing);
-  dynlib::bind(o.handle, "cudnnGetErrorString", L.GetErrorString, missing);
-  if (!missing.empty()) {
-    L.error = L.path + " lacks " + missing;
-    return L;
-  }
-  if (L.GetVersion() / 10000 != CUDNN_MAJOR) {
-    L.error = L.path + " is cuDNN " + std::to_string(L.GetVersion()) + "; this build speaks cuDNN " +
+dynlib::Loaded<Api> load() {
+  auto L = dynlib::load<Api>(kSoname, "BARACUDA_CUDNN", "cuDNN",
+                             "Install it with `pip install nvidia-cudnn-cu13` (torch brings it), or set "
+                             "BARACUDA_CUDNN to the library's path.",
+                             [](void* lib, Api& a, std::string& missing) {
+                               dynlib::bind(lib, "cudnnCreate", a.Create, missing);
+                               dynlib::bind(lib, "cudnnGetVersion", a.GetVersion, missing);
+                               dynlib::bind(lib, "cudnnGetErrorString", a.GetErrorString, missing);
+                             });
+  if (L.ok && L.api.GetVersion() / 10000 != CUDNN_MAJOR) {
+    L.ok = false;
+    L.error = L.path + " is cuDNN " + std::to_string(L.api.GetVersion()) + "; this build speaks cuDNN " +
               BARACUDA_STR(CUDNN_MAJOR) + ".x";
-    return L;
   }
-  cudnn_frontend::cudnn_dlhandle = o.handle;
-  L.ok = true;
+  if (L.ok) cudnn_frontend::cudnn_dlhandle = L.handle;
   return L;
 }
 
-const Loaded& loaded() {
-  static const Loaded L = load();  // a function-local static: initialised once, thread-safe
+const dynlib::Loaded<Api>& loaded() {
+  static const dynlib::Loaded<Api> L = load();  // a function-local static: loaded once, thread-safe
   return L;
 }
 
@@ -68,10 +56,10 @@ const Loaded& loaded() {
 bool available() { return loaded().ok; }
 std::string load_error() { return loaded().error; }
 std::string library_path() { return loaded().ok ? loaded().path : ""; }
-int64_t version() { return loaded().ok ? loaded().GetVersion() : 0; }
+int64_t version() { return loaded().ok ? loaded().api.GetVersion() : 0; }
 
 cudnnHandle_t handle(int device) {
-  const Loaded& L = loaded();
+  const auto& L = loaded();
   if (!L.ok) throw Unsupported("cuDNN is not available: " + L.error);
   // Per thread: cudnnSetStream + execute on a shared handle would race between threads. Handles
   // live until exit (destroying them at static teardown races the driver).
@@ -83,9 +71,9 @@ cudnnHandle_t handle(int device) {
   if (prev != device && cudaSetDevice(device) != cudaSuccess)
     throw CudaError("cudaSetDevice(" + std::to_string(device) + ") failed while creating a cuDNN handle");
   cudnnHandle_t h = nullptr;
-  const cudnnStatus_t s = L.Create(&h);
+  const cudnnStatus_t s = L.api.Create(&h);
   if (prev != device) cudaSetDevice(prev);
-  if (s != CUDNN_STATUS_SUCCESS) throw CudaError(std::string("cudnnCreate failed: ") + L.GetErrorString(s));
+  if (s != CUDNN_STATUS_SUCCESS) throw CudaError(std::string("cudnnCreate failed: ") + L.api.GetErrorString(s));
   handles.emplace(device, h);
   return h;
 }
