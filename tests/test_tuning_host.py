@@ -28,7 +28,7 @@ SELECTS = {
         bc.GemmDescriptor(S((4, 4096), bf16), S((4096, 4096), bf16, (1, 4096)), S((4, 4096), bf16)), pref),
 }
 ENV = {"softmax": "BARACUDA_SOFTMAX_CFG", "reduction": "BARACUDA_REDUCTION_CFG", "scan": "BARACUDA_SCAN_CFG",
-       "norm": "BARACUDA_NORM_CFG", "cross_entropy": "BARACUDA_CE_CFG", "matmul": "BARACUDA_GEMV_LOWM_CFG"}
+       "norm": "BARACUDA_NORM_CFG", "cross_entropy": "BARACUDA_CE_CFG", "matmul": "BARACUDA_GEMM_CFG"}
 
 
 @pytest.mark.parametrize("family", sorted(SELECTS))

@@ -402,13 +402,10 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   I->pref = pref;
   const std::string op = kOp;
   // Tuning: "algo" (cuBLASLt's candidate), "kw" / "rn" (the decode kernel's split and rows per
-  // block); without a preference, the debug variables BARACUDA_GEMM_ALGO_INDEX (a number) and
-  // BARACUDA_GEMV_LOWM_CFG ("kw=..,rn=..").
+  // block); without a preference, the debug variable BARACUDA_GEMM_CFG ("algo=..,kw=..,rn=..").
   int tune_kw = 0, tune_rn = 0;
   {
-    std::vector<Knob> knobs = tuning_knobs(op, pref.tuning, "BARACUDA_GEMV_LOWM_CFG", {"algo", "kw", "rn"});
-    if (pref.tuning.empty())
-      if (const char* env = std::getenv("BARACUDA_GEMM_ALGO_INDEX")) knobs.push_back({"algo", env});
+    const std::vector<Knob> knobs = tuning_knobs(op, pref.tuning, "BARACUDA_GEMM_CFG", {"algo", "kw", "rn"});
     for (const Knob& k : knobs) {
       if (k.key == "algo") I->algo_index = int(std::max(0LL, k.num()));
       else if (k.key == "kw") tune_kw = int(k.num());
