@@ -244,9 +244,9 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
     std::string why = !flash_compiled() ? "this build has no flash kernels (BARACUDA_ENABLE_FA2=OFF)"
                       : !strides_ok       ? "the flash kernels need every stride a multiple of 8 elements"
                       : I.backward        ? "the flash backward takes float16 / bfloat16 with head_dim 64, 96 or 128 "
-                                            "(equal for q and v)"
+                                            "(equal for q and v, and in BARACUDA_ATTENTION_HEAD_DIMS at build time)"
                                           : "the flash forward takes float16 / bfloat16 with head_dim 64, 96, 128 or 256 "
-                                            "(equal for q and v)";
+                                            "(equal for q and v, and in BARACUDA_ATTENTION_HEAD_DIMS at build time)";
     throw Unsupported(op + ": kernel='flash' is not available: " + why);
   }
   I.flash = !I.cudnn && flash_ok && desc.kernel != "rowwise";

@@ -308,12 +308,13 @@ template <class T, class Dq, class Dkv> void launch_backward(const Geometry& g, 
 // The tiles of each head dim: key tiles of 64 for grad_q; query tiles of 64 (D 64) or 32 (wider:
 // grad_k and grad_v both stay in registers) for grad_k / grad_v.
 template <class T> void backward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  switch (g.d) {
-    case 64: return launch_backward<T, DqConfig<64, 64>, DkvConfig<64, 64>>(g, p, stream);
-    case 96: return launch_backward<T, DqConfig<96, 64>, DkvConfig<96, 32>>(g, p, stream);
-    case 128: return launch_backward<T, DqConfig<128, 64>, DkvConfig<128, 32>>(g, p, stream);
-    default: throw Unsupported("attention: no flash backward for head dim " + std::to_string(g.d));
-  }
+  if constexpr (head_dim_built(64))
+    if (g.d == 64) return launch_backward<T, DqConfig<64, 64>, DkvConfig<64, 64>>(g, p, stream);
+  if constexpr (head_dim_built(96))
+    if (g.d == 96) return launch_backward<T, DqConfig<96, 64>, DkvConfig<96, 32>>(g, p, stream);
+  if constexpr (head_dim_built(128))
+    if (g.d == 128) return launch_backward<T, DqConfig<128, 64>, DkvConfig<128, 32>>(g, p, stream);
+  throw Unsupported("attention: no flash backward for head dim " + std::to_string(g.d));
 }
 
 }  // namespace baracuda::attention::flash

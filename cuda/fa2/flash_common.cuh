@@ -12,6 +12,17 @@
 
 namespace baracuda::attention::flash {
 
+// The head dims the flash kernels are compiled for: CMake's BARACUDA_ATTENTION_HEAD_DIMS as a mask
+// (64: 1, 96: 2, 128: 4, 256: 8; nvcc reads commas in -D values as a list). select() offers the
+// flash kernels for these dims only; the others run cuDNN or the rowwise kernels.
+#ifndef BARACUDA_FLASH_HEAD_DIM_MASK
+#define BARACUDA_FLASH_HEAD_DIM_MASK 15
+#endif
+constexpr bool head_dim_built(int d) {
+  const int bit = d == 64 ? 1 : d == 96 ? 2 : d == 128 ? 4 : d == 256 ? 8 : 0;
+  return (BARACUDA_FLASH_HEAD_DIM_MASK & bit) != 0;
+}
+
 constexpr int kWarps = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;

@@ -14,7 +14,7 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv) {
   std::vector<FlashTile> out;
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
   for (const flash::TileRow& r : flash::kForwardTiles)
-    if (r.d == d) out.push_back({r.bm, r.bn});
+    if (r.d == d && flash::head_dim_built(r.d)) out.push_back({r.bm, r.bn});
   return out;
 }
 
@@ -26,7 +26,8 @@ void flash_forward(const Geometry& g, const Pointers& p, void* stream) {
 }
 
 bool flash_backward_supported(DType dtype, int64_t d, int64_t dv) {
-  return (dtype == DType::BFloat16 || dtype == DType::Float16) && d == dv && (d == 64 || d == 96 || d == 128);
+  return (dtype == DType::BFloat16 || dtype == DType::Float16) && d == dv && (d == 64 || d == 96 || d == 128) &&
+         flash::head_dim_built(int(d));
 }
 
 void flash_backward(const Geometry& g, const Pointers& p, void* stream) {

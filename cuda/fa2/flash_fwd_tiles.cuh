@@ -18,8 +18,9 @@ constexpr int kNumForwardTiles = int(sizeof(kForwardTiles) / sizeof(kForwardTile
 template <class T, int I = 0> void forward_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   if constexpr (I < kNumForwardTiles) {
     constexpr TileRow r = kForwardTiles[I];
-    if (g.d == r.d && g.tile_bm == r.bm && g.tile_bn == r.bn)
-      return launch_forward<T, FwdConfig<T, r.d, r.bn, r.bm / (16 * kWarps)>>(g, p, stream);
+    if constexpr (head_dim_built(r.d))
+      if (g.d == r.d && g.tile_bm == r.bm && g.tile_bn == r.bn)
+        return launch_forward<T, FwdConfig<T, r.d, r.bn, r.bm / (16 * kWarps)>>(g, p, stream);
     return forward_tile<T, I + 1>(g, p, stream);
   } else {
     throw Unsupported("attention: no flash forward tile m" + std::to_string(g.tile_bm) + "n" +
