@@ -1,7 +1,7 @@
 // The row losses of the loss family (cosine_embedding_loss, multi_margin_loss,
 // multilabel_margin_loss, multilabel_soft_margin_loss, triplet_margin_loss): validation, geometry,
 // SKU and a thin run(); and the resolution of `wrt` shared with the pointwise losses.
-#include "loss_rows.h"
+#include "loss_internal.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,12 @@
-// Internal to the loss family: the row losses (loss_rows.cpp) and the resolution of `wrt`
-// (which gradients a backward plan writes), shared with the pointwise losses of loss.cpp.
+// Internal to the loss family: what loss.cpp (the plan, cross-entropy, nll_loss) shares with the
+// pointwise losses (loss_pointwise.cpp) and the row losses (loss_rows.cpp): the resolution of `wrt`
+// (which gradients a backward plan writes), the common checks, and each sub-family's select / run.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "baracuda/loss.h"
+#include "loss/loss_launch.h"
 #include "loss/row_launch.h"
 
 namespace baracuda {
@@ -25,6 +27,28 @@ std::vector<const TensorView*> grad_views(const LossDescriptor& desc, const Loss
 // Tensors the plan was selected without are refused, not ignored: a weight the kernels would
 // not apply, a gradient buffer they would not write, an upstream gradient they would not read.
 void check_unselected(const std::string& op, const LossTensors& t, bool weight, bool grad_input, bool grad_loss);
+
+bool is_float_dtype(DType t);
+// "none" | "mean" | "sum" (| "batchmean" where allowed, a mean over input.size(0)); InvalidArgument
+// naming `op` otherwise.
+loss::Reduction parse_reduction(const std::string& op, const std::string& r, bool batchmean_ok);
+// A small operand (out, a per-row vector): dtype, exact shape, data, device; errors name it.
+void check_small(const std::string& op, const std::string& name, const TensorView& v, const std::vector<int64_t>& shape,
+                 DType dt, int device);
+
+// The pointwise losses (MSE, L1, Huber, BCE, KL, ...; base: the op without "_backward").
+bool is_pointwise_loss(const std::string& base);
+void append_pointwise_loss_names(std::string& list);  // ", mse_loss, l1_loss, ..."
+// Validates the descriptor and fills the forward launch (or, for a backward, one launch per
+// gradient in grad_launches), the gradients, the SKU and the workspace size.
+void select_pointwise_loss(const LossDescriptor& desc, const std::string& base, loss::PwLaunch& launch,
+                           std::vector<loss::PwLaunch>& grad_launches, std::vector<GradRequest>& grads, KernelSku& sku,
+                           int64_t& workspace);
+void run_pointwise_loss(const LossDescriptor& desc, const loss::PwLaunch& launch,
+                        const std::vector<loss::PwLaunch>& grad_launches, const std::vector<GradRequest>& grads,
+                        int64_t workspace_need, const LossTensors& t, void* workspace, int64_t workspace_size,
+                        StreamHandle stream);
+void add_pointwise_loss_ops(FamilyInfo& f);
 
 bool is_row_loss(const std::string& base);
 extern const char* const kRowLossNames[5];
