@@ -105,14 +105,14 @@ def _other_samples():
     aq = torch.randn(1, 20, 4, 64, generator=g, device=DEV, dtype=torch.bfloat16).requires_grad_()
     akv = torch.randn(1, 30, 2, 64, generator=g, device=DEV, dtype=torch.bfloat16).requires_grad_()
     att = (None,) * 5 + (None, True, "bottom_right", -1, -1, 0.0, 0, 0)
-    aout, alse = ops.attention(*d(aq, akv, akv), *att, "auto")
+    aout, alse = ops.attention(*d(aq, akv, akv), *att, "auto", False)
     return {
         "group_norm": [(gx, 4, gw, gw, 1e-5), (gx.to(memory_format=torch.channels_last), 2, None, None, 1e-5)],
         "group_norm_backward": [d(torch.randn_like(gx), gx, gmean, grstd, 4, gw, gw),
                                 d(torch.randn_like(gx), gx, gmean, grstd, 4, None, None)],
         "rms_norm": [(x, w, 1e-6), (x, None, 1e-5)],
-        "attention": [(aq, akv, akv, *att, "auto"), (aq, akv, akv, *att, "rowwise")],
-        "attention_backward": [d(torch.randn_like(aout), aq, akv, akv, aout, alse, *att)],
+        "attention": [(aq, akv, akv, *att, "auto", False), (aq, akv, akv, *att, "rowwise", True)],
+        "attention_backward": [d(torch.randn_like(aout), aq, akv, akv, aout, alse, *att, True)],
         "rms_norm_backward": [d(torch.randn_like(x), x, rstd, w), d(torch.randn_like(x), x, rstd, None)],
         "layer_norm": [(x, w, b, 1e-5), (x, None, None, 1e-5)],
         "layer_norm_backward": [d(torch.randn_like(x), x, mean, lrstd, w, b)],
@@ -390,3 +390,25 @@ def test_patched_llama_attention_runs_ours_in_bf16(monkeypatch):
     torch.testing.assert_close(ours(input_ids=ids, attention_mask=mask).logits.float(),
                                ref(input_ids=ids, attention_mask=mask).logits.float(), atol=0.15, rtol=0.05)
     assert calls == []
+
+
+def test_attention_module():
+    """bt.Attention: the rules fixed at construction, learned sinks that receive a gradient, and
+    deterministic=True giving the same gradient bits on a repeat (cuDNN's default backward would not
+    promise that)."""
+    m = bt.Attention(causal=True, sink_heads=4, deterministic=True, device=DEV)
+    with torch.no_grad():
+        m.sinks.copy_(torch.linspace(-1, 1, 4))
+    g = torch.Generator(device=DEV).manual_seed(3)
+    q = torch.randn(2, 50, 4, 64, generator=g, device=DEV, dtype=torch.bfloat16).requires_grad_()
+    k, v = (torch.randn(2, 50, 2, 64, generator=g, device=DEV, dtype=torch.bfloat16).requires_grad_()
+            for _ in range(2))
+    out = m(q, k, v)
+    want = bc.attention(q.detach(), k.detach(), v.detach(), causal=True, sinks=m.sinks.detach())
+    assert torch.equal(out.detach(), want)
+    gout = torch.randn(out.shape, generator=g, device=DEV, dtype=out.dtype)
+    first = torch.autograd.grad(out, (q, k, v, m.sinks), gout)
+    assert all(t is not None and torch.isfinite(t).all() for t in first)
+    again = torch.autograd.grad(m(q, k, v), (q, k, v, m.sinks), gout)
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)

@@ -222,3 +222,12 @@ def test_compile_as_is_checked():
     with pytest.raises(bc.errors.InvalidArgument, match="patch: compile_as"):
         bt.patch(torch.nn.Linear(2, 2), compile_as="x")
     assert bt.RMSNorm(8).compile_as == "torch" and bt.RMSNorm(8, compile_as="baracuda").compile_as == "baracuda"
+
+
+def test_attention_module_is_a_plain_module():
+    m = bt.Attention(causal=True, window=(64, 0), sink_heads=8, causal_alignment="top_left")
+    assert dict(m.named_parameters()).keys() == {"sinks"} and m.sinks.dtype == torch.float32
+    assert (m.sinks == 0).all() and "sinks" in m.state_dict()
+    assert repr(m) == "Attention(causal=True, window=(64, 0), causal_alignment='top_left', sink_heads=8)"
+    assert bt.Attention().extra_repr() == "" and bt.Attention().sinks is None
+

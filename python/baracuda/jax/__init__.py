@@ -503,12 +503,12 @@ def swiglu(gate, up):
 # ---- attention ------------------------------------------------------------------------------------
 
 def _attention_desc(op, q, k, v, params, alibi, sinks, varlen, lse):
-    causal, scale, wl, wr, softcap, alignment, batch, msq, msk = params
+    causal, scale, wl, wr, softcap, alignment, batch, msq, msk, deterministic = params
     out = _spec(tuple(q.shape[:-1]) + (v.shape[-1],), q.dtype)
     return _C.AttentionDescriptor(op, _spec_of(q), _spec_of(k), _spec_of(v), out, scale=scale, causal=causal,
                                   causal_alignment=alignment, window_left=wl, window_right=wr, softcap=softcap,
                                   alibi=0 if alibi is None else alibi.ndim, sinks=sinks is not None, varlen=varlen,
-                                  batch=batch, max_seqlen_q=msq, max_seqlen_k=msk, lse=lse)
+                                  batch=batch, max_seqlen_q=msq, max_seqlen_k=msk, lse=lse, deterministic=deterministic)
 
 
 def _attention_extras(alibi, sinks, cu_q, cu_k):
@@ -554,13 +554,14 @@ _attention.defvjp(_attention_fwd, _attention_bwd)
 
 def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap=None, alibi_slopes=None,
               sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-              causal_alignment: str = "bottom_right", dropout_p: float = 0.0):
+              causal_alignment: str = "bottom_right", dropout_p: float = 0.0, deterministic: bool = False):
     """baracuda.attention on JAX arrays (q [B, Sq, Hq, D], k / v [B, Sk, Hkv, D], or packed with
-    cu_seqlens_q / cu_seqlens_k and max_seqlen_q / max_seqlen_k); differentiable in q, k, v and sinks."""
+    cu_seqlens_q / cu_seqlens_k and max_seqlen_q / max_seqlen_k); differentiable in q, k, v and sinks.
+    ``deterministic``: a bitwise-reproducible backward (cuDNN's default one accumulates with atomics)."""
     varlen, wl, wr = check_attention_rules(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, window)
     batch = int(cu_seqlens_q.shape[0]) - 1 if varlen else 0
     params = (bool(causal), None if scale is None else float(scale), wl, wr, float(softcap or 0.0),
-              str(causal_alignment), batch, int(max_seqlen_q or 0), int(max_seqlen_k or 0))
+              str(causal_alignment), batch, int(max_seqlen_q or 0), int(max_seqlen_k or 0), bool(deterministic))
     return _attention(q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, params)
 
 

@@ -17,13 +17,14 @@ from ..errors import InvalidArgument, Unsupported
 from .. import _attention, _softmax
 from . import _attention_ops, _ops  # noqa: F401 (_attention_ops registers its ops)
 from ._ops import call
-from ._modules import CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, Softmax
+from ._modules import Attention, CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, Softmax
 from ._patch import patch
 
 OPS = tuple(_ops.OPS)
 ops = torch.ops.baracuda
 
 __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
+           "Attention",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention"]
 
@@ -195,7 +196,7 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None, a
         _attention.validate_seqlens(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0])
     out, lse = call("attention", q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes, sinks,
                     None if scale is None else float(scale), bool(causal), causal_alignment, wl, wr,
-                    float(softcap or 0.0), int(max_seqlen_q or 0), int(max_seqlen_k or 0), kernel)
+                    float(softcap or 0.0), int(max_seqlen_q or 0), int(max_seqlen_k or 0), kernel, bool(deterministic))
     return (out, lse) if return_lse else out
 
 

@@ -24,20 +24,21 @@ def _batch(cu_seqlens_q):
     return int(cu_seqlens_q.shape[0]) - 1 if cu_seqlens_q is not None else 0
 
 
-def _launch(op, tensors, cu_seqlens_q, scale, causal, alignment, wl, wr, softcap, msq, msk, kernel):
-    # torch.use_deterministic_algorithms(True) asks for the bitwise-reproducible backward.
+def _launch(op, tensors, cu_seqlens_q, scale, causal, alignment, wl, wr, softcap, msq, msk, kernel, deterministic):
+    # deterministic=True, or torch.use_deterministic_algorithms(True), asks for the bitwise-reproducible backward
     q = tensors["q"]
+    deterministic = bool(deterministic) or torch.are_deterministic_algorithms_enabled()
     _C.attention_call(op, tensors, scale, bool(causal), alignment, int(wl), int(wr), float(softcap), _batch(cu_seqlens_q),
-                      int(msq), int(msk), torch.are_deterministic_algorithms_enabled(), kernel, None,
+                      int(msq), int(msk), deterministic, kernel, None,
                       lambda n: torch.empty((int(n),), dtype=torch.uint8, device=q.device))
 
 
 def _attention_impl(q, k, v, cu_q, cu_k, seqused_k, alibi, sinks, scale, causal, alignment, wl, wr, softcap, msq, msk,
-                    kernel):
+                    kernel, deterministic):
     out, lse = _forward_outputs(q, v, cu_q)
     _launch("attention", {"q": q, "k": k, "v": v, "out": out, "lse": lse, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
                           "seqused_k": seqused_k, "alibi_slopes": alibi, "sinks": sinks},
-            cu_q, scale, causal, alignment, wl, wr, softcap, msq, msk, kernel)
+            cu_q, scale, causal, alignment, wl, wr, softcap, msq, msk, kernel, deterministic)
     return out, lse
 
 
@@ -52,7 +53,7 @@ def _descriptor(op, q, k, v, out, cu_q, seqused_k, alibi, sinks, scale, causal, 
 
 
 def _attention_fake(q, k, v, cu_q, cu_k, seqused_k, alibi, sinks, scale, causal, alignment, wl, wr, softcap, msq, msk,
-                    kernel):
+                    kernel, deterministic):
     out, lse = _forward_outputs(q, v, cu_q)
     args = (cu_q, seqused_k, alibi, sinks, scale, causal, alignment, wl, wr, softcap, msq, msk, kernel)
     validate(("attention",) + tuple(a for a in args if not isinstance(a, torch.Tensor)) +
@@ -66,17 +67,18 @@ def _attention_setup(ctx, inputs, output):
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, sinks)
     ctx.params = inputs[8:16]
+    ctx.deterministic = inputs[17]
 
 
 def _attention_backward(ctx, grad_out, grad_lse):
     q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, sinks = ctx.saved_tensors
     if grad_out is None:
-        return (None,) * 17
+        return (None,) * 18
     if grad_out.stride(-1) != 1:
         grad_out = grad_out.contiguous()
     gq, gk, gv, gs = K.attention_backward(grad_out, q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, sinks,
-                                          *ctx.params)
-    return (gq, gk, gv, None, None, None, None, gs if sinks is not None else None) + (None,) * 9
+                                          *ctx.params, ctx.deterministic)
+    return (gq, gk, gv, None, None, None, None, gs if sinks is not None else None) + (None,) * 10
 
 
 def _backward_outputs(q, k, v, sinks):
@@ -85,23 +87,24 @@ def _backward_outputs(q, k, v, sinks):
 
 
 def _attention_bwd_impl(grad, q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, sinks, scale, causal, alignment, wl, wr,
-                        softcap, msq, msk):
+                        softcap, msq, msk, deterministic):
     gq, gk, gv, gs = _backward_outputs(q, k, v, sinks)
     _launch("attention_backward",
             {"q": q, "k": k, "v": v, "out": out, "lse": lse, "grad_out": grad, "grad_q": gq, "grad_k": gk,
              "grad_v": gv, "grad_sinks": gs if sinks is not None else None, "cu_seqlens_q": cu_q,
              "cu_seqlens_k": cu_k, "seqused_k": seqused_k, "alibi_slopes": alibi, "sinks": sinks},
-            cu_q, scale, causal, alignment, wl, wr, softcap, msq, msk, "auto")
+            cu_q, scale, causal, alignment, wl, wr, softcap, msq, msk, "auto", deterministic)
     return gq, gk, gv, gs
 
 
 def _attention_bwd_fake(grad, q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, sinks, scale, causal, alignment, wl, wr,
-                        softcap, msq, msk):
+                        softcap, msq, msk, deterministic):
     return _backward_outputs(q, k, v, sinks)
 
 
-define("attention", f"(Tensor q, Tensor k, Tensor v, {_EXTRA_ARGS}, {_SCORE_ARGS}, str kernel) -> (Tensor, Tensor)",
+define("attention", f"(Tensor q, Tensor k, Tensor v, {_EXTRA_ARGS}, {_SCORE_ARGS}, str kernel, bool deterministic) -> (Tensor, Tensor)",
        _attention_impl, _attention_fake, _attention_backward, _attention_setup)
 define("attention_backward",
-       f"(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, {_EXTRA_ARGS}, {_SCORE_ARGS}) -> "
+       f"(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, {_EXTRA_ARGS}, {_SCORE_ARGS}, "
+       "bool deterministic) -> "
        "(Tensor, Tensor, Tensor, Tensor)", _attention_bwd_impl, _attention_bwd_fake)

@@ -180,3 +180,49 @@ class Softmax(nn.Module):
 
     def forward(self, x):
         return call("softmax", x, self.dim)
+
+
+class Attention(nn.Module):
+    """The attention core as a module, with no projections: forward(q, k, v) is bt.attention with the
+    rules fixed here. q [B, Sq, Hq, D], k / v [B, Sk, Hkv, D] (BHSD views work without copies), or
+    packed sequences through forward's cu_seqlens_q / cu_seqlens_k / max_seqlen_q / max_seqlen_k.
+    ``alibi_slopes`` ([Hq] or [B, Hq], f32) is kept as a buffer; ``sink_heads=H`` adds learned
+    attention sinks, a float32 parameter of H logits (zeros at start). ``deterministic``: a
+    bitwise-reproducible backward."""
+
+    def __init__(self, *, causal=False, scale=None, window=None, softcap=None, causal_alignment="bottom_right",
+                 alibi_slopes=None, sink_heads=None, deterministic=False, device=None):
+        super().__init__()
+        self.causal = bool(causal)
+        self.scale = None if scale is None else float(scale)
+        self.window = None if window is None else tuple(int(w) for w in window)
+        self.softcap = None if softcap is None else float(softcap)
+        self.causal_alignment = str(causal_alignment)
+        self.deterministic = bool(deterministic)
+        self.register_buffer("alibi_slopes", alibi_slopes)
+        self.sinks = nn.Parameter(torch.zeros(int(sink_heads), device=device)) if sink_heads else None
+
+    def forward(self, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+                seqused_k=None):
+        from . import attention
+        sinks = self.sinks
+        if sinks is not None and q.dtype == torch.float64:
+            sinks = sinks.double()  # sinks come in the compute dtype: f64 for f64 inputs
+        return attention(q, k, v, causal=self.causal, scale=self.scale, window=self.window, softcap=self.softcap,
+                         alibi_slopes=self.alibi_slopes, sinks=sinks, cu_seqlens_q=cu_seqlens_q,
+                         cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                         seqused_k=seqused_k, causal_alignment=self.causal_alignment,
+                         deterministic=self.deterministic)
+
+    def extra_repr(self):
+        parts = [f"causal={self.causal}"] if self.causal else []
+        for name in ("scale", "window", "softcap"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)}")
+        if self.causal and self.causal_alignment != "bottom_right":
+            parts.append(f"causal_alignment={self.causal_alignment!r}")
+        if self.sinks is not None:
+            parts.append(f"sink_heads={self.sinks.shape[0]}")
+        if self.deterministic:
+            parts.append("deterministic=True")
+        return ", ".join(parts)
