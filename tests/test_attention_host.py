@@ -158,16 +158,16 @@ def test_torch_fake_kernel():
     assert {"attention", "attention_backward"} <= set(bt.OPS)
     extra = (None,) * 5
     score = (None, True, "bottom_right", -1, -1, 0.0, 0, 0)
-    out, lse = ops.attention(m(2, 10, 8, 64), m(2, 12, 2, 64), m(2, 12, 2, 64), *extra, *score, "auto")
+    out, lse = ops.attention(m(2, 10, 8, 64), m(2, 12, 2, 64), m(2, 12, 2, 64), *extra, *score, "auto", False)
     assert out.shape == (2, 10, 8, 64) and lse.shape == (2, 8, 10) and lse.dtype == torch.float32
     gq, gk, gv, gs = ops.attention_backward(m(2, 10, 8, 64), m(2, 10, 8, 64), m(2, 12, 2, 64), m(2, 12, 2, 64),
-                                            out, lse, *extra, *score)
+                                            out, lse, *extra, *score, True)
     assert gq.shape == (2, 10, 8, 64) and gk.shape == (2, 12, 2, 64) and gs.shape == (0,)
     with pytest.raises(errors.InvalidArgument, match="not a multiple"):
-        ops.attention(m(2, 10, 8, 64), m(2, 12, 3, 64), m(2, 12, 3, 64), *extra, *score, "auto")
+        ops.attention(m(2, 10, 8, 64), m(2, 12, 3, 64), m(2, 12, 3, 64), *extra, *score, "auto", False)
     cu = m(4, dtype=torch.int32)
     out, lse = ops.attention(m(30, 8, 64), m(40, 2, 64), m(40, 2, 64), cu, cu, None, None, None,
-                             None, False, "bottom_right", -1, -1, 0.0, 16, 20, "auto")
+                             None, False, "bottom_right", -1, -1, 0.0, 16, 20, "auto", False)
     assert out.shape == (30, 8, 64) and lse.shape == (8, 30)
     assert "attention" in bt.routes() and "scaled_dot_product_attention" in bt.routes()
 
