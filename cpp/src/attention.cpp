@@ -18,14 +18,6 @@ namespace {
 const DType kDTypes[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
 DType stats_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
 
-bool cudnn_compiled() {
-#ifdef BARACUDA_ENABLE_CUDNN
-  return true;
-#else
-  return false;
-#endif
-}
-
 bool flash_compiled() {
 #ifdef BARACUDA_ENABLE_FA2
   return true;
@@ -225,17 +217,14 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   // a kernel or a flash tile is named or the preference forbids it.
   const bool deterministic = desc.deterministic || pref.require_deterministic;
   if (desc.kernel == "cudnn" || (desc.kernel == "auto" && desc.tile == "auto" && pref.allows(Backend::Cudnn))) {
-    std::string why = cudnn_compiled() ? "" : "this build has no cuDNN backend (BARACUDA_ENABLE_CUDNN off: its headers "
-                                              "were not found at build time)";
-    if (desc.kernel == "cudnn" && !pref.allows(Backend::Cudnn)) why = "the preference forbids cuDNN";
-#ifdef BARACUDA_ENABLE_CUDNN
-    if (why.empty()) why = attention_cudnn::rule_out(desc, g, I.backward);
-    if (why.empty()) {
+    std::string why;
+    if (desc.kernel == "cudnn" && !pref.allows(Backend::Cudnn)) {
+      why = "the preference forbids cuDNN";
+    } else {
       AttentionDescriptor built = desc;
       built.deterministic = deterministic;
-      I.cudnn = attention_cudnn::build(built, g, I.backward, why);
+      I.cudnn = attention_cudnn::build(built, g, why);
     }
-#endif
     if (!I.cudnn && desc.kernel == "cudnn") throw Unsupported(op + ": kernel='cudnn' is not available: " + why);
   }
   if (!I.cudnn && !pref.allows(Backend::Bespoke))
@@ -256,12 +245,8 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
     throw Unsupported(op + ": head_dim " + std::to_string(std::max(g.d, g.dv)) + " is above " +
                       std::to_string(attention::kRowwiseMaxHeadDim) + ", the rowwise kernels' limit");
   if (I.backward || I.cudnn) {
-#ifdef BARACUDA_ENABLE_CUDNN
     const int64_t bytes = I.cudnn ? attention_cudnn::workspace_bytes(*I.cudnn)
                                   : I.lse_rows * int64_t(dtype_size(stats_dtype(dt)));
-#else
-    const int64_t bytes = I.lse_rows * int64_t(dtype_size(stats_dtype(dt)));
-#endif
     I.workspace = bytes;
     if (pref.workspace_limit >= 0 && bytes > pref.workspace_limit)
       throw Unsupported(op + ": needs " + std::to_string(bytes) + " bytes of workspace; the preference allows " +
@@ -296,7 +281,6 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
                          "grad_v row over the queries of every head of its group, in order";
   pg.deterministic = true;
   pg.bit_stable = true;
-#ifdef BARACUDA_ENABLE_CUDNN
   if (I.cudnn) {
     k.name = "attention.cudnn." + std::string(I.backward ? "backward" : "forward") + ".d" + std::to_string(g.d);
     k.backend = Backend::Cudnn;
@@ -307,7 +291,6 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
       pg.deterministic = pg.bit_stable = deterministic;
     }
   }
-#endif
   return AttentionPlan(impl);
 }
 
@@ -429,9 +412,7 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
   check_workspace(op, workspace, workspace_size, I.workspace, reads, writes);
 
   DeviceGuard guard(device);
-#ifdef BARACUDA_ENABLE_CUDNN
   if (I.cudnn) return attention_cudnn::run(*I.cudnn, t, workspace, workspace_size, stream, device);
-#endif
   if (I.backward) (I.flash ? attention::flash_backward : attention::rowwise_backward)(g, p, stream);
   else if (I.flash) attention::flash_forward(g, p, stream);
   else attention::rowwise_forward(g, p, stream);

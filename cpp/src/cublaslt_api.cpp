@@ -12,8 +12,6 @@ namespace baracuda::cublaslt {
 
 namespace {
 
-#define BARACUDA_STR2(x) #x
-#define BARACUDA_STR(x) BARACUDA_STR2(x)
 // The major version the headers we compiled against belong to (the ABI we speak).
 constexpr const char* kSoname = "libcublasLt.so." BARACUDA_STR(CUBLAS_VER_MAJOR);
 

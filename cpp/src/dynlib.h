@@ -6,6 +6,11 @@
 #include <string>
 #include <vector>
 
+// A macro's value as a string literal: the headers' major version in a soname
+// ("libcudnn.so." BARACUDA_STR(CUDNN_MAJOR)).
+#define BARACUDA_STR2(x) #x
+#define BARACUDA_STR(x) BARACUDA_STR2(x)
+
 namespace baracuda::dynlib {
 
 // A directory searched after the loader's own path (the Python package registers the nvidia-*

@@ -32,6 +32,7 @@ Strides of_spec(const TensorSpec& s) {
   return {st[0], st[2], st[1]};
 }
 Strides of_view(const TensorView& v) { return {v.strides[0], v.strides[2], v.strides[1]}; }
+void append(Key& key, const Strides& s) { key.insert(key.end(), {s.batch, s.head, s.row}); }
 
 template <class Attributes>
 void set_band(Attributes& a, const attention::Geometry& g) {
@@ -128,8 +129,7 @@ struct Graphs {
   }
 };
 
-std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g, bool backward) {
-  (void)backward;
+std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g) {
   if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return "cuDNN takes float16 / bfloat16";
   if (desc.varlen || g.has_seqused_k) return "the cuDNN backend takes dense [B, S, H, D] operands";
   if (g.softcap > 0 || g.alibi || g.sinks) return "the cuDNN backend has no softcap, ALiBi slopes or sinks";
@@ -148,8 +148,9 @@ std::string library_version() {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const attention::Geometry& g, bool backward,
-                                    std::string& why) {
+std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const attention::Geometry& g, std::string& why) {
+  why = rule_out(desc, g);
+  if (!why.empty()) return nullptr;
   if (!cudnn::available()) {
     why = cudnn::load_error();
     return nullptr;
@@ -163,12 +164,11 @@ std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const atten
   auto G = std::make_shared<Graphs>();
   G->desc = desc;
   G->geo = g;
-  G->backward = backward;
+  G->backward = desc.op == "attention_backward";
   Key key = {device};
-  auto push = [&](const Strides& s) { key.insert(key.end(), {s.batch, s.head, s.row}); };
-  for (const TensorSpec* s : {&desc.q, &desc.k, &desc.v, &desc.out}) push(of_spec(*s));
-  if (backward)  // grad_out like out, each gradient like its input
-    for (const TensorSpec* s : {&desc.out, &desc.q, &desc.k, &desc.v}) push(of_spec(*s));
+  for (const TensorSpec* s : {&desc.q, &desc.k, &desc.v, &desc.out}) append(key, of_spec(*s));
+  if (G->backward)  // grad_out like out, each gradient like its input
+    for (const TensorSpec* s : {&desc.out, &desc.q, &desc.k, &desc.v}) append(key, of_spec(*s));
   auto graph = G->make(key, why);
   if (!graph) return nullptr;
   if (!graph->get_workspace_size(G->workspace).is_good()) {
@@ -184,18 +184,14 @@ int64_t workspace_bytes(const Graphs& graphs) { return graphs.workspace; }
 void run(const Graphs& G, const AttentionTensors& t, void* workspace, int64_t workspace_size, StreamHandle stream,
          int device) {
   Key key = {device};
-  auto push = [&](const TensorView& v) {
-    const Strides s = of_view(v);
-    key.insert(key.end(), {s.batch, s.head, s.row});
-  };
-  for (const TensorView* v : {&t.q, &t.k, &t.v, &t.out}) push(*v);
+  for (const TensorView* v : {&t.q, &t.k, &t.v, &t.out}) append(key, of_view(*v));
   if (G.backward)
-    for (const TensorView* v : {&t.grad_out, &t.grad_q, &t.grad_k, &t.grad_v}) push(*v);
+    for (const TensorView* v : {&t.grad_out, &t.grad_q, &t.grad_k, &t.grad_v}) append(key, of_view(*v));
   auto graph = G.get(key);
   int64_t need = 0;
   if (!graph->get_workspace_size(need).is_good() || need > workspace_size)
     throw Unsupported(G.desc.op + ": the cuDNN graph for these output strides needs " + std::to_string(need) +
-                      " bytes of workspace, more than the plan's " + std::to_string(workspace_size) +
+                      " bytes of workspace, more than the " + std::to_string(workspace_size) + " given" +
                       "; pass outputs laid out like their inputs");
   cudnnHandle_t h = cudnn::handle(device);
   if (fe::detail::set_stream(h, static_cast<cudaStream_t>(stream)) != CUDNN_STATUS_SUCCESS)

@@ -1,6 +1,7 @@
 // The attention family's cuDNN backend: cuDNN's fused flash attention (SDPA) graphs through
-// cudnn-frontend, built when a plan is selected and cached in it. Compiled with
-// BARACUDA_ENABLE_CUDNN; this header needs no cuDNN include.
+// cudnn-frontend, built when a plan is selected and cached in it. cudnn/attention_cudnn.cpp
+// implements it where BARACUDA_ENABLE_CUDNN found the headers, cudnn_off/attention_cudnn.cpp (which
+// refuses every case) elsewhere; this header needs no cuDNN include.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,11 +16,11 @@ struct Graphs;  // the case's graphs, one per device and output-stride pattern
 
 // "" when cuDNN may take the case by our rules (16-bit, dense, no softcap / ALiBi / sinks, every
 // query row sees a key), else why not.
-std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g, bool backward);
+std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g);
 // Loads cuDNN and builds the case's graph on the current device (what cuDNN supports is only known
-// by asking it). Null, with `why`, when cuDNN is not available or refuses the case.
-std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const attention::Geometry& g, bool backward,
-                                    std::string& why);
+// by asking it); a backward when desc.op is "attention_backward". Null, with `why`, when cuDNN is
+// not available or refuses the case.
+std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const attention::Geometry& g, std::string& why);
 int64_t workspace_bytes(const Graphs& graphs);
 std::string library_version();  // e.g. "9.19.0"
 // Runs on `stream`; the operands are checked by the plan. A new device or output-stride pattern

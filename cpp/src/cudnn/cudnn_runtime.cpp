@@ -17,8 +17,6 @@ namespace baracuda::cudnn {
 
 namespace {
 
-#define BARACUDA_STR2(x) #x
-#define BARACUDA_STR(x) BARACUDA_STR2(x)
 // The major version the headers we compiled against belong to (the ABI we speak).
 constexpr const char* kSoname = "libcudnn.so." BARACUDA_STR(CUDNN_MAJOR);
 

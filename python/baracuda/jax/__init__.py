@@ -590,7 +590,7 @@ _FUNCTIONAL = {
     "matmul": (matmul, {"b"}),
     "attention": (lambda q, k, v, **kw: attention(q, k, v, **kw),
                   {"k", "v", "causal", "scale", "window", "softcap", "alibi_slopes", "sinks", "cu_seqlens_q",
-                   "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "causal_alignment", "dropout_p"}),
+                   "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "causal_alignment", "dropout_p", "deterministic"}),
     "cross_entropy": (lambda logits, target, *, ignore_index=-100, label_smoothing=0.0, reduction="mean":
                       cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),

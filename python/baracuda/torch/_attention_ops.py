@@ -102,7 +102,9 @@ def _attention_bwd_fake(grad, q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, s
     return _backward_outputs(q, k, v, sinks)
 
 
-define("attention", f"(Tensor q, Tensor k, Tensor v, {_EXTRA_ARGS}, {_SCORE_ARGS}, str kernel, bool deterministic) -> (Tensor, Tensor)",
+define("attention",
+       f"(Tensor q, Tensor k, Tensor v, {_EXTRA_ARGS}, {_SCORE_ARGS}, str kernel, bool deterministic) -> "
+       "(Tensor, Tensor)",
        _attention_impl, _attention_fake, _attention_backward, _attention_setup)
 define("attention_backward",
        f"(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, {_EXTRA_ARGS}, {_SCORE_ARGS}, "
