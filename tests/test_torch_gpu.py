@@ -106,7 +106,14 @@ def _other_samples():
     akv = torch.randn(1, 30, 2, 64, generator=g, device=DEV, dtype=torch.bfloat16).requires_grad_()
     att = (None,) * 5 + (None, True, "bottom_right", -1, -1, 0.0, 0, 0)
     aout, alse = ops.attention(*d(aq, akv, akv), *att, "auto", False)
+    rq = torch.randn(2, 6, 4, 64, generator=g, device=DEV).requires_grad_()
+    rk = torch.randn(2, 6, 2, 64, generator=g, device=DEV).requires_grad_()
+    rpos = torch.randint(0, 50, (2, 6), generator=g, device=DEV)
+    rcos, rsin = torch.rand(50, 16, generator=g, device=DEV), torch.rand(50, 16, generator=g, device=DEV)
+    freq = (10000.0, "none", [1.0, 1.0, 4.0, 0.0, 32.0, 1.0, 0.0])
     return {
+        "rope": [(rq, rk, None, None, None, "neox", 0, *freq, False),
+                 (rq, None, rcos, rsin, rpos, "gptj", 32, *freq, False)],
         "group_norm": [(gx, 4, gw, gw, 1e-5), (gx.to(memory_format=torch.channels_last), 2, None, None, 1e-5)],
         "group_norm_backward": [d(torch.randn_like(gx), gx, gmean, grstd, 4, gw, gw),
                                 d(torch.randn_like(gx), gx, gmean, grstd, 4, None, None)],

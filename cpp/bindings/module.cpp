@@ -15,5 +15,6 @@ NB_MODULE(_C, m) {
   baracuda::py::init_loss(m);
   baracuda::py::init_scan(m);
   baracuda::py::init_attention(m);
+  baracuda::py::init_rope(m);
   baracuda::py::init_xla(m);
 }

@@ -13,6 +13,7 @@
 #include "baracuda/loss.h"
 #include "baracuda/scan.h"
 #include "baracuda/attention.h"
+#include "baracuda/rope.h"
 
 namespace baracuda {
 
@@ -35,6 +36,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(norm_family_info());
   fams.push_back(scan_family_info());
   fams.push_back(attention_family_info());
+  fams.push_back(rope_family_info());
   return fams;
 }
 }  // namespace

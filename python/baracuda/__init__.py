@@ -87,6 +87,11 @@ from ._attention import FUNCTIONS as _ATTENTION_FUNCTIONS  # noqa: E402
 
 _OPS.update(_ATTENTION_FUNCTIONS)
 
+from ._C import RopeDescriptor, RopeFrequencies, RopePlan  # noqa: F401,E402
+from ._rope import FUNCTIONS as _ROPE_FUNCTIONS, rope_frequencies  # noqa: E402,F401
+
+_OPS.update(_ROPE_FUNCTIONS)
+
 from ._autograd import guard_all as _guard_all  # noqa: E402
 from ._fastpaths import functions as _fast_functions  # noqa: E402
 

@@ -267,7 +267,10 @@ def xla_plan(plan: SoftmaxPlan, roles: Sequence[str], specs: Sequence[TensorSpec
 def xla_plan(plan: LossPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
-def xla_plan(plan: AttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
+def xla_plan(plan: AttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: RopePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
     """
     Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and specs, inputs first; returns the id the custom call's `plan` attribute carries.
     """
@@ -1066,6 +1069,125 @@ def attention_call(op: str, tensors: dict, scale: float | None, causal: bool, ca
 
 def attention_cache_size() -> int:
     """Plans in the attention functional cache."""
+
+class RopeFrequencies:
+    """
+    theta and a scaling rule ('none', 'linear', 'llama3', 'yarn') with its parameters.
+    """
+
+    def __init__(self, *, theta: float = 10000.0, scaling: str = 'none', factor: float = 1.0, low_freq_factor: float = 1.0, high_freq_factor: float = 4.0, original_max_positions: int = 0, beta_fast: float = 32.0, beta_slow: float = 1.0, attention_factor: float = 0.0) -> None: ...
+
+    @property
+    def theta(self) -> float: ...
+
+    @property
+    def scaling(self) -> str: ...
+
+    @property
+    def factor(self) -> float: ...
+
+    @property
+    def low_freq_factor(self) -> float: ...
+
+    @property
+    def high_freq_factor(self) -> float: ...
+
+    @property
+    def original_max_positions(self) -> int: ...
+
+    @property
+    def beta_fast(self) -> float: ...
+
+    @property
+    def beta_slow(self) -> float: ...
+
+    @property
+    def attention_factor(self) -> float: ...
+
+    def __eq__(self, arg: RopeFrequencies, /) -> bool: ...
+
+class RopeDescriptor:
+    """
+    Rotary position embedding of q (and k) [tokens or batch, seq, heads, head_dim]: the pair style, rotary_dim, the angles' source (a cos / sin cache, or freqs), positions. Pure data; hashable.
+    """
+
+    def __init__(self, q: TensorSpec, k: TensorSpec | None = None, *, style: str = 'neox', rotary_dim: int = 0, inverse: bool = False, cache: bool = False, cache_dtype: DType = DType.float32, cache_positions: int = 0, freqs: RopeFrequencies = ..., positions: bool = False, positions_dtype: DType = DType.int64) -> None: ...
+
+    @property
+    def q(self) -> TensorSpec: ...
+
+    @property
+    def k(self) -> TensorSpec | None: ...
+
+    @property
+    def style(self) -> str: ...
+
+    @property
+    def rotary_dim(self) -> int: ...
+
+    @property
+    def inverse(self) -> bool: ...
+
+    @property
+    def cache(self) -> bool: ...
+
+    @property
+    def cache_dtype(self) -> DType: ...
+
+    @property
+    def cache_positions(self) -> int: ...
+
+    @property
+    def freqs(self) -> RopeFrequencies: ...
+
+    @property
+    def positions(self) -> bool: ...
+
+    @property
+    def positions_dtype(self) -> DType: ...
+
+    def __eq__(self, arg: RopeDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class RopePlan:
+    """A validated RoPE launch: select once, run many times."""
+
+    @staticmethod
+    def select(desc: RopeDescriptor, preference: PlanPreference | None = None) -> RopePlan:
+        """
+        Validate the descriptor; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """The kernel this plan runs, and its precision guarantee."""
+
+    @property
+    def descriptor(self) -> RopeDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """Always 0."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(q=, q_out=, [k=, k_out=, cos=, sin=, positions=], stream=): check the tensors against the descriptor and launch on `stream` (default: q's framework's current stream). q_out may be q itself (in place).
+        """
+
+def rope_inv_freq(rotary_dim: int, freqs: RopeFrequencies) -> tuple:
+    """
+    (inv_freq, attention_factor): the rotary_dim / 2 scaled inverse frequencies the theta path uses, and the factor on cos / sin.
+    """
+
+def rope_call(tensors: dict, style: str, rotary_dim: int, inverse: bool, freqs: RopeFrequencies, stream: object | None = None) -> str:
+    """
+    Functional entry: tensors by name (q, q_out, k, k_out, cos, sin, positions; None = absent), select (cached on the parameters and the operands' metadata) and run. Returns the SKU name.
+    """
+
+def rope_cache_size() -> int:
+    """Plans in the RoPE functional cache."""
 
 def xla_handler() -> object:
     """

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import InvalidArgument, Unsupported
 from .. import _attention, _softmax
-from . import _attention_ops, _ops  # noqa: F401 (_attention_ops registers its ops)
+from . import _attention_ops, _ops, _rope_ops  # noqa: F401 (_attention_ops, _rope_ops register their ops)
 from ._ops import call
 from ._modules import Attention, CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, Softmax
 from ._patch import patch
@@ -26,7 +26,7 @@ ops = torch.ops.baracuda
 __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
            "Attention",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
-           "sum", "mean", "attention", "scaled_dot_product_attention"]
+           "sum", "mean", "attention", "scaled_dot_product_attention", "rope"]
 
 
 def _tensor(v, like, name):
@@ -211,12 +211,30 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return o.transpose(1, 2)
 
 
+def rope(q, k=None, *, cos=None, sin=None, positions=None, style="neox", rotary_dim=None, theta=10000.0, scaling=None,
+         inplace=False, q_out=None, k_out=None):
+    """baracuda.rope, differentiable (torch.ops.baracuda.rope; the backward is the inverse rotation).
+    Same arguments and returns; in place and q_out / k_out are refused under autograd (as torch
+    refuses an in-place op on a leaf that requires grad), and a cos / sin cache requiring grad is
+    refused (its gradient is not computed)."""
+    if inplace or q_out is not None or k_out is not None:
+        raise InvalidArgument("rope: inplace / q_out / k_out with an input that requires grad; autograd cannot track "
+                              "the write: drop them (the rotated tensors are returned) or run under torch.no_grad()")
+    for name, t in (("cos", cos), ("sin", sin)):
+        if t is not None and t.requires_grad:
+            raise Unsupported(f"rope: {name} requires grad; the gradient of the cos / sin cache is not computed "
+                              "(pass it detached, or let rope compute the angles from theta)")
+    theta, rule, params = _rope_ops.freq_args(theta, scaling)
+    qo, ko = call("rope", q, k, cos, sin, positions, style, int(rotary_dim or 0), float(theta), rule, params, False)
+    return qo if k is None else (qo, ko)
+
+
 def routes():
     """baracuda.<name> -> the differentiable torch form (what a call on tensors requiring grad,
     or inside torch.compile, is routed to)."""
     table = dict(_ELEMENTWISE)
     table.update(rms_norm=rms_norm, layer_norm=layer_norm, group_norm=group_norm, softmax=softmax, log_softmax=log_softmax,
                  linear=linear, matmul=matmul, cross_entropy=cross_entropy, sum=sum, mean=mean, swiglu=swiglu,
-                 attention=attention, scaled_dot_product_attention=scaled_dot_product_attention)
+                 attention=attention, scaled_dot_product_attention=scaled_dot_product_attention, rope=rope)
     return table
 

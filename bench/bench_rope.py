@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""RoPE: baracuda against torch, same shapes, same work, same timer, same run.
+
+    python3 bench/bench_rope.py            # full run
+    python3 bench/bench_rope.py --quick    # fewer samples, one pass
+    OUT=/tmp/out python3 bench/bench_rope.py   # also $OUT/bench_rope.{md,json,txt}
+
+Ours: one RopePlan over q and k (one launch, angles from theta, positions given), timed through
+plan.run. torch: transformers' formula (q * cos + rotate_half(q) * sin, the same for k) on a
+cos / sin cache gathered by the positions, eager, and the same function under torch.compile
+(what a compiled model runs). Bandwidth counts q and k read and written once, also as a fraction
+of the device copy bandwidth measured at the start of the run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+import baracuda as bc  # noqa: E402
+
+DEV = "cuda"
+BF = torch.bfloat16
+# (tokens, q heads, kv heads, head dim): Llama-3-8B prefill / decode batch, Llama-3-70B, a small model.
+SHAPES = [(8192, 32, 8, 128), (64, 32, 8, 128), (4096, 64, 8, 128), (16384, 16, 4, 64)]
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def torch_rope(q, k, cos_cache, sin_cache, pos):
+    cos, sin = cos_cache[pos].unsqueeze(1), sin_cache[pos].unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def run_row(shape, args, copy_gbs, compiled):
+    t, hq, hk, d = shape
+    set_bytes = 2 * (hq + hk) * t * d * 2
+    nsets = C.rotation_sets(set_bytes)
+    sets = []
+    for _ in range(nsets):
+        q = torch.randn(t, hq, d, device=DEV, dtype=BF)
+        k = torch.randn(t, hk, d, device=DEV, dtype=BF)
+        pos = torch.randint(0, 8192, (t,), device=DEV)
+        sets.append((q, k, pos, torch.empty_like(q), torch.empty_like(k)))
+    inv, _ = bc.rope_frequencies(d, theta=500000.0)
+    ang = torch.arange(8192, device=DEV, dtype=torch.float32)[:, None] * torch.tensor(inv, device=DEV)
+    emb = torch.cat((ang, ang), dim=-1)
+    cos_cache, sin_cache = emb.cos().to(BF), emb.sin().to(BF)
+    q0, k0, p0, qo0, ko0 = sets[0]
+    desc = bc.RopeDescriptor(bc.TensorSpec(tuple(q0.shape), bc.bfloat16), bc.TensorSpec(tuple(k0.shape), bc.bfloat16),
+                             freqs=bc.RopeFrequencies(theta=500000.0), positions=True)
+    plan = bc.RopePlan.select(desc)
+    C.poison_(qo0)
+    plan.run(q=q0, k=k0, q_out=qo0, k_out=ko0, positions=p0)
+    rq, rk = torch_rope(q0.float(), k0.float(), emb.cos(), emb.sin(), p0)
+    err = max(C.rel_err(qo0, rq), C.rel_err(ko0, rk))
+    ok = err <= 2e-2
+    ours = C.GpuBench(lambda i: plan.run(q=sets[i][0], k=sets[i][1], q_out=sets[i][3], k_out=sets[i][4],
+                                         positions=sets[i][2]), nsets)
+    eager = C.GpuBench(lambda i: torch_rope(sets[i][0], sets[i][1], cos_cache, sin_cache, sets[i][2]), nsets)
+    benches = {"ours": ours, "torch": eager}
+    if compiled is not None:
+        benches["compiled"] = C.GpuBench(lambda i: compiled(sets[i][0], sets[i][1], cos_cache, sin_cache, sets[i][2]),
+                                         nsets)
+    tm = C.measure(benches, iters=args.iters, passes=args.passes)
+    g = {n: set_bytes / tm[n].median / 1e9 for n in tm}
+    del sets
+    C.free_memory()
+    return dict(key=f"rope bf16 t{t} h{hq}/{hk} d{d}", sku=plan.sku.name, error="", ok=ok, rel_err=err,
+                ours_gbs=g["ours"], ours_copy_frac=g["ours"] / copy_gbs, torch_gbs=g["torch"],
+                torch_copy_frac=g["torch"] / copy_gbs, speedup=tm["torch"].median / tm["ours"].median,
+                compiled_gbs=g.get("compiled"), speedup_compiled=(tm["compiled"].median / tm["ours"].median
+                                                                  if "compiled" in tm else None),
+                timing=tm)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rows", default="")
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args()
+    args.iters, args.passes = (10, 1) if args.quick else (30, 2)
+    info = C.device_info()
+    copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
+    compiled = None if args.no_compile else torch.compile(torch_rope)
+    rows, t0 = [], time.time()
+    for s in SHAPES:
+        if not re.search(args.rows, f"t{s[0]} h{s[1]}/{s[2]} d{s[3]}"):
+            continue
+        try:
+            r = run_row(s, args, copy["gbs"], compiled)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(key=f"rope bf16 t{s[0]} h{s[1]}/{s[2]} d{s[3]}", error=str(e), ok=False)
+        rows.append(r)
+        if not r["error"]:
+            comp = f", x{r['speedup_compiled']:.2f} torch.compile" if r["speedup_compiled"] else ""
+            print(f"{r['key']}: {r['ours_gbs']:.0f} GB/s ({r['ours_copy_frac']:.0%} of copy), x{r['speedup']:.2f} "
+                  f"torch eager{comp}, rel_err {r['rel_err']:.1e}", flush=True)
+    return C.report_bandwidth_rows("bench_rope", rows, info=info, copy_gbs=copy["gbs"], seed=None,
+                                   elapsed=time.time() - t0, version=bc.__version__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

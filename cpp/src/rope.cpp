@@ -1,0 +1,301 @@
+// RopePlan: validation, the frequencies (theta and its scaling rule, on the host), the SKU, run().
+#include "baracuda/rope.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "baracuda/errors.h"
+#include "device_guard.h"
+#include "plan_util.h"
+#include "rope/rope_launch.h"
+
+namespace baracuda {
+
+namespace {
+
+const DType kDTypes[] = {DType::Float16, DType::BFloat16, DType::Float32};
+constexpr double kPi = 3.14159265358979323846;
+
+void need(bool ok, const std::string& what) {
+  if (!ok) throw InvalidArgument("rope: " + what);
+}
+
+}  // namespace
+
+std::vector<double> rope_inv_freq(const RopeFrequencies& f, int64_t rotary_dim, double* attention_factor) {
+  need(f.theta > 0 && std::isfinite(f.theta), "theta is " + std::to_string(f.theta) + "; expected a positive number");
+  need(rotary_dim > 0 && rotary_dim % 2 == 0,
+       "rotary_dim is " + std::to_string(rotary_dim) + "; expected a positive even number");
+  const std::string& s = f.scaling;
+  need(s == "none" || s == "linear" || s == "llama3" || s == "yarn",
+       "scaling is '" + s + "'; expected 'none', 'linear', 'llama3' or 'yarn'");
+  if (s != "none") need(f.factor > 0, "scaling factor is " + std::to_string(f.factor) + "; expected > 0");
+  if (s == "llama3" || s == "yarn")
+    need(f.original_max_positions > 0, s + " scaling needs original_max_positions (the pretraining context), got " +
+                                            std::to_string(f.original_max_positions));
+  if (s == "llama3")
+    need(f.high_freq_factor > f.low_freq_factor && f.low_freq_factor > 0,
+         "llama3 scaling needs 0 < low_freq_factor < high_freq_factor, got " + std::to_string(f.low_freq_factor) +
+             " and " + std::to_string(f.high_freq_factor));
+  const int64_t pairs = rotary_dim / 2;
+  const double dim = double(rotary_dim), orig = double(f.original_max_positions);
+  std::vector<double> inv(pairs);
+  for (int64_t i = 0; i < pairs; ++i) inv[i] = std::pow(f.theta, -2.0 * double(i) / dim);
+  double af = 1.0;
+  if (s == "linear") {
+    for (double& v : inv) v /= f.factor;
+  } else if (s == "llama3") {
+    const double long_wave = orig / f.low_freq_factor, short_wave = orig / f.high_freq_factor;
+    for (double& v : inv) {
+      const double wavelength = 2 * kPi / v;
+      if (wavelength > long_wave) v /= f.factor;
+      else if (wavelength >= short_wave) {  // between: blend the scaled and the original frequency
+        const double t = (orig / wavelength - f.low_freq_factor) / (f.high_freq_factor - f.low_freq_factor);
+        v = (1 - t) * v / f.factor + t * v;
+      }
+    }
+  } else if (s == "yarn") {
+    // The dims that turn `rotations` times over the original context bound the blend.
+    auto correction_dim = [&](double rotations) {
+      return dim * std::log(orig / (rotations * 2 * kPi)) / (2 * std::log(f.theta));
+    };
+    const double lo = std::max(std::floor(correction_dim(f.beta_fast)), 0.0);
+    double hi = std::min(std::ceil(correction_dim(f.beta_slow)), dim - 1);
+    if (hi == lo) hi += 0.001;
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double ramp = std::min(std::max((double(i) - lo) / (hi - lo), 0.0), 1.0);
+      inv[i] = inv[i] / f.factor * ramp + inv[i] * (1 - ramp);  // extrapolate below lo, interpolate above hi
+    }
+    af = f.attention_factor > 0 ? f.attention_factor : f.factor <= 1 ? 1.0 : 0.1 * std::log(f.factor) + 1.0;
+  }
+  if (attention_factor) *attention_factor = af;
+  return inv;
+}
+
+std::string RopeDescriptor::str() const {
+  std::ostringstream os;
+  os << "RopeDescriptor(q=" << q.str();
+  if (has_k) os << ", k=" << k.str();
+  os << ", style=" << style << ", rotary_dim=" << rotary_dim;
+  if (inverse) os << ", inverse=True";
+  if (cache) os << ", cache=" << dtype_name(cache_dtype) << "[" << cache_positions << "]";
+  else {
+    os << ", theta=" << freqs.theta;
+    if (freqs.scaling != "none")
+      os << ", scaling=" << freqs.scaling << "(factor=" << freqs.factor << ", low_freq_factor=" << freqs.low_freq_factor
+         << ", high_freq_factor=" << freqs.high_freq_factor << ", original_max_positions="
+         << freqs.original_max_positions << ", beta_fast=" << freqs.beta_fast << ", beta_slow=" << freqs.beta_slow
+         << ", attention_factor=" << freqs.attention_factor << ")";
+  }
+  if (positions) os << ", positions=" << dtype_name(positions_dtype);
+  os << ")";
+  return os.str();
+}
+
+struct RopePlan::Impl {
+  RopeDescriptor desc;
+  KernelSku sku;
+  rope::Geometry geo;
+  std::vector<int64_t> lead;  // q's leading dims (positions' shape)
+};
+
+RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref) {
+  auto impl = std::make_shared<Impl>();
+  Impl& I = *impl;
+  I.desc = desc;
+  const DType dt = desc.q.dtype;
+  bool ok = false;
+  for (DType t : kDTypes) ok = ok || t == dt;
+  if (!ok) throw InvalidDType("rope: q is " + std::string(dtype_name(dt)) + "; expected float16, bfloat16 or float32");
+  if (desc.has_k && desc.k.dtype != dt)
+    throw InvalidDType("rope: k is " + std::string(dtype_name(desc.k.dtype)) + "; expected " + dtype_name(dt) +
+                       " (q's dtype)");
+  const auto& qs = desc.q.shape;
+  need(qs.size() == 3 || qs.size() == 4,
+       "q has shape " + shape_str(qs) + "; expected [tokens, heads, head_dim] or [batch, seq, heads, head_dim]");
+  auto layout_ok = [&](const TensorSpec& s, const char* name) {
+    for (int64_t e : s.shape) need(e >= 0, std::string(name) + " has a negative dimension");
+    const auto st = s.effective_strides();
+    if (s.shape.back() > 1 && st.back() != 1)
+      throw Unsupported("rope: " + std::string(name) + " has stride " + std::to_string(st.back()) +
+                        " along head_dim; the last dimension must be contiguous");
+    for (size_t d = 0; d + 1 < st.size(); ++d)
+      if (st[d] < 0) throw Unsupported("rope: " + std::string(name) + " has a negative stride (pass a contiguous tensor)");
+  };
+  layout_ok(desc.q, "q");
+  const int r = int(qs.size());
+  I.lead.assign(qs.begin(), qs.end() - 2);
+  if (desc.has_k) {
+    const auto& ks = desc.k.shape;
+    need(ks.size() == qs.size() && std::equal(I.lead.begin(), I.lead.end(), ks.begin()) && ks.back() == qs.back(),
+         "k has shape " + shape_str(ks) + "; expected q's leading dims and head_dim " + shape_str(I.lead) + " + [heads, " +
+             std::to_string(qs.back()) + "]");
+    layout_ok(desc.k, "k");
+  }
+  const int64_t d = qs.back();
+  const int64_t rd = desc.rotary_dim == 0 ? d : desc.rotary_dim;
+  need(rd > 0 && rd % 2 == 0 && rd <= d,
+       "rotary_dim is " + std::to_string(desc.rotary_dim) + "; expected an even number in [2, head_dim = " +
+           std::to_string(d) + "] (0: head_dim)");
+  if (rd > 2 * rope::kMaxPairs)
+    throw Unsupported("rope: rotary_dim " + std::to_string(rd) + " is over " + std::to_string(2 * rope::kMaxPairs));
+  need(desc.style == "neox" || desc.style == "gptj",
+       "style is '" + desc.style + "'; expected 'neox' (rotate-half) or 'gptj' (interleaved)");
+  if (desc.positions && desc.positions_dtype != DType::Int32 && desc.positions_dtype != DType::Int64)
+    throw InvalidDType("rope: positions is " + std::string(dtype_name(desc.positions_dtype)) + "; expected int32 or int64");
+
+  rope::Geometry& g = I.geo;
+  g.dtype = dt;
+  g.batch = r == 4 ? qs[0] : 1;
+  g.seq = qs[r - 3];
+  g.head_dim = int(d);
+  g.rotary_dim = int(rd);
+  g.gptj = desc.style == "gptj";
+  g.inverse = desc.inverse;
+  g.cache = desc.cache;
+  g.positions = desc.positions;
+  g.positions_dtype = desc.positions_dtype;
+  if (desc.cache) {
+    if (desc.cache_dtype != DType::Float32 && desc.cache_dtype != dt)
+      throw InvalidDType("rope: cos / sin are " + std::string(dtype_name(desc.cache_dtype)) + "; expected float32 or " +
+                         dtype_name(dt) + " (q's dtype)");
+    need(desc.cache_positions > 0 || g.batch * g.seq == 0, "the cos / sin cache has no rows");
+    g.cache_dtype = desc.cache_dtype;
+    g.cache_positions = desc.cache_positions;
+  } else {
+    double af = 1.0;
+    const auto inv = rope_inv_freq(desc.freqs, rd, &af);
+    for (size_t i = 0; i < inv.size(); ++i) g.inv_freq[i] = float(inv[i]);
+    g.attention_factor = float(af);
+  }
+  if (!pref.forbid.empty())
+    for (Backend b : pref.forbid)
+      if (b == Backend::Bespoke) throw Unsupported("rope: the preference forbids the only backend (bespoke)");
+
+  KernelSku& k = I.sku;
+  k.category = "rope";
+  k.op = desc.inverse ? "rope_backward" : "rope";
+  k.name = "rope." + desc.style + (desc.cache ? ".cache" : ".theta");
+  k.layout = "strided";
+  k.dtypes = {dt, dt};
+  k.arch = compiled_archs();
+  k.backend = Backend::Bespoke;
+  k.precision.compute_dtype = DType::Float32;
+  k.precision.accumulator_dtype = DType::Float32;
+  k.precision.math = desc.cache ? "f32 rotation by the cache's cos / sin, one rounding per output"
+                                : "f32 angle position * inv_freq (inv_freq from double), sincosf, f32 rotation, one "
+                                  "rounding per output";
+  return RopePlan(impl);
+}
+
+const KernelSku& RopePlan::sku() const { return impl_->sku; }
+const RopeDescriptor& RopePlan::descriptor() const { return impl_->desc; }
+
+void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) const {
+  const Impl& I = *impl_;
+  const RopeDescriptor& D = I.desc;
+  const std::string op = D.inverse ? "rope_backward" : "rope";
+  rope::Geometry g = I.geo;
+  const int device = t.q.device;
+  check_view(op, "q", t.q, D.q, device, "q");
+  check_presence(op, t.k, D.has_k, "k", D.has_k ? "the descriptor has k" : "the descriptor has no k");
+  if (D.has_k) check_view(op, "k", t.k, D.k, device, "q");
+  auto out_like = [&](const TensorView& o, const TensorSpec& like, const char* name, const char* of) {
+    check_presence(op, o, true, name, "the plan writes it (pass the input itself for in place)");
+    if (o.dtype != like.dtype)
+      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(o.dtype)) + "; expected " +
+                         dtype_name(like.dtype) + " (" + of + "'s dtype)");
+    if (!shape_is(o, like.shape))
+      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(o.shape, o.ndim) + "; expected " + of +
+                            "'s shape " + shape_str(like.shape));
+    check_same_device(op, o, device, name, "q");
+    if (o.shape[o.ndim - 1] > 1 && o.strides[o.ndim - 1] != 1)
+      throw Unsupported(op + ": " + name + " must be contiguous along head_dim");
+    for (int i = 0; i + 1 < o.ndim; ++i)
+      if (o.strides[i] < 0) throw Unsupported(op + ": " + name + " has a negative stride");
+  };
+  out_like(t.q_out, D.q, "q_out", "q");
+  if (D.has_k) out_like(t.k_out, D.k, "k_out", "k");
+  else check_presence(op, t.k_out, false, "k_out", "the descriptor has no k");
+  const int64_t half = g.rotary_dim / 2;
+  for (auto [v, name] : {std::pair{&t.cos, "cos"}, std::pair{&t.sin, "sin"}}) {
+    check_presence(op, *v, D.cache, name, D.cache ? "the descriptor reads a cos / sin cache" : "the descriptor computes "
+                                                                                                "the angles from theta");
+    if (!D.cache) continue;
+    if (v->dtype != D.cache_dtype)
+      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v->dtype)) + "; expected " +
+                         dtype_name(D.cache_dtype));
+    if (!shape_is(*v, {D.cache_positions, half}))
+      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v->shape, v->ndim) + "; expected " +
+                            shape_str({D.cache_positions, half}) + " [positions, rotary_dim / 2]");
+    if (v->numel() > 0 && !v->is_contiguous()) throw InvalidArgument(op + ": " + name + " must be contiguous");
+    check_same_device(op, *v, device, name, "q");
+  }
+  check_presence(op, t.positions, D.positions, "positions",
+                 D.positions ? "the descriptor has positions" : "the descriptor has none");
+  if (D.positions) {
+    if (t.positions.dtype != D.positions_dtype)
+      throw InvalidDType(op + ": positions is " + std::string(dtype_name(t.positions.dtype)) + "; expected " +
+                         dtype_name(D.positions_dtype));
+    if (!shape_is(t.positions, I.lead))
+      throw InvalidArgument(op + ": positions has shape " + shape_str(t.positions.shape, t.positions.ndim) +
+                            "; expected q's leading dims " + shape_str(I.lead));
+    check_same_device(op, t.positions, device, "positions", "q");
+    const int pr = t.positions.ndim;
+    g.pos_seq = I.lead.empty() ? 0 : t.positions.strides[pr - 1];
+    g.pos_batch = pr == 2 ? t.positions.strides[0] : 0;
+  }
+  check_aliasing(op, {{"q_out", &t.q_out}, {"k_out", &t.k_out}},
+                 {{"q", &t.q}, {"k", &t.k}, {"cos", &t.cos}, {"sin", &t.sin}, {"positions", &t.positions}},
+                 {{&t.q_out, &t.q}, {&t.k_out, &t.k}});
+
+  rope::Pointers p;
+  const int64_t esize = dtype_size(g.dtype);
+  const int64_t align = std::min<int64_t>(16, esize * 4 * (g.gptj ? 2 : 1));
+  bool vec_ok = half % 4 == 0;
+  auto operand = [&](const TensorView& in, const TensorView& out) {
+    rope::Operand o;
+    o.in = in.data;
+    o.out = out.data;
+    const int n = in.ndim;
+    o.heads = int(in.shape[n - 2]);
+    o.in_batch = n == 4 ? in.strides[0] : 0;
+    o.in_seq = in.strides[n - 3];
+    o.in_head = in.strides[n - 2];
+    o.out_batch = n == 4 ? out.strides[0] : 0;
+    o.out_seq = out.strides[n - 3];
+    o.out_head = out.strides[n - 2];
+    for (int64_t s : {o.in_batch, o.in_seq, o.in_head, o.out_batch, o.out_seq, o.out_head})
+      vec_ok = vec_ok && (s * esize) % align == 0;
+    vec_ok = vec_ok && reinterpret_cast<uintptr_t>(in.data) % align == 0 &&
+             reinterpret_cast<uintptr_t>(out.data) % align == 0;
+    return o;
+  };
+  p.x[0] = operand(t.q, t.q_out);
+  p.count = 1;
+  if (D.has_k) {
+    p.x[1] = operand(t.k, t.k_out);
+    p.count = 2;
+  }
+  g.vec = vec_ok ? 4 : 1;
+  p.cos = t.cos.data;
+  p.sin = t.sin.data;
+  p.positions = t.positions.data;
+  if (g.batch * g.seq == 0) return;
+  DeviceGuard guard(device);
+  rope::rope(g, p, stream);
+}
+
+FamilyInfo rope_family_info() {
+  FamilyInfo f{"rope", "RopePlan",
+               "rotary position embedding of q and k in one launch: rotate-half (NeoX) or interleaved (GPT-J), partial "
+               "rotary, per-token positions, a cos / sin cache or theta with linear / Llama 3 / YaRN scaling; in place "
+               "or out of place; the inverse rotation is the backward",
+               {}};
+  f.ops.push_back(OpCoverage{"rope", "rotary", {DType::Float16, DType::BFloat16, DType::Float32},
+                             {"bshd", "thd"}, Backend::Bespoke, true});
+  return f;
+}
+
+}  // namespace baracuda

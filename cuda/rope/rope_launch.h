@@ -1,0 +1,57 @@
+// The launch contract of the RoPE kernels (cpp/src/rope.cpp fills it; rope.cu runs it).
+//
+// Each operand (q, and k when given) is [batch, seq, heads, head_dim] in elements with its own
+// batch / seq / head strides and a contiguous last dim; out may be the same view (in place). For
+// token (b, s) at position p and pair i < rotary_dim / 2 the angle is p * inv_freq[i] (or the cache's
+// row p: cos[p, i], sin[p, i]); "neox" pairs element i with i + rotary_dim / 2, "gptj" pairs 2i with
+// 2i + 1; (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), sin negated for the inverse (the
+// backward). Elements past rotary_dim are copied when out is not the input.
+#pragma once
+#include <cstdint>
+
+#include "baracuda/dtype.h"
+
+namespace baracuda::rope {
+
+constexpr int kMaxPairs = 128;  // rotary_dim <= 256
+
+struct Operand {
+  const void* in = nullptr;
+  void* out = nullptr;
+  int64_t in_batch = 0, in_seq = 0, in_head = 0;
+  int64_t out_batch = 0, out_seq = 0, out_head = 0;
+  int heads = 0;
+};
+
+struct Geometry {
+  DType dtype = DType::BFloat16;
+  int64_t batch = 0, seq = 0;
+  int head_dim = 0, rotary_dim = 0;
+  bool gptj = false;
+  bool inverse = false;
+  // Angles: from a cos / sin cache [cache_positions, rotary_dim / 2] (cache_dtype f32 or dtype), or
+  // computed as position * inv_freq[i] scaled by attention_factor (no cache).
+  bool cache = false;
+  DType cache_dtype = DType::Float32;
+  int64_t cache_positions = 0;
+  float inv_freq[kMaxPairs] = {};
+  float attention_factor = 1.0f;
+  // Positions: none (the seq index), int32 or int64 [batch, seq] with the strides below; cache rows
+  // are clamped to [0, cache_positions) so a bad position cannot read out of bounds.
+  DType positions_dtype = DType::Int64;
+  bool positions = false;
+  int64_t pos_batch = 0, pos_seq = 0;
+  int vec = 1;  // pairs per thread: 4 when every row start and rotary_dim / 2 allow it, else 1
+};
+
+struct Pointers {
+  Operand x[2];
+  int count = 1;  // 1: q; 2: q and k
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  const void* positions = nullptr;
+};
+
+void rope(const Geometry& g, const Pointers& p, void* stream);
+
+}  // namespace baracuda::rope

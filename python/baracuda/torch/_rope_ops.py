@@ -1,0 +1,76 @@
+"""torch.ops.baracuda.rope: the RoPE family on _ops' mechanism (CUDA kernel, fake kernel, autograd).
+One op rotates q and k (k may be absent: its output is then an empty tensor); the backward is the
+same op with the inverse rotation."""
+import torch
+
+from .. import _C, _rope
+from ._ops import K, _spec, define, validate
+
+# factor, low_freq_factor, high_freq_factor, original_max_positions, beta_fast, beta_slow, attention_factor
+_FREQ_FIELDS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_positions", "beta_fast", "beta_slow",
+                "attention_factor")
+
+
+def freq_args(theta, scaling):
+    """(theta, rule, params) for the schema, from rope()'s theta and transformers-style scaling."""
+    f = _rope.frequencies(theta, scaling)
+    return f.theta, f.scaling, [float(getattr(f, n)) for n in _FREQ_FIELDS]
+
+
+def _freqs(theta, rule, params):
+    kw = dict(zip(_FREQ_FIELDS, params))
+    kw["original_max_positions"] = int(kw["original_max_positions"])
+    return _C.RopeFrequencies(theta=float(theta), scaling=rule, **kw)
+
+
+def _outputs(q, k):
+    return torch.empty_like(q), (torch.empty_like(k) if k is not None else q.new_empty((0,)))
+
+
+def _rope_impl(q, k, cos, sin, positions, style, rotary_dim, theta, rule, params, inverse):
+    qo, ko = _outputs(q, k)
+    _C.rope_call({"q": q, "k": k, "q_out": qo, "k_out": ko if k is not None else None, "cos": cos, "sin": sin,
+                  "positions": positions}, style, int(rotary_dim), bool(inverse), _freqs(theta, rule, params), None)
+    return qo, ko
+
+
+def _rope_fake(q, k, cos, sin, positions, style, rotary_dim, theta, rule, params, inverse):
+    qo, ko = _outputs(q, k)
+
+    def make():
+        d = _C.RopeDescriptor(_spec(q), _spec(k) if k is not None else None, style=style, rotary_dim=int(rotary_dim),
+                              inverse=bool(inverse), cache=cos is not None,
+                              cache_dtype=_spec(cos).dtype if cos is not None else _C.DType.float32,
+                              cache_positions=int(cos.shape[0]) if cos is not None and cos.dim() else 0,
+                              freqs=_freqs(theta, rule, params), positions=positions is not None,
+                              positions_dtype=_spec(positions).dtype if positions is not None else _C.DType.int64)
+        return _C.RopePlan.select(d)
+
+    validate(("rope", style, int(rotary_dim), float(theta), rule, tuple(params), bool(inverse), cos is None,
+              positions is None), [t for t in (q, k, cos, positions) if t is not None], make)
+    return qo, ko
+
+
+def _rope_setup(ctx, inputs, output):
+    q, k, cos, sin, positions = inputs[:5]
+    ctx.has_k = k is not None
+    ctx.save_for_backward(cos, sin, positions, q)
+    ctx.params = inputs[5:10]
+    ctx.inverse = inputs[10]
+
+
+def _rope_backward(ctx, grad_q, grad_k):
+    cos, sin, positions, q = ctx.saved_tensors
+    if grad_q is None:
+        grad_q = torch.zeros_like(q)
+    if not ctx.has_k:
+        grad_k = None  # the placeholder output's gradient
+    dense = [g.contiguous() if g is not None and g.stride(-1) != 1 else g for g in (grad_q, grad_k)]
+    gq, gk = K.rope(dense[0], dense[1], cos, sin, positions, *ctx.params, not ctx.inverse)
+    return (gq, gk if grad_k is not None else None) + (None,) * 9
+
+
+define("rope",
+       "(Tensor q, Tensor? k, Tensor? cos, Tensor? sin, Tensor? positions, str style, int rotary_dim, float theta, "
+       "str scaling, float[] scaling_params, bool inverse) -> (Tensor, Tensor)",
+       _rope_impl, _rope_fake, _rope_backward, _rope_setup)

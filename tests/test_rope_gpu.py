@@ -1,0 +1,203 @@
+"""GPU correctness of the RoPE family against a float64 torch reference: both pair styles, partial
+rotary, theta with every scaling rule (inv_freq checked against transformers' own), cos / sin caches
+(f32 and the input's dtype, rows clamped), int32 / int64 positions, q and k with different head
+counts in one launch, strided (BHSD) views, in place, unaligned rows (the scalar path), empty inputs;
+the inverse (backward) and autograd through torch.ops.baracuda.rope, torch.compile. Outputs are
+NaN-poisoned before every run."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+bc = pytest.importorskip("baracuda")
+
+errors = bc.errors
+DEV = "cuda"
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch has no CUDA")]
+TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+
+
+def gen(seed):
+    g = torch.Generator(device=DEV)
+    g.manual_seed(seed)
+    return g
+
+
+def rnd(shape, dt, g):
+    return torch.randn(shape, generator=g, device=DEV, dtype=torch.float64).to(dt)
+
+
+def ref_angles(pos, inv_freq, af=1.0):
+    """cos / sin [.., rd/2] in float64 from f32 angles (as the kernel and transformers compute them)."""
+    ang = pos.to(torch.float32)[..., None] * torch.tensor(inv_freq, dtype=torch.float32, device=DEV)
+    return ang.double().cos() * af, ang.double().sin() * af
+
+
+def ref_rope(x, cos, sin, style, rd, inverse=False):
+    """x [.., S, H, D]; cos / sin [.., S, rd/2] (float64). Returns float64."""
+    x = x.double()
+    c, s = cos[..., None, :], sin[..., None, :]
+    if inverse:
+        s = -s
+    out = x.clone()
+    if style == "neox":
+        x1, x2 = x[..., : rd // 2], x[..., rd // 2: rd]
+        out[..., : rd // 2] = x1 * c - x2 * s
+        out[..., rd // 2: rd] = x2 * c + x1 * s
+    else:
+        x1, x2 = x[..., 0:rd:2], x[..., 1:rd:2]
+        out[..., 0:rd:2] = x1 * c - x2 * s
+        out[..., 1:rd:2] = x2 * c + x1 * s
+    return out
+
+
+def close(got, want, dt, what):
+    atol, rtol = TOL[dt]
+    torch.testing.assert_close(got.double(), want, atol=atol, rtol=rtol, msg=lambda m: f"{what}: {m}")
+
+
+def poisoned_like(x):
+    return torch.full_like(x, float("nan"))
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("style", ["neox", "gptj"])
+@pytest.mark.parametrize("shape,rd", [((2, 37, 8, 128), None), ((3, 5, 4, 64), 32), ((1, 9, 3, 80), 48),
+                                      ((50, 5, 96), 96), ((4, 6, 2, 20), 14)])
+def test_theta_matches_reference(dt, style, shape, rd):
+    g = gen(1)
+    q = rnd(shape, dt, g)
+    k = rnd(shape[:-2] + (max(1, shape[-2] // 2), shape[-1]), dt, g)
+    rdim = rd or shape[-1]
+    qo, ko = poisoned_like(q), poisoned_like(k)
+    got = bc.rope(q, k, style=style, rotary_dim=rd, theta=500000.0, q_out=qo, k_out=ko)
+    assert got[0] is qo and got[1] is ko
+    inv, _ = bc.rope_frequencies(rdim, theta=500000.0)
+    seq = shape[-3]
+    pos = torch.arange(seq, device=DEV)
+    cos, sin = ref_angles(pos, inv)
+    close(qo, ref_rope(q, cos, sin, style, rdim), dt, "q")
+    close(ko, ref_rope(k, cos, sin, style, rdim), dt, "k")
+    if rdim < shape[-1]:
+        assert torch.equal(qo[..., rdim:], q[..., rdim:]), "the pass-through part must be copied bitwise"
+
+
+@pytest.mark.parametrize("pdt", [torch.int32, torch.int64])
+@pytest.mark.parametrize("cache_dt", [torch.float32, torch.bfloat16])
+def test_cache_and_positions(pdt, cache_dt):
+    g = gen(2)
+    dt = torch.bfloat16
+    q = rnd((3, 11, 4, 64), dt, g)
+    pos = torch.randint(0, 100, (3, 11), generator=g, device=DEV).to(pdt)
+    pos[0, 0], pos[1, 1] = 120, -3  # outside the cache: clamped to its rows
+    ang = torch.rand(100, 32, generator=g, device=DEV, dtype=torch.float64) * 6
+    cos_t, sin_t = ang.cos().to(cache_dt), ang.sin().to(cache_dt)
+    qo = bc.rope(q, cos=cos_t, sin=sin_t, positions=pos)
+    idx = pos.long().clamp(0, 99)
+    want = ref_rope(q, cos_t.double()[idx], sin_t.double()[idx], "neox", 64)
+    close(qo, want, dt, "q")
+
+
+@pytest.mark.parametrize("scaling", [
+    {"rope_type": "linear", "factor": 4.0},
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 8192},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "beta_fast": 16, "beta_slow": 2,
+     "attention_factor": 1.3},
+])
+def test_scaling_matches_transformers(scaling):
+    tr = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    cfg = tr.LlamaConfig(hidden_size=1024, num_attention_heads=8, max_position_embeddings=32768)
+    setattr(cfg, "rope_parameters" if hasattr(cfg, "rope_parameters") else "rope_scaling", dict(scaling, rope_theta=5e5))
+    want, want_af = ROPE_INIT_FUNCTIONS[scaling["rope_type"]](cfg, "cpu")
+    inv, af = bc.rope_frequencies(128, theta=500000.0, scaling=scaling)
+    torch.testing.assert_close(torch.tensor(inv, dtype=torch.float64), want.double(), rtol=2e-6, atol=0)
+    assert af == pytest.approx(float(want_af), rel=1e-6)
+    g = gen(3)
+    q = rnd((2, 300, 8, 128), torch.float32, g)
+    pos = torch.randint(0, 30000, (2, 300), generator=g, device=DEV)
+    qo = bc.rope(q, positions=pos, theta=500000.0, scaling=scaling)
+    cos, sin = ref_angles(pos, inv, af)  # ours (transformers' differ by f32 rounding: 1e-2 rad at 3e4)
+    close(qo, ref_rope(q, cos, sin, "neox", 128), torch.float32, "q")
+
+
+def test_strided_views_and_in_place():
+    g = gen(4)
+    dt = torch.float16
+    qh = rnd((2, 8, 33, 64), dt, g)  # [B, H, S, D] storage, used as a BSHD view
+    q = qh.transpose(1, 2)
+    k = rnd((2, 33, 2, 64), dt, g)
+    inv, _ = bc.rope_frequencies(64)
+    cos, sin = ref_angles(torch.arange(33, device=DEV), inv)
+    want_q, want_k = ref_rope(q, cos, sin, "gptj", 64), ref_rope(k, cos, sin, "gptj", 64)
+    q2, k2 = bc.rope(q, k, style="gptj", inplace=True)
+    assert q2 is q and k2 is k
+    close(q, want_q, dt, "q in place")
+    close(k, want_k, dt, "k in place")
+    # An odd offset into storage: rows not 8-byte aligned, the scalar path.
+    base = rnd((1 + 5 * 3 * 64,), dt, g)
+    x = base[1:].view(5, 3, 64)
+    xo = bc.rope(x)
+    cos, sin = ref_angles(torch.arange(5, device=DEV), inv)
+    close(xo, ref_rope(x, cos, sin, "neox", 64), dt, "unaligned")
+
+
+def test_inverse_undoes_and_empty():
+    g = gen(5)
+    q = rnd((4, 17, 6, 128), torch.float32, g)
+    pos = torch.randint(0, 4096, (4, 17), generator=g, device=DEV)
+    back = bc.rope_backward(bc.rope(q, positions=pos), positions=pos)
+    torch.testing.assert_close(back, q, atol=1e-5, rtol=1e-5)
+    e = torch.empty(0, 4, 64, device=DEV, dtype=torch.bfloat16)
+    assert bc.rope(e).shape == e.shape
+
+
+def test_errors_name_the_argument():
+    q = torch.zeros(2, 4, 64, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(errors.InvalidArgument, match="rotary_dim is 7"):
+        bc.rope(q, rotary_dim=7)
+    with pytest.raises(errors.InvalidArgument, match="style is 'rot'"):
+        bc.rope(q, style="rot")
+    with pytest.raises(errors.InvalidDType, match="q is int32"):
+        bc.rope(q.int())
+    with pytest.raises(errors.InvalidArgument, match="cos and sin go together"):
+        bc.rope(q, cos=torch.zeros(4, 32, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="positions has shape"):
+        bc.rope(q, positions=torch.zeros(3, dtype=torch.int64, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="cos has shape"):
+        bc.rope(q, cos=torch.zeros(4, 16, device=DEV), sin=torch.zeros(4, 16, device=DEV))
+    with pytest.raises(errors.Unsupported, match="rope_type 'dynamic'"):
+        bc.rope(q, scaling={"rope_type": "dynamic", "factor": 2.0})
+    with pytest.raises(errors.Unsupported, match="mscale"):
+        bc.rope(q, scaling={"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 10, "mscale": 1})
+
+
+@pytest.mark.parametrize("with_k", [True, False])
+def test_autograd_and_compile(with_k):
+    import baracuda.torch as bt
+    g = gen(6)
+    q = rnd((2, 9, 4, 64), torch.float32, g).requires_grad_()
+    k = rnd((2, 9, 2, 64), torch.float32, g).requires_grad_() if with_k else None
+    pos = torch.randint(0, 500, (2, 9), generator=g, device=DEV)
+    out = bc.rope(q, k, positions=pos, rotary_dim=48)  # routed: q requires grad
+    qo = out[0] if with_k else out
+    assert qo.grad_fn is not None
+    gq = torch.randn_like(qo)
+    loss = (qo * gq).sum() + ((out[1] * 2).sum() if with_k else 0)
+    loss.backward()
+    inv, _ = bc.rope_frequencies(48)
+    cos, sin = ref_angles(pos, inv)
+    qd = q.detach().double().requires_grad_()
+    ref = ref_rope(qd, cos, sin, "neox", 48)
+    (ref * gq.double()).sum().backward()
+    torch.testing.assert_close(q.grad.double(), qd.grad, atol=1e-5, rtol=1e-5)
+    if with_k:
+        kd = k.detach().double().requires_grad_()
+        (ref_rope(kd, cos, sin, "neox", 48) * 2).sum().backward()
+        torch.testing.assert_close(k.grad.double(), kd.grad, atol=1e-5, rtol=1e-5)
+    with pytest.raises(errors.InvalidArgument, match="inplace"):
+        bc.rope(q, inplace=True)
+    f = torch.compile(lambda a, p: bt.rope(a, positions=p) * 2, fullgraph=True)
+    torch.testing.assert_close(f(q.detach(), pos), bc.rope(q.detach(), positions=pos) * 2)
