@@ -70,13 +70,23 @@ __global__ void rope_kernel(const Geometry g, const Pointers p) {
       T* out = reinterpret_cast<T*>(out_tok) + h * x.out_head;
       if constexpr (GPTJ) {
         float a[2 * V], r[2 * V];
-        load<T, 2 * V>(in + 2 * j, a);
+        if constexpr (V == 1) {  // the scalar path: rows may not be aligned to a pair
+          a[0] = kernels::to_compute(in[2 * j]);
+          a[1] = kernels::to_compute(in[2 * j + 1]);
+        } else {
+          load<T, 2 * V>(in + 2 * j, a);
+        }
 #pragma unroll
         for (int v = 0; v < V; ++v) {
           r[2 * v] = a[2 * v] * c[v] - a[2 * v + 1] * sn[v];
           r[2 * v + 1] = a[2 * v + 1] * c[v] + a[2 * v] * sn[v];
         }
-        store<T, 2 * V>(out + 2 * j, r);
+        if constexpr (V == 1) {
+          out[2 * j] = kernels::from_compute<T>(r[0]);
+          out[2 * j + 1] = kernels::from_compute<T>(r[1]);
+        } else {
+          store<T, 2 * V>(out + 2 * j, r);
+        }
       } else {
         float a1[V], a2[V], r1[V], r2[V];
         load<T, V>(in + j, a1);

@@ -16,11 +16,12 @@ _SCALING_KEYS = {"factor": "factor", "low_freq_factor": "low_freq_factor", "high
 _RULES = {"default": "none", "none": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}
 
 
-def frequencies(theta: float = 10000.0, scaling: Optional[Mapping[str, Any]] = None, fn: str = "rope"):
-    """A RopeFrequencies from theta and a transformers-style ``rope_scaling`` dict (``rope_type``
-    'default', 'linear', 'llama3' or 'yarn' and its parameters), or None."""
+def scaling_fields(theta: float = 10000.0, scaling: Optional[Mapping[str, Any]] = None, fn: str = "rope"):
+    """(theta, rule, fields) from theta and a transformers-style ``rope_scaling`` dict (``rope_type``
+    'default', 'linear', 'llama3' or 'yarn' and its parameters), or None; plain Python (torch.compile
+    traces it)."""
     if scaling is None:
-        return _C.RopeFrequencies(theta=float(theta))
+        return float(theta), "none", {}
     if not isinstance(scaling, Mapping):
         raise InvalidArgument(f"{fn}: scaling must be a dict like transformers' rope_scaling, got {scaling!r}")
     rule = scaling.get("rope_type", scaling.get("type", "default"))
@@ -39,7 +40,13 @@ def frequencies(theta: float = 10000.0, scaling: Optional[Mapping[str, Any]] = N
             raise Unsupported(f"{fn}: scaling key {key!r} (= {value!r}) is not supported for rope_type {rule!r}; "
                               f"supported: {sorted(_SCALING_KEYS)}")
         kw[_SCALING_KEYS[key]] = value
-    return _C.RopeFrequencies(theta=float(theta), scaling=_RULES[rule], **kw)
+    return float(theta), _RULES[rule], kw
+
+
+def frequencies(theta: float = 10000.0, scaling: Optional[Mapping[str, Any]] = None, fn: str = "rope"):
+    """The RopeFrequencies of theta and a transformers-style ``rope_scaling`` dict (see scaling_fields)."""
+    theta, rule, kw = scaling_fields(theta, scaling, fn)
+    return _C.RopeFrequencies(theta=theta, scaling=rule, **kw)
 
 
 def rope_frequencies(rotary_dim: int, *, theta: float = 10000.0,

@@ -11,10 +11,16 @@ _FREQ_FIELDS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_p
                 "attention_factor")
 
 
+# RopeFrequencies' defaults, for the fields a scaling dict leaves out.
+_FREQ_DEFAULTS = {"factor": 1.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_positions": 0.0,
+                  "beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": 0.0}
+
+
 def freq_args(theta, scaling):
-    """(theta, rule, params) for the schema, from rope()'s theta and transformers-style scaling."""
-    f = _rope.frequencies(theta, scaling)
-    return f.theta, f.scaling, [float(getattr(f, n)) for n in _FREQ_FIELDS]
+    """(theta, rule, params) for the schema, from rope()'s theta and transformers-style scaling
+    (plain Python: torch.compile traces it)."""
+    theta, rule, kw = _rope.scaling_fields(theta, scaling)
+    return theta, rule, [float(kw.get(n, _FREQ_DEFAULTS[n])) for n in _FREQ_FIELDS]
 
 
 def _freqs(theta, rule, params):
