@@ -120,3 +120,23 @@ def test_attention_errors_while_tracing():
         jax.make_jaxpr(lambda q, k: bj.attention(q, k, k))(q, bad)
     with pytest.raises(Unsupported, match="dropout"):
         jax.make_jaxpr(lambda q: bj.attention(q, q, q, dropout_p=0.1))(q)
+
+
+@needs_handler
+def test_rope_traces_to_one_call_and_its_inverse():
+    q = jax.ShapeDtypeStruct((2, 16, 8, 64), jnp.bfloat16)
+    k = jax.ShapeDtypeStruct((2, 16, 2, 64), jnp.bfloat16)
+    pos = jax.ShapeDtypeStruct((2, 16), jnp.int32)
+
+    def loss(q, k, pos):
+        a, b = bj.rope(q, k, positions=pos, scaling={"rope_type": "llama3", "factor": 8.0,
+                                                      "original_max_position_embeddings": 8192})
+        return (a.astype(jnp.float32).sum() + b.astype(jnp.float32).sum())
+
+    assert len(_calls(jax.make_jaxpr(loss)(q, k, pos))) == 1
+    grads = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(q, k, pos)
+    assert len(_calls(grads)) == 2  # the forward and the inverse rotation
+    out = jax.eval_shape(lambda q: bj.rope(q, rotary_dim=32), q)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    with pytest.raises(InvalidArgument, match="rotary_dim is 7"):
+        jax.make_jaxpr(lambda q: bj.rope(q, rotary_dim=7))(q)

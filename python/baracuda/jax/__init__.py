@@ -34,6 +34,7 @@ import numpy as np
 from .. import _C
 from .._gemm import _EPILOGUES as ACTIVATIONS, _check_linear as _check_linear_shapes, check_activation
 from .._attention import check_rules as check_attention_rules
+from .._rope import scaling_fields as _rope_scaling_fields
 from .._loss import REDUCTIONS, check_cross_entropy
 from .._norm import check_row_norm as _check_norm
 from .._dtypes import dtype as _bc_dtype
@@ -565,8 +566,58 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
     return _attention(q, k, v, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, params)
 
 
+# ---- RoPE -----------------------------------------------------------------------------------------
+
+def _rope_run(q, k, cos, sin, positions, params, inverse):
+    style, rotary_dim, (theta, rule, fields) = params
+    desc = _C.RopeDescriptor(
+        _spec_of(q), None if k is None else _spec_of(k), style=style, rotary_dim=rotary_dim, inverse=inverse,
+        cache=cos is not None, cache_dtype=_bc_dtype(cos.dtype) if cos is not None else _C.DType.float32,
+        cache_positions=int(cos.shape[0]) if cos is not None and cos.ndim else 0,
+        freqs=_C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), positions=positions is not None,
+        positions_dtype=_bc_dtype(positions.dtype) if positions is not None else _C.DType.int64)
+    ins = [_operand(r, t) for r, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("positions", positions))
+           if t is not None]
+    outs = [("q_out", q.shape, q.dtype)] + ([("k_out", k.shape, k.dtype)] if k is not None else [])
+    return tuple(_launch(desc, _C.RopePlan.select, ins, outs))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _rope(q, k, cos, sin, positions, params):
+    return _rope_run(q, k, cos, sin, positions, params, False)
+
+
+def _rope_fwd(q, k, cos, sin, positions, params):
+    return _rope_run(q, k, cos, sin, positions, params, False), (cos, sin, positions)
+
+
+def _rope_bwd(params, res, grads):
+    cos, sin, positions = res
+    gq = grads[0]
+    gk = grads[1] if len(grads) > 1 else None
+    got = _rope_run(gq, gk, cos, sin, positions, params, True)
+    # cos / sin are constants here (their gradient is not computed), positions are integers
+    return got[0], (got[1] if gk is not None else None), None, None, None
+
+
+_rope.defvjp(_rope_fwd, _rope_bwd)
+
+
+def rope(q, k=None, *, cos=None, sin=None, positions=None, style: str = "neox", rotary_dim=None,
+         theta: float = 10000.0, scaling=None):
+    """baracuda.rope on JAX arrays: q [tokens, Hq, D] or [B, S, Hq, D] and optionally k, rotated in one
+    custom call; returns q, or (q, k). Differentiable in q and k (the backward is the inverse
+    rotation); a cos / sin cache is a constant (no gradient flows to it)."""
+    if (cos is None) != (sin is None):
+        raise InvalidArgument("rope: cos and sin go together (a cache [positions, rotary_dim / 2] each)")
+    theta, rule, fields = _rope_scaling_fields(theta, scaling)
+    params = (str(style), int(rotary_dim or 0), (theta, rule, tuple(sorted(fields.items()))))
+    got = _rope(q, k, cos, sin, positions, params)
+    return got[0] if k is None else got
+
+
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
-           "swiglu", "attention", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE", *ELEMENTWISE]
+           "swiglu", "attention", "rope", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE", *ELEMENTWISE]
 
 
 # ---- baracuda.<op> on JAX arrays: the same call through the custom calls above ----------------------
@@ -591,6 +642,8 @@ _FUNCTIONAL = {
     "attention": (lambda q, k, v, **kw: attention(q, k, v, **kw),
                   {"k", "v", "causal", "scale", "window", "softcap", "alibi_slopes", "sinks", "cu_seqlens_q",
                    "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "causal_alignment", "dropout_p", "deterministic"}),
+    "rope": (lambda q, k=None, **kw: rope(q, k, **kw),
+             {"k", "cos", "sin", "positions", "style", "rotary_dim", "theta", "scaling"}),
     "cross_entropy": (lambda logits, target, *, ignore_index=-100, label_smoothing=0.0, reduction="mean":
                       cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),
