@@ -1,5 +1,5 @@
 """GPU correctness of the RoPE family against a float64 torch reference: both pair styles, partial
-rotary, theta with every scaling rule (inv_freq checked against transformers' own), cos / sin caches
+rotary, theta with every scaling rule, cos / sin caches
 (f32 and the input's dtype, rows clamped), int32 / int64 positions, q and k with different head
 counts in one launch, strided (BHSD) views, in place, unaligned rows (the scalar path), empty inputs;
 the inverse (backward) and autograd through torch.ops.baracuda.rope, torch.compile. Outputs are
@@ -106,20 +106,14 @@ def test_cache_and_positions(pdt, cache_dt):
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "beta_fast": 16, "beta_slow": 2,
      "attention_factor": 1.3},
 ])
-def test_scaling_matches_transformers(scaling):
-    tr = pytest.importorskip("transformers")
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-    cfg = tr.LlamaConfig(hidden_size=1024, num_attention_heads=8, max_position_embeddings=32768)
-    setattr(cfg, "rope_parameters" if hasattr(cfg, "rope_parameters") else "rope_scaling", dict(scaling, rope_theta=5e5))
-    want, want_af = ROPE_INIT_FUNCTIONS[scaling["rope_type"]](cfg, "cpu")
+def test_scaling_rules(scaling):
+    """The kernel under each scaling rule (the frequencies against transformers' are a host test)."""
     inv, af = bc.rope_frequencies(128, theta=500000.0, scaling=scaling)
-    torch.testing.assert_close(torch.tensor(inv, dtype=torch.float64), want.double(), rtol=2e-6, atol=0)
-    assert af == pytest.approx(float(want_af), rel=1e-6)
     g = gen(3)
     q = rnd((2, 300, 8, 128), torch.float32, g)
     pos = torch.randint(0, 30000, (2, 300), generator=g, device=DEV)
     qo = bc.rope(q, positions=pos, theta=500000.0, scaling=scaling)
-    cos, sin = ref_angles(pos, inv, af)  # ours (transformers' differ by f32 rounding: 1e-2 rad at 3e4)
+    cos, sin = ref_angles(pos, inv, af)
     close(qo, ref_rope(q, cos, sin, "neox", 128), torch.float32, "q")
 
 

@@ -41,15 +41,7 @@ struct Operands {
   AttentionTensors views;
 };
 void import_operands(nb::dict tensors, bool backward, Operands& ops) {
-  for (auto [key, value] : tensors) {
-    if (value.is_none()) continue;
-    const std::string name = nb::cast<std::string>(key);
-    int i = 0;
-    while (i < kNumSlots && name != kRoles[i].name) ++i;
-    if (i == kNumSlots) throw InvalidArgument("attention: unknown operand '" + name + "'");
-    ops.held[i] = import_tensor(value, kRoles[i].name, is_output(i, backward));
-    ops.views.*kRoles[i].member = ops.held[i].view;
-  }
+  import_named("attention", tensors, kRoles, ops.held, ops.views, [&](int i) { return is_output(i, backward); });
   if (!ops.held[Q].imported) throw InvalidArgument("attention: q is missing");
 }
 
@@ -143,15 +135,7 @@ void init_attention(nb::module_& m) {
       .def("__hash__", [](const AttentionDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &AttentionDescriptor::str);
 
-  nb::class_<AttentionPlan>(m, "AttentionPlan", "A validated attention launch: select once, run many times.")
-      .def_static("select",
-                  [](const AttentionDescriptor& d, std::optional<PlanPreference> pref) {
-                    return AttentionPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &AttentionPlan::sku, "The kernel this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &AttentionPlan::descriptor)
+  bind_plan<AttentionPlan>(m, "AttentionPlan", "A validated attention launch: select once, run many times.")
       .def("workspace_bytes", &AttentionPlan::workspace_bytes,
            "Bytes of scratch run() needs: the backward's per-row sum(grad_out * out); 0 for the forward.")
       .def("run",

@@ -2,6 +2,7 @@
 #pragma once
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 
 #include <cstdint>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "baracuda/dtype.h"
@@ -140,6 +142,39 @@ template <class Tensors> struct NamedOperand {
   const char* name;
   TensorView Tensors::*member;
 };
+
+// A plan class with the members every family's plan binds: select(desc, preference=None), sku and
+// descriptor (the family chains workspace_bytes and run, whose conventions and docs differ).
+template <class Plan> nb::class_<Plan> bind_plan(nb::module_& m, const char* name, const char* doc) {
+  using Desc = std::decay_t<decltype(std::declval<const Plan&>().descriptor())>;
+  nb::class_<Plan> c(m, name, doc);
+  c.def_static("select",
+               [](const Desc& d, std::optional<PlanPreference> pref) {
+                 return Plan::select(d, pref.value_or(PlanPreference{}));
+               },
+               nb::arg("desc"), nb::arg("preference") = nb::none(),
+               "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
+      .def_prop_ro("sku", &Plan::sku, "The kernel (backend, algorithm) this plan runs, and its precision guarantee.")
+      .def_prop_ro("descriptor", &Plan::descriptor);
+  return c;
+}
+
+// Imports each tensor of `tensors` (a dict: operand name -> tensor or None) into its slot of
+// `table`: held[i] keeps the import alive, views.*member gets its view; `is_output(i)` marks the
+// slots the plan writes. An unknown name raises InvalidArgument naming the family.
+template <class Tensors, size_t N, class IsOutput>
+void import_named(const char* family, nb::handle tensors, const NamedOperand<Tensors> (&table)[N],
+                  Imported (&held)[N], Tensors& views, IsOutput&& is_output) {
+  for (auto [key, value] : nb::borrow<nb::dict>(tensors)) {
+    if (value.is_none()) continue;
+    const std::string name = nb::cast<std::string>(key);
+    size_t i = 0;
+    while (i < N && name != table[i].name) ++i;
+    if (i == N) throw InvalidArgument(std::string(family) + ": unknown operand '" + name + "'");
+    held[i] = import_tensor(value, table[i].name, is_output(int(i)));
+    views.*table[i].member = held[i].view;
+  }
+}
 
 // One family's `xla_plan(plan, roles, specs, num_inputs)`: the operands named by the roles of its
 // run() (e.g. "x", "rstd"), looked up in the family's operand table (static storage).

@@ -105,15 +105,7 @@ void init_elementwise(nb::module_& m) {
       .def("__hash__", [](const ElementwiseDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &ElementwiseDescriptor::str);
 
-  nb::class_<ElementwisePlan>(m, "ElementwisePlan", "A validated elementwise launch: select once, run many times.")
-      .def_static("select",
-                  [](const ElementwiseDescriptor& d, std::optional<PlanPreference> pref) {
-                    return ElementwisePlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &ElementwisePlan::sku, "The kernel this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &ElementwisePlan::descriptor)
+  bind_plan<ElementwisePlan>(m, "ElementwisePlan", "A validated elementwise launch: select once, run many times.")
       .def("workspace_bytes", &ElementwisePlan::workspace_bytes, "Bytes of scratch memory run() needs (0 for most ops).")
       .def("run", &run_plan, "out"_a.none(), "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
            "Check the tensors against the descriptor and launch on `stream` (default: the current stream of the "

@@ -131,16 +131,7 @@ void init_gemm(nb::module_& m) {
       .def("__hash__", [](const GemmDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &GemmDescriptor::str);
 
-  nb::class_<GemmPlan>(m, "GemmPlan", "A validated GEMM: backend and algorithm chosen once, run many times.")
-      .def_static("select",
-                  [](const GemmDescriptor& d, std::optional<PlanPreference> pref) {
-                    return GemmPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick the backend (cuBLASLt, or our decode kernel for M <= 16) and, "
-                  "on a GPU, the algorithm; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &GemmPlan::sku, "The backend and algorithm this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &GemmPlan::descriptor)
+  bind_plan<GemmPlan>(m, "GemmPlan", "A validated GEMM: backend and algorithm chosen once, run many times.")
       .def("workspace_bytes", &GemmPlan::workspace_bytes,
            "Scratch bytes run() should get (less narrows cuBLASLt's choice; int8 dequant needs all of it).")
       .def("run",
@@ -235,14 +226,7 @@ void init_gemm(nb::module_& m) {
       .def("__hash__", [](const GroupedGemmDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &GroupedGemmDescriptor::str);
 
-  nb::class_<GroupedGemmPlan>(m, "GroupedGemmPlan", "A validated grouped (mixture-of-experts) GEMM.")
-      .def_static("select",
-                  [](const GroupedGemmDescriptor& d, std::optional<PlanPreference> pref) {
-                    return GroupedGemmPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none())
-      .def_prop_ro("sku", &GroupedGemmPlan::sku)
-      .def_prop_ro("descriptor", &GroupedGemmPlan::descriptor)
+  bind_plan<GroupedGemmPlan>(m, "GroupedGemmPlan", "A validated grouped (mixture-of-experts) GEMM.")
       .def("workspace_bytes", &GroupedGemmPlan::workspace_bytes)
       .def("run",
            [](const GroupedGemmPlan& p, nb::handle out, nb::handle x, nb::handle w, nb::handle offsets,

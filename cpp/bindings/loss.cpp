@@ -91,14 +91,7 @@ void init_loss(nb::module_& m) {
       .def("__hash__", [](const LossDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &LossDescriptor::str);
 
-  nb::class_<LossPlan>(m, "LossPlan", "A validated loss launch: select once, run many times.")
-      .def_static("select",
-                  [](const LossDescriptor& d, std::optional<PlanPreference> pref) {
-                    return LossPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none())
-      .def_prop_ro("sku", &LossPlan::sku)
-      .def_prop_ro("descriptor", &LossPlan::descriptor)
+  bind_plan<LossPlan>(m, "LossPlan", "A validated loss launch: select once, run many times.")
       .def("workspace_bytes", &LossPlan::workspace_bytes, "Bytes of 256-byte aligned scratch run() needs.")
       .def("run",
            [](const LossPlan& plan, nb::handle input, nb::handle target, nb::handle lse, nb::handle workspace,
@@ -255,14 +248,7 @@ void init_ctc_loss(nb::module_& m) {
       .def("__hash__", [](const CtcLossDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &CtcLossDescriptor::str);
 
-  nb::class_<CtcLossPlan>(m, "CtcLossPlan", "A validated CTC loss launch: select once, run many times.")
-      .def_static("select",
-                  [](const CtcLossDescriptor& d, std::optional<PlanPreference> pref) {
-                    return CtcLossPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none())
-      .def_prop_ro("sku", &CtcLossPlan::sku)
-      .def_prop_ro("descriptor", &CtcLossPlan::descriptor)
+  bind_plan<CtcLossPlan>(m, "CtcLossPlan", "A validated CTC loss launch: select once, run many times.")
       .def("workspace_bytes", &CtcLossPlan::workspace_bytes, "Bytes of 256-byte aligned scratch run() needs.")
       .def("log_alpha_shape", &CtcLossPlan::log_alpha_shape, "[N, T, 2 S + 1]: the saved forward variables.")
       .def("log_alpha_dtype", &CtcLossPlan::log_alpha_dtype, "float32 (float64 for float64 log_probs).")

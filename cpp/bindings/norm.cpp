@@ -156,15 +156,7 @@ void init_norm(nb::module_& m) {
       .def("__hash__", [](const NormDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &NormDescriptor::str);
 
-  nb::class_<NormPlan>(m, "NormPlan", "A validated norm launch: select once, run many times.")
-      .def_static("select",
-                  [](const NormDescriptor& d, std::optional<PlanPreference> pref) {
-                    return NormPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &NormPlan::sku, "The kernel this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &NormPlan::descriptor)
+  bind_plan<NormPlan>(m, "NormPlan", "A validated norm launch: select once, run many times.")
       .def("workspace_bytes", &NormPlan::workspace_bytes,
            "Bytes of scratch run() needs: the grad_weight / grad_bias partial sums of a backward plan, else 0.")
       .def("run",
@@ -262,15 +254,7 @@ void init_norm(nb::module_& m) {
       .def("__hash__", [](const ChannelNormDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &ChannelNormDescriptor::str);
 
-  nb::class_<ChannelNormPlan>(m, "ChannelNormPlan", "A validated group / instance / batch norm launch.")
-      .def_static("select",
-                  [](const ChannelNormDescriptor& d, std::optional<PlanPreference> pref) {
-                    return ChannelNormPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick the kernels; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &ChannelNormPlan::sku, "The kernels this plan runs, and their precision guarantee.")
-      .def_prop_ro("descriptor", &ChannelNormPlan::descriptor)
+  bind_plan<ChannelNormPlan>(m, "ChannelNormPlan", "A validated group / instance / batch norm launch.")
       .def("workspace_bytes", &ChannelNormPlan::workspace_bytes,
            "Bytes of scratch run() needs: partial sums and the per-channel coefficient table (0 for empty x).")
       .def("run",

@@ -105,15 +105,7 @@ void init_reduction(nb::module_& m) {
       .def("__hash__", [](const ReductionDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &ReductionDescriptor::str);
 
-  nb::class_<ReductionPlan>(m, "ReductionPlan", "A validated reduction launch: select once, run many times.")
-      .def_static("select",
-                  [](const ReductionDescriptor& d, std::optional<PlanPreference> pref) {
-                    return ReductionPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &ReductionPlan::sku, "The kernel this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &ReductionPlan::descriptor)
+  bind_plan<ReductionPlan>(m, "ReductionPlan", "A validated reduction launch: select once, run many times.")
       .def_prop_ro("num_inputs", &ReductionPlan::num_inputs, "1 (x) for forward ops; 2 or 3 (grad_out, x[, y]) for backward ops.")
       .def("workspace_bytes", &ReductionPlan::workspace_bytes, "Bytes of scratch memory run() needs (split passes, backward statistics).")
       .def("run", &run_plan, "out"_a, "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),

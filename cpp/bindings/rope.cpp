@@ -26,15 +26,7 @@ struct Operands {
   RopeTensors views;
 };
 void import_operands(nb::handle tensors, Operands& ops) {
-  for (auto [key, value] : nb::borrow<nb::dict>(tensors)) {
-    if (value.is_none()) continue;
-    const std::string name = nb::cast<std::string>(key);
-    int i = 0;
-    while (i < kNumSlots && name != kRoles[i].name) ++i;
-    if (i == kNumSlots) throw InvalidArgument("rope: unknown operand '" + name + "'");
-    ops.held[i] = import_tensor(value, kRoles[i].name, i == Q_OUT || i == K_OUT);
-    ops.views.*kRoles[i].member = ops.held[i].view;
-  }
+  import_named("rope", tensors, kRoles, ops.held, ops.views, [](int i) { return i == Q_OUT || i == K_OUT; });
   if (!ops.held[Q].imported) throw InvalidArgument("rope: q is missing");
 }
 
@@ -121,15 +113,7 @@ void init_rope(nb::module_& m) {
       .def("__hash__", [](const RopeDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &RopeDescriptor::str);
 
-  nb::class_<RopePlan>(m, "RopePlan", "A validated RoPE launch: select once, run many times.")
-      .def_static("select",
-                  [](const RopeDescriptor& d, std::optional<PlanPreference> pref) {
-                    return RopePlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &RopePlan::sku, "The kernel this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &RopePlan::descriptor)
+  bind_plan<RopePlan>(m, "RopePlan", "A validated RoPE launch: select once, run many times.")
       .def("workspace_bytes", &RopePlan::workspace_bytes, "Always 0.")
       .def("run",
            [](const RopePlan& plan, nb::kwargs kwargs) {

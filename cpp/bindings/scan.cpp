@@ -101,15 +101,7 @@ void init_scan(nb::module_& m) {
       .def("__hash__", [](const ScanDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &ScanDescriptor::str);
 
-  nb::class_<ScanPlan>(m, "ScanPlan", "A validated scan launch: select once, run many times.")
-      .def_static("select",
-                  [](const ScanDescriptor& d, std::optional<PlanPreference> pref) {
-                    return ScanPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &ScanPlan::sku, "The kernel this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &ScanPlan::descriptor)
+  bind_plan<ScanPlan>(m, "ScanPlan", "A validated scan launch: select once, run many times.")
       .def_prop_ro("num_inputs", &ScanPlan::num_inputs)
       .def_prop_ro("num_outputs", &ScanPlan::num_outputs)
       .def("workspace_bytes", &ScanPlan::workspace_bytes, "Bytes of scratch memory run() needs (split scans).")

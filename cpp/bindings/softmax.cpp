@@ -88,15 +88,7 @@ void init_softmax(nb::module_& m) {
       .def("__hash__", [](const SoftmaxDescriptor& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &SoftmaxDescriptor::str);
 
-  nb::class_<SoftmaxPlan>(m, "SoftmaxPlan", "A validated softmax launch: select once, run many times.")
-      .def_static("select",
-                  [](const SoftmaxDescriptor& d, std::optional<PlanPreference> pref) {
-                    return SoftmaxPlan::select(d, pref.value_or(PlanPreference{}));
-                  },
-                  "desc"_a, "preference"_a = nb::none(),
-                  "Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.")
-      .def_prop_ro("sku", &SoftmaxPlan::sku, "The kernel this plan runs, and its precision guarantee.")
-      .def_prop_ro("descriptor", &SoftmaxPlan::descriptor)
+  bind_plan<SoftmaxPlan>(m, "SoftmaxPlan", "A validated softmax launch: select once, run many times.")
       .def("workspace_bytes", &SoftmaxPlan::workspace_bytes, "Always 0: softmax needs no workspace.")
       .def("run", &sm_run, "out"_a, "inputs"_a, "stream"_a = nb::none(), "seed"_a = nb::none(), "offset"_a = 0,
            "soft_out"_a = nb::none(),

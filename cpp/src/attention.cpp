@@ -312,22 +312,9 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
   check_view(op, "v", t.v, D.v, device, "q");
   // A tensor shaped like `like` (its dtype and shape), last dim contiguous, its own strides.
   auto like_tensor = [&](const TensorView& v, const TensorSpec& like, const std::string& name, const char* of) {
-    check_presence(op, v, true, name, "the plan needs it");
-    if (v.dtype != like.dtype)
-      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " +
-                         dtype_name(like.dtype) + " (" + of + "'s dtype)");
-    if (!shape_is(v, like.shape))
-      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected " + of +
-                            "'s shape " + shape_str(like.shape));
-    check_same_device(op, v, device, name, "q");
-    const int r = v.ndim;
-    if (v.shape[r - 1] > 1 && v.strides[r - 1] != 1)
-      throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[r - 1]) +
-                        " along head_dim; the last dimension must be contiguous");
-    for (int d = 0; d + 1 < r; ++d)
-      if (v.strides[d] < 0) throw Unsupported(op + ": " + name + " has a negative stride");
+    check_like(op, v, like, name, of, device, "q");
     if (I.flash)
-      for (int d = 0; d + 1 < r; ++d)
+      for (int d = 0; d + 1 < v.ndim; ++d)
         if (v.shape[d] > 1 && v.strides[d] % 8 != 0)
           throw InvalidArgument(op + ": " + name + " has stride " + std::to_string(v.strides[d]) +
                                 "; the flash kernel this plan selected needs strides that are multiples of 8");

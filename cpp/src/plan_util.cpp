@@ -62,6 +62,24 @@ void check_view(const std::string& op, const std::string& name, const TensorView
                           std::to_string(device) + "; all operands must be on one device");
 }
 
+void check_like(const std::string& op, const TensorView& v, const TensorSpec& like, const std::string& name,
+                const char* of, int device, const char* device_owner) {
+  check_presence(op, v, true, name, "the plan writes or reads it");
+  if (v.dtype != like.dtype)
+    throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " +
+                       dtype_name(like.dtype) + " (" + of + "'s dtype)");
+  if (!shape_is(v, like.shape))
+    throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected " + of +
+                          "'s shape " + shape_str(like.shape));
+  check_same_device(op, v, device, name, device_owner);
+  const int r = v.ndim;
+  if (r > 0 && v.shape[r - 1] > 1 && v.strides[r - 1] != 1)
+    throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[r - 1]) +
+                      " along its last dimension, which must be contiguous");
+  for (int d = 0; d + 1 < r; ++d)
+    if (v.strides[d] < 0) throw Unsupported(op + ": " + name + " has a negative stride");
+}
+
 void check_presence(const std::string& op, const TensorView& v, bool needed, const std::string& name,
                     const std::string& why) {
   const bool given = v.data != nullptr;

@@ -34,6 +34,10 @@ void check_presence(const std::string& op, const TensorView& v, bool needed, con
 void check_same_device(const std::string& op, const TensorView& v, int device, const std::string& name,
                        const char* device_owner = "x");
 bool shape_is(const TensorView& v, const std::vector<int64_t>& shape);
+// An output (or gradient) laid out by the caller, matching `like` (the spec of operand `of`) in
+// dtype and shape, on `device`, last dim contiguous, no negative stride; throws naming `name`.
+void check_like(const std::string& op, const TensorView& v, const TensorSpec& like, const std::string& name,
+                const char* of, int device, const char* device_owner);
 // The element count of `shape` (a broadcast view's logical size may exceed its memory); throws
 // Unsupported "<op>: <name> of shape ... has more than 2^63 - 1 elements" when it overflows.
 int64_t checked_numel(const std::string& op, const std::string& name, const std::vector<int64_t>& shape);

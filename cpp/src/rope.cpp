@@ -201,22 +201,8 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
   check_view(op, "q", t.q, D.q, device, "q");
   check_presence(op, t.k, D.has_k, "k", D.has_k ? "the descriptor has k" : "the descriptor has no k");
   if (D.has_k) check_view(op, "k", t.k, D.k, device, "q");
-  auto out_like = [&](const TensorView& o, const TensorSpec& like, const char* name, const char* of) {
-    check_presence(op, o, true, name, "the plan writes it (pass the input itself for in place)");
-    if (o.dtype != like.dtype)
-      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(o.dtype)) + "; expected " +
-                         dtype_name(like.dtype) + " (" + of + "'s dtype)");
-    if (!shape_is(o, like.shape))
-      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(o.shape, o.ndim) + "; expected " + of +
-                            "'s shape " + shape_str(like.shape));
-    check_same_device(op, o, device, name, "q");
-    if (o.shape[o.ndim - 1] > 1 && o.strides[o.ndim - 1] != 1)
-      throw Unsupported(op + ": " + name + " must be contiguous along head_dim");
-    for (int i = 0; i + 1 < o.ndim; ++i)
-      if (o.strides[i] < 0) throw Unsupported(op + ": " + name + " has a negative stride");
-  };
-  out_like(t.q_out, D.q, "q_out", "q");
-  if (D.has_k) out_like(t.k_out, D.k, "k_out", "k");
+  check_like(op, t.q_out, D.q, "q_out", "q", device, "q");
+  if (D.has_k) check_like(op, t.k_out, D.k, "k_out", "k", device, "q");
   else check_presence(op, t.k_out, false, "k_out", "the descriptor has no k");
   const int64_t half = g.rotary_dim / 2;
   for (auto [v, name] : {std::pair{&t.cos, "cos"}, std::pair{&t.sin, "sin"}}) {

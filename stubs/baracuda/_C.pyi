@@ -235,7 +235,9 @@ class ElementwisePlan:
 
     @property
     def sku(self) -> KernelSku:
-        """The kernel this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> ElementwiseDescriptor: ...
@@ -336,7 +338,9 @@ class ReductionPlan:
 
     @property
     def sku(self) -> KernelSku:
-        """The kernel this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> ReductionDescriptor: ...
@@ -408,7 +412,9 @@ class NormPlan:
 
     @property
     def sku(self) -> KernelSku:
-        """The kernel this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> NormDescriptor: ...
@@ -480,12 +486,14 @@ class ChannelNormPlan:
     @staticmethod
     def select(desc: ChannelNormDescriptor, preference: PlanPreference | None = None) -> ChannelNormPlan:
         """
-        Validate the descriptor and pick the kernels; raises a baracuda.errors exception naming the reason.
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
         """
 
     @property
     def sku(self) -> KernelSku:
-        """The kernels this plan runs, and their precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> ChannelNormDescriptor: ...
@@ -570,12 +578,14 @@ class GemmPlan:
     @staticmethod
     def select(desc: GemmDescriptor, preference: PlanPreference | None = None) -> GemmPlan:
         """
-        Validate the descriptor and pick the backend (cuBLASLt, or our decode kernel for M <= 16) and, on a GPU, the algorithm; raises a baracuda.errors exception naming the reason.
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
         """
 
     @property
     def sku(self) -> KernelSku:
-        """The backend and algorithm this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> GemmDescriptor: ...
@@ -634,10 +644,16 @@ class GroupedGemmPlan:
     """A validated grouped (mixture-of-experts) GEMM."""
 
     @staticmethod
-    def select(desc: GroupedGemmDescriptor, preference: PlanPreference | None = None) -> GroupedGemmPlan: ...
+    def select(desc: GroupedGemmDescriptor, preference: PlanPreference | None = None) -> GroupedGemmPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
 
     @property
-    def sku(self) -> KernelSku: ...
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> GroupedGemmDescriptor: ...
@@ -702,7 +718,9 @@ class SoftmaxPlan:
 
     @property
     def sku(self) -> KernelSku:
-        """The kernel this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> SoftmaxDescriptor: ...
@@ -793,10 +811,16 @@ class LossPlan:
     """A validated loss launch: select once, run many times."""
 
     @staticmethod
-    def select(desc: LossDescriptor, preference: PlanPreference | None = None) -> LossPlan: ...
+    def select(desc: LossDescriptor, preference: PlanPreference | None = None) -> LossPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
 
     @property
-    def sku(self) -> KernelSku: ...
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> LossDescriptor: ...
@@ -867,10 +891,16 @@ class CtcLossPlan:
     """A validated CTC loss launch: select once, run many times."""
 
     @staticmethod
-    def select(desc: CtcLossDescriptor, preference: PlanPreference | None = None) -> CtcLossPlan: ...
+    def select(desc: CtcLossDescriptor, preference: PlanPreference | None = None) -> CtcLossPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
 
     @property
-    def sku(self) -> KernelSku: ...
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> CtcLossDescriptor: ...
@@ -930,7 +960,9 @@ class ScanPlan:
 
     @property
     def sku(self) -> KernelSku:
-        """The kernel this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> ScanDescriptor: ...
@@ -1047,7 +1079,9 @@ class AttentionPlan:
 
     @property
     def sku(self) -> KernelSku:
-        """The kernel this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> AttentionDescriptor: ...
@@ -1158,12 +1192,14 @@ class RopePlan:
     @staticmethod
     def select(desc: RopeDescriptor, preference: PlanPreference | None = None) -> RopePlan:
         """
-        Validate the descriptor; raises a baracuda.errors exception naming the reason.
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
         """
 
     @property
     def sku(self) -> KernelSku:
-        """The kernel this plan runs, and its precision guarantee."""
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
 
     @property
     def descriptor(self) -> RopeDescriptor: ...
