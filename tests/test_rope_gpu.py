@@ -195,3 +195,15 @@ def test_autograd_and_compile(with_k):
         bc.rope(q, inplace=True)
     f = torch.compile(lambda a, p: bt.rope(a, positions=p) * 2, fullgraph=True)
     torch.testing.assert_close(f(q.detach(), pos), bc.rope(q.detach(), positions=pos) * 2)
+
+
+def test_rotary_embedding_module():
+    import baracuda.torch as bt
+    g = gen(9)
+    q = rnd((2, 10, 4, 64), torch.bfloat16, g).requires_grad_()
+    k = rnd((2, 10, 2, 64), torch.bfloat16, g)
+    m = bt.RotaryEmbedding(theta=5e5, rotary_dim=32)
+    a, b = m(q, k)
+    assert a.grad_fn is not None
+    torch.testing.assert_close(a, bc.rope(q.detach(), theta=5e5, rotary_dim=32), atol=0, rtol=0)
+    torch.testing.assert_close(b, bc.rope(k, theta=5e5, rotary_dim=32), atol=0, rtol=0)

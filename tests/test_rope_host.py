@@ -102,3 +102,20 @@ def test_registry_and_torch_op():
     import baracuda.torch as bt
     assert "rope" in bt.OPS and hasattr(torch.ops.baracuda, "rope")
     assert bt.routes()["rope"] is bt.rope
+
+
+def test_rotary_embedding_module_from_config():
+    pytest.importorskip("torch")
+    tr = pytest.importorskip("transformers")
+    import baracuda.torch as bt
+    cfg = tr.LlamaConfig(hidden_size=1024, num_attention_heads=8, max_position_embeddings=32768)
+    m = bt.RotaryEmbedding.from_config(cfg)
+    assert m.scaling is None and m.rotary_dim is None and m.style == "neox"
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+    key = "rope_parameters" if hasattr(cfg, "rope_parameters") else "rope_scaling"
+    setattr(cfg, key, dict(scaling, rope_theta=5e5))
+    m = bt.RotaryEmbedding.from_config(cfg)
+    assert m.theta == 5e5 and m.scaling["rope_type"] == "llama3" and "theta=500000.0" in repr(m)
+    with pytest.raises(errors.Unsupported, match="rope_type 'dynamic'"):
+        bt.RotaryEmbedding(scaling={"rope_type": "dynamic", "factor": 2.0})

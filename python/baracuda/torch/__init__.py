@@ -17,14 +17,15 @@ from ..errors import InvalidArgument, Unsupported
 from .. import _attention, _softmax
 from . import _attention_ops, _ops, _rope_ops  # noqa: F401 (_attention_ops, _rope_ops register their ops)
 from ._ops import call
-from ._modules import Attention, CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, Softmax
+from ._modules import (Attention, CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, RotaryEmbedding,
+                       Softmax)
 from ._patch import patch
 
 OPS = tuple(_ops.OPS)
 ops = torch.ops.baracuda
 
 __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
-           "Attention",
+           "Attention", "RotaryEmbedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention", "rope"]
 

@@ -3,7 +3,7 @@ names), differentiable, and traceable by torch.compile with no graph break."""
 import torch
 from torch import nn
 
-from .. import _gemm
+from .. import _gemm, _rope
 from ..errors import InvalidArgument
 from ._ops import call
 
@@ -225,4 +225,45 @@ class Attention(nn.Module):
             parts.append(f"sink_heads={self.sinks.shape[0]}")
         if self.deterministic:
             parts.append("deterministic=True")
+        return ", ".join(parts)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding as a module: forward(q, k=None, positions=None) is bt.rope with the
+    rule fixed here, returning the rotated q (or (q, k)). q / k [tokens, H, D] or [B, S, H, D] (BHSD
+    views work without copies). No buffers: the kernel computes the angles from theta and the
+    scaling rule (a transformers-style rope_scaling dict); ``from_config`` reads them from a
+    transformers config."""
+
+    def __init__(self, *, theta=10000.0, scaling=None, style="neox", rotary_dim=None):
+        super().__init__()
+        _rope.scaling_fields(theta, scaling, "RotaryEmbedding")  # refuse an unsupported rule here, not at forward
+        if style not in ("neox", "gptj"):
+            raise InvalidArgument(f"RotaryEmbedding: style is {style!r}; expected 'neox' or 'gptj'")
+        self.theta, self.scaling, self.style = float(theta), None if scaling is None else dict(scaling), style
+        self.rotary_dim = None if rotary_dim is None else int(rotary_dim)
+
+    @classmethod
+    def from_config(cls, config, style="neox"):
+        """From a transformers config: rope_theta and rope_scaling (transformers 4) or rope_parameters
+        (5), partial_rotary_factor, head_dim."""
+        params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
+        theta = params.pop("rope_theta", getattr(config, "rope_theta", 10000.0))
+        partial = params.pop("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        rotary_dim = int(head_dim * partial) if partial != 1.0 else None
+        scaling = params if params.get("rope_type", params.get("type", "default")) != "default" else None
+        return cls(theta=theta, scaling=scaling, style=style, rotary_dim=rotary_dim)
+
+    def forward(self, q, k=None, positions=None):
+        from . import rope
+        return rope(q, k, positions=positions, style=self.style, rotary_dim=self.rotary_dim, theta=self.theta,
+                    scaling=self.scaling)
+
+    def extra_repr(self):
+        parts = [f"theta={self.theta}", f"style={self.style!r}"]
+        if self.rotary_dim is not None:
+            parts.append(f"rotary_dim={self.rotary_dim}")
+        if self.scaling is not None:
+            parts.append(f"scaling={self.scaling}")
         return ", ".join(parts)
