@@ -70,7 +70,7 @@ template <class V> void append_pod(std::string& key, const V& v) {
 }  // namespace
 
 void init_attention(nb::module_& m) {
-  nb::class_<AttentionDescriptor>(
+  bind_descriptor<AttentionDescriptor>(
       m, "AttentionDescriptor",
       "Scaled dot-product attention, forward ('attention') or backward ('attention_backward'), over q / k / v "
       "[B, S, H, D] (or packed [total, H, D] with varlen=True) and the forward's out. Pure data; hashable.")
@@ -130,10 +130,7 @@ void init_attention(nb::module_& m) {
       .def_ro("lse", &AttentionDescriptor::lse)
       .def_ro("deterministic", &AttentionDescriptor::deterministic)
       .def_ro("kernel", &AttentionDescriptor::kernel)
-      .def_ro("tile", &AttentionDescriptor::tile)
-      .def("__eq__", [](const AttentionDescriptor& a, const AttentionDescriptor& b) { return a == b; })
-      .def("__hash__", [](const AttentionDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &AttentionDescriptor::str);
+      .def_ro("tile", &AttentionDescriptor::tile);
 
   bind_plan<AttentionPlan>(m, "AttentionPlan", "A validated attention launch: select once, run many times.")
       .def("workspace_bytes", &AttentionPlan::workspace_bytes,

@@ -143,6 +143,15 @@ template <class Tensors> struct NamedOperand {
   TensorView Tensors::*member;
 };
 
+// A descriptor class (pure data): compared by value, hashed and printed through its str().
+template <class Desc> nb::class_<Desc> bind_descriptor(nb::module_& m, const char* name, const char* doc) {
+  nb::class_<Desc> c(m, name, doc);
+  c.def("__eq__", [](const Desc& a, const Desc& b) { return a == b; })
+      .def("__hash__", [](const Desc& d) { return std::hash<std::string>{}(d.str()); })
+      .def("__repr__", &Desc::str);
+  return c;
+}
+
 // A plan class with the members every family's plan binds: select(desc, preference=None), sku and
 // descriptor (the family chains workspace_bytes and run, whose conventions and docs differ).
 template <class Plan> nb::class_<Plan> bind_plan(nb::module_& m, const char* name, const char* doc) {

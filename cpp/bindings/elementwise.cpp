@@ -88,7 +88,7 @@ void init_elementwise(nb::module_& m) {
     return out;
   }, "The elementwise op table: name, category, arity, params (name, default), dtypes, backward op, doc.");
 
-  nb::class_<ElementwiseDescriptor>(m, "ElementwiseDescriptor",
+  bind_descriptor<ElementwiseDescriptor>(m, "ElementwiseDescriptor",
                                     "What to compute: op name, input specs, output spec, scalar params. Pure data; "
                                     "hashable; the plan-cache key.")
       .def("__init__",
@@ -100,10 +100,7 @@ void init_elementwise(nb::module_& m) {
       .def_ro("op", &ElementwiseDescriptor::op)
       .def_ro("inputs", &ElementwiseDescriptor::inputs)
       .def_ro("out", &ElementwiseDescriptor::out)
-      .def_ro("params", &ElementwiseDescriptor::params)
-      .def("__eq__", [](const ElementwiseDescriptor& a, const ElementwiseDescriptor& b) { return a == b; })
-      .def("__hash__", [](const ElementwiseDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &ElementwiseDescriptor::str);
+      .def_ro("params", &ElementwiseDescriptor::params);
 
   bind_plan<ElementwisePlan>(m, "ElementwisePlan", "A validated elementwise launch: select once, run many times.")
       .def("workspace_bytes", &ElementwisePlan::workspace_bytes, "Bytes of scratch memory run() needs (0 for most ops).")

@@ -95,7 +95,7 @@ PlanCache<GemmPlan>& plan_cache() {
 }  // namespace
 
 void init_gemm(nb::module_& m) {
-  nb::class_<GemmDescriptor>(m, "GemmDescriptor",
+  bind_descriptor<GemmDescriptor>(m, "GemmDescriptor",
                              "out = alpha * a @ b + beta * out, then the epilogue. a [..., M, K], b [..., K, N], "
                              "out [..., M, N]; each row- or column-major with a leading dimension; batch dims "
                              "broadcast. Pure data; hashable; the plan-cache key.")
@@ -126,10 +126,7 @@ void init_gemm(nb::module_& m) {
                    [](const GemmDescriptor& d) { return d.bias_grad ? std::optional<DType>(d.bias_dtype) : std::nullopt; })
       .def_prop_ro("a_scale", [](const GemmDescriptor& d) { return std::string(scale_str(d.a_scale)); })
       .def_prop_ro("b_scale", [](const GemmDescriptor& d) { return std::string(scale_str(d.b_scale)); })
-      .def_ro("amax", &GemmDescriptor::amax)
-      .def("__eq__", [](const GemmDescriptor& a, const GemmDescriptor& b) { return a == b; })
-      .def("__hash__", [](const GemmDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &GemmDescriptor::str);
+      .def_ro("amax", &GemmDescriptor::amax);
 
   bind_plan<GemmPlan>(m, "GemmPlan", "A validated GEMM: backend and algorithm chosen once, run many times.")
       .def("workspace_bytes", &GemmPlan::workspace_bytes,
@@ -202,7 +199,7 @@ void init_gemm(nb::module_& m) {
         "Functional entry: select (cached on the arguments' metadata) and run.");
   m.def("gemm_cache_size", [] { return plan_cache().size(); }, "Plans in the functional GEMM cache.");
 
-  nb::class_<GroupedGemmDescriptor>(m, "GroupedGemmDescriptor",
+  bind_descriptor<GroupedGemmDescriptor>(m, "GroupedGemmDescriptor",
                                     "Mixture-of-experts GEMM: x [T, K] sorted by expert, w [E, N, K], out [T, N]. "
                                     "group_sizes (host, rows per expert) selects one cuBLASLt GEMM per expert; "
                                     "without it the rows come from a device offsets array [E + 1] at run time and "
@@ -221,10 +218,7 @@ void init_gemm(nb::module_& m) {
       .def_ro("group_sizes", &GroupedGemmDescriptor::group_sizes)
       .def_ro("offsets_dtype", &GroupedGemmDescriptor::offsets_dtype)
       .def_ro("bias", &GroupedGemmDescriptor::bias)
-      .def_ro("max_rows_per_group", &GroupedGemmDescriptor::max_rows_per_group)
-      .def("__eq__", [](const GroupedGemmDescriptor& a, const GroupedGemmDescriptor& b) { return a == b; })
-      .def("__hash__", [](const GroupedGemmDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &GroupedGemmDescriptor::str);
+      .def_ro("max_rows_per_group", &GroupedGemmDescriptor::max_rows_per_group);
 
   bind_plan<GroupedGemmPlan>(m, "GroupedGemmPlan", "A validated grouped (mixture-of-experts) GEMM.")
       .def("workspace_bytes", &GroupedGemmPlan::workspace_bytes)

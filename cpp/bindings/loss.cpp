@@ -20,7 +20,7 @@ PlanCache<LossPlan>& plan_cache() {
 }  // namespace
 
 void init_loss(nb::module_& m) {
-  nb::class_<LossDescriptor>(m, "LossDescriptor",
+  bind_descriptor<LossDescriptor>(m, "LossDescriptor",
                              "A loss: 'cross_entropy' (optionally with_grad), 'nll_loss', or a pointwise loss "
                              "(mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, "
                              "binary_cross_entropy_with_logits, kl_div, poisson_nll_loss, gaussian_nll_loss, "
@@ -86,10 +86,7 @@ void init_loss(nb::module_& m) {
       .def_ro("p", &LossDescriptor::p)
       .def_ro("eps", &LossDescriptor::eps)
       .def_ro("swap", &LossDescriptor::swap)
-      .def_ro("wrt", &LossDescriptor::wrt)
-      .def("__eq__", [](const LossDescriptor& a, const LossDescriptor& b) { return a == b; })
-      .def("__hash__", [](const LossDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &LossDescriptor::str);
+      .def_ro("wrt", &LossDescriptor::wrt);
 
   bind_plan<LossPlan>(m, "LossPlan", "A validated loss launch: select once, run many times.")
       .def("workspace_bytes", &LossPlan::workspace_bytes, "Bytes of 256-byte aligned scratch run() needs.")
@@ -201,7 +198,7 @@ void init_loss(nb::module_& m) {
 
 // ---- CTC loss ----------------------------------------------------------------------------------
 void init_ctc_loss(nb::module_& m) {
-  nb::class_<CtcLossDescriptor>(m, "CtcLossDescriptor",
+  bind_descriptor<CtcLossDescriptor>(m, "CtcLossDescriptor",
                                 "CTC loss, torch.nn.functional.ctc_loss's semantics: 'ctc_loss' (forward: the "
                                 "loss and log_alpha [N, T, 2 S + 1]) or 'ctc_loss_backward' (grad_log_probs from "
                                 "log_alpha). log_probs [T, N, C]; targets [N, S] padded or [sum(target_lengths)] "
@@ -243,10 +240,7 @@ void init_ctc_loss(nb::module_& m) {
       .def_ro("zero_infinity", &CtcLossDescriptor::zero_infinity)
       .def_ro("max_target_length", &CtcLossDescriptor::max_target_length)
       .def_ro("grad_loss", &CtcLossDescriptor::grad_loss)
-      .def_ro("grad_log_probs", &CtcLossDescriptor::grad_log_probs)
-      .def("__eq__", [](const CtcLossDescriptor& a, const CtcLossDescriptor& b) { return a == b; })
-      .def("__hash__", [](const CtcLossDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &CtcLossDescriptor::str);
+      .def_ro("grad_log_probs", &CtcLossDescriptor::grad_log_probs);
 
   bind_plan<CtcLossPlan>(m, "CtcLossPlan", "A validated CTC loss launch: select once, run many times.")
       .def("workspace_bytes", &CtcLossPlan::workspace_bytes, "Bytes of 256-byte aligned scratch run() needs.")

@@ -133,7 +133,7 @@ void chan_launch(const ChannelNormPlan& plan, const nb::handle* hs, nb::handle w
 }  // namespace
 
 void init_norm(nb::module_& m) {
-  nb::class_<NormDescriptor>(m, "NormDescriptor",
+  bind_descriptor<NormDescriptor>(m, "NormDescriptor",
                              "RMSNorm / LayerNorm over the last dimension of x, forward or backward. op: 'rms_norm', "
                              "'layer_norm', 'rms_norm_backward', 'layer_norm_backward'; weight / bias: their dtype "
                              "(x's or float32) or None; residual: fused residual add (forward) or grad_residual "
@@ -151,10 +151,7 @@ void init_norm(nb::module_& m) {
       .def_ro("bias", &NormDescriptor::bias)
       .def_ro("residual", &NormDescriptor::residual)
       .def_ro("eps", &NormDescriptor::eps)
-      .def_ro("save_stats", &NormDescriptor::save_stats)
-      .def("__eq__", [](const NormDescriptor& a, const NormDescriptor& b) { return a == b; })
-      .def("__hash__", [](const NormDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &NormDescriptor::str);
+      .def_ro("save_stats", &NormDescriptor::save_stats);
 
   bind_plan<NormPlan>(m, "NormPlan", "A validated norm launch: select once, run many times.")
       .def("workspace_bytes", &NormPlan::workspace_bytes,
@@ -224,7 +221,7 @@ void init_norm(nb::module_& m) {
         "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, eps, flags and x's metadata) and run.");
   m.def("norm_cache_size", [] { return norm_cache().size(); }, "Plans in the norm functional cache.");
-  nb::class_<ChannelNormDescriptor>(
+  bind_descriptor<ChannelNormDescriptor>(
       m, "ChannelNormDescriptor",
       "GroupNorm / InstanceNorm / BatchNorm over x [N, C, *spatial], forward or backward. op: 'group_norm', "
       "'instance_norm', 'batch_norm' or one of them + '_backward'; num_groups: group_norm only (0 otherwise); "
@@ -249,10 +246,7 @@ void init_norm(nb::module_& m) {
       .def_ro("training", &ChannelNormDescriptor::training)
       .def_ro("momentum", &ChannelNormDescriptor::momentum)
       .def_ro("eps", &ChannelNormDescriptor::eps)
-      .def_ro("save_stats", &ChannelNormDescriptor::save_stats)
-      .def("__eq__", [](const ChannelNormDescriptor& a, const ChannelNormDescriptor& b) { return a == b; })
-      .def("__hash__", [](const ChannelNormDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &ChannelNormDescriptor::str);
+      .def_ro("save_stats", &ChannelNormDescriptor::save_stats);
 
   bind_plan<ChannelNormPlan>(m, "ChannelNormPlan", "A validated group / instance / batch norm launch.")
       .def("workspace_bytes", &ChannelNormPlan::workspace_bytes,

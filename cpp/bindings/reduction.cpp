@@ -82,7 +82,7 @@ void init_reduction(nb::module_& m) {
   }, "The reduction op table: name, category, params (name, default), dtypes, out_dtype rule, backward op, "
      "backward_inputs, doc.");
 
-  nb::class_<ReductionDescriptor>(m, "ReductionDescriptor",
+  bind_descriptor<ReductionDescriptor>(m, "ReductionDescriptor",
                                   "What to reduce: op name, input spec, output spec, axes (None / empty = all; an int or a list), keepdim, "
                                   "scalar params; backward ops also grad_out (and y). Pure data; hashable.")
       .def("__init__",
@@ -100,10 +100,7 @@ void init_reduction(nb::module_& m) {
       .def_ro("out", &ReductionDescriptor::out)
       .def_ro("params", &ReductionDescriptor::params)
       .def_ro("grad_out", &ReductionDescriptor::grad_out)
-      .def_ro("y", &ReductionDescriptor::y)
-      .def("__eq__", [](const ReductionDescriptor& a, const ReductionDescriptor& b) { return a == b; })
-      .def("__hash__", [](const ReductionDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &ReductionDescriptor::str);
+      .def_ro("y", &ReductionDescriptor::y);
 
   bind_plan<ReductionPlan>(m, "ReductionPlan", "A validated reduction launch: select once, run many times.")
       .def_prop_ro("num_inputs", &ReductionPlan::num_inputs, "1 (x) for forward ops; 2 or 3 (grad_out, x[, y]) for backward ops.")

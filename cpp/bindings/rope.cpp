@@ -73,7 +73,7 @@ void init_rope(nb::module_& m) {
       .def_ro("attention_factor", &RopeFrequencies::attention_factor)
       .def("__eq__", [](const RopeFrequencies& a, const RopeFrequencies& b) { return a == b; });
 
-  nb::class_<RopeDescriptor>(
+  bind_descriptor<RopeDescriptor>(
       m, "RopeDescriptor",
       "Rotary position embedding of q (and k) [tokens or batch, seq, heads, head_dim]: the pair style, rotary_dim, "
       "the angles' source (a cos / sin cache, or freqs), positions. Pure data; hashable.")
@@ -108,10 +108,7 @@ void init_rope(nb::module_& m) {
       .def_ro("cache_positions", &RopeDescriptor::cache_positions)
       .def_ro("freqs", &RopeDescriptor::freqs)
       .def_ro("positions", &RopeDescriptor::positions)
-      .def_ro("positions_dtype", &RopeDescriptor::positions_dtype)
-      .def("__eq__", [](const RopeDescriptor& a, const RopeDescriptor& b) { return a == b; })
-      .def("__hash__", [](const RopeDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &RopeDescriptor::str);
+      .def_ro("positions_dtype", &RopeDescriptor::positions_dtype);
 
   bind_plan<RopePlan>(m, "RopePlan", "A validated RoPE launch: select once, run many times.")
       .def("workspace_bytes", &RopePlan::workspace_bytes, "Always 0.")

@@ -86,7 +86,7 @@ void init_scan(nb::module_& m) {
     return out;
   }, "The scan op table: name, is_backward, inputs, outputs (names, in order), dtypes, out_dtype rule, backward op, doc.");
 
-  nb::class_<ScanDescriptor>(m, "ScanDescriptor",
+  bind_descriptor<ScanDescriptor>(m, "ScanDescriptor",
                              "What to scan: op name, input specs (in the op table's order), axis (negative allowed), "
                              "output specs (cummax / cummin: values, indices). Pure data; hashable.")
       .def("__init__",
@@ -96,10 +96,7 @@ void init_scan(nb::module_& m) {
       .def_ro("op", &ScanDescriptor::op)
       .def_ro("inputs", &ScanDescriptor::inputs)
       .def_ro("axis", &ScanDescriptor::axis)
-      .def_ro("outputs", &ScanDescriptor::outputs)
-      .def("__eq__", [](const ScanDescriptor& a, const ScanDescriptor& b) { return a == b; })
-      .def("__hash__", [](const ScanDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &ScanDescriptor::str);
+      .def_ro("outputs", &ScanDescriptor::outputs);
 
   bind_plan<ScanPlan>(m, "ScanPlan", "A validated scan launch: select once, run many times.")
       .def_prop_ro("num_inputs", &ScanPlan::num_inputs)

@@ -57,7 +57,7 @@ void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::args& inputs, nb:
 }  // namespace
 
 void init_softmax(nb::module_& m) {
-  nb::class_<SoftmaxDescriptor>(m, "SoftmaxDescriptor",
+  bind_descriptor<SoftmaxDescriptor>(m, "SoftmaxDescriptor",
                                 "Softmax / log-softmax / gumbel_softmax / sparsemax (forward: inputs [x]; backward: "
                                 "inputs [grad_out, y]; gumbel_noise: no input) along `axis`. Pure data; hashable; "
                                 "the plan-cache key.")
@@ -83,10 +83,7 @@ void init_softmax(nb::module_& m) {
                    [](const SoftmaxDescriptor& d) -> std::optional<TensorSpec> {
                      if (d.soft_out.empty()) return std::nullopt;
                      return d.soft_out[0];
-                   })
-      .def("__eq__", [](const SoftmaxDescriptor& a, const SoftmaxDescriptor& b) { return a == b; })
-      .def("__hash__", [](const SoftmaxDescriptor& d) { return std::hash<std::string>{}(d.str()); })
-      .def("__repr__", &SoftmaxDescriptor::str);
+                   });
 
   bind_plan<SoftmaxPlan>(m, "SoftmaxPlan", "A validated softmax launch: select once, run many times.")
       .def("workspace_bytes", &SoftmaxPlan::workspace_bytes, "Always 0: softmax needs no workspace.")
