@@ -111,7 +111,11 @@ def _other_samples():
     rpos = torch.randint(0, 50, (2, 6), generator=g, device=DEV)
     rcos, rsin = torch.rand(50, 16, generator=g, device=DEV), torch.rand(50, 16, generator=g, device=DEV)
     freq = (10000.0, "none", [1.0, 1.0, 4.0, 0.0, 32.0, 1.0, 0.0])
+    kvk = torch.randn(4, 2, 64, generator=g, device=DEV, dtype=torch.bfloat16)
+    kvc = torch.zeros(3, 16, 2, 64, device=DEV, dtype=torch.bfloat16)
+    kvs = torch.tensor([1, 17, 40, -1], device=DEV)
     return {
+        "kv_cache_append": [(kvk, kvk * 2, kvc, kvc.clone(), kvs), (kvk, None, kvc, None, kvs.int())],
         "rope": [(rq, rk, None, None, None, "neox", 0, *freq, False),
                  (rq, None, rcos, rsin, rpos, "gptj", 32, *freq, False)],
         "group_norm": [(gx, 4, gw, gw, 1e-5), (gx.to(memory_format=torch.channels_last), 2, None, None, 1e-5)],

@@ -14,6 +14,7 @@
 #include "baracuda/scan.h"
 #include "baracuda/attention.h"
 #include "baracuda/rope.h"
+#include "baracuda/kv_cache.h"
 
 namespace baracuda {
 
@@ -37,6 +38,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(scan_family_info());
   fams.push_back(attention_family_info());
   fams.push_back(rope_family_info());
+  fams.push_back(kv_cache_family_info());
   return fams;
 }
 }  // namespace

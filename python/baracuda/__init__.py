@@ -92,6 +92,11 @@ from ._rope import FUNCTIONS as _ROPE_FUNCTIONS, rope_frequencies  # noqa: E402,
 
 _OPS.update(_ROPE_FUNCTIONS)
 
+from ._C import KvCacheDescriptor, KvCachePlan  # noqa: F401,E402
+from ._kv_cache import FUNCTIONS as _KV_CACHE_FUNCTIONS  # noqa: E402
+
+_OPS.update(_KV_CACHE_FUNCTIONS)
+
 from ._autograd import guard_all as _guard_all  # noqa: E402
 from ._fastpaths import functions as _fast_functions  # noqa: E402
 

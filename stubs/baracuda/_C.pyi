@@ -1225,6 +1225,62 @@ def rope_call(tensors: dict, style: str, rotary_dim: int, inverse: bool, freqs: 
 def rope_cache_size() -> int:
     """Plans in the RoPE functional cache."""
 
+class KvCacheDescriptor:
+    """
+    Append keys [tokens, kv_heads, D] (and values) to a paged cache [pages, page_size, kv_heads, D] (any strides: a heads-first cache as its permuted view) at int32 / int64 slots. Pure data; hashable.
+    """
+
+    def __init__(self, key: TensorSpec, key_cache: TensorSpec, value: TensorSpec | None = None, value_cache: TensorSpec | None = None, *, slot_dtype: DType = DType.int64) -> None: ...
+
+    def __eq__(self, arg: KvCacheDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def key(self) -> TensorSpec: ...
+
+    @property
+    def key_cache(self) -> TensorSpec: ...
+
+    @property
+    def has_value(self) -> bool: ...
+
+    @property
+    def slot_dtype(self) -> DType: ...
+
+class KvCachePlan:
+    """A validated KV-cache append: select once, run every decode step."""
+
+    @staticmethod
+    def select(desc: KvCacheDescriptor, preference: PlanPreference | None = None) -> KvCachePlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> KvCacheDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """Always 0."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(key=, key_cache=, slot_mapping=, [value=, value_cache=], stream=): check the tensors and write the caches in place on `stream` (default: key's framework's current stream). No host work beyond the checks, no allocation: a decode step that calls it can be captured in a CUDA graph.
+        """
+
+def kv_cache_append_call(tensors: dict, stream: object | None = None) -> str:
+    """
+    Functional entry: tensors by name (key, value, key_cache, value_cache, slot_mapping; None = absent), select (cached on the operands' metadata) and run. Returns the SKU name.
+    """
+
 def xla_handler() -> object:
     """
     The XLA FFI handler that runs registered plans (a capsule for jax.ffi.register_ffi_target), or None when this build found no XLA FFI headers (jaxlib's, at build time).

@@ -27,7 +27,7 @@ ops = torch.ops.baracuda
 __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
            "Attention", "RotaryEmbedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
-           "sum", "mean", "attention", "scaled_dot_product_attention", "rope"]
+           "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append"]
 
 
 def _tensor(v, like, name):
@@ -228,6 +228,12 @@ def rope(q, k=None, *, cos=None, sin=None, positions=None, style="neox", rotary_
     theta, rule, params = _rope_ops.freq_args(theta, scaling)
     qo, ko = call("rope", q, k, cos, sin, positions, style, int(rotary_dim or 0), float(theta), rule, params, False)
     return qo if k is None else (qo, ko)
+
+
+def kv_cache_append(key, value, key_cache, value_cache, slot_mapping):
+    """baracuda.kv_cache_append as torch.ops.baracuda.kv_cache_append (traced by torch.compile with no
+    graph break; the caches are mutated in place). No autograd: the cache is inference state."""
+    call("kv_cache_append", key, value, key_cache, value_cache, slot_mapping)
 
 
 def routes():

@@ -1,6 +1,6 @@
-"""torch.ops.baracuda.rope: the RoPE family on _ops' mechanism (CUDA kernel, fake kernel, autograd).
-One op rotates q and k (k may be absent: its output is then an empty tensor); the backward is the
-same op with the inverse rotation."""
+"""torch.ops.baracuda.rope and kv_cache_append: the serving-path families on _ops' mechanism. rope
+rotates q and k (k may be absent: its output is then an empty tensor), and its backward is the
+same op with the inverse rotation; kv_cache_append writes the caches in place (no autograd)."""
 import torch
 
 from .. import _C, _rope
@@ -80,3 +80,23 @@ define("rope",
        "(Tensor q, Tensor? k, Tensor? cos, Tensor? sin, Tensor? positions, str style, int rotary_dim, float theta, "
        "str scaling, float[] scaling_params, bool inverse) -> (Tensor, Tensor)",
        _rope_impl, _rope_fake, _rope_backward, _rope_setup)
+
+
+def _kv_cache_append_impl(key, value, key_cache, value_cache, slot_mapping):
+    _C.kv_cache_append_call({"key": key, "value": value, "key_cache": key_cache, "value_cache": value_cache,
+                             "slot_mapping": slot_mapping}, None)
+
+
+def _kv_cache_append_fake(key, value, key_cache, value_cache, slot_mapping):
+    def make():
+        return _C.KvCachePlan.select(_C.KvCacheDescriptor(
+            _spec(key), _spec(key_cache), None if value is None else _spec(value),
+            None if value_cache is None else _spec(value_cache), slot_dtype=_spec(slot_mapping).dtype))
+
+    validate(("kv_cache_append",), [t for t in (key, value, key_cache, value_cache, slot_mapping) if t is not None],
+             make)
+
+
+define("kv_cache_append",
+       "(Tensor key, Tensor? value, Tensor(a!) key_cache, Tensor(b!)? value_cache, Tensor slot_mapping) -> ()",
+       _kv_cache_append_impl, _kv_cache_append_fake)
