@@ -4,8 +4,9 @@
 //           (and value_cache), written at slot_mapping[t] (int32 / int64 [tokens]): page slot / page_size,
 //           position slot % page_size. Any strides with the last dim contiguous, so the heads-first cache
 //           [pages, Hkv, page_size, D] is passed as its permuted view. Slots that are negative (padding)
-//           or past the cache are skipped: nothing is written out of bounds. The caches are written in
-//           place; the source and cache dtypes are equal (a plain copy: fp8 caches take fp8 sources).
+//           or past the cache are skipped: nothing is written out of bounds. Two tokens given one slot
+//           race (one of them lands, as in other engines). The caches are written in place; the source
+//           and cache dtypes are equal (a plain copy: fp8 caches take fp8 sources).
 #pragma once
 #include <cstdint>
 #include <memory>
