@@ -137,17 +137,10 @@ void init_attention(nb::module_& m) {
            "Bytes of scratch run() needs: the backward's per-row sum(grad_out * out); 0 for the forward.")
       .def("run",
            [](const AttentionPlan& plan, nb::kwargs kwargs) {
-             nb::handle workspace = nb::none(), stream = nb::none();
-             nb::dict tensors;
-             for (auto [key, value] : kwargs) {
-               const std::string name = nb::cast<std::string>(key);
-               if (name == "workspace") workspace = value;
-               else if (name == "stream") stream = value;
-               else tensors[key] = value;
-             }
+             const RunKwargs a = split_run_kwargs(kwargs);
              Operands ops;
-             import_operands(tensors, plan.descriptor().op == "attention_backward", ops);
-             launch(plan, ops, workspace, nb::none(), stream);
+             import_operands(a.tensors, plan.descriptor().op == "attention_backward", ops);
+             launch(plan, ops, a.workspace, nb::none(), a.stream);
            },
            "kwargs"_a,
            "run(q=, k=, v=, out=, [lse=, cu_seqlens_q=, cu_seqlens_k=, seqused_k=, alibi_slopes=, sinks=], "

@@ -168,6 +168,23 @@ template <class Plan> nb::class_<Plan> bind_plan(nb::module_& m, const char* nam
   return c;
 }
 
+// run(**kwargs) of a plan with named operands: the tensors (a dict: name -> tensor or None) apart
+// from `stream` and `workspace`.
+struct RunKwargs {
+  nb::dict tensors;
+  nb::handle stream = nb::none(), workspace = nb::none();
+};
+inline RunKwargs split_run_kwargs(nb::kwargs kwargs) {
+  RunKwargs r;
+  for (auto [key, value] : kwargs) {
+    const std::string name = nb::cast<std::string>(key);
+    if (name == "stream") r.stream = value;
+    else if (name == "workspace") r.workspace = value;
+    else r.tensors[key] = value;
+  }
+  return r;
+}
+
 // Imports each tensor of `tensors` (a dict: operand name -> tensor or None) into its slot of
 // `table`: held[i] keeps the import alive, views.*member gets its view; `is_output(i)` marks the
 // slots the plan writes. An unknown name raises InvalidArgument naming the family.

@@ -79,15 +79,11 @@ void init_kv_cache(nb::module_& m) {
       .def("workspace_bytes", &KvCachePlan::workspace_bytes, "Always 0.")
       .def("run",
            [](const KvCachePlan& plan, nb::kwargs kwargs) {
-             nb::handle stream = nb::none();
-             nb::dict tensors;
-             for (auto [key, value] : kwargs) {
-               if (nb::cast<std::string>(key) == "stream") stream = value;
-               else tensors[key] = value;
-             }
+             const RunKwargs a = split_run_kwargs(kwargs);
+             if (present(a.workspace)) throw InvalidArgument("kv_cache_append: run() takes no workspace");
              Operands ops;
-             import_operands(tensors, ops);
-             launch(plan, ops, stream);
+             import_operands(a.tensors, ops);
+             launch(plan, ops, a.stream);
            },
            "kwargs"_a,
            "run(key=, key_cache=, slot_mapping=, [value=, value_cache=], stream=): check the tensors and write the "

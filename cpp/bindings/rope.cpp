@@ -114,15 +114,11 @@ void init_rope(nb::module_& m) {
       .def("workspace_bytes", &RopePlan::workspace_bytes, "Always 0.")
       .def("run",
            [](const RopePlan& plan, nb::kwargs kwargs) {
-             nb::handle stream = nb::none();
-             nb::dict tensors;
-             for (auto [key, value] : kwargs) {
-               if (nb::cast<std::string>(key) == "stream") stream = value;
-               else tensors[key] = value;
-             }
+             const RunKwargs a = split_run_kwargs(kwargs);
+             if (present(a.workspace)) throw InvalidArgument("rope: run() takes no workspace");
              Operands ops;
-             import_operands(tensors, ops);
-             launch(plan, ops, stream);
+             import_operands(a.tensors, ops);
+             launch(plan, ops, a.stream);
            },
            "kwargs"_a,
            "run(q=, q_out=, [k=, k_out=, cos=, sin=, positions=], stream=): check the tensors against the descriptor "
