@@ -114,7 +114,14 @@ def _other_samples():
     kvk = torch.randn(4, 2, 64, generator=g, device=DEV, dtype=torch.bfloat16)
     kvc = torch.zeros(3, 16, 2, 64, device=DEV, dtype=torch.bfloat16)
     kvs = torch.tensor([1, 17, 40, -1], device=DEV)
+    pq = torch.randn(2, 2, 8, 64, generator=g, device=DEV).to(torch.bfloat16)
+    pkc = torch.randn(5, 16, 2, 64, generator=g, device=DEV).to(torch.bfloat16)
+    ptab = torch.tensor([[4, 0], [2, 3]], dtype=torch.int32, device=DEV)
+    plen = torch.tensor([20, 7], dtype=torch.int32, device=DEV)
     return {
+        "paged_attention": [(pq, pkc, pkc * 2, ptab, plen, None, None, None, True, -1, -1, 0.0, 0, 0, False),
+                            (pq[:, 0], pkc, pkc, ptab, plen, None, torch.zeros(8, device=DEV), 0.2, False, 8, -1,
+                             30.0, 0, 2, True)],
         "kv_cache_append": [(kvk, kvk * 2, kvc, kvc.clone(), kvs), (kvk, None, kvc, None, kvs.int())],
         "rope": [(rq, rk, None, None, None, "neox", 0, *freq, False),
                  (rq, None, rcos, rsin, rpos, "gptj", 32, *freq, False)],

@@ -251,6 +251,7 @@ void init_scan(nb::module_& m);
 void init_attention(nb::module_& m);
 void init_rope(nb::module_& m);
 void init_kv_cache(nb::module_& m);
+void init_paged_attention(nb::module_& m);
 void init_xla(nb::module_& m);
 
 }  // namespace baracuda::py

@@ -17,5 +17,6 @@ NB_MODULE(_C, m) {
   baracuda::py::init_attention(m);
   baracuda::py::init_rope(m);
   baracuda::py::init_kv_cache(m);
+  baracuda::py::init_paged_attention(m);
   baracuda::py::init_xla(m);
 }

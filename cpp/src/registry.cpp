@@ -15,6 +15,7 @@
 #include "baracuda/attention.h"
 #include "baracuda/rope.h"
 #include "baracuda/kv_cache.h"
+#include "baracuda/paged_attention.h"
 
 namespace baracuda {
 
@@ -39,6 +40,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(attention_family_info());
   fams.push_back(rope_family_info());
   fams.push_back(kv_cache_family_info());
+  fams.push_back(paged_attention_family_info());
   return fams;
 }
 }  // namespace

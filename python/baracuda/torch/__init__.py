@@ -27,7 +27,8 @@ ops = torch.ops.baracuda
 __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
            "Attention", "RotaryEmbedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
-           "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append"]
+           "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append",
+           "paged_attention"]
 
 
 def _tensor(v, like, name):
@@ -234,6 +235,17 @@ def kv_cache_append(key, value, key_cache, value_cache, slot_mapping):
     """baracuda.kv_cache_append as torch.ops.baracuda.kv_cache_append (traced by torch.compile with no
     graph break; the caches are mutated in place). No autograd: the cache is inference state."""
     call("kv_cache_append", key, value, key_cache, value_cache, slot_mapping)
+
+
+def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, scale=None, window=None, softcap=None,
+                    alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits=0, return_lse=False):
+    """baracuda.paged_attention as torch.ops.baracuda.paged_attention (traced by torch.compile with no
+    graph break; CUDA-graph capturable). No autograd: decode attention is inference."""
+    wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    out, lse = call("paged_attention", q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks,
+                    None if scale is None else float(scale), bool(causal), wl, wr, float(softcap or 0.0),
+                    int(max_seqlen_k or 0), int(num_splits), bool(return_lse))
+    return (out, lse) if return_lse else out
 
 
 def routes():

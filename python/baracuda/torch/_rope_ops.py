@@ -1,6 +1,7 @@
-"""torch.ops.baracuda.rope and kv_cache_append: the serving-path families on _ops' mechanism. rope
-rotates q and k (k may be absent: its output is then an empty tensor), and its backward is the
-same op with the inverse rotation; kv_cache_append writes the caches in place (no autograd)."""
+"""torch.ops.baracuda.rope, kv_cache_append and paged_attention: the serving-path families on _ops'
+mechanism. rope rotates q and k (k may be absent: its output is then an empty tensor), and its
+backward is the same op with the inverse rotation; kv_cache_append writes the caches in place and
+paged_attention attends over them (inference ops: no autograd)."""
 import torch
 
 from .. import _C, _rope
@@ -100,3 +101,44 @@ def _kv_cache_append_fake(key, value, key_cache, value_cache, slot_mapping):
 define("kv_cache_append",
        "(Tensor key, Tensor? value, Tensor(a!) key_cache, Tensor(b!)? value_cache, Tensor slot_mapping) -> ()",
        _kv_cache_append_impl, _kv_cache_append_fake)
+
+
+def _paged_outputs(q, want_lse):
+    sq = 1 if q.dim() == 3 else q.shape[1]
+    lse = q.new_empty((q.shape[0], q.shape[-2], sq) if want_lse else (0,), dtype=torch.float32)
+    return torch.empty_like(q), lse
+
+
+def _paged_attention_impl(q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks, scale, causal, wl, wr,
+                          softcap, max_seqlen_k, num_splits, want_lse):
+    out, lse = _paged_outputs(q, want_lse)
+    _C.paged_attention_call({"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_table": block_table,
+                             "seq_lens": seq_lens, "out": out, "lse": lse if want_lse else None,
+                             "alibi_slopes": alibi_slopes, "sinks": sinks},
+                            scale, bool(causal), int(wl), int(wr), float(softcap), int(max_seqlen_k), int(num_splits),
+                            None, lambda n: torch.empty((int(n),), dtype=torch.uint8, device=q.device))
+    return out, lse
+
+
+def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks, scale, causal, wl, wr,
+                          softcap, max_seqlen_k, num_splits, want_lse):
+    out, lse = _paged_outputs(q, want_lse)
+
+    def make():
+        return _C.PagedAttentionPlan.select(_C.PagedAttentionDescriptor(
+            _spec(q), _spec(k_cache), _spec(v_cache), _spec(q), int(block_table.shape[-1]), scale=scale,
+            causal=bool(causal), window_left=int(wl), window_right=int(wr), softcap=float(softcap),
+            alibi=alibi_slopes is not None, sinks=sinks is not None, lse=bool(want_lse),
+            max_seqlen_k=int(max_seqlen_k), num_splits=int(num_splits)))
+
+    validate(("paged_attention", scale, bool(causal), int(wl), int(wr), float(softcap), int(max_seqlen_k),
+              int(num_splits), bool(want_lse), alibi_slopes is None, sinks is None),
+             [q, k_cache, v_cache, block_table], make)
+    return out, lse
+
+
+define("paged_attention",
+       "(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, Tensor seq_lens, Tensor? alibi_slopes, "
+       "Tensor? sinks, float? scale, bool causal, int window_left, int window_right, float softcap, int max_seqlen_k, "
+       "int num_splits, bool want_lse) -> (Tensor, Tensor)",
+       _paged_attention_impl, _paged_attention_fake)

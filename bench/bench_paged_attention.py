@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Paged decode attention: baracuda against torch, same work, same timer, same run.
+
+    python3 bench/bench_paged_attention.py            # full run
+    python3 bench/bench_paged_attention.py --quick    # fewer samples, one pass
+    OUT=/tmp/out python3 bench/bench_paged_attention.py   # also $OUT/bench_paged_attention.{md,json,txt}
+
+Ours: one PagedAttentionPlan over a paged cache (page size 16, each request's pages in random
+order across the pool), timed through plan.run (the decode step's form: lengths and the table read
+on the device). torch: F.scaled_dot_product_attention on the same keys and values unpaged
+(contiguous [B, Hkv, S, D], enable_gqa; causal lower-right for several query tokens), which is
+less work than a paged read. Bandwidth counts the keys and values read once (q and out are
+negligible), also as a fraction of the device copy bandwidth measured at the start of the run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+import baracuda as bc  # noqa: E402
+
+DEV = "cuda"
+BF = torch.bfloat16
+PAGE = 16
+# (batch, context, query tokens, q heads, kv heads, head dim): Llama-3-8B's heads at serving batch
+# sizes, a batch-1 latency row, speculative decoding with 4 tokens, a long context, Llama-3-70B's
+# 64 / 8 heads, a 64-dim small model.
+SHAPES = [(32, 8192, 1, 32, 8, 128), (64, 8192, 1, 32, 8, 128), (1, 2048, 1, 32, 8, 128), (32, 8192, 4, 32, 8, 128),
+          (4, 32768, 1, 32, 8, 128), (128, 1024, 1, 32, 8, 128), (16, 4096, 1, 64, 8, 128),
+          (64, 2048, 1, 16, 4, 64)]
+
+
+def spec(t):
+    return bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))
+
+
+def torch_decode(q, k, v, mask):
+    # q [B, Hq, Sq, D], k / v [B, Hkv, S, D]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+
+def run_row(shape, args, copy_gbs):
+    b, ctx, sq, hq, hk, d = shape
+    kv_bytes = 2 * b * ctx * hk * d * 2
+    nsets = C.rotation_sets(kv_bytes, min_sets=2)
+    pages_per = (ctx + PAGE - 1) // PAGE
+    sets = []
+    for _ in range(nsets):
+        kc = torch.randn(b * pages_per, PAGE, hk, d, device=DEV, dtype=BF)
+        vc = torch.randn_like(kc)
+        table = torch.randperm(b * pages_per, device=DEV).to(torch.int32).view(b, pages_per)
+        q = torch.randn(b, sq, hq, d, device=DEV, dtype=BF)
+        sets.append((q, kc, vc, table, torch.empty_like(q)))
+    seq_lens = torch.full((b,), ctx, dtype=torch.int32, device=DEV)
+    q0, kc0, vc0, t0, o0 = sets[0]
+    plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q0), spec(kc0), spec(vc0), spec(o0),
+                                                                     pages_per))
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+
+    def unpaged(kc, table):  # [B, Hkv, S, D], the same keys in order
+        return kc[table.long()].reshape(b, pages_per * PAGE, hk, d)[:, :ctx].transpose(1, 2).contiguous()
+
+    # torch's inputs: the same keys unpaged; only the first set is kept for the check, the rest rotate
+    tsets = []
+    for q, kc, vc, table, _ in sets:
+        tsets.append((q.transpose(1, 2).contiguous(), unpaged(kc, table), unpaged(vc, table)))
+    mask = None
+    if sq > 1:
+        from torch.nn.attention.bias import causal_lower_right
+        mask = causal_lower_right(sq, ctx)
+    C.poison_(o0)
+    plan.run(q=q0, k_cache=kc0, v_cache=vc0, block_table=t0, seq_lens=seq_lens, out=o0, workspace=ws)
+    tq, tk, tv = tsets[0]
+    ref = torch_decode(tq.float(), tk.float(), tv.float(), mask).transpose(1, 2)
+    err = C.rel_err(o0, ref)
+    ok = err <= 2e-2
+    ours = C.GpuBench(lambda i: plan.run(q=sets[i][0], k_cache=sets[i][1], v_cache=sets[i][2], block_table=sets[i][3],
+                                         seq_lens=seq_lens, out=sets[i][4], workspace=ws), nsets)
+    eager = C.GpuBench(lambda i: torch_decode(*tsets[i], mask), nsets)
+    tm = C.measure({"ours": ours, "torch": eager}, iters=args.iters, passes=args.passes)
+    g = {n: kv_bytes / tm[n].median / 1e9 for n in tm}
+    del sets, tsets
+    C.free_memory()
+    return dict(key=f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}", sku=plan.sku.name, error="", ok=ok, rel_err=err,
+                ours_gbs=g["ours"], ours_copy_frac=g["ours"] / copy_gbs, torch_gbs=g["torch"],
+                torch_copy_frac=g["torch"] / copy_gbs, speedup=tm["torch"].median / tm["ours"].median,
+                ours_us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, timing=tm)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rows", default="")
+    args = ap.parse_args()
+    args.iters, args.passes = (10, 1) if args.quick else (30, 2)
+    info = C.device_info()
+    copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
+    rows, t0 = [], time.time()
+    for s in SHAPES:
+        key = f"b{s[0]} ctx{s[1]} q{s[2]} h{s[3]}/{s[4]} d{s[5]}"
+        if not re.search(args.rows, key):
+            continue
+        try:
+            r = run_row(s, args, copy["gbs"])
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(key=key, error=str(e), ok=False)
+        rows.append(r)
+        if not r["error"]:
+            print(f"{r['key']}: {r['ours_gbs']:.0f} GB/s ({r['ours_copy_frac']:.0%} of copy), {r['ours_us']:.1f} us vs "
+                  f"torch {r['torch_us']:.1f} us: x{r['speedup']:.2f}, rel_err {r['rel_err']:.1e} [{r['sku']}]",
+                  flush=True)
+    return C.report_bandwidth_rows("bench_paged_attention", rows, info=info, copy_gbs=copy["gbs"], seed=None,
+                                   elapsed=time.time() - t0, version=bc.__version__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

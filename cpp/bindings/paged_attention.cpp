@@ -1,0 +1,180 @@
+// Bindings of the paged-attention family: descriptor, plan, and the functional entry (operands by
+// name; the table below is the one list of them).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "baracuda/errors.h"
+#include "baracuda/paged_attention.h"
+#include "common.h"
+
+using namespace nb::literals;
+
+namespace baracuda::py {
+
+namespace {
+
+constexpr int kNumSlots = 9;
+const NamedOperand<PagedAttentionTensors> kRoles[kNumSlots] = {
+    {"q", &PagedAttentionTensors::q},
+    {"k_cache", &PagedAttentionTensors::k_cache},
+    {"v_cache", &PagedAttentionTensors::v_cache},
+    {"block_table", &PagedAttentionTensors::block_table},
+    {"seq_lens", &PagedAttentionTensors::seq_lens},
+    {"out", &PagedAttentionTensors::out},
+    {"lse", &PagedAttentionTensors::lse},
+    {"alibi_slopes", &PagedAttentionTensors::alibi_slopes},
+    {"sinks", &PagedAttentionTensors::sinks}};
+enum { Q, K_CACHE, V_CACHE, BLOCK_TABLE, SEQ_LENS, OUT, LSE, ALIBI, SINKS };
+
+struct Operands {
+  Imported held[kNumSlots];
+  PagedAttentionTensors views;
+};
+void import_operands(nb::handle tensors, Operands& ops) {
+  import_named("paged_attention", tensors, kRoles, ops.held, ops.views, [](int i) { return i == OUT || i == LSE; });
+  if (!ops.held[Q].imported) throw InvalidArgument("paged_attention: q is missing");
+}
+
+void launch(const PagedAttentionPlan& plan, Operands& ops, nb::handle workspace, nb::handle workspace_alloc,
+            nb::handle stream) {
+  const Imported& like = ops.held[Q];
+  StreamHandle s = resolve_stream(stream, like);
+  const Workspace ws =
+      given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
+  {
+    nb::gil_scoped_release release;
+    plan.run(ops.views, ws.data, ws.size, s);
+  }
+  finish_for_framework(like, s);
+}
+
+PlanCache<PagedAttentionPlan>& cache() {
+  static auto* c = new PlanCache<PagedAttentionPlan>();
+  return *c;
+}
+
+template <class V> void append_pod(std::string& key, const V& v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+}  // namespace
+
+void init_paged_attention(nb::module_& m) {
+  bind_descriptor<PagedAttentionDescriptor>(
+      m, "PagedAttentionDescriptor",
+      "Decode attention of q [B, Sq, Hq, D] (or [B, Hq, D]) over a paged cache [pages, page_size, Hkv, D] through a "
+      "block table [B, max_pages] and lengths [B] (int32, read on the device). Pure data; hashable.")
+      .def("__init__",
+           [](PagedAttentionDescriptor* d, TensorSpec q, TensorSpec k_cache, TensorSpec v_cache, TensorSpec out,
+              int64_t max_pages, std::optional<double> scale, bool causal, int64_t window_left, int64_t window_right,
+              double softcap, bool alibi, bool sinks, bool lse, int64_t max_seqlen_k, int num_splits) {
+             new (d) PagedAttentionDescriptor{};
+             d->q = std::move(q);
+             d->k_cache = std::move(k_cache);
+             d->v_cache = std::move(v_cache);
+             d->out = std::move(out);
+             d->max_pages = max_pages;
+             d->scale = scale;
+             d->causal = causal;
+             d->window_left = window_left;
+             d->window_right = window_right;
+             d->softcap = softcap;
+             d->alibi = alibi;
+             d->sinks = sinks;
+             d->lse = lse;
+             d->max_seqlen_k = max_seqlen_k;
+             d->num_splits = num_splits;
+           },
+           "q"_a, "k_cache"_a, "v_cache"_a, "out"_a, "max_pages"_a, nb::kw_only(), "scale"_a = nb::none(),
+           "causal"_a = true, "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0, "alibi"_a = false,
+           "sinks"_a = false, "lse"_a = false, "max_seqlen_k"_a = 0, "num_splits"_a = 0)
+      .def_ro("q", &PagedAttentionDescriptor::q)
+      .def_ro("k_cache", &PagedAttentionDescriptor::k_cache)
+      .def_ro("v_cache", &PagedAttentionDescriptor::v_cache)
+      .def_ro("out", &PagedAttentionDescriptor::out)
+      .def_ro("max_pages", &PagedAttentionDescriptor::max_pages)
+      .def_ro("scale", &PagedAttentionDescriptor::scale)
+      .def_ro("causal", &PagedAttentionDescriptor::causal)
+      .def_ro("window_left", &PagedAttentionDescriptor::window_left)
+      .def_ro("window_right", &PagedAttentionDescriptor::window_right)
+      .def_ro("softcap", &PagedAttentionDescriptor::softcap)
+      .def_ro("alibi", &PagedAttentionDescriptor::alibi)
+      .def_ro("sinks", &PagedAttentionDescriptor::sinks)
+      .def_ro("lse", &PagedAttentionDescriptor::lse)
+      .def_ro("max_seqlen_k", &PagedAttentionDescriptor::max_seqlen_k)
+      .def_ro("num_splits", &PagedAttentionDescriptor::num_splits);
+
+  bind_plan<PagedAttentionPlan>(m, "PagedAttentionPlan",
+                                "A validated paged decode attention: select once per batch shape, run every step.")
+      .def("workspace_bytes", &PagedAttentionPlan::workspace_bytes,
+           "Bytes of scratch run() needs: the splits' partial outputs; 0 with one split.")
+      .def_prop_ro("num_splits", &PagedAttentionPlan::num_splits, "How many splits each request's keys take.")
+      .def("run",
+           [](const PagedAttentionPlan& plan, nb::kwargs kwargs) {
+             const RunKwargs a = split_run_kwargs(kwargs);
+             Operands ops;
+             import_operands(a.tensors, ops);
+             launch(plan, ops, a.workspace, nb::none(), a.stream);
+           },
+           "kwargs"_a,
+           "run(q=, k_cache=, v_cache=, block_table=, seq_lens=, out=, [lse=, alibi_slopes=, sinks=], workspace=, "
+           "stream=): check the tensors and launch on `stream`. No host work beyond the checks, no allocation: "
+           "capturable in a CUDA graph and replayed as seq_lens grow.");
+  def_xla_plan<PagedAttentionPlan>(m, "paged_attention", kRoles);
+
+  m.def("paged_attention_call",
+        [](nb::dict tensors, std::optional<double> scale, bool causal, int64_t window_left, int64_t window_right,
+           double softcap, int64_t max_seqlen_k, int num_splits, nb::handle stream, nb::handle workspace_alloc) {
+          Operands ops;
+          import_operands(tensors, ops);
+          const PagedAttentionTensors& t = ops.views;
+          std::string key;
+          append_pod(key, scale ? *scale : -1.0);
+          append_pod(key, char(scale.has_value()));
+          append_pod(key, char(causal));
+          append_pod(key, window_left);
+          append_pod(key, window_right);
+          append_pod(key, softcap);
+          append_pod(key, max_seqlen_k);
+          append_pod(key, num_splits);
+          for (int i = 0; i < kNumSlots; ++i) {
+            key.push_back(char(ops.held[i].imported));
+            if (ops.held[i].imported && i <= OUT) append_key(key, ops.held[i].view);
+          }
+          const PagedAttentionPlan plan = cache().get(key, [&] {
+            for (int i : {K_CACHE, V_CACHE, BLOCK_TABLE, SEQ_LENS, OUT})
+              if (!ops.held[i].imported)
+                throw InvalidArgument(std::string("paged_attention: ") + kRoles[i].name + " is missing");
+            if (t.block_table.ndim != 2)
+              throw InvalidArgument("paged_attention: block_table has shape " +
+                                    shape_str(t.block_table.shape, t.block_table.ndim) +
+                                    "; expected [batch, max_pages] (int32)");
+            PagedAttentionDescriptor d;
+            d.q = spec_of(t.q);
+            d.k_cache = spec_of(t.k_cache);
+            d.v_cache = spec_of(t.v_cache);
+            d.out = spec_of(t.out);
+            d.max_pages = t.block_table.shape[1];
+            d.scale = scale;
+            d.causal = causal;
+            d.window_left = window_left;
+            d.window_right = window_right;
+            d.softcap = softcap;
+            d.alibi = ops.held[ALIBI].imported;
+            d.sinks = ops.held[SINKS].imported;
+            d.lse = ops.held[LSE].imported;
+            d.max_seqlen_k = max_seqlen_k;
+            d.num_splits = num_splits;
+            return PagedAttentionPlan::select(d);
+          });
+          launch(plan, ops, nb::none(), workspace_alloc, stream);
+          return plan.sku().name;
+        },
+        "tensors"_a, "scale"_a.none(), "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "max_seqlen_k"_a,
+        "num_splits"_a, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "Functional entry: tensors by name (a dict; None = absent), select (cached on the parameters and the "
+        "operands' metadata) and run. Returns the SKU name of the kernel that ran.");
+}
+
+}  // namespace baracuda::py

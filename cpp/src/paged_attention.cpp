@@ -1,0 +1,288 @@
+// PagedAttentionPlan: validation, the split schedule, run().
+#include "baracuda/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cuda_runtime.h>
+#include <sstream>
+
+#include "baracuda/errors.h"
+#include "common/knobs.h"
+#include "device_guard.h"
+#include "paged_attention/paged_attention_launch.h"
+#include "plan_util.h"
+
+namespace baracuda {
+
+namespace {
+
+const std::string kOp = "paged_attention";
+
+void need(bool ok, const std::string& what) {
+  if (!ok) throw InvalidArgument(kOp + ": " + what);
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Last dim contiguous, no negative stride.
+void check_strides(const TensorSpec& s, const char* name) {
+  const auto st = s.effective_strides();
+  if (!s.shape.empty() && s.shape.back() > 1 && st.back() != 1)
+    throw Unsupported(kOp + ": " + name + " must be contiguous along head_dim");
+  for (int64_t v : st)
+    if (v < 0) throw Unsupported(kOp + ": " + name + " has a negative stride");
+}
+
+int device_sms() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
+}  // namespace
+
+std::string PagedAttentionDescriptor::str() const {
+  std::ostringstream os;
+  os << "PagedAttentionDescriptor(q=" << q.str() << ", k_cache=" << k_cache.str() << ", v_cache=" << v_cache.str()
+     << ", out=" << out.str() << ", max_pages=" << max_pages;
+  if (scale) os << ", scale=" << *scale;
+  os << ", causal=" << (causal ? "True" : "False");
+  if (window_left >= 0 || window_right >= 0) os << ", window=(" << window_left << ", " << window_right << ")";
+  if (softcap > 0) os << ", softcap=" << softcap;
+  if (alibi) os << ", alibi=True";
+  if (sinks) os << ", sinks=True";
+  if (lse) os << ", lse=True";
+  if (max_seqlen_k) os << ", max_seqlen_k=" << max_seqlen_k;
+  if (num_splits) os << ", num_splits=" << num_splits;
+  os << ")";
+  return os.str();
+}
+
+struct PagedAttentionPlan::Impl {
+  PagedAttentionDescriptor desc;
+  KernelSku sku;
+  paged_attention::Geometry geo;
+  int64_t workspace = 0;
+};
+
+PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& desc, const PlanPreference& pref) {
+  auto impl = std::make_shared<Impl>();
+  Impl& I = *impl;
+  I.desc = desc;
+  paged_attention::Geometry& g = I.geo;
+
+  const DType dt = desc.q.dtype;
+  if (dt != DType::BFloat16 && dt != DType::Float16)
+    throw InvalidDType(kOp + ": q is " + std::string(dtype_name(dt)) + "; expected bfloat16 or float16");
+  for (auto [s, name] : {std::pair{&desc.k_cache, "k_cache"}, {&desc.v_cache, "v_cache"}, {&desc.out, "out"}})
+    if (s->dtype != dt)
+      throw InvalidDType(kOp + ": " + name + " is " + std::string(dtype_name(s->dtype)) + "; expected " +
+                         dtype_name(dt) + " (q's dtype)");
+
+  const auto& qs = desc.q.shape;
+  need(qs.size() == 3 || qs.size() == 4,
+       "q has shape " + shape_str(qs) + "; expected [batch, tokens, q_heads, head_dim] or [batch, q_heads, head_dim]");
+  need(desc.out.shape == qs, "out has shape " + shape_str(desc.out.shape) + "; expected q's " + shape_str(qs));
+  const bool one_token = qs.size() == 3;
+  g.batch = qs[0];
+  g.sq = one_token ? 1 : qs[1];
+  g.hq = qs[qs.size() - 2];
+  g.d = int(qs.back());
+  for (auto [s, name] : {std::pair{&desc.k_cache, "k_cache"}, {&desc.v_cache, "v_cache"}}) {
+    need(s->shape.size() == 4, std::string(name) + " has shape " + shape_str(s->shape) +
+                                   "; expected [pages, page_size, kv_heads, head_dim] (a heads-first cache as its "
+                                   "permuted view)");
+    check_strides(*s, name);
+  }
+  need(desc.v_cache.shape == desc.k_cache.shape, "v_cache has shape " + shape_str(desc.v_cache.shape) +
+                                                     "; expected k_cache's " + shape_str(desc.k_cache.shape));
+  check_strides(desc.q, "q");
+  check_strides(desc.out, "out");
+  const auto& ks = desc.k_cache.shape;
+  g.pages = ks[0];
+  g.page_size = ks[1];
+  g.hkv = ks[2];
+  need(ks[3] == g.d, "k_cache has head_dim " + std::to_string(ks[3]) + " but q has " + std::to_string(g.d));
+  if (!paged_attention::head_dim_supported(g.d))
+    throw Unsupported(kOp + ": head_dim " + std::to_string(g.d) + " is not supported (64, 96, 128 or 256)");
+  need(g.hkv > 0 && g.hq % g.hkv == 0, "q has " + std::to_string(g.hq) + " heads, not a multiple of the cache's " +
+                                           std::to_string(g.hkv) + " kv heads (GQA / MQA need Hq % Hkv == 0)");
+  need(g.page_size > 0, "k_cache has page_size 0");
+  need(g.sq >= 1 || g.batch == 0, "q has no query tokens");
+  need(desc.max_pages >= 0, "max_pages (block_table's columns) must be >= 0, got " + std::to_string(desc.max_pages));
+  g.max_pages = desc.max_pages;
+  g.group = g.hq / g.hkv;
+  g.row_groups = (g.group * g.sq + paged_attention::kRowsPerBlock - 1) / paged_attention::kRowsPerBlock;
+  if (g.batch > 65535 || g.hkv * g.row_groups > 65535)
+    throw Unsupported(kOp + ": at most 65535 requests and 65535 (kv head, 16-row group) pairs per call");
+
+  if (desc.scale && !std::isfinite(*desc.scale))
+    throw InvalidArgument(kOp + ": scale must be finite, got " + num(*desc.scale));
+  g.scale = float(desc.scale ? *desc.scale : 1.0 / std::sqrt(double(g.d)));
+  if (!(desc.softcap >= 0) || !std::isfinite(desc.softcap))
+    throw InvalidArgument(kOp + ": softcap must be a finite number >= 0 (0: none), got " + num(desc.softcap));
+  g.softcap = float(desc.softcap);
+  if (desc.window_left < -1 || desc.window_right < -1)
+    throw InvalidArgument(kOp + ": window sizes must be >= 0, or -1 for unbounded; got (" +
+                          std::to_string(desc.window_left) + ", " + std::to_string(desc.window_right) + ")");
+  g.window_left = desc.window_left;
+  g.window_right = desc.causal ? 0 : desc.window_right;
+  g.alibi = desc.alibi;
+  g.sinks = desc.sinks;
+  need(desc.max_seqlen_k >= 0, "max_seqlen_k must be >= 0 (0: the block table's capacity)");
+  need(desc.num_splits >= 0, "num_splits must be >= 0 (0: chosen by the plan)");
+
+  // The split schedule: about eight waves of blocks (the tail of the last wave then costs little),
+  // at least one 64-key tile per split; the last split runs to the request's end, so a max_seqlen_k
+  // below a real length costs balance, never keys.
+  const int64_t capacity = g.max_pages * g.page_size;
+  const int64_t keys = desc.max_seqlen_k > 0 ? std::min(desc.max_seqlen_k, capacity) : capacity;
+  const int64_t tiles = std::max<int64_t>(1, (keys + paged_attention::kKeysPerTile - 1) / paged_attention::kKeysPerTile);
+  int64_t splits = desc.num_splits;
+  for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits"})) {
+    need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
+    splits = kn.num();
+  }
+  if (splits == 0) {
+    const int sms = device_sms();
+    const int resident = sms > 0 ? paged_attention::resident_blocks_per_sm(dt, g.d) : 0;
+    const int64_t slots = int64_t(sms > 0 ? sms : 132) * (resident > 0 ? resident : 2);
+    const int64_t blocks = std::max<int64_t>(1, g.batch * g.hkv * g.row_groups);
+    splits = (8 * slots + blocks - 1) / blocks;
+  }
+  splits = std::max<int64_t>(1, std::min<int64_t>({splits, tiles, 1024}));
+  const int64_t tiles_per_split = (tiles + splits - 1) / splits;
+  g.splits = int((tiles + tiles_per_split - 1) / tiles_per_split);
+  g.split_keys = tiles_per_split * paged_attention::kKeysPerTile;
+  g.dtype = dt;
+  I.workspace = paged_attention::workspace_bytes(g);
+
+  for (Backend b : pref.forbid)
+    if (b == Backend::Bespoke) throw Unsupported(kOp + ": the preference forbids the only backend (bespoke)");
+
+  KernelSku& k = I.sku;
+  k.category = "paged_attention";
+  k.op = "paged_attention";
+  k.layout = "paged";
+  k.name = "paged_attention.decode.mma_sync.d" + std::to_string(g.d) + ".s" + std::to_string(g.splits);
+  k.dtypes = {dt, dt, dt, dt};
+  k.arch = compiled_archs();
+  k.backend = Backend::Bespoke;
+  auto& pg = k.precision;
+  pg.compute_dtype = DType::Float32;
+  pg.accumulator_dtype = DType::Float32;
+  pg.math = "q k^T and p v on tensor cores (16-bit inputs, f32 accumulate; p rounded to " + std::string(dtype_name(dt)) +
+            "), online softmax in f32 per warp over 16-key slices, warps and splits merged by their log-sum-exp in a "
+            "fixed order; " + std::to_string(g.splits) + " split(s) of " + std::to_string(g.split_keys) + " keys";
+  pg.deterministic = true;
+  pg.bit_stable = true;
+  return PagedAttentionPlan(impl);
+}
+
+const KernelSku& PagedAttentionPlan::sku() const { return impl_->sku; }
+const PagedAttentionDescriptor& PagedAttentionPlan::descriptor() const { return impl_->desc; }
+int64_t PagedAttentionPlan::workspace_bytes() const { return impl_->workspace; }
+int PagedAttentionPlan::num_splits() const { return impl_->geo.splits; }
+
+void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, int64_t workspace_size,
+                             StreamHandle stream) const {
+  const Impl& I = *impl_;
+  const PagedAttentionDescriptor& D = I.desc;
+  paged_attention::Geometry g = I.geo;
+  const int device = t.q.device;
+  check_view(kOp, "q", t.q, D.q, device, "q");
+  check_view(kOp, "k_cache", t.k_cache, D.k_cache, device, "q");
+  check_view(kOp, "v_cache", t.v_cache, D.v_cache, device, "q");
+  check_like(kOp, t.out, D.out, "out", "q", device, "q");
+  auto small = [&](const TensorView& v, bool needed, const std::string& name, DType want,
+                   const std::vector<int64_t>& shape, const std::string& why, bool contiguous) {
+    check_presence(kOp, v, needed, name, why);
+    if (!needed) return;
+    if (v.dtype != want)
+      throw InvalidDType(kOp + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(want));
+    if (!shape_is(v, shape))
+      throw InvalidArgument(kOp + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected " +
+                            shape_str(shape));
+    if (contiguous && v.numel() > 0 && !v.is_contiguous()) throw InvalidArgument(kOp + ": " + name + " must be contiguous");
+    for (int d = 0; d < v.ndim; ++d)
+      if (v.strides[d] < 0) throw Unsupported(kOp + ": " + name + " has a negative stride");
+    check_same_device(kOp, v, device, name, "q");
+  };
+  small(t.block_table, true, "block_table", DType::Int32, {g.batch, g.max_pages}, "it maps each request's keys to pages",
+        false);
+  small(t.seq_lens, true, "seq_lens", DType::Int32, {g.batch}, "it holds each request's key count", false);
+  small(t.lse, D.lse, "lse", DType::Float32, {g.batch, g.hq, g.sq}, "the descriptor has lse=True", true);
+  small(t.alibi_slopes, D.alibi, "alibi_slopes", DType::Float32, {g.hq}, "the descriptor has alibi=True", true);
+  small(t.sinks, D.sinks, "sinks", DType::Float32, {g.hq}, "the descriptor has sinks=True", true);
+
+  // 16-byte row accesses: every row start of q and the caches.
+  const int r = t.q.ndim;
+  for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
+    bool ok = reinterpret_cast<uintptr_t>(v->data) % 16 == 0;
+    for (int d = 0; d + 1 < v->ndim; ++d) ok = ok && (v->shape[d] <= 1 || v->strides[d] % 8 == 0);
+    if (!ok)
+      throw InvalidArgument(kOp + ": " + name + " needs a 16-byte aligned data pointer and strides that are multiples "
+                                                "of 8 elements (its rows are read 16 bytes at a time)");
+  }
+  g.q_batch = t.q.strides[0];
+  g.q_token = r == 4 ? t.q.strides[1] : 0;
+  g.q_head = t.q.strides[r - 2];
+  g.out_batch = t.out.strides[0];
+  g.out_token = r == 4 ? t.out.strides[1] : 0;
+  g.out_head = t.out.strides[r - 2];
+  g.k_page = t.k_cache.strides[0];
+  g.k_slot = t.k_cache.strides[1];
+  g.k_head = t.k_cache.strides[2];
+  g.v_page = t.v_cache.strides[0];
+  g.v_slot = t.v_cache.strides[1];
+  g.v_head = t.v_cache.strides[2];
+  g.table_row = t.block_table.ndim == 2 ? t.block_table.strides[0] : 0;
+  g.table_col = t.block_table.ndim == 2 ? t.block_table.strides[1] : 0;
+  g.seq_lens_stride = t.seq_lens.ndim == 1 ? t.seq_lens.strides[0] : 0;
+
+  const std::vector<NamedView> reads = {{"q", &t.q}, {"k_cache", &t.k_cache}, {"v_cache", &t.v_cache},
+                                        {"block_table", &t.block_table}, {"seq_lens", &t.seq_lens},
+                                        {"alibi_slopes", &t.alibi_slopes}, {"sinks", &t.sinks}};
+  const std::vector<NamedView> writes = {{"out", &t.out}, {"lse", &t.lse}};
+  check_aliasing(kOp, writes, reads);
+  check_workspace(kOp, workspace, workspace_size, I.workspace, reads, writes);
+
+  paged_attention::Pointers p;
+  p.q = t.q.data;
+  p.k_cache = t.k_cache.data;
+  p.v_cache = t.v_cache.data;
+  p.block_table = static_cast<const int32_t*>(t.block_table.data);
+  p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
+  p.alibi_slopes = static_cast<const float*>(t.alibi_slopes.data);
+  p.sinks = static_cast<const float*>(t.sinks.data);
+  p.out = t.out.data;
+  p.lse = static_cast<float*>(t.lse.data);
+  if (g.splits > 1) {
+    const int64_t rows = int64_t(g.splits) * g.batch * g.sq * g.hq;
+    p.partial_out = static_cast<float*>(workspace);
+    p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + (rows * g.d * 4 + 255) / 256 * 256);
+  }
+  if (g.batch == 0 || g.hq == 0 || g.sq == 0) return;
+  DeviceGuard guard(device);
+  paged_attention::decode(g, p, stream);
+}
+
+FamilyInfo paged_attention_family_info() {
+  FamilyInfo f{"paged_attention", "PagedAttentionPlan",
+               "decode attention of a batch of requests over a paged KV cache (block table and lengths read on the "
+               "device; CUDA-graph capturable): 1 or more query tokens per request, GQA / MQA, causal, sliding "
+               "window, softcap, ALiBi, sinks; long contexts split and merged",
+               {}};
+  f.ops.push_back(OpCoverage{"paged_attention", "decode", {DType::Float16, DType::BFloat16},
+                             {"paged", "paged_heads_first"}, Backend::Bespoke, false});
+  return f;
+}
+
+}  // namespace baracuda

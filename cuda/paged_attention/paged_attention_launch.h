@@ -1,0 +1,66 @@
+// The launch contract of decode attention over a paged KV cache (cpp/src/paged_attention.cpp fills
+// it; paged_decode.cu runs it).
+//
+// Request b has seq_len = clamp(seq_lens[b], 0, max_pages * page_size) keys: key j lives in page
+// block_table[b, j / page_size] at slot j % page_size. Its `sq` queries are the last sq positions:
+// query i sits at pos = seq_len - sq + i and sees key j when pos - window_left <= j <= pos +
+// window_right (-1: unbounded) and j < seq_len. A block-table entry outside [0, pages) hides its
+// keys (never read). Scores as attention_launch.h: scale, softcap, ALiBi (slope[h] * |pos - j|),
+// sinks (a per-head logit in the denominator).
+//
+// Work: a block takes 16 rows (query token i, q head h of one kv head: row = i * group + h % group)
+// and one split of the keys ([split * split_keys, +split_keys), the last split to seq_len). With one
+// split it writes out and lse; with more, each writes its normalised partial output and log2-domain
+// lse to the workspace, and a merge kernel combines them (and adds the sink).
+#pragma once
+#include <cstdint>
+
+#include "baracuda/dtype.h"
+
+namespace baracuda::paged_attention {
+
+constexpr int kRowsPerBlock = 16;  // one mma m-tile of query rows per block
+constexpr int kKeysPerTile = 64;   // keys per pipeline stage: four warps of 16
+
+struct Geometry {
+  DType dtype = DType::BFloat16;
+  int d = 0;                                        // head dim of q, k and v
+  int64_t batch = 0, sq = 0, hq = 0, hkv = 0, group = 0;
+  int64_t row_groups = 0;                           // ceil(group * sq / 16)
+  int64_t pages = 0, page_size = 0, max_pages = 0;
+  float scale = 1.f, softcap = 0.f;
+  int64_t window_left = -1, window_right = -1;
+  bool alibi = false, sinks = false;
+  int splits = 1;
+  int64_t split_keys = 0;                           // a multiple of kKeysPerTile
+  // Strides in elements.
+  int64_t q_batch = 0, q_token = 0, q_head = 0;
+  int64_t out_batch = 0, out_token = 0, out_head = 0;
+  int64_t k_page = 0, k_slot = 0, k_head = 0;
+  int64_t v_page = 0, v_slot = 0, v_head = 0;
+  int64_t table_row = 0, table_col = 0, seq_lens_stride = 0;
+};
+
+struct Pointers {
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const int32_t* block_table = nullptr;
+  const int32_t* seq_lens = nullptr;
+  const float* alibi_slopes = nullptr;  // [hq]
+  const float* sinks = nullptr;         // [hq]
+  void* out = nullptr;
+  float* lse = nullptr;                 // [batch, hq, sq] contiguous, natural log; may be null
+  float* partial_out = nullptr;         // [splits, batch, sq, hq, d] (splits > 1)
+  float* partial_lse = nullptr;         // [splits, batch, sq, hq], log2 domain
+};
+
+// The head dims the kernel is compiled for.
+constexpr bool head_dim_supported(int d) { return d == 64 || d == 96 || d == 128 || d == 256; }
+// Bytes of workspace a geometry needs (0 with one split).
+int64_t workspace_bytes(const Geometry& g);
+// Blocks of the decode kernel for head dim d that fit one SM of the current device (0: no device).
+int resident_blocks_per_sm(DType dtype, int d);
+void decode(const Geometry& g, const Pointers& p, void* stream);
+
+}  // namespace baracuda::paged_attention

@@ -1,0 +1,355 @@
+// Decode attention over a paged KV cache (the contract: paged_attention_launch.h). A block of four
+// warps takes 16 query rows of one kv head (the group's q heads times the request's query tokens)
+// and one split of its keys. Tiles of 64 keys stream through two shared-memory stages (cp.async,
+// the next tile in flight while this one computes; each key's page looked up in the block table);
+// each warp takes 16 keys of a tile: S = Q K^T and O += P V with mma.sync m16n8k16, an online
+// softmax per warp in the log2 domain, and the four warps' states are combined at the end. Several
+// splits write normalised partials that merge_kernel combines.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <string>
+
+#include "baracuda/errors.h"
+#include "common/cuda_check.h"
+#include "common/dtype_traits.cuh"
+#include "common/fast_exp.cuh"
+#include "fa2/flash_common.cuh"
+#include "paged_attention/paged_attention_launch.h"
+
+namespace baracuda::paged_attention {
+
+namespace {
+
+using attention::flash::kLn2;
+using attention::flash::kLog2e;
+using attention::flash::kWarps;
+using kernels::ex2_ftz;
+constexpr int kThreads = kWarps * 32;
+constexpr int BN = kKeysPerTile;
+constexpr int RB = kRowsPerBlock;
+
+template <int D> struct Cfg {
+  static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
+  static constexpr int q_bytes = RB * LD * 2;
+  static constexpr int stage_elems = 2 * BN * LD;  // K then V of one tile
+  static constexpr int stages_bytes = 2 * stage_elems * 2;
+  static constexpr int combine_bytes = (kWarps * RB * D + 2 * kWarps * RB) * 4;
+  static_assert(combine_bytes <= stages_bytes, "the warps' partial states reuse the stages");
+  static constexpr int smem_bytes = q_bytes + stages_bytes;
+};
+
+// The rows a thread owns in the mma C layout (gq and gq + 8) and what the score needs of each.
+struct RowInfo {
+  bool valid;
+  int64_t pos, h;
+  float slope_log2;
+};
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) paged_decode_kernel(const Geometry g, const Pointers p) {
+  using C = Cfg<D>;
+  constexpr int LD = C::LD, DT = D / 8, KT = D / 16;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* Qs = reinterpret_cast<T*>(smem_raw);
+  T* stages = Qs + RB * LD;
+  __shared__ bool key_ok[2][BN];
+
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int64_t b = blockIdx.z, hk = blockIdx.y / g.row_groups, r0 = (blockIdx.y % g.row_groups) * RB;
+  const int split = blockIdx.x;
+  const int64_t rows = g.group * g.sq;
+  const int64_t seq_len =
+      min(max(int64_t(p.seq_lens[b * g.seq_lens_stride]), int64_t(0)), g.max_pages * g.page_size);
+  const int64_t first_pos = seq_len - g.sq;  // position of query 0
+
+  // The keys any row of this block sees, cut to this split.
+  const int64_t r_last = min(r0 + RB, rows) - 1;
+  int64_t jlo = g.window_left >= 0 ? max(int64_t(0), first_pos + r0 / g.group - g.window_left) : 0;
+  int64_t jhi = g.window_right >= 0 ? min(seq_len, first_pos + r_last / g.group + g.window_right + 1) : seq_len;
+  jlo = max(jlo, int64_t(split) * g.split_keys);
+  if (split + 1 < g.splits) jhi = min(jhi, int64_t(split + 1) * g.split_keys);
+  const int64_t ntiles = jhi > jlo ? (jhi - jlo + BN - 1) / BN : 0;
+
+  const T* q = static_cast<const T*>(p.q);
+  const T* kc = static_cast<const T*>(p.k_cache);
+  const T* vc = static_cast<const T*>(p.v_cache);
+
+  // Q rows (zero past the block's rows), then the first key / value tile.
+  for (int c = tid; c < RB * DT; c += kThreads) {
+    const int r = c / DT, cc = c % DT;
+    const int64_t row = r0 + r;
+    const bool in = row < rows;
+    const int64_t i = in ? row / g.group : 0, h = hk * g.group + (in ? row % g.group : 0);
+    kernels::cp_async16_zfill(Qs + r * LD + cc * 8, q + b * g.q_batch + i * g.q_token + h * g.q_head + cc * 8, in);
+  }
+  auto load_tile = [&](int st, int64_t j0) {
+    T* Ks = stages + st * C::stage_elems;
+    T* Vs = Ks + BN * LD;
+    for (int c = tid; c < BN * DT; c += kThreads) {
+      const int r = c / DT, cc = c % DT;
+      const int64_t j = j0 + r;
+      bool in = j < jhi;
+      int64_t page = 0;
+      if (in) {
+        page = p.block_table[b * g.table_row + (j / g.page_size) * g.table_col];
+        in = page >= 0 && page < g.pages;
+      }
+      const int64_t slot = in ? j % g.page_size : 0;
+      if (!in) page = 0;
+      kernels::cp_async16_zfill(Ks + r * LD + cc * 8, kc + page * g.k_page + slot * g.k_slot + hk * g.k_head + cc * 8,
+                                in);
+      kernels::cp_async16_zfill(Vs + r * LD + cc * 8, vc + page * g.v_page + slot * g.v_slot + hk * g.v_head + cc * 8,
+                                in);
+      if (cc == 0) key_ok[st][r] = in;
+    }
+  };
+  if (ntiles > 0) load_tile(0, jlo);
+  kernels::cp_async_commit();
+
+  RowInfo ri[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int64_t row = r0 + gq + hf * 8;
+    ri[hf].valid = row < rows;
+    const int64_t rr = ri[hf].valid ? row : 0;
+    ri[hf].pos = first_pos + rr / g.group;
+    ri[hf].h = hk * g.group + rr % g.group;
+    ri[hf].slope_log2 = g.alibi ? p.alibi_slopes[ri[hf].h] * kLog2e : 0.f;
+  }
+  const float scale_log2 = g.scale * kLog2e;
+  const bool softcap = g.softcap > 0.f;
+  const float cap_scale = softcap ? g.scale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
+
+  unsigned qa[KT][4];
+  float o[DT][4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+
+  for (int64_t n = 0; n < ntiles; ++n) {
+    const int st = int(n & 1);
+    if (n + 1 < ntiles) load_tile(st ^ 1, jlo + (n + 1) * BN);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    __syncthreads();  // Q (first pass) and this tile are in
+    if (n == 0) {
+#pragma unroll
+      for (int kk = 0; kk < KT; ++kk) attention::flash::load_a<LD>(qa[kk], Qs, 0, kk * 16);
+    }
+    const T* Ks = stages + st * C::stage_elems;
+    const T* Vs = Ks + BN * LD;
+
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) {
+      unsigned bf[4];
+      attention::flash::load_b<LD>(bf, Ks, w * 16, kk * 16);
+      kernels::mma16816<T>(sc[0], qa[kk], bf[0], bf[1]);
+      kernels::mma16816<T>(sc[1], qa[kk], bf[2], bf[3]);
+    }
+    // Scores in the log2 domain; keys a row does not see (or in a hidden page) are -inf.
+    const int64_t j0 = jlo + n * BN;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const RowInfo& r = ri[e >> 1];
+        const int jj = w * 16 + nt * 8 + 2 * tq + (e & 1);
+        const int64_t j = j0 + jj;
+        const bool vis = key_ok[st][jj] && (g.window_left < 0 || j >= r.pos - g.window_left) &&
+                         (g.window_right < 0 || j <= r.pos + g.window_right);
+        float x = softcap ? cap_log2 * tanhf(sc[nt][e] * cap_scale) : sc[nt][e] * scale_log2;
+        if (g.alibi) x -= r.slope_log2 * float(r.pos > j ? r.pos - j : j - r.pos);
+        sc[nt][e] = vis ? x : -INFINITY;
+      }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = fmaxf(fmaxf(sc[0][hf * 2], sc[0][hf * 2 + 1]), fmaxf(sc[1][hf * 2], sc[1][hf * 2 + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mn = fmaxf(m[hf], mx);
+      const float mu = mn == -INFINITY ? 0.f : mn;
+      const float corr = ex2_ftz(m[hf] - mu);
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pe = ex2_ftz(sc[nt][hf * 2 + e] - mu);
+          sc[nt][hf * 2 + e] = pe;
+          sum += pe;
+        }
+      l[hf] = l[hf] * corr + sum;
+      m[hf] = mn;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        o[dt][hf * 2] *= corr;
+        o[dt][hf * 2 + 1] *= corr;
+      }
+    }
+    unsigned a[4];
+    attention::flash::c_to_a<T>(a, sc, 0);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      unsigned bf[4];
+      attention::flash::load_b_trans<LD>(bf, Vs, w * 16, dp * 16);
+      kernels::mma16816<T>(o[2 * dp], a, bf[0], bf[1]);
+      kernels::mma16816<T>(o[2 * dp + 1], a, bf[2], bf[3]);
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+  kernels::cp_async_wait<0>();
+  __syncthreads();
+
+  // The four warps' states through shared memory (the stages are free now): O [warp][row][D], m, l.
+  float* Os = reinterpret_cast<float*>(stages);
+  float* Ms = Os + kWarps * RB * D;
+  float* Ls = Ms + kWarps * RB;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float lv = l[hf];
+    lv += __shfl_xor_sync(0xffffffffu, lv, 1);
+    lv += __shfl_xor_sync(0xffffffffu, lv, 2);
+    const int r = gq + hf * 8;
+    if (tq == 0) {
+      Ms[w * RB + r] = m[hf];
+      Ls[w * RB + r] = lv;
+    }
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      Os[(w * RB + r) * D + dt * 8 + 2 * tq] = o[dt][hf * 2];
+      Os[(w * RB + r) * D + dt * 8 + 2 * tq + 1] = o[dt][hf * 2 + 1];
+    }
+  }
+  __syncthreads();
+
+  for (int c = tid; c < RB * D; c += kThreads) {
+    const int r = c / D, d = c % D;
+    const int64_t row = r0 + r;
+    if (row >= rows) continue;
+    const int64_t i = row / g.group, h = hk * g.group + row % g.group;
+    float M = -INFINITY;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) M = fmaxf(M, Ms[v * RB + r]);
+    float L = 0.f, acc = 0.f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) {
+        const float wgt = exp2f(Ms[v * RB + r] - M);
+        L += Ls[v * RB + r] * wgt;
+        acc += Os[(v * RB + r) * D + d] * wgt;
+      }
+    }
+    if (g.splits == 1) {
+      if (g.sinks) {
+        const float s2 = p.sinks[h] * kLog2e, mn = fmaxf(M, s2);
+        const float corr = M == -INFINITY ? 0.f : exp2f(M - mn);
+        L = L * corr + exp2f(s2 - mn);
+        acc *= corr;
+        M = mn;
+      }
+      T* orow = static_cast<T*>(p.out) + b * g.out_batch + i * g.out_token + h * g.out_head;
+      orow[d] = kernels::from_compute<T>(L > 0.f ? acc / L : 0.f);
+      if (d == 0 && p.lse != nullptr) p.lse[(b * g.hq + h) * g.sq + i] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+    } else {
+      const int64_t prow = (int64_t(split) * g.batch + b) * g.sq * g.hq + i * g.hq + h;
+      p.partial_out[prow * D + d] = L > 0.f ? acc / L : 0.f;
+      if (d == 0) p.partial_lse[prow] = L > 0.f ? M + log2f(L) : -INFINITY;
+    }
+  }
+}
+
+// One block per (request, query token, q head): the splits' partials weighted by exp2(lse_s),
+// the sink added to the denominator.
+template <class T> __global__ void merge_kernel(const Geometry g, const Pointers p) {
+  const int64_t row = blockIdx.x;  // (b * sq + i) * hq + h
+  const int64_t h = row % g.hq, i = (row / g.hq) % g.sq, b = row / (g.hq * g.sq);
+  const int64_t rows_total = g.batch * g.sq * g.hq;
+  float M = g.sinks ? p.sinks[h] * kLog2e : -INFINITY;
+  for (int s = 0; s < g.splits; ++s) M = fmaxf(M, p.partial_lse[s * rows_total + row]);
+  float L = 0.f;
+  if (M != -INFINITY) {
+    for (int s = 0; s < g.splits; ++s) {
+      const float ls = p.partial_lse[s * rows_total + row];
+      if (ls != -INFINITY) L += exp2f(ls - M);
+    }
+    if (g.sinks) L += exp2f(p.sinks[h] * kLog2e - M);
+  }
+  T* orow = static_cast<T*>(p.out) + b * g.out_batch + i * g.out_token + h * g.out_head;
+  for (int d = threadIdx.x; d < g.d; d += blockDim.x) {
+    float acc = 0.f;
+    if (L > 0.f)
+      for (int s = 0; s < g.splits; ++s) {
+        const float ls = p.partial_lse[s * rows_total + row];
+        if (ls != -INFINITY) acc += exp2f(ls - M) * p.partial_out[(s * rows_total + row) * g.d + d];
+      }
+    orow[d] = kernels::from_compute<T>(L > 0.f ? acc / L : 0.f);
+  }
+  if (threadIdx.x == 0 && p.lse != nullptr)
+    p.lse[(b * g.hq + h) * g.sq + i] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+}
+
+template <class T, int D> void launch(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  constexpr auto kernel = paged_decode_kernel<T, D>;
+  attention::flash::opt_in_smem<kernel>(Cfg<D>::smem_bytes);
+  const dim3 grid(unsigned(g.splits), unsigned(g.hkv * g.row_groups), unsigned(g.batch));
+  kernel<<<grid, kThreads, Cfg<D>::smem_bytes, stream>>>(g, p);
+  cuda_check(cudaGetLastError(), "paged attention decode launch");
+  if (g.splits > 1) {
+    merge_kernel<T><<<unsigned(g.batch * g.sq * g.hq), D >= 128 ? 128 : 64, 0, stream>>>(g, p);
+    cuda_check(cudaGetLastError(), "paged attention merge launch");
+  }
+}
+
+template <class T> void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  switch (g.d) {
+    case 64: return launch<T, 64>(g, p, stream);
+    case 96: return launch<T, 96>(g, p, stream);
+    case 128: return launch<T, 128>(g, p, stream);
+    case 256: return launch<T, 256>(g, p, stream);
+    default: throw Unsupported("paged_attention: head_dim " + std::to_string(g.d) + " (built: 64, 96, 128, 256)");
+  }
+}
+
+template <class T, int D> int resident(DType) {
+  constexpr auto kernel = paged_decode_kernel<T, D>;
+  int blocks = 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<D>::smem_bytes) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, Cfg<D>::smem_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return blocks;
+}
+
+template <class T> int resident_dim(DType t, int d) {
+  switch (d) {
+    case 64: return resident<T, 64>(t);
+    case 96: return resident<T, 96>(t);
+    case 128: return resident<T, 128>(t);
+    case 256: return resident<T, 256>(t);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+int resident_blocks_per_sm(DType dtype, int d) {
+  return dtype == DType::BFloat16 ? resident_dim<__nv_bfloat16>(dtype, d) : resident_dim<__half>(dtype, d);
+}
+
+int64_t workspace_bytes(const Geometry& g) {
+  if (g.splits <= 1) return 0;
+  const int64_t rows = int64_t(g.splits) * g.batch * g.sq * g.hq;
+  return (rows * g.d * 4 + 255) / 256 * 256 + rows * 4;
+}
+
+void decode(const Geometry& g, const Pointers& p, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  if (g.dtype == DType::BFloat16) launch_dim<__nv_bfloat16>(g, p, s);
+  else launch_dim<__half>(g, p, s);
+}
+
+}  // namespace baracuda::paged_attention

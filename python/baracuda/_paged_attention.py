@@ -1,0 +1,64 @@
+"""Functional paged attention: ``paged_attention`` attends a batch of requests' new query tokens
+over their pages of a KV cache (the decode step of an inference engine). See
+``baracuda/paged_attention.h`` for the exact rules."""
+from typing import Any, Optional, Tuple
+
+from . import _C, _interop
+from ._dtypes import DType
+from ._types import DLPackTensor, Stream
+from .errors import InvalidArgument
+
+
+def _window(window, fn):
+    if window is None:
+        return -1, -1
+    try:
+        left, right = window
+        return int(left), int(right)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"{fn}: window must be a (left, right) pair of ints (-1: unbounded), got {window!r}")
+
+
+def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTensor, block_table: DLPackTensor,
+                    seq_lens: DLPackTensor, *, causal: bool = True, scale: Optional[float] = None,
+                    window: Optional[Tuple[int, int]] = None, softcap: Optional[float] = None,
+                    alibi_slopes: Optional[DLPackTensor] = None, sinks: Optional[DLPackTensor] = None,
+                    max_seqlen_k: Optional[int] = None, num_splits: int = 0, return_lse: bool = False,
+                    out: Optional[DLPackTensor] = None, lse: Optional[DLPackTensor] = None,
+                    stream: Stream = None) -> Any:
+    """Decode attention over a paged KV cache.
+
+    q [B, Sq, Hq, D] (the Sq new tokens of each request; [B, Hq, D] for one), k_cache / v_cache
+    [pages, page_size, Hkv, D] (a heads-first cache as its permuted view), block_table int32
+    [B, max_pages] (request b's key j is in page block_table[b, j // page_size]), seq_lens int32 [B]
+    (keys per request, the new tokens included: append them first with ``kv_cache_append``). Query
+    i of request b sits at position seq_lens[b] - Sq + i; ``causal`` (default) lets it see keys up
+    to there. ``window=(left, right)`` bounds them further; ``softcap``, ``alibi_slopes`` (f32
+    [Hq]), ``sinks`` (f32 [Hq]) as ``attention``. Lengths and page ids are read on the device (a
+    page id outside the cache hides its keys): nothing syncs, and a captured CUDA graph replays for
+    new lengths. ``max_seqlen_k`` (the longest context you expect; default the table's capacity)
+    and ``num_splits`` (0: chosen) set how long contexts are split across blocks. Returns out
+    (q's shape), or (out, lse [B, Hq, Sq] f32) with ``return_lse``."""
+    fn = "paged_attention"
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
+                    ("seq_lens", seq_lens)):
+        if t is None or not (hasattr(t, "shape") and hasattr(t, "dtype")):
+            raise InvalidArgument(f"{fn}: {name} ({type(t).__name__}) is not an array-like tensor")
+    wl, wr = _window(window, fn)
+    d = _interop.dtype_of(q)
+    o, fo = (out, _interop._identity) if out is not None else _interop.output(q, tuple(q.shape), d)
+    lse_buf = flse = None
+    if return_lse or lse is not None:
+        sq = 1 if len(q.shape) == 3 else q.shape[1]
+        lse_buf, flse = (lse, _interop._identity) if lse is not None else _interop.output(
+            q, (q.shape[0], q.shape[-2], sq), DType.float32)
+    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_table": block_table, "seq_lens": seq_lens,
+               "out": o, "lse": lse_buf, "alibi_slopes": alibi_slopes, "sinks": sinks}
+    _C.paged_attention_call(tensors, None if scale is None else float(scale), bool(causal), wl, wr,
+                            float(softcap or 0.0), int(max_seqlen_k or 0), int(num_splits), stream,
+                            _interop.workspace_allocator(q))
+    o = fo(o)
+    return (o, flse(lse_buf)) if return_lse else o
+
+
+FUNCTIONS = {"paged_attention": paged_attention}

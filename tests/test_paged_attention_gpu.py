@@ -1,0 +1,232 @@
+"""GPU correctness of paged decode attention against an f64 reference built by gathering each
+request's pages: head dims, GQA ratios (1, 4, 8, MQA), 1 to 8 query tokens (causal among them or
+not), page sizes (1, 16, 13: not a power of two), lengths from 0 to past one split, random page
+order, both cache layouts, sliding window, softcap, ALiBi, sinks, lse, forced splits (merge),
+bad page ids hidden (never read), seq_lens clamped, the torch op (opcheck, torch.compile) and
+capture in a CUDA graph replayed with longer contexts."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+bc = pytest.importorskip("baracuda")
+
+errors = bc.errors
+DEV = "cuda"
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="torch has no CUDA")]
+
+
+def gen(seed):
+    g = torch.Generator(device=DEV)
+    g.manual_seed(seed)
+    return g
+
+
+def spec(t):
+    return bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))
+
+
+def make_case(seed, batch, sq, hq, hkv, d, page_size, lens, dt=torch.bfloat16, heads_first=False, spare_pages=3):
+    """Random q and caches; each request's pages drawn in random order from one pool."""
+    g = gen(seed)
+    max_pages = max(1, max((n + page_size - 1) // page_size for n in lens))
+    pages = batch * max_pages + spare_pages
+    perm = torch.randperm(pages, generator=g, device=DEV).to(torch.int32)
+    table = perm[:batch * max_pages].view(batch, max_pages).contiguous()
+    shape = (pages, hkv, page_size, d) if heads_first else (pages, page_size, hkv, d)
+    kc = torch.randn(shape, generator=g, device=DEV).to(dt)
+    vc = torch.randn(shape, generator=g, device=DEV).to(dt)
+    if heads_first:
+        kc, vc = kc.transpose(1, 2), vc.transpose(1, 2)
+    q = torch.randn(batch, sq, hq, d, generator=g, device=DEV).to(dt)
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    return q, kc, vc, table, seq_lens
+
+
+def reference(q, kc, vc, table, seq_lens, *, causal=True, scale=None, window=(-1, -1), softcap=0.0, alibi=None,
+              sinks=None):
+    """(out, lse) in f64: request by request, keys gathered from the pages."""
+    batch, sq, hq, d = q.shape
+    page_size, hkv = kc.shape[1], kc.shape[2]
+    group = hq // hkv
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    wl, wr = window
+    if causal:
+        wr = 0
+    out = torch.zeros(batch, sq, hq, d, dtype=torch.float64, device=q.device)
+    lse = torch.full((batch, hq, sq), -math.inf, dtype=torch.float64, device=q.device)
+    for b in range(batch):
+        n = max(0, min(int(seq_lens[b]), table.shape[1] * page_size))
+        j = torch.arange(n, device=q.device)
+        pg = table[b, (j // page_size)].long()
+        k = kc[pg, j % page_size].double()  # [n, hkv, d]
+        v = vc[pg, j % page_size].double()
+        for i in range(sq):
+            pos = n - sq + i
+            vis = torch.ones(n, dtype=torch.bool, device=q.device)
+            if wl >= 0:
+                vis &= j >= pos - wl
+            if wr >= 0:
+                vis &= j <= pos + wr
+            for h in range(hq):
+                s = (k[:, h // group] @ q[b, i, h].double()) * scale
+                if softcap:
+                    s = softcap * torch.tanh(s / softcap)
+                if alibi is not None:
+                    s = s - float(alibi[h]) * (pos - j).abs().double()
+                s = torch.where(vis, s, torch.tensor(-math.inf, dtype=torch.float64, device=q.device))
+                logits = s if sinks is None else torch.cat([s, sinks[h].double().view(1)])
+                if not torch.isfinite(logits).any():
+                    continue
+                m = logits.max()
+                e = torch.exp(logits - m)
+                den = e.sum()
+                lse[b, h, i] = m + torch.log(den)
+                out[b, i, h] = (e[:n] / den) @ v[:, h // group]
+    return out, lse
+
+
+def check(got, want, dt, what="out"):
+    tol = 2e-2 if dt == torch.bfloat16 else 4e-3
+    err = (got.double() - want).abs().max().item() if got.numel() else 0.0
+    assert err <= tol, f"{what}: max error {err} > {tol}"
+
+
+CASES = [  # (batch, sq, hq, hkv, d, page_size, lens)
+    (3, 1, 8, 2, 128, 16, [37, 1, 200]),
+    (2, 1, 32, 8, 128, 16, [1000, 513]),
+    (4, 1, 8, 8, 64, 16, [5, 64, 65, 130]),       # MHA
+    (2, 1, 16, 1, 64, 13, [100, 27]),             # MQA, odd page size
+    (2, 4, 8, 2, 128, 16, [50, 4]),               # 4 query tokens (speculative), 16 rows per kv head
+    (2, 8, 8, 1, 96, 1, [9, 300]),                # 8 tokens x 8 heads: 4 row groups; page_size 1
+    (1, 3, 4, 4, 256, 32, [77]),
+    (3, 1, 8, 2, 128, 16, [0, 3, 40]),            # an empty request
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"b{c[0]}q{c[1]}h{c[2]}/{c[3]}d{c[4]}p{c[5]}" for c in CASES])
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+def test_matches_f64_reference(case, dt):
+    batch, sq, hq, hkv, d, page_size, lens = case
+    q, kc, vc, table, seq_lens = make_case(11, batch, sq, hq, hkv, d, page_size, lens, dt)
+    out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, return_lse=True)
+    want, want_lse = reference(q, kc, vc, table, seq_lens)
+    check(out, want, dt)
+    fin = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), fin)
+    check(lse[fin], want_lse[fin], torch.float16, "lse")
+
+
+@pytest.mark.parametrize("splits", [1, 2, 5, 40])
+def test_splits_merge(splits):
+    q, kc, vc, table, seq_lens = make_case(12, 3, 2, 8, 2, 128, 16, [1500, 70, 640])
+    out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, num_splits=splits, return_lse=True)
+    want, want_lse = reference(q, kc, vc, table, seq_lens)
+    check(out, want, torch.bfloat16)
+    check(lse, want_lse, torch.float16, "lse")
+
+
+def test_heads_first_and_strided_q():
+    q, kc, vc, table, seq_lens = make_case(13, 2, 1, 8, 2, 64, 16, [90, 33], heads_first=True)
+    qkv = torch.randn(2, 1, 12, 64, device=DEV, dtype=torch.bfloat16)
+    q = qkv[:, :, :8]  # a slice of a fused projection
+    out = bc.paged_attention(q, kc, vc, table, seq_lens)
+    check(out, reference(q, kc, vc, table, seq_lens)[0], torch.bfloat16)
+    out3 = bc.paged_attention(q[:, 0], kc, vc, table, seq_lens)  # [B, Hq, D]: one token
+    assert out3.shape == (2, 8, 64) and torch.equal(out3, out[:, 0])
+
+
+@pytest.mark.parametrize("opts", [
+    dict(causal=False), dict(window=(20, -1)), dict(window=(5, 0), causal=False), dict(softcap=8.0),
+    dict(scale=0.3), dict(alibi=True), dict(sinks=True), dict(alibi=True, sinks=True, softcap=20.0, window=(31, -1))],
+    ids=lambda o: ",".join(o))
+def test_score_rules(opts):
+    opts = dict(opts)
+    q, kc, vc, table, seq_lens = make_case(14, 2, 3, 8, 2, 128, 16, [300, 45])
+    g = gen(15)
+    alibi = torch.rand(8, generator=g, device=DEV) * 0.2 if opts.pop("alibi", False) else None
+    sinks = torch.randn(8, generator=g, device=DEV) * 2 if opts.pop("sinks", False) else None
+    for splits in (1, 3):
+        out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, alibi_slopes=alibi, sinks=sinks, num_splits=splits,
+                                      return_lse=True, **opts)
+        ref_opts = dict(opts)
+        ref_opts.setdefault("window", (-1, -1))
+        want, want_lse = reference(q, kc, vc, table, seq_lens, alibi=alibi, sinks=sinks, **ref_opts)
+        check(out, want, torch.bfloat16)
+        fin = torch.isfinite(want_lse)
+        check(lse[fin], want_lse[fin], torch.float16, "lse")
+
+
+def test_bad_pages_and_lengths_are_clamped():
+    """A page id outside the cache hides its keys; a length past the table is clamped; a negative
+    length is empty. Nothing is read out of bounds (the cache is a slice of a larger buffer whose
+    neighbours hold NaN: reading them would poison the output)."""
+    g = gen(16)
+    pages, page_size, hkv, d = 6, 16, 2, 64
+    store = torch.full((pages + 4, page_size, hkv, d), float("nan"), device=DEV, dtype=torch.bfloat16)
+    kc, vc = store[1:1 + pages // 2], store[1 + pages // 2:1 + pages]
+    kc.copy_(torch.randn(kc.shape, generator=g, device=DEV))
+    vc.copy_(torch.randn(vc.shape, generator=g, device=DEV))
+    table = torch.tensor([[0, 1, 99], [2, -5, 1]], dtype=torch.int32, device=DEV)
+    seq_lens = torch.tensor([48, 1000], dtype=torch.int32, device=DEV)
+    q = torch.randn(2, 1, 4, d, generator=g, device=DEV, dtype=torch.bfloat16)
+    out = bc.paged_attention(q, kc, vc, table, seq_lens)
+    assert torch.isfinite(out).all()
+    # the reference with the hidden pages' keys removed: request 0 sees pages 0, 1; request 1 pages 2 and 1
+    t0 = torch.tensor([[0, 1, 0], [2, 1, 0]], dtype=torch.int32, device=DEV)
+    want0, _ = reference(q[:1], kc, vc, t0[:1], torch.tensor([32], dtype=torch.int32, device=DEV))
+    check(out[:1], want0, torch.bfloat16)
+    kk = torch.stack([kc[2], kc[1]]).reshape(1, 2 * page_size, hkv, d)
+    vv = torch.stack([vc[2], vc[1]]).reshape(1, 2 * page_size, hkv, d)
+    # request 1: keys 0..15 (page 2) and 32..47 (page 1) at their positions; key positions matter for causal only
+    full = bc.attention(q[1:], kk, vv)
+    check(out[1:], full.double(), torch.bfloat16)
+    neg = bc.paged_attention(q, kc, vc, table, torch.tensor([-3, 0], dtype=torch.int32, device=DEV))
+    assert torch.equal(neg, torch.zeros_like(neg))
+
+
+def test_errors_name_the_operand():
+    q, kc, vc, table, seq_lens = make_case(17, 2, 1, 8, 2, 64, 16, [10, 20])
+    with pytest.raises(errors.InvalidDType, match="block_table is int64"):
+        bc.paged_attention(q, kc, vc, table.long(), seq_lens)
+    with pytest.raises(errors.InvalidArgument, match="seq_lens has shape"):
+        bc.paged_attention(q, kc, vc, table, seq_lens[:1])
+    with pytest.raises(errors.InvalidArgument, match="not a multiple"):
+        bc.paged_attention(q[:, :, :7], kc, vc, table, seq_lens)
+    with pytest.raises(errors.InvalidDType, match="k_cache is float16"):
+        bc.paged_attention(q, kc.half(), vc, table, seq_lens)
+    c80 = torch.zeros(4, 16, 2, 80, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(errors.Unsupported, match="head_dim 80"):
+        bc.paged_attention(torch.zeros(2, 1, 8, 80, device=DEV, dtype=torch.bfloat16), c80, c80, table, seq_lens)
+    with pytest.raises(errors.InvalidArgument, match="16-byte aligned"):
+        bc.paged_attention(torch.zeros(2, 1, 8, 65, device=DEV, dtype=torch.bfloat16)[..., 1:], kc, vc, table,
+                           seq_lens)
+
+
+def test_cuda_graph_replays_longer_contexts():
+    q, kc, vc, table, seq_lens = make_case(18, 4, 1, 16, 4, 128, 16, [700, 64, 1, 1000])
+    out = torch.empty_like(q)
+    plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(out),
+                                                                     table.shape[1]))
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    args = dict(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=seq_lens, out=out, workspace=ws)
+    plan.run(**args)  # warm up (opt-in of shared memory) outside the capture
+    s = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(graph, stream=s):
+            plan.run(**args, stream=s.cuda_stream)
+    for lens in ([701, 65, 2, 1001], [10, 900, 33, 1008]):
+        seq_lens.copy_(torch.tensor(lens, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(out, reference(q, kc, vc, table, seq_lens)[0], torch.bfloat16)
+
+
+def test_torch_op_and_compile():
+    bt = pytest.importorskip("baracuda.torch")
+    q, kc, vc, table, seq_lens = make_case(19, 2, 2, 8, 2, 64, 16, [100, 20])
+    want = bc.paged_attention(q, kc, vc, table, seq_lens)
+    assert torch.equal(bt.paged_attention(q, kc, vc, table, seq_lens), want)
+    f = torch.compile(lambda *a: bt.paged_attention(*a) * 2, fullgraph=True)
+    assert torch.equal(f(q, kc, vc, table, seq_lens), want * 2)

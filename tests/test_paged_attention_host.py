@@ -1,0 +1,80 @@
+"""Host tests of the paged-attention family (no GPU): select() refusals naming the operand, the
+split schedule and its SKU, descriptor identity, the registry entry."""
+import pytest
+
+bc = pytest.importorskip("baracuda")
+from baracuda import errors  # noqa: E402
+
+S = bc.TensorSpec
+bf16 = bc.bfloat16
+
+
+def D(q=(4, 1, 32, 128), cache=(100, 16, 8, 128), vcache=None, out=None, max_pages=64, dtype=bf16, cdtype=None,
+      cstrides=None, **kw):
+    return bc.PagedAttentionDescriptor(S(q, dtype), S(cache, cdtype or dtype, cstrides),
+                                       S(vcache or cache, cdtype or dtype, cstrides), S(out or q, dtype), max_pages,
+                                       **kw)
+
+
+REFUSALS = [
+    ("dtype", lambda: D(dtype=bc.float32), errors.InvalidDType, ["q is float32", "bfloat16 or float16"]),
+    ("cache-dtype", lambda: D(cdtype=bc.float16), errors.InvalidDType, ["k_cache is float16", "q's dtype"]),
+    ("q-rank", lambda: D(q=(4, 32 * 128), out=(4, 32 * 128)), errors.InvalidArgument, ["q has shape"]),
+    ("out-shape", lambda: D(out=(4, 1, 32, 64)), errors.InvalidArgument, ["out has shape"]),
+    ("cache-rank", lambda: D(cache=(1600, 8, 128)), errors.InvalidArgument, ["k_cache has shape", "page_size"]),
+    ("v-shape", lambda: D(vcache=(100, 16, 8, 64)), errors.InvalidArgument, ["v_cache has shape"]),
+    ("head-dim", lambda: D(cache=(100, 16, 8, 64)), errors.InvalidArgument, ["k_cache has head_dim 64"]),
+    ("unsupported-dim", lambda: D(q=(4, 1, 32, 80), cache=(100, 16, 8, 80)), errors.Unsupported, ["head_dim 80"]),
+    ("gqa", lambda: D(cache=(100, 16, 5, 128)), errors.InvalidArgument, ["not a multiple", "5 kv heads"]),
+    ("page-size", lambda: D(cache=(100, 0, 8, 128)), errors.InvalidArgument, ["page_size 0"]),
+    ("window", lambda: D(window_left=-3), errors.InvalidArgument, ["window sizes"]),
+    ("softcap", lambda: D(softcap=-1.0), errors.InvalidArgument, ["softcap"]),
+    ("scale", lambda: D(scale=float("inf")), errors.InvalidArgument, ["scale must be finite"]),
+    ("splits", lambda: D(num_splits=-1), errors.InvalidArgument, ["num_splits"]),
+    ("last-stride", lambda: D(cstrides=(32768, 2048, 256, 2)), errors.Unsupported, ["contiguous along head_dim"]),
+]
+
+
+@pytest.mark.parametrize("name,make,exc,needles", REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_refusals_name_the_operand(name, make, exc, needles):
+    with pytest.raises(errors.BaracudaError) as info:
+        bc.PagedAttentionPlan.select(make())
+    assert type(info.value) is exc, f"expected {exc.__name__}, got {type(info.value).__name__}: {info.value}"
+    for n in needles:
+        assert n in str(info.value), f"{n!r} not in {str(info.value)!r}"
+
+
+def test_split_schedule_and_sku():
+    # a small batch over a long table splits; each split is whole 64-key tiles; the SKU says how many
+    p = bc.PagedAttentionPlan.select(D(q=(1, 1, 32, 128), max_pages=512))
+    assert p.num_splits > 1 and p.workspace_bytes() > 0
+    assert p.sku.name == f"paged_attention.decode.mma_sync.d128.s{p.num_splits}"
+    assert f"{p.num_splits} split(s) of" in p.sku.precision.math
+    # explicit splits, clamped to the tiles there are
+    assert bc.PagedAttentionPlan.select(D(max_pages=64, num_splits=3)).num_splits == 3
+    assert bc.PagedAttentionPlan.select(D(max_pages=2, num_splits=50)).num_splits == 1
+    one = bc.PagedAttentionPlan.select(D(num_splits=1))
+    assert one.num_splits == 1 and one.workspace_bytes() == 0
+    # a max_seqlen_k hint below the table's capacity means fewer splits
+    assert (bc.PagedAttentionPlan.select(D(q=(1, 1, 32, 128), max_pages=512, max_seqlen_k=256)).num_splits
+            <= p.num_splits)
+    # PlanPreference.tuning overrides the split count
+    pref = bc.PlanPreference(tuning="splits=4")
+    assert bc.PagedAttentionPlan.select(D(max_pages=64), pref).num_splits == 4
+    with pytest.raises(errors.InvalidArgument, match="not a tuning key"):
+        bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="tile=3"))
+
+
+def test_layouts_and_identity():
+    # a heads-first cache [pages, kv_heads, page_size, D] as its permuted view; one token as [B, Hq, D]
+    hf = (16 * 8 * 128, 128, 16 * 128, 1)
+    assert bc.PagedAttentionPlan.select(D(cstrides=hf)).sku.category == "paged_attention"
+    assert bc.PagedAttentionPlan.select(D(q=(4, 32, 128))).num_splits >= 1
+    assert D() == D() and hash(D()) == hash(D()) and D() != D(causal=False)
+    assert "max_pages=64" in repr(D())
+
+
+def test_registry_and_functions():
+    fam = {f["name"]: f for f in bc.families()}["paged_attention"]
+    assert fam["plan"] == "PagedAttentionPlan"
+    assert callable(bc.paged_attention) and "paged_attention" in bc.__all__
