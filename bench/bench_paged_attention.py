@@ -48,22 +48,28 @@ def torch_decode(q, k, v, mask):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
 
 
-def run_row(shape, args, copy_gbs):
+def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     b, ctx, sq, hq, hk, d = shape
     kv_bytes = 2 * b * ctx * hk * d * 2
     nsets = C.rotation_sets(kv_bytes, min_sets=2)
     pages_per = (ctx + PAGE - 1) // PAGE
     sets = []
     for _ in range(nsets):
-        kc = torch.randn(b * pages_per, PAGE, hk, d, device=DEV, dtype=BF)
-        vc = torch.randn_like(kc)
-        table = torch.randperm(b * pages_per, device=DEV).to(torch.int32).view(b, pages_per)
+        if args.heads_first:  # [pages, Hkv, page_size, D] as its permuted view
+            kc = torch.randn(b * pages_per, hk, PAGE, d, device=DEV, dtype=BF).transpose(1, 2)
+            vc = torch.randn(b * pages_per, hk, PAGE, d, device=DEV, dtype=BF).transpose(1, 2)
+        else:
+            kc = torch.randn(b * pages_per, PAGE, hk, d, device=DEV, dtype=BF)
+            vc = torch.randn_like(kc)
+        order = torch.arange(b * pages_per, device=DEV) if args.in_order else torch.randperm(b * pages_per, device=DEV)
+        table = order.to(torch.int32).view(b, pages_per)
         q = torch.randn(b, sq, hq, d, device=DEV, dtype=BF)
         sets.append((q, kc, vc, table, torch.empty_like(q)))
     seq_lens = torch.full((b,), ctx, dtype=torch.int32, device=DEV)
     q0, kc0, vc0, t0, o0 = sets[0]
     plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q0), spec(kc0), spec(vc0), spec(o0),
-                                                                     pages_per))
+                                                                     pages_per, num_splits=splits),
+                                        bc.PlanPreference(tuning=tuning))
     ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
 
     def unpaged(kc, table):  # [B, Hkv, S, D], the same keys in order
@@ -90,7 +96,9 @@ def run_row(shape, args, copy_gbs):
     g = {n: kv_bytes / tm[n].median / 1e9 for n in tm}
     del sets, tsets
     C.free_memory()
-    return dict(key=f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}", sku=plan.sku.name, error="", ok=ok, rel_err=err,
+    suffix = (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
+    return dict(key=f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}" + suffix,
+                sku=plan.sku.name, error="", ok=ok, rel_err=err,
                 ours_gbs=g["ours"], ours_copy_frac=g["ours"] / copy_gbs, torch_gbs=g["torch"],
                 torch_copy_frac=g["torch"] / copy_gbs, speedup=tm["torch"].median / tm["ours"].median,
                 ours_us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, timing=tm)
@@ -100,6 +108,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", default="")
+    ap.add_argument("--splits", default="0", help="comma-separated split counts to time each row with (0: the plan's)")
+    ap.add_argument("--heads-first", action="store_true", help="the cache as [pages, Hkv, page_size, D]")
+    ap.add_argument("--in-order", action="store_true", help="each request's pages consecutive (default: shuffled)")
+    ap.add_argument("--tuning", default="", help="';'-separated PlanPreference.tuning strings to time each row with")
     args = ap.parse_args()
     args.iters, args.passes = (10, 1) if args.quick else (30, 2)
     info = C.device_info()
@@ -109,16 +121,17 @@ def main():
         key = f"b{s[0]} ctx{s[1]} q{s[2]} h{s[3]}/{s[4]} d{s[5]}"
         if not re.search(args.rows, key):
             continue
-        try:
-            r = run_row(s, args, copy["gbs"])
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            r = dict(key=key, error=str(e), ok=False)
-        rows.append(r)
-        if not r["error"]:
-            print(f"{r['key']}: {r['ours_gbs']:.0f} GB/s ({r['ours_copy_frac']:.0%} of copy), {r['ours_us']:.1f} us vs "
-                  f"torch {r['torch_us']:.1f} us: x{r['speedup']:.2f}, rel_err {r['rel_err']:.1e} [{r['sku']}]",
-                  flush=True)
+        for splits, tuning in ((int(v), t) for v in args.splits.split(",") for t in args.tuning.split(";")):
+            try:
+                r = run_row(s, args, copy["gbs"], splits, tuning)
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                r = dict(key=key, error=str(e), ok=False)
+            rows.append(r)
+            if not r["error"]:
+                print(f"{r['key']}: {r['ours_gbs']:.0f} GB/s ({r['ours_copy_frac']:.0%} of copy), {r['ours_us']:.1f} us "
+                      f"vs torch {r['torch_us']:.1f} us: x{r['speedup']:.2f}, rel_err {r['rel_err']:.1e} [{r['sku']}]",
+                      flush=True)
     return C.report_bandwidth_rows("bench_paged_attention", rows, info=info, copy_gbs=copy["gbs"], seed=None,
                                    elapsed=time.time() - t0, version=bc.__version__)
 

@@ -230,3 +230,21 @@ def test_torch_op_and_compile():
     assert torch.equal(bt.paged_attention(q, kc, vc, table, seq_lens), want)
     f = torch.compile(lambda *a: bt.paged_attention(*a) * 2, fullgraph=True)
     assert torch.equal(f(q, kc, vc, table, seq_lens), want * 2)
+
+
+@pytest.mark.parametrize("tuning", ["splits=1", "splits=3", "splits=7"])
+@pytest.mark.parametrize("d,sq,hq,hkv", [(64, 1, 8, 2), (128, 4, 8, 2), (256, 2, 8, 8)])
+def test_block_shapes_through_the_plan(tuning, d, sq, hq, hkv):
+    """The split count from PlanPreference.tuning, head dims 64 / 128 / 256, through plan.run."""
+    q, kc, vc, table, seq_lens = make_case(20, 3, sq, hq, hkv, d, 16, [333, 17, 90])
+    out = torch.empty_like(q)
+    lse = torch.empty(3, hq, sq, device=DEV)
+    plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(out),
+                                                                     table.shape[1], lse=True),
+                                        bc.PlanPreference(tuning=tuning))
+    assert plan.sku.name.endswith(f".s{plan.num_splits}") and 1 <= plan.num_splits <= int(tuning[7:])
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    plan.run(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=seq_lens, out=out, lse=lse, workspace=ws)
+    want, want_lse = reference(q, kc, vc, table, seq_lens)
+    check(out, want, torch.bfloat16)
+    check(lse, want_lse, torch.float16, "lse")

@@ -59,8 +59,10 @@ def test_split_schedule_and_sku():
     assert (bc.PagedAttentionPlan.select(D(q=(1, 1, 32, 128), max_pages=512, max_seqlen_k=256)).num_splits
             <= p.num_splits)
     # PlanPreference.tuning overrides the split count
-    pref = bc.PlanPreference(tuning="splits=4")
-    assert bc.PagedAttentionPlan.select(D(max_pages=64), pref).num_splits == 4
+    four = bc.PagedAttentionPlan.select(D(max_pages=64), bc.PlanPreference(tuning="splits=4"))
+    assert four.num_splits == 4 and four.sku.name.endswith(".s4")
+    with pytest.raises(errors.InvalidArgument, match="splits must be >= 1"):
+        bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="splits=0"))
     with pytest.raises(errors.InvalidArgument, match="not a tuning key"):
         bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="tile=3"))
 

@@ -2,6 +2,7 @@
 #include "baracuda/paged_attention.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cuda_runtime.h>
 #include <sstream>
@@ -118,6 +119,9 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   need(g.sq >= 1 || g.batch == 0, "q has no query tokens");
   need(desc.max_pages >= 0, "max_pages (block_table's columns) must be >= 0, got " + std::to_string(desc.max_pages));
   g.max_pages = desc.max_pages;
+  if (g.max_pages * g.page_size > INT32_MAX)
+    throw Unsupported(kOp + ": the block table addresses " + std::to_string(g.max_pages * g.page_size) +
+                      " keys per request; at most 2^31 - 1");
   g.group = g.hq / g.hkv;
   g.row_groups = (g.group * g.sq + paged_attention::kRowsPerBlock - 1) / paged_attention::kRowsPerBlock;
   if (g.batch > 65535 || g.hkv * g.row_groups > 65535)
@@ -139,9 +143,10 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   need(desc.max_seqlen_k >= 0, "max_seqlen_k must be >= 0 (0: the block table's capacity)");
   need(desc.num_splits >= 0, "num_splits must be >= 0 (0: chosen by the plan)");
 
-  // The split schedule: about eight waves of blocks (the tail of the last wave then costs little),
-  // at least one 64-key tile per split; the last split runs to the request's end, so a max_seqlen_k
-  // below a real length costs balance, never keys.
+  // The split schedule: the fewest splits that give at
+  // least two waves of blocks (a block's first tile waits on the table and then the keys, so many
+  // short splits cost more than a partly filled last wave), at least one 64-key tile each; the last
+  // split runs to the request's end, so a max_seqlen_k below a real length costs balance, never keys.
   const int64_t capacity = g.max_pages * g.page_size;
   const int64_t keys = desc.max_seqlen_k > 0 ? std::min(desc.max_seqlen_k, capacity) : capacity;
   const int64_t tiles = std::max<int64_t>(1, (keys + paged_attention::kKeysPerTile - 1) / paged_attention::kKeysPerTile);
@@ -155,7 +160,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     const int resident = sms > 0 ? paged_attention::resident_blocks_per_sm(dt, g.d) : 0;
     const int64_t slots = int64_t(sms > 0 ? sms : 132) * (resident > 0 ? resident : 2);
     const int64_t blocks = std::max<int64_t>(1, g.batch * g.hkv * g.row_groups);
-    splits = (8 * slots + blocks - 1) / blocks;
+    splits = (2 * slots + blocks - 1) / blocks;
   }
   splits = std::max<int64_t>(1, std::min<int64_t>({splits, tiles, 1024}));
   const int64_t tiles_per_split = (tiles + splits - 1) / splits;

@@ -8,8 +8,8 @@
 // keys (never read). Scores as attention_launch.h: scale, softcap, ALiBi (slope[h] * |pos - j|),
 // sinks (a per-head logit in the denominator).
 //
-// Work: a block takes 16 rows (query token i, q head h of one kv head: row = i * group + h % group)
-// and one split of the keys ([split * split_keys, +split_keys), the last split to seq_len). With one
+// Work: a block of four warps takes 16 rows (query token i, q head h of one kv head: row = i *
+// group + h % group) and one split of the keys ([split * split_keys, +split_keys), the last split to seq_len). With one
 // split it writes out and lse; with more, each writes its normalised partial output and log2-domain
 // lse to the workspace, and a merge kernel combines them (and adds the sink).
 #pragma once
@@ -20,7 +20,7 @@
 namespace baracuda::paged_attention {
 
 constexpr int kRowsPerBlock = 16;  // one mma m-tile of query rows per block
-constexpr int kKeysPerTile = 64;   // keys per pipeline stage: four warps of 16
+constexpr int kKeysPerTile = 64;   // keys per tile: four warps of 16
 
 struct Geometry {
   DType dtype = DType::BFloat16;

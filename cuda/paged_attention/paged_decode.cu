@@ -24,20 +24,26 @@ namespace {
 
 using attention::flash::kLn2;
 using attention::flash::kLog2e;
-using attention::flash::kWarps;
 using kernels::ex2_ftz;
-constexpr int kThreads = kWarps * 32;
-constexpr int BN = kKeysPerTile;
 constexpr int RB = kRowsPerBlock;
+constexpr int kStages = 2;
 
-template <int D> struct Cfg {
+// Four warps of 16 keys each, S shared-memory stages of one 64-key tile (S - 1 tiles in flight
+// while one computes; kStages is what is built).
+template <int D, int S> struct Cfg {
+  static constexpr int kWarps = 4, kThreads = 32 * kWarps, BN = 16 * kWarps;
   static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
   static constexpr int q_bytes = RB * LD * 2;
   static constexpr int stage_elems = 2 * BN * LD;  // K then V of one tile
-  static constexpr int stages_bytes = 2 * stage_elems * 2;
+  static constexpr int stages_bytes = S * stage_elems * 2;
   static constexpr int combine_bytes = (kWarps * RB * D + 2 * kWarps * RB) * 4;
   static_assert(combine_bytes <= stages_bytes, "the warps' partial states reuse the stages");
+  static_assert(kKeysPerTile % BN == 0, "splits are whole tiles");
   static constexpr int smem_bytes = q_bytes + stages_bytes;
+  // Blocks per SM the registers are capped for (about what shared memory allows); the q
+  // fragments stay in registers across tiles except for 256-dim heads (re-read from shared memory).
+  static constexpr int min_blocks = S == 2 ? (D <= 64 ? 4 : D <= 128 ? 3 : 1) : (D <= 64 ? 3 : D <= 128 ? 2 : 1);
+  static constexpr bool q_in_registers = D <= 128;
 };
 
 // The rows a thread owns in the mma C layout (gq and gq + 8) and what the score needs of each.
@@ -47,14 +53,16 @@ struct RowInfo {
   float slope_log2;
 };
 
-template <class T, int D>
-__global__ void __launch_bounds__(kThreads) paged_decode_kernel(const Geometry g, const Pointers p) {
-  using C = Cfg<D>;
-  constexpr int LD = C::LD, DT = D / 8, KT = D / 16;
+template <class T, int D, int S>
+__global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
+    paged_decode_kernel(const Geometry g, const Pointers p) {
+  using C = Cfg<D, S>;
+  constexpr int LD = C::LD, DT = D / 8, KT = D / 16, BN = C::BN, kThreads = C::kThreads, kWarps = C::kWarps;
+  constexpr int R = S + 1;  // the page ring: the tile computing, S - 1 in flight, one looked up ahead
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* Qs = reinterpret_cast<T*>(smem_raw);
   T* stages = Qs + RB * LD;
-  __shared__ bool key_ok[2][BN];
+  __shared__ int32_t ring_page[R][BN], ring_slot[R][BN];
 
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int64_t b = blockIdx.z, hk = blockIdx.y / g.row_groups, r0 = (blockIdx.y % g.row_groups) * RB;
@@ -84,29 +92,44 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const Geometry g
     const int64_t i = in ? row / g.group : 0, h = hk * g.group + (in ? row % g.group : 0);
     kernels::cp_async16_zfill(Qs + r * LD + cc * 8, q + b * g.q_batch + i * g.q_token + h * g.q_head + cc * 8, in);
   }
-  auto load_tile = [&](int st, int64_t j0) {
-    T* Ks = stages + st * C::stage_elems;
+  // Each key's page and slot, looked up once per tile by threads 0..63 into a ring of S + 1 tiles
+  // (-1: past the range or a hidden page): the table read for a tile is issued an iteration before
+  // its result is stored, and stored an iteration before its copies are issued, so nothing waits on it.
+  auto fetch_page = [&](int64_t m) -> int32_t {
+    const int64_t j = jlo + m * BN + tid;
+    if (tid >= BN || m >= ntiles || j >= jhi) return -1;
+    return p.block_table[b * g.table_row + int64_t(uint32_t(j) / uint32_t(g.page_size)) * g.table_col];
+  };
+  auto store_page = [&](int64_t m, int32_t page) {
+    if (tid >= BN) return;
+    const uint32_t j = uint32_t(jlo + m * BN + tid);
+    ring_page[m % R][tid] = page >= 0 && page < g.pages ? page : -1;
+    ring_slot[m % R][tid] = int32_t(j % uint32_t(g.page_size));
+  };
+  auto load_tile = [&](int64_t m) {
+    T* Ks = stages + (m % S) * C::stage_elems;
     T* Vs = Ks + BN * LD;
-    for (int c = tid; c < BN * DT; c += kThreads) {
-      const int r = c / DT, cc = c % DT;
-      const int64_t j = j0 + r;
-      bool in = j < jhi;
-      int64_t page = 0;
-      if (in) {
-        page = p.block_table[b * g.table_row + (j / g.page_size) * g.table_col];
-        in = page >= 0 && page < g.pages;
-      }
-      const int64_t slot = in ? j % g.page_size : 0;
-      if (!in) page = 0;
-      kernels::cp_async16_zfill(Ks + r * LD + cc * 8, kc + page * g.k_page + slot * g.k_slot + hk * g.k_head + cc * 8,
-                                in);
-      kernels::cp_async16_zfill(Vs + r * LD + cc * 8, vc + page * g.v_page + slot * g.v_slot + hk * g.v_head + cc * 8,
-                                in);
-      if (cc == 0) key_ok[st][r] = in;
+    const int32_t* pages = ring_page[m % R];
+    const int32_t* slots = ring_slot[m % R];
+#pragma unroll 4
+    for (int it = 0; it < BN * DT / kThreads; ++it) {
+      const int c = tid + it * kThreads, r = c / DT, cc = c % DT;
+      const int32_t page = pages[r];
+      const bool in = page >= 0;
+      const int64_t pg = in ? page : 0, sl = in ? slots[r] : 0;
+      kernels::cp_async16_zfill(Ks + r * LD + cc * 8, kc + pg * g.k_page + sl * g.k_slot + hk * g.k_head + cc * 8, in);
+      kernels::cp_async16_zfill(Vs + r * LD + cc * 8, vc + pg * g.v_page + sl * g.v_slot + hk * g.v_head + cc * 8, in);
     }
   };
-  if (ntiles > 0) load_tile(0, jlo);
-  kernels::cp_async_commit();
+#pragma unroll
+  for (int m = 0; m < S; ++m) store_page(m, fetch_page(m));
+  __syncthreads();
+#pragma unroll
+  for (int m = 0; m + 1 < S; ++m) {
+    if (m < ntiles) load_tile(m);
+    kernels::cp_async_commit();  // the first group also holds Q
+  }
+  int32_t ahead = fetch_page(S);
 
   RowInfo ri[2];
 #pragma unroll
@@ -122,21 +145,23 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const Geometry g
   const bool softcap = g.softcap > 0.f;
   const float cap_scale = softcap ? g.scale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
 
-  unsigned qa[KT][4];
+  unsigned qa[C::q_in_registers ? KT : 1][4];
   float o[DT][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
 
   for (int64_t n = 0; n < ntiles; ++n) {
-    const int st = int(n & 1);
-    if (n + 1 < ntiles) load_tile(st ^ 1, jlo + (n + 1) * BN);
+    const int st = int(n % S);
+    if (n + S - 1 < ntiles) load_tile(n + S - 1);
     kernels::cp_async_commit();
-    kernels::cp_async_wait<1>();
+    kernels::cp_async_wait<S - 1>();
     __syncthreads();  // Q (first pass) and this tile are in
-    if (n == 0) {
+    if constexpr (C::q_in_registers) {
+      if (n == 0) {
 #pragma unroll
-      for (int kk = 0; kk < KT; ++kk) attention::flash::load_a<LD>(qa[kk], Qs, 0, kk * 16);
+        for (int kk = 0; kk < KT; ++kk) attention::flash::load_a<LD>(qa[kk], Qs, 0, kk * 16);
+      }
     }
     const T* Ks = stages + st * C::stage_elems;
     const T* Vs = Ks + BN * LD;
@@ -146,8 +171,14 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const Geometry g
     for (int kk = 0; kk < KT; ++kk) {
       unsigned bf[4];
       attention::flash::load_b<LD>(bf, Ks, w * 16, kk * 16);
-      kernels::mma16816<T>(sc[0], qa[kk], bf[0], bf[1]);
-      kernels::mma16816<T>(sc[1], qa[kk], bf[2], bf[3]);
+      if constexpr (C::q_in_registers) {
+        kernels::mma16816<T>(sc[0], qa[kk], bf[0], bf[1]);
+        kernels::mma16816<T>(sc[1], qa[kk], bf[2], bf[3]);
+      } else {
+        attention::flash::load_a<LD>(qa[0], Qs, 0, kk * 16);
+        kernels::mma16816<T>(sc[0], qa[0], bf[0], bf[1]);
+        kernels::mma16816<T>(sc[1], qa[0], bf[2], bf[3]);
+      }
     }
     // Scores in the log2 domain; keys a row does not see (or in a hidden page) are -inf.
     const int64_t j0 = jlo + n * BN;
@@ -158,7 +189,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const Geometry g
         const RowInfo& r = ri[e >> 1];
         const int jj = w * 16 + nt * 8 + 2 * tq + (e & 1);
         const int64_t j = j0 + jj;
-        const bool vis = key_ok[st][jj] && (g.window_left < 0 || j >= r.pos - g.window_left) &&
+        const bool vis = ring_page[n % R][jj] >= 0 && (g.window_left < 0 || j >= r.pos - g.window_left) &&
                          (g.window_right < 0 || j <= r.pos + g.window_right);
         float x = softcap ? cap_log2 * tanhf(sc[nt][e] * cap_scale) : sc[nt][e] * scale_log2;
         if (g.alibi) x -= r.slope_log2 * float(r.pos > j ? r.pos - j : j - r.pos);
@@ -198,6 +229,10 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const Geometry g
       kernels::mma16816<T>(o[2 * dp], a, bf[0], bf[1]);
       kernels::mma16816<T>(o[2 * dp + 1], a, bf[2], bf[3]);
     }
+    // Tile n + S's pages into the ring slot tile n - 1 used (every read of it was before this
+    // iteration's first barrier); the barrier below publishes them to the copies of iteration n + 1.
+    store_page(n + S, ahead);
+    ahead = fetch_page(n + S + 1);
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
   kernels::cp_async_wait<0>();
@@ -291,11 +326,12 @@ template <class T> __global__ void merge_kernel(const Geometry g, const Pointers
     p.lse[(b * g.hq + h) * g.sq + i] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
 }
 
-template <class T, int D> void launch(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  constexpr auto kernel = paged_decode_kernel<T, D>;
-  attention::flash::opt_in_smem<kernel>(Cfg<D>::smem_bytes);
+template <class T, int D, int S> void launch(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  using C = Cfg<D, S>;
+  constexpr auto kernel = paged_decode_kernel<T, D, S>;
+  attention::flash::opt_in_smem<kernel>(C::smem_bytes);
   const dim3 grid(unsigned(g.splits), unsigned(g.hkv * g.row_groups), unsigned(g.batch));
-  kernel<<<grid, kThreads, Cfg<D>::smem_bytes, stream>>>(g, p);
+  kernel<<<grid, C::kThreads, C::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), "paged attention decode launch");
   if (g.splits > 1) {
     merge_kernel<T><<<unsigned(g.batch * g.sq * g.hq), D >= 128 ? 128 : 64, 0, stream>>>(g, p);
@@ -303,33 +339,39 @@ template <class T, int D> void launch(const Geometry& g, const Pointers& p, cuda
   }
 }
 
-template <class T> void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+template <class T, int S> void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   switch (g.d) {
-    case 64: return launch<T, 64>(g, p, stream);
-    case 96: return launch<T, 96>(g, p, stream);
-    case 128: return launch<T, 128>(g, p, stream);
-    case 256: return launch<T, 256>(g, p, stream);
+    case 64: return launch<T, 64, S>(g, p, stream);
+    case 96: return launch<T, 96, S>(g, p, stream);
+    case 128: return launch<T, 128, S>(g, p, stream);
+    case 256: return launch<T, 256, S>(g, p, stream);
     default: throw Unsupported("paged_attention: head_dim " + std::to_string(g.d) + " (built: 64, 96, 128, 256)");
   }
 }
+// Two stages: three stages (two tiles in flight) measured slower on an H200 at every shape of
+// bench_paged_attention.py (fewer blocks fit an SM); see docs/benchmarks.md.
+template <class T> void launch_t(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  launch_dim<T, kStages>(g, p, stream);
+}
 
-template <class T, int D> int resident(DType) {
-  constexpr auto kernel = paged_decode_kernel<T, D>;
+template <class T, int D, int S> int resident() {
+  using C = Cfg<D, S>;
+  constexpr auto kernel = paged_decode_kernel<T, D, S>;
   int blocks = 0;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<D>::smem_bytes) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, Cfg<D>::smem_bytes) != cudaSuccess) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, C::kThreads, C::smem_bytes) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
   return blocks;
 }
 
-template <class T> int resident_dim(DType t, int d) {
+template <class T, int S> int resident_dim(int d) {
   switch (d) {
-    case 64: return resident<T, 64>(t);
-    case 96: return resident<T, 96>(t);
-    case 128: return resident<T, 128>(t);
-    case 256: return resident<T, 256>(t);
+    case 64: return resident<T, 64, S>();
+    case 96: return resident<T, 96, S>();
+    case 128: return resident<T, 128, S>();
+    case 256: return resident<T, 256, S>();
     default: return 0;
   }
 }
@@ -337,7 +379,7 @@ template <class T> int resident_dim(DType t, int d) {
 }  // namespace
 
 int resident_blocks_per_sm(DType dtype, int d) {
-  return dtype == DType::BFloat16 ? resident_dim<__nv_bfloat16>(dtype, d) : resident_dim<__half>(dtype, d);
+  return dtype == DType::BFloat16 ? resident_dim<__nv_bfloat16, kStages>(d) : resident_dim<__half, kStages>(d);
 }
 
 int64_t workspace_bytes(const Geometry& g) {
@@ -348,8 +390,8 @@ int64_t workspace_bytes(const Geometry& g) {
 
 void decode(const Geometry& g, const Pointers& p, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  if (g.dtype == DType::BFloat16) launch_dim<__nv_bfloat16>(g, p, s);
-  else launch_dim<__half>(g, p, s);
+  if (g.dtype == DType::BFloat16) launch_t<__nv_bfloat16>(g, p, s);
+  else launch_t<__half>(g, p, s);
 }
 
 }  // namespace baracuda::paged_attention

@@ -272,7 +272,10 @@ def xla_plan(plan: LossPlan, roles: Sequence[str], specs: Sequence[TensorSpec], 
 def xla_plan(plan: AttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
-def xla_plan(plan: RopePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
+def xla_plan(plan: RopePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: PagedAttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
     """
     Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and specs, inputs first; returns the id the custom call's `plan` attribute carries.
     """
@@ -1279,6 +1282,103 @@ class KvCachePlan:
 def kv_cache_append_call(tensors: dict, stream: object | None = None) -> str:
     """
     Functional entry: tensors by name (key, value, key_cache, value_cache, slot_mapping; None = absent), select (cached on the operands' metadata) and run. Returns the SKU name.
+    """
+
+class PagedAttentionDescriptor:
+    """
+    Decode attention of q [B, Sq, Hq, D] (or [B, Hq, D]) over a paged cache [pages, page_size, Hkv, D] through a block table [B, max_pages] and lengths [B] (int32, read on the device). Pure data; hashable.
+    """
+
+    def __init__(self, q: TensorSpec, k_cache: TensorSpec, v_cache: TensorSpec, out: TensorSpec, max_pages: int, *, scale: float | None = None, causal: bool = True, window_left: int = -1, window_right: int = -1, softcap: float = 0.0, alibi: bool = False, sinks: bool = False, lse: bool = False, max_seqlen_k: int = 0, num_splits: int = 0) -> None: ...
+
+    def __eq__(self, arg: PagedAttentionDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def q(self) -> TensorSpec: ...
+
+    @property
+    def k_cache(self) -> TensorSpec: ...
+
+    @property
+    def v_cache(self) -> TensorSpec: ...
+
+    @property
+    def out(self) -> TensorSpec: ...
+
+    @property
+    def max_pages(self) -> int: ...
+
+    @property
+    def scale(self) -> float | None: ...
+
+    @property
+    def causal(self) -> bool: ...
+
+    @property
+    def window_left(self) -> int: ...
+
+    @property
+    def window_right(self) -> int: ...
+
+    @property
+    def softcap(self) -> float: ...
+
+    @property
+    def alibi(self) -> bool: ...
+
+    @property
+    def sinks(self) -> bool: ...
+
+    @property
+    def lse(self) -> bool: ...
+
+    @property
+    def max_seqlen_k(self) -> int: ...
+
+    @property
+    def num_splits(self) -> int: ...
+
+class PagedAttentionPlan:
+    """
+    A validated paged decode attention: select once per batch shape, run every step.
+    """
+
+    @staticmethod
+    def select(desc: PagedAttentionDescriptor, preference: PlanPreference | None = None) -> PagedAttentionPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> PagedAttentionDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """
+        Bytes of scratch run() needs: the splits' partial outputs; 0 with one split.
+        """
+
+    @property
+    def num_splits(self) -> int:
+        """How many splits each request's keys take."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(q=, k_cache=, v_cache=, block_table=, seq_lens=, out=, [lse=, alibi_slopes=, sinks=], workspace=, stream=): check the tensors and launch on `stream`. No host work beyond the checks, no allocation: capturable in a CUDA graph and replayed as seq_lens grow.
+        """
+
+def paged_attention_call(tensors: dict, scale: float | None, causal: bool, window_left: int, window_right: int, softcap: float, max_seqlen_k: int, num_splits: int, stream: object | None = None, workspace_alloc: object | None = None) -> str:
+    """
+    Functional entry: tensors by name (a dict; None = absent), select (cached on the parameters and the operands' metadata) and run. Returns the SKU name of the kernel that ran.
     """
 
 def xla_handler() -> object:
