@@ -242,6 +242,9 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   g.out_batch = t.out.strides[0];
   g.out_token = r == 4 ? t.out.strides[1] : 0;
   g.out_head = t.out.strides[r - 2];
+  for (const TensorView* v : {&t.k_cache, &t.v_cache})
+    if (v->strides[0] > INT32_MAX || v->strides[1] > INT32_MAX)
+      throw Unsupported(kOp + ": a cache's page or slot stride is 2^31 elements or more");
   g.k_page = t.k_cache.strides[0];
   g.k_slot = t.k_cache.strides[1];
   g.k_head = t.k_cache.strides[2];

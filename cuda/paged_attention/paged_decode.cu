@@ -74,6 +74,7 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
 
   // The keys any row of this block sees, cut to this split.
   const int64_t r_last = min(r0 + RB, rows) - 1;
+  const int64_t pos_first = first_pos + r0 / g.group, pos_last = first_pos + r_last / g.group;
   int64_t jlo = g.window_left >= 0 ? max(int64_t(0), first_pos + r0 / g.group - g.window_left) : 0;
   int64_t jhi = g.window_right >= 0 ? min(seq_len, first_pos + r_last / g.group + g.window_right + 1) : seq_len;
   jlo = max(jlo, int64_t(split) * g.split_keys);
@@ -106,6 +107,12 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
     ring_page[m % R][tid] = page >= 0 && page < g.pages ? page : -1;
     ring_slot[m % R][tid] = int32_t(j % uint32_t(g.page_size));
   };
+  // Page and slot strides fit 32 bits (select checks), so each row offset is two 32 x 32 -> 64-bit
+  // multiply-adds.
+  const int32_t k_page = int32_t(g.k_page), k_slot = int32_t(g.k_slot), v_page = int32_t(g.v_page),
+                v_slot = int32_t(g.v_slot);
+  const T* kh = kc + hk * g.k_head;
+  const T* vh = vc + hk * g.v_head;
   auto load_tile = [&](int64_t m) {
     T* Ks = stages + (m % S) * C::stage_elems;
     T* Vs = Ks + BN * LD;
@@ -116,9 +123,10 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
       const int c = tid + it * kThreads, r = c / DT, cc = c % DT;
       const int32_t page = pages[r];
       const bool in = page >= 0;
-      const int64_t pg = in ? page : 0, sl = in ? slots[r] : 0;
-      kernels::cp_async16_zfill(Ks + r * LD + cc * 8, kc + pg * g.k_page + sl * g.k_slot + hk * g.k_head + cc * 8, in);
-      kernels::cp_async16_zfill(Vs + r * LD + cc * 8, vc + pg * g.v_page + sl * g.v_slot + hk * g.v_head + cc * 8, in);
+      const int32_t pg = in ? page : 0, sl = in ? slots[r] : 0;
+      const int64_t ko = int64_t(pg) * k_page + int64_t(sl) * k_slot, vo = int64_t(pg) * v_page + int64_t(sl) * v_slot;
+      kernels::cp_async16_zfill(Ks + r * LD + cc * 8, kh + ko + cc * 8, in);
+      kernels::cp_async16_zfill(Vs + r * LD + cc * 8, vh + vo + cc * 8, in);
     }
   };
 #pragma unroll
@@ -180,21 +188,33 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
         kernels::mma16816<T>(sc[1], qa[0], bf[2], bf[3]);
       }
     }
-    // Scores in the log2 domain; keys a row does not see (or in a hidden page) are -inf.
+    // Scores in the log2 domain; keys a row does not see (or in a hidden page) are -inf. A tile inside
+    // every row's window (the usual case) checks the page alone.
     const int64_t j0 = jlo + n * BN;
+    const int32_t* present = ring_page[n % R];
+    const bool inside = (g.window_left < 0 || j0 >= pos_last - g.window_left) &&
+                        (g.window_right < 0 || j0 + BN - 1 <= pos_first + g.window_right);
+    if (inside && !softcap && !g.alibi) {
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const RowInfo& r = ri[e >> 1];
-        const int jj = w * 16 + nt * 8 + 2 * tq + (e & 1);
-        const int64_t j = j0 + jj;
-        const bool vis = ring_page[n % R][jj] >= 0 && (g.window_left < 0 || j >= r.pos - g.window_left) &&
-                         (g.window_right < 0 || j <= r.pos + g.window_right);
-        float x = softcap ? cap_log2 * tanhf(sc[nt][e] * cap_scale) : sc[nt][e] * scale_log2;
-        if (g.alibi) x -= r.slope_log2 * float(r.pos > j ? r.pos - j : j - r.pos);
-        sc[nt][e] = vis ? x : -INFINITY;
-      }
+        for (int e = 0; e < 4; ++e)
+          sc[nt][e] = present[w * 16 + nt * 8 + 2 * tq + (e & 1)] >= 0 ? sc[nt][e] * scale_log2 : -INFINITY;
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const RowInfo& r = ri[e >> 1];
+          const int jj = w * 16 + nt * 8 + 2 * tq + (e & 1);
+          const int64_t j = j0 + jj;
+          const bool vis = present[jj] >= 0 && (g.window_left < 0 || j >= r.pos - g.window_left) &&
+                           (g.window_right < 0 || j <= r.pos + g.window_right);
+          float x = softcap ? cap_log2 * tanhf(sc[nt][e] * cap_scale) : sc[nt][e] * scale_log2;
+          if (g.alibi) x -= r.slope_log2 * float(r.pos > j ? r.pos - j : j - r.pos);
+          sc[nt][e] = vis ? x : -INFINITY;
+        }
+    }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       float mx = fmaxf(fmaxf(sc[0][hf * 2], sc[0][hf * 2 + 1]), fmaxf(sc[1][hf * 2], sc[1][hf * 2 + 1]));
