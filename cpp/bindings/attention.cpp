@@ -45,26 +45,9 @@ void import_operands(nb::dict tensors, bool backward, Operands& ops) {
   if (!ops.held[Q].imported) throw InvalidArgument("attention: q is missing");
 }
 
-void launch(const AttentionPlan& plan, Operands& ops, nb::handle workspace, nb::handle workspace_alloc,
-            nb::handle stream) {
-  const Imported& like = ops.held[Q];
-  StreamHandle s = resolve_stream(stream, like);
-  const Workspace ws =
-      given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
-  {
-    nb::gil_scoped_release release;
-    plan.run(ops.views, ws.data, ws.size, s);
-  }
-  finish_for_framework(like, s);
-}
-
 PlanCache<AttentionPlan>& cache() {
   static auto* c = new PlanCache<AttentionPlan>();
   return *c;
-}
-
-template <class V> void append_pod(std::string& key, const V& v) {
-  key.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
 }  // namespace
@@ -140,7 +123,7 @@ void init_attention(nb::module_& m) {
              const RunKwargs a = split_run_kwargs(kwargs);
              Operands ops;
              import_operands(a.tensors, plan.descriptor().op == "attention_backward", ops);
-             launch(plan, ops, a.workspace, nb::none(), a.stream);
+             run_imported(plan, ops.views, ops.held[Q], a.workspace, nb::none(), a.stream);
            },
            "kwargs"_a,
            "run(q=, k=, v=, out=, [lse=, cu_seqlens_q=, cu_seqlens_k=, seqused_k=, alibi_slopes=, sinks=], "
@@ -210,7 +193,7 @@ void init_attention(nb::module_& m) {
             d.kernel = kernel;
             return AttentionPlan::select(d);
           });
-          launch(plan, ops, nb::none(), workspace_alloc, stream);
+          run_imported(plan, ops.views, ops.held[Q], nb::none(), workspace_alloc, stream);
           return plan.sku().name;
         },
         "op"_a, "tensors"_a, "scale"_a.none(), "causal"_a, "causal_alignment"_a, "window_left"_a, "window_right"_a,

@@ -168,6 +168,28 @@ template <class Plan> nb::class_<Plan> bind_plan(nb::module_& m, const char* nam
   return c;
 }
 
+// One run of a plan on imported operands: the stream (explicit, else `like`'s framework's current
+// one), the workspace (the caller's tensor, else plan.workspace_bytes() through
+// allocate_workspace; none when it needs none), the GIL released around run(), then the
+// framework's wait (JAX).
+template <class Plan, class Views>
+void run_imported(const Plan& plan, const Views& views, const Imported& like, nb::handle workspace,
+                  nb::handle workspace_alloc, nb::handle stream) {
+  StreamHandle s = resolve_stream(stream, like);
+  const Workspace ws =
+      given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
+  {
+    nb::gil_scoped_release release;
+    plan.run(views, ws.data, ws.size, s);
+  }
+  finish_for_framework(like, s);
+}
+
+// Appends a plain value's bytes to a plan-cache key.
+template <class V> void append_pod(std::string& key, const V& v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
 // run(**kwargs) of a plan with named operands: the tensors (a dict: name -> tensor or None) apart
 // from `stream` and `workspace`.
 struct RunKwargs {

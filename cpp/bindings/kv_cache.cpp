@@ -31,16 +31,6 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[KEY].imported) throw InvalidArgument("kv_cache_append: key is missing");
 }
 
-void launch(const KvCachePlan& plan, Operands& ops, nb::handle stream) {
-  const Imported& like = ops.held[KEY];
-  StreamHandle s = resolve_stream(stream, like);
-  {
-    nb::gil_scoped_release release;
-    plan.run(ops.views, nullptr, 0, s);
-  }
-  finish_for_framework(like, s);
-}
-
 PlanCache<KvCachePlan>& cache() {
   static auto* c = new PlanCache<KvCachePlan>();
   return *c;
@@ -83,7 +73,7 @@ void init_kv_cache(nb::module_& m) {
              if (present(a.workspace)) throw InvalidArgument("kv_cache_append: run() takes no workspace");
              Operands ops;
              import_operands(a.tensors, ops);
-             launch(plan, ops, a.stream);
+             run_imported(plan, ops.views, ops.held[KEY], nb::none(), nb::none(), a.stream);
            },
            "kwargs"_a,
            "run(key=, key_cache=, slot_mapping=, [value=, value_cache=], stream=): check the tensors and write the "
@@ -116,7 +106,7 @@ void init_kv_cache(nb::module_& m) {
             d.slot_dtype = ops.views.slot_mapping.dtype;
             return KvCachePlan::select(d);
           });
-          launch(plan, ops, stream);
+          run_imported(plan, ops.views, ops.held[KEY], nb::none(), nb::none(), stream);
           return plan.sku().name;
         },
         "tensors"_a, "stream"_a = nb::none(),

@@ -36,26 +36,9 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[Q].imported) throw InvalidArgument("paged_attention: q is missing");
 }
 
-void launch(const PagedAttentionPlan& plan, Operands& ops, nb::handle workspace, nb::handle workspace_alloc,
-            nb::handle stream) {
-  const Imported& like = ops.held[Q];
-  StreamHandle s = resolve_stream(stream, like);
-  const Workspace ws =
-      given_or_allocated_workspace(workspace, plan.workspace_bytes(), workspace_alloc, like.view.device, s);
-  {
-    nb::gil_scoped_release release;
-    plan.run(ops.views, ws.data, ws.size, s);
-  }
-  finish_for_framework(like, s);
-}
-
 PlanCache<PagedAttentionPlan>& cache() {
   static auto* c = new PlanCache<PagedAttentionPlan>();
   return *c;
-}
-
-template <class V> void append_pod(std::string& key, const V& v) {
-  key.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
 }  // namespace
@@ -115,7 +98,7 @@ void init_paged_attention(nb::module_& m) {
              const RunKwargs a = split_run_kwargs(kwargs);
              Operands ops;
              import_operands(a.tensors, ops);
-             launch(plan, ops, a.workspace, nb::none(), a.stream);
+             run_imported(plan, ops.views, ops.held[Q], a.workspace, nb::none(), a.stream);
            },
            "kwargs"_a,
            "run(q=, k_cache=, v_cache=, block_table=, seq_lens=, out=, [lse=, alibi_slopes=, sinks=], workspace=, "
@@ -168,7 +151,7 @@ void init_paged_attention(nb::module_& m) {
             d.num_splits = num_splits;
             return PagedAttentionPlan::select(d);
           });
-          launch(plan, ops, nb::none(), workspace_alloc, stream);
+          run_imported(plan, ops.views, ops.held[Q], nb::none(), workspace_alloc, stream);
           return plan.sku().name;
         },
         "tensors"_a, "scale"_a.none(), "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "max_seqlen_k"_a,

@@ -30,16 +30,6 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[Q].imported) throw InvalidArgument("rope: q is missing");
 }
 
-void launch(const RopePlan& plan, Operands& ops, nb::handle stream) {
-  const Imported& like = ops.held[Q];
-  StreamHandle s = resolve_stream(stream, like);
-  {
-    nb::gil_scoped_release release;
-    plan.run(ops.views, nullptr, 0, s);
-  }
-  finish_for_framework(like, s);
-}
-
 PlanCache<RopePlan>& cache() {
   static auto* c = new PlanCache<RopePlan>();
   return *c;
@@ -118,7 +108,7 @@ void init_rope(nb::module_& m) {
              if (present(a.workspace)) throw InvalidArgument("rope: run() takes no workspace");
              Operands ops;
              import_operands(a.tensors, ops);
-             launch(plan, ops, a.stream);
+             run_imported(plan, ops.views, ops.held[Q], nb::none(), nb::none(), a.stream);
            },
            "kwargs"_a,
            "run(q=, q_out=, [k=, k_out=, cos=, sin=, positions=], stream=): check the tensors against the descriptor "
@@ -177,7 +167,7 @@ void init_rope(nb::module_& m) {
             if (d.positions) d.positions_dtype = t.positions.dtype;
             return RopePlan::select(d);
           });
-          launch(plan, ops, stream);
+          run_imported(plan, ops.views, ops.held[Q], nb::none(), nb::none(), stream);
           return plan.sku().name;
         },
         "tensors"_a, "style"_a, "rotary_dim"_a, "inverse"_a, "freqs"_a, "stream"_a = nb::none(),
