@@ -87,7 +87,7 @@ def reference(q, kc, vc, table, seq_lens, *, causal=True, scale=None, window=(-1
 
 
 def check(got, want, dt, what="out"):
-    tol = 2e-2 if dt == torch.bfloat16 else 4e-3
+    tol = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}[dt]
     err = (got.double() - want).abs().max().item() if got.numel() else 0.0
     assert err <= tol, f"{what}: max error {err} > {tol}"
 
@@ -248,3 +248,41 @@ def test_block_shapes_through_the_plan(tuning, d, sq, hq, hkv):
     want, want_lse = reference(q, kc, vc, table, seq_lens)
     check(out, want, torch.bfloat16)
     check(lse, want_lse, torch.float16, "lse")
+
+
+ROWWISE = [  # (batch, sq, hq, hkv, d, page_size, lens)
+    (3, 1, 8, 2, 128, 16, [37, 1, 200]),
+    (2, 4, 8, 2, 80, 13, [50, 4]),               # a head dim the mma kernel lacks, odd page size
+    (3, 1, 16, 1, 256, 16, [0, 3, 140]),          # MQA, an empty request
+    (2, 2, 4, 4, 33, 1, [9, 70]),                 # odd head dim, page_size 1
+]
+
+
+@pytest.mark.parametrize("case", ROWWISE, ids=[f"b{c[0]}q{c[1]}h{c[2]}/{c[3]}d{c[4]}p{c[5]}" for c in ROWWISE])
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16])
+def test_rowwise_kernel_matches_f64_reference(case, dt):
+    batch, sq, hq, hkv, d, page_size, lens = case
+    q, kc, vc, table, seq_lens = make_case(21, batch, sq, hq, hkv, d, page_size, lens, dt)
+    out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, kernel="rowwise", return_lse=True)
+    want, want_lse = reference(q, kc, vc, table, seq_lens)
+    check(out, want, dt)
+    fin = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), fin)
+    check(lse[fin], want_lse[fin], torch.float16, "lse")
+
+
+@pytest.mark.parametrize("opts", [dict(window=(5, 0), causal=False), dict(softcap=8.0), dict(alibi=True, sinks=True),
+                                  dict(causal=False, window=(-1, 2))], ids=lambda o: ",".join(o))
+def test_rowwise_score_rules_f32(opts):
+    opts = dict(opts)
+    q, kc, vc, table, seq_lens = make_case(22, 2, 3, 8, 2, 64, 16, [300, 45], torch.float32)
+    g = gen(23)
+    alibi = torch.rand(8, generator=g, device=DEV) * 0.2 if opts.pop("alibi", False) else None
+    sinks = torch.randn(8, generator=g, device=DEV) * 2 if opts.pop("sinks", False) else None
+    out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, alibi_slopes=alibi, sinks=sinks, return_lse=True, **opts)
+    ref_opts = dict(opts)
+    ref_opts.setdefault("window", (-1, -1))
+    want, want_lse = reference(q, kc, vc, table, seq_lens, alibi=alibi, sinks=sinks, **ref_opts)
+    check(out, want, torch.float32)
+    fin = torch.isfinite(want_lse)
+    check(lse[fin], want_lse[fin], torch.float32, "lse")

@@ -17,14 +17,19 @@ def D(q=(4, 1, 32, 128), cache=(100, 16, 8, 128), vcache=None, out=None, max_pag
 
 
 REFUSALS = [
-    ("dtype", lambda: D(dtype=bc.float32), errors.InvalidDType, ["q is float32", "bfloat16 or float16"]),
+    ("dtype", lambda: D(dtype=bc.float64), errors.InvalidDType, ["q is float64", "bfloat16, float16 or float32"]),
+    ("mma-f32", lambda: D(dtype=bc.float32, kernel="mma"), errors.Unsupported, ["the mma kernel takes", "float32"]),
+    ("mma-dim", lambda: D(q=(4, 1, 32, 80), cache=(100, 16, 8, 80), kernel="mma"), errors.Unsupported,
+     ["head_dim 80", "kernel='auto' or 'rowwise'"]),
+    ("kernel-name", lambda: D(kernel="fast"), errors.InvalidArgument, ["kernel must be"]),
     ("cache-dtype", lambda: D(cdtype=bc.float16), errors.InvalidDType, ["k_cache is float16", "q's dtype"]),
     ("q-rank", lambda: D(q=(4, 32 * 128), out=(4, 32 * 128)), errors.InvalidArgument, ["q has shape"]),
     ("out-shape", lambda: D(out=(4, 1, 32, 64)), errors.InvalidArgument, ["out has shape"]),
     ("cache-rank", lambda: D(cache=(1600, 8, 128)), errors.InvalidArgument, ["k_cache has shape", "page_size"]),
     ("v-shape", lambda: D(vcache=(100, 16, 8, 64)), errors.InvalidArgument, ["v_cache has shape"]),
     ("head-dim", lambda: D(cache=(100, 16, 8, 64)), errors.InvalidArgument, ["k_cache has head_dim 64"]),
-    ("unsupported-dim", lambda: D(q=(4, 1, 32, 80), cache=(100, 16, 8, 80)), errors.Unsupported, ["head_dim 80"]),
+    ("unsupported-dim", lambda: D(q=(4, 1, 32, 512), cache=(100, 16, 8, 512)), errors.Unsupported,
+     ["head_dim 512", "at most 256"]),
     ("gqa", lambda: D(cache=(100, 16, 5, 128)), errors.InvalidArgument, ["not a multiple", "5 kv heads"]),
     ("page-size", lambda: D(cache=(100, 0, 8, 128)), errors.InvalidArgument, ["page_size 0"]),
     ("window", lambda: D(window_left=-3), errors.InvalidArgument, ["window sizes"]),
@@ -80,3 +85,11 @@ def test_registry_and_functions():
     fam = {f["name"]: f for f in bc.families()}["paged_attention"]
     assert fam["plan"] == "PagedAttentionPlan"
     assert callable(bc.paged_attention) and "paged_attention" in bc.__all__
+
+
+def test_rowwise_kernel_takes_f32_and_other_head_dims():
+    for d in (D(dtype=bc.float32), D(q=(4, 1, 32, 80), cache=(100, 16, 8, 80)), D(kernel="rowwise", num_splits=4)):
+        p = bc.PagedAttentionPlan.select(d)
+        assert p.sku.name == "paged_attention.decode.rowwise" and p.num_splits == 1 and p.workspace_bytes() == 0
+    assert bc.PagedAttentionPlan.select(D()).sku.name.startswith("paged_attention.decode.mma_sync.d128.")
+    assert "kernel='rowwise'" in repr(D(kernel="rowwise"))

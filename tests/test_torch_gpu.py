@@ -121,7 +121,9 @@ def _other_samples():
     return {
         "paged_attention": [(pq, pkc, pkc * 2, ptab, plen, None, None, None, True, -1, -1, 0.0, 0, 0, False),
                             (pq[:, 0], pkc, pkc, ptab, plen, None, torch.zeros(8, device=DEV), 0.2, False, 8, -1,
-                             30.0, 0, 2, True)],
+                             30.0, 0, 2, True),
+                            (pq.float(), pkc.float(), pkc.float(), ptab, plen, None, None, None, True, -1, -1, 0.0, 0, 0,
+                             True, "rowwise")],
         "kv_cache_append": [(kvk, kvk * 2, kvc, kvc.clone(), kvs), (kvk, None, kvc, None, kvs.int())],
         "rope": [(rq, rk, None, None, None, "neox", 0, *freq, False),
                  (rq, None, rcos, rsin, rpos, "gptj", 32, *freq, False)],

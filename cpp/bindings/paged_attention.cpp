@@ -51,7 +51,8 @@ void init_paged_attention(nb::module_& m) {
       .def("__init__",
            [](PagedAttentionDescriptor* d, TensorSpec q, TensorSpec k_cache, TensorSpec v_cache, TensorSpec out,
               int64_t max_pages, std::optional<double> scale, bool causal, int64_t window_left, int64_t window_right,
-              double softcap, bool alibi, bool sinks, bool lse, int64_t max_seqlen_k, int num_splits) {
+              double softcap, bool alibi, bool sinks, bool lse, int64_t max_seqlen_k, int num_splits,
+              std::string kernel) {
              new (d) PagedAttentionDescriptor{};
              d->q = std::move(q);
              d->k_cache = std::move(k_cache);
@@ -68,10 +69,11 @@ void init_paged_attention(nb::module_& m) {
              d->lse = lse;
              d->max_seqlen_k = max_seqlen_k;
              d->num_splits = num_splits;
+             d->kernel = std::move(kernel);
            },
            "q"_a, "k_cache"_a, "v_cache"_a, "out"_a, "max_pages"_a, nb::kw_only(), "scale"_a = nb::none(),
            "causal"_a = true, "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0, "alibi"_a = false,
-           "sinks"_a = false, "lse"_a = false, "max_seqlen_k"_a = 0, "num_splits"_a = 0)
+           "sinks"_a = false, "lse"_a = false, "max_seqlen_k"_a = 0, "num_splits"_a = 0, "kernel"_a = "auto")
       .def_ro("q", &PagedAttentionDescriptor::q)
       .def_ro("k_cache", &PagedAttentionDescriptor::k_cache)
       .def_ro("v_cache", &PagedAttentionDescriptor::v_cache)
@@ -86,7 +88,8 @@ void init_paged_attention(nb::module_& m) {
       .def_ro("sinks", &PagedAttentionDescriptor::sinks)
       .def_ro("lse", &PagedAttentionDescriptor::lse)
       .def_ro("max_seqlen_k", &PagedAttentionDescriptor::max_seqlen_k)
-      .def_ro("num_splits", &PagedAttentionDescriptor::num_splits);
+      .def_ro("num_splits", &PagedAttentionDescriptor::num_splits)
+      .def_ro("kernel", &PagedAttentionDescriptor::kernel);
 
   bind_plan<PagedAttentionPlan>(m, "PagedAttentionPlan",
                                 "A validated paged decode attention: select once per batch shape, run every step.")
@@ -108,7 +111,8 @@ void init_paged_attention(nb::module_& m) {
 
   m.def("paged_attention_call",
         [](nb::dict tensors, std::optional<double> scale, bool causal, int64_t window_left, int64_t window_right,
-           double softcap, int64_t max_seqlen_k, int num_splits, nb::handle stream, nb::handle workspace_alloc) {
+           double softcap, int64_t max_seqlen_k, int num_splits, const std::string& kernel, nb::handle stream,
+           nb::handle workspace_alloc) {
           Operands ops;
           import_operands(tensors, ops);
           const PagedAttentionTensors& t = ops.views;
@@ -121,6 +125,8 @@ void init_paged_attention(nb::module_& m) {
           append_pod(key, softcap);
           append_pod(key, max_seqlen_k);
           append_pod(key, num_splits);
+          key += kernel;
+          key.push_back('\0');
           for (int i = 0; i < kNumSlots; ++i) {
             key.push_back(char(ops.held[i].imported));
             if (ops.held[i].imported && i <= OUT) append_key(key, ops.held[i].view);
@@ -149,13 +155,14 @@ void init_paged_attention(nb::module_& m) {
             d.lse = ops.held[LSE].imported;
             d.max_seqlen_k = max_seqlen_k;
             d.num_splits = num_splits;
+            d.kernel = kernel;
             return PagedAttentionPlan::select(d);
           });
           run_imported(plan, ops.views, ops.held[Q], nb::none(), workspace_alloc, stream);
           return plan.sku().name;
         },
         "tensors"_a, "scale"_a.none(), "causal"_a, "window_left"_a, "window_right"_a, "softcap"_a, "max_seqlen_k"_a,
-        "num_splits"_a, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "num_splits"_a, "kernel"_a = "auto", "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: tensors by name (a dict; None = absent), select (cached on the parameters and the "
         "operands' metadata) and run. Returns the SKU name of the kernel that ran.");
 }

@@ -62,6 +62,7 @@ std::string PagedAttentionDescriptor::str() const {
   if (lse) os << ", lse=True";
   if (max_seqlen_k) os << ", max_seqlen_k=" << max_seqlen_k;
   if (num_splits) os << ", num_splits=" << num_splits;
+  if (kernel != "auto") os << ", kernel='" << kernel << "'";
   os << ")";
   return os.str();
 }
@@ -69,6 +70,7 @@ std::string PagedAttentionDescriptor::str() const {
 struct PagedAttentionPlan::Impl {
   PagedAttentionDescriptor desc;
   KernelSku sku;
+  bool rowwise = false;  // the CUDA-core kernel (f32, other head dims)
   paged_attention::Geometry geo;
   int64_t workspace = 0;
 };
@@ -80,8 +82,8 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   paged_attention::Geometry& g = I.geo;
 
   const DType dt = desc.q.dtype;
-  if (dt != DType::BFloat16 && dt != DType::Float16)
-    throw InvalidDType(kOp + ": q is " + std::string(dtype_name(dt)) + "; expected bfloat16 or float16");
+  if (dt != DType::BFloat16 && dt != DType::Float16 && dt != DType::Float32)
+    throw InvalidDType(kOp + ": q is " + std::string(dtype_name(dt)) + "; expected bfloat16, float16 or float32");
   for (auto [s, name] : {std::pair{&desc.k_cache, "k_cache"}, {&desc.v_cache, "v_cache"}, {&desc.out, "out"}})
     if (s->dtype != dt)
       throw InvalidDType(kOp + ": " + name + " is " + std::string(dtype_name(s->dtype)) + "; expected " +
@@ -111,8 +113,17 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   g.page_size = ks[1];
   g.hkv = ks[2];
   need(ks[3] == g.d, "k_cache has head_dim " + std::to_string(ks[3]) + " but q has " + std::to_string(g.d));
-  if (!paged_attention::head_dim_supported(g.d))
-    throw Unsupported(kOp + ": head_dim " + std::to_string(g.d) + " is not supported (64, 96, 128 or 256)");
+  if (desc.kernel != "auto" && desc.kernel != "mma" && desc.kernel != "rowwise")
+    throw InvalidArgument(kOp + ": kernel must be 'auto', 'mma' or 'rowwise', got '" + desc.kernel + "'");
+  const bool mma_fits = dt != DType::Float32 && paged_attention::head_dim_supported(g.d);
+  if (desc.kernel == "mma" && !mma_fits)
+    throw Unsupported(kOp + ": the mma kernel takes bfloat16 / float16 with head_dim 64, 96, 128 or 256; q is " +
+                      std::string(dtype_name(dt)) + " with head_dim " + std::to_string(g.d) +
+                      " (kernel='auto' or 'rowwise' runs it)");
+  I.rowwise = desc.kernel == "rowwise" || !mma_fits;
+  if (g.d < 1 || g.d > paged_attention::kMaxRowwiseHeadDim)
+    throw Unsupported(kOp + ": head_dim " + std::to_string(g.d) + " is not supported (at most " +
+                      std::to_string(paged_attention::kMaxRowwiseHeadDim) + ")");
   need(g.hkv > 0 && g.hq % g.hkv == 0, "q has " + std::to_string(g.hq) + " heads, not a multiple of the cache's " +
                                            std::to_string(g.hkv) + " kv heads (GQA / MQA need Hq % Hkv == 0)");
   need(g.page_size > 0, "k_cache has page_size 0");
@@ -155,7 +166,9 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
     splits = kn.num();
   }
-  if (splits == 0) {
+  if (I.rowwise) {
+    splits = 1;  // the rowwise kernel takes a whole request per block
+  } else if (splits == 0) {
     const int sms = device_sms();
     const int resident = sms > 0 ? paged_attention::resident_blocks_per_sm(dt, g.d) : 0;
     const int64_t slots = int64_t(sms > 0 ? sms : 132) * (resident > 0 ? resident : 2);
@@ -176,16 +189,22 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   k.category = "paged_attention";
   k.op = "paged_attention";
   k.layout = "paged";
-  k.name = "paged_attention.decode.mma_sync.d" + std::to_string(g.d) + ".s" + std::to_string(g.splits);
+  k.name = I.rowwise ? "paged_attention.decode.rowwise"
+                     : "paged_attention.decode.mma_sync.d" + std::to_string(g.d) + ".s" + std::to_string(g.splits);
   k.dtypes = {dt, dt, dt, dt};
   k.arch = compiled_archs();
   k.backend = Backend::Bespoke;
   auto& pg = k.precision;
   pg.compute_dtype = DType::Float32;
   pg.accumulator_dtype = DType::Float32;
-  pg.math = "q k^T and p v on tensor cores (16-bit inputs, f32 accumulate; p rounded to " + std::string(dtype_name(dt)) +
-            "), online softmax in f32 per warp over 16-key slices, warps and splits merged by their log-sum-exp in a "
-            "fixed order; " + std::to_string(g.splits) + " split(s) of " + std::to_string(g.split_keys) + " keys";
+  pg.math = I.rowwise
+                ? std::string("f32 dot products on CUDA cores (a warp per key, fixed-order shuffle sums), online softmax "
+                              "in f32 per warp over every fourth key, warps merged by their log-sum-exp; 1 split(s)")
+                : "q k^T and p v on tensor cores (16-bit inputs, f32 accumulate; p rounded to " +
+                      std::string(dtype_name(dt)) +
+                      "), online softmax in f32 per warp over 16-key slices, warps and splits merged by their "
+                      "log-sum-exp in a fixed order; " +
+                      std::to_string(g.splits) + " split(s) of " + std::to_string(g.split_keys) + " keys";
   pg.deterministic = true;
   pg.bit_stable = true;
   return PagedAttentionPlan(impl);
@@ -227,9 +246,10 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   small(t.alibi_slopes, D.alibi, "alibi_slopes", DType::Float32, {g.hq}, "the descriptor has alibi=True", true);
   small(t.sinks, D.sinks, "sinks", DType::Float32, {g.hq}, "the descriptor has sinks=True", true);
 
-  // 16-byte row accesses: every row start of q and the caches.
+  // The mma kernel's 16-byte row accesses: every row start of q and the caches.
   const int r = t.q.ndim;
   for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
+    if (I.rowwise) break;
     bool ok = reinterpret_cast<uintptr_t>(v->data) % 16 == 0;
     for (int d = 0; d + 1 < v->ndim; ++d) ok = ok && (v->shape[d] <= 1 || v->strides[d] % 8 == 0);
     if (!ok)
@@ -279,7 +299,8 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   }
   if (g.batch == 0 || g.hq == 0 || g.sq == 0) return;
   DeviceGuard guard(device);
-  paged_attention::decode(g, p, stream);
+  if (I.rowwise) paged_attention::decode_rowwise(g, p, stream);
+  else paged_attention::decode(g, p, stream);
 }
 
 FamilyInfo paged_attention_family_info() {
@@ -288,7 +309,7 @@ FamilyInfo paged_attention_family_info() {
                "device; CUDA-graph capturable): 1 or more query tokens per request, GQA / MQA, causal, sliding "
                "window, softcap, ALiBi, sinks; long contexts split and merged",
                {}};
-  f.ops.push_back(OpCoverage{"paged_attention", "decode", {DType::Float16, DType::BFloat16},
+  f.ops.push_back(OpCoverage{"paged_attention", "decode", {DType::Float16, DType::BFloat16, DType::Float32},
                              {"paged", "paged_heads_first"}, Backend::Bespoke, false});
   return f;
 }

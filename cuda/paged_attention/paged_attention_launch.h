@@ -55,12 +55,16 @@ struct Pointers {
   float* partial_lse = nullptr;         // [splits, batch, sq, hq], log2 domain
 };
 
-// The head dims the kernel is compiled for.
+// The head dims the tensor-core kernel (bf16 / f16) is compiled for; the rowwise kernel takes f32
+// and any head dim up to kMaxRowwiseHeadDim.
 constexpr bool head_dim_supported(int d) { return d == 64 || d == 96 || d == 128 || d == 256; }
+constexpr int kMaxRowwiseHeadDim = 256;
 // Bytes of workspace a geometry needs (0 with one split).
 int64_t workspace_bytes(const Geometry& g);
 // Blocks of the decode kernel for head dim d that fit one SM of the current device (0: no device).
 int resident_blocks_per_sm(DType dtype, int d);
 void decode(const Geometry& g, const Pointers& p, void* stream);
+// CUDA cores, one block per (request, query token, q head), one split (paged_rowwise.cu).
+void decode_rowwise(const Geometry& g, const Pointers& p, void* stream);
 
 }  // namespace baracuda::paged_attention

@@ -23,7 +23,8 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
                     seq_lens: DLPackTensor, *, causal: bool = True, scale: Optional[float] = None,
                     window: Optional[Tuple[int, int]] = None, softcap: Optional[float] = None,
                     alibi_slopes: Optional[DLPackTensor] = None, sinks: Optional[DLPackTensor] = None,
-                    max_seqlen_k: Optional[int] = None, num_splits: int = 0, return_lse: bool = False,
+                    max_seqlen_k: Optional[int] = None, num_splits: int = 0, kernel: str = "auto",
+                    return_lse: bool = False,
                     out: Optional[DLPackTensor] = None, lse: Optional[DLPackTensor] = None,
                     stream: Stream = None) -> Any:
     """Decode attention over a paged KV cache.
@@ -37,8 +38,10 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     [Hq]), ``sinks`` (f32 [Hq]) as ``attention``. Lengths and page ids are read on the device (a
     page id outside the cache hides its keys): nothing syncs, and a captured CUDA graph replays for
     new lengths. ``max_seqlen_k`` (the longest context you expect; default the table's capacity)
-    and ``num_splits`` (0: chosen) set how long contexts are split across blocks. Returns out
-    (q's shape), or (out, lse [B, Hq, Sq] f32) with ``return_lse``."""
+    and ``num_splits`` (0: chosen) set how long contexts are split across blocks. ``kernel``:
+    "auto", "mma" (tensor cores: bf16 / f16, head dims 64, 96, 128, 256) or "rowwise" (CUDA cores:
+    also f32 and any head dim up to 256; one split). Returns out (q's shape), or (out, lse
+    [B, Hq, Sq] f32) with ``return_lse``."""
     fn = "paged_attention"
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
                     ("seq_lens", seq_lens)):
@@ -55,7 +58,7 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_table": block_table, "seq_lens": seq_lens,
                "out": o, "lse": lse_buf, "alibi_slopes": alibi_slopes, "sinks": sinks}
     _C.paged_attention_call(tensors, None if scale is None else float(scale), bool(causal), wl, wr,
-                            float(softcap or 0.0), int(max_seqlen_k or 0), int(num_splits), stream,
+                            float(softcap or 0.0), int(max_seqlen_k or 0), int(num_splits), str(kernel), stream,
                             _interop.workspace_allocator(q))
     o = fo(o)
     return (o, flse(lse_buf)) if return_lse else o

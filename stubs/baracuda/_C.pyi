@@ -1289,7 +1289,7 @@ class PagedAttentionDescriptor:
     Decode attention of q [B, Sq, Hq, D] (or [B, Hq, D]) over a paged cache [pages, page_size, Hkv, D] through a block table [B, max_pages] and lengths [B] (int32, read on the device). Pure data; hashable.
     """
 
-    def __init__(self, q: TensorSpec, k_cache: TensorSpec, v_cache: TensorSpec, out: TensorSpec, max_pages: int, *, scale: float | None = None, causal: bool = True, window_left: int = -1, window_right: int = -1, softcap: float = 0.0, alibi: bool = False, sinks: bool = False, lse: bool = False, max_seqlen_k: int = 0, num_splits: int = 0) -> None: ...
+    def __init__(self, q: TensorSpec, k_cache: TensorSpec, v_cache: TensorSpec, out: TensorSpec, max_pages: int, *, scale: float | None = None, causal: bool = True, window_left: int = -1, window_right: int = -1, softcap: float = 0.0, alibi: bool = False, sinks: bool = False, lse: bool = False, max_seqlen_k: int = 0, num_splits: int = 0, kernel: str = 'auto') -> None: ...
 
     def __eq__(self, arg: PagedAttentionDescriptor, /) -> bool: ...
 
@@ -1342,6 +1342,9 @@ class PagedAttentionDescriptor:
     @property
     def num_splits(self) -> int: ...
 
+    @property
+    def kernel(self) -> str: ...
+
 class PagedAttentionPlan:
     """
     A validated paged decode attention: select once per batch shape, run every step.
@@ -1376,7 +1379,7 @@ class PagedAttentionPlan:
         run(q=, k_cache=, v_cache=, block_table=, seq_lens=, out=, [lse=, alibi_slopes=, sinks=], workspace=, stream=): check the tensors and launch on `stream`. No host work beyond the checks, no allocation: capturable in a CUDA graph and replayed as seq_lens grow.
         """
 
-def paged_attention_call(tensors: dict, scale: float | None, causal: bool, window_left: int, window_right: int, softcap: float, max_seqlen_k: int, num_splits: int, stream: object | None = None, workspace_alloc: object | None = None) -> str:
+def paged_attention_call(tensors: dict, scale: float | None, causal: bool, window_left: int, window_right: int, softcap: float, max_seqlen_k: int, num_splits: int, kernel: str = 'auto', stream: object | None = None, workspace_alloc: object | None = None) -> str:
     """
     Functional entry: tensors by name (a dict; None = absent), select (cached on the parameters and the operands' metadata) and run. Returns the SKU name of the kernel that ran.
     """

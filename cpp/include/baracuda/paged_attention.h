@@ -13,8 +13,9 @@
 // of a kv head (times the Sq tokens) share one pass over its pages.
 //
 // Any strides with the last dim contiguous (the heads-first cache [pages, Hkv, page_size, D] as its
-// permuted view; block_table / seq_lens any strides). bf16 / f16, q, caches and out alike; head dims
-// 64, 96, 128, 256. Nothing is read back to the host: lengths and page ids are read on the device,
+// permuted view; block_table / seq_lens any strides). q, caches and out of one dtype. Two kernels:
+// "mma" (tensor cores; bf16 / f16, head dims 64, 96, 128, 256, splits) and "rowwise" (CUDA cores; f32,
+// bf16, f16, any head dim up to 256, one split); "auto" takes mma where it applies. Nothing is read back to the host: lengths and page ids are read on the device,
 // clamped (a page id outside [0, pages) hides its keys), so run() can be captured in a CUDA graph and
 // replayed as the lengths grow. Long contexts are split over several blocks (`num_splits`, chosen at
 // select from the batch and max_seqlen_k) and merged through the workspace.
@@ -40,11 +41,12 @@ struct PagedAttentionDescriptor {
   bool alibi = false, sinks = false, lse = false;
   int64_t max_seqlen_k = 0;        // the longest context expected (sizes the splits); 0: max_pages * page_size
   int num_splits = 0;              // 0: chosen by select; else the splits of each request's keys
+  std::string kernel = "auto";     // "auto" | "mma" (tensor cores) | "rowwise" (CUDA cores)
   bool operator==(const PagedAttentionDescriptor& o) const {
     return q == o.q && k_cache == o.k_cache && v_cache == o.v_cache && out == o.out && max_pages == o.max_pages &&
            scale == o.scale && causal == o.causal && window_left == o.window_left &&
            window_right == o.window_right && softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
-           lse == o.lse && max_seqlen_k == o.max_seqlen_k && num_splits == o.num_splits;
+           lse == o.lse && max_seqlen_k == o.max_seqlen_k && num_splits == o.num_splits && kernel == o.kernel;
   }
   std::string str() const;
 };

@@ -620,7 +620,7 @@ def rope(q, k=None, *, cos=None, sin=None, positions=None, style: str = "neox", 
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
                     softcap=None, alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits: int = 0,
-                    return_lse: bool = False):
+                    kernel: str = "auto", return_lse: bool = False):
     """baracuda.paged_attention on JAX arrays (one custom call; jit-able with the lengths and the
     block table as traced int32 arrays: a new length needs no retrace). Returns out, or (out, lse)."""
     wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
@@ -628,7 +628,7 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool 
         _spec_of(q), _spec_of(k_cache), _spec_of(v_cache), _spec_of(q), int(block_table.shape[-1]),
         scale=None if scale is None else float(scale), causal=bool(causal), window_left=wl, window_right=wr,
         softcap=float(softcap or 0.0), alibi=alibi_slopes is not None, sinks=sinks is not None, lse=bool(return_lse),
-        max_seqlen_k=int(max_seqlen_k or 0), num_splits=int(num_splits))
+        max_seqlen_k=int(max_seqlen_k or 0), num_splits=int(num_splits), kernel=str(kernel))
     ins = [_operand("q", q), _operand("k_cache", k_cache), _operand("v_cache", v_cache),
            _operand("block_table", block_table), _operand("seq_lens", seq_lens)]
     if alibi_slopes is not None:
@@ -674,7 +674,7 @@ _FUNCTIONAL = {
              {"k", "cos", "sin", "positions", "style", "rotary_dim", "theta", "scaling"}),
     "paged_attention": (lambda q, **kw: paged_attention(q, **kw),
                         {"k_cache", "v_cache", "block_table", "seq_lens", "causal", "scale", "window", "softcap",
-                         "alibi_slopes", "sinks", "max_seqlen_k", "num_splits", "return_lse"}),
+                         "alibi_slopes", "sinks", "max_seqlen_k", "num_splits", "kernel", "return_lse"}),
     "cross_entropy": (lambda logits, target, *, ignore_index=-100, label_smoothing=0.0, reduction="mean":
                       cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),

@@ -238,13 +238,13 @@ def kv_cache_append(key, value, key_cache, value_cache, slot_mapping):
 
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, scale=None, window=None, softcap=None,
-                    alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits=0, return_lse=False):
+                    alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits=0, kernel="auto", return_lse=False):
     """baracuda.paged_attention as torch.ops.baracuda.paged_attention (traced by torch.compile with no
     graph break; CUDA-graph capturable). No autograd: decode attention is inference."""
     wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
     out, lse = call("paged_attention", q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks,
                     None if scale is None else float(scale), bool(causal), wl, wr, float(softcap or 0.0),
-                    int(max_seqlen_k or 0), int(num_splits), bool(return_lse))
+                    int(max_seqlen_k or 0), int(num_splits), bool(return_lse), str(kernel))
     return (out, lse) if return_lse else out
 
 
