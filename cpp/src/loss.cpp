@@ -386,7 +386,7 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
   L.chunks = int((V + clen - 1) / clen);
   // The one-read cluster path: forward (and fused), 16-byte rows, a build and a device with sm_90.
   const CeKnobs kn = ce_knobs(pref);
-  const int major = loss::current_device_major();
+  const int major = current_device_major();
   const bool sm90 = compiled_for(90) && (major == 0 || major >= 9);
   if (fwd && L.vec && sm90 && kn.path != 0 && N > 0) {
     const int64_t nv = (V + VEC - 1) / VEC;

@@ -209,7 +209,7 @@ void select_pointwise_loss(const LossDescriptor& desc, const std::string& base, 
       }
       return true;
     }();
-    P.blocks = P.contig ? int(loss::pw_contig_blocks(n, x.dtype, loss::current_device_sms()))
+    P.blocks = P.contig ? int(loss::pw_contig_blocks(n, x.dtype, current_device_sms()))
                         : int(std::clamp<int64_t>((n + loss::kPwThreads * 4 - 1) / (loss::kPwThreads * 4), 1,
                                                   loss::kPwBlocks));
   };
@@ -374,7 +374,7 @@ void select_pointwise_loss(const LossDescriptor& desc, const std::string& base, 
     merge_geometry(op, full, slots, L);
     set_blocks(L);
     set_rows(L);
-    if (L.rows) L.blocks = int(loss::pw_contig_blocks(n, x.dtype, loss::current_device_sms()));
+    if (L.rows) L.blocks = int(loss::pw_contig_blocks(n, x.dtype, current_device_sms()));
     workspace = loss::pw_workspace_bytes(L);
   }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cuda_runtime.h>
 #include <sstream>
 
 #include "baracuda/errors.h"
@@ -36,15 +35,6 @@ void check_strides(const TensorSpec& s, const char* name) {
     throw Unsupported(kOp + ": " + name + " must be contiguous along head_dim");
   for (int64_t v : st)
     if (v < 0) throw Unsupported(kOp + ": " + name + " has a negative stride");
-}
-
-int device_sms() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return sms;
 }
 
 }  // namespace
@@ -169,7 +159,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   if (I.rowwise) {
     splits = 1;  // the rowwise kernel takes a whole request per block
   } else if (splits == 0) {
-    const int sms = device_sms();
+    const int sms = current_device_sms();
     const int resident = sms > 0 ? paged_attention::resident_blocks_per_sm(dt, g.d) : 0;
     const int64_t slots = int64_t(sms > 0 ? sms : 132) * (resident > 0 ? resident : 2);
     const int64_t blocks = std::max<int64_t>(1, g.batch * g.hkv * g.row_groups);

@@ -1,5 +1,7 @@
 #include "plan_util.h"
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -186,5 +188,19 @@ bool compiled_for(int min_arch) {
     if (std::atoi(a.c_str() + pos + 1) >= min_arch) return true;
   return false;
 }
+
+namespace {
+int device_attribute(cudaDeviceAttr attr) {
+  int dev = 0, value = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&value, attr, dev) != cudaSuccess) {
+    cudaGetLastError();  // clear the failed query's error
+    return 0;
+  }
+  return value;
+}
+}  // namespace
+
+int current_device_major() { return device_attribute(cudaDevAttrComputeCapabilityMajor); }
+int current_device_sms() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 
 }  // namespace baracuda

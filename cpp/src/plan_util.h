@@ -61,6 +61,11 @@ void check_workspace(const std::string& op, const void* workspace, int64_t works
 void check_workspace(const std::string& op, const void* workspace, int64_t workspace_size, int64_t need,
                      const std::vector<NamedView>& reads, const std::vector<NamedView>& writes);
 
+// The current device's compute-capability major and multiprocessor count (0 when there is no
+// device or driver; the failed query's error is cleared): what select() sizes grids by.
+int current_device_major();
+int current_device_sms();
+
 // "sm_80,sm_90": the archs this build compiled kernels for.
 std::string compiled_archs();
 // Whether this build compiled kernels (SASS or PTX) for sm_<min_arch> or later, e.g. 90: clusters.

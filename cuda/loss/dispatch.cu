@@ -5,6 +5,7 @@
 
 #include "common/dtype_traits.cuh"
 #include "loss/loss_launch.h"
+#include "plan_util.h"
 
 namespace baracuda::loss {
 namespace detail {
@@ -21,26 +22,6 @@ int64_t ce_workspace_bytes(const CeLaunch& L) {
   const int64_t a = L.dtype == DType::Float64 ? 8 : 4;
   const int64_t body = L.forward ? (3 * L.n * int64_t(L.chunks) + 2 * L.n) * a : 0;
   return 256 + (body + 255) / 256 * 256;
-}
-
-int current_device_major() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky-free error state of the failed query
-    return 0;
-  }
-  return major;
-}
-
-int current_device_sms() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return sms;
 }
 
 int64_t pw_contig_blocks(int64_t n, DType t, int sms) {

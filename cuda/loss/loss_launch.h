@@ -150,9 +150,5 @@ void nll_launch(const NllLaunch& L, void* stream);
 int64_t ce_workspace_bytes(const CeLaunch& L);
 void ce_launch(const CeLaunch& L, void* stream);
 bool ce_has_kernel(DType t);
-// Compute-capability major of the current device (0 when there is none / no driver).
-int current_device_major();
-// Multiprocessor count of the current device (0 when there is none / no driver).
-int current_device_sms();
 
 }  // namespace baracuda::loss
