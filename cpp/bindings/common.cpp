@@ -22,13 +22,14 @@ int framework_of(nb::handle h) {
   for (int f = 1; f < 4; ++f)
     if (known[f] && (t == known[f] || PyType_IsSubtype(t, known[f]))) return f;
   nb::object m = nb::getattr(nb::handle(reinterpret_cast<PyObject*>(t)), "__module__", nb::none());
-  const std::string s = m.is_none() ? std::string(t->tp_name) : nb::cast<std::string>(nb::str(m));
+  const std::string s = nb::cast<std::string>(
+      nb::str(m.is_none() ? nb::getattr(nb::handle(reinterpret_cast<PyObject*>(t)), "__name__", nb::str("?")) : m));
   int f = 0;
   if (s.rfind("torch", 0) == 0) f = 1;
   else if (s.rfind("cupy", 0) == 0) f = 2;
   else if (s.rfind("jax", 0) == 0) f = 3;
   if (f && !known[f] && (f != 1 || s == "torch")) {  // cache torch.Tensor itself, not a subclass
-    Py_INCREF(t);
+    Py_INCREF(reinterpret_cast<PyObject*>(t));
     known[f] = t;
   }
   return f;
@@ -58,11 +59,12 @@ const dlpack_exchange::Api* exchange_api(PyTypeObject* t) {
 }
 
 // x.is_neg() / x.is_conj() of a torch tensor: a method call by interned name, without building a
-// bound method.
+// bound method (vectorcall: in the stable ABI from 3.12, which the abi3 wheel targets).
 bool torch_flag(nb::handle h, bool conj) {
   static PyObject* const is_neg = PyUnicode_InternFromString("is_neg");
   static PyObject* const is_conj = PyUnicode_InternFromString("is_conj");
-  PyObject* r = PyObject_CallMethodNoArgs(h.ptr(), conj ? is_conj : is_neg);
+  PyObject* self = h.ptr();
+  PyObject* r = PyObject_VectorcallMethod(conj ? is_conj : is_neg, &self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
   if (!r) nb::raise_python_error();
   const bool yes = r == Py_True;
   Py_DECREF(r);
