@@ -136,25 +136,29 @@ def test_heads_first_and_strided_q():
     assert out3.shape == (2, 8, 64) and torch.equal(out3, out[:, 0])
 
 
+def check_score_rules(opts, dt, seed, d, **kw):
+    """bc.paged_attention with `opts` (alibi / sinks: True draws them) against the f64 reference."""
+    opts = dict(opts)
+    q, kc, vc, table, seq_lens = make_case(seed, 2, 3, 8, 2, d, 16, [300, 45], dt)
+    g = gen(seed + 1)
+    alibi = torch.rand(8, generator=g, device=DEV) * 0.2 if opts.pop("alibi", False) else None
+    sinks = torch.randn(8, generator=g, device=DEV) * 2 if opts.pop("sinks", False) else None
+    out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, alibi_slopes=alibi, sinks=sinks, return_lse=True,
+                                  **opts, **kw)
+    want, want_lse = reference(q, kc, vc, table, seq_lens, alibi=alibi, sinks=sinks,
+                               **{"window": (-1, -1), **opts})
+    check(out, want, dt)
+    fin = torch.isfinite(want_lse)
+    check(lse[fin], want_lse[fin], torch.float32 if dt == torch.float32 else torch.float16, "lse")
+
+
 @pytest.mark.parametrize("opts", [
     dict(causal=False), dict(window=(20, -1)), dict(window=(5, 0), causal=False), dict(softcap=8.0),
     dict(scale=0.3), dict(alibi=True), dict(sinks=True), dict(alibi=True, sinks=True, softcap=20.0, window=(31, -1))],
     ids=lambda o: ",".join(o))
 def test_score_rules(opts):
-    opts = dict(opts)
-    q, kc, vc, table, seq_lens = make_case(14, 2, 3, 8, 2, 128, 16, [300, 45])
-    g = gen(15)
-    alibi = torch.rand(8, generator=g, device=DEV) * 0.2 if opts.pop("alibi", False) else None
-    sinks = torch.randn(8, generator=g, device=DEV) * 2 if opts.pop("sinks", False) else None
     for splits in (1, 3):
-        out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, alibi_slopes=alibi, sinks=sinks, num_splits=splits,
-                                      return_lse=True, **opts)
-        ref_opts = dict(opts)
-        ref_opts.setdefault("window", (-1, -1))
-        want, want_lse = reference(q, kc, vc, table, seq_lens, alibi=alibi, sinks=sinks, **ref_opts)
-        check(out, want, torch.bfloat16)
-        fin = torch.isfinite(want_lse)
-        check(lse[fin], want_lse[fin], torch.float16, "lse")
+        check_score_rules(opts, torch.bfloat16, 14, 128, num_splits=splits)
 
 
 def test_bad_pages_and_lengths_are_clamped():
@@ -274,15 +278,4 @@ def test_rowwise_kernel_matches_f64_reference(case, dt):
 @pytest.mark.parametrize("opts", [dict(window=(5, 0), causal=False), dict(softcap=8.0), dict(alibi=True, sinks=True),
                                   dict(causal=False, window=(-1, 2))], ids=lambda o: ",".join(o))
 def test_rowwise_score_rules_f32(opts):
-    opts = dict(opts)
-    q, kc, vc, table, seq_lens = make_case(22, 2, 3, 8, 2, 64, 16, [300, 45], torch.float32)
-    g = gen(23)
-    alibi = torch.rand(8, generator=g, device=DEV) * 0.2 if opts.pop("alibi", False) else None
-    sinks = torch.randn(8, generator=g, device=DEV) * 2 if opts.pop("sinks", False) else None
-    out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, alibi_slopes=alibi, sinks=sinks, return_lse=True, **opts)
-    ref_opts = dict(opts)
-    ref_opts.setdefault("window", (-1, -1))
-    want, want_lse = reference(q, kc, vc, table, seq_lens, alibi=alibi, sinks=sinks, **ref_opts)
-    check(out, want, torch.float32)
-    fin = torch.isfinite(want_lse)
-    check(lse[fin], want_lse[fin], torch.float32, "lse")
+    check_score_rules(opts, torch.float32, 22, 64)
