@@ -10,9 +10,9 @@ Per layer: RMSNorm (`bc.rms_norm`), one fused q/k/v projection (`bc.linear`), Ro
 place in that projection's output (`bc.rope`), the new keys and values written to the pages
 (`bc.kv_cache_append`), attention (`bc.attention` over the packed prompts at prefill,
 `bc.paged_attention` over the pages at decode), the output projection, the residual adds
-(`bc.add`), and the MLP as one fused gate/up projection and `bc.swiglu`. The embedding lookup and
-the greedy argmax are torch's (baracuda has no embedding or sampling family yet). The tokens are
-compared with transformers' own `generate` on the same model (`--check`, the default).
+(`bc.add`), the MLP as one fused gate/up projection and `bc.swiglu`, and the greedy pick
+(`bc.argmax`). The embedding lookup is torch's indexing (baracuda has no embedding family yet).
+The tokens are compared with transformers' own `generate` on the same model (skip: --no-check).
 """
 from __future__ import annotations
 
@@ -60,6 +60,9 @@ class TorchOps:
             rot = torch.cat((-t[..., h:], t[..., :h]), dim=-1)
             t.copy_(t * cos + rot * sin)
 
+    def argmax(self, logits):
+        return logits.argmax(-1)
+
     def kv_cache_append(self, k, v, kc, vc, slots):
         kc.view(-1, *kc.shape[2:])[slots] = k
         vc.view(-1, *vc.shape[2:])[slots] = v
@@ -95,11 +98,12 @@ class BaracudaOps:
 
     def __init__(self, model):
         import baracuda as bc
+        import baracuda.torch as bt
 
         self.bc = bc
-        cfg = model.config
-        self.theta = float(getattr(cfg, "rope_theta", 10000.0))
-        self.scaling = getattr(cfg, "rope_scaling", None)
+        # theta and scaling from transformers 4's rope_theta / rope_scaling or 5's rope_parameters
+        rot = bt.RotaryEmbedding.from_config(model.config)
+        self.theta, self.scaling = rot.theta, rot.scaling
 
     def rms_norm(self, x, w, eps):
         return self.bc.rms_norm(x, w, eps)
@@ -115,6 +119,9 @@ class BaracudaOps:
 
     def rope(self, q, k, positions):
         self.bc.rope(q, k, positions=positions, theta=self.theta, scaling=self.scaling, inplace=True)
+
+    def argmax(self, logits):
+        return self.bc.argmax(logits, dim=-1)
 
     def kv_cache_append(self, k, v, kc, vc, slots):
         self.bc.kv_cache_append(k, v, kc, vc, slots)
@@ -218,12 +225,12 @@ class PagedLlama:
     @torch.no_grad()
     def generate(self, prompts, new_tokens):
         out = [[] for _ in prompts]
-        nxt = self.prefill(prompts).argmax(-1)
+        nxt = self.ops.argmax(self.prefill(prompts))
         for step in range(new_tokens):
             for b, t in enumerate(nxt.tolist()):
                 out[b].append(t)
             if step + 1 < new_tokens:
-                nxt = self.decode(nxt).argmax(-1)
+                nxt = self.ops.argmax(self.decode(nxt))
         return out
 
 
