@@ -199,9 +199,13 @@ def test_errors_name_the_operand():
         bc.paged_attention(q[:, :, :7], kc, vc, table, seq_lens)
     with pytest.raises(errors.InvalidDType, match="k_cache is float16"):
         bc.paged_attention(q, kc.half(), vc, table, seq_lens)
+    c512 = torch.zeros(4, 16, 2, 512, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(errors.Unsupported, match="head_dim 512"):
+        bc.paged_attention(torch.zeros(2, 1, 8, 512, device=DEV, dtype=torch.bfloat16), c512, c512, table, seq_lens)
     c80 = torch.zeros(4, 16, 2, 80, device=DEV, dtype=torch.bfloat16)
-    with pytest.raises(errors.Unsupported, match="head_dim 80"):
-        bc.paged_attention(torch.zeros(2, 1, 8, 80, device=DEV, dtype=torch.bfloat16), c80, c80, table, seq_lens)
+    with pytest.raises(errors.Unsupported, match="the mma kernel takes"):
+        bc.paged_attention(torch.zeros(2, 1, 8, 80, device=DEV, dtype=torch.bfloat16), c80, c80, table, seq_lens,
+                           kernel="mma")
     with pytest.raises(errors.InvalidArgument, match="16-byte aligned"):
         bc.paged_attention(torch.zeros(2, 1, 8, 65, device=DEV, dtype=torch.bfloat16)[..., 1:], kc, vc, table,
                            seq_lens)
