@@ -26,12 +26,6 @@ bool flash_compiled() {
 #endif
 }
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 }  // namespace
 
 std::string AttentionDescriptor::str() const {
@@ -157,10 +151,10 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
 
   // Score rules.
   if (desc.scale && !std::isfinite(*desc.scale))
-    throw InvalidArgument(op + ": scale must be finite, got " + num(*desc.scale));
+    throw InvalidArgument(op + ": scale must be finite, got " + num_str(*desc.scale));
   g.scale = desc.scale ? *desc.scale : (g.d > 0 ? 1.0 / std::sqrt(double(g.d)) : 1.0);
   if (!(desc.softcap >= 0) || !std::isfinite(desc.softcap))
-    throw InvalidArgument(op + ": softcap must be a finite number >= 0 (0: none), got " + num(desc.softcap));
+    throw InvalidArgument(op + ": softcap must be a finite number >= 0 (0: none), got " + num_str(desc.softcap));
   g.softcap = desc.softcap;
   if (desc.causal_alignment != "bottom_right" && desc.causal_alignment != "top_left")
     throw InvalidArgument(op + ": causal_alignment must be 'bottom_right' or 'top_left', got '" +
@@ -322,16 +316,7 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
   like_tensor(t.out, D.out, "out", "the descriptor's out");
   auto small = [&](const TensorView& v, bool needed, const std::string& name, DType want,
                    const std::vector<int64_t>& shape, const std::string& why) {
-    check_presence(op, v, needed, name, why);
-    if (!needed) return;
-    if (v.dtype != want)
-      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " +
-                         dtype_name(want));
-    if (!shape_is(v, shape))
-      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected " +
-                            shape_str(shape));
-    if (v.numel() > 0 && !v.is_contiguous()) throw InvalidArgument(op + ": " + name + " must be contiguous");
-    check_same_device(op, v, device, name, "q");
+    check_side_operand(op, v, needed, name, want, shape, why, true, device, "q");
   };
   const std::vector<int64_t> lse_shape =
       D.varlen ? std::vector<int64_t>{g.hq, g.total_q} : std::vector<int64_t>{g.batch, g.hq, g.sq};

@@ -51,12 +51,6 @@ bool overlaps(const TensorView& a, const TensorView& b) {
   return ra.first < rb.second && rb.first < ra.second;
 }
 
-std::string eps_str(double e) {
-  std::ostringstream os;
-  os << e;
-  return os.str();
-}
-
 }  // namespace
 
 struct NormPlan::Impl {
@@ -75,7 +69,7 @@ std::string NormDescriptor::str() const {
   os << "NormDescriptor(" << op << ", x=" << x.str();
   os << ", weight=" << (weight ? dtype_name(*weight) : "none");
   os << ", bias=" << (bias ? dtype_name(*bias) : "none");
-  os << ", residual=" << (residual ? "true" : "false") << ", eps=" << eps_str(eps)
+  os << ", residual=" << (residual ? "true" : "false") << ", eps=" << num_str(eps)
      << ", save_stats=" << (save_stats ? "true" : "false") << ")";
   return os.str();
 }
@@ -118,7 +112,7 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
   if (desc.bias && !I.layer)
     throw InvalidArgument(op + ": bias is given; RMSNorm takes no bias (use layer_norm for a bias)");
   if (!std::isfinite(desc.eps) || desc.eps < 0)
-    throw InvalidArgument(op + ": eps must be a finite number >= 0, got " + eps_str(desc.eps));
+    throw InvalidArgument(op + ": eps must be a finite number >= 0, got " + num_str(desc.eps));
   if (I.backward && desc.save_stats)
     throw InvalidArgument(op + ": save_stats applies to the forward ops; the backward ops read the saved stats");
 

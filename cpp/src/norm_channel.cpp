@@ -21,12 +21,6 @@ bool is_float_dtype(DType t) {
 }
 DType stats_dtype_of(DType x) { return x == DType::Float64 ? DType::Float64 : DType::Float32; }
 
-std::string num_str(double e) {
-  std::ostringstream os;
-  os << e;
-  return os.str();
-}
-
 // [N, C, *spatial] -> element strides of (n, c, s), of either sign; false when the spatial dims do
 // not collapse to one stride. Size-1 dims take any stride; S <= 1 gives s-stride 1.
 bool collapse_ncs(const int64_t* shape, const int64_t* strides, int r, int64_t out[3]) {

@@ -22,12 +22,6 @@ void need(bool ok, const std::string& what) {
   if (!ok) throw InvalidArgument(kOp + ": " + what);
 }
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 // Last dim contiguous, no negative stride.
 void check_strides(const TensorSpec& s, const char* name) {
   const auto st = s.effective_strides();
@@ -129,10 +123,10 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     throw Unsupported(kOp + ": at most 65535 requests and 65535 (kv head, 16-row group) pairs per call");
 
   if (desc.scale && !std::isfinite(*desc.scale))
-    throw InvalidArgument(kOp + ": scale must be finite, got " + num(*desc.scale));
+    throw InvalidArgument(kOp + ": scale must be finite, got " + num_str(*desc.scale));
   g.scale = float(desc.scale ? *desc.scale : 1.0 / std::sqrt(double(g.d)));
   if (!(desc.softcap >= 0) || !std::isfinite(desc.softcap))
-    throw InvalidArgument(kOp + ": softcap must be a finite number >= 0 (0: none), got " + num(desc.softcap));
+    throw InvalidArgument(kOp + ": softcap must be a finite number >= 0 (0: none), got " + num_str(desc.softcap));
   g.softcap = float(desc.softcap);
   if (desc.window_left < -1 || desc.window_right < -1)
     throw InvalidArgument(kOp + ": window sizes must be >= 0, or -1 for unbounded; got (" +
@@ -217,17 +211,7 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   check_like(kOp, t.out, D.out, "out", "q", device, "q");
   auto small = [&](const TensorView& v, bool needed, const std::string& name, DType want,
                    const std::vector<int64_t>& shape, const std::string& why, bool contiguous) {
-    check_presence(kOp, v, needed, name, why);
-    if (!needed) return;
-    if (v.dtype != want)
-      throw InvalidDType(kOp + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(want));
-    if (!shape_is(v, shape))
-      throw InvalidArgument(kOp + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected " +
-                            shape_str(shape));
-    if (contiguous && v.numel() > 0 && !v.is_contiguous()) throw InvalidArgument(kOp + ": " + name + " must be contiguous");
-    for (int d = 0; d < v.ndim; ++d)
-      if (v.strides[d] < 0) throw Unsupported(kOp + ": " + name + " has a negative stride");
-    check_same_device(kOp, v, device, name, "q");
+    check_side_operand(kOp, v, needed, name, want, shape, why, contiguous, device, "q");
   };
   small(t.block_table, true, "block_table", DType::Int32, {g.batch, g.max_pages}, "it maps each request's keys to pages",
         false);
@@ -237,15 +221,15 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   small(t.sinks, D.sinks, "sinks", DType::Float32, {g.hq}, "the descriptor has sinks=True", true);
 
   // The mma kernel's 16-byte row accesses: every row start of q and the caches.
+  if (!I.rowwise)
+    for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
+      bool ok = reinterpret_cast<uintptr_t>(v->data) % 16 == 0;
+      for (int d = 0; d + 1 < v->ndim; ++d) ok = ok && (v->shape[d] <= 1 || v->strides[d] % 8 == 0);
+      if (!ok)
+        throw InvalidArgument(kOp + ": " + name + " needs a 16-byte aligned data pointer and strides that are "
+                                                  "multiples of 8 elements (its rows are read 16 bytes at a time)");
+    }
   const int r = t.q.ndim;
-  for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
-    if (I.rowwise) break;
-    bool ok = reinterpret_cast<uintptr_t>(v->data) % 16 == 0;
-    for (int d = 0; d + 1 < v->ndim; ++d) ok = ok && (v->shape[d] <= 1 || v->strides[d] % 8 == 0);
-    if (!ok)
-      throw InvalidArgument(kOp + ": " + name + " needs a 16-byte aligned data pointer and strides that are multiples "
-                                                "of 8 elements (its rows are read 16 bytes at a time)");
-  }
   g.q_batch = t.q.strides[0];
   g.q_token = r == 4 ? t.q.strides[1] : 0;
   g.q_head = t.q.strides[r - 2];
@@ -283,9 +267,8 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   p.out = t.out.data;
   p.lse = static_cast<float*>(t.lse.data);
   if (g.splits > 1) {
-    const int64_t rows = int64_t(g.splits) * g.batch * g.sq * g.hq;
     p.partial_out = static_cast<float*>(workspace);
-    p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + (rows * g.d * 4 + 255) / 256 * 256);
+    p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + paged_attention::partial_lse_offset(g));
   }
   if (g.batch == 0 || g.hq == 0 || g.sq == 0) return;
   DeviceGuard guard(device);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
 
 #include "baracuda/errors.h"
 
@@ -187,6 +188,31 @@ bool compiled_for(int min_arch) {
   for (size_t pos = 0; (pos = a.find('_', pos)) != std::string::npos; ++pos)
     if (std::atoi(a.c_str() + pos + 1) >= min_arch) return true;
   return false;
+}
+
+void check_side_operand(const std::string& op, const TensorView& v, bool needed, const std::string& name, DType want,
+                        const std::vector<int64_t>& shape, const std::string& why, bool contiguous, int device,
+                        const char* device_owner) {
+  check_presence(op, v, needed, name, why);
+  if (!needed) return;
+  if (v.dtype != want)
+    throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(want));
+  if (!shape_is(v, shape))
+    throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected " +
+                          shape_str(shape));
+  if (contiguous) {
+    if (v.numel() > 0 && !v.is_contiguous()) throw InvalidArgument(op + ": " + name + " must be contiguous");
+  } else {
+    for (int d = 0; d < v.ndim; ++d)
+      if (v.strides[d] < 0) throw Unsupported(op + ": " + name + " has a negative stride");
+  }
+  check_same_device(op, v, device, name, device_owner);
+}
+
+std::string num_str(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
 }
 
 namespace {

@@ -38,6 +38,15 @@ bool shape_is(const TensorView& v, const std::vector<int64_t>& shape);
 // dtype and shape, on `device`, last dim contiguous, no negative stride; throws naming `name`.
 void check_like(const std::string& op, const TensorView& v, const TensorSpec& like, const std::string& name,
                 const char* of, int device, const char* device_owner);
+// A side operand (a table, offsets, slopes, lse) of a fixed dtype and shape: present exactly when
+// `needed` (check_presence with `why`), then its dtype, shape, layout (row-major contiguous when
+// `contiguous`, else any non-negative strides) and device; throws naming it.
+void check_side_operand(const std::string& op, const TensorView& v, bool needed, const std::string& name, DType want,
+                        const std::vector<int64_t>& shape, const std::string& why, bool contiguous, int device,
+                        const char* device_owner);
+// A double as the shortest text an ostream gives it (error messages).
+std::string num_str(double v);
+
 // The element count of `shape` (a broadcast view's logical size may exceed its memory); throws
 // Unsupported "<op>: <name> of shape ... has more than 2^63 - 1 elements" when it overflows.
 int64_t checked_numel(const std::string& op, const std::string& name, const std::vector<int64_t>& shape);

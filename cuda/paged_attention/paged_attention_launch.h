@@ -59,8 +59,13 @@ struct Pointers {
 // and any head dim up to kMaxRowwiseHeadDim.
 constexpr bool head_dim_supported(int d) { return d == 64 || d == 96 || d == 128 || d == 256; }
 constexpr int kMaxRowwiseHeadDim = 256;
+// The workspace with several splits: partial_out at 0, partial_lse at this byte offset (256-aligned).
+inline int64_t partial_rows(const Geometry& g) { return int64_t(g.splits) * g.batch * g.sq * g.hq; }
+inline int64_t partial_lse_offset(const Geometry& g) { return (partial_rows(g) * g.d * 4 + 255) / 256 * 256; }
 // Bytes of workspace a geometry needs (0 with one split).
-int64_t workspace_bytes(const Geometry& g);
+inline int64_t workspace_bytes(const Geometry& g) {
+  return g.splits > 1 ? partial_lse_offset(g) + partial_rows(g) * 4 : 0;
+}
 // Blocks of the decode kernel for head dim d that fit one SM of the current device (0: no device).
 int resident_blocks_per_sm(DType dtype, int d);
 void decode(const Geometry& g, const Pointers& p, void* stream);

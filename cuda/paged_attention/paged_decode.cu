@@ -402,12 +402,6 @@ int resident_blocks_per_sm(DType dtype, int d) {
   return dtype == DType::BFloat16 ? resident_dim<__nv_bfloat16, kStages>(d) : resident_dim<__half, kStages>(d);
 }
 
-int64_t workspace_bytes(const Geometry& g) {
-  if (g.splits <= 1) return 0;
-  const int64_t rows = int64_t(g.splits) * g.batch * g.sq * g.hq;
-  return (rows * g.d * 4 + 255) / 256 * 256 + rows * 4;
-}
-
 void decode(const Geometry& g, const Pointers& p, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   if (g.dtype == DType::BFloat16) launch_t<__nv_bfloat16>(g, p, s);
