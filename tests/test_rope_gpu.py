@@ -138,6 +138,26 @@ def test_strided_views_and_in_place():
     close(xo, ref_rope(x, cos, sin, "neox", 64), dt, "unaligned")
 
 
+def test_in_place_on_fused_qkv_slices():
+    # q, k, v as column slices of one projection output: byte ranges interleave, elements do not
+    g = gen(14)
+    dt = torch.bfloat16
+    qkv = rnd((37, 6 + 2 * 2, 64), dt, g)
+    q, k, v = qkv[:, :6], qkv[:, 6:8], qkv[:, 8:]
+    v_before = v.clone()
+    inv, _ = bc.rope_frequencies(64)
+    pos = torch.randint(0, 100, (37,), device=DEV, generator=g)
+    cos, sin = ref_angles(pos, inv)
+    want_q, want_k = ref_rope(q, cos, sin, "neox", 64), ref_rope(k, cos, sin, "neox", 64)
+    bc.rope(q, k, positions=pos, inplace=True)
+    close(q, want_q, dt, "q slice")
+    close(k, want_k, dt, "k slice")
+    assert torch.equal(v, v_before)
+    # an output that really shares elements with an input is still refused
+    with pytest.raises(errors.InvalidArgument, match="overlaps"):
+        bc.rope(q, k, positions=pos, q_out=qkv[:, 1:7], k_out=torch.empty_like(k))
+
+
 def test_inverse_undoes_and_empty():
     g = gen(5)
     q = rnd((4, 17, 6, 128), torch.float32, g)

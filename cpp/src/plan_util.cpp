@@ -22,6 +22,37 @@ std::pair<uintptr_t, uintptr_t> byte_range(const TensorView& v) {
   return {base + lo, base + hi + es};
 }
 
+namespace {
+
+// The outermost (largest-stride, size > 1) dim's stride in bytes and the byte span of one index of
+// it (the other dims' reach); {0, 0} when there is no such dim or a stride is negative.
+std::pair<int64_t, int64_t> outer_stride_and_row_span(const TensorView& v) {
+  const int64_t es = int64_t(dtype_size(v.dtype));
+  int outer = -1;
+  for (int i = 0; i < v.ndim; ++i) {
+    if (v.strides[i] < 0) return {0, 0};
+    if (v.shape[i] > 1 && (outer < 0 || v.strides[i] > v.strides[outer])) outer = i;
+  }
+  if (outer < 0) return {0, 0};
+  int64_t reach = 0;
+  for (int i = 0; i < v.ndim; ++i)
+    if (i != outer) reach += v.strides[i] * (v.shape[i] - 1);
+  return {v.strides[outer] * es, (reach + 1) * es};
+}
+
+}  // namespace
+
+bool views_may_overlap(const TensorView& a, const TensorView& b) {
+  if (!ranges_overlap(byte_range(a), byte_range(b))) return false;
+  const auto [sa, span_a] = outer_stride_and_row_span(a);
+  const auto [sb, span_b] = outer_stride_and_row_span(b);
+  if (sa == 0 || sa != sb || span_a > sa || span_b > sb) return true;
+  const int64_t oa = int64_t(reinterpret_cast<uintptr_t>(a.data) % uint64_t(sa));
+  const int64_t ob = int64_t(reinterpret_cast<uintptr_t>(b.data) % uint64_t(sa));
+  // each row of a covers [oa, oa + span_a) modulo the stride, each row of b [ob, ob + span_b)
+  return ((ob - oa) % sa + sa) % sa < span_a || ((oa - ob) % sa + sa) % sa < span_b;
+}
+
 bool same_view(const TensorView& a, const TensorView& b) {
   if (a.data != b.data || dtype_size(a.dtype) != dtype_size(b.dtype) || a.ndim != b.ndim) return false;
   for (int i = 0; i < a.ndim; ++i)
@@ -123,9 +154,8 @@ void check_aliasing(const std::string& op, const std::vector<NamedView>& outputs
                          std::vector<int64_t>(out->strides, out->strides + out->ndim)))
       throw InvalidArgument(op + ": " + outputs[o].name + " has overlapping elements (strides " +
                             shape_str(out->strides, out->ndim) + "); an output must address each element once");
-    const auto range = byte_range(*out);
     for (const auto& [name, in] : inputs) {
-      if (!in || !in->data || !ranges_overlap(range, byte_range(*in))) continue;
+      if (!in || !in->data || !views_may_overlap(*out, *in)) continue;
       bool allowed = false;
       for (const auto& [po, pi] : in_place) allowed = allowed || (po == out && pi == in && same_view(*out, *in));
       if (!allowed)
@@ -134,7 +164,7 @@ void check_aliasing(const std::string& op, const std::vector<NamedView>& outputs
                                                 : std::string(" without being the same view (in place)")));
     }
     for (size_t p = o + 1; p < outputs.size(); ++p)
-      if (outputs[p].view && outputs[p].view->data && ranges_overlap(range, byte_range(*outputs[p].view)))
+      if (outputs[p].view && outputs[p].view->data && views_may_overlap(*out, *outputs[p].view))
         throw InvalidArgument(op + ": " + outputs[o].name + " overlaps " + outputs[p].name +
                               "; outputs must not overlap");
   }

@@ -15,6 +15,10 @@ std::pair<uintptr_t, uintptr_t> byte_range(const TensorView& v);
 inline bool ranges_overlap(std::pair<uintptr_t, uintptr_t> a, std::pair<uintptr_t, uintptr_t> b) {
   return a.first < b.second && b.first < a.second;
 }
+// May two views share a byte? Their byte ranges overlap and they are not interleaved rows of one
+// buffer (same outermost stride, each one's row span within it, the spans disjoint modulo that
+// stride: q, k and v as column slices of a fused qkv projection).
+bool views_may_overlap(const TensorView& a, const TensorView& b);
 // Same pointer, element size, shape and strides of non-size-1 dims (an in-place operand).
 bool same_view(const TensorView& a, const TensorView& b);
 // True when no two in-bounds indices of (shape, strides) address the same element.

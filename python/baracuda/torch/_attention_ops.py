@@ -103,7 +103,7 @@ def _attention_bwd_fake(grad, q, k, v, out, lse, cu_q, cu_k, seqused_k, alibi, s
 
 
 define("attention",
-       f"(Tensor q, Tensor k, Tensor v, {_EXTRA_ARGS}, {_SCORE_ARGS}, str kernel, bool deterministic) -> "
+       f"(Tensor q, Tensor k, Tensor v, {_EXTRA_ARGS}, {_SCORE_ARGS}, str kernel_choice, bool deterministic) -> "
        "(Tensor, Tensor)",
        _attention_impl, _attention_fake, _attention_backward, _attention_setup)
 define("attention_backward",

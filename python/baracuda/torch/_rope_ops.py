@@ -110,18 +110,18 @@ def _paged_outputs(q, want_lse):
 
 
 def _paged_attention_impl(q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks, scale, causal, wl, wr,
-                          softcap, max_seqlen_k, num_splits, want_lse, kernel="auto"):
+                          softcap, max_seqlen_k, num_splits, want_lse, kernel_choice="auto"):
     out, lse = _paged_outputs(q, want_lse)
     _C.paged_attention_call({"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_table": block_table,
                              "seq_lens": seq_lens, "out": out, "lse": lse if want_lse else None,
                              "alibi_slopes": alibi_slopes, "sinks": sinks},
                             scale, bool(causal), int(wl), int(wr), float(softcap), int(max_seqlen_k), int(num_splits),
-                            kernel, None, lambda n: torch.empty((int(n),), dtype=torch.uint8, device=q.device))
+                            kernel_choice, None, lambda n: torch.empty((int(n),), dtype=torch.uint8, device=q.device))
     return out, lse
 
 
 def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks, scale, causal, wl, wr,
-                          softcap, max_seqlen_k, num_splits, want_lse, kernel="auto"):
+                          softcap, max_seqlen_k, num_splits, want_lse, kernel_choice="auto"):
     out, lse = _paged_outputs(q, want_lse)
 
     def make():
@@ -129,10 +129,10 @@ def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, alibi_slop
             _spec(q), _spec(k_cache), _spec(v_cache), _spec(q), int(block_table.shape[-1]), scale=scale,
             causal=bool(causal), window_left=int(wl), window_right=int(wr), softcap=float(softcap),
             alibi=alibi_slopes is not None, sinks=sinks is not None, lse=bool(want_lse),
-            max_seqlen_k=int(max_seqlen_k), num_splits=int(num_splits), kernel=kernel))
+            max_seqlen_k=int(max_seqlen_k), num_splits=int(num_splits), kernel=kernel_choice))
 
     validate(("paged_attention", scale, bool(causal), int(wl), int(wr), float(softcap), int(max_seqlen_k),
-              int(num_splits), bool(want_lse), kernel, alibi_slopes is None, sinks is None),
+              int(num_splits), bool(want_lse), kernel_choice, alibi_slopes is None, sinks is None),
              [q, k_cache, v_cache, block_table], make)
     return out, lse
 
@@ -140,5 +140,5 @@ def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, alibi_slop
 define("paged_attention",
        "(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, Tensor seq_lens, Tensor? alibi_slopes, "
        "Tensor? sinks, float? scale, bool causal, int window_left, int window_right, float softcap, int max_seqlen_k, "
-       "int num_splits, bool want_lse, str kernel=\"auto\") -> (Tensor, Tensor)",
+       "int num_splits, bool want_lse, str kernel_choice=\"auto\") -> (Tensor, Tensor)",
        _paged_attention_impl, _paged_attention_fake)
