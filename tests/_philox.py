@@ -1,4 +1,4 @@
-"""An independent numpy reference of baracuda's Gumbel noise (cuda/softmax/philox.cuh): Philox-4x32-10,
+"""An independent numpy reference of baracuda's Gumbel noise (cuda/common/philox.cuh): Philox-4x32-10,
 element L of the field (seed, offset) = word L % 4 of philox(counter = (L // 4, offset), key = seed),
 u = (2 * (r >> 9) + 1) * 2^-24 (f32) or (2 * r + 1) * 2^-33 (f64), g = -log(-log(u))."""
 import numpy as np

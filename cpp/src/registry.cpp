@@ -16,6 +16,7 @@
 #include "baracuda/rope.h"
 #include "baracuda/kv_cache.h"
 #include "baracuda/paged_attention.h"
+#include "baracuda/sampling.h"
 
 namespace baracuda {
 
@@ -41,6 +42,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(rope_family_info());
   fams.push_back(kv_cache_family_info());
   fams.push_back(paged_attention_family_info());
+  fams.push_back(sampling_family_info());
   return fams;
 }
 }  // namespace

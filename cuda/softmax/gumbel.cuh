@@ -8,7 +8,7 @@
 // Half types compute in f32 with the f32 noise, f64 in f64 with the f64 noise. A row with NaN,
 // +inf, or only -inf gives NaN (soft and hard), like softmax.
 #pragma once
-#include "softmax/philox.cuh"
+#include "common/philox.cuh"
 #include "softmax/rowops_common.cuh"
 
 namespace baracuda::softmax::rowops {

@@ -102,6 +102,11 @@ from ._paged_attention import FUNCTIONS as _PAGED_ATTENTION_FUNCTIONS  # noqa: E
 
 _OPS.update(_PAGED_ATTENTION_FUNCTIONS)
 
+from ._C import SamplingDescriptor, SamplingPlan  # noqa: F401,E402
+from ._sampling import FUNCTIONS as _SAMPLING_FUNCTIONS  # noqa: E402
+
+_OPS.update(_SAMPLING_FUNCTIONS)
+
 from ._autograd import guard_all as _guard_all  # noqa: E402
 from ._fastpaths import functions as _fast_functions  # noqa: E402
 
@@ -110,7 +115,7 @@ _OPS.update(_fast_functions())  # the torch fast paths in front of the hottest o
 # Ops whose outputs carry no gradient (bool / index results, fills, noise): they take tensors that
 # require grad and run as they are, as torch's do.
 _NON_DIFFERENTIABLE = {r["name"] for r in _C.elementwise_ops() if r["category"] in ("predicate", "compare")} | {
-    "argmax", "argmin", "any", "all", "count_nonzero", "fill", "full_like", "gumbel_noise"}
+    "argmax", "argmin", "any", "all", "count_nonzero", "fill", "full_like", "gumbel_noise", "sample"}
 globals().update(_guard_all(_OPS, _NON_DIFFERENTIABLE))
 
 

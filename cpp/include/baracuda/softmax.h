@@ -11,7 +11,7 @@
 //   gumbel_softmax           inputs = {x},              out = y, optional soft_out = y_soft
 //       y_soft = softmax((x + g) / tau), g = -log(-log(u)) i.i.d. Gumbel(0, 1) noise keyed by
 //       (seed, offset, the element's row-major index in the shape): the same for any layout,
-//       launch geometry or replay (Philox-4x32-10, cuda/softmax/philox.cuh). seed and offset are
+//       launch geometry or replay (Philox-4x32-10, cuda/common/philox.cuh). seed and offset are
 //       run-time arguments (SoftmaxRunArgs), not part of the descriptor. hard = true: y is the
 //       one-hot (exact 0 / 1) of the first maximum of y_soft as rounded to the dtype (torch's
 //       straight-through forward value, which torch computes as y_hard - y_soft + y_soft).

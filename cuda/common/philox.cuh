@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace baracuda::softmax::rng {
+namespace baracuda::rng {
 
 struct Words4 {
   uint32_t w[4];
@@ -87,4 +87,4 @@ template <> __device__ __forceinline__ double gumbel_of<double>(uint32_t r) {
   return -log(-log(u));
 }
 
-}  // namespace baracuda::softmax::rng
+}  // namespace baracuda::rng

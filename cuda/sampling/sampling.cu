@@ -1,0 +1,341 @@
+// The sampler: one block of 1024 threads per row, no sort. The thresholds are found by radix select
+// over an order-preserving 32-bit key of x = logit / T, one 8-bit digit per pass over the row (L2
+// resident after the first): top-k by counts, top-p by fixed-point softmax mass (u64 sums of
+// exp(x - max) * 2^32: integer adds, so the same bits in every order). The draw walks the kept mass
+// in index order: warp w owns a contiguous chunk, the block scans the warp totals, and the warp
+// holding the Philox target finds the token with warp scans.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/block_reduce.cuh"
+#include "common/cuda_check.h"
+#include "common/dtype_traits.cuh"
+#include "common/philox.cuh"
+#include "sampling/sampling_launch.h"
+
+namespace baracuda::sampling {
+
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+constexpr uint64_t kOne = uint64_t(1) << 32;  // the mass of the maximum
+
+// Order-preserving key: a > b as floats <=> key(a) > key(b). NaN maps to 0, below -inf.
+__device__ __forceinline__ uint32_t key_of(float x) {
+  if (x != x) return 0u;
+  const uint32_t u = __float_as_uint(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+template <class T> __device__ __forceinline__ float load(const T* row, int64_t i) {
+  return kernels::to_compute(row[i]);
+}
+
+struct Row {
+  float inv_t = 1.f;  // 1 / T (1 for greedy rows)
+  float m = -INFINITY;  // max of x
+  __device__ __forceinline__ uint64_t mass(float x) const {
+    if (m == INFINITY) return x == INFINITY ? kOne : 0;
+    const float e = __expf(x - m);  // in [0, 1]; NaN x gives NaN, which converts to 0
+    return e > 0.f ? uint64_t(e * 4294967296.0f) : 0;
+  }
+};
+
+// Adds `amount` (a count when kCount) to hist[bin] for the active lanes with one shared atomic per
+// distinct bin of the warp: the first digits of a row's keys crowd into a few bins, where per-lane
+// atomics would serialize. Called by all 32 lanes.
+template <bool kCount>
+__device__ __forceinline__ void warp_add(uint64_t* hist, uint32_t bin, uint64_t amount, bool active) {
+  const unsigned act = __ballot_sync(0xffffffffu, active);
+  if (!active) return;
+  const unsigned peers = __match_any_sync(act, bin);
+  uint64_t total;
+  if constexpr (kCount) {
+    total = uint64_t(__popc(peers));
+  } else {  // amount <= 2^32: 16-bit halves keep each 32-lane sum inside 32 bits
+    const uint32_t hi = __reduce_add_sync(peers, uint32_t(amount >> 16));
+    const uint32_t lo = __reduce_add_sync(peers, uint32_t(amount & 0xffffu));
+    total = (uint64_t(hi) << 16) + lo;
+  }
+  if (int(threadIdx.x & 31) == __ffs(peers) - 1 && total)
+    atomicAdd(reinterpret_cast<unsigned long long*>(&hist[bin]), static_cast<unsigned long long>(total));
+}
+
+// The digit d of hist (256 bins, bin j = the next 8 key bits) where the running amount from the top
+// reaches `target`: above + sum_{j > d} < target <= above + sum_{j >= d}. One warp; returns d and
+// adds sum_{j > d} to *above (through shared `out`). Falls back to d = 0 when target is past the total.
+__device__ void select_digit(const uint64_t* hist, uint64_t target, uint64_t* above, uint32_t* digit) {
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
+  uint64_t local = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) local += hist[lane * 8 + j];
+  uint64_t inc = local;  // sum over lanes >= lane (the higher bins)
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint64_t v = __shfl_down_sync(0xffffffffu, inc, o);
+    if (lane + o < 32) inc += v;
+  }
+  const uint64_t base = *above;
+  const uint64_t excl = inc - local;
+  const bool mine = base + excl < target && target <= base + inc;
+  const unsigned owner = __ballot_sync(0xffffffffu, mine);
+  if (owner == 0) {
+    if (lane == 0) *digit = 0;
+    __syncwarp();
+    return;
+  }
+  if (mine) {
+    uint64_t acc = base + excl;
+    int d = lane * 8;
+    for (int j = 7; j >= 0; --j) {
+      if (acc + hist[lane * 8 + j] >= target) {
+        d = lane * 8 + j;
+        break;
+      }
+      acc += hist[lane * 8 + j];
+    }
+    *digit = uint32_t(d);
+    *above = acc;
+  }
+  __syncwarp();
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
+  __shared__ uint64_t hist[256];
+  __shared__ uint64_t above;
+  __shared__ uint32_t digit;
+  __shared__ float red_m[kWarps];
+  __shared__ int64_t red_i[kWarps];
+  __shared__ uint64_t warp_mass[kWarps];
+  __shared__ float warp_sum[kWarps];
+  __shared__ int64_t picked;
+
+  const int64_t b = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t V = p.vocab;
+  const T* row = static_cast<const T*>(p.logits) + b * p.row_stride;
+
+  // ---- the row's parameters (uniform over the block)
+  const float temp = p.temperature ? p.temperature[b * p.temperature_stride] : p.temperature_value;
+  const bool greedy = !(temp > 0.f);
+  Row r;
+  r.inv_t = greedy ? 1.f : 1.f / temp;
+  int64_t k = p.top_k_value;
+  if (p.top_k) {
+    const int64_t at = b * p.top_k_stride;
+    k = p.top_k_int32 ? int64_t(static_cast<const int32_t*>(p.top_k)[at]) : static_cast<const int64_t*>(p.top_k)[at];
+  }
+  const bool use_k = !greedy && k > 0 && k < V;
+  float top_p = p.top_p ? p.top_p[b * p.top_p_stride] : p.top_p_value;
+  const bool use_p = !greedy && top_p < 1.f;  // NaN: off
+  top_p = fmaxf(top_p, 0.f);
+  float min_p = p.min_p ? p.min_p[b * p.min_p_stride] : p.min_p_value;
+  const bool use_min_p = !greedy && min_p > 0.f;  // NaN: off
+  min_p = fminf(min_p, 1.f);
+  const uint64_t seed = p.seeds ? uint64_t(p.seeds[b * p.seed_stride]) : p.seed;
+
+  // ---- pass 1: max and first argmax of x; top-k's first digit histogram
+  if (tid < 256) hist[tid] = 0;
+  __syncthreads();
+  float m = -INFINITY;
+  int64_t arg = -1;
+  for (int64_t base = 0; base < V; base += kThreads) {  // a trip count uniform over the block
+    const int64_t i = base + tid;
+    const float x = i < V ? load(row, i) * r.inv_t : NAN;
+    if (x > m) {
+      m = x;
+      arg = i;
+    }
+    if (use_k) warp_add<true>(hist, key_of(x) >> 24, 1, i < V);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float om = __shfl_xor_sync(0xffffffffu, m, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, arg, o);
+    if (om > m || (om == m && oi >= 0 && (arg < 0 || oi < arg))) {
+      m = om;
+      arg = oi;
+    }
+  }
+  if (lane == 0) {
+    red_m[warp] = m;
+    red_i[warp] = arg;
+  }
+  __syncthreads();
+  m = red_m[0];
+  arg = red_i[0];
+  for (int w = 1; w < kWarps; ++w)
+    if (red_m[w] > m || (red_m[w] == m && red_i[w] >= 0 && (arg < 0 || red_i[w] < arg))) {
+      m = red_m[w];
+      arg = red_i[w];
+    }
+  r.m = m;
+
+  auto write = [&](int64_t token, float logprob) {
+    if (tid != 0) return;
+    if (p.tokens_int32) static_cast<int32_t*>(p.tokens)[b * p.token_stride] = int32_t(token);
+    else static_cast<int64_t*>(p.tokens)[b * p.token_stride] = token;
+    if (p.logprobs) p.logprobs[b * p.logprob_stride] = logprob;
+  };
+  if (arg < 0) {  // nothing but NaN and -inf
+    write(-1, NAN);
+    return;
+  }
+
+  // ---- thresholds: keep keys >= th
+  uint32_t th = 0;
+  if (use_k) {
+    uint32_t prefix = 0;
+    __syncthreads();
+    if (tid == 0) above = 0;
+    for (int pass = 0; pass < 4; ++pass) {
+      const int shift = 24 - 8 * pass;
+      if (pass > 0) {
+        if (tid < 256) hist[tid] = 0;
+        __syncthreads();
+        for (int64_t base = 0; base < V; base += kThreads) {
+          const int64_t i = base + tid;
+          const uint32_t key = i < V ? key_of(load(row, i) * r.inv_t) : 0u;
+          warp_add<true>(hist, (key >> shift) & 255u, 1, i < V && (key >> (shift + 8)) == (prefix >> (shift + 8)));
+        }
+      }
+      __syncthreads();
+      select_digit(hist, uint64_t(k), &above, &digit);
+      __syncthreads();
+      prefix |= digit << shift;
+      __syncthreads();
+    }
+    th = prefix;
+  }
+  if (use_p) {
+    uint32_t prefix = 0;
+    uint64_t target = 0;
+    if (tid == 0) above = 0;
+    for (int pass = 0; pass < 4; ++pass) {
+      const int shift = 24 - 8 * pass;
+      if (tid < 256) hist[tid] = 0;
+      __syncthreads();
+      for (int64_t base = 0; base < V; base += kThreads) {
+        const int64_t i = base + tid;
+        const float x = i < V ? load(row, i) * r.inv_t : NAN;
+        const uint32_t key = key_of(x);
+        const uint64_t w = r.mass(x);
+        warp_add<false>(hist, (key >> shift) & 255u, w,
+                        w && key >= th && (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))));
+      }
+      __syncthreads();
+      if (pass == 0) {  // the top-k set's mass is the histogram's total
+        uint64_t s = 0;
+        if (tid < 32) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) s += hist[tid * 8 + j];
+          s = kernels::warp_sum(s);
+        }
+        if (tid == 0) warp_mass[0] = s;
+        __syncthreads();
+        const double want = double(top_p) * double(warp_mass[0]);
+        target = want < 1.0 ? 1 : uint64_t(ceil(want));
+      }
+      select_digit(hist, target, &above, &digit);
+      __syncthreads();
+      prefix |= digit << shift;
+      __syncthreads();
+    }
+    th = max(th, prefix);
+  }
+  if (use_min_p) th = max(th, key_of(m + __logf(min_p)));
+
+  // ---- the kept mass per warp chunk (and the row's sum of exp for the log-probability)
+  const int64_t chunk = ((V + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const int64_t begin = int64_t(warp) * chunk, end = min(V, begin + chunk);
+  const bool need_draw = !greedy;
+  uint64_t kept = 0;
+  float sum = 0.f;
+  if (need_draw || p.logprobs) {
+    for (int64_t i = begin + lane; i < end; i += 32) {
+      const float x = load(row, i) * r.inv_t;
+      if (p.logprobs) sum += m == INFINITY ? (x == INFINITY ? 1.f : 0.f) : __expf(x - m);
+      if (need_draw && key_of(x) >= th) kept += r.mass(x);
+    }
+    kept = kernels::warp_sum(kept);
+    sum = kernels::warp_sum(sum);
+    if (lane == 0) {
+      warp_mass[warp] = kept;
+      warp_sum[warp] = sum;
+    }
+  }
+  __syncthreads();
+  float total_sum = 0.f;
+  if (p.logprobs)
+    for (int w = 0; w < kWarps; ++w) total_sum += warp_sum[w];
+  auto logprob_of = [&](int64_t token) {
+    return load(row, token) * r.inv_t - m - __logf(total_sum);
+  };
+  if (greedy) {
+    write(arg, p.logprobs ? logprob_of(arg) : 0.f);
+    return;
+  }
+
+  // ---- the draw: target uniform in [0, Z), the first token whose running kept mass passes it
+  uint64_t Z = 0, start = 0;
+  int owner = -1;
+  const rng::Words4 words = rng::philox4x32_10(uint64_t(b), p.offset, seed);
+  const uint64_t u64 = (uint64_t(words.w[0]) << 32) | words.w[1];
+  for (int w = 0; w < kWarps; ++w) Z += warp_mass[w];
+  const uint64_t target = __umul64hi(Z, u64);
+  for (int w = 0; w < kWarps && owner < 0; ++w) {
+    if (target < start + warp_mass[w]) owner = w;
+    else start += warp_mass[w];
+  }
+  if (tid == 0) picked = arg;  // unreachable fallback: Z > 0 always holds the maximum
+  __syncthreads();
+  if (warp == owner) {
+    uint64_t acc = start;
+    for (int64_t i0 = begin; i0 < end; i0 += 32) {
+      const int64_t i = i0 + lane;
+      uint64_t w = 0;
+      if (i < end) {
+        const float x = load(row, i) * r.inv_t;
+        if (key_of(x) >= th) w = r.mass(x);
+      }
+      uint64_t inc = w;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint64_t v = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += v;
+      }
+      const bool hit = w > 0 && acc + inc - w <= target && target < acc + inc;
+      const unsigned hits = __ballot_sync(0xffffffffu, hit);
+      if (hits) {
+        if (hit) picked = i;
+        break;
+      }
+      acc += __shfl_sync(0xffffffffu, inc, 31);
+    }
+  }
+  __syncthreads();
+  const int64_t token = picked;
+  write(token, p.logprobs ? logprob_of(token) : 0.f);
+}
+
+}  // namespace
+
+void sample(const Params& p, void* stream) {
+  if (p.rows == 0) return;
+  auto st = static_cast<cudaStream_t>(stream);
+  const dim3 grid(unsigned(p.rows));
+  switch (p.dtype) {
+    case DType::Float32: sample_kernel<float><<<grid, kThreads, 0, st>>>(p); break;
+    case DType::Float16: sample_kernel<__half><<<grid, kThreads, 0, st>>>(p); break;
+    case DType::BFloat16: sample_kernel<__nv_bfloat16><<<grid, kThreads, 0, st>>>(p); break;
+    default: throw Unsupported(std::string("sample: logits dtype ") + dtype_name(p.dtype) + " has no kernel");
+  }
+  cuda_check(cudaGetLastError(), "sample launch");
+}
+
+}  // namespace baracuda::sampling

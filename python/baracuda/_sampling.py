@@ -1,0 +1,66 @@
+"""Functional sampling: ``sample`` draws one token per row of logits with temperature, top-k, top-p
+and min-p, without sorting the vocabulary. See ``baracuda/sampling.h`` for the exact rules."""
+from typing import Any, Optional, Union
+
+from . import _C, _interop
+from ._dtypes import DType
+from ._types import DLPackTensor, Stream
+from .errors import InvalidArgument
+
+_Param = Union[float, int, DLPackTensor]
+
+
+def _is_tensor(v) -> bool:
+    return hasattr(v, "shape") and hasattr(v, "dtype")
+
+
+def sample(logits: DLPackTensor, *, temperature: _Param = 1.0, top_k: _Param = 0, top_p: _Param = 1.0,
+           min_p: _Param = 0.0, seed: int = 0, offset: int = 0, seeds: Optional[DLPackTensor] = None,
+           return_logprobs: bool = False, out: Optional[DLPackTensor] = None,
+           logprobs: Optional[DLPackTensor] = None, stream: Stream = None) -> Any:
+    """One token per row of ``logits`` [B, V] (float32 / float16 / bfloat16).
+
+    x = logits / temperature (temperature 0: greedy, the first argmax). The kept tokens are those
+    at or above every threshold that is on: ``top_k`` > 0 (the k-th largest x, ties kept),
+    ``top_p`` < 1 (the smallest top set of the top-k tokens holding top_p of their softmax mass,
+    ties of its last token kept), ``min_p`` > 0 (softmax(x) >= min_p * its maximum). The token is
+    drawn from softmax(x) over the kept tokens with Philox-4x32-10 of (``seed``, ``offset``, row):
+    the same tokens for the same seed and offset. Each parameter is a number or a per-row device
+    tensor [B] (float32; top_k int32 / int64); ``seeds`` (int64 [B]) overrides ``seed`` per row.
+    Per-row tensors keep a captured CUDA graph valid for new requests. No vocabulary sort, no host
+    sync. Returns tokens (int64 [B], or ``out``'s dtype: int32 / int64), or (tokens, logprobs) with
+    ``return_logprobs``: log softmax(x)[token] over the whole row, float32 (T = 1 for greedy rows)."""
+    fn = "sample"
+    if not _is_tensor(logits):
+        raise InvalidArgument(f"{fn}: logits ({type(logits).__name__}) is not an array-like tensor")
+    if len(logits.shape) != 2:
+        raise InvalidArgument(f"{fn}: logits has shape {tuple(logits.shape)}; expected [batch, vocab]")
+    tensors = {"logits": logits, "seeds": seeds}
+    scalars = {}
+    for name, v, default, kind in (("temperature", temperature, 1.0, float), ("top_k", top_k, 0, int),
+                                   ("top_p", top_p, 1.0, float), ("min_p", min_p, 0.0, float)):
+        if _is_tensor(v):
+            tensors[name] = v
+            scalars[name] = default
+        elif v is None:
+            scalars[name] = default
+        else:
+            try:
+                scalars[name] = kind(v)
+            except (TypeError, ValueError):
+                raise InvalidArgument(f"{fn}: {name}={v!r}; expected a number or a per-row tensor [B]") from None
+    b = int(logits.shape[0])
+    tokens, ftok = (out, _interop._identity) if out is not None else _interop.output(logits, (b,), DType.int64)
+    tensors["tokens"] = tokens
+    lp = flp = None
+    if return_logprobs or logprobs is not None:
+        lp, flp = (logprobs, _interop._identity) if logprobs is not None else _interop.output(
+            logits, (b,), DType.float32)
+        tensors["logprobs"] = lp
+    _C.sample_call(tensors, scalars["temperature"], scalars["top_k"], scalars["top_p"], scalars["min_p"],
+                   int(seed) & 0xFFFFFFFFFFFFFFFF, int(offset) & 0xFFFFFFFFFFFFFFFF, stream)
+    tokens = ftok(tokens)
+    return (tokens, flp(lp)) if return_logprobs else tokens
+
+
+FUNCTIONS = {"sample": sample}
