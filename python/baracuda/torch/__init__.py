@@ -28,7 +28,7 @@ __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear",
            "Attention", "RotaryEmbedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append",
-           "paged_attention"]
+           "paged_attention", "sample"]
 
 
 def _tensor(v, like, name):
@@ -235,6 +235,20 @@ def kv_cache_append(key, value, key_cache, value_cache, slot_mapping):
     """baracuda.kv_cache_append as torch.ops.baracuda.kv_cache_append (traced by torch.compile with no
     graph break; the caches are mutated in place). No autograd: the cache is inference state."""
     call("kv_cache_append", key, value, key_cache, value_cache, slot_mapping)
+
+
+def sample(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, offset=0, seeds=None,
+           return_logprobs=False):
+    """baracuda.sample as torch.ops.baracuda.sample (traced by torch.compile with no graph break;
+    CUDA-graph capturable with per-row tensors). Tokens carry no gradient."""
+    def split(v, default):
+        return (v, default) if isinstance(v, torch.Tensor) else (None, default if v is None else v)
+
+    (tt, tv), (kt, kv), (pt, pv), (mt, mv) = (split(temperature, 1.0), split(top_k, 0), split(top_p, 1.0),
+                                              split(min_p, 0.0))
+    tokens, lp = call("sample", logits, tt, kt, pt, mt, seeds, float(tv), int(kv), float(pv), float(mv),
+                      int(seed), int(offset), bool(return_logprobs))
+    return (tokens, lp) if return_logprobs else tokens
 
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, scale=None, window=None, softcap=None,

@@ -142,3 +142,38 @@ define("paged_attention",
        "Tensor? sinks, float? scale, bool causal, int window_left, int window_right, float softcap, int max_seqlen_k, "
        "int num_splits, bool want_lse, str kernel_choice=\"auto\") -> (Tensor, Tensor)",
        _paged_attention_impl, _paged_attention_fake)
+
+
+def _sample_outputs(logits, want_logprobs):
+    b = logits.shape[0]
+    return (logits.new_empty((b,), dtype=torch.int64),
+            logits.new_empty((b,) if want_logprobs else (0,), dtype=torch.float32))
+
+
+def _sample_impl(logits, temperature, top_k, top_p, min_p, seeds, t, k, p, mp, seed, offset, want_logprobs):
+    tokens, lp = _sample_outputs(logits, want_logprobs)
+    _C.sample_call({"logits": logits, "tokens": tokens, "logprobs": lp if want_logprobs else None,
+                    "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p, "seeds": seeds},
+                   float(t), int(k), float(p), float(mp), int(seed) & 0xFFFFFFFFFFFFFFFF,
+                   int(offset) & 0xFFFFFFFFFFFFFFFF, None)
+    return tokens, lp
+
+
+def _sample_fake(logits, temperature, top_k, top_p, min_p, seeds, t, k, p, mp, seed, offset, want_logprobs):
+    def make():
+        return _C.SamplingPlan.select(_C.SamplingDescriptor(
+            _spec(logits), logprobs=bool(want_logprobs), temperature=float(t), top_k=int(k), top_p=float(p),
+            min_p=float(mp), temperature_per_row=temperature is not None, top_k_per_row=top_k is not None,
+            top_k_dtype=_spec(top_k).dtype if top_k is not None else _C.DType.int32,
+            top_p_per_row=top_p is not None, min_p_per_row=min_p is not None, seeds_per_row=seeds is not None))
+
+    validate(("sample", float(t), int(k), float(p), float(mp), bool(want_logprobs)) +
+             tuple(x is None for x in (temperature, top_k, top_p, min_p, seeds)), [logits], make)
+    return _sample_outputs(logits, want_logprobs)
+
+
+define("sample",
+       "(Tensor logits, Tensor? temperature, Tensor? top_k, Tensor? top_p, Tensor? min_p, Tensor? seeds, "
+       "float temperature_value, int top_k_value, float top_p_value, float min_p_value, int seed, int offset, "
+       "bool want_logprobs) -> (Tensor, Tensor)",
+       _sample_impl, _sample_fake)
