@@ -125,7 +125,7 @@ def _other_samples():
                             (pq.float(), pkc.float(), pkc.float(), ptab, plen, None, None, None, True, -1, -1, 0.0, 0, 0,
                              True, "rowwise")],
         "sample": [(pkc[0, 0], None, None, None, None, None, 1.0, 5, 0.9, 0.0, 3, 1, True),
-                   (pkc[1, 0].float(), torch.ones(16, device=DEV), torch.full((16,), 4, dtype=torch.int32, device=DEV),
+                   (pkc[1, :, 0].float(), torch.ones(16, device=DEV), torch.full((16,), 4, dtype=torch.int32, device=DEV),
                     None, None, torch.arange(16, device=DEV), 1.0, 0, 1.0, 0.1, 0, 0, False)],
         "kv_cache_append": [(kvk, kvk * 2, kvc, kvc.clone(), kvs), (kvk, None, kvc, None, kvs.int())],
         "rope": [(rq, rk, None, None, None, "neox", 0, *freq, False),

@@ -35,6 +35,47 @@ template <class T> __device__ __forceinline__ float load(const T* row, int64_t i
   return kernels::to_compute(row[i]);
 }
 
+constexpr int kUnroll = 8;  // loads in flight per thread: the passes are L2-latency bound without them
+
+// Calls f(i, x, in_range) for each index of the row with x = logit * inv_t (NaN past the end);
+// kUnroll loads per thread are issued before any is used; the trip count is uniform over the
+// block (warp_add needs every lane).
+template <class T, class F>
+__device__ __forceinline__ void over_row(const T* row, int64_t V, float inv_t, F&& f) {
+  for (int64_t base = 0; base < V; base += int64_t(kThreads) * kUnroll) {
+    float x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + int64_t(u) * kThreads + threadIdx.x;
+      x[u] = i < V ? load(row, i) * inv_t : NAN;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + int64_t(u) * kThreads + threadIdx.x;
+      f(i, x[u], i < V);
+    }
+  }
+}
+
+// The same over one warp's chunk [begin, end): lane l sees begin + l, + 32, ... in steps of 32 * kUnroll.
+template <class T, class F>
+__device__ __forceinline__ void over_chunk(const T* row, int64_t begin, int64_t end, float inv_t, F&& f) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t base = begin; base < end; base += 32 * kUnroll) {
+    float x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * 32 + lane;
+      x[u] = i < end ? load(row, i) * inv_t : NAN;
+    }
+    bool stop = false;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (!stop) stop = f(base + u * 32 + lane, x[u], base + u * 32 + lane < end);
+    if (stop) return;
+  }
+}
+
 struct Row {
   float inv_t = 1.f;  // 1 / T (1 for greedy rows)
   float m = -INFINITY;  // max of x
@@ -145,15 +186,13 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   __syncthreads();
   float m = -INFINITY;
   int64_t arg = -1;
-  for (int64_t base = 0; base < V; base += kThreads) {  // a trip count uniform over the block
-    const int64_t i = base + tid;
-    const float x = i < V ? load(row, i) * r.inv_t : NAN;
-    if (x > m) {
+  over_row(row, V, r.inv_t, [&](int64_t i, float x, bool in) {
+    if (x > m) {  // indices rise within a thread: the first maximum stays
       m = x;
       arg = i;
     }
-    if (use_k) warp_add<true>(hist, key_of(x) >> 24, 1, i < V);
-  }
+    if (use_k) warp_add<true>(hist, key_of(x) >> 24, 1, in);
+  });
   for (int o = 16; o > 0; o >>= 1) {
     const float om = __shfl_xor_sync(0xffffffffu, m, o);
     const int64_t oi = __shfl_xor_sync(0xffffffffu, arg, o);
@@ -198,11 +237,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
       if (pass > 0) {
         if (tid < 256) hist[tid] = 0;
         __syncthreads();
-        for (int64_t base = 0; base < V; base += kThreads) {
-          const int64_t i = base + tid;
-          const uint32_t key = i < V ? key_of(load(row, i) * r.inv_t) : 0u;
-          warp_add<true>(hist, (key >> shift) & 255u, 1, i < V && (key >> (shift + 8)) == (prefix >> (shift + 8)));
-        }
+        over_row(row, V, r.inv_t, [&](int64_t, float x, bool in) {
+          const uint32_t key = key_of(x);
+          warp_add<true>(hist, (key >> shift) & 255u, 1, in && (key >> (shift + 8)) == (prefix >> (shift + 8)));
+        });
       }
       __syncthreads();
       select_digit(hist, uint64_t(k), &above, &digit);
@@ -220,14 +258,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
       const int shift = 24 - 8 * pass;
       if (tid < 256) hist[tid] = 0;
       __syncthreads();
-      for (int64_t base = 0; base < V; base += kThreads) {
-        const int64_t i = base + tid;
-        const float x = i < V ? load(row, i) * r.inv_t : NAN;
+      over_row(row, V, r.inv_t, [&](int64_t, float x, bool) {
         const uint32_t key = key_of(x);
-        const uint64_t w = r.mass(x);
+        const uint64_t w = r.mass(x);  // 0 past the end (x = NaN)
         warp_add<false>(hist, (key >> shift) & 255u, w,
                         w && key >= th && (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))));
-      }
+      });
       __syncthreads();
       if (pass == 0) {  // the top-k set's mass is the histogram's total
         uint64_t s = 0;
@@ -257,11 +293,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   uint64_t kept = 0;
   float sum = 0.f;
   if (need_draw || p.logprobs) {
-    for (int64_t i = begin + lane; i < end; i += 32) {
-      const float x = load(row, i) * r.inv_t;
-      if (p.logprobs) sum += m == INFINITY ? (x == INFINITY ? 1.f : 0.f) : __expf(x - m);
-      if (need_draw && key_of(x) >= th) kept += r.mass(x);
-    }
+    over_chunk(row, begin, end, r.inv_t, [&](int64_t, float x, bool in) {
+      if (in && p.logprobs) sum += m == INFINITY ? (x == INFINITY ? 1.f : 0.f) : __expf(x - m);
+      if (in && need_draw && key_of(x) >= th) kept += r.mass(x);
+      return false;
+    });
     kept = kernels::warp_sum(kept);
     sum = kernels::warp_sum(sum);
     if (lane == 0) {
@@ -296,13 +332,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   __syncthreads();
   if (warp == owner) {
     uint64_t acc = start;
-    for (int64_t i0 = begin; i0 < end; i0 += 32) {
-      const int64_t i = i0 + lane;
-      uint64_t w = 0;
-      if (i < end) {
-        const float x = load(row, i) * r.inv_t;
-        if (key_of(x) >= th) w = r.mass(x);
-      }
+    over_chunk(row, begin, end, r.inv_t, [&](int64_t i, float x, bool in) {
+      const uint64_t w = in && key_of(x) >= th ? r.mass(x) : 0;
       uint64_t inc = w;
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
@@ -310,13 +341,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
         if (lane >= o) inc += v;
       }
       const bool hit = w > 0 && acc + inc - w <= target && target < acc + inc;
-      const unsigned hits = __ballot_sync(0xffffffffu, hit);
-      if (hits) {
-        if (hit) picked = i;
-        break;
-      }
+      if (hit) picked = i;
       acc += __shfl_sync(0xffffffffu, inc, 31);
-    }
+      return __ballot_sync(0xffffffffu, hit) != 0u;
+    });
   }
   __syncthreads();
   const int64_t token = picked;
