@@ -365,3 +365,19 @@ def test_paged_attention_jit_matches_the_functional_path():
         s = jnp.einsum("hgd,shd->hgs", qq, keys) / 8.0
         ref = jnp.einsum("hgs,shd->hgd", jax.nn.softmax(s, -1), vals).reshape(8, 64)
         np.testing.assert_allclose(np.asarray(out[0, 0], np.float32), np.asarray(ref), atol=2e-2, rtol=2e-2)
+
+
+def test_embedding_jit_and_grad():
+    """bj.embedding under jax.jit against jnp.take, and its gradient (the deterministic backward, with
+    a padding row) against jax.grad of the jnp reference; baracuda.embedding on JAX arrays too."""
+    w = jax.random.normal(jax.random.PRNGKey(3), (50, 24), jnp.float32)
+    idx = jax.random.randint(jax.random.PRNGKey(4), (6, 9), 0, 50, jnp.int32)
+    got = jax.jit(lambda w, i: bj.embedding(i, w))(w, idx)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(jnp.take(w, idx, axis=0)))
+    np.testing.assert_array_equal(np.asarray(baracuda.embedding(idx, w)), np.asarray(got))
+    cot = jax.random.normal(jax.random.PRNGKey(5), (6, 9, 24), jnp.float32)
+    g = jax.jit(jax.grad(lambda w: (bj.embedding(idx, w, padding_idx=3) * cot).sum()))(w)
+    mask = (idx != 3)[..., None]
+    gr = jax.grad(lambda w: (jnp.take(w, idx, axis=0) * cot * mask).sum())(w)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(gr), atol=1e-5, rtol=1e-5)
+    assert float(jnp.abs(g[3]).max()) == 0.0

@@ -118,7 +118,12 @@ def _other_samples():
     pkc = torch.randn(5, 16, 2, 64, generator=g, device=DEV).to(torch.bfloat16)
     ptab = torch.tensor([[4, 0], [2, 3]], dtype=torch.int32, device=DEV)
     plen = torch.tensor([20, 7], dtype=torch.int32, device=DEV)
+    eidx = torch.randint(0, 24, (3, 5), generator=g, device=DEV)
+    eg = torch.randn(3, 5, 40, generator=g, device=DEV)
     return {
+        "embedding": [(lw, eidx, -1, False), (lw, eidx.int().t(), 2, True)],
+        "embedding_backward": [(eg, eidx, 24, -1, False, True), (eg, eidx, 24, 3, True, True),
+                               (eg[0].double(), eidx[0], 24, -1, False, True)],
         "paged_attention": [(pq, pkc, pkc * 2, ptab, plen, None, None, None, True, -1, -1, 0.0, 0, 0, False),
                             (pq[:, 0], pkc, pkc, ptab, plen, None, torch.zeros(8, device=DEV), 0.2, False, 8, -1,
                              30.0, 0, 2, True),

@@ -17,6 +17,7 @@
 #include "baracuda/kv_cache.h"
 #include "baracuda/paged_attention.h"
 #include "baracuda/sampling.h"
+#include "baracuda/embedding.h"
 
 namespace baracuda {
 
@@ -43,6 +44,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(kv_cache_family_info());
   fams.push_back(paged_attention_family_info());
   fams.push_back(sampling_family_info());
+  fams.push_back(embedding_family_info());
   return fams;
 }
 }  // namespace

@@ -107,6 +107,11 @@ from ._sampling import FUNCTIONS as _SAMPLING_FUNCTIONS  # noqa: E402
 
 _OPS.update(_SAMPLING_FUNCTIONS)
 
+from ._C import EmbeddingDescriptor, EmbeddingPlan  # noqa: F401,E402
+from ._embedding import FUNCTIONS as _EMBEDDING_FUNCTIONS  # noqa: E402
+
+_OPS.update(_EMBEDDING_FUNCTIONS)
+
 from ._autograd import guard_all as _guard_all  # noqa: E402
 from ._fastpaths import functions as _fast_functions  # noqa: E402
 

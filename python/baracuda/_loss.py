@@ -90,11 +90,11 @@ def _host(x):
     return np.asarray(x)
 
 
-def _raise_first_bad(op, bad, target, what):
+def _raise_first_bad(op, bad, target, what, name="target"):
     import numpy as np
     b, t = _host(bad), _host(target)
     idx = tuple(int(i) for i in np.argwhere(b)[0])
-    raise InvalidArgument(f"{op}: target{list(idx)} = {int(t[idx])} {what}")
+    raise InvalidArgument(f"{op}: {name}{list(idx)} = {int(t[idx])} {what}")
 
 
 def _refused_by_our_ops(fn):
@@ -106,7 +106,12 @@ def _refused_by_our_ops(fn):
         return None
 
 
-def _check_class_targets(op, target, n_classes, ignore_index=None, stream=None):
+def _check_indices(op, indices, n, stream=None):
+    """Every index in [0, n) (embedding's opt-in check)."""
+    _check_class_targets(op, indices, n, stream=stream, name="indices")
+
+
+def _check_class_targets(op, target, n_classes, ignore_index=None, stream=None, name="target"):
     """Every target in [0, n_classes) or equal to ignore_index."""
     import baracuda as bc
     if any(int(s) == 0 for s in target.shape):
@@ -120,7 +125,7 @@ def _check_class_targets(op, target, n_classes, ignore_index=None, stream=None):
     found = _refused_by_our_ops(bad_mask)
     if found is not None and found[1]:
         ign = f" and is not ignore_index = {ignore_index}" if ignore_index is not None else ""
-        _raise_first_bad(op, found[0], target, f"is outside [0, {n_classes}){ign}")
+        _raise_first_bad(op, found[0], target, f"is outside [0, {n_classes}){ign}", name)
 
 
 def _check_multilabel_targets(op, target, n_classes, stream=None):

@@ -275,7 +275,10 @@ def xla_plan(plan: AttentionPlan, roles: Sequence[str], specs: Sequence[TensorSp
 def xla_plan(plan: RopePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
-def xla_plan(plan: PagedAttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
+def xla_plan(plan: PagedAttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: EmbeddingPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
     """
     Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and specs, inputs first; returns the id the custom call's `plan` attribute carries.
     """
@@ -1382,6 +1385,136 @@ class PagedAttentionPlan:
 def paged_attention_call(tensors: dict, scale: float | None, causal: bool, window_left: int, window_right: int, softcap: float, max_seqlen_k: int, num_splits: int, kernel: str = 'auto', stream: object | None = None, workspace_alloc: object | None = None) -> str:
     """
     Functional entry: tensors by name (a dict; None = absent), select (cached on the parameters and the operands' metadata) and run. Returns the SKU name of the kernel that ran.
+    """
+
+class SamplingDescriptor:
+    """
+    One token per row of logits [B, V]: temperature, top_k, top_p, min_p as scalars (here) or per-row tensors (the *_per_row flags), Philox seed / offset at run. Pure data; hashable.
+    """
+
+    def __init__(self, logits: TensorSpec, *, token_dtype: DType = DType.int64, logprobs: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, temperature_per_row: bool = False, top_k_per_row: bool = False, top_k_dtype: DType = DType.int32, top_p_per_row: bool = False, min_p_per_row: bool = False, seeds_per_row: bool = False) -> None: ...
+
+    def __eq__(self, arg: SamplingDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def logits(self) -> TensorSpec: ...
+
+    @property
+    def token_dtype(self) -> DType: ...
+
+    @property
+    def logprobs(self) -> bool: ...
+
+    @property
+    def temperature(self) -> float: ...
+
+    @property
+    def top_k(self) -> int: ...
+
+    @property
+    def top_p(self) -> float: ...
+
+    @property
+    def min_p(self) -> float: ...
+
+class SamplingPlan:
+    """A validated sampler: select once, run every decode step."""
+
+    @staticmethod
+    def select(desc: SamplingDescriptor, preference: PlanPreference | None = None) -> SamplingPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> SamplingDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """Always 0."""
+
+    def run(self, seed: int = 0, offset: int = 0, **kwargs) -> None:
+        """
+        run(seed=0, offset=0, logits=, tokens=, [logprobs=, temperature=, top_k=, top_p=, min_p=, seeds=], stream=): check the tensors and write one token per row on `stream`. No host work beyond the checks, no allocation: capturable in a CUDA graph (per-row tensors carry what changes between replays).
+        """
+
+def sample_call(tensors: dict, temperature: float, top_k: int, top_p: float, min_p: float, seed: int, offset: int, stream: object | None = None) -> str:
+    """
+    Functional entry: tensors by name (logits, tokens, logprobs, temperature, top_k, top_p, min_p, seeds; None = absent: the scalar is used), select (cached on the operands' metadata and the scalars) and run. Returns the SKU name.
+    """
+
+class EmbeddingDescriptor:
+    """
+    Embedding forward (weight [V, D], indices -> out indices.shape + [D]) or backward (grad_out, indices -> grad_weight [V, D]; `weight` is then grad_weight's spec and `rows` grad_out's). Pure data; hashable.
+    """
+
+    def __init__(self, weight: TensorSpec, indices: TensorSpec, rows: TensorSpec, *, backward: bool = False, padding_idx: int = -1, scale_grad_by_freq: bool = False, deterministic: bool = True) -> None: ...
+
+    def __eq__(self, arg: EmbeddingDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def weight(self) -> TensorSpec: ...
+
+    @property
+    def indices(self) -> TensorSpec: ...
+
+    @property
+    def rows(self) -> TensorSpec: ...
+
+    @property
+    def backward(self) -> bool: ...
+
+    @property
+    def padding_idx(self) -> int: ...
+
+    @property
+    def scale_grad_by_freq(self) -> bool: ...
+
+    @property
+    def deterministic(self) -> bool: ...
+
+class EmbeddingPlan:
+    """A validated embedding gather or table gradient."""
+
+    @staticmethod
+    def select(desc: EmbeddingDescriptor, preference: PlanPreference | None = None) -> EmbeddingPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> EmbeddingDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """The deterministic backward's sort buffers and chunk sums; 0 otherwise."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(indices=, weight=, out=, stream=) (forward) or run(indices=, grad_out=, grad_weight=, workspace=, stream=) (backward): check the tensors and launch on `stream`. No allocation: the backward's workspace (workspace_bytes()) is the caller's tensor.
+        """
+
+def embedding_call(tensors: dict, padding_idx: int, scale_grad_by_freq: bool, deterministic: bool, stream: object | None = None, workspace_alloc: object | None = None) -> str:
+    """
+    Functional entry: tensors by name (forward: weight, indices, out; backward: grad_out, indices, grad_weight; None = absent), select (cached on the operands' metadata and the flags) and run. Returns the SKU name.
     """
 
 def xla_handler() -> object:

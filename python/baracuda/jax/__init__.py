@@ -34,6 +34,7 @@ import numpy as np
 from .. import _C
 from .._gemm import _EPILOGUES as ACTIVATIONS, _check_linear as _check_linear_shapes, check_activation
 from .._attention import check_rules as check_attention_rules
+from .._embedding import padding_index as _embedding_padding_index
 from .._rope import scaling_fields as _rope_scaling_fields
 from .._loss import REDUCTIONS, check_cross_entropy
 from .._norm import check_row_norm as _check_norm
@@ -616,6 +617,47 @@ def rope(q, k=None, *, cos=None, sin=None, positions=None, style: str = "neox", 
     return got[0] if k is None else got
 
 
+# ---- embedding ------------------------------------------------------------------------------------
+
+def _embedding_run(weight, indices, pad):
+    shape = tuple(indices.shape) + (weight.shape[1],)
+    desc = _C.EmbeddingDescriptor(_spec_of(weight), _spec_of(indices), _spec(shape, weight.dtype), padding_idx=pad)
+    return _launch(desc, _C.EmbeddingPlan.select, [_operand("weight", weight), _operand("indices", indices)],
+                   [("out", shape, weight.dtype)])[0]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _embedding(weight, indices, pad, scale_grad_by_freq, num_weights):
+    return _embedding_run(weight, indices, pad)
+
+
+def _embedding_fwd(weight, indices, pad, scale_grad_by_freq, num_weights):
+    return _embedding_run(weight, indices, pad), indices
+
+
+def _embedding_bwd(pad, scale_grad_by_freq, num_weights, indices, grad):
+    shape = (num_weights, grad.shape[-1])
+    desc = _C.EmbeddingDescriptor(_spec(shape, grad.dtype), _spec_of(indices), _spec_of(grad), backward=True,
+                                  padding_idx=pad, scale_grad_by_freq=scale_grad_by_freq)
+    gw = _launch(desc, _C.EmbeddingPlan.select, [_operand("grad_out", grad), _operand("indices", indices)],
+                 [("grad_weight", shape, grad.dtype)])[0]
+    return gw, None
+
+
+_embedding.defvjp(_embedding_fwd, _embedding_bwd)
+
+
+def embedding(indices, weight, padding_idx=None, scale_grad_by_freq: bool = False):
+    """baracuda.embedding on JAX arrays: rows of weight [V, D] at indices (int32 / int64, any shape),
+    one custom call; differentiable in weight through the deterministic backward (sorted indices,
+    fixed-order sums; padding_idx's row gets no gradient). An index outside [0, V) gives a NaN row."""
+    if weight.ndim != 2:
+        raise InvalidArgument(f"embedding: weight has shape {tuple(weight.shape)}; expected [num_embeddings, "
+                              "embedding_dim]")
+    pad = _embedding_padding_index(padding_idx, int(weight.shape[0]))
+    return _embedding(weight, indices, pad, bool(scale_grad_by_freq), int(weight.shape[0]))
+
+
 # ---- paged decode attention (inference: no vjp) ---------------------------------------------------
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
@@ -644,7 +686,7 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool 
 
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
-           "swiglu", "attention", "rope", "paged_attention", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
+           "swiglu", "attention", "rope", "paged_attention", "embedding", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
            *ELEMENTWISE]
 
 
@@ -675,6 +717,9 @@ _FUNCTIONAL = {
     "paged_attention": (lambda q, **kw: paged_attention(q, **kw),
                         {"k_cache", "v_cache", "block_table", "seq_lens", "causal", "scale", "window", "softcap",
                          "alibi_slopes", "sinks", "max_seqlen_k", "num_splits", "kernel", "return_lse"}),
+    "embedding": (lambda indices, weight, padding_idx=None, scale_grad_by_freq=False:
+                  embedding(indices, weight, padding_idx, scale_grad_by_freq),
+                  {"weight", "padding_idx", "scale_grad_by_freq"}),
     "cross_entropy": (lambda logits, target, *, ignore_index=-100, label_smoothing=0.0, reduction="mean":
                       cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),

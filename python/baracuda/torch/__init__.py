@@ -14,21 +14,21 @@ that requires grad routes here, so no gradient is ever dropped.
 import torch
 
 from ..errors import InvalidArgument, Unsupported
-from .. import _attention, _softmax
-from . import _attention_ops, _ops, _rope_ops  # noqa: F401 (_attention_ops, _rope_ops register their ops)
+from .. import _attention, _embedding, _softmax
+from . import _attention_ops, _embedding_ops, _ops, _rope_ops  # noqa: F401 (these register their ops)
 from ._ops import call
-from ._modules import (Attention, CrossEntropyLoss, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm, RotaryEmbedding,
-                       Softmax)
+from ._modules import (Attention, CrossEntropyLoss, Embedding, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm,
+                       RotaryEmbedding, Softmax)
 from ._patch import patch
 
 OPS = tuple(_ops.OPS)
 ops = torch.ops.baracuda
 
 __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear", "GatedMLP", "CrossEntropyLoss", "Softmax",
-           "Attention", "RotaryEmbedding",
+           "Attention", "RotaryEmbedding", "Embedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append",
-           "paged_attention", "sample"]
+           "paged_attention", "sample", "embedding"]
 
 
 def _tensor(v, like, name):
@@ -251,6 +251,18 @@ def sample(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, of
     return (tokens, lp) if return_logprobs else tokens
 
 
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False, *, check_indices=False):
+    """baracuda.embedding, differentiable (torch.ops.baracuda.embedding; the backward is the
+    deterministic embedding_backward). torch's F.embedding arguments; max_norm and sparse refused."""
+    if max_norm is not None or sparse:
+        return _embedding.embedding(indices, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+    pad = _embedding.padding_index(padding_idx, weight.shape[0])
+    if check_indices:
+        _embedding._check_indices("embedding", indices, int(weight.shape[0]))
+    return call("embedding", weight, indices, pad, bool(scale_grad_by_freq))
+
+
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, scale=None, window=None, softcap=None,
                     alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits=0, kernel="auto", return_lse=False):
     """baracuda.paged_attention as torch.ops.baracuda.paged_attention (traced by torch.compile with no
@@ -268,6 +280,7 @@ def routes():
     table = dict(_ELEMENTWISE)
     table.update(rms_norm=rms_norm, layer_norm=layer_norm, group_norm=group_norm, softmax=softmax, log_softmax=log_softmax,
                  linear=linear, matmul=matmul, cross_entropy=cross_entropy, sum=sum, mean=mean, swiglu=swiglu,
-                 attention=attention, scaled_dot_product_attention=scaled_dot_product_attention, rope=rope)
+                 attention=attention, scaled_dot_product_attention=scaled_dot_product_attention, rope=rope,
+                 embedding=embedding)
     return table
 

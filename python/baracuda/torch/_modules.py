@@ -267,3 +267,21 @@ class RotaryEmbedding(nn.Module):
         if self.scaling is not None:
             parts.append(f"scaling={self.scaling}")
         return ", ".join(parts)
+
+
+class Embedding(nn.Embedding):
+    """torch.nn.Embedding with baracuda's kernels: the same parameters and state_dict (``weight``), a
+    forward through bt.embedding and its deterministic backward (sorted indices, fixed-order sums:
+    the same gradient bits every step). max_norm and sparse are refused at construction."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        if max_norm is not None or sparse:
+            raise InvalidArgument("Embedding: max_norm and sparse are not supported (a dense gradient; "
+                                  "renormalise the table outside)")
+        super().__init__(num_embeddings, embedding_dim, padding_idx, None, norm_type, scale_grad_by_freq, False,
+                         _weight, _freeze, device, dtype)
+
+    def forward(self, indices):
+        from . import embedding
+        return embedding(indices, self.weight, self.padding_idx, None, self.norm_type, self.scale_grad_by_freq)
