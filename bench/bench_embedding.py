@@ -83,13 +83,9 @@ def run_row(row, args, copy_gbs):
         ref = C.GpuBench(lambda i: torch.ops.aten.embedding_dense_backward(sets[i][1], sets[i][0], v, -1, False),
                          nsets)
     tm = C.measure({"ours": ours, "torch": ref}, iters=args.iters, passes=args.passes)
-    g = {k: set_bytes / tm[k].median / 1e9 for k in tm}
     del sets
     C.free_memory()
-    return dict(key=f"{kind} {str(dt)[6:]} n{n} V{v} D{d} {dist}", sku=sku, error="", ok=ok, rel_err=err,
-                ours_gbs=g["ours"], ours_copy_frac=g["ours"] / copy_gbs, torch_gbs=g["torch"],
-                torch_copy_frac=g["torch"] / copy_gbs, speedup=tm["torch"].median / tm["ours"].median,
-                ours_us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, timing=tm)
+    return C.bandwidth_row(f"{kind} {str(dt)[6:]} n{n} V{v} D{d} {dist}", sku, ok, err, tm, set_bytes, copy_gbs)
 
 
 def main():

@@ -93,15 +93,11 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
                                          seq_lens=seq_lens, out=sets[i][4], workspace=ws), nsets)
     eager = C.GpuBench(lambda i: torch_decode(*tsets[i], mask), nsets)
     tm = C.measure({"ours": ours, "torch": eager}, iters=args.iters, passes=args.passes)
-    g = {n: kv_bytes / tm[n].median / 1e9 for n in tm}
     del sets, tsets
     C.free_memory()
     suffix = (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
-    return dict(key=f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}" + suffix,
-                sku=plan.sku.name, error="", ok=ok, rel_err=err,
-                ours_gbs=g["ours"], ours_copy_frac=g["ours"] / copy_gbs, torch_gbs=g["torch"],
-                torch_copy_frac=g["torch"] / copy_gbs, speedup=tm["torch"].median / tm["ours"].median,
-                ours_us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, timing=tm)
+    return C.bandwidth_row(f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}" + suffix, plan.sku.name, ok, err, tm, kv_bytes,
+                           copy_gbs)
 
 
 def main():

@@ -73,15 +73,12 @@ def run_row(shape, args, copy_gbs, compiled):
         benches["compiled"] = C.GpuBench(lambda i: compiled(sets[i][0], sets[i][1], cos_cache, sin_cache, sets[i][2]),
                                          nsets)
     tm = C.measure(benches, iters=args.iters, passes=args.passes)
-    g = {n: set_bytes / tm[n].median / 1e9 for n in tm}
     del sets
     C.free_memory()
-    return dict(key=f"rope bf16 t{t} h{hq}/{hk} d{d}", sku=plan.sku.name, error="", ok=ok, rel_err=err,
-                ours_gbs=g["ours"], ours_copy_frac=g["ours"] / copy_gbs, torch_gbs=g["torch"],
-                torch_copy_frac=g["torch"] / copy_gbs, speedup=tm["torch"].median / tm["ours"].median,
-                compiled_gbs=g.get("compiled"), speedup_compiled=(tm["compiled"].median / tm["ours"].median
-                                                                  if "compiled" in tm else None),
-                timing=tm)
+    comp = tm.get("compiled")
+    return C.bandwidth_row(f"rope bf16 t{t} h{hq}/{hk} d{d}", plan.sku.name, ok, err, tm, set_bytes, copy_gbs,
+                           compiled_gbs=set_bytes / comp.median / 1e9 if comp else None,
+                           speedup_compiled=comp.median / tm["ours"].median if comp else None)
 
 
 def main():

@@ -376,6 +376,17 @@ def _json_default(o):
     return str(o)
 
 
+def bandwidth_row(key: str, sku: str, ok: bool, rel_err: float, tm: dict, moved_bytes: int, copy_gbs: float,
+                  **extra) -> dict:
+    """One row of report_bandwidth_rows from the timings `tm` of "ours" and "torch": GB/s of
+    `moved_bytes`, the fraction of copy, the speedup, the medians in us; `extra` fields added."""
+    g = {n: moved_bytes / t.median / 1e9 for n, t in tm.items()}
+    return dict(key=key, sku=sku, error="", ok=ok, rel_err=rel_err, ours_gbs=g["ours"],
+                ours_copy_frac=g["ours"] / copy_gbs, torch_gbs=g["torch"], torch_copy_frac=g["torch"] / copy_gbs,
+                speedup=tm["torch"].median / tm["ours"].median, ours_us=tm["ours"].median * 1e6,
+                torch_us=tm["torch"].median * 1e6, timing=tm, **extra)
+
+
 def report_bandwidth_rows(stem: str, rows: list, *, info: dict, copy_gbs: float, seed, elapsed: float,
                           version: str) -> int:
     """The table of a bandwidth bench (one row per case: ours / torch GB/s, % of copy, speedup,

@@ -34,16 +34,33 @@ template <class Word> __device__ __forceinline__ Word nan_word(uint64_t bits) {
   else return Word(lo);
 }
 
+// The row of indices a group of tpr threads owns (rows of a block side by side), its index and the
+// element offset of its row of out / grad_out; row >= p.n past the end (idx and row_at unset).
+struct RowTask {
+  int tpr, lane;
+  int64_t row, idx, row_at;
+};
+__device__ __forceinline__ RowTask row_task(const Params& p, int tpr_log2) {
+  RowTask t;
+  t.tpr = 1 << tpr_log2;
+  t.lane = threadIdx.x & (t.tpr - 1);
+  t.row = int64_t(blockIdx.x) * (blockDim.x >> tpr_log2) + (threadIdx.x >> tpr_log2);
+  if (t.row < p.n) {
+    int64_t index_at;
+    locate(p.map, t.row, index_at, t.row_at);
+    t.idx = load_index(p, index_at);
+  }
+  return t;
+}
+
 // ---- forward ---------------------------------------------------------------------------------------
 template <int W> __global__ void __launch_bounds__(256) gather_kernel(const Params p, int tpr_log2, uint64_t nan_bits) {
   using Word = typename WordOf<W>::type;
   constexpr int kInFlight = 4;
-  const int tpr = 1 << tpr_log2, lane = threadIdx.x & (tpr - 1);
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> tpr_log2) + (threadIdx.x >> tpr_log2);
-  if (row >= p.n) return;
-  int64_t index_at, row_at;
-  locate(p.map, row, index_at, row_at);
-  const int64_t idx = load_index(p, index_at);
+  const RowTask t = row_task(p, tpr_log2);
+  if (t.row >= p.n) return;
+  const int tpr = t.tpr, lane = t.lane;
+  const int64_t idx = t.idx, row_at = t.row_at;
   const int64_t nvec = p.dim * p.elem_bytes / W;
   Word* __restrict__ dst = reinterpret_cast<Word*>(static_cast<char*>(p.rows_out) + row_at * p.elem_bytes);
   if (idx < 0 || idx >= p.num_embeddings) {
@@ -186,12 +203,10 @@ template <class T> __device__ __forceinline__ void atomic_add(T* dst, float v) {
 }
 
 template <class T, int VEC> __global__ void __launch_bounds__(256) scatter_add_kernel(const Params p, int tpr_log2) {
-  const int tpr = 1 << tpr_log2, lane = threadIdx.x & (tpr - 1);
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x >> tpr_log2) + (threadIdx.x >> tpr_log2);
-  if (row >= p.n) return;
-  int64_t index_at, row_at;
-  locate(p.map, row, index_at, row_at);
-  const int64_t idx = load_index(p, index_at);
+  const RowTask t = row_task(p, tpr_log2);
+  if (t.row >= p.n) return;
+  const int tpr = t.tpr, lane = t.lane;
+  const int64_t idx = t.idx, row_at = t.row_at;
   if (idx < 0 || idx >= p.num_embeddings || idx == p.padding_idx) return;
   const T* src = static_cast<const T*>(p.rows_in) + row_at;
   T* dst = static_cast<T*>(p.table_out) + idx * p.table_row_stride;
