@@ -120,7 +120,21 @@ def _other_samples():
     plen = torch.tensor([20, 7], dtype=torch.int32, device=DEV)
     eidx = torch.randint(0, 24, (3, 5), generator=g, device=DEV)
     eg = torch.randn(3, 5, 40, generator=g, device=DEV)
+    mlog = torch.randn(12, 16, generator=g, device=DEV).requires_grad_()
+    mids = torch.rand(12, 16, generator=g, device=DEV).topk(2, dim=-1).indices.int()
+    mx = torch.randn(12, 40, generator=g, device=DEV).requires_grad_()
+    _, _, mpos = ops.moe_permute(mx.detach(), mids, 16)
+    mw = torch.rand(12, 2, generator=g, device=DEV).requires_grad_()
+    mys = torch.randn(24, 40, generator=g, device=DEV).requires_grad_()
+    mgate = ("softmax", True, 1, 1, "max", 1.0)
     return {
+        "moe_gate": [(mlog, None, 2, *mgate), (mlog, torch.zeros(16, device=DEV), 4, "sigmoid", False, 4, 2, "top2_sum",
+                                                2.5)],
+        "moe_gate_backward": [(torch.randn(12, 2, device=DEV), mlog.detach(), mids, *mgate)],
+        "moe_permute": [(mx, mids, 16), (mx.double(), mids.long(), 16)],
+        "moe_unpermute": [(mys, mpos, mw), (mys, mpos, None)],
+        "moe_unpermute_backward": [d(torch.randn(12, 40, device=DEV), mpos, mw, mys, 24),
+                                   d(torch.randn(12, 40, device=DEV), mpos, None, None, 24)],
         "embedding": [(lw, eidx, -1, False), (lw, eidx.int().t(), 2, True)],
         "embedding_backward": [(eg, eidx, 24, -1, False, True), (eg, eidx, 24, 3, True, True),
                                (eg[0].double(), eidx[0], 24, -1, False, True)],

@@ -276,6 +276,7 @@ void init_kv_cache(nb::module_& m);
 void init_paged_attention(nb::module_& m);
 void init_sampling(nb::module_& m);
 void init_embedding(nb::module_& m);
+void init_moe(nb::module_& m);
 void init_xla(nb::module_& m);
 
 }  // namespace baracuda::py

@@ -20,5 +20,6 @@ NB_MODULE(_C, m) {
   baracuda::py::init_paged_attention(m);
   baracuda::py::init_sampling(m);
   baracuda::py::init_embedding(m);
+  baracuda::py::init_moe(m);
   baracuda::py::init_xla(m);
 }

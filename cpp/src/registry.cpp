@@ -18,6 +18,7 @@
 #include "baracuda/paged_attention.h"
 #include "baracuda/sampling.h"
 #include "baracuda/embedding.h"
+#include "baracuda/moe.h"
 
 namespace baracuda {
 
@@ -45,6 +46,7 @@ std::vector<FamilyInfo> build_families() {
   fams.push_back(paged_attention_family_info());
   fams.push_back(sampling_family_info());
   fams.push_back(embedding_family_info());
+  fams.push_back(moe_family_info());
   return fams;
 }
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
+#include "common/row_copy.cuh"
 #include "embedding/embedding_internal.h"
 
 namespace baracuda::embedding {
@@ -17,15 +18,10 @@ namespace baracuda::embedding {
 namespace {
 
 using kernels::Pack;
+using kernels::WordOf;
 using kernels::TypeTag;
 using kernels::from_compute;
 using kernels::to_compute;
-
-template <int W> struct WordOf;
-template <> struct WordOf<16> { using type = uint4; };
-template <> struct WordOf<8> { using type = uint2; };
-template <> struct WordOf<4> { using type = unsigned; };
-template <> struct WordOf<2> { using type = unsigned short; };
 
 template <class Word> __device__ __forceinline__ Word nan_word(uint64_t bits) {
   const unsigned lo = unsigned(bits), hi = unsigned(bits >> 32);
@@ -34,17 +30,18 @@ template <class Word> __device__ __forceinline__ Word nan_word(uint64_t bits) {
   else return Word(lo);
 }
 
-// The row of indices a group of tpr threads owns (rows of a block side by side), its index and the
-// element offset of its row of out / grad_out; row >= p.n past the end (idx and row_at unset).
+// A thread group's row (kernels::row_lane), its index and the element offset of its row of out /
+// grad_out; row >= p.n past the end (idx and row_at unset).
 struct RowTask {
   int tpr, lane;
   int64_t row, idx, row_at;
 };
 __device__ __forceinline__ RowTask row_task(const Params& p, int tpr_log2) {
+  const kernels::RowLane rl = kernels::row_lane(tpr_log2);
   RowTask t;
-  t.tpr = 1 << tpr_log2;
-  t.lane = threadIdx.x & (t.tpr - 1);
-  t.row = int64_t(blockIdx.x) * (blockDim.x >> tpr_log2) + (threadIdx.x >> tpr_log2);
+  t.tpr = rl.tpr;
+  t.lane = rl.lane;
+  t.row = rl.row;
   if (t.row < p.n) {
     int64_t index_at;
     locate(p.map, t.row, index_at, t.row_at);
@@ -56,7 +53,6 @@ __device__ __forceinline__ RowTask row_task(const Params& p, int tpr_log2) {
 // ---- forward ---------------------------------------------------------------------------------------
 template <int W> __global__ void __launch_bounds__(256) gather_kernel(const Params p, int tpr_log2, uint64_t nan_bits) {
   using Word = typename WordOf<W>::type;
-  constexpr int kInFlight = 4;
   const RowTask t = row_task(p, tpr_log2);
   if (t.row >= p.n) return;
   const int tpr = t.tpr, lane = t.lane;
@@ -68,21 +64,12 @@ template <int W> __global__ void __launch_bounds__(256) gather_kernel(const Para
     for (int64_t v = lane; v < nvec; v += tpr) dst[v] = nan;
     return;
   }
-  const Word* __restrict__ src = reinterpret_cast<const Word*>(static_cast<const char*>(p.table_in) +
-                                                               idx * p.table_row_stride * p.elem_bytes);
-  for (int64_t v = lane; v < nvec; v += int64_t(tpr) * kInFlight) {
-    Word r[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u)
-      if (v + u * tpr < nvec) r[u] = __ldg(src + v + u * tpr);
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u)
-      if (v + u * tpr < nvec) dst[v + u * tpr] = r[u];
-  }
+  kernels::copy_words<W>(dst, static_cast<const char*>(p.table_in) + idx * p.table_row_stride * p.elem_bytes, nvec,
+                         lane, tpr);
 }
 
 // ---- backward --------------------------------------------------------------------------------------
-template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <class T> using acc_t = kernels::compute_t<T>;  // float, or double for double
 
 // acc += rows[at[k] + col .. + VEC) for k in [0, count), in k order (loads four rows ahead).
 template <class T, int VEC, class Offset>
@@ -226,13 +213,6 @@ template <class T, int VEC> __global__ void __launch_bounds__(256) scatter_add_k
   }
 }
 
-// Threads per row: the vectors of a row, rounded up to a power of two, at most a warp.
-int tpr_log2_for(int64_t vectors) {
-  int l = 0;
-  while (l < 5 && (int64_t(1) << l) < vectors) ++l;
-  return l;
-}
-
 template <class F> void dispatch_table_dtype(DType t, F&& f) {
   switch (t) {
     case DType::Float32: return f(TypeTag<float>{});
@@ -249,7 +229,7 @@ void forward(const Params& p, void* stream) {
   if (p.n == 0 || p.dim == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
   const int w = std::max(p.vec_bytes, 2);
-  const int tl = tpr_log2_for(p.dim * p.elem_bytes / w);
+  const int tl = kernels::row_tpr_log2(p.dim * p.elem_bytes / w);
   const int64_t rows_per_block = 256 >> tl;
   const dim3 grid(unsigned((p.n + rows_per_block - 1) / rows_per_block));
   uint64_t nan = 0;
@@ -284,7 +264,7 @@ void backward(const Params& p, void* workspace, int64_t workspace_size, void* st
       constexpr int VEC = decltype(vec_tag)::value;
       const int64_t vectors = p.dim / VEC;
       if (!p.deterministic) {
-        const int tl = tpr_log2_for(vectors);
+        const int tl = kernels::row_tpr_log2(vectors);
         const int64_t rows_per_block = 256 >> tl;
         scatter_add_kernel<T, VEC><<<unsigned((p.n + rows_per_block - 1) / rows_per_block), 256, 0, st>>>(p, tl);
         check_launch("embedding scatter_add_kernel");

@@ -1,12 +1,9 @@
 // The deterministic embedding backward's sort: indices -> (key, flat position) pairs, stably
-// sorted by key with CUB's radix sort over the bits V needs. Its own translation unit: CUB's sort
-// is the slow part of this family's compile.
-#include <cub/device/device_radix_sort.cuh>
-
-#include <algorithm>
+// sorted by key (common/radix_sort.h) over the bits V needs, and the workspace layout.
 #include <string>
 
 #include "common/cuda_check.h"
+#include "common/radix_sort.h"
 #include "embedding/embedding_internal.h"
 
 namespace baracuda::embedding {
@@ -18,12 +15,6 @@ constexpr int64_t kMaxChunks = 2048;
 
 int64_t round_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-int key_bits(int64_t num_embeddings) {  // bits of V itself (the sentinel key)
-  int b = 1;
-  while (b < 32 && (int64_t(1) << b) <= num_embeddings) ++b;
-  return b;
-}
-
 __global__ void keys_kernel(const Params p, uint32_t* keys, int32_t* pos) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= p.n) return;
@@ -33,21 +24,6 @@ __global__ void keys_kernel(const Params p, uint32_t* keys, int32_t* pos) {
   const bool kept = idx >= 0 && idx < p.num_embeddings && idx != p.padding_idx;
   keys[r] = kept ? uint32_t(idx) : uint32_t(p.num_embeddings);
   pos[r] = int32_t(r);
-}
-
-// CUB's scratch bytes for n pairs, or -1 when its query fails (no device visible).
-int64_t cub_bytes(const Params& p) {
-  size_t bytes = 0;
-  const cudaError_t e = cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint32_t*>(nullptr),
-                                                        static_cast<uint32_t*>(nullptr),
-                                                        static_cast<const int32_t*>(nullptr),
-                                                        static_cast<int32_t*>(nullptr), p.n, 0,
-                                                        key_bits(p.num_embeddings));
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  return int64_t(bytes);
 }
 
 }  // namespace
@@ -66,11 +42,7 @@ Layout layout_of(const Params& p) {
   L.partial = at;
   at += round_up(L.chunks * p.dim * acc_bytes);
   L.cub = at;
-  L.cub_bytes = cub_bytes(p);
-  L.cub_known = L.cub_bytes >= 0;
-  // Without a device, a generous estimate (CUB's onesweep scratch is a few histograms and a tile
-  // status per pass: well under this).
-  if (!L.cub_known) L.cub_bytes = round_up(p.n * 8) + (int64_t(1) << 20);
+  L.cub_bytes = radix_sort::scratch_bytes_or_estimate(p.n, radix_sort::bits_for(p.num_embeddings), L.cub_known);
   L.total = at + round_up(L.cub_bytes);
   return L;
 }
@@ -91,11 +63,9 @@ void sort_indices(const Params& p, char* ws, int64_t workspace_size, cudaStream_
   auto* pos_in = reinterpret_cast<int32_t*>(ws + L.pos_in);
   keys_kernel<<<unsigned((p.n + 255) / 256), 256, 0, st>>>(p, keys_in, pos_in);
   check_launch("embedding keys_kernel");
-  size_t bytes = size_t(L.cub_bytes);
-  cuda_check(cub::DeviceRadixSort::SortPairs(ws + L.cub, bytes, keys_in, reinterpret_cast<uint32_t*>(ws + L.keys_out),
-                                             pos_in, reinterpret_cast<int32_t*>(ws + L.pos_out), p.n, 0,
-                                             key_bits(p.num_embeddings), st),
-             "embedding backward: cub::DeviceRadixSort::SortPairs");
+  radix_sort::sort_pairs(keys_in, reinterpret_cast<uint32_t*>(ws + L.keys_out), pos_in,
+                         reinterpret_cast<int32_t*>(ws + L.pos_out), p.n, radix_sort::bits_for(p.num_embeddings),
+                         ws + L.cub, L.cub_bytes, st, "embedding backward");
 }
 
 }  // namespace baracuda::embedding

@@ -112,6 +112,11 @@ from ._embedding import FUNCTIONS as _EMBEDDING_FUNCTIONS  # noqa: E402
 
 _OPS.update(_EMBEDDING_FUNCTIONS)
 
+from ._C import MoeGateDescriptor, MoeGatePlan, MoePermuteDescriptor, MoePermutePlan  # noqa: F401,E402
+from ._moe import FUNCTIONS as _MOE_FUNCTIONS  # noqa: E402
+
+_OPS.update(_MOE_FUNCTIONS)
+
 from ._autograd import guard_all as _guard_all  # noqa: E402
 from ._fastpaths import functions as _fast_functions  # noqa: E402
 

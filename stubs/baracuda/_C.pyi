@@ -278,7 +278,13 @@ def xla_plan(plan: RopePlan, roles: Sequence[str], specs: Sequence[TensorSpec], 
 def xla_plan(plan: PagedAttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
-def xla_plan(plan: EmbeddingPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
+def xla_plan(plan: EmbeddingPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: MoeGatePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
+def xla_plan(plan: MoePermutePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int:
     """
     Registers a selected plan for the XLA FFI handler (baracuda.jax): its operands' roles (run()'s names) and specs, inputs first; returns the id the custom call's `plan` attribute carries.
     """
@@ -1515,6 +1521,124 @@ class EmbeddingPlan:
 def embedding_call(tensors: dict, padding_idx: int, scale_grad_by_freq: bool, deterministic: bool, stream: object | None = None, workspace_alloc: object | None = None) -> str:
     """
     Functional entry: tensors by name (forward: weight, indices, out; backward: grad_out, indices, grad_weight; None = absent), select (cached on the operands' metadata and the flags) and run. Returns the SKU name.
+    """
+
+class MoeGateDescriptor:
+    """
+    MoE gating of logits [T, E]: top_k experts by softmax / sigmoid scores (+ correction_bias for the selection), optionally grouped (n_group, topk_group, group_score), renormalised and scaled; backward=True for the logits' gradient. Pure data; hashable.
+    """
+
+    def __init__(self, logits: TensorSpec, top_k: int, *, backward: bool = False, scoring: str = 'softmax', renormalize: bool = True, n_group: int = 1, topk_group: int = 1, group_score: str = 'max', correction_bias: bool = False, routed_scaling_factor: float = 1.0, ids_dtype: DType = DType.int32) -> None: ...
+
+    def __eq__(self, arg: MoeGateDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def logits(self) -> TensorSpec: ...
+
+    @property
+    def top_k(self) -> int: ...
+
+    @property
+    def backward(self) -> bool: ...
+
+    @property
+    def scoring(self) -> str: ...
+
+    @property
+    def renormalize(self) -> bool: ...
+
+class MoeGatePlan:
+    """A validated MoE gate (or its backward)."""
+
+    @staticmethod
+    def select(desc: MoeGateDescriptor, preference: PlanPreference | None = None) -> MoeGatePlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> MoeGateDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """Always 0."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(logits=, weights=, ids=, [correction_bias=], stream=) or, backward, run(logits=, ids=, grad_weights=, grad_logits=, stream=): check the tensors and launch on `stream` (no host work, no allocation).
+        """
+
+def moe_gate_call(tensors: dict, top_k: int, backward: bool, scoring: str, renormalize: bool, n_group: int, topk_group: int, group_score: str, routed_scaling_factor: float, stream: object | None = None) -> str:
+    """
+    Functional entry of the gate: tensors by name (logits, correction_bias, weights, ids; backward: logits, ids, grad_weights, grad_logits), select (cached) and run. Returns the SKU name.
+    """
+
+class MoePermuteDescriptor:
+    """
+    MoE token permutation: op 'permute' (x [T, H], ids [T, k] -> x_sorted, offsets [E + 1], pos), 'unpermute' (y_sorted [N, H], pos, weights? -> out [T, H]) or 'unpermute_backward' (grad_out [T, H], pos, weights? -> grad_y_sorted [N, H], grad_weights). `rows` is x / y_sorted / grad_out, `routing` ids / pos. Pure data; hashable.
+    """
+
+    def __init__(self, op: str, rows: TensorSpec, routing: TensorSpec, *, num_experts: int = 0, weights: bool = False, sorted_rows: int = -1, offsets_dtype: DType = DType.int32) -> None: ...
+
+    def __eq__(self, arg: MoePermuteDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def rows(self) -> TensorSpec: ...
+
+    @property
+    def routing(self) -> TensorSpec: ...
+
+    @property
+    def num_experts(self) -> int: ...
+
+    @property
+    def weights(self) -> bool: ...
+
+class MoePermutePlan:
+    """A validated MoE permute, unpermute or unpermute backward."""
+
+    @staticmethod
+    def select(desc: MoePermuteDescriptor, preference: PlanPreference | None = None) -> MoePermutePlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> MoePermuteDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """The permute's sort buffers; 0 otherwise."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(**tensors, workspace=, stream=): the operands by their names (x, ids, x_sorted, offsets, pos; y_sorted, weights, out; grad_out, grad_y_sorted, grad_weights); the permute's workspace is the caller's tensor of workspace_bytes().
+        """
+
+def moe_permute_call(op: str, tensors: dict, num_experts: int = 0, sorted_rows: int = -1, stream: object | None = None, workspace_alloc: object | None = None) -> str:
+    """
+    Functional entry of permute / unpermute / unpermute_backward: tensors by name, select (cached) and run. Returns the SKU name.
     """
 
 def xla_handler() -> object:

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import InvalidArgument, Unsupported
 from .. import _attention, _embedding, _softmax
-from . import _attention_ops, _embedding_ops, _ops, _rope_ops  # noqa: F401 (these register their ops)
+from . import _attention_ops, _embedding_ops, _moe_ops, _ops, _rope_ops  # noqa: F401 (these register their ops)
 from ._ops import call
 from ._modules import (Attention, CrossEntropyLoss, Embedding, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm,
                        RotaryEmbedding, Softmax)
@@ -28,7 +28,7 @@ __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear",
            "Attention", "RotaryEmbedding", "Embedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append",
-           "paged_attention", "sample", "embedding"]
+           "paged_attention", "sample", "embedding", "moe_gate", "moe_permute", "moe_unpermute"]
 
 
 def _tensor(v, like, name):
@@ -263,6 +263,31 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0, s
     return call("embedding", weight, indices, pad, bool(scale_grad_by_freq))
 
 
+def moe_gate(logits, top_k, *, scoring="softmax", renormalize=True, n_group=1, topk_group=1, group_score="max",
+             correction_bias=None, routed_scaling_factor=1.0):
+    """baracuda.moe_gate, differentiable in logits (torch.ops.baracuda.moe_gate; the backward is
+    moe_gate_backward). Returns (weights float32, ids int32)."""
+    if correction_bias is not None and correction_bias.requires_grad:
+        raise Unsupported("moe_gate: correction_bias requires grad; it is a selection-only bias (updated by a "
+                          "balancing rule, not by gradient): pass it detached")
+    return call("moe_gate", logits, correction_bias, int(top_k), str(scoring), bool(renormalize), int(n_group),
+                int(topk_group), str(group_score), float(routed_scaling_factor))
+
+
+def moe_permute(x, ids, num_experts):
+    """baracuda.moe_permute, differentiable in x (its backward is moe_unpermute without weights).
+    Returns (x_sorted, offsets int32 [E + 1], pos int32 [T, k])."""
+    return call("moe_permute", x, ids, int(num_experts))
+
+
+def moe_unpermute(y_sorted, pos, weights=None, *, out=None):
+    """baracuda.moe_unpermute, differentiable in y_sorted and weights (torch.ops.baracuda.moe_unpermute)."""
+    if out is not None:
+        raise InvalidArgument("moe_unpermute: out= was given but an input requires grad; autograd cannot track a "
+                              "write into it: drop out= or run under torch.no_grad()")
+    return call("moe_unpermute", y_sorted, pos, weights)
+
+
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, scale=None, window=None, softcap=None,
                     alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits=0, kernel="auto", return_lse=False):
     """baracuda.paged_attention as torch.ops.baracuda.paged_attention (traced by torch.compile with no
@@ -281,6 +306,6 @@ def routes():
     table.update(rms_norm=rms_norm, layer_norm=layer_norm, group_norm=group_norm, softmax=softmax, log_softmax=log_softmax,
                  linear=linear, matmul=matmul, cross_entropy=cross_entropy, sum=sum, mean=mean, swiglu=swiglu,
                  attention=attention, scaled_dot_product_attention=scaled_dot_product_attention, rope=rope,
-                 embedding=embedding)
+                 embedding=embedding, moe_gate=moe_gate, moe_permute=moe_permute, moe_unpermute=moe_unpermute)
     return table
 

@@ -1,0 +1,53 @@
+// Row-gather building blocks (embedding rows, MoE token permutation): a group of tpr threads per
+// row (the row's vectors rounded up to a power of two, at most a warp), W-byte words, four loads in
+// flight per thread, read through the read-only path.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace baracuda::kernels {
+
+template <int W> struct WordOf;
+template <> struct WordOf<16> { using type = uint4; };
+template <> struct WordOf<8> { using type = uint2; };
+template <> struct WordOf<4> { using type = unsigned; };
+template <> struct WordOf<2> { using type = unsigned short; };
+
+// log2 of the threads per row for a row of `vectors` words: at most 5 (a warp).
+inline int row_tpr_log2(int64_t vectors) {
+  int l = 0;
+  while (l < 5 && (int64_t(1) << l) < vectors) ++l;
+  return l;
+}
+
+// The row of a block's thread group (rows side by side, 2^tpr_log2 threads each) and the lane in it.
+struct RowLane {
+  int64_t row;
+  int lane, tpr;
+};
+__device__ __forceinline__ RowLane row_lane(int tpr_log2) {
+  const int tpr = 1 << tpr_log2;
+  return {int64_t(blockIdx.x) * (blockDim.x >> tpr_log2) + (threadIdx.x >> tpr_log2), int(threadIdx.x) & (tpr - 1),
+          tpr};
+}
+
+// dst[v] = src[v] for the words v = lane, lane + tpr, ... below nvec.
+template <int W>
+__device__ __forceinline__ void copy_words(void* dst_row, const void* src_row, int64_t nvec, int lane, int tpr) {
+  using Word = typename WordOf<W>::type;
+  constexpr int kInFlight = 4;
+  Word* __restrict__ dst = static_cast<Word*>(dst_row);
+  const Word* __restrict__ src = static_cast<const Word*>(src_row);
+  for (int64_t v = lane; v < nvec; v += int64_t(tpr) * kInFlight) {
+    Word r[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (v + u * tpr < nvec) r[u] = __ldg(src + v + u * tpr);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (v + u * tpr < nvec) dst[v + u * tpr] = r[u];
+  }
+}
+
+}  // namespace baracuda::kernels
