@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""MoE: a Mixtral-style layer (gate, top-2, SwiGLU experts, weighted combine) through baracuda's routing
+and grouped GEMM, next to transformers' loop over experts, same run, CUDA events, median.
+
+    python3 bench/bench_moe.py [--quick] [--rows REGEX]
+    OUT=/tmp/out python3 bench/bench_moe.py   # also $OUT/bench_moe.{md,json,txt}
+
+Ours: bc.moe_gate -> bc.moe_permute -> three grouped_linear (w1, w3, w2) around bc.swiglu ->
+bc.moe_unpermute. grouped_linear runs either with the device offsets (one launch of our grouped
+kernel per projection, no host sync: the decode path) or with host group sizes read from the offsets
+(one sync, one cuBLASLt GEMM per expert: the prefill path); the row says which. torch: the
+MixtralSparseMoeBlock loop (softmax, topk, renormalise, per expert torch.where + two matmuls + index_add).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+import baracuda as bc  # noqa: E402
+
+DEV = "cuda"
+BF = torch.bfloat16
+# (tokens, hidden, intermediate, experts, top_k, grouped path): the issue's prefill row, a smaller
+# model, decode batches.
+ROWS = [(4096, 4096, 14336, 8, 2, "sizes"), (4096, 4096, 14336, 8, 2, "offsets"), (2048, 2048, 5632, 8, 2, "sizes"),
+        (64, 4096, 14336, 8, 2, "offsets"), (8, 4096, 14336, 8, 2, "offsets")]
+
+
+def torch_layer(x, gate_w, w1, w3, w2, k):
+    logits = x @ gate_w.t()
+    p = logits.float().softmax(-1)
+    rw, sel = p.topk(k, dim=-1)
+    rw = (rw / rw.sum(-1, keepdim=True)).to(x.dtype)
+    out = torch.zeros_like(x)
+    for e in range(w1.shape[0]):
+        tok, slot = torch.where(sel == e)
+        if tok.numel() == 0:
+            continue
+        xe = x[tok]
+        h = torch.nn.functional.silu(xe @ w1[e].t()) * (xe @ w3[e].t())
+        out.index_add_(0, tok, (h @ w2[e].t()) * rw[tok, slot, None])
+    return out
+
+
+def ours_layer(x, gate_w, w1, w3, w2, k, path):
+    w, ids = bc.moe_gate(bc.linear(x, gate_w), k)
+    xs, offsets, pos = bc.moe_permute(x, ids, w1.shape[0])
+    if path == "sizes":
+        sizes = torch.diff(offsets).tolist()
+        kw = dict(group_sizes=sizes)
+    else:
+        kw = dict(offsets=offsets, max_rows_per_group=x.shape[0])
+    h = bc.swiglu(bc.grouped_linear(xs, w1, **kw), bc.grouped_linear(xs, w3, **kw))
+    return bc.moe_unpermute(bc.grouped_linear(h, w2, **kw), pos, w)
+
+
+def run_row(row, args):
+    t, hdim, inter, e, k, path = row
+    g = torch.Generator(device=DEV).manual_seed(0)
+    x = torch.randn(t, hdim, generator=g, device=DEV).to(BF)
+    gate_w = (torch.randn(e, hdim, generator=g, device=DEV) / hdim ** 0.5).to(BF)
+    w1, w3 = ((torch.randn(e, inter, hdim, generator=g, device=DEV) / hdim ** 0.5).to(BF) for _ in range(2))
+    w2 = (torch.randn(e, hdim, inter, generator=g, device=DEV) / inter ** 0.5).to(BF)
+    got = ours_layer(x, gate_w, w1, w3, w2, k, path)
+    ref = torch_layer(x.float(), gate_w.float(), w1.float(), w3.float(), w2.float(), k)
+    err = C.rel_err(got, ref)
+    ok = err <= 3e-2
+    ours = C.GpuBench(lambda i: ours_layer(x, gate_w, w1, w3, w2, k, path), 1)
+    base = C.GpuBench(lambda i: torch_layer(x, gate_w, w1, w3, w2, k), 1)
+    tm = C.measure({"ours": ours, "torch": base}, iters=args.iters, passes=args.passes)
+    flops = 2 * t * k * 3 * hdim * inter
+    del w1, w2, w3
+    C.free_memory()
+    return dict(key=f"t{t} h{hdim} i{inter} e{e} k{k} {path}", error="", ok=ok, rel_err=err,
+                ours_us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6,
+                ours_tflops=flops / tm["ours"].median / 1e12, speedup=tm["torch"].median / tm["ours"].median,
+                timing=tm)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rows", default="")
+    args = ap.parse_args()
+    args.iters, args.passes = (5, 1) if args.quick else (20, 2)
+    info = C.device_info()
+    rows, t0 = [], time.time()
+    for row in ROWS:
+        key = f"t{row[0]} h{row[1]} i{row[2]} e{row[3]} k{row[4]} {row[5]}"
+        if not re.search(args.rows, key):
+            continue
+        try:
+            r = run_row(row, args)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(key=key, error=str(e), ok=False)
+        rows.append(r)
+    headers = ["row", "ours us", "torch us", "speedup", "ours TFLOP/s", "check"]
+    table = [[r["key"], "-", "-", "-", "-", "ERROR " + r["error"][:50]] if r["error"] else
+             [r["key"], C.fmt(r["ours_us"]), C.fmt(r["torch_us"]), C.fmt(r["speedup"], ".2f") + "x",
+              C.fmt(r["ours_tflops"], ".0f"), "ok" if r["ok"] else "FAILED"] for r in rows]
+    head = f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}; {time.time() - t0:.0f} s\n"
+    text = head + "\n" + C.text_table(headers, table)
+    C.write_outputs("bench_moe", f"# bench_moe\n\n{head}\n" + C.markdown_table(headers, table),
+                    {"device": info, "rows": rows}, text)
+    print(text)
+    return 0 if all(r.get("ok") for r in rows) else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
