@@ -658,6 +658,127 @@ def embedding(indices, weight, padding_idx=None, scale_grad_by_freq: bool = Fals
     return _embedding(weight, indices, pad, bool(scale_grad_by_freq), int(weight.shape[0]))
 
 
+# ---- MoE routing ----------------------------------------------------------------------------------
+
+def _moe_gate_desc(logits, top_k, backward, params, bias):
+    scoring, renormalize, n_group, topk_group, group_score, scale = params
+    return _C.MoeGateDescriptor(_spec_of(logits), int(top_k), backward=backward, scoring=scoring,
+                                renormalize=renormalize, n_group=n_group, topk_group=topk_group,
+                                group_score=group_score, correction_bias=bias, routed_scaling_factor=scale)
+
+
+def _moe_gate_run(logits, bias, top_k, params):
+    t = logits.shape[0]
+    ins = [_operand("logits", logits)] + ([_operand("correction_bias", bias)] if bias is not None else [])
+    return tuple(_launch(_moe_gate_desc(logits, top_k, False, params, bias is not None), _C.MoeGatePlan.select, ins,
+                         [("weights", (t, top_k), jnp.float32), ("ids", (t, top_k), jnp.int32)]))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _moe_gate(logits, bias, top_k, params):
+    return _moe_gate_run(logits, bias, top_k, params)
+
+
+def _moe_gate_fwd(logits, bias, top_k, params):
+    w, ids = _moe_gate_run(logits, bias, top_k, params)
+    return (w, ids), (logits, ids, bias)
+
+
+def _moe_gate_bwd(top_k, params, res, grads):
+    logits, ids, bias = res
+    gl = _launch(_moe_gate_desc(logits, top_k, True, params, False), _C.MoeGatePlan.select,
+                 [_operand("logits", logits), _operand("ids", ids),
+                  _operand("grad_weights", grads[0].astype(jnp.float32))],
+                 [("grad_logits", logits.shape, logits.dtype)])[0]
+    return gl, (None if bias is None else jnp.zeros_like(bias))
+
+
+_moe_gate.defvjp(_moe_gate_fwd, _moe_gate_bwd)
+
+
+def moe_gate(logits, top_k: int, *, scoring: str = "softmax", renormalize: bool = True, n_group: int = 1,
+             topk_group: int = 1, group_score: str = "max", correction_bias=None, routed_scaling_factor: float = 1.0):
+    """baracuda.moe_gate on JAX arrays: (weights [T, k] float32, ids [T, k] int32), one custom call;
+    differentiable in logits (the correction bias is a selection-only constant)."""
+    params = (str(scoring), bool(renormalize), int(n_group), int(topk_group), str(group_score),
+              float(routed_scaling_factor))
+    return _moe_gate(logits, correction_bias, int(top_k), params)
+
+
+def _moe_unpermute_run(y_sorted, pos, weights):
+    desc = _C.MoePermuteDescriptor("unpermute", _spec_of(y_sorted), _spec_of(pos), weights=weights is not None)
+    ins = [_operand("y_sorted", y_sorted), _operand("pos", pos)] + \
+        ([_operand("weights", weights)] if weights is not None else [])
+    return _launch(desc, _C.MoePermutePlan.select, ins, [("out", (pos.shape[0], y_sorted.shape[1]), y_sorted.dtype)])[0]
+
+
+def _moe_unpermute_grad(grad, pos, weights, y_sorted, rows):
+    desc = _C.MoePermuteDescriptor("unpermute_backward", _spec_of(grad), _spec_of(pos), weights=weights is not None,
+                                   sorted_rows=rows)
+    ins = [_operand("grad_out", grad), _operand("pos", pos)]
+    outs = [("grad_y_sorted", (rows, grad.shape[1]), grad.dtype)]
+    if weights is not None:
+        ins += [_operand("weights", weights), _operand("y_sorted", y_sorted)]
+        outs.append(("grad_weights", pos.shape, jnp.float32))
+    got = _launch(desc, _C.MoePermutePlan.select, ins, outs)
+    return got[0], (got[1] if weights is not None else None)
+
+
+@jax.custom_vjp
+def _moe_unpermute(y_sorted, pos, weights):
+    return _moe_unpermute_run(y_sorted, pos, weights)
+
+
+def _moe_unpermute_fwd(y_sorted, pos, weights):
+    return _moe_unpermute_run(y_sorted, pos, weights), (y_sorted, pos, weights)
+
+
+def _moe_unpermute_bwd(res, grad):
+    y_sorted, pos, weights = res
+    gy, gw = _moe_unpermute_grad(grad.astype(y_sorted.dtype), pos, weights, y_sorted, y_sorted.shape[0])
+    return gy, None, gw
+
+
+_moe_unpermute.defvjp(_moe_unpermute_fwd, _moe_unpermute_bwd)
+
+
+def moe_unpermute(y_sorted, pos, weights=None):
+    """baracuda.moe_unpermute on JAX arrays: out[t] = sum_j weights[t, j] * y_sorted[pos[t, j]];
+    differentiable in y_sorted and weights."""
+    return _moe_unpermute(y_sorted, pos, weights)
+
+
+def _moe_permute_run(x, ids, num_experts):
+    t, k = ids.shape
+    desc = _C.MoePermuteDescriptor("permute", _spec_of(x), _spec_of(ids), num_experts=num_experts)
+    return tuple(_launch(desc, _C.MoePermutePlan.select, [_operand("x", x), _operand("ids", ids)],
+                         [("x_sorted", (t * k, x.shape[1]), x.dtype), ("offsets", (num_experts + 1,), jnp.int32),
+                          ("pos", (t, k), jnp.int32)]))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _moe_permute(x, ids, num_experts):
+    return _moe_permute_run(x, ids, num_experts)
+
+
+def _moe_permute_fwd(x, ids, num_experts):
+    got = _moe_permute_run(x, ids, num_experts)
+    return got, got[2]
+
+
+def _moe_permute_bwd(num_experts, pos, grads):
+    return _moe_unpermute_run(grads[0], pos, None), None
+
+
+_moe_permute.defvjp(_moe_permute_fwd, _moe_permute_bwd)
+
+
+def moe_permute(x, ids, num_experts: int):
+    """baracuda.moe_permute on JAX arrays: (x_sorted [T * k, H], offsets [E + 1] int32, pos [T, k]
+    int32), one custom call; differentiable in x (the backward is the combine without weights)."""
+    return _moe_permute(x, ids, int(num_experts))
+
+
 # ---- paged decode attention (inference: no vjp) ---------------------------------------------------
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
@@ -686,7 +807,8 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool 
 
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
-           "swiglu", "attention", "rope", "paged_attention", "embedding", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
+           "swiglu", "attention", "rope", "paged_attention", "embedding", "moe_gate", "moe_permute",
+           "moe_unpermute", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
            *ELEMENTWISE]
 
 
@@ -720,6 +842,11 @@ _FUNCTIONAL = {
     "embedding": (lambda indices, weight, padding_idx=None, scale_grad_by_freq=False:
                   embedding(indices, weight, padding_idx, scale_grad_by_freq),
                   {"weight", "padding_idx", "scale_grad_by_freq"}),
+    "moe_gate": (lambda logits, top_k, **kw: moe_gate(logits, top_k, **kw),
+                 {"top_k", "scoring", "renormalize", "n_group", "topk_group", "group_score", "correction_bias",
+                  "routed_scaling_factor"}),
+    "moe_permute": (lambda x, ids, num_experts: moe_permute(x, ids, num_experts), {"ids", "num_experts"}),
+    "moe_unpermute": (lambda y_sorted, pos, weights=None: moe_unpermute(y_sorted, pos, weights), {"pos", "weights"}),
     "cross_entropy": (lambda logits, target, *, ignore_index=-100, label_smoothing=0.0, reduction="mean":
                       cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),
