@@ -168,3 +168,81 @@ def test_torch_op_and_compile():
     assert torch.equal(bt.sample(x, top_k=10, seed=3), want)
     f = torch.compile(lambda x: bt.sample(x, top_k=10, seed=3), fullgraph=True)
     assert torch.equal(f(x), want)
+
+
+# ---- penalties ------------------------------------------------------------------------------------
+
+def ref_penalties(logits, prompt, output, r, p, f):
+    """vLLM's rules in float64, row by row."""
+    x = logits.double().clone()
+    B, V = x.shape
+    for b in range(B):
+        def valid(t):
+            return t[(t >= 0) & (t < V)].long() if t is not None else torch.zeros(0, dtype=torch.long, device=DEV)
+        counts = torch.bincount(valid(output[b] if output is not None else None), minlength=V).double()
+        seen = counts > 0
+        seen[valid(prompt[b] if prompt is not None else None)] = True
+        rb, pb, fb = (float(v[b]) if isinstance(v, torch.Tensor) else v for v in (r, p, f))
+        x[b] = torch.where(seen, torch.where(x[b] > 0, x[b] / rb, x[b] * rb), x[b])
+        x[b] -= fb * counts + pb * (counts > 0).double()
+    return x
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("idt", [torch.int64, torch.int32])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_penalties_match_reference(dt, idt, per_row):
+    g = torch.Generator(device=DEV).manual_seed(11)
+    B, V = 7, 5003
+    base = torch.randn(B, V + 8, generator=g, device=DEV).to(dt)
+    logits = base[:, 3:V + 3]  # a row stride past V
+    prompt = torch.randint(-2, V + 3, (B, 40), generator=g, device=DEV).to(idt)  # padding on both sides
+    output = torch.randint(0, 50, (B, 25), generator=g, device=DEV).to(idt)  # repeats
+    output[:, -3:] = -1
+    if per_row:
+        r = torch.rand(B, generator=g, device=DEV) + 0.8
+        p = torch.rand(B, generator=g, device=DEV)
+        f = torch.rand(B, generator=g, device=DEV)
+    else:
+        r, p, f = 1.3, 0.4, 0.25
+    ref = ref_penalties(logits, prompt, output, r, p, f)
+    before, base_before = logits.clone(), base.clone()
+    got = bc.apply_penalties(logits, output, prompt_tokens=prompt, repetition_penalty=r, presence_penalty=p,
+                             frequency_penalty=f)
+    assert got is logits
+    tol = dict(rtol=1e-6, atol=1e-6) if dt == torch.float32 else dict(rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(logits.double(), ref, **tol)
+    untouched = ref == before.double()
+    assert torch.equal(logits[untouched], before[untouched])
+    assert torch.equal(base[:, :3], base_before[:, :3]) and torch.equal(base[:, V + 3:], base_before[:, V + 3:])
+    again = before.clone()
+    bc.apply_penalties(again, output, prompt_tokens=prompt, repetition_penalty=r, presence_penalty=p,
+                       frequency_penalty=f)
+    assert torch.equal(again, logits), "the same bits every run"
+
+
+def test_penalties_one_list_and_then_sample():
+    x = torch.zeros(2, 10, device=DEV)
+    x[:, 4] = 5.0
+    out = torch.tensor([[4, 4, 4], [1, 2, 3]], device=DEV)
+    bc.apply_penalties(x, out, frequency_penalty=2.0)
+    assert x[0, 4].item() == -1.0 and x[1, 4].item() == 5.0
+    assert bc.sample(x, temperature=0.0).tolist() == [0, 4]
+    y = torch.full((1, 6), -2.0, device=DEV)
+    bc.apply_penalties(y, prompt_tokens=torch.tensor([[5]], device=DEV), repetition_penalty=2.0)
+    assert y[0, 5].item() == -4.0 and (y[0, :5] == -2.0).all()
+    bt = pytest.importorskip("baracuda.torch")
+    z = torch.randn(3, 100, device=DEV)
+    zz = z.clone()
+    bt.apply_penalties(z, torch.randint(0, 100, (3, 9), device=DEV), repetition_penalty=1.5)
+    assert not torch.equal(z, zz)
+
+
+def test_penalties_errors():
+    x = torch.zeros(2, 10, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="repetition_penalty=0"):
+        bc.apply_penalties(x, torch.zeros(2, 3, dtype=torch.long, device=DEV), repetition_penalty=0.0)
+    with pytest.raises(errors.InvalidDType, match="output_tokens is float32"):
+        bc.apply_penalties(x, torch.zeros(2, 3, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match=r"output_tokens has shape \(3, 3\)"):
+        bc.apply_penalties(x, torch.zeros(3, 3, dtype=torch.long, device=DEV))

@@ -45,7 +45,7 @@ def test_sku_identity_and_registry():
     assert D(top_k=5) == D(top_k=5) and hash(D(top_k=5)) == hash(D(top_k=5)) and D(top_k=5) != D(top_k=6)
     assert D(top_k_per_row=True) != D() and "top_k=per_row" in repr(D(top_k_per_row=True))
     fam = {f["name"]: f for f in bc.families()}["sampling"]
-    assert fam["plan"] == "SamplingPlan"
+    assert fam["plan"] == "SamplingPlan, PenaltiesPlan"
 
 
 def test_functional_argument_rules():
@@ -58,3 +58,24 @@ def test_functional_argument_rules():
         bc.sample(torch.zeros(2, 10), top_k="a")
     import baracuda.torch as bt
     assert "sample" in bt.OPS and hasattr(torch.ops.baracuda, "sample")
+
+
+def PD(**kw):
+    return bc.PenaltiesDescriptor(S((4, 1000), bc.float32), kw.pop("prompt", None), kw.pop("output", S((4, 7), bc.int64)),
+                                  **kw)
+
+
+def test_penalties_select():
+    p = bc.PenaltiesPlan.select(PD(repetition=1.2, frequency=0.5))
+    assert p.sku.name == "sampling.penalties.count_then_apply" and p.workspace_bytes() == 4 * 1000 * 4
+    assert PD(presence=0.1) == PD(presence=0.1) and PD() != PD(repetition_per_row=True)
+    assert "repetition=per_row" in repr(PD(repetition_per_row=True)) and "output=int64[7]" in repr(PD())
+    with pytest.raises(errors.InvalidArgument, match="repetition_penalty=-1"):
+        bc.PenaltiesPlan.select(PD(repetition=-1.0))
+    with pytest.raises(errors.InvalidArgument, match="frequency_penalty=inf"):
+        bc.PenaltiesPlan.select(PD(frequency=float("inf")))
+    with pytest.raises(errors.InvalidDType, match="prompt_tokens is float32"):
+        bc.PenaltiesPlan.select(PD(prompt=S((4, 3), bc.float32)))
+    with pytest.raises(errors.InvalidDType, match="logits is int32"):
+        bc.PenaltiesPlan.select(bc.PenaltiesDescriptor(S((4, 1000), bc.int32)))
+    assert bc.PenaltiesPlan.select(bc.PenaltiesDescriptor(S((4, 1000), bc.float32))).workspace_bytes() == 0

@@ -2,6 +2,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <tuple>
+
 #include "baracuda/errors.h"
 #include "baracuda/sampling.h"
 #include "common.h"
@@ -31,6 +33,29 @@ void import_operands(nb::handle tensors, Operands& ops) {
 
 PlanCache<SamplingPlan>& cache() {
   static auto* c = new PlanCache<SamplingPlan>();
+  return *c;
+}
+
+const NamedOperand<PenaltiesTensors> kPenaltyRoles[] = {
+    {"logits", &PenaltiesTensors::logits},
+    {"prompt_tokens", &PenaltiesTensors::prompt_tokens},
+    {"output_tokens", &PenaltiesTensors::output_tokens},
+    {"repetition_penalty", &PenaltiesTensors::repetition_penalty},
+    {"presence_penalty", &PenaltiesTensors::presence_penalty},
+    {"frequency_penalty", &PenaltiesTensors::frequency_penalty}};
+enum { PN_LOGITS, PN_PROMPT, PN_OUTPUT, PN_REP, PN_PRES, PN_FREQ, PN_NUM };
+
+struct PenaltyOperands {
+  Imported held[PN_NUM];
+  PenaltiesTensors views;
+};
+void import_penalties(nb::handle tensors, PenaltyOperands& ops) {
+  import_named("apply_penalties", tensors, kPenaltyRoles, ops.held, ops.views, [](int i) { return i == PN_LOGITS; });
+  if (!ops.held[PN_LOGITS].imported) throw InvalidArgument("apply_penalties: logits is missing");
+}
+
+PlanCache<PenaltiesPlan>& penalty_cache() {
+  static auto* c = new PlanCache<PenaltiesPlan>();
   return *c;
 }
 
@@ -128,6 +153,99 @@ void init_sampling(nb::module_& m) {
         "Functional entry: tensors by name (logits, tokens, logprobs, temperature, top_k, top_p, min_p, seeds; "
         "None = absent: the scalar is used), select (cached on the operands' metadata and the scalars) and run. "
         "Returns the SKU name.");
+
+  bind_descriptor<PenaltiesDescriptor>(
+      m, "PenaltiesDescriptor",
+      "Repetition / presence / frequency penalties on logits [B, V] (in place) over prompt and output token lists "
+      "[B, L] (int32 / int64; entries outside [0, V) are padding); each penalty a scalar here or a per-row tensor "
+      "(the *_per_row flags). Pure data; hashable.")
+      .def("__init__",
+           [](PenaltiesDescriptor* d, TensorSpec logits, std::optional<TensorSpec> prompt_tokens,
+              std::optional<TensorSpec> output_tokens, double repetition, double presence, double frequency,
+              bool repetition_per_row, bool presence_per_row, bool frequency_per_row) {
+             new (d) PenaltiesDescriptor{};
+             d->logits = std::move(logits);
+             for (auto [spec, on, dt, len, name] :
+                  {std::tuple{&prompt_tokens, &d->prompt, &d->prompt_dtype, &d->prompt_len, "prompt_tokens"},
+                   std::tuple{&output_tokens, &d->output, &d->output_dtype, &d->output_len, "output_tokens"}}) {
+               if (!spec->has_value()) continue;
+               if ((*spec)->shape.size() != 2)
+                 throw InvalidArgument(std::string("PenaltiesDescriptor: ") + name + " has shape " +
+                                       shape_str((*spec)->shape) + "; expected [batch, length]");
+               *on = true;
+               *dt = (*spec)->dtype;
+               *len = (*spec)->shape[1];
+             }
+             d->repetition = repetition;
+             d->presence = presence;
+             d->frequency = frequency;
+             d->repetition_per_row = repetition_per_row;
+             d->presence_per_row = presence_per_row;
+             d->frequency_per_row = frequency_per_row;
+           },
+           "logits"_a, "prompt_tokens"_a = nb::none(), "output_tokens"_a = nb::none(), nb::kw_only(),
+           "repetition"_a = 1.0, "presence"_a = 0.0, "frequency"_a = 0.0, "repetition_per_row"_a = false,
+           "presence_per_row"_a = false, "frequency_per_row"_a = false)
+      .def_ro("logits", &PenaltiesDescriptor::logits)
+      .def_ro("repetition", &PenaltiesDescriptor::repetition)
+      .def_ro("presence", &PenaltiesDescriptor::presence)
+      .def_ro("frequency", &PenaltiesDescriptor::frequency);
+
+  bind_plan<PenaltiesPlan>(m, "PenaltiesPlan", "Validated sampling penalties: select once, run every decode step.")
+      .def("workspace_bytes", &PenaltiesPlan::workspace_bytes, "B x V x 4 (a count per row and token).")
+      .def("run",
+           [](const PenaltiesPlan& plan, nb::kwargs kwargs) {
+             const RunKwargs a = split_run_kwargs(kwargs);
+             PenaltyOperands ops;
+             import_penalties(a.tensors, ops);
+             run_imported(plan, ops.views, ops.held[PN_LOGITS], a.workspace, nb::none(), a.stream);
+           },
+           "kwargs"_a,
+           "run(logits=, [prompt_tokens=, output_tokens=, repetition_penalty=, presence_penalty=, "
+           "frequency_penalty=], workspace=, stream=): check the tensors and penalise logits in place on `stream`; "
+           "the workspace (workspace_bytes()) is the caller's tensor.");
+
+  m.def("apply_penalties_call",
+        [](nb::dict tensors, double repetition, double presence, double frequency, nb::handle stream,
+           nb::handle workspace_alloc) {
+          PenaltyOperands ops;
+          import_penalties(tensors, ops);
+          std::string key;
+          for (int i = 0; i < PN_NUM; ++i) {
+            key.push_back(char(ops.held[i].imported));
+            if (ops.held[i].imported) append_key(key, ops.held[i].view);
+          }
+          for (double v : {repetition, presence, frequency}) append_pod(key, v);
+          const PenaltiesPlan plan = penalty_cache().get(key, [&] {
+            PenaltiesDescriptor d;
+            d.logits = spec_of(ops.views.logits);
+            for (auto [i, on, dt, len] : {std::tuple{int(PN_PROMPT), &d.prompt, &d.prompt_dtype, &d.prompt_len},
+                                          std::tuple{int(PN_OUTPUT), &d.output, &d.output_dtype, &d.output_len}}) {
+              if (!ops.held[i].imported) continue;
+              const TensorView& v = ops.held[i].view;
+              if (v.ndim != 2)
+                throw InvalidArgument(std::string("apply_penalties: ") + kPenaltyRoles[i].name + " has shape " +
+                                      shape_str(v.shape, v.ndim) + "; expected [batch, length]");
+              *on = true;
+              *dt = v.dtype;
+              *len = v.shape[1];
+            }
+            d.repetition = repetition;
+            d.presence = presence;
+            d.frequency = frequency;
+            d.repetition_per_row = ops.held[PN_REP].imported;
+            d.presence_per_row = ops.held[PN_PRES].imported;
+            d.frequency_per_row = ops.held[PN_FREQ].imported;
+            return PenaltiesPlan::select(d);
+          });
+          run_imported(plan, ops.views, ops.held[PN_LOGITS], nb::none(), workspace_alloc, stream);
+          return plan.sku().name;
+        },
+        "tensors"_a, "repetition"_a, "presence"_a, "frequency"_a, "stream"_a = nb::none(),
+        "workspace_alloc"_a = nb::none(),
+        "Functional entry of the penalties: tensors by name (logits, prompt_tokens, output_tokens, "
+        "repetition_penalty, presence_penalty, frequency_penalty; None = absent: the scalar is used), select (cached) "
+        "and run. Returns the SKU name.");
 }
 
 }  // namespace baracuda::py

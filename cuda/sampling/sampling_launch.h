@@ -39,4 +39,26 @@ struct Params {
 
 void sample(const Params& p, void* stream);
 
+// Penalties over token histories, in place on logits (rules in baracuda/sampling.h). A token list
+// is [rows, len] (any row stride, len contiguous); entries outside [0, vocab) are padding. The
+// workspace holds one int32 per (row, token): 2 x the output count, | 1 when in the prompt.
+struct TokenList {
+  const void* data = nullptr;  // null: absent
+  bool int32 = false;
+  int64_t len = 0, row_stride = 0;
+};
+struct PenaltyParams {
+  void* logits = nullptr;
+  DType dtype = DType::Float32;
+  int64_t rows = 0, vocab = 0, row_stride = 0;
+  TokenList prompt, output;
+  const float* repetition = nullptr;  // per-row [rows] (stride below), else the value
+  const float* presence = nullptr;
+  const float* frequency = nullptr;
+  int64_t repetition_stride = 1, presence_stride = 1, frequency_stride = 1;
+  float repetition_value = 1.f, presence_value = 0.f, frequency_value = 0.f;
+};
+inline int64_t penalty_workspace_bytes(int64_t rows, int64_t vocab) { return rows * vocab * 4; }
+void apply_penalties(const PenaltyParams& p, void* workspace, void* stream);
+
 }  // namespace baracuda::sampling

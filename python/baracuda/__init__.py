@@ -102,7 +102,7 @@ from ._paged_attention import FUNCTIONS as _PAGED_ATTENTION_FUNCTIONS  # noqa: E
 
 _OPS.update(_PAGED_ATTENTION_FUNCTIONS)
 
-from ._C import SamplingDescriptor, SamplingPlan  # noqa: F401,E402
+from ._C import PenaltiesDescriptor, PenaltiesPlan, SamplingDescriptor, SamplingPlan  # noqa: F401,E402
 from ._sampling import FUNCTIONS as _SAMPLING_FUNCTIONS  # noqa: E402
 
 _OPS.update(_SAMPLING_FUNCTIONS)

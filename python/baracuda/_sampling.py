@@ -63,4 +63,34 @@ def sample(logits: DLPackTensor, *, temperature: _Param = 1.0, top_k: _Param = 0
     return (tokens, flp(lp)) if return_logprobs else tokens
 
 
-FUNCTIONS = {"sample": sample}
+def apply_penalties(logits: DLPackTensor, output_tokens: Optional[DLPackTensor] = None, *,
+                    prompt_tokens: Optional[DLPackTensor] = None, repetition_penalty: _Param = 1.0,
+                    presence_penalty: _Param = 0.0, frequency_penalty: _Param = 0.0, stream: Stream = None) -> Any:
+    """Penalises ``logits`` [B, V] in place (vLLM's rules) and returns it: every token of
+    ``prompt_tokens`` or ``output_tokens`` (int32 / int64 [B, L], entries outside [0, V) are
+    padding) gets x = x / repetition_penalty if x > 0 else x * repetition_penalty; then with c its
+    count in output_tokens, x -= frequency_penalty * c + presence_penalty * (c > 0). Each penalty is a
+    number or a per-row float32 tensor [B] (CUDA-graph friendly). Deterministic, no host sync; a
+    B x V int32 scratch. Call it before ``sample``."""
+    fn = "apply_penalties"
+    if not _is_tensor(logits):
+        raise InvalidArgument(f"{fn}: logits ({type(logits).__name__}) is not an array-like tensor")
+    tensors = {"logits": logits, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
+    scalars = {}
+    for name, v, default in (("repetition_penalty", repetition_penalty, 1.0),
+                             ("presence_penalty", presence_penalty, 0.0),
+                             ("frequency_penalty", frequency_penalty, 0.0)):
+        if _is_tensor(v):
+            tensors[name] = v
+            scalars[name] = default
+        else:
+            try:
+                scalars[name] = float(default if v is None else v)
+            except (TypeError, ValueError):
+                raise InvalidArgument(f"{fn}: {name}={v!r}; expected a number or a per-row tensor [B]") from None
+    _C.apply_penalties_call(tensors, scalars["repetition_penalty"], scalars["presence_penalty"],
+                            scalars["frequency_penalty"], stream, _interop.workspace_allocator(logits))
+    return logits
+
+
+FUNCTIONS = {"sample": sample, "apply_penalties": apply_penalties}

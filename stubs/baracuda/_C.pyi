@@ -1458,6 +1458,62 @@ def sample_call(tensors: dict, temperature: float, top_k: int, top_p: float, min
     Functional entry: tensors by name (logits, tokens, logprobs, temperature, top_k, top_p, min_p, seeds; None = absent: the scalar is used), select (cached on the operands' metadata and the scalars) and run. Returns the SKU name.
     """
 
+class PenaltiesDescriptor:
+    """
+    Repetition / presence / frequency penalties on logits [B, V] (in place) over prompt and output token lists [B, L] (int32 / int64; entries outside [0, V) are padding); each penalty a scalar here or a per-row tensor (the *_per_row flags). Pure data; hashable.
+    """
+
+    def __init__(self, logits: TensorSpec, prompt_tokens: TensorSpec | None = None, output_tokens: TensorSpec | None = None, *, repetition: float = 1.0, presence: float = 0.0, frequency: float = 0.0, repetition_per_row: bool = False, presence_per_row: bool = False, frequency_per_row: bool = False) -> None: ...
+
+    def __eq__(self, arg: PenaltiesDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def logits(self) -> TensorSpec: ...
+
+    @property
+    def repetition(self) -> float: ...
+
+    @property
+    def presence(self) -> float: ...
+
+    @property
+    def frequency(self) -> float: ...
+
+class PenaltiesPlan:
+    """Validated sampling penalties: select once, run every decode step."""
+
+    @staticmethod
+    def select(desc: PenaltiesDescriptor, preference: PlanPreference | None = None) -> PenaltiesPlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> PenaltiesDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """B x V x 4 (a count per row and token)."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(logits=, [prompt_tokens=, output_tokens=, repetition_penalty=, presence_penalty=, frequency_penalty=], workspace=, stream=): check the tensors and penalise logits in place on `stream`; the workspace (workspace_bytes()) is the caller's tensor.
+        """
+
+def apply_penalties_call(tensors: dict, repetition: float, presence: float, frequency: float, stream: object | None = None, workspace_alloc: object | None = None) -> str:
+    """
+    Functional entry of the penalties: tensors by name (logits, prompt_tokens, output_tokens, repetition_penalty, presence_penalty, frequency_penalty; None = absent: the scalar is used), select (cached) and run. Returns the SKU name.
+    """
+
 class EmbeddingDescriptor:
     """
     Embedding forward (weight [V, D], indices -> out indices.shape + [D]) or backward (grad_out, indices -> grad_weight [V, D]; `weight` is then grad_weight's spec and `rows` grad_out's). Pure data; hashable.

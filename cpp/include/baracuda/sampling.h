@@ -70,6 +70,50 @@ class SamplingPlan {
   std::shared_ptr<const Impl> impl_;
 };
 
+// Penalties over token histories, applied in place to logits [B, V] before sampling (vLLM's rules):
+//   every token in the prompt or the output so far:  x = x > 0 ? x / repetition : x * repetition
+//   then, with c = the token's count in the output:   x -= frequency * c + presence * (c > 0)
+// prompt_tokens / output_tokens int32 / int64 [B, L] (either may be absent; L contiguous), entries
+// outside [0, V) are padding. Each penalty a scalar of the plan or a per-row float32 tensor [B]
+// (a per-row repetition <= 0 or NaN acts as 1). Deterministic (each token's penalty is applied once,
+// whatever the atomics' order); no host sync; the workspace is one int32 per (row, token).
+struct PenaltiesDescriptor {
+  TensorSpec logits;  // [B, V], float32 / float16 / bfloat16, V contiguous
+  bool prompt = false, output = false;
+  DType prompt_dtype = DType::Int64, output_dtype = DType::Int64;
+  int64_t prompt_len = 0, output_len = 0;
+  double repetition = 1.0, presence = 0.0, frequency = 0.0;
+  bool repetition_per_row = false, presence_per_row = false, frequency_per_row = false;
+  bool operator==(const PenaltiesDescriptor& o) const {
+    return logits == o.logits && prompt == o.prompt && output == o.output &&
+           (!prompt || (prompt_dtype == o.prompt_dtype && prompt_len == o.prompt_len)) &&
+           (!output || (output_dtype == o.output_dtype && output_len == o.output_len)) &&
+           repetition == o.repetition && presence == o.presence && frequency == o.frequency &&
+           repetition_per_row == o.repetition_per_row && presence_per_row == o.presence_per_row &&
+           frequency_per_row == o.frequency_per_row;
+  }
+  std::string str() const;
+};
+
+struct PenaltiesTensors {
+  TensorView logits, prompt_tokens, output_tokens, repetition_penalty, presence_penalty, frequency_penalty;
+};
+
+class PenaltiesPlan {
+ public:
+  static PenaltiesPlan select(const PenaltiesDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  const KernelSku& sku() const;
+  const PenaltiesDescriptor& descriptor() const;
+  int64_t workspace_bytes() const;  // B x V x 4
+  void run(const PenaltiesTensors& t, void* workspace = nullptr, int64_t workspace_size = 0,
+           StreamHandle stream = nullptr) const;
+
+  struct Impl;
+  PenaltiesPlan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
 FamilyInfo sampling_family_info();
 
 }  // namespace baracuda

@@ -28,7 +28,7 @@ __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear",
            "Attention", "RotaryEmbedding", "Embedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append",
-           "paged_attention", "sample", "embedding", "moe_gate", "moe_permute", "moe_unpermute"]
+           "paged_attention", "sample", "apply_penalties", "embedding", "moe_gate", "moe_permute", "moe_unpermute"]
 
 
 def _tensor(v, like, name):
@@ -237,18 +237,30 @@ def kv_cache_append(key, value, key_cache, value_cache, slot_mapping):
     call("kv_cache_append", key, value, key_cache, value_cache, slot_mapping)
 
 
+def _per_row(v, default):
+    """A sampling parameter as the schema's (tensor or None, scalar) pair: a per-row tensor, else a number."""
+    return (v, default) if isinstance(v, torch.Tensor) else (None, default if v is None else v)
+
+
 def sample(logits, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, offset=0, seeds=None,
            return_logprobs=False):
     """baracuda.sample as torch.ops.baracuda.sample (traced by torch.compile with no graph break;
     CUDA-graph capturable with per-row tensors). Tokens carry no gradient."""
-    def split(v, default):
-        return (v, default) if isinstance(v, torch.Tensor) else (None, default if v is None else v)
-
-    (tt, tv), (kt, kv), (pt, pv), (mt, mv) = (split(temperature, 1.0), split(top_k, 0), split(top_p, 1.0),
-                                              split(min_p, 0.0))
+    (tt, tv), (kt, kv), (pt, pv), (mt, mv) = (_per_row(temperature, 1.0), _per_row(top_k, 0),
+                                              _per_row(top_p, 1.0), _per_row(min_p, 0.0))
     tokens, lp = call("sample", logits, tt, kt, pt, mt, seeds, float(tv), int(kv), float(pv), float(mv),
                       int(seed), int(offset), bool(return_logprobs))
     return (tokens, lp) if return_logprobs else tokens
+
+
+def apply_penalties(logits, output_tokens=None, *, prompt_tokens=None, repetition_penalty=1.0, presence_penalty=0.0,
+                    frequency_penalty=0.0):
+    """baracuda.apply_penalties as torch.ops.baracuda.apply_penalties (in place on logits; traced by
+    torch.compile with no graph break). Returns logits."""
+    (rt, rv), (pt, pv), (ft, fv) = (_per_row(repetition_penalty, 1.0), _per_row(presence_penalty, 0.0),
+                                    _per_row(frequency_penalty, 0.0))
+    call("apply_penalties", logits, prompt_tokens, output_tokens, rt, pt, ft, float(rv), float(pv), float(fv))
+    return logits
 
 
 def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,

@@ -1,5 +1,5 @@
-"""torch.ops.baracuda.rope, kv_cache_append and paged_attention: the serving-path families on _ops'
-mechanism. rope rotates q and k (k may be absent: its output is then an empty tensor), and its
+"""torch.ops.baracuda.rope, kv_cache_append, paged_attention, sample and apply_penalties: the
+serving-path families on _ops' mechanism. rope rotates q and k (k may be absent: its output is then an empty tensor), and its
 backward is the same op with the inverse rotation; kv_cache_append writes the caches in place and
 paged_attention attends over them (inference ops: no autograd)."""
 import torch
@@ -177,3 +177,31 @@ define("sample",
        "float temperature_value, int top_k_value, float top_p_value, float min_p_value, int seed, int offset, "
        "bool want_logprobs) -> (Tensor, Tensor)",
        _sample_impl, _sample_fake)
+
+
+def _penalty_tensors(logits, prompt_tokens, output_tokens, rep, pres, freq):
+    return {"logits": logits, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+            "repetition_penalty": rep, "presence_penalty": pres, "frequency_penalty": freq}
+
+
+def _apply_penalties_impl(logits, prompt_tokens, output_tokens, rep, pres, freq, r, p, f):
+    _C.apply_penalties_call(_penalty_tensors(logits, prompt_tokens, output_tokens, rep, pres, freq), float(r), float(p),
+                            float(f), None, lambda n: torch.empty((int(n),), dtype=torch.uint8, device=logits.device))
+
+
+def _apply_penalties_fake(logits, prompt_tokens, output_tokens, rep, pres, freq, r, p, f):
+    def make():
+        return _C.PenaltiesPlan.select(_C.PenaltiesDescriptor(
+            _spec(logits), None if prompt_tokens is None else _spec(prompt_tokens),
+            None if output_tokens is None else _spec(output_tokens), repetition=float(r), presence=float(p),
+            frequency=float(f), repetition_per_row=rep is not None, presence_per_row=pres is not None,
+            frequency_per_row=freq is not None))
+
+    validate(("apply_penalties", float(r), float(p), float(f)) + tuple(x is None for x in (rep, pres, freq)),
+             [t for t in (logits, prompt_tokens, output_tokens) if t is not None], make)
+
+
+define("apply_penalties",
+       "(Tensor(a!) logits, Tensor? prompt_tokens, Tensor? output_tokens, Tensor? repetition_penalty, "
+       "Tensor? presence_penalty, Tensor? frequency_penalty, float repetition, float presence, float frequency) -> ()",
+       _apply_penalties_impl, _apply_penalties_fake)
