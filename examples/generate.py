@@ -10,14 +10,15 @@ Per layer: RMSNorm (`bc.rms_norm`), one fused q/k/v projection (`bc.linear`), Ro
 place in that projection's output (`bc.rope`), the new keys and values written to the pages
 (`bc.kv_cache_append`), attention (`bc.attention` over the packed prompts at prefill,
 `bc.paged_attention` over the pages at decode), the output projection, the residual adds
-(`bc.add`), the MLP as one fused gate/up projection and `bc.swiglu`, and the greedy pick
-(`bc.argmax`). The embedding lookup is torch's indexing (baracuda has no embedding family yet).
-The tokens are compared with transformers' own `generate` on the same model (skip: --no-check).
+(`bc.add`), the MLP as one fused gate/up projection and `bc.swiglu`, the embedding lookup
+(`bc.embedding`) and the greedy pick (`bc.argmax`). With --graph the decode step is captured once
+in a CUDA graph and replayed for every new token (the lengths, slots and positions live on the
+device, so a replay advances every request by one token with no host work). The tokens are
+compared with transformers' own `generate` on the same model (skip: --no-check).
 """
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 
@@ -62,6 +63,9 @@ class TorchOps:
 
     def argmax(self, logits):
         return logits.argmax(-1)
+
+    def embedding(self, tokens, table):
+        return table[tokens]
 
     def kv_cache_append(self, k, v, kc, vc, slots):
         kc.view(-1, *kc.shape[2:])[slots] = k
@@ -122,6 +126,9 @@ class BaracudaOps:
 
     def argmax(self, logits):
         return self.bc.argmax(logits, dim=-1)
+
+    def embedding(self, tokens, table):
+        return self.bc.embedding(tokens, table)
 
     def kv_cache_append(self, k, v, kc, vc, slots):
         self.bc.kv_cache_append(k, v, kc, vc, slots)
@@ -204,7 +211,7 @@ class PagedLlama:
         pos = torch.cat([torch.arange(n, device=dev) for n in lens])
         cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=dev)
         max_len = max(lens)
-        h = self.embed[tokens]
+        h = self.ops.embedding(tokens, self.embed)
         h = self._layers(h, pos, self._slots(seq, pos),
                          lambda q, k, v, kc, vc: self.ops.prefill_attention(q, k, v, cu, max_len))
         self.lens[:len(prompts)] = torch.tensor(lens, dtype=torch.int32, device=dev)
@@ -217,15 +224,42 @@ class PagedLlama:
         pos = self.lens[:b].long()
         self.lens[:b] += 1  # the new token's key is appended before attention reads the pages
         lens, table = self.lens[:b], self.table[:b]
-        h = self.embed[tokens]
+        h = self.ops.embedding(tokens, self.embed)
         h = self._layers(h, pos, self._slots(seq, pos),
                          lambda q, k, v, kc, vc: self.ops.paged_attention(q, kc, vc, table, lens))
         return self._logits(h)
 
+    def capture_decode(self, tokens):
+        """A CUDA graph of one greedy decode step on the static buffer `tokens` [B] (int64): a replay
+        appends each request's token, attends, and writes the next greedy token back into
+        `tokens`. The step is warmed up on a side stream first, as torch recommends before a capture
+        (its length increment undone; the key / value it wrote sit in the slot the first replay
+        overwrites); the capture itself records without running."""
+        lens0 = self.lens.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.decode(tokens.clone())
+        torch.cuda.current_stream().wait_stream(side)
+        self.lens.copy_(lens0)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            tokens.copy_(self.ops.argmax(self.decode(tokens)))
+        return graph
+
     @torch.no_grad()
-    def generate(self, prompts, new_tokens):
+    def generate(self, prompts, new_tokens, graph=False):
         out = [[] for _ in prompts]
         nxt = self.ops.argmax(self.prefill(prompts))
+        if graph:
+            tokens = nxt.long().clone()
+            step_graph = self.capture_decode(tokens)
+            got = torch.empty(new_tokens, len(prompts), dtype=torch.long, device=self.device)
+            for step in range(new_tokens):
+                got[step].copy_(tokens)
+                if step + 1 < new_tokens:
+                    step_graph.replay()
+            return got.t().tolist()
         for step in range(new_tokens):
             for b, t in enumerate(nxt.tolist()):
                 out[b].append(t)
@@ -275,6 +309,7 @@ def main():
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--no-check", action="store_true", help="skip transformers' generate")
+    ap.add_argument("--graph", action="store_true", help="decode through one captured CUDA graph (CUDA only)")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     model = random_llama(args.device, dtype)
@@ -282,7 +317,7 @@ def main():
     prompts = prompts_of(args.prompts, model.config.vocab_size)
     engine = PagedLlama(model, ops, max_batch=len(prompts), max_len=max(map(len, prompts)) + args.new_tokens)
     t0 = time.time()
-    got = engine.generate(prompts, args.new_tokens)
+    got = engine.generate(prompts, args.new_tokens, graph=args.graph)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     dt = time.time() - t0
