@@ -20,21 +20,36 @@ void need(bool ok, const std::string& what) {
   if (!ok) throw InvalidArgument(kOp + ": " + what);
 }
 
+// ", name=value" or ", name=per_row" (descriptor strings).
+void put_param(std::ostringstream& os, const char* name, bool per_row, double v) {
+  os << ", " << name << "=";
+  if (per_row) os << "per_row";
+  else os << num_str(v);
+}
+
+// Logits [B, V] of a float dtype the kernels take, V contiguous, V < 2^31.
+void check_logits(const std::string& op, const TensorSpec& L) {
+  if (L.shape.size() != 2)
+    throw InvalidArgument(op + ": logits has shape " + shape_str(L.shape) + "; expected [batch, vocab]");
+  if (L.dtype != DType::Float32 && L.dtype != DType::Float16 && L.dtype != DType::BFloat16)
+    throw InvalidDType(op + ": logits is " + dtype_name(L.dtype) + "; expected float32, float16 or bfloat16");
+  if (L.shape[1] >= (int64_t(1) << 31))
+    throw Unsupported(op + ": a vocabulary of " + std::to_string(L.shape[1]) + " tokens; at most 2^31 - 1");
+  const auto st = L.effective_strides();
+  if (L.shape[1] > 1 && st[1] != 1) throw Unsupported(op + ": logits must be contiguous along the vocabulary");
+  if (st[0] < 0) throw Unsupported(op + ": logits has a negative stride");
+}
+
 }  // namespace
 
 std::string SamplingDescriptor::str() const {
   std::ostringstream os;
   os << "SamplingDescriptor(logits=" << logits.str() << ", tokens=" << dtype_name(token_dtype);
-  auto param = [&](const char* name, bool per_row, double v) {
-    os << ", " << name << "=";
-    if (per_row) os << "per_row";
-    else os << num_str(v);
-  };
-  param("temperature", temperature_per_row, temperature);
-  param("top_k", top_k_per_row, double(top_k));
+  put_param(os, "temperature", temperature_per_row, temperature);
+  put_param(os, "top_k", top_k_per_row, double(top_k));
   if (top_k_per_row) os << "(" << dtype_name(top_k_dtype) << ")";
-  param("top_p", top_p_per_row, top_p);
-  param("min_p", min_p_per_row, min_p);
+  put_param(os, "top_p", top_p_per_row, top_p);
+  put_param(os, "min_p", min_p_per_row, min_p);
   if (seeds_per_row) os << ", seeds=per_row";
   if (logprobs) os << ", logprobs";
   os << ")";
@@ -48,15 +63,8 @@ struct SamplingPlan::Impl {
 
 SamplingPlan SamplingPlan::select(const SamplingDescriptor& desc, const PlanPreference& pref) {
   const TensorSpec& L = desc.logits;
-  need(L.shape.size() == 2, "logits has shape " + shape_str(L.shape) + "; expected [batch, vocab]");
-  if (L.dtype != DType::Float32 && L.dtype != DType::Float16 && L.dtype != DType::BFloat16)
-    throw InvalidDType(kOp + ": logits is " + dtype_name(L.dtype) + "; expected float32, float16 or bfloat16");
+  check_logits(kOp, L);
   need(L.shape[1] > 0 || L.shape[0] == 0, "logits has an empty vocabulary (shape " + shape_str(L.shape) + ")");
-  if (L.shape[1] >= (int64_t(1) << 31))
-    throw Unsupported(kOp + ": a vocabulary of " + std::to_string(L.shape[1]) + " tokens; at most 2^31 - 1");
-  const auto st = L.effective_strides();
-  if (L.shape[1] > 1 && st[1] != 1) throw Unsupported(kOp + ": logits must be contiguous along the vocabulary");
-  if (st[0] < 0) throw Unsupported(kOp + ": logits has a negative stride");
   if (desc.token_dtype != DType::Int64 && desc.token_dtype != DType::Int32)
     throw InvalidDType(kOp + ": tokens must be int64 or int32, not " + dtype_name(desc.token_dtype));
   if (!desc.temperature_per_row)
@@ -160,14 +168,9 @@ std::string PenaltiesDescriptor::str() const {
   os << "PenaltiesDescriptor(logits=" << logits.str();
   if (prompt) os << ", prompt=" << dtype_name(prompt_dtype) << "[" << prompt_len << "]";
   if (output) os << ", output=" << dtype_name(output_dtype) << "[" << output_len << "]";
-  auto param = [&](const char* name, bool per_row, double v) {
-    os << ", " << name << "=";
-    if (per_row) os << "per_row";
-    else os << num_str(v);
-  };
-  param("repetition", repetition_per_row, repetition);
-  param("presence", presence_per_row, presence);
-  param("frequency", frequency_per_row, frequency);
+  put_param(os, "repetition", repetition_per_row, repetition);
+  put_param(os, "presence", presence_per_row, presence);
+  put_param(os, "frequency", frequency_per_row, frequency);
   os << ")";
   return os.str();
 }
@@ -180,16 +183,9 @@ struct PenaltiesPlan::Impl {
 PenaltiesPlan PenaltiesPlan::select(const PenaltiesDescriptor& d, const PlanPreference& pref) {
   const std::string op = "apply_penalties";
   const TensorSpec& L = d.logits;
-  if (L.shape.size() != 2)
-    throw InvalidArgument(op + ": logits has shape " + shape_str(L.shape) + "; expected [batch, vocab]");
-  if (L.dtype != DType::Float32 && L.dtype != DType::Float16 && L.dtype != DType::BFloat16)
-    throw InvalidDType(op + ": logits is " + dtype_name(L.dtype) + "; expected float32, float16 or bfloat16");
-  const auto st = L.effective_strides();
-  if (L.shape[1] > 1 && st[1] != 1) throw Unsupported(op + ": logits must be contiguous along the vocabulary");
-  if (st[0] < 0) throw Unsupported(op + ": logits has a negative stride");
-  if (!non_overlapping(L.shape, st)) throw InvalidArgument(op + ": logits' strides make two of its elements share memory");
-  if (L.shape[1] >= (int64_t(1) << 31))
-    throw Unsupported(op + ": a vocabulary of " + std::to_string(L.shape[1]) + " tokens; at most 2^31 - 1");
+  check_logits(op, L);
+  if (!non_overlapping(L.shape, L.effective_strides()))
+    throw InvalidArgument(op + ": logits' strides make two of its elements share memory");
   for (auto [on, dt, len, name] : {std::tuple{d.prompt, d.prompt_dtype, d.prompt_len, "prompt_tokens"},
                                    std::tuple{d.output, d.output_dtype, d.output_len, "output_tokens"}}) {
     if (!on) continue;
