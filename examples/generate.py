@@ -7,8 +7,8 @@ ops are baracuda's: prefill of packed prompts, then decode steps over the cache'
     python examples/generate.py --ops torch --device cpu   # the same engine on torch reference ops
 
 Per layer: RMSNorm (`bc.rms_norm`), one fused q/k/v projection (`bc.linear`), RoPE on q and k in
-place in that projection's output (`bc.rope`), the new keys and values written to the pages
-(`bc.kv_cache_append`), attention (`bc.attention` over the packed prompts at prefill,
+place in that projection's output with the rotated keys and the values written to the pages in the
+same launch (`bc.rope` with `k_cache` / `v_cache` / `slot_mapping`), attention (`bc.attention` over the packed prompts at prefill,
 `bc.paged_attention` over the pages at decode), the output projection, the residual adds
 (`bc.add`), the MLP as one fused gate/up projection and `bc.swiglu`, the embedding lookup
 (`bc.embedding`) and the greedy pick (`bc.argmax`). With --graph the decode step is captured once
@@ -70,6 +70,10 @@ class TorchOps:
     def kv_cache_append(self, k, v, kc, vc, slots):
         kc.view(-1, *kc.shape[2:])[slots] = k
         vc.view(-1, *vc.shape[2:])[slots] = v
+
+    def rope_append(self, q, k, v, kc, vc, positions, slots):
+        self.rope(q, k, positions)
+        self.kv_cache_append(k, v, kc, vc, slots)
 
     def prefill_attention(self, q, k, v, cu, max_len):
         out = torch.empty_like(q)
@@ -133,6 +137,11 @@ class BaracudaOps:
     def kv_cache_append(self, k, v, kc, vc, slots):
         self.bc.kv_cache_append(k, v, kc, vc, slots)
 
+    def rope_append(self, q, k, v, kc, vc, positions, slots):
+        """q and k rotated in place, the rotated k and v written to their cache slots: one launch."""
+        self.bc.rope(q, k, positions=positions, theta=self.theta, scaling=self.scaling, inplace=True, k_cache=kc, v=v,
+                     v_cache=vc, slot_mapping=slots)
+
     def prefill_attention(self, q, k, v, cu, max_len):
         return self.bc.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len,
                                  max_seqlen_k=max_len)
@@ -188,8 +197,7 @@ class PagedLlama:
             x = o.rms_norm(h, w["ln1"], self.eps)
             qkv = o.linear(x, w["qkv"]).view(-1, hq + 2 * hkv, d)
             q, k, v = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
-            o.rope(q, k, positions)
-            o.kv_cache_append(k, v, kc, vc, slots)
+            o.rope_append(q, k, v, kc, vc, positions, slots)
             a = attend(q, k, v, kc, vc).reshape(h.shape[0], hq * d)
             h = o.add(h, o.linear(a, w["o"]))
             x = o.rms_norm(h, w["ln2"], self.eps)

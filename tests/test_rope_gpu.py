@@ -227,3 +227,57 @@ def test_rotary_embedding_module():
     assert a.grad_fn is not None
     torch.testing.assert_close(a, bc.rope(q.detach(), theta=5e5, rotary_dim=32), atol=0, rtol=0)
     torch.testing.assert_close(b, bc.rope(k, theta=5e5, rotary_dim=32), atol=0, rtol=0)
+
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("style,rd", [("neox", 0), ("gptj", 32)])
+@pytest.mark.parametrize("heads_first", [False, True])
+def test_fused_cache_append_equals_rope_then_append(dt, style, rd, heads_first):
+    """rope(q, k, k_cache=, v=, v_cache=, slot_mapping=): q and k rotated as rope does, the rotated k and
+    v in the cache slots exactly as kv_cache_append writes them (padding slots untouched); from the
+    views of one fused qkv projection."""
+    g = gen(21)
+    T, hq, hkv, d, pages, ps = 37, 8, 2, 64, 9, 16
+    qkv = rnd((T, (hq + 2 * hkv) * d), dt, g).view(T, hq + 2 * hkv, d)
+    pos = torch.randint(0, 500, (T,), generator=g, device=DEV)
+    slots = torch.randperm(pages * ps, generator=g, device=DEV)[:T].int()
+    slots[::7] = -1  # padding
+    shape = (pages, hkv, ps, d) if heads_first else (pages, ps, hkv, d)
+
+    def caches():
+        kc, vc = (torch.full(shape, float("nan"), device=DEV, dtype=dt) for _ in range(2))
+        return (kc.transpose(1, 2), vc.transpose(1, 2)) if heads_first else (kc, vc)
+
+    ref_qkv = qkv.clone()
+    rq, rk, rv = ref_qkv[:, :hq], ref_qkv[:, hq:hq + hkv], ref_qkv[:, hq + hkv:]
+    bc.rope(rq, rk, positions=pos, style=style, rotary_dim=rd or None, theta=10000.0, inplace=True)
+    rkc, rvc = caches()
+    bc.kv_cache_append(rk, rv, rkc, rvc, slots)
+
+    q, k, v = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
+    kc, vc = caches()
+    bc.rope(q, k, positions=pos, style=style, rotary_dim=rd or None, inplace=True, k_cache=kc, v=v, v_cache=vc,
+            slot_mapping=slots)
+    assert torch.equal(qkv, ref_qkv), "q and k rotated in place as rope does, v untouched"
+    assert torch.equal(kc.nan_to_num(7.0), rkc.nan_to_num(7.0)) and torch.equal(vc.nan_to_num(7.0), rvc.nan_to_num(7.0))
+    assert torch.isnan(kc).sum() == torch.isnan(rkc).sum() == (pages * ps - (slots >= 0).sum()) * hkv * d
+
+
+def test_fused_cache_append_under_compile():
+    import baracuda.torch as bt
+    q = torch.randn(5, 4, 64, device=DEV)
+    k, v = torch.randn(5, 2, 64, device=DEV), torch.randn(5, 2, 64, device=DEV)
+    kc, vc = torch.zeros(2, 8, 2, 64, device=DEV), torch.zeros(2, 8, 2, 64, device=DEV)
+    slots = torch.arange(5, device=DEV)
+    q2, k2 = q.clone(), k.clone()
+    bc.rope(q2, k2, inplace=True)
+
+    @torch.compile(fullgraph=True)
+    def step(q, k, v, kc, vc, slots):
+        bt.rope(q, k, inplace=True, k_cache=kc, v=v, v_cache=vc, slot_mapping=slots)
+
+    with torch.no_grad():
+        step(q, k, v, kc, vc, slots)
+    assert torch.equal(q, q2) and torch.equal(k, k2)
+    assert torch.equal(kc[0, :5], k2) and torch.equal(vc[0, :5], v)

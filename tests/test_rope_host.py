@@ -36,6 +36,17 @@ REFUSALS = [
     ("scaling", lambda: D(freqs=bc.RopeFrequencies(scaling="ntk")), errors.InvalidArgument, ["scaling is 'ntk'"]),
     ("llama3-orig", lambda: D(freqs=bc.RopeFrequencies(scaling="llama3", factor=8.0)), errors.InvalidArgument,
      ["original_max_positions"]),
+    ("append-heads", lambda: D(k_cache=S((10, 16, 4, 128), bc.bfloat16)), errors.InvalidArgument,
+     ["k_cache has shape", "kv_heads and head_dim must match"]),
+    ("append-dtype", lambda: D(k_cache=S((10, 16, 2, 128), bc.float16)), errors.InvalidDType,
+     ["k_cache is float16 but k is bfloat16"]),
+    ("append-no-k", lambda: D(k=None, k_cache=S((10, 16, 2, 128), bc.bfloat16)), errors.InvalidArgument,
+     ["the cache append needs k"]),
+    ("append-v-pages", lambda: D(k_cache=S((10, 16, 2, 128), bc.bfloat16), v=S((2, 16, 2, 96), bc.bfloat16),
+                                 v_cache=S((9, 16, 2, 96), bc.bfloat16)), errors.InvalidArgument,
+     ["v_cache has shape", "k_cache's pages and page_size"]),
+    ("append-slots", lambda: D(k_cache=S((10, 16, 2, 128), bc.bfloat16), slot_dtype=bc.float32), errors.InvalidDType,
+     ["slot_mapping is float32"]),
 ]
 
 
@@ -119,3 +130,13 @@ def test_rotary_embedding_module_from_config():
     assert m.theta == 5e5 and m.scaling["rope_type"] == "llama3" and "theta=500000.0" in repr(m)
     with pytest.raises(errors.Unsupported, match="rope_type 'dynamic'"):
         bt.RotaryEmbedding(scaling={"rope_type": "dynamic", "factor": 2.0})
+
+
+def test_cache_append_descriptor():
+    kc, vc = S((10, 16, 2, 128), bc.bfloat16), S((10, 16, 2, 96), bc.bfloat16)
+    a = D(k_cache=kc, v=S((2, 16, 2, 96), bc.bfloat16), v_cache=vc, positions=True)
+    p = bc.RopePlan.select(a)
+    assert p.sku.name == "rope.neox.theta.append" and a.kv_cache and "k_cache=" in repr(a)
+    assert a == D(k_cache=kc, v=S((2, 16, 2, 96), bc.bfloat16), v_cache=vc, positions=True) and a != D(positions=True)
+    with pytest.raises(errors.InvalidArgument, match="v and v_cache go together"):
+        D(k_cache=kc, v=S((2, 16, 2, 96), bc.bfloat16))

@@ -14,19 +14,21 @@ namespace baracuda::py {
 
 namespace {
 
-constexpr int kNumSlots = 7;
+constexpr int kNumSlots = 11;
 const NamedOperand<RopeTensors> kRoles[kNumSlots] = {
-    {"q", &RopeTensors::q},     {"k", &RopeTensors::k},     {"q_out", &RopeTensors::q_out},
-    {"k_out", &RopeTensors::k_out}, {"cos", &RopeTensors::cos}, {"sin", &RopeTensors::sin},
-    {"positions", &RopeTensors::positions}};
-enum { Q, K, Q_OUT, K_OUT, COS, SIN, POSITIONS };
+    {"q", &RopeTensors::q},         {"k", &RopeTensors::k},         {"q_out", &RopeTensors::q_out},
+    {"k_out", &RopeTensors::k_out}, {"cos", &RopeTensors::cos},     {"sin", &RopeTensors::sin},
+    {"positions", &RopeTensors::positions}, {"v", &RopeTensors::v}, {"k_cache", &RopeTensors::k_cache},
+    {"v_cache", &RopeTensors::v_cache},     {"slot_mapping", &RopeTensors::slot_mapping}};
+enum { Q, K, Q_OUT, K_OUT, COS, SIN, POSITIONS, V, K_CACHE, V_CACHE, SLOTS };
 
 struct Operands {
   Imported held[kNumSlots];
   RopeTensors views;
 };
 void import_operands(nb::handle tensors, Operands& ops) {
-  import_named("rope", tensors, kRoles, ops.held, ops.views, [](int i) { return i == Q_OUT || i == K_OUT; });
+  import_named("rope", tensors, kRoles, ops.held, ops.views,
+               [](int i) { return i == Q_OUT || i == K_OUT || i == K_CACHE || i == V_CACHE; });
   if (!ops.held[Q].imported) throw InvalidArgument("rope: q is missing");
 }
 
@@ -70,8 +72,21 @@ void init_rope(nb::module_& m) {
       .def("__init__",
            [](RopeDescriptor* d, TensorSpec q, std::optional<TensorSpec> k, std::string style, int64_t rotary_dim,
               bool inverse, bool cache, DType cache_dtype, int64_t cache_positions, RopeFrequencies freqs,
-              bool positions, DType positions_dtype) {
+              bool positions, DType positions_dtype, std::optional<TensorSpec> k_cache, std::optional<TensorSpec> v,
+              std::optional<TensorSpec> v_cache, DType slot_dtype) {
              new (d) RopeDescriptor{};
+             if (v.has_value() != v_cache.has_value())
+               throw InvalidArgument("RopeDescriptor: v and v_cache go together");
+             if (v.has_value() && !k_cache.has_value())
+               throw InvalidArgument("RopeDescriptor: v_cache without k_cache");
+             d->kv_cache = k_cache.has_value();
+             if (k_cache) d->k_cache = std::move(*k_cache);
+             d->has_v = v.has_value();
+             if (v) {
+               d->v = std::move(*v);
+               d->v_cache = std::move(*v_cache);
+             }
+             d->slot_dtype = slot_dtype;
              d->q = std::move(q);
              d->has_k = k.has_value();
              if (k) d->k = std::move(*k);
@@ -87,7 +102,8 @@ void init_rope(nb::module_& m) {
            },
            "q"_a, "k"_a = nb::none(), nb::kw_only(), "style"_a = "neox", "rotary_dim"_a = 0, "inverse"_a = false,
            "cache"_a = false, "cache_dtype"_a = DType::Float32, "cache_positions"_a = 0,
-           "freqs"_a = RopeFrequencies{}, "positions"_a = false, "positions_dtype"_a = DType::Int64)
+           "freqs"_a = RopeFrequencies{}, "positions"_a = false, "positions_dtype"_a = DType::Int64,
+           "k_cache"_a = nb::none(), "v"_a = nb::none(), "v_cache"_a = nb::none(), "slot_dtype"_a = DType::Int64)
       .def_ro("q", &RopeDescriptor::q)
       .def_prop_ro("k", [](const RopeDescriptor& d) { return d.has_k ? std::optional<TensorSpec>(d.k) : std::nullopt; })
       .def_ro("style", &RopeDescriptor::style)
@@ -98,7 +114,8 @@ void init_rope(nb::module_& m) {
       .def_ro("cache_positions", &RopeDescriptor::cache_positions)
       .def_ro("freqs", &RopeDescriptor::freqs)
       .def_ro("positions", &RopeDescriptor::positions)
-      .def_ro("positions_dtype", &RopeDescriptor::positions_dtype);
+      .def_ro("positions_dtype", &RopeDescriptor::positions_dtype)
+      .def_ro("kv_cache", &RopeDescriptor::kv_cache);
 
   bind_plan<RopePlan>(m, "RopePlan", "A validated RoPE launch: select once, run many times.")
       .def("workspace_bytes", &RopePlan::workspace_bytes, "Always 0.")
@@ -145,7 +162,7 @@ void init_rope(nb::module_& m) {
                              freqs.attention_factor})
               key.append(reinterpret_cast<const char*>(&v), sizeof v);
           }
-          for (int i : {Q, K, COS, POSITIONS}) {
+          for (int i : {Q, K, COS, POSITIONS, V, K_CACHE, V_CACHE, SLOTS}) {
             key.push_back(char(ops.held[i].imported));
             if (ops.held[i].imported) append_key(key, ops.held[i].view);
           }
@@ -165,13 +182,27 @@ void init_rope(nb::module_& m) {
             d.freqs = freqs;
             d.positions = ops.held[POSITIONS].imported;
             if (d.positions) d.positions_dtype = t.positions.dtype;
+            d.kv_cache = ops.held[K_CACHE].imported;
+            if (d.kv_cache) {
+              if (!ops.held[SLOTS].imported) throw InvalidArgument("rope: k_cache needs slot_mapping");
+              d.k_cache = spec_of(t.k_cache);
+              d.slot_dtype = t.slot_mapping.dtype;
+              d.has_v = ops.held[V].imported || ops.held[V_CACHE].imported;
+              if (d.has_v) {
+                if (!ops.held[V].imported || !ops.held[V_CACHE].imported)
+                  throw InvalidArgument("rope: v and v_cache go together");
+                d.v = spec_of(t.v);
+                d.v_cache = spec_of(t.v_cache);
+              }
+            }
             return RopePlan::select(d);
           });
           run_imported(plan, ops.views, ops.held[Q], nb::none(), nb::none(), stream);
           return plan.sku().name;
         },
         "tensors"_a, "style"_a, "rotary_dim"_a, "inverse"_a, "freqs"_a, "stream"_a = nb::none(),
-        "Functional entry: tensors by name (q, q_out, k, k_out, cos, sin, positions; None = absent), select "
+        "Functional entry: tensors by name (q, q_out, k, k_out, cos, sin, positions, and for the fused cache append "
+        "v, k_cache, v_cache, slot_mapping; None = absent), select "
         "(cached on the parameters and the operands' metadata) and run. Returns the SKU name.");
   m.def("rope_cache_size", [] { return cache().size(); }, "Plans in the RoPE functional cache.");
 }

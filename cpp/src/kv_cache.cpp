@@ -16,30 +16,16 @@ void need(bool ok, const std::string& what) {
   if (!ok) throw InvalidArgument("kv_cache_append: " + what);
 }
 
-// A source [tokens, heads, dim] and its cache [pages, page_size, heads, dim]: ranks, matching
-// heads / dim / dtype, the last dim contiguous, no negative stride.
+// A source [tokens, heads, dim] and its cache [pages, page_size, heads, dim].
 void check_pair(const TensorSpec& src, const TensorSpec& cache, const char* sname, const char* cname) {
   need(src.shape.size() == 3, std::string(sname) + " has shape " + shape_str(src.shape) +
                                   "; expected [tokens, kv_heads, head_dim]");
-  need(cache.shape.size() == 4, std::string(cname) + " has shape " + shape_str(cache.shape) +
-                                    "; expected [pages, page_size, kv_heads, head_dim] (a heads-first cache as its "
-                                    "permuted view)");
-  need(cache.shape[2] == src.shape[1] && cache.shape[3] == src.shape[2],
-       std::string(cname) + " has shape " + shape_str(cache.shape) + " but " + sname + " has " +
-           shape_str(src.shape) + ": kv_heads and head_dim must match");
-  if (cache.dtype != src.dtype)
-    throw InvalidDType("kv_cache_append: " + std::string(cname) + " is " + dtype_name(cache.dtype) + " but " + sname +
-                       " is " + dtype_name(src.dtype) + "; the append is a copy (convert before, e.g. to fp8)");
-  for (const TensorSpec* s : {&src, &cache}) {
-    const auto st = s->effective_strides();
-    const char* n = s == &src ? sname : cname;
-    if (s->shape.back() > 1 && st.back() != 1)
-      throw Unsupported("kv_cache_append: " + std::string(n) + " must be contiguous along head_dim");
-    for (int64_t v : st)
-      if (v < 0) throw Unsupported("kv_cache_append: " + std::string(n) + " has a negative stride");
-  }
-  need(non_overlapping(cache.shape, cache.effective_strides()),
-       std::string(cname) + "'s strides make two cache slots share memory");
+  const auto st = src.effective_strides();
+  if (src.shape.back() > 1 && st.back() != 1)
+    throw Unsupported("kv_cache_append: " + std::string(sname) + " must be contiguous along head_dim");
+  for (int64_t v : st)
+    if (v < 0) throw Unsupported("kv_cache_append: " + std::string(sname) + " has a negative stride");
+  check_paged_cache("kv_cache_append", cache, src.shape[1], src.shape[2], src.dtype, cname, sname);
 }
 
 }  // namespace

@@ -259,4 +259,25 @@ int device_attribute(cudaDeviceAttr attr) {
 int current_device_major() { return device_attribute(cudaDevAttrComputeCapabilityMajor); }
 int current_device_sms() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 
+void check_paged_cache(const std::string& op, const TensorSpec& cache, int64_t heads, int64_t dim, DType dtype,
+                       const char* cname, const char* sname) {
+  if (cache.shape.size() != 4)
+    throw InvalidArgument(op + ": " + cname + " has shape " + shape_str(cache.shape) +
+                          "; expected [pages, page_size, kv_heads, head_dim] (a heads-first cache as its permuted view)");
+  if (cache.shape[2] != heads || cache.shape[3] != dim)
+    throw InvalidArgument(op + ": " + cname + " has shape " + shape_str(cache.shape) + " but " + sname + " has " +
+                          std::to_string(heads) + " heads of " + std::to_string(dim) +
+                          ": kv_heads and head_dim must match");
+  if (cache.dtype != dtype)
+    throw InvalidDType(op + ": " + cname + " is " + dtype_name(cache.dtype) + " but " + sname + " is " +
+                       dtype_name(dtype) + "; the append is a copy (convert before, e.g. to fp8)");
+  const auto st = cache.effective_strides();
+  if (cache.shape.back() > 1 && st.back() != 1)
+    throw Unsupported(op + ": " + std::string(cname) + " must be contiguous along head_dim");
+  for (int64_t v : st)
+    if (v < 0) throw Unsupported(op + ": " + std::string(cname) + " has a negative stride");
+  if (!non_overlapping(cache.shape, st))
+    throw InvalidArgument(op + ": " + std::string(cname) + "'s strides make two cache slots share memory");
+}
+
 }  // namespace baracuda

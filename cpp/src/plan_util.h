@@ -48,6 +48,11 @@ void check_like(const std::string& op, const TensorView& v, const TensorSpec& li
 void check_side_operand(const std::string& op, const TensorView& v, bool needed, const std::string& name, DType want,
                         const std::vector<int64_t>& shape, const std::string& why, bool contiguous, int device,
                         const char* device_owner);
+// A paged KV cache [pages, page_size, heads, dim] for a source `sname` of `heads` x `dim` rows of
+// `dtype`: rank, heads / dim, dtype (the append is a copy), the last dim contiguous, no negative
+// stride, no two slots sharing memory (a heads-first cache passes as its permuted view).
+void check_paged_cache(const std::string& op, const TensorSpec& cache, int64_t heads, int64_t dim, DType dtype,
+                       const char* cname, const char* sname);
 // A double as the shortest text an ostream gives it (error messages).
 std::string num_str(double v);
 

@@ -89,6 +89,11 @@ std::string RopeDescriptor::str() const {
          << ", attention_factor=" << freqs.attention_factor << ")";
   }
   if (positions) os << ", positions=" << dtype_name(positions_dtype);
+  if (kv_cache) {
+    os << ", k_cache=" << k_cache.str();
+    if (has_v) os << ", v=" << v.str() << ", v_cache=" << v_cache.str();
+    os << ", slot_mapping=" << dtype_name(slot_dtype);
+  }
   os << ")";
   return os.str();
 }
@@ -145,6 +150,28 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
   if (desc.positions && desc.positions_dtype != DType::Int32 && desc.positions_dtype != DType::Int64)
     throw InvalidDType("rope: positions is " + std::string(dtype_name(desc.positions_dtype)) + "; expected int32 or int64");
 
+  if (desc.kv_cache) {
+    need(desc.has_k && !desc.inverse, "the cache append needs k and the forward rotation");
+    const std::vector<int64_t>& ks = desc.k.shape;
+    check_paged_cache("rope", desc.k_cache, ks[ks.size() - 2], ks.back(), dt, "k_cache", "k");
+    if (desc.has_v) {
+      const auto& vs = desc.v.shape;
+      need(vs.size() == qs.size() && std::equal(I.lead.begin(), I.lead.end(), vs.begin()) &&
+               vs[vs.size() - 2] == ks[ks.size() - 2],
+           "v has shape " + shape_str(vs) + "; expected k's leading dims and kv_heads " +
+               shape_str(std::vector<int64_t>(ks.begin(), ks.end() - 1)) + " + [v_dim]");
+      if (desc.v.dtype != dt)
+        throw InvalidDType("rope: v is " + std::string(dtype_name(desc.v.dtype)) + "; expected " + dtype_name(dt));
+      layout_ok(desc.v, "v");
+      check_paged_cache("rope", desc.v_cache, vs[vs.size() - 2], vs.back(), dt, "v_cache", "v");
+      need(desc.v_cache.shape[0] == desc.k_cache.shape[0] && desc.v_cache.shape[1] == desc.k_cache.shape[1],
+           "v_cache has shape " + shape_str(desc.v_cache.shape) + "; expected k_cache's pages and page_size");
+    }
+    if (desc.slot_dtype != DType::Int32 && desc.slot_dtype != DType::Int64)
+      throw InvalidDType("rope: slot_mapping is " + std::string(dtype_name(desc.slot_dtype)) +
+                         "; expected int32 or int64");
+  }
+
   rope::Geometry& g = I.geo;
   g.dtype = dt;
   g.batch = r == 4 ? qs[0] : 1;
@@ -176,7 +203,7 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
   KernelSku& k = I.sku;
   k.category = "rope";
   k.op = desc.inverse ? "rope_backward" : "rope";
-  k.name = "rope." + desc.style + (desc.cache ? ".cache" : ".theta");
+  k.name = "rope." + desc.style + (desc.cache ? ".cache" : ".theta") + (desc.kv_cache ? ".append" : "");
   k.layout = "strided";
   k.dtypes = {dt, dt};
   k.arch = compiled_archs();
@@ -232,8 +259,34 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
     g.pos_seq = I.lead.empty() ? 0 : t.positions.strides[pr - 1];
     g.pos_batch = pr == 2 ? t.positions.strides[0] : 0;
   }
-  check_aliasing(op, {{"q_out", &t.q_out}, {"k_out", &t.k_out}},
-                 {{"q", &t.q}, {"k", &t.k}, {"cos", &t.cos}, {"sin", &t.sin}, {"positions", &t.positions}},
+  for (auto [v, name] : {std::pair{&t.v, "v"}, std::pair{&t.v_cache, "v_cache"}})
+    check_presence(op, *v, D.kv_cache && D.has_v, name,
+                   D.kv_cache && D.has_v ? "the descriptor appends v" : "the descriptor appends no v");
+  for (auto [v, name] : {std::pair{&t.k_cache, "k_cache"}, std::pair{&t.slot_mapping, "slot_mapping"}})
+    check_presence(op, *v, D.kv_cache, name, D.kv_cache ? "the descriptor appends to a cache" : "no cache append");
+  if (D.kv_cache) {
+    check_view(op, "k_cache", t.k_cache, D.k_cache, device, "q");
+    if (D.has_v) {
+      check_view(op, "v", t.v, D.v, device, "q");
+      check_view(op, "v_cache", t.v_cache, D.v_cache, device, "q");
+    }
+    if (t.slot_mapping.dtype != D.slot_dtype)
+      throw InvalidDType(op + ": slot_mapping is " + std::string(dtype_name(t.slot_mapping.dtype)) + "; expected " +
+                         dtype_name(D.slot_dtype));
+    if (!shape_is(t.slot_mapping, I.lead))
+      throw InvalidArgument(op + ": slot_mapping has shape " + shape_str(t.slot_mapping.shape, t.slot_mapping.ndim) +
+                            "; expected q's leading dims " + shape_str(I.lead));
+    check_same_device(op, t.slot_mapping, device, "slot_mapping", "q");
+    const int sr = t.slot_mapping.ndim;
+    g.slot_seq = I.lead.empty() ? 0 : t.slot_mapping.strides[sr - 1];
+    g.slot_batch = sr == 2 ? t.slot_mapping.strides[0] : 0;
+    g.slots_int32 = D.slot_dtype == DType::Int32;
+    g.pages = D.k_cache.shape[0];
+    g.page_size = D.k_cache.shape[1];
+  }
+  check_aliasing(op, {{"q_out", &t.q_out}, {"k_out", &t.k_out}, {"k_cache", &t.k_cache}, {"v_cache", &t.v_cache}},
+                 {{"q", &t.q}, {"k", &t.k}, {"v", &t.v}, {"cos", &t.cos}, {"sin", &t.sin}, {"positions", &t.positions},
+                  {"slot_mapping", &t.slot_mapping}},
                  {{&t.q_out, &t.q}, {&t.k_out, &t.k}});
 
   rope::Pointers p;
@@ -264,6 +317,37 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
     p.x[1] = operand(t.k, t.k_out);
     p.count = 2;
   }
+  auto paged = [&](rope::Operand& o, const TensorView& cache) {
+    o.paged = cache.data;
+    o.paged_page = cache.strides[0];
+    o.paged_slot = cache.strides[1];
+    o.paged_head = cache.strides[2];
+    for (int64_t s : {o.paged_page, o.paged_slot, o.paged_head}) vec_ok = vec_ok && (s * esize) % align == 0;
+    vec_ok = vec_ok && reinterpret_cast<uintptr_t>(cache.data) % align == 0;
+  };
+  if (D.kv_cache) {
+    paged(p.x[1], t.k_cache);
+    if (D.has_v) {  // v: its cache only, copied element by element (no vector width constraint)
+      rope::Operand& o = p.x[2];
+      const int n = t.v.ndim;
+      o.in = o.out = t.v.data;
+      o.heads = int(t.v.shape[n - 2]);
+      o.in_batch = n == 4 ? t.v.strides[0] : 0;
+      o.in_seq = t.v.strides[n - 3];
+      o.in_head = t.v.strides[n - 2];
+      o.out_batch = o.in_batch;
+      o.out_seq = o.in_seq;
+      o.out_head = o.in_head;
+      o.paged = t.v_cache.data;
+      o.paged_page = t.v_cache.strides[0];
+      o.paged_slot = t.v_cache.strides[1];
+      o.paged_head = t.v_cache.strides[2];
+      o.copy_only = true;
+      o.copy_dim = int(t.v.shape[n - 1]);
+      p.count = 3;
+    }
+  }
+  p.slots = t.slot_mapping.data;
   g.vec = vec_ok ? 4 : 1;
   p.cos = t.cos.data;
   p.sin = t.sin.data;

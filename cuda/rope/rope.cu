@@ -1,5 +1,6 @@
 // RoPE: one block per token, threads over (pair chunk, head); the angle of a pair chunk is computed
-// (or read from the cache) once and applied to every head of q and k.
+// (or read from the cache) once and applied to every head of q and k. With a paged KV cache the
+// rotated k also goes to the token's cache slot and v is copied to its own (grid.y = 2: v).
 #include <string>
 
 #include "baracuda/errors.h"
@@ -43,6 +44,23 @@ __global__ void rope_kernel(const Geometry g, const Pointers p) {
   const Operand& x = p.x[blockIdx.y];
   const char* in_tok = static_cast<const char*>(x.in) + (b * x.in_batch + s * x.in_seq) * int64_t(sizeof(T));
   char* out_tok = static_cast<char*>(x.out) + (b * x.out_batch + s * x.out_seq) * int64_t(sizeof(T));
+  T* paged_tok = nullptr;  // this token's rows in the operand's cache, when it has one and the slot is real
+  if (x.paged) {
+    const int64_t at = b * g.slot_batch + s * g.slot_seq;
+    const int64_t slot = g.slots_int32 ? int64_t(static_cast<const int32_t*>(p.slots)[at])
+                                       : static_cast<const int64_t*>(p.slots)[at];
+    if (slot >= 0 && slot < g.pages * g.page_size)
+      paged_tok = static_cast<T*>(x.paged) + (slot / g.page_size) * x.paged_page + (slot % g.page_size) * x.paged_slot;
+  }
+  if (x.copy_only) {
+    if (paged_tok == nullptr) return;
+    for (int h = threadIdx.y; h < x.heads; h += blockDim.y) {
+      const T* in = reinterpret_cast<const T*>(in_tok) + h * x.in_head;
+      T* out = paged_tok + h * x.paged_head;
+      for (int d = threadIdx.x; d < x.copy_dim; d += blockDim.x) out[d] = in[d];
+    }
+    return;
+  }
 
   for (int j = threadIdx.x * V; j < half; j += blockDim.x * V) {
     float c[V], sn[V];
@@ -68,6 +86,7 @@ __global__ void rope_kernel(const Geometry g, const Pointers p) {
     for (int h = threadIdx.y; h < x.heads; h += blockDim.y) {
       const T* in = reinterpret_cast<const T*>(in_tok) + h * x.in_head;
       T* out = reinterpret_cast<T*>(out_tok) + h * x.out_head;
+      T* cached = paged_tok ? paged_tok + h * x.paged_head : nullptr;
       if constexpr (GPTJ) {
         float a[2 * V], r[2 * V];
         if constexpr (V == 1) {  // the scalar path: rows may not be aligned to a pair
@@ -84,8 +103,13 @@ __global__ void rope_kernel(const Geometry g, const Pointers p) {
         if constexpr (V == 1) {
           out[2 * j] = kernels::from_compute<T>(r[0]);
           out[2 * j + 1] = kernels::from_compute<T>(r[1]);
+          if (cached) {
+            cached[2 * j] = kernels::from_compute<T>(r[0]);
+            cached[2 * j + 1] = kernels::from_compute<T>(r[1]);
+          }
         } else {
           store<T, 2 * V>(out + 2 * j, r);
+          if (cached) store<T, 2 * V>(cached + 2 * j, r);
         }
       } else {
         float a1[V], a2[V], r1[V], r2[V];
@@ -98,15 +122,24 @@ __global__ void rope_kernel(const Geometry g, const Pointers p) {
         }
         store<T, V>(out + j, r1);
         store<T, V>(out + half + j, r2);
+        if (cached) {
+          store<T, V>(cached + j, r1);
+          store<T, V>(cached + half + j, r2);
+        }
       }
     }
   }
-  if (g.rotary_dim < g.head_dim && x.in != x.out) {  // the pass-through part, out of place
+  if (g.rotary_dim < g.head_dim && (x.in != x.out || paged_tok)) {  // the pass-through part, out of place
     const int tail = g.head_dim - g.rotary_dim;
     for (int h = threadIdx.y; h < x.heads; h += blockDim.y) {
       const T* in = reinterpret_cast<const T*>(in_tok) + h * x.in_head + g.rotary_dim;
       T* out = reinterpret_cast<T*>(out_tok) + h * x.out_head + g.rotary_dim;
-      for (int d = threadIdx.x; d < tail; d += blockDim.x) out[d] = in[d];
+      T* cached = paged_tok ? paged_tok + h * x.paged_head + g.rotary_dim : nullptr;
+      for (int d = threadIdx.x; d < tail; d += blockDim.x) {
+        const T v = in[d];
+        if (x.in != x.out) out[d] = v;
+        if (cached) cached[d] = v;
+      }
     }
   }
 }

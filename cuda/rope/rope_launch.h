@@ -17,10 +17,16 @@ constexpr int kMaxPairs = 128;  // rotary_dim <= 256
 
 struct Operand {
   const void* in = nullptr;
-  void* out = nullptr;
+  void* out = nullptr;  // null: not written (v, which only goes to its cache)
   int64_t in_batch = 0, in_seq = 0, in_head = 0;
   int64_t out_batch = 0, out_seq = 0, out_head = 0;
   int heads = 0;
+  // The paged cache this operand is also written to, at the token's slot (null: none); strides of
+  // [pages, page_size, heads, dim] in elements.
+  void* paged = nullptr;
+  int64_t paged_page = 0, paged_slot = 0, paged_head = 0;
+  bool copy_only = false;  // v: copied to its cache as it is (copy_dim elements per head)
+  int copy_dim = 0;
 };
 
 struct Geometry {
@@ -42,14 +48,20 @@ struct Geometry {
   bool positions = false;
   int64_t pos_batch = 0, pos_seq = 0;
   int vec = 1;  // pairs per thread: 4 when every row start and rotary_dim / 2 allow it, else 1
+  // Cache append (operands with `paged`): slot_mapping [batch, seq] (int32 / int64, strides below);
+  // slot / page_size is the page, slot % page_size the row in it; a slot outside [0, pages x
+  // page_size) (padding) writes nothing to the caches.
+  bool slots_int32 = false;
+  int64_t slot_batch = 0, slot_seq = 0, pages = 0, page_size = 1;
 };
 
 struct Pointers {
-  Operand x[2];
-  int count = 1;  // 1: q; 2: q and k
+  Operand x[3];
+  int count = 1;  // 1: q; 2: q and k; 3: q, k and v (v copied to its cache)
   const void* cos = nullptr;
   const void* sin = nullptr;
   const void* positions = nullptr;
+  const void* slots = nullptr;
 };
 
 void rope(const Geometry& g, const Pointers& p, void* stream);

@@ -57,7 +57,8 @@ def rope_frequencies(rotary_dim: int, *, theta: float = 10000.0,
     return list(inv), float(af)
 
 
-def _run(fn, q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inplace, q_out, k_out, inverse, stream):
+def _run(fn, q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inplace, q_out, k_out, inverse, stream,
+         cache=None):
     for name, t in (("q", q), ("k", k)):
         if t is None and name == "k":
             continue
@@ -81,6 +82,8 @@ def _run(fn, q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inpla
     if k is not None:
         ko, fk = (k_out, _interop._identity) if k_out is not None else _interop.output(k, tuple(k.shape), d)
     tensors = {"q": q, "k": k, "q_out": qo, "k_out": ko, "cos": cos, "sin": sin, "positions": positions}
+    if cache is not None:
+        tensors.update(cache)
     freqs = frequencies(theta, scaling, fn)
     _C.rope_call(tensors, style, int(rotary_dim or 0), inverse, freqs, stream)
     return fq(qo) if k is None else (fq(qo), fk(ko))
@@ -90,9 +93,17 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
          sin: Optional[DLPackTensor] = None, positions: Optional[DLPackTensor] = None, style: str = "neox",
          rotary_dim: Optional[int] = None, theta: float = 10000.0, scaling: Optional[Mapping[str, Any]] = None,
          inplace: bool = False, q_out: Optional[DLPackTensor] = None, k_out: Optional[DLPackTensor] = None,
+         k_cache: Optional[DLPackTensor] = None, v: Optional[DLPackTensor] = None,
+         v_cache: Optional[DLPackTensor] = None, slot_mapping: Optional[DLPackTensor] = None,
          stream: Stream = None) -> Any:
     """Rotary position embedding of q [tokens, Hq, D] or [B, S, Hq, D] and, in the same launch, k
     (the same leading dims and D, its own head count); any strides with the last dim contiguous.
+
+    The decode step's cache append, fused: with ``k_cache`` [pages, page_size, Hkv, D] and
+    ``slot_mapping`` (int32 / int64, q's leading dims) the rotated k is also written to its slot
+    (slot // page_size, slot % page_size; slots outside the cache are padding), and ``v`` (k's
+    leading dims and heads, its own dim) is copied to ``v_cache``: one launch instead of rope then
+    kv_cache_append, as from a fused qkv projection's views.
 
     ``style``: "neox" (rotate-half: Llama, NeoX) or "gptj" (interleaved pairs). ``rotary_dim``: the
     rotated prefix of each head (default all of D; the rest passes through). Angles: position *
@@ -101,8 +112,15 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
     rows clamped to the cache). ``positions``: int32 / int64 of q's leading dims (default the index
     along the sequence dim). ``inplace``: rotate q and k in place (or pass q_out / k_out). Returns
     the rotated q, or (q, k) when k is given. f16 / bf16 / f32, f32 math."""
+    cache = None
+    if k_cache is not None or v is not None or v_cache is not None or slot_mapping is not None:
+        if k is None or k_cache is None or slot_mapping is None:
+            raise InvalidArgument("rope: the cache append needs k, k_cache and slot_mapping")
+        if (v is None) != (v_cache is None):
+            raise InvalidArgument("rope: v and v_cache go together (both or neither)")
+        cache = {"k_cache": k_cache, "v": v, "v_cache": v_cache, "slot_mapping": slot_mapping}
     return _run("rope", q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inplace, q_out, k_out, False,
-                stream)
+                stream, cache)
 
 
 def rope_backward(grad_q: DLPackTensor, grad_k: Optional[DLPackTensor] = None, *,

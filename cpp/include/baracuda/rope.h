@@ -62,11 +62,22 @@ struct RopeDescriptor {
   RopeFrequencies freqs;
   bool positions = false;           // a positions tensor is given
   DType positions_dtype = DType::Int64;
+  // The decode step's append, fused: the rotated k also written to k_cache [pages, page_size,
+  // kv_heads, head_dim] (any strides, last dim contiguous: a heads-first cache as its permuted
+  // view) and v (q's leading dims + [kv_heads, v_dim]) copied to v_cache, at slot_mapping (int32 /
+  // int64, q's leading dims; slots outside the cache are padding), as kv_cache_append does.
+  bool kv_cache = false;
+  TensorSpec k_cache;
+  bool has_v = false;
+  TensorSpec v, v_cache;
+  DType slot_dtype = DType::Int64;
   bool operator==(const RopeDescriptor& o) const {
     return q == o.q && has_k == o.has_k && (!has_k || k == o.k) && style == o.style && rotary_dim == o.rotary_dim &&
            inverse == o.inverse && cache == o.cache && (!cache || (cache_dtype == o.cache_dtype &&
            cache_positions == o.cache_positions)) && (cache || freqs == o.freqs) && positions == o.positions &&
-           (!positions || positions_dtype == o.positions_dtype);
+           (!positions || positions_dtype == o.positions_dtype) && kv_cache == o.kv_cache &&
+           (!kv_cache || (k_cache == o.k_cache && has_v == o.has_v && slot_dtype == o.slot_dtype &&
+                          (!has_v || (v == o.v && v_cache == o.v_cache))));
   }
   std::string str() const;
 };
@@ -76,6 +87,7 @@ struct RopeDescriptor {
 // dims, any strides.
 struct RopeTensors {
   TensorView q, k, q_out, k_out, cos, sin, positions;
+  TensorView v, k_cache, v_cache, slot_mapping;  // with kv_cache
 };
 
 class RopePlan {

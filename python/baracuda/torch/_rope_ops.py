@@ -83,6 +83,40 @@ define("rope",
        _rope_impl, _rope_fake, _rope_backward, _rope_setup)
 
 
+def _rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions):
+    return {"q": q, "k": k, "q_out": q, "k_out": k, "cos": cos, "sin": sin, "positions": positions, "v": v,
+            "k_cache": k_cache, "v_cache": v_cache, "slot_mapping": slot_mapping}
+
+
+def _rope_append_impl(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, rotary_dim, theta, rule,
+                      params):
+    _C.rope_call(_rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions), style,
+                 int(rotary_dim), False, _freqs(theta, rule, params), None)
+
+
+def _rope_append_fake(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, rotary_dim, theta, rule,
+                      params):
+    def make():
+        return _C.RopePlan.select(_C.RopeDescriptor(
+            _spec(q), _spec(k), style=style, rotary_dim=int(rotary_dim), cache=cos is not None,
+            cache_dtype=_spec(cos).dtype if cos is not None else _C.DType.float32,
+            cache_positions=int(cos.shape[0]) if cos is not None and cos.dim() else 0,
+            freqs=_freqs(theta, rule, params), positions=positions is not None,
+            positions_dtype=_spec(positions).dtype if positions is not None else _C.DType.int64,
+            k_cache=_spec(k_cache), v=None if v is None else _spec(v), v_cache=None if v_cache is None else _spec(v_cache),
+            slot_dtype=_spec(slot_mapping).dtype))
+
+    validate(("rope_append", style, int(rotary_dim), float(theta), rule, tuple(params), cos is None, positions is None),
+             [t for t in (q, k, v, k_cache, v_cache, slot_mapping, cos, positions) if t is not None], make)
+
+
+define("rope_append",
+       "(Tensor(a!) q, Tensor(b!) k, Tensor? v, Tensor(c!) k_cache, Tensor(d!)? v_cache, Tensor slot_mapping, "
+       "Tensor? cos, Tensor? sin, Tensor? positions, str style, int rotary_dim, float theta, str scaling, "
+       "float[] scaling_params) -> ()",
+       _rope_append_impl, _rope_append_fake)
+
+
 def _kv_cache_append_impl(key, value, key_cache, value_cache, slot_mapping):
     _C.kv_cache_append_call({"key": key, "value": value, "key_cache": key_cache, "value_cache": value_cache,
                              "slot_mapping": slot_mapping}, None)
