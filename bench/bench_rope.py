@@ -81,6 +81,56 @@ def run_row(shape, args, copy_gbs, compiled):
                            speedup_compiled=comp.median / tm["ours"].median if comp else None)
 
 
+def torch_rope_append(qkv, hq, hk, cos_cache, sin_cache, pos, kc, vc, slots):
+    """The decode step's split + rotate + append in torch: q and k rotated (transformers' formula),
+    k and v scattered into the flat cache rows."""
+    q, k, v = qkv[:, :hq], qkv[:, hq:hq + hk], qkv[:, hq + hk:]
+    q, k = torch_rope(q, k, cos_cache, sin_cache, pos)
+    kc.view(-1, hk, k.shape[-1]).index_copy_(0, slots, k)
+    vc.view(-1, hk, v.shape[-1]).index_copy_(0, slots, v)
+    return q
+
+
+def run_append_row(shape, args, copy_gbs):
+    """bc.rope with k_cache / v / v_cache / slot_mapping on the views of one fused qkv projection (q and
+    k rotated in place, k and v written to a paged cache, page size 16) next to torch. Bytes: q and k
+    read and written, k and v written to the cache, v read."""
+    t, hq, hk, d = shape
+    pages = (t + 15) // 16 * 2
+    set_bytes = (2 * (hq + hk) * d + 2 * hk * d) * t * 2
+    nsets = C.rotation_sets(set_bytes)
+    sets = []
+    for _ in range(nsets):
+        qkv = torch.randn(t, hq + 2 * hk, d, device=DEV, dtype=BF)
+        pos = torch.randint(0, 8192, (t,), device=DEV)
+        slots = torch.randperm(pages * 16, device=DEV)[:t]
+        kc, vc = (torch.zeros(pages, 16, hk, d, device=DEV, dtype=BF) for _ in range(2))
+        sets.append((qkv, pos, slots, kc, vc))
+    inv, _ = bc.rope_frequencies(d, theta=500000.0)
+    ang = torch.arange(8192, device=DEV, dtype=torch.float32)[:, None] * torch.tensor(inv, device=DEV)
+    emb = torch.cat((ang, ang), dim=-1)
+    cos_cache, sin_cache = emb.cos().to(BF), emb.sin().to(BF)
+
+    def ours(i):
+        qkv, pos, slots, kc, vc = sets[i]
+        bc.rope(qkv[:, :hq], qkv[:, hq:hq + hk], positions=pos, theta=500000.0, inplace=True, k_cache=kc,
+                v=qkv[:, hq + hk:], v_cache=vc, slot_mapping=slots)
+
+    qkv0, pos0, slots0, kc0, vc0 = sets[0]
+    ref_qkv = qkv0.clone()
+    rq, rk = torch_rope(ref_qkv[:, :hq].float(), ref_qkv[:, hq:hq + hk].float(), emb.cos(), emb.sin(), pos0)
+    ours(0)
+    err = max(C.rel_err(qkv0[:, :hq], rq), C.rel_err(kc0.view(-1, hk, d)[slots0], rk),
+              C.rel_err(vc0.view(-1, hk, d)[slots0], ref_qkv[:, hq + hk:].float()))
+    eager = C.GpuBench(lambda i: torch_rope_append(sets[i][0], hq, hk, cos_cache, sin_cache, sets[i][1], sets[i][3],
+                                                   sets[i][4], sets[i][2]), nsets)
+    tm = C.measure({"ours": C.GpuBench(ours, nsets), "torch": eager}, iters=args.iters, passes=args.passes)
+    del sets
+    C.free_memory()
+    return C.bandwidth_row(f"rope+append bf16 t{t} h{hq}/{hk} d{d}", "rope.neox.theta.append", err <= 2e-2, err, tm,
+                           set_bytes, copy_gbs, compiled_gbs=None, speedup_compiled=None)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -105,6 +155,15 @@ def main():
             comp = f", x{r['speedup_compiled']:.2f} torch.compile" if r["speedup_compiled"] else ""
             print(f"{r['key']}: {r['ours_gbs']:.0f} GB/s ({r['ours_copy_frac']:.0%} of copy), x{r['speedup']:.2f} "
                   f"torch eager{comp}, rel_err {r['rel_err']:.1e}", flush=True)
+    for s in [(64, 32, 8, 128), (8192, 32, 8, 128)]:  # the fused decode append (issue 24: >= 85% of copy)
+        if not re.search(args.rows, f"append t{s[0]} h{s[1]}/{s[2]} d{s[3]}"):
+            continue
+        try:
+            r = run_append_row(s, args, copy["gbs"])
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            r = dict(key=f"rope+append bf16 t{s[0]} h{s[1]}/{s[2]} d{s[3]}", error=str(e), ok=False)
+        rows.append(r)
     return C.report_bandwidth_rows("bench_rope", rows, info=info, copy_gbs=copy["gbs"], seed=None,
                                    elapsed=time.time() - t0, version=bc.__version__)
 
