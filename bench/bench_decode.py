@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 import time
 
@@ -82,6 +83,7 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--quick", action="store_true", help="32 steps")
+    ap.add_argument("--rows", default="", help="regex on the path names (baracuda graph / eager, transformers)")
     args = ap.parse_args()
     steps = 32 if args.quick else args.steps
     g = load_generate()
@@ -91,14 +93,17 @@ def main():
                for _ in range(args.batch)]
     info = C.device_info()
     rows = []
-    for name, fn in (("baracuda, CUDA graph", lambda: ours(g, model, prompts, steps, True)),
+    for name, fn in ((n, f) for n, f in (("baracuda, CUDA graph", lambda: ours(g, model, prompts, steps, True)),
                      ("baracuda, eager", lambda: ours(g, model, prompts, steps, False)),
-                     ("transformers, eager", lambda: transformers_eager(model, prompts, steps))):
+                     ("transformers, eager", lambda: transformers_eager(model, prompts, steps)))
+                     if re.search(args.rows, n) or n.startswith("transformers")):
         t = min(fn() for _ in range(2))
         rows.append(dict(key=name, seconds=t, tokens_per_s=args.batch * steps / t, step_us=t / steps * 1e6))
     base = rows[-1]["tokens_per_s"]
+    for r in rows:
+        r["speedup"] = r["tokens_per_s"] / base
     headers = ["path", "tokens/s", "us per step", "vs transformers"]
-    table = [[r["key"], C.fmt(r["tokens_per_s"], ".0f"), C.fmt(r["step_us"]), C.fmt(r["tokens_per_s"] / base, ".2f") + "x"]
+    table = [[r["key"], C.fmt(r["tokens_per_s"], ".0f"), C.fmt(r["step_us"]), C.fmt(r["speedup"], ".2f") + "x"]
              for r in rows]
     head = (f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}; bf16 Llama 4 x 1024, "
             f"batch {args.batch}, prompt {args.prompt}, {steps} decode steps\n")

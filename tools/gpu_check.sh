@@ -137,6 +137,7 @@ if [[ "${SKIP_BENCH:-0}" != "1" ]]; then
     esac
     [[ "$rc" == 0 ]] || bench_rc=$rc
   done
+  python3 tools/plot_bench.py "$OUT" --out "$OUT/img" > /dev/null 2>&1 || true  # SVG charts of the tables
 fi
 
 # ---- summary (last, short) ---------------------------------------------------------------
