@@ -409,3 +409,20 @@ def test_moe_routing_jit_and_grad():
     gr = jax.grad(loss(ref), argnums=(0, 1))(x, logits)
     for a, b in zip(g, gr):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
+
+
+def test_sample_jit_key_and_seeds():
+    """bj.sample under jax.jit: greedy is the first argmax; the same key gives the same tokens and
+    another key other ones; per-row top_k; logprobs against log_softmax."""
+    logits = jax.random.normal(jax.random.PRNGKey(4), (16, 300), jnp.float32) * 3
+    greedy = jax.jit(lambda x, k: bj.sample(x, k, temperature=0.0))(logits, jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(np.asarray(greedy), np.asarray(jnp.argmax(logits, -1)))
+    draw = jax.jit(lambda x, k: bj.sample(x, k, top_p=0.9))
+    a, b = draw(logits, jax.random.PRNGKey(1)), draw(logits, jax.random.PRNGKey(1))
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert not np.array_equal(np.asarray(a), np.asarray(draw(logits, jax.random.PRNGKey(2))))
+    k1 = bj.sample(logits, jax.random.PRNGKey(3), top_k=jnp.ones((16,), jnp.int32))
+    np.testing.assert_array_equal(np.asarray(k1), np.asarray(jnp.argmax(logits, -1)))
+    tok, lp = bj.sample(logits, seeds=jnp.arange(16, dtype=jnp.int32), return_logprobs=True)
+    ref = jnp.take_along_axis(jax.nn.log_softmax(logits, -1), tok[:, None], 1)[:, 0]
+    np.testing.assert_allclose(np.asarray(lp), np.asarray(ref), rtol=1e-5, atol=1e-5)

@@ -246,3 +246,12 @@ def test_penalties_errors():
         bc.apply_penalties(x, torch.zeros(2, 3, device=DEV))
     with pytest.raises(errors.InvalidArgument, match=r"output_tokens has shape \(3, 3\)"):
         bc.apply_penalties(x, torch.zeros(3, 3, dtype=torch.long, device=DEV))
+
+
+def test_int32_seeds_draw_as_int64_seeds():
+    g = torch.Generator(device=DEV).manual_seed(12)
+    x = torch.randn(64, 1000, generator=g, device=DEV)
+    s = torch.randint(-2 ** 31, 2 ** 31 - 1, (64,), generator=g, device=DEV)
+    a = bc.sample(x, top_k=20, seeds=s)
+    b = bc.sample(x, top_k=20, seeds=s.int())
+    assert torch.equal(a, b), "a seed is its 64-bit sign extension, whatever the dtype it comes in"

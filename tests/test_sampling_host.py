@@ -79,3 +79,10 @@ def test_penalties_select():
     with pytest.raises(errors.InvalidDType, match="logits is int32"):
         bc.PenaltiesPlan.select(bc.PenaltiesDescriptor(S((4, 1000), bc.int32)))
     assert bc.PenaltiesPlan.select(bc.PenaltiesDescriptor(S((4, 1000), bc.float32))).workspace_bytes() == 0
+
+
+def test_seed_dtypes():
+    assert D(seeds_per_row=True, seeds_dtype=bc.int32) != D(seeds_per_row=True)
+    assert "seeds=per_row(int32)" in repr(D(seeds_per_row=True, seeds_dtype=bc.int32))
+    with pytest.raises(errors.InvalidDType, match="per-row seeds must be int64 or int32"):
+        bc.SamplingPlan.select(D(seeds_per_row=True, seeds_dtype=bc.float32))

@@ -69,7 +69,7 @@ void init_sampling(nb::module_& m) {
       .def("__init__",
            [](SamplingDescriptor* d, TensorSpec logits, DType token_dtype, bool logprobs, double temperature,
               int64_t top_k, double top_p, double min_p, bool temperature_per_row, bool top_k_per_row,
-              DType top_k_dtype, bool top_p_per_row, bool min_p_per_row, bool seeds_per_row) {
+              DType top_k_dtype, bool top_p_per_row, bool min_p_per_row, bool seeds_per_row, DType seeds_dtype) {
              new (d) SamplingDescriptor{};
              d->logits = std::move(logits);
              d->token_dtype = token_dtype;
@@ -84,11 +84,12 @@ void init_sampling(nb::module_& m) {
              d->top_p_per_row = top_p_per_row;
              d->min_p_per_row = min_p_per_row;
              d->seeds_per_row = seeds_per_row;
+             d->seeds_dtype = seeds_dtype;
            },
            "logits"_a, nb::kw_only(), "token_dtype"_a = DType::Int64, "logprobs"_a = false, "temperature"_a = 1.0,
            "top_k"_a = 0, "top_p"_a = 1.0, "min_p"_a = 0.0, "temperature_per_row"_a = false,
            "top_k_per_row"_a = false, "top_k_dtype"_a = DType::Int32, "top_p_per_row"_a = false,
-           "min_p_per_row"_a = false, "seeds_per_row"_a = false)
+           "min_p_per_row"_a = false, "seeds_per_row"_a = false, "seeds_dtype"_a = DType::Int64)
       .def_ro("logits", &SamplingDescriptor::logits)
       .def_ro("token_dtype", &SamplingDescriptor::token_dtype)
       .def_ro("logprobs", &SamplingDescriptor::logprobs)
@@ -142,6 +143,7 @@ void init_sampling(nb::module_& m) {
             d.top_p_per_row = ops.held[TOP_P].imported;
             d.min_p_per_row = ops.held[MIN_P].imported;
             d.seeds_per_row = ops.held[SEEDS].imported;
+            if (d.seeds_per_row) d.seeds_dtype = ops.views.seeds.dtype;
             return SamplingPlan::select(d);
           });
           ops.views.seed = seed;
@@ -246,6 +248,8 @@ void init_sampling(nb::module_& m) {
         "Functional entry of the penalties: tensors by name (logits, prompt_tokens, output_tokens, "
         "repetition_penalty, presence_penalty, frequency_penalty; None = absent: the scalar is used), select (cached) "
         "and run. Returns the SKU name.");
+
+  def_xla_plan<SamplingPlan>(m, "sample", kRoles);
 }
 
 }  // namespace baracuda::py

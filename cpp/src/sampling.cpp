@@ -50,7 +50,7 @@ std::string SamplingDescriptor::str() const {
   if (top_k_per_row) os << "(" << dtype_name(top_k_dtype) << ")";
   put_param(os, "top_p", top_p_per_row, top_p);
   put_param(os, "min_p", min_p_per_row, min_p);
-  if (seeds_per_row) os << ", seeds=per_row";
+  if (seeds_per_row) os << ", seeds=per_row(" << dtype_name(seeds_dtype) << ")";
   if (logprobs) os << ", logprobs";
   os << ")";
   return os.str();
@@ -77,6 +77,8 @@ SamplingPlan SamplingPlan::select(const SamplingDescriptor& desc, const PlanPref
   if (!desc.top_k_per_row) need(desc.top_k >= 0, "top_k=" + std::to_string(desc.top_k) + "; expected >= 0 (0: off)");
   if (desc.top_k_per_row && desc.top_k_dtype != DType::Int32 && desc.top_k_dtype != DType::Int64)
     throw InvalidDType(kOp + ": a per-row top_k must be int32 or int64, not " + dtype_name(desc.top_k_dtype));
+  if (desc.seeds_per_row && desc.seeds_dtype != DType::Int64 && desc.seeds_dtype != DType::Int32)
+    throw InvalidDType(kOp + ": per-row seeds must be int64 or int32, not " + dtype_name(desc.seeds_dtype));
   for (Backend b : pref.forbid)
     if (b == Backend::Bespoke) throw Unsupported(kOp + ": the preference forbids the only backend (bespoke)");
 
@@ -122,7 +124,7 @@ void SamplingPlan::run(const SamplingTensors& t, void*, int64_t, StreamHandle st
   per_row(t.top_k, D.top_k_per_row, "top_k", D.top_k_dtype);
   per_row(t.top_p, D.top_p_per_row, "top_p", DType::Float32);
   per_row(t.min_p, D.min_p_per_row, "min_p", DType::Float32);
-  per_row(t.seeds, D.seeds_per_row, "seeds", DType::Int64);
+  per_row(t.seeds, D.seeds_per_row, "seeds", D.seeds_dtype);
   check_aliasing(kOp, {{"tokens", &t.tokens}, {"logprobs", &t.logprobs}},
                  {{"logits", &t.logits}, {"temperature", &t.temperature}, {"top_k", &t.top_k},
                   {"top_p", &t.top_p}, {"min_p", &t.min_p}, {"seeds", &t.seeds}});
@@ -152,7 +154,8 @@ void SamplingPlan::run(const SamplingTensors& t, void*, int64_t, StreamHandle st
   p.min_p = D.min_p_per_row ? static_cast<const float*>(t.min_p.data) : nullptr;
   p.min_p_stride = stride0(t.min_p);
   p.min_p_value = float(D.min_p);
-  p.seeds = D.seeds_per_row ? static_cast<const int64_t*>(t.seeds.data) : nullptr;
+  p.seeds = D.seeds_per_row ? t.seeds.data : nullptr;
+  p.seeds_int32 = D.seeds_dtype == DType::Int32;
   p.seed_stride = stride0(t.seeds);
   p.seed = t.seed;
   p.offset = t.offset;

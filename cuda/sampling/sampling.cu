@@ -179,7 +179,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   float min_p = p.min_p ? p.min_p[b * p.min_p_stride] : p.min_p_value;
   const bool use_min_p = !greedy && min_p > 0.f;  // NaN: off
   min_p = fminf(min_p, 1.f);
-  const uint64_t seed = p.seeds ? uint64_t(p.seeds[b * p.seed_stride]) : p.seed;
+  const uint64_t seed = !p.seeds ? p.seed
+                        : p.seeds_int32 ? uint64_t(int64_t(static_cast<const int32_t*>(p.seeds)[b * p.seed_stride]))
+                                        : uint64_t(static_cast<const int64_t*>(p.seeds)[b * p.seed_stride]);
 
   // ---- pass 1: max and first argmax of x; top-k's first digit histogram
   if (tid < 256) hist[tid] = 0;

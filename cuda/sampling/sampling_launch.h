@@ -32,7 +32,8 @@ struct Params {
   const float* min_p = nullptr;
   int64_t min_p_stride = 1;
   float min_p_value = 0.f;
-  const int64_t* seeds = nullptr;
+  const void* seeds = nullptr;  // int64, or int32 (seeds_int32: JAX's default integer)
+  bool seeds_int32 = false;
   int64_t seed_stride = 1;
   uint64_t seed = 0, offset = 0;
 };

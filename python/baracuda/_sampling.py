@@ -26,7 +26,7 @@ def sample(logits: DLPackTensor, *, temperature: _Param = 1.0, top_k: _Param = 0
     ties of its last token kept), ``min_p`` > 0 (softmax(x) >= min_p * its maximum). The token is
     drawn from softmax(x) over the kept tokens with Philox-4x32-10 of (``seed``, ``offset``, row):
     the same tokens for the same seed and offset. Each parameter is a number or a per-row device
-    tensor [B] (float32; top_k int32 / int64); ``seeds`` (int64 [B]) overrides ``seed`` per row.
+    tensor [B] (float32; top_k int32 / int64); ``seeds`` (int64 or int32 [B]) overrides ``seed`` per row.
     Per-row tensors keep a captured CUDA graph valid for new requests. No vocabulary sort, no host
     sync. Returns tokens (int64 [B], or ``out``'s dtype: int32 / int64), or (tokens, logprobs) with
     ``return_logprobs``: log softmax(x)[token] over the whole row, float32 (T = 1 for greedy rows)."""

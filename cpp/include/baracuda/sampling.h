@@ -12,7 +12,7 @@
 //   (after temperature, before the filters; T = 1 for greedy rows).
 //
 // Each parameter is a scalar of the plan or a per-row device tensor [B] (float32; top_k int32 /
-// int64; seeds int64, overriding `seed` row by row): the per-row form lets a CUDA graph replay one
+// int64; seeds int64 or int32, overriding `seed` row by row): the per-row form lets a CUDA graph replay one
 // plan over changing requests. Per-row values are clamped into range on the device (temperature < 0
 // and NaN act as 0, top_p into (0, 1], min_p into [0, 1], top_k < 0 as 0). NaN logits are never drawn;
 // a row with no finite-or-+inf logit gets token -1 and logprob NaN. Masses are fixed-point integer
@@ -39,12 +39,14 @@ struct SamplingDescriptor {
   bool temperature_per_row = false, top_p_per_row = false, min_p_per_row = false, top_k_per_row = false;
   DType top_k_dtype = DType::Int32;  // of the per-row top_k tensor
   bool seeds_per_row = false;
+  DType seeds_dtype = DType::Int64;  // of the per-row seeds: int64 or int32
   bool operator==(const SamplingDescriptor& o) const {
     return logits == o.logits && token_dtype == o.token_dtype && logprobs == o.logprobs &&
            temperature == o.temperature && top_p == o.top_p && min_p == o.min_p && top_k == o.top_k &&
            temperature_per_row == o.temperature_per_row && top_p_per_row == o.top_p_per_row &&
            min_p_per_row == o.min_p_per_row && top_k_per_row == o.top_k_per_row &&
-           (!top_k_per_row || top_k_dtype == o.top_k_dtype) && seeds_per_row == o.seeds_per_row;
+           (!top_k_per_row || top_k_dtype == o.top_k_dtype) && seeds_per_row == o.seeds_per_row &&
+           (!seeds_per_row || seeds_dtype == o.seeds_dtype);
   }
   std::string str() const;
 };

@@ -779,6 +779,43 @@ def moe_permute(x, ids, num_experts: int):
     return _moe_permute(x, ids, int(num_experts))
 
 
+# ---- sampling (no vjp: tokens carry no gradient) --------------------------------------------------
+
+def sample(logits, key=None, *, seeds=None, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+           return_logprobs: bool = False):
+    """baracuda.sample on JAX arrays (one custom call, jit-able): one token (int32) per row of logits
+    [B, V] with temperature / top-k / top-p / min-p, each a number or a per-row array [B] (float32;
+    top_k int32). The randomness: ``key`` (a jax.random key: a per-row 32-bit seed is drawn from it) or
+    ``seeds`` [B] (int32 / int64); the same seeds give the same tokens. Returns tokens, or (tokens,
+    logprobs) with return_logprobs."""
+    b = int(logits.shape[0])
+    if seeds is None:
+        if key is None:
+            raise InvalidArgument("sample: pass key (a jax.random key) or seeds (int32 / int64 [B])")
+        seeds = jax.lax.bitcast_convert_type(jax.random.bits(key, (b,), jnp.uint32), jnp.int32)
+    ins = [_operand("logits", logits)]
+    scalars, per_row = {}, {}
+    for name, v, default in (("temperature", temperature, 1.0), ("top_k", top_k, 0), ("top_p", top_p, 1.0),
+                             ("min_p", min_p, 0.0)):
+        if hasattr(v, "shape") and hasattr(v, "dtype"):
+            ins.append(_operand(name, v))
+            per_row[name] = v
+            scalars[name] = default
+        else:
+            scalars[name] = v
+    ins.append(_operand("seeds", seeds))
+    desc = _C.SamplingDescriptor(
+        _spec_of(logits), token_dtype=_C.DType.int32, logprobs=bool(return_logprobs),
+        temperature=float(scalars["temperature"]), top_k=int(scalars["top_k"]), top_p=float(scalars["top_p"]),
+        min_p=float(scalars["min_p"]), temperature_per_row="temperature" in per_row, top_k_per_row="top_k" in per_row,
+        top_k_dtype=_bc_dtype(per_row["top_k"].dtype) if "top_k" in per_row else _C.DType.int32,
+        top_p_per_row="top_p" in per_row, min_p_per_row="min_p" in per_row, seeds_per_row=True,
+        seeds_dtype=_bc_dtype(seeds.dtype))
+    outs = [("tokens", (b,), jnp.int32)] + ([("logprobs", (b,), jnp.float32)] if return_logprobs else [])
+    got = _launch(desc, _C.SamplingPlan.select, ins, outs)
+    return (got[0], got[1]) if return_logprobs else got[0]
+
+
 # ---- paged decode attention (inference: no vjp) ---------------------------------------------------
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
@@ -808,7 +845,7 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool 
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
            "swiglu", "attention", "rope", "paged_attention", "embedding", "moe_gate", "moe_permute",
-           "moe_unpermute", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
+           "moe_unpermute", "sample", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
            *ELEMENTWISE]
 
 

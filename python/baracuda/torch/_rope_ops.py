@@ -199,7 +199,8 @@ def _sample_fake(logits, temperature, top_k, top_p, min_p, seeds, t, k, p, mp, s
             _spec(logits), logprobs=bool(want_logprobs), temperature=float(t), top_k=int(k), top_p=float(p),
             min_p=float(mp), temperature_per_row=temperature is not None, top_k_per_row=top_k is not None,
             top_k_dtype=_spec(top_k).dtype if top_k is not None else _C.DType.int32,
-            top_p_per_row=top_p is not None, min_p_per_row=min_p is not None, seeds_per_row=seeds is not None))
+            top_p_per_row=top_p is not None, min_p_per_row=min_p is not None, seeds_per_row=seeds is not None,
+            seeds_dtype=_spec(seeds).dtype if seeds is not None else _C.DType.int64))
 
     validate(("sample", float(t), int(k), float(p), float(mp), bool(want_logprobs)) +
              tuple(x is None for x in (temperature, top_k, top_p, min_p, seeds)), [logits], make)
