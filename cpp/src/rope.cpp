@@ -247,18 +247,19 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
   }
   check_presence(op, t.positions, D.positions, "positions",
                  D.positions ? "the descriptor has positions" : "the descriptor has none");
-  if (D.positions) {
-    if (t.positions.dtype != D.positions_dtype)
-      throw InvalidDType(op + ": positions is " + std::string(dtype_name(t.positions.dtype)) + "; expected " +
-                         dtype_name(D.positions_dtype));
-    if (!shape_is(t.positions, I.lead))
-      throw InvalidArgument(op + ": positions has shape " + shape_str(t.positions.shape, t.positions.ndim) +
-                            "; expected q's leading dims " + shape_str(I.lead));
-    check_same_device(op, t.positions, device, "positions", "q");
-    const int pr = t.positions.ndim;
-    g.pos_seq = I.lead.empty() ? 0 : t.positions.strides[pr - 1];
-    g.pos_batch = pr == 2 ? t.positions.strides[0] : 0;
-  }
+  // A per-token integer tensor of q's leading dims (positions, slot_mapping): its batch and seq strides.
+  auto token_index = [&](const TensorView& v, const char* name, DType want, int64_t& batch, int64_t& seq) {
+    if (v.dtype != want)
+      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " +
+                         dtype_name(want));
+    if (!shape_is(v, I.lead))
+      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected q's leading dims " +
+                            shape_str(I.lead));
+    check_same_device(op, v, device, name, "q");
+    seq = I.lead.empty() ? 0 : v.strides[v.ndim - 1];
+    batch = v.ndim == 2 ? v.strides[0] : 0;
+  };
+  if (D.positions) token_index(t.positions, "positions", D.positions_dtype, g.pos_batch, g.pos_seq);
   for (auto [v, name] : {std::pair{&t.v, "v"}, std::pair{&t.v_cache, "v_cache"}})
     check_presence(op, *v, D.kv_cache && D.has_v, name,
                    D.kv_cache && D.has_v ? "the descriptor appends v" : "the descriptor appends no v");
@@ -270,16 +271,7 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
       check_view(op, "v", t.v, D.v, device, "q");
       check_view(op, "v_cache", t.v_cache, D.v_cache, device, "q");
     }
-    if (t.slot_mapping.dtype != D.slot_dtype)
-      throw InvalidDType(op + ": slot_mapping is " + std::string(dtype_name(t.slot_mapping.dtype)) + "; expected " +
-                         dtype_name(D.slot_dtype));
-    if (!shape_is(t.slot_mapping, I.lead))
-      throw InvalidArgument(op + ": slot_mapping has shape " + shape_str(t.slot_mapping.shape, t.slot_mapping.ndim) +
-                            "; expected q's leading dims " + shape_str(I.lead));
-    check_same_device(op, t.slot_mapping, device, "slot_mapping", "q");
-    const int sr = t.slot_mapping.ndim;
-    g.slot_seq = I.lead.empty() ? 0 : t.slot_mapping.strides[sr - 1];
-    g.slot_batch = sr == 2 ? t.slot_mapping.strides[0] : 0;
+    token_index(t.slot_mapping, "slot_mapping", D.slot_dtype, g.slot_batch, g.slot_seq);
     g.slots_int32 = D.slot_dtype == DType::Int32;
     g.pages = D.k_cache.shape[0];
     g.page_size = D.k_cache.shape[1];
@@ -317,33 +309,25 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
     p.x[1] = operand(t.k, t.k_out);
     p.count = 2;
   }
-  auto paged = [&](rope::Operand& o, const TensorView& cache) {
+  auto paged = [](rope::Operand& o, const TensorView& cache) {
     o.paged = cache.data;
     o.paged_page = cache.strides[0];
     o.paged_slot = cache.strides[1];
     o.paged_head = cache.strides[2];
-    for (int64_t s : {o.paged_page, o.paged_slot, o.paged_head}) vec_ok = vec_ok && (s * esize) % align == 0;
-    vec_ok = vec_ok && reinterpret_cast<uintptr_t>(cache.data) % align == 0;
   };
   if (D.kv_cache) {
-    paged(p.x[1], t.k_cache);
+    paged(p.x[1], t.k_cache);  // the rotated k's second destination: the vector stores must fit it too
+    for (int64_t s : {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head})
+      vec_ok = vec_ok && (s * esize) % align == 0;
+    vec_ok = vec_ok && reinterpret_cast<uintptr_t>(t.k_cache.data) % align == 0;
     if (D.has_v) {  // v: its cache only, copied element by element (no vector width constraint)
+      const bool keep = vec_ok;
       rope::Operand& o = p.x[2];
-      const int n = t.v.ndim;
-      o.in = o.out = t.v.data;
-      o.heads = int(t.v.shape[n - 2]);
-      o.in_batch = n == 4 ? t.v.strides[0] : 0;
-      o.in_seq = t.v.strides[n - 3];
-      o.in_head = t.v.strides[n - 2];
-      o.out_batch = o.in_batch;
-      o.out_seq = o.in_seq;
-      o.out_head = o.in_head;
-      o.paged = t.v_cache.data;
-      o.paged_page = t.v_cache.strides[0];
-      o.paged_slot = t.v_cache.strides[1];
-      o.paged_head = t.v_cache.strides[2];
+      o = operand(t.v, t.v);
+      vec_ok = keep;
+      paged(o, t.v_cache);
       o.copy_only = true;
-      o.copy_dim = int(t.v.shape[n - 1]);
+      o.copy_dim = int(t.v.shape[t.v.ndim - 1]);
       p.count = 3;
     }
   }
