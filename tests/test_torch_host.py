@@ -231,3 +231,58 @@ def test_attention_module_is_a_plain_module():
     assert repr(m) == "Attention(causal=True, window=(64, 0), causal_alignment='top_left', sink_heads=8)"
     assert bt.Attention().extra_repr() == "" and bt.Attention().sinks is None
 
+
+
+def test_serving_ops_fake_shapes():
+    """The fake kernels of the embedding, MoE routing, penalties and fused rope-append ops: the shapes and
+    dtypes the CUDA kernels allocate, and their select() refusals while tracing."""
+    out = ops.embedding(meta(100, 16), meta(3, 5, dtype=torch.int64), -1, False)
+    assert out.shape == (3, 5, 16) and out.dtype == torch.bfloat16
+    gw = ops.embedding_backward(meta(3, 5, 16), meta(3, 5, dtype=torch.int64), 100, 2, True, True)
+    assert gw.shape == (100, 16)
+    w, ids = ops.moe_gate(meta(7, 64, dtype=torch.float32), None, 6, "sigmoid", True, 8, 3, "top2_sum", 2.5)
+    assert w.shape == ids.shape == (7, 6) and w.dtype == torch.float32 and ids.dtype == torch.int32
+    gl = ops.moe_gate_backward(meta(7, 6, dtype=torch.float32), meta(7, 64), meta(7, 6, dtype=torch.int32), "softmax",
+                               True, 1, 1, "max", 1.0)
+    assert gl.shape == (7, 64) and gl.dtype == torch.bfloat16
+    xs, offsets, pos = ops.moe_permute(meta(7, 32), meta(7, 2, dtype=torch.int32), 8)
+    assert xs.shape == (14, 32) and offsets.shape == (9,) and pos.shape == (7, 2) and pos.dtype == torch.int32
+    o = ops.moe_unpermute(meta(14, 32), meta(7, 2, dtype=torch.int32), meta(7, 2, dtype=torch.float32))
+    assert o.shape == (7, 32)
+    gy, gwt = ops.moe_unpermute_backward(meta(7, 32), meta(7, 2, dtype=torch.int32), meta(7, 2, dtype=torch.float32),
+                                         meta(14, 32), 14)
+    assert gy.shape == (14, 32) and gwt.shape == (7, 2)
+    ops.apply_penalties(meta(4, 100, dtype=torch.float32), None, meta(4, 9, dtype=torch.int64), None, None, None, 1.2,
+                        0.0, 0.5)
+    ops.rope_append(meta(5, 4, 64), meta(5, 2, 64), meta(5, 2, 64), meta(3, 16, 2, 64), meta(3, 16, 2, 64),
+                    meta(5, dtype=torch.int64), None, None, None, "neox", 0, 10000.0, "none",
+                    [1.0, 1.0, 4.0, 0.0, 32.0, 1.0, 0.0])
+    for call, needle in [
+        (lambda: ops.moe_gate(meta(7, 8), None, 9, "softmax", True, 1, 1, "max", 1.0), "top_k=9"),
+        (lambda: ops.moe_permute(meta(6, 32), meta(7, 2, dtype=torch.int32), 8), "x has 6 rows but ids has 7"),
+        (lambda: ops.embedding(meta(100, 16), meta(3, dtype=torch.float32), -1, False), "indices is float32"),
+        (lambda: ops.rope_append(meta(5, 4, 64), meta(5, 2, 64), None, meta(3, 16, 4, 64), None,
+                                 meta(5, dtype=torch.int64), None, None, None, "neox", 0, 10000.0, "none",
+                                 [1.0, 1.0, 4.0, 0.0, 32.0, 1.0, 0.0]), "kv_heads and head_dim must match"),
+    ]:
+        with pytest.raises(errors.BaracudaError) as info:
+            call()
+        assert needle in str(info.value), (needle, str(info.value))
+
+
+def test_embedding_and_routing_backward_trace_into_baracuda_ops():
+    def step(table, logits, idx):
+        h = bt.embedding(idx, table)                      # [T, H]
+        w, ids = bt.moe_gate(logits, 2)
+        xs, _, pos = bt.moe_permute(h, ids, 4)
+        y = bt.moe_unpermute(xs * 2, pos, w)
+        return torch.autograd.grad(y.sum(), (table, logits))
+
+    dev = "cuda" if torch.cuda.is_available() else "meta"
+    args = (torch.randn(50, 16, device=dev, requires_grad=True), torch.randn(6, 4, device=dev, requires_grad=True),
+            torch.randint(0, 50, (6,), device=dev))
+    gm = make_fx(step, tracing_mode="fake")(*args)
+    targets = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    for name in ("embedding", "embedding_backward", "moe_gate", "moe_gate_backward", "moe_permute", "moe_unpermute",
+                 "moe_unpermute_backward"):
+        assert f"baracuda.{name}.default" in targets, (name, targets)
