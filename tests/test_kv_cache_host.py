@@ -28,7 +28,19 @@ REFUSALS = [
      ["value_cache has shape"]),
     ("overlap", lambda: D(cstrides=(64, 64, 64, 1)), errors.InvalidArgument, ["share memory"]),
     ("last-stride", lambda: D(cstrides=(4096, 256, 128, 2)), errors.Unsupported, ["contiguous along head_dim"]),
+    ("scales-copy", lambda: D(scales=True), errors.InvalidArgument, ["quantize into an fp8 cache"]),
+    ("fp8-source", lambda: D(dtype=bc.float8_e4m3fn, cdtype=bc.float8_e5m2), errors.InvalidDType,
+     ["key_cache is float8_e5m2 but key is float8_e4m3fn"]),
+    ("mixed", lambda: bc.KvCacheDescriptor(S((7, 2, 64), bf16), S((10, 16, 2, 64), bc.float8_e4m3fn), S((7, 2, 64), bf16),
+                                           S((10, 16, 2, 64), bf16)), errors.InvalidDType,
+     ["both be copies or both fp8 quantizations"]),
 ]
+
+
+def test_fp8_quantizing_append_plan():
+    p = bc.KvCachePlan.select(D(cdtype=bc.float8_e4m3fn, scales=True, scale_per_head=True))
+    assert p.sku.name == "kv_cache.append.paged_fp8" and "scales=per_head" in repr(p.descriptor)
+    assert bc.KvCachePlan.select(D(cdtype=bc.float8_e5m2)).sku.name == "kv_cache.append.paged_fp8"
 
 
 @pytest.mark.parametrize("name,make,exc,needles", REFUSALS, ids=[r[0] for r in REFUSALS])

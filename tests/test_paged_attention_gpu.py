@@ -283,3 +283,33 @@ def test_rowwise_kernel_matches_f64_reference(case, dt):
                                   dict(causal=False, window=(-1, 2))], ids=lambda o: ",".join(o))
 def test_rowwise_score_rules_f32(opts):
     check_score_rules(opts, torch.float32, 22, 64)
+
+
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("per_head", [False, True])
+def test_fp8_caches_with_scales(fp8, per_head):
+    """bf16 keys / values quantized into fp8 caches by kv_cache_append (k_scale / v_scale per tensor or
+    per kv head), then decode attention over them: the f64 reference on the dequantized caches."""
+    q, kc, vc, table, lens = make_case(31, 3, 2, 8, 2, 128, 16, [37, 5, 120])
+    hkv = kc.shape[2]
+    ks = (torch.rand(hkv if per_head else 1, device=DEV) + 0.5) / 16
+    vs = (torch.rand(hkv if per_head else 1, device=DEV) + 0.5) / 16
+    kc8, vc8 = torch.zeros_like(kc, dtype=fp8), torch.zeros_like(vc, dtype=fp8)
+    flat_k, flat_v = kc.view(-1, hkv, 128), vc.view(-1, hkv, 128)
+    slots = torch.arange(flat_k.shape[0], device=DEV)
+    bc.kv_cache_append(flat_k, flat_v, kc8, vc8, slots, k_scale=ks, v_scale=vs)
+    kq = kc8.float() * ks.view(-1, 1)  # broadcast over (kv head, dim) for per-head scales
+    vq = vc8.float() * vs.view(-1, 1)
+    want_k = (kc.float() / ks.view(-1, 1)).to(fp8).float() * ks.view(-1, 1)
+    assert torch.equal(kq, want_k), "fp8(k / scale), round to nearest even, as torch's cast"
+    out, lse = bc.paged_attention(q, kc8, vc8, table, lens, k_scale=ks, v_scale=vs, return_lse=True)
+    ro, rl = reference(q, kq, vq, table, lens)
+    check(out, ro, torch.bfloat16)
+    check(lse, rl, torch.float32, "lse")
+    big = torch.full((1, hkv, 128), 1e6, device=DEV, dtype=torch.bfloat16)
+    bc.kv_cache_append(big, big, kc8, vc8, slots[:1], k_scale=ks, v_scale=vs)
+    assert torch.isfinite(kc8[0, 0].float()).all(), "saturated to the finite range, not inf / NaN"
+    with pytest.raises(errors.Unsupported, match="mma kernel"):
+        bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma")
+    with pytest.raises(errors.InvalidArgument, match="k_scale / v_scale dequantize fp8 caches"):
+        bc.paged_attention(q, kc, vc, table, lens, k_scale=ks, v_scale=vs)

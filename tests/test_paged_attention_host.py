@@ -37,7 +37,18 @@ REFUSALS = [
     ("scale", lambda: D(scale=float("inf")), errors.InvalidArgument, ["scale must be finite"]),
     ("splits", lambda: D(num_splits=-1), errors.InvalidArgument, ["num_splits"]),
     ("last-stride", lambda: D(cstrides=(32768, 2048, 256, 2)), errors.Unsupported, ["contiguous along head_dim"]),
+    ("fp8-mma", lambda: D(cdtype=bc.float8_e4m3fn, kernel="mma"), errors.Unsupported, ["the mma kernel takes"]),
+    ("fp8-mixed", lambda: bc.PagedAttentionDescriptor(S((4, 1, 32, 128), bf16), S((100, 16, 8, 128), bc.float8_e4m3fn),
+                                 S((100, 16, 8, 128), bc.float8_e5m2), S((4, 1, 32, 128), bf16), 64),
+     errors.InvalidDType, ["v_cache is float8_e5m2", "k_cache's fp8"]),
+    ("scales-16bit", lambda: D(kv_scales=True), errors.InvalidArgument, ["dequantize fp8 caches"]),
 ]
+
+
+def test_fp8_cache_plan():
+    p = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e4m3fn, kv_scales=True, scale_per_head=True))
+    assert p.sku.name == "paged_attention.decode.rowwise.float8_e4m3fn_cache"
+    assert "kv_scales=per_head" in repr(p.descriptor)
 
 
 @pytest.mark.parametrize("name,make,exc,needles", REFUSALS, ids=[r[0] for r in REFUSALS])

@@ -12,14 +12,16 @@ namespace baracuda::py {
 
 namespace {
 
-constexpr int kNumSlots = 5;
+constexpr int kNumSlots = 7;
 const NamedOperand<KvCacheTensors> kRoles[kNumSlots] = {
     {"key", &KvCacheTensors::key},
     {"value", &KvCacheTensors::value},
     {"key_cache", &KvCacheTensors::key_cache},
     {"value_cache", &KvCacheTensors::value_cache},
-    {"slot_mapping", &KvCacheTensors::slot_mapping}};
-enum { KEY, VALUE, KEY_CACHE, VALUE_CACHE, SLOTS };
+    {"slot_mapping", &KvCacheTensors::slot_mapping},
+    {"k_scale", &KvCacheTensors::k_scale},
+    {"v_scale", &KvCacheTensors::v_scale}};
+enum { KEY, VALUE, KEY_CACHE, VALUE_CACHE, SLOTS, K_SCALE, V_SCALE };
 
 struct Operands {
   Imported held[kNumSlots];
@@ -45,7 +47,7 @@ void init_kv_cache(nb::module_& m) {
       "a heads-first cache as its permuted view) at int32 / int64 slots. Pure data; hashable.")
       .def("__init__",
            [](KvCacheDescriptor* d, TensorSpec key, TensorSpec key_cache, std::optional<TensorSpec> value,
-              std::optional<TensorSpec> value_cache, DType slot_dtype) {
+              std::optional<TensorSpec> value_cache, DType slot_dtype, bool scales, bool scale_per_head) {
              new (d) KvCacheDescriptor{};
              if (value.has_value() != value_cache.has_value())
                throw InvalidArgument("KvCacheDescriptor: value and value_cache go together");
@@ -57,9 +59,11 @@ void init_kv_cache(nb::module_& m) {
                d->value_cache = std::move(*value_cache);
              }
              d->slot_dtype = slot_dtype;
+             d->scales = scales;
+             d->scale_per_head = scale_per_head;
            },
            "key"_a, "key_cache"_a, "value"_a = nb::none(), "value_cache"_a = nb::none(), nb::kw_only(),
-           "slot_dtype"_a = DType::Int64)
+           "slot_dtype"_a = DType::Int64, "scales"_a = false, "scale_per_head"_a = false)
       .def_ro("key", &KvCacheDescriptor::key)
       .def_ro("key_cache", &KvCacheDescriptor::key_cache)
       .def_ro("has_value", &KvCacheDescriptor::has_value)
@@ -87,9 +91,13 @@ void init_kv_cache(nb::module_& m) {
           std::string key;
           for (int i = 0; i < kNumSlots; ++i) {
             key.push_back(char(ops.held[i].imported));
-            if (ops.held[i].imported && i != SLOTS) append_key(key, ops.held[i].view);
+            if (ops.held[i].imported && i != SLOTS && i != K_SCALE && i != V_SCALE) append_key(key, ops.held[i].view);
           }
           key.push_back(char(ops.held[SLOTS].imported ? int(ops.views.slot_mapping.dtype) : -1));
+          for (int i : {K_SCALE, V_SCALE}) {
+            key.push_back(char(ops.held[i].imported));
+            if (ops.held[i].imported) append_key(key, ops.held[i].view);
+          }
           const KvCachePlan plan = cache().get(key, [&] {
             if (!ops.held[KEY_CACHE].imported) throw InvalidArgument("kv_cache_append: key_cache is missing");
             if (!ops.held[SLOTS].imported) throw InvalidArgument("kv_cache_append: slot_mapping is missing");
@@ -104,13 +112,16 @@ void init_kv_cache(nb::module_& m) {
               d.value_cache = spec_of(ops.views.value_cache);
             }
             d.slot_dtype = ops.views.slot_mapping.dtype;
+            d.scales = ops.held[K_SCALE].imported;
+            d.scale_per_head = d.scales && ops.views.k_scale.ndim == 1 && ops.views.k_scale.shape[0] > 1;
             return KvCachePlan::select(d);
           });
           run_imported(plan, ops.views, ops.held[KEY], nb::none(), nb::none(), stream);
           return plan.sku().name;
         },
         "tensors"_a, "stream"_a = nb::none(),
-        "Functional entry: tensors by name (key, value, key_cache, value_cache, slot_mapping; None = absent), "
+        "Functional entry: tensors by name (key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale; None = "
+        "absent), "
         "select (cached on the operands' metadata) and run. Returns the SKU name.");
 }
 

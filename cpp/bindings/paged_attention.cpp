@@ -14,7 +14,7 @@ namespace baracuda::py {
 
 namespace {
 
-constexpr int kNumSlots = 9;
+constexpr int kNumSlots = 11;
 const NamedOperand<PagedAttentionTensors> kRoles[kNumSlots] = {
     {"q", &PagedAttentionTensors::q},
     {"k_cache", &PagedAttentionTensors::k_cache},
@@ -24,8 +24,10 @@ const NamedOperand<PagedAttentionTensors> kRoles[kNumSlots] = {
     {"out", &PagedAttentionTensors::out},
     {"lse", &PagedAttentionTensors::lse},
     {"alibi_slopes", &PagedAttentionTensors::alibi_slopes},
-    {"sinks", &PagedAttentionTensors::sinks}};
-enum { Q, K_CACHE, V_CACHE, BLOCK_TABLE, SEQ_LENS, OUT, LSE, ALIBI, SINKS };
+    {"sinks", &PagedAttentionTensors::sinks},
+    {"k_scale", &PagedAttentionTensors::k_scale},
+    {"v_scale", &PagedAttentionTensors::v_scale}};
+enum { Q, K_CACHE, V_CACHE, BLOCK_TABLE, SEQ_LENS, OUT, LSE, ALIBI, SINKS, K_SCALE, V_SCALE };
 
 struct Operands {
   Imported held[kNumSlots];
@@ -52,8 +54,10 @@ void init_paged_attention(nb::module_& m) {
            [](PagedAttentionDescriptor* d, TensorSpec q, TensorSpec k_cache, TensorSpec v_cache, TensorSpec out,
               int64_t max_pages, std::optional<double> scale, bool causal, int64_t window_left, int64_t window_right,
               double softcap, bool alibi, bool sinks, bool lse, int64_t max_seqlen_k, int num_splits,
-              std::string kernel) {
+              std::string kernel, bool kv_scales, bool scale_per_head) {
              new (d) PagedAttentionDescriptor{};
+             d->kv_scales = kv_scales;
+             d->scale_per_head = scale_per_head;
              d->q = std::move(q);
              d->k_cache = std::move(k_cache);
              d->v_cache = std::move(v_cache);
@@ -73,7 +77,8 @@ void init_paged_attention(nb::module_& m) {
            },
            "q"_a, "k_cache"_a, "v_cache"_a, "out"_a, "max_pages"_a, nb::kw_only(), "scale"_a = nb::none(),
            "causal"_a = true, "window_left"_a = -1, "window_right"_a = -1, "softcap"_a = 0.0, "alibi"_a = false,
-           "sinks"_a = false, "lse"_a = false, "max_seqlen_k"_a = 0, "num_splits"_a = 0, "kernel"_a = "auto")
+           "sinks"_a = false, "lse"_a = false, "max_seqlen_k"_a = 0, "num_splits"_a = 0, "kernel"_a = "auto",
+           "kv_scales"_a = false, "scale_per_head"_a = false)
       .def_ro("q", &PagedAttentionDescriptor::q)
       .def_ro("k_cache", &PagedAttentionDescriptor::k_cache)
       .def_ro("v_cache", &PagedAttentionDescriptor::v_cache)
@@ -129,7 +134,7 @@ void init_paged_attention(nb::module_& m) {
           key.push_back('\0');
           for (int i = 0; i < kNumSlots; ++i) {
             key.push_back(char(ops.held[i].imported));
-            if (ops.held[i].imported && i <= OUT) append_key(key, ops.held[i].view);
+            if (ops.held[i].imported && (i <= OUT || i == K_SCALE)) append_key(key, ops.held[i].view);
           }
           const PagedAttentionPlan plan = cache().get(key, [&] {
             for (int i : {K_CACHE, V_CACHE, BLOCK_TABLE, SEQ_LENS, OUT})
@@ -156,6 +161,10 @@ void init_paged_attention(nb::module_& m) {
             d.max_seqlen_k = max_seqlen_k;
             d.num_splits = num_splits;
             d.kernel = kernel;
+            if (ops.held[K_SCALE].imported != ops.held[V_SCALE].imported)
+              throw InvalidArgument("paged_attention: k_scale and v_scale go together");
+            d.kv_scales = ops.held[K_SCALE].imported;
+            d.scale_per_head = d.kv_scales && t.k_scale.ndim == 1 && t.k_scale.shape[0] > 1;
             return PagedAttentionPlan::select(d);
           });
           run_imported(plan, ops.views, ops.held[Q], nb::none(), workspace_alloc, stream);

@@ -25,7 +25,7 @@ void check_pair(const TensorSpec& src, const TensorSpec& cache, const char* snam
     throw Unsupported("kv_cache_append: " + std::string(sname) + " must be contiguous along head_dim");
   for (int64_t v : st)
     if (v < 0) throw Unsupported("kv_cache_append: " + std::string(sname) + " has a negative stride");
-  check_paged_cache("kv_cache_append", cache, src.shape[1], src.shape[2], src.dtype, cname, sname);
+  check_paged_cache("kv_cache_append", cache, src.shape[1], src.shape[2], src.dtype, cname, sname, true);
 }
 
 }  // namespace
@@ -34,7 +34,9 @@ std::string KvCacheDescriptor::str() const {
   std::ostringstream os;
   os << "KvCacheDescriptor(key=" << key.str() << ", key_cache=" << key_cache.str();
   if (has_value) os << ", value=" << value.str() << ", value_cache=" << value_cache.str();
-  os << ", slot_mapping=" << dtype_name(slot_dtype) << ")";
+  os << ", slot_mapping=" << dtype_name(slot_dtype);
+  if (scales) os << ", scales=" << (scale_per_head ? "per_head" : "per_tensor");
+  os << ")";
   return os.str();
 }
 
@@ -53,6 +55,11 @@ KvCachePlan KvCachePlan::select(const KvCacheDescriptor& desc, const PlanPrefere
     need(desc.value_cache.shape[0] == desc.key_cache.shape[0] && desc.value_cache.shape[1] == desc.key_cache.shape[1],
          "value_cache has shape " + shape_str(desc.value_cache.shape) + "; expected key_cache's pages and page_size");
   }
+  const bool quantize = desc.key_cache.dtype != desc.key.dtype;
+  if (desc.has_value && (desc.value_cache.dtype != desc.value.dtype) != quantize)
+    throw InvalidDType("kv_cache_append: key_cache and value_cache must both be copies or both fp8 quantizations of "
+                       "their sources");
+  need(!desc.scales || quantize, "k_scale / v_scale quantize into an fp8 cache; these caches are copies");
   if (desc.slot_dtype != DType::Int32 && desc.slot_dtype != DType::Int64)
     throw InvalidDType("kv_cache_append: slot_mapping is " + std::string(dtype_name(desc.slot_dtype)) +
                        "; expected int32 or int64");
@@ -63,14 +70,15 @@ KvCachePlan KvCachePlan::select(const KvCacheDescriptor& desc, const PlanPrefere
   KernelSku& k = impl->sku;
   k.category = "kv_cache";
   k.op = "append";
-  k.name = "kv_cache.append.paged";
+  k.name = quantize ? "kv_cache.append.paged_fp8" : "kv_cache.append.paged";
   k.layout = "strided";
-  k.dtypes = {desc.key.dtype, desc.key.dtype, desc.slot_dtype};
+  k.dtypes = {desc.key_cache.dtype, desc.key.dtype, desc.slot_dtype};
   k.arch = compiled_archs();
   k.backend = Backend::Bespoke;
   k.precision.compute_dtype = desc.key.dtype;
   k.precision.accumulator_dtype = desc.key.dtype;
-  k.precision.math = "a bitwise copy of each head row into its slot (16-byte accesses where the rows allow)";
+  k.precision.math = quantize ? "fp8(src / scale) per element, saturated to the finite range"
+                              : "a bitwise copy of each head row into its slot (16-byte accesses where the rows allow)";
   return KvCachePlan(impl);
 }
 
@@ -98,8 +106,17 @@ void KvCachePlan::run(const KvCacheTensors& t, void*, int64_t, StreamHandle stre
     throw InvalidArgument(op + ": slot_mapping has shape " + shape_str(t.slot_mapping.shape, t.slot_mapping.ndim) +
                           "; expected [tokens] = " + shape_str({D.key.shape[0]}));
   check_same_device(op, t.slot_mapping, device, "slot_mapping", "key");
+  const int64_t scale_len = D.scale_per_head ? D.key.shape[1] : 1;
+  check_side_operand(op, t.k_scale, D.scales, "k_scale", DType::Float32, {scale_len},
+                     D.scales ? "the plan was selected with scales" : "the plan was selected without scales", true,
+                     device, "key");
+  check_side_operand(op, t.v_scale, D.scales && D.has_value, "v_scale", DType::Float32, {scale_len},
+                     D.scales && D.has_value ? "the plan was selected with scales and values"
+                                             : "the plan has no value scale",
+                     true, device, "key");
   check_aliasing(op, {{"key_cache", &t.key_cache}, {"value_cache", &t.value_cache}},
-                 {{"key", &t.key}, {"value", &t.value}, {"slot_mapping", &t.slot_mapping}});
+                 {{"key", &t.key}, {"value", &t.value}, {"slot_mapping", &t.slot_mapping}, {"k_scale", &t.k_scale},
+                  {"v_scale", &t.v_scale}});
 
   kv_cache::Geometry g;
   g.tokens = D.key.shape[0];
@@ -109,7 +126,7 @@ void KvCachePlan::run(const KvCacheTensors& t, void*, int64_t, StreamHandle stre
   g.slots_int32 = D.slot_dtype == DType::Int32;
   g.slots = t.slot_mapping.data;
   g.slot_stride = t.slot_mapping.ndim ? t.slot_mapping.strides[0] : 1;
-  const int64_t es = int64_t(dtype_size(D.key.dtype));
+  const int64_t es = int64_t(dtype_size(D.key.dtype)), ces = int64_t(dtype_size(D.key_cache.dtype));
   int64_t align = 16;
   auto fit = [&](int64_t v) {
     while (align > 1 && v % align != 0) align /= 2;
@@ -120,9 +137,9 @@ void KvCachePlan::run(const KvCacheTensors& t, void*, int64_t, StreamHandle stre
     s.cache = cache.data;
     s.src_token = src.strides[0] * es;
     s.src_head = src.strides[1] * es;
-    s.cache_page = cache.strides[0] * es;
-    s.cache_slot = cache.strides[1] * es;
-    s.cache_head = cache.strides[2] * es;
+    s.cache_page = cache.strides[0] * ces;
+    s.cache_slot = cache.strides[1] * ces;
+    s.cache_head = cache.strides[2] * ces;
     s.row_bytes = src.shape[2] * es;
     for (int64_t v : {s.src_token, s.src_head, s.cache_page, s.cache_slot, s.cache_head, s.row_bytes,
                       int64_t(reinterpret_cast<uintptr_t>(src.data)), int64_t(reinterpret_cast<uintptr_t>(cache.data))})
@@ -136,6 +153,16 @@ void KvCachePlan::run(const KvCacheTensors& t, void*, int64_t, StreamHandle stre
     g.count = 2;
   }
   g.vec = int(align);
+  g.quantize = D.key_cache.dtype != D.key.dtype;
+  if (g.quantize) {
+    g.q.src = D.key.dtype;
+    g.q.cache = D.key_cache.dtype;
+    g.q.dim[0] = D.key.shape[2];
+    g.q.dim[1] = D.has_value ? D.value.shape[2] : 0;
+    g.q.scale[0] = D.scales ? static_cast<const float*>(t.k_scale.data) : nullptr;
+    g.q.scale[1] = D.scales && D.has_value ? static_cast<const float*>(t.v_scale.data) : nullptr;
+    g.q.scale_stride[0] = g.q.scale_stride[1] = D.scale_per_head ? 1 : 0;
+  }
   if (g.tokens == 0 || g.heads == 0 || D.key.shape[2] == 0) return;
   DeviceGuard guard(device);
   kv_cache::append(g, stream);

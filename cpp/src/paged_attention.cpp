@@ -47,6 +47,7 @@ std::string PagedAttentionDescriptor::str() const {
   if (max_seqlen_k) os << ", max_seqlen_k=" << max_seqlen_k;
   if (num_splits) os << ", num_splits=" << num_splits;
   if (kernel != "auto") os << ", kernel='" << kernel << "'";
+  if (kv_scales) os << ", kv_scales=" << (scale_per_head ? "per_head" : "per_tensor");
   os << ")";
   return os.str();
 }
@@ -68,10 +69,17 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   const DType dt = desc.q.dtype;
   if (dt != DType::BFloat16 && dt != DType::Float16 && dt != DType::Float32)
     throw InvalidDType(kOp + ": q is " + std::string(dtype_name(dt)) + "; expected bfloat16, float16 or float32");
-  for (auto [s, name] : {std::pair{&desc.k_cache, "k_cache"}, {&desc.v_cache, "v_cache"}, {&desc.out, "out"}})
-    if (s->dtype != dt)
+  if (desc.out.dtype != dt)
+    throw InvalidDType(kOp + ": out is " + std::string(dtype_name(desc.out.dtype)) + "; expected " + dtype_name(dt) +
+                       " (q's dtype)");
+  const bool fp8 = is_fp8_cache_of(desc.k_cache.dtype, dt);
+  for (auto [s, name] : {std::pair{&desc.k_cache, "k_cache"}, {&desc.v_cache, "v_cache"}})
+    if (s->dtype != (fp8 ? desc.k_cache.dtype : dt))
       throw InvalidDType(kOp + ": " + name + " is " + std::string(dtype_name(s->dtype)) + "; expected " +
-                         dtype_name(dt) + " (q's dtype)");
+                         (fp8 ? dtype_name(desc.k_cache.dtype) + std::string(" (k_cache's fp8)")
+                              : dtype_name(dt) + std::string(" (q's dtype), or fp8 e4m3 / e5m2 for both caches")));
+  need(!desc.kv_scales || fp8, "k_scale / v_scale dequantize fp8 caches; these caches are " +
+                                   std::string(dtype_name(desc.k_cache.dtype)));
 
   const auto& qs = desc.q.shape;
   need(qs.size() == 3 || qs.size() == 4,
@@ -99,11 +107,11 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   need(ks[3] == g.d, "k_cache has head_dim " + std::to_string(ks[3]) + " but q has " + std::to_string(g.d));
   if (desc.kernel != "auto" && desc.kernel != "mma" && desc.kernel != "rowwise")
     throw InvalidArgument(kOp + ": kernel must be 'auto', 'mma' or 'rowwise', got '" + desc.kernel + "'");
-  const bool mma_fits = dt != DType::Float32 && paged_attention::head_dim_supported(g.d);
+  const bool mma_fits = dt != DType::Float32 && !fp8 && paged_attention::head_dim_supported(g.d);
   if (desc.kernel == "mma" && !mma_fits)
-    throw Unsupported(kOp + ": the mma kernel takes bfloat16 / float16 with head_dim 64, 96, 128 or 256; q is " +
-                      std::string(dtype_name(dt)) + " with head_dim " + std::to_string(g.d) +
-                      " (kernel='auto' or 'rowwise' runs it)");
+    throw Unsupported(kOp + ": the mma kernel takes bfloat16 / float16 caches with head_dim 64, 96, 128 or 256; q is " +
+                      std::string(dtype_name(dt)) + " with head_dim " + std::to_string(g.d) + " over " +
+                      dtype_name(desc.k_cache.dtype) + " caches (kernel='auto' or 'rowwise' runs it)");
   I.rowwise = desc.kernel == "rowwise" || !mma_fits;
   if (g.d < 1 || g.d > paged_attention::kMaxRowwiseHeadDim)
     throw Unsupported(kOp + ": head_dim " + std::to_string(g.d) + " is not supported (at most " +
@@ -164,6 +172,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   g.splits = int((tiles + tiles_per_split - 1) / tiles_per_split);
   g.split_keys = tiles_per_split * paged_attention::kKeysPerTile;
   g.dtype = dt;
+  g.cache_dtype = desc.k_cache.dtype;
   I.workspace = paged_attention::workspace_bytes(g);
 
   for (Backend b : pref.forbid)
@@ -175,7 +184,8 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   k.layout = "paged";
   k.name = I.rowwise ? "paged_attention.decode.rowwise"
                      : "paged_attention.decode.mma_sync.d" + std::to_string(g.d) + ".s" + std::to_string(g.splits);
-  k.dtypes = {dt, dt, dt, dt};
+  if (g.cache_dtype != dt) k.name += std::string(".") + dtype_name(g.cache_dtype) + "_cache";
+  k.dtypes = {dt, dt, g.cache_dtype, g.cache_dtype};
   k.arch = compiled_archs();
   k.backend = Backend::Bespoke;
   auto& pg = k.precision;
@@ -219,6 +229,11 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   small(t.lse, D.lse, "lse", DType::Float32, {g.batch, g.hq, g.sq}, "the descriptor has lse=True", true);
   small(t.alibi_slopes, D.alibi, "alibi_slopes", DType::Float32, {g.hq}, "the descriptor has alibi=True", true);
   small(t.sinks, D.sinks, "sinks", DType::Float32, {g.hq}, "the descriptor has sinks=True", true);
+  const int64_t scale_len = D.scale_per_head ? g.hkv : 1;
+  small(t.k_scale, D.kv_scales, "k_scale", DType::Float32, {scale_len},
+        D.kv_scales ? "the descriptor has kv_scales=True" : "the descriptor has no scales", true);
+  small(t.v_scale, D.kv_scales, "v_scale", DType::Float32, {scale_len},
+        D.kv_scales ? "the descriptor has kv_scales=True" : "the descriptor has no scales", true);
 
   // The mma kernel's 16-byte row accesses: every row start of q and the caches.
   if (!I.rowwise)
@@ -251,7 +266,8 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
 
   const std::vector<NamedView> reads = {{"q", &t.q}, {"k_cache", &t.k_cache}, {"v_cache", &t.v_cache},
                                         {"block_table", &t.block_table}, {"seq_lens", &t.seq_lens},
-                                        {"alibi_slopes", &t.alibi_slopes}, {"sinks", &t.sinks}};
+                                        {"alibi_slopes", &t.alibi_slopes}, {"sinks", &t.sinks},
+                                        {"k_scale", &t.k_scale}, {"v_scale", &t.v_scale}};
   const std::vector<NamedView> writes = {{"out", &t.out}, {"lse", &t.lse}};
   check_aliasing(kOp, writes, reads);
   check_workspace(kOp, workspace, workspace_size, I.workspace, reads, writes);
@@ -264,6 +280,9 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   p.seq_lens = static_cast<const int32_t*>(t.seq_lens.data);
   p.alibi_slopes = static_cast<const float*>(t.alibi_slopes.data);
   p.sinks = static_cast<const float*>(t.sinks.data);
+  p.k_scale = static_cast<const float*>(t.k_scale.data);
+  p.v_scale = static_cast<const float*>(t.v_scale.data);
+  p.scale_stride = D.scale_per_head ? 1 : 0;
   p.out = t.out.data;
   p.lse = static_cast<float*>(t.lse.data);
   if (g.splits > 1) {

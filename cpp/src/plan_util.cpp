@@ -259,8 +259,13 @@ int device_attribute(cudaDeviceAttr attr) {
 int current_device_major() { return device_attribute(cudaDevAttrComputeCapabilityMajor); }
 int current_device_sms() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 
+bool is_fp8_cache_of(DType cache, DType src) {
+  return (cache == DType::Float8E4M3 || cache == DType::Float8E5M2) &&
+         (src == DType::Float32 || src == DType::Float16 || src == DType::BFloat16);
+}
+
 void check_paged_cache(const std::string& op, const TensorSpec& cache, int64_t heads, int64_t dim, DType dtype,
-                       const char* cname, const char* sname) {
+                       const char* cname, const char* sname, bool quantized_ok) {
   if (cache.shape.size() != 4)
     throw InvalidArgument(op + ": " + cname + " has shape " + shape_str(cache.shape) +
                           "; expected [pages, page_size, kv_heads, head_dim] (a heads-first cache as its permuted view)");
@@ -268,9 +273,11 @@ void check_paged_cache(const std::string& op, const TensorSpec& cache, int64_t h
     throw InvalidArgument(op + ": " + cname + " has shape " + shape_str(cache.shape) + " but " + sname + " has " +
                           std::to_string(heads) + " heads of " + std::to_string(dim) +
                           ": kv_heads and head_dim must match");
-  if (cache.dtype != dtype)
+  if (cache.dtype != dtype && !(quantized_ok && is_fp8_cache_of(cache.dtype, dtype)))
     throw InvalidDType(op + ": " + cname + " is " + dtype_name(cache.dtype) + " but " + sname + " is " +
-                       dtype_name(dtype) + "; the append is a copy (convert before, e.g. to fp8)");
+                       dtype_name(dtype) + (quantized_ok ? "; expected the same dtype, or an fp8 cache of a float32 / "
+                                                           "float16 / bfloat16 source"
+                                                         : "; the append is a copy (convert before)"));
   const auto st = cache.effective_strides();
   if (cache.shape.back() > 1 && st.back() != 1)
     throw Unsupported(op + ": " + std::string(cname) + " must be contiguous along head_dim");

@@ -49,10 +49,13 @@ void check_side_operand(const std::string& op, const TensorView& v, bool needed,
                         const std::vector<int64_t>& shape, const std::string& why, bool contiguous, int device,
                         const char* device_owner);
 // A paged KV cache [pages, page_size, heads, dim] for a source `sname` of `heads` x `dim` rows of
-// `dtype`: rank, heads / dim, dtype (the append is a copy), the last dim contiguous, no negative
-// stride, no two slots sharing memory (a heads-first cache passes as its permuted view).
+// `dtype`: rank, heads / dim, dtype (the append is a copy; with `quantized_ok` an fp8 cache of a
+// float32 / float16 / bfloat16 source too), the last dim contiguous, no negative stride, no two
+// slots sharing memory (a heads-first cache passes as its permuted view).
 void check_paged_cache(const std::string& op, const TensorSpec& cache, int64_t heads, int64_t dim, DType dtype,
-                       const char* cname, const char* sname);
+                       const char* cname, const char* sname, bool quantized_ok = false);
+// An fp8 cache dtype a float32 / float16 / bfloat16 source quantizes into.
+bool is_fp8_cache_of(DType cache, DType src);
 // A double as the shortest text an ostream gives it (error messages).
 std::string num_str(double v);
 

@@ -20,6 +20,15 @@ struct Stream {
   int64_t row_bytes = 0;
 };
 
+// Quantizing append (fp8 caches from 16- / 32-bit sources): cache = fp8(src / scale), saturated to
+// the finite range; scale per tensor ([1]) or per kv head ([heads]), 1 when absent.
+struct Quantize {
+  DType src = DType::BFloat16, cache = DType::Float8E4M3;
+  const float* scale[2] = {nullptr, nullptr};
+  int64_t scale_stride[2] = {0, 0};  // 0: one scale; 1: one per head
+  int64_t dim[2] = {0, 0};           // elements per row
+};
+
 struct Geometry {
   int64_t tokens = 0, heads = 0;
   int64_t pages = 0, page_size = 0;
@@ -29,6 +38,8 @@ struct Geometry {
   const void* slots = nullptr;
   int64_t slot_stride = 1;       // elements
   int vec = 1;
+  bool quantize = false;  // else a bitwise copy
+  Quantize q;
 };
 
 void append(const Geometry& g, void* stream);

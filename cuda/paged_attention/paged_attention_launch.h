@@ -24,6 +24,7 @@ constexpr int kKeysPerTile = 64;   // keys per tile: four warps of 16
 
 struct Geometry {
   DType dtype = DType::BFloat16;
+  DType cache_dtype = DType::BFloat16;              // dtype, or fp8 (e4m3 / e5m2: the rowwise kernel, with scales)
   int d = 0;                                        // head dim of q, k and v
   int64_t batch = 0, sq = 0, hq = 0, hkv = 0, group = 0;
   int64_t row_groups = 0;                           // ceil(group * sq / 16)
@@ -53,6 +54,10 @@ struct Pointers {
   float* lse = nullptr;                 // [batch, hq, sq] contiguous, natural log; may be null
   float* partial_out = nullptr;         // [splits, batch, sq, hq, d] (splits > 1)
   float* partial_lse = nullptr;         // [splits, batch, sq, hq], log2 domain
+  // fp8 caches: k = k_cache * k_scale[kv head * stride] (stride 0: one scale), v likewise; null: 1.
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  int64_t scale_stride = 0;
 };
 
 // The head dims the tensor-core kernel (bf16 / f16) is compiled for; the rowwise kernel takes f32

@@ -1,5 +1,5 @@
-// Decode attention over a paged cache on CUDA cores: the path for f32 and for head dims the
-// tensor-core kernel (paged_decode.cu) is not built for (any D up to 256). One block of four warps
+// Decode attention over a paged cache on CUDA cores: the path for f32, for head dims the
+// tensor-core kernel (paged_decode.cu) is not built for (any D up to 256), and for fp8 caches. One block of four warps
 // per (request, query token, q head); each warp takes every fourth visible key: a warp-wide dot
 // product, the score rule, an online softmax in f32 with each lane holding D / 32 output columns;
 // the warps' states merge through shared memory. No splits.
@@ -21,7 +21,9 @@ constexpr int kCols = kMaxRowwiseHeadDim / 32;  // output columns per lane
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <class T> __global__ void __launch_bounds__(kWarps * 32) paged_rowwise_kernel(const Geometry g, const Pointers p) {
+// T: q and out; C: the caches (T, or fp8 with p.k_scale / p.v_scale folded into the score and the output).
+template <class T, class C>
+__global__ void __launch_bounds__(kWarps * 32) paged_rowwise_kernel(const Geometry g, const Pointers p) {
   __shared__ float qs[kMaxRowwiseHeadDim];
   __shared__ float Ms[kWarps], Ls[kWarps];
   __shared__ float Os[kWarps][kMaxRowwiseHeadDim];
@@ -37,12 +39,14 @@ template <class T> __global__ void __launch_bounds__(kWarps * 32) paged_rowwise_
   for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = kernels::to_compute(q[d]);
   __syncthreads();
 
-  const float scale_log2 = g.scale * kLog2e;
+  const float k_scale = p.k_scale ? p.k_scale[hk * p.scale_stride] : 1.f;
+  const float v_scale = p.v_scale ? p.v_scale[hk * p.scale_stride] : 1.f;
+  const float scale_log2 = g.scale * k_scale * kLog2e;
   const bool softcap = g.softcap > 0.f;
-  const float cap_scale = softcap ? g.scale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
+  const float cap_scale = softcap ? g.scale * k_scale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
   const float slope_log2 = g.alibi ? p.alibi_slopes[h] * kLog2e : 0.f;
-  const T* kc = static_cast<const T*>(p.k_cache) + hk * g.k_head;
-  const T* vc = static_cast<const T*>(p.v_cache) + hk * g.v_head;
+  const C* kc = static_cast<const C*>(p.k_cache) + hk * g.k_head;
+  const C* vc = static_cast<const C*>(p.v_cache) + hk * g.v_head;
 
   float m = -INFINITY, l = 0.f, acc[kCols];
 #pragma unroll
@@ -51,8 +55,8 @@ template <class T> __global__ void __launch_bounds__(kWarps * 32) paged_rowwise_
     const int64_t page = p.block_table[b * g.table_row + (j / g.page_size) * g.table_col];
     if (page < 0 || page >= g.pages) continue;  // a hidden page: its keys are not read
     const int64_t slot = j % g.page_size;
-    const T* kr = kc + page * g.k_page + slot * g.k_slot;
-    const T* vr = vc + page * g.v_page + slot * g.v_slot;
+    const C* kr = kc + page * g.k_page + slot * g.k_slot;
+    const C* vr = vc + page * g.v_page + slot * g.v_slot;
     float dot = 0.f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
@@ -98,7 +102,7 @@ template <class T> __global__ void __launch_bounds__(kWarps * 32) paged_rowwise_
     if (L > 0.f)
       for (int v = 0; v < kWarps; ++v)
         if (Ms[v] != -INFINITY) o += Os[v][d] * exp2f(Ms[v] - M);
-    orow[d] = kernels::from_compute<T>(L > 0.f ? o / L : 0.f);
+    orow[d] = kernels::from_compute<T>(L > 0.f ? o * v_scale / L : 0.f);
   }
   if (threadIdx.x == 0 && p.lse != nullptr)
     p.lse[(b * g.hq + h) * g.sq + i] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
@@ -109,10 +113,18 @@ template <class T> __global__ void __launch_bounds__(kWarps * 32) paged_rowwise_
 void decode_rowwise(const Geometry& g, const Pointers& p, void* stream) {
   const dim3 grid(unsigned(g.sq * g.hq), unsigned(g.batch));
   auto s = static_cast<cudaStream_t>(stream);
+  auto go = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (g.cache_dtype) {
+      case DType::Float8E4M3: paged_rowwise_kernel<T, kernels::e4m3><<<grid, kWarps * 32, 0, s>>>(g, p); break;
+      case DType::Float8E5M2: paged_rowwise_kernel<T, kernels::e5m2><<<grid, kWarps * 32, 0, s>>>(g, p); break;
+      default: paged_rowwise_kernel<T, T><<<grid, kWarps * 32, 0, s>>>(g, p); break;
+    }
+  };
   switch (g.dtype) {
-    case DType::Float32: paged_rowwise_kernel<float><<<grid, kWarps * 32, 0, s>>>(g, p); break;
-    case DType::BFloat16: paged_rowwise_kernel<__nv_bfloat16><<<grid, kWarps * 32, 0, s>>>(g, p); break;
-    default: paged_rowwise_kernel<__half><<<grid, kWarps * 32, 0, s>>>(g, p); break;
+    case DType::Float32: go(kernels::TypeTag<float>{}); break;
+    case DType::BFloat16: go(kernels::TypeTag<__nv_bfloat16>{}); break;
+    default: go(kernels::TypeTag<__half>{}); break;
   }
   cuda_check(cudaGetLastError(), "paged attention rowwise launch");
 }

@@ -24,7 +24,8 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
                     window: Optional[Tuple[int, int]] = None, softcap: Optional[float] = None,
                     alibi_slopes: Optional[DLPackTensor] = None, sinks: Optional[DLPackTensor] = None,
                     max_seqlen_k: Optional[int] = None, num_splits: int = 0, kernel: str = "auto",
-                    return_lse: bool = False,
+                    return_lse: bool = False, k_scale: Optional[DLPackTensor] = None,
+                    v_scale: Optional[DLPackTensor] = None,
                     out: Optional[DLPackTensor] = None, lse: Optional[DLPackTensor] = None,
                     stream: Stream = None) -> Any:
     """Decode attention over a paged KV cache.
@@ -40,8 +41,10 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     new lengths. ``max_seqlen_k`` (the longest context you expect; default the table's capacity)
     and ``num_splits`` (0: chosen) set how long contexts are split across blocks. ``kernel``:
     "auto", "mma" (tensor cores: bf16 / f16, head dims 64, 96, 128, 256) or "rowwise" (CUDA cores:
-    also f32 and any head dim up to 256; one split). Returns out (q's shape), or (out, lse
-    [B, Hq, Sq] f32) with ``return_lse``."""
+    also f32 and any head dim up to 256; one split). fp8 caches (e4m3 / e5m2, written by
+    ``kv_cache_append`` from bf16 / f16 / f32 keys) run on the rowwise kernel: keys and values are the
+    cache times ``k_scale`` / ``v_scale`` (f32 [1] or [Hkv], the append's scales; 1 when not given).
+    Returns out (q's shape), or (out, lse [B, Hq, Sq] f32) with ``return_lse``."""
     fn = "paged_attention"
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
                     ("seq_lens", seq_lens)):
@@ -56,7 +59,8 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
         lse_buf, flse = (lse, _interop._identity) if lse is not None else _interop.output(
             q, (q.shape[0], q.shape[-2], sq), DType.float32)
     tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_table": block_table, "seq_lens": seq_lens,
-               "out": o, "lse": lse_buf, "alibi_slopes": alibi_slopes, "sinks": sinks}
+               "out": o, "lse": lse_buf, "alibi_slopes": alibi_slopes, "sinks": sinks, "k_scale": k_scale,
+               "v_scale": v_scale}
     _C.paged_attention_call(tensors, None if scale is None else float(scale), bool(causal), wl, wr,
                             float(softcap or 0.0), int(max_seqlen_k or 0), int(num_splits), str(kernel), stream,
                             _interop.workspace_allocator(q))

@@ -1248,7 +1248,7 @@ class KvCacheDescriptor:
     Append keys [tokens, kv_heads, D] (and values) to a paged cache [pages, page_size, kv_heads, D] (any strides: a heads-first cache as its permuted view) at int32 / int64 slots. Pure data; hashable.
     """
 
-    def __init__(self, key: TensorSpec, key_cache: TensorSpec, value: TensorSpec | None = None, value_cache: TensorSpec | None = None, *, slot_dtype: DType = DType.int64) -> None: ...
+    def __init__(self, key: TensorSpec, key_cache: TensorSpec, value: TensorSpec | None = None, value_cache: TensorSpec | None = None, *, slot_dtype: DType = DType.int64, scales: bool = False, scale_per_head: bool = False) -> None: ...
 
     def __eq__(self, arg: KvCacheDescriptor, /) -> bool: ...
 
@@ -1296,7 +1296,7 @@ class KvCachePlan:
 
 def kv_cache_append_call(tensors: dict, stream: object | None = None) -> str:
     """
-    Functional entry: tensors by name (key, value, key_cache, value_cache, slot_mapping; None = absent), select (cached on the operands' metadata) and run. Returns the SKU name.
+    Functional entry: tensors by name (key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale; None = absent), select (cached on the operands' metadata) and run. Returns the SKU name.
     """
 
 class PagedAttentionDescriptor:
@@ -1304,7 +1304,7 @@ class PagedAttentionDescriptor:
     Decode attention of q [B, Sq, Hq, D] (or [B, Hq, D]) over a paged cache [pages, page_size, Hkv, D] through a block table [B, max_pages] and lengths [B] (int32, read on the device). Pure data; hashable.
     """
 
-    def __init__(self, q: TensorSpec, k_cache: TensorSpec, v_cache: TensorSpec, out: TensorSpec, max_pages: int, *, scale: float | None = None, causal: bool = True, window_left: int = -1, window_right: int = -1, softcap: float = 0.0, alibi: bool = False, sinks: bool = False, lse: bool = False, max_seqlen_k: int = 0, num_splits: int = 0, kernel: str = 'auto') -> None: ...
+    def __init__(self, q: TensorSpec, k_cache: TensorSpec, v_cache: TensorSpec, out: TensorSpec, max_pages: int, *, scale: float | None = None, causal: bool = True, window_left: int = -1, window_right: int = -1, softcap: float = 0.0, alibi: bool = False, sinks: bool = False, lse: bool = False, max_seqlen_k: int = 0, num_splits: int = 0, kernel: str = 'auto', kv_scales: bool = False, scale_per_head: bool = False) -> None: ...
 
     def __eq__(self, arg: PagedAttentionDescriptor, /) -> bool: ...
 

@@ -42,17 +42,21 @@ struct PagedAttentionDescriptor {
   int64_t max_seqlen_k = 0;        // the longest context expected (sizes the splits); 0: max_pages * page_size
   int num_splits = 0;              // 0: chosen by select; else the splits of each request's keys
   std::string kernel = "auto";     // "auto" | "mma" (tensor cores) | "rowwise" (CUDA cores)
+  // fp8 (e4m3 / e5m2) caches under float32 / float16 / bfloat16 queries (the rowwise kernel): keys and
+  // values are the cache times k_scale / v_scale (float32 [1] or [kv_heads]; 1 without scales).
+  bool kv_scales = false, scale_per_head = false;
   bool operator==(const PagedAttentionDescriptor& o) const {
     return q == o.q && k_cache == o.k_cache && v_cache == o.v_cache && out == o.out && max_pages == o.max_pages &&
            scale == o.scale && causal == o.causal && window_left == o.window_left &&
            window_right == o.window_right && softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
-           lse == o.lse && max_seqlen_k == o.max_seqlen_k && num_splits == o.num_splits && kernel == o.kernel;
+           lse == o.lse && max_seqlen_k == o.max_seqlen_k && num_splits == o.num_splits && kernel == o.kernel &&
+           kv_scales == o.kv_scales && (!kv_scales || scale_per_head == o.scale_per_head);
   }
   std::string str() const;
 };
 
 struct PagedAttentionTensors {
-  TensorView q, k_cache, v_cache, block_table, seq_lens, out, lse, alibi_slopes, sinks;
+  TensorView q, k_cache, v_cache, block_table, seq_lens, out, lse, alibi_slopes, sinks, k_scale, v_scale;
 };
 
 class PagedAttentionPlan {

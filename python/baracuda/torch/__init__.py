@@ -243,10 +243,10 @@ def rope(q, k=None, *, cos=None, sin=None, positions=None, style="neox", rotary_
     return qo if k is None else (qo, ko)
 
 
-def kv_cache_append(key, value, key_cache, value_cache, slot_mapping):
+def kv_cache_append(key, value, key_cache, value_cache, slot_mapping, *, k_scale=None, v_scale=None):
     """baracuda.kv_cache_append as torch.ops.baracuda.kv_cache_append (traced by torch.compile with no
     graph break; the caches are mutated in place). No autograd: the cache is inference state."""
-    call("kv_cache_append", key, value, key_cache, value_cache, slot_mapping)
+    call("kv_cache_append", key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale)
 
 
 def _per_row(v, default):
@@ -313,13 +313,14 @@ def moe_unpermute(y_sorted, pos, weights=None, *, out=None):
 
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, scale=None, window=None, softcap=None,
-                    alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits=0, kernel="auto", return_lse=False):
+                    alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits=0, kernel="auto", return_lse=False,
+                    k_scale=None, v_scale=None):
     """baracuda.paged_attention as torch.ops.baracuda.paged_attention (traced by torch.compile with no
     graph break; CUDA-graph capturable). No autograd: decode attention is inference."""
     wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
     out, lse = call("paged_attention", q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks,
                     None if scale is None else float(scale), bool(causal), wl, wr, float(softcap or 0.0),
-                    int(max_seqlen_k or 0), int(num_splits), bool(return_lse), str(kernel))
+                    int(max_seqlen_k or 0), int(num_splits), bool(return_lse), str(kernel), k_scale, v_scale)
     return (out, lse) if return_lse else out
 
 

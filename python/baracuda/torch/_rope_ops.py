@@ -117,23 +117,25 @@ define("rope_append",
        _rope_append_impl, _rope_append_fake)
 
 
-def _kv_cache_append_impl(key, value, key_cache, value_cache, slot_mapping):
+def _kv_cache_append_impl(key, value, key_cache, value_cache, slot_mapping, k_scale=None, v_scale=None):
     _C.kv_cache_append_call({"key": key, "value": value, "key_cache": key_cache, "value_cache": value_cache,
-                             "slot_mapping": slot_mapping}, None)
+                             "slot_mapping": slot_mapping, "k_scale": k_scale, "v_scale": v_scale}, None)
 
 
-def _kv_cache_append_fake(key, value, key_cache, value_cache, slot_mapping):
+def _kv_cache_append_fake(key, value, key_cache, value_cache, slot_mapping, k_scale=None, v_scale=None):
     def make():
         return _C.KvCachePlan.select(_C.KvCacheDescriptor(
             _spec(key), _spec(key_cache), None if value is None else _spec(value),
-            None if value_cache is None else _spec(value_cache), slot_dtype=_spec(slot_mapping).dtype))
+            None if value_cache is None else _spec(value_cache), slot_dtype=_spec(slot_mapping).dtype,
+            scales=k_scale is not None, scale_per_head=k_scale is not None and k_scale.numel() > 1))
 
-    validate(("kv_cache_append",), [t for t in (key, value, key_cache, value_cache, slot_mapping) if t is not None],
-             make)
+    validate(("kv_cache_append", k_scale is None),
+             [t for t in (key, value, key_cache, value_cache, slot_mapping, k_scale) if t is not None], make)
 
 
 define("kv_cache_append",
-       "(Tensor key, Tensor? value, Tensor(a!) key_cache, Tensor(b!)? value_cache, Tensor slot_mapping) -> ()",
+       "(Tensor key, Tensor? value, Tensor(a!) key_cache, Tensor(b!)? value_cache, Tensor slot_mapping, "
+       "Tensor? k_scale=None, Tensor? v_scale=None) -> ()",
        _kv_cache_append_impl, _kv_cache_append_fake)
 
 
@@ -144,18 +146,20 @@ def _paged_outputs(q, want_lse):
 
 
 def _paged_attention_impl(q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks, scale, causal, wl, wr,
-                          softcap, max_seqlen_k, num_splits, want_lse, kernel_choice="auto"):
+                          softcap, max_seqlen_k, num_splits, want_lse, kernel_choice="auto", k_scale=None,
+                          v_scale=None):
     out, lse = _paged_outputs(q, want_lse)
     _C.paged_attention_call({"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_table": block_table,
                              "seq_lens": seq_lens, "out": out, "lse": lse if want_lse else None,
-                             "alibi_slopes": alibi_slopes, "sinks": sinks},
+                             "alibi_slopes": alibi_slopes, "sinks": sinks, "k_scale": k_scale, "v_scale": v_scale},
                             scale, bool(causal), int(wl), int(wr), float(softcap), int(max_seqlen_k), int(num_splits),
                             kernel_choice, None, lambda n: torch.empty((int(n),), dtype=torch.uint8, device=q.device))
     return out, lse
 
 
 def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, alibi_slopes, sinks, scale, causal, wl, wr,
-                          softcap, max_seqlen_k, num_splits, want_lse, kernel_choice="auto"):
+                          softcap, max_seqlen_k, num_splits, want_lse, kernel_choice="auto", k_scale=None,
+                          v_scale=None):
     out, lse = _paged_outputs(q, want_lse)
 
     def make():
@@ -163,10 +167,12 @@ def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, alibi_slop
             _spec(q), _spec(k_cache), _spec(v_cache), _spec(q), int(block_table.shape[-1]), scale=scale,
             causal=bool(causal), window_left=int(wl), window_right=int(wr), softcap=float(softcap),
             alibi=alibi_slopes is not None, sinks=sinks is not None, lse=bool(want_lse),
-            max_seqlen_k=int(max_seqlen_k), num_splits=int(num_splits), kernel=kernel_choice))
+            max_seqlen_k=int(max_seqlen_k), num_splits=int(num_splits), kernel=kernel_choice,
+            kv_scales=k_scale is not None, scale_per_head=k_scale is not None and k_scale.numel() > 1))
 
     validate(("paged_attention", scale, bool(causal), int(wl), int(wr), float(softcap), int(max_seqlen_k),
-              int(num_splits), bool(want_lse), kernel_choice, alibi_slopes is None, sinks is None),
+              int(num_splits), bool(want_lse), kernel_choice, alibi_slopes is None, sinks is None,
+              None if k_scale is None else k_scale.numel()),
              [q, k_cache, v_cache, block_table], make)
     return out, lse
 
@@ -174,7 +180,8 @@ def _paged_attention_fake(q, k_cache, v_cache, block_table, seq_lens, alibi_slop
 define("paged_attention",
        "(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, Tensor seq_lens, Tensor? alibi_slopes, "
        "Tensor? sinks, float? scale, bool causal, int window_left, int window_right, float softcap, int max_seqlen_k, "
-       "int num_splits, bool want_lse, str kernel_choice=\"auto\") -> (Tensor, Tensor)",
+       "int num_splits, bool want_lse, str kernel_choice=\"auto\", Tensor? k_scale=None, Tensor? v_scale=None) -> "
+       "(Tensor, Tensor)",
        _paged_attention_impl, _paged_attention_fake)
 
 
