@@ -820,17 +820,23 @@ def sample(logits, key=None, *, seeds=None, temperature=1.0, top_k=0, top_p=1.0,
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
                     softcap=None, alibi_slopes=None, sinks=None, max_seqlen_k=None, num_splits: int = 0,
-                    kernel: str = "auto", return_lse: bool = False):
+                    kernel: str = "auto", return_lse: bool = False, k_scale=None, v_scale=None):
     """baracuda.paged_attention on JAX arrays (one custom call; jit-able with the lengths and the
-    block table as traced int32 arrays: a new length needs no retrace). Returns out, or (out, lse)."""
+    block table as traced int32 arrays: a new length needs no retrace); fp8 caches with k_scale /
+    v_scale as the functional form. Returns out, or (out, lse)."""
+    if (k_scale is None) != (v_scale is None):
+        raise InvalidArgument("paged_attention: k_scale and v_scale go together")
     wl, wr = (-1, -1) if window is None else (int(window[0]), int(window[1]))
     desc = _C.PagedAttentionDescriptor(
         _spec_of(q), _spec_of(k_cache), _spec_of(v_cache), _spec_of(q), int(block_table.shape[-1]),
         scale=None if scale is None else float(scale), causal=bool(causal), window_left=wl, window_right=wr,
         softcap=float(softcap or 0.0), alibi=alibi_slopes is not None, sinks=sinks is not None, lse=bool(return_lse),
-        max_seqlen_k=int(max_seqlen_k or 0), num_splits=int(num_splits), kernel=str(kernel))
+        max_seqlen_k=int(max_seqlen_k or 0), num_splits=int(num_splits), kernel=str(kernel),
+        kv_scales=k_scale is not None, scale_per_head=k_scale is not None and int(k_scale.size) > 1)
     ins = [_operand("q", q), _operand("k_cache", k_cache), _operand("v_cache", v_cache),
            _operand("block_table", block_table), _operand("seq_lens", seq_lens)]
+    if k_scale is not None:
+        ins += [_operand("k_scale", k_scale), _operand("v_scale", v_scale)]
     if alibi_slopes is not None:
         ins.append(_operand("alibi_slopes", alibi_slopes))
     if sinks is not None:
@@ -875,7 +881,8 @@ _FUNCTIONAL = {
              {"k", "cos", "sin", "positions", "style", "rotary_dim", "theta", "scaling"}),
     "paged_attention": (lambda q, **kw: paged_attention(q, **kw),
                         {"k_cache", "v_cache", "block_table", "seq_lens", "causal", "scale", "window", "softcap",
-                         "alibi_slopes", "sinks", "max_seqlen_k", "num_splits", "kernel", "return_lse"}),
+                         "alibi_slopes", "sinks", "max_seqlen_k", "num_splits", "kernel", "return_lse", "k_scale",
+                         "v_scale"}),
     "embedding": (lambda indices, weight, padding_idx=None, scale_grad_by_freq=False:
                   embedding(indices, weight, padding_idx, scale_grad_by_freq),
                   {"weight", "padding_idx", "scale_grad_by_freq"}),
