@@ -45,11 +45,6 @@ void import_operands(nb::dict tensors, bool backward, Operands& ops) {
   if (!ops.held[Q].imported) throw InvalidArgument("attention: q is missing");
 }
 
-PlanCache<AttentionPlan>& cache() {
-  static auto* c = new PlanCache<AttentionPlan>();
-  return *c;
-}
-
 }  // namespace
 
 void init_attention(nb::module_& m) {
@@ -167,7 +162,7 @@ void init_attention(nb::module_& m) {
           key.push_back(char(alibi));
           key.push_back(char(ops.held[SEQUSED_K].imported));
           key.push_back(char(ops.held[SINKS].imported));
-          const AttentionPlan plan = cache().get(key, [&] {
+          const AttentionPlan plan = plan_cache<AttentionPlan>().get(key, [&] {
             if (!ops.held[OUT].imported) throw InvalidArgument(op + ": out is missing");
             AttentionDescriptor d;
             d.op = op;
@@ -201,7 +196,7 @@ void init_attention(nb::module_& m) {
         "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: tensors by name (a dict; None = absent), select (cached on the parameters and the "
         "operands' metadata) and run. Returns the SKU name of the kernel that ran.");
-  m.def("attention_cache_size", [] { return cache().size(); }, "Plans in the attention functional cache.");
+  m.def("attention_cache_size", [] { return plan_cache<AttentionPlan>().size(); }, "Plans in the attention functional cache.");
 }
 
 }  // namespace baracuda::py

@@ -96,6 +96,12 @@ template <class Plan> class PlanCache {
   std::unordered_map<std::string, typename std::list<std::pair<std::string, Plan>>::iterator> index_;
 };
 
+// The functional entry's plan cache of a family: one per plan class, living until exit.
+template <class Plan, size_t Capacity = 4096> PlanCache<Plan>& plan_cache() {
+  static auto* c = new PlanCache<Plan>(Capacity);
+  return *c;
+}
+
 // Scratch memory of one run. `owner` keeps the allocation alive during the run.
 struct Workspace {
   nb::object owner;

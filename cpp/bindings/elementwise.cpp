@@ -62,11 +62,6 @@ void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& input
 }
 
 // The functional path's plan cache: key = op, params and every operand's metadata.
-PlanCache<ElementwisePlan>& plan_cache() {
-  static auto* cache = new PlanCache<ElementwisePlan>();
-  return *cache;
-}
-
 }  // namespace
 
 void init_elementwise(nb::module_& m) {
@@ -130,7 +125,7 @@ void init_elementwise(nb::module_& m) {
           append_params(key, params);
           append_key(key, o.view);
           for (size_t i = 0; i < inputs.size(); ++i) append_key(key, ins[i].view);
-          const ElementwisePlan plan = plan_cache().get(key, [&] {
+          const ElementwisePlan plan = plan_cache<ElementwisePlan>().get(key, [&] {
             ElementwiseDescriptor d{op, {}, spec_of(o.view), params};
             for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
             return ElementwisePlan::select(d);
@@ -146,7 +141,7 @@ void init_elementwise(nb::module_& m) {
         },
         "op"_a, "out"_a, "inputs"_a, "params"_a, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, params and operand metadata) and run.");
-  m.def("elementwise_cache_size", [] { return plan_cache().size(); }, "Plans in the functional cache.");
+  m.def("elementwise_cache_size", [] { return plan_cache<ElementwisePlan>().size(); }, "Plans in the functional cache.");
 }
 
 }  // namespace baracuda::py

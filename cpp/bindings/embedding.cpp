@@ -29,11 +29,6 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[INDICES].imported) throw InvalidArgument("embedding: indices is missing");
 }
 
-PlanCache<EmbeddingPlan>& cache() {
-  static auto* c = new PlanCache<EmbeddingPlan>();
-  return *c;
-}
-
 }  // namespace
 
 void init_embedding(nb::module_& m) {
@@ -92,7 +87,7 @@ void init_embedding(nb::module_& m) {
           append_pod(key, padding_idx);
           key.push_back(char(scale_grad_by_freq));
           key.push_back(char(deterministic));
-          const EmbeddingPlan plan = cache().get(key, [&] {
+          const EmbeddingPlan plan = plan_cache<EmbeddingPlan>().get(key, [&] {
             const int table = backward ? GRAD_WEIGHT : WEIGHT, rows = backward ? GRAD_OUT : OUT;
             if (!ops.held[table].imported)
               throw InvalidArgument(std::string("embedding: ") + kRoles[table].name + " is missing");

@@ -87,11 +87,6 @@ void launch_gemm(const GemmPlan& plan, const GemmTensors& t, const Imported& a, 
   finish_for_framework(a, s);
 }
 
-PlanCache<GemmPlan>& plan_cache() {
-  static auto* cache = new PlanCache<GemmPlan>(1024);
-  return *cache;
-}
-
 }  // namespace
 
 void init_gemm(nb::module_& m) {
@@ -180,7 +175,7 @@ void init_gemm(nb::module_& m) {
           append_key(key, o.view);
           append_key(key, ia.view);
           append_key(key, ib.view);
-          const GemmPlan plan = plan_cache().get(key, [&] {
+          const GemmPlan plan = plan_cache<GemmPlan, 1024>().get(key, [&] {
             GemmDescriptor d = make_desc(spec_of(ia.view), spec_of(ib.view), spec_of(o.view), alpha, beta, epilogue,
                                          bias_dt, present(aux), grad_dt, sa, sb, present(amax));
             PlanPreference pref;
@@ -197,7 +192,7 @@ void init_gemm(nb::module_& m) {
         "bias_grad"_a.none(), "a_scale"_a.none(), "b_scale"_a.none(), "amax"_a.none(), "allow_tf32"_a,
         "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on the arguments' metadata) and run.");
-  m.def("gemm_cache_size", [] { return plan_cache().size(); }, "Plans in the functional GEMM cache.");
+  m.def("gemm_cache_size", [] { return plan_cache<GemmPlan, 1024>().size(); }, "Plans in the functional GEMM cache.");
 
   bind_descriptor<GroupedGemmDescriptor>(m, "GroupedGemmDescriptor",
                                     "Mixture-of-experts GEMM: x [T, K] sorted by expert, w [E, N, K], out [T, N]. "

@@ -33,11 +33,6 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[KEY].imported) throw InvalidArgument("kv_cache_append: key is missing");
 }
 
-PlanCache<KvCachePlan>& cache() {
-  static auto* c = new PlanCache<KvCachePlan>();
-  return *c;
-}
-
 }  // namespace
 
 void init_kv_cache(nb::module_& m) {
@@ -98,7 +93,7 @@ void init_kv_cache(nb::module_& m) {
             key.push_back(char(ops.held[i].imported));
             if (ops.held[i].imported) append_key(key, ops.held[i].view);
           }
-          const KvCachePlan plan = cache().get(key, [&] {
+          const KvCachePlan plan = plan_cache<KvCachePlan>().get(key, [&] {
             if (!ops.held[KEY_CACHE].imported) throw InvalidArgument("kv_cache_append: key_cache is missing");
             if (!ops.held[SLOTS].imported) throw InvalidArgument("kv_cache_append: slot_mapping is missing");
             KvCacheDescriptor d;

@@ -13,10 +13,6 @@ using namespace nb::literals;
 namespace baracuda::py {
 
 namespace {
-PlanCache<LossPlan>& plan_cache() {
-  static auto* cache = new PlanCache<LossPlan>();
-  return *cache;
-}
 }  // namespace
 
 void init_loss(nb::module_& m) {
@@ -150,7 +146,7 @@ void init_loss(nb::module_& m) {
             key.push_back(i->imported ? '+' : '-');
             if (i->imported) append_key(key, i->view);
           }
-          const LossPlan plan = plan_cache().get(key, [&] {
+          const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
             LossDescriptor d;
             d.op = "cross_entropy";
             d.input = spec_of(x.view);
@@ -184,7 +180,7 @@ void init_loss(nb::module_& m) {
         "weight"_a.none(), "grad_input"_a.none(), "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry of cross_entropy (with_grad when grad_input is given): select (cached on the parameters "
         "and operand metadata) and run.");
-  m.def("loss_cache_size", [] { return plan_cache().size(); }, "Plans in the functional loss cache.");
+  m.def("loss_cache_size", [] { return plan_cache<LossPlan>().size(); }, "Plans in the functional loss cache.");
 
   static const NamedOperand<LossTensors> kOperands[] = {
       {"input", &LossTensors::input}, {"target", &LossTensors::target},       {"weight", &LossTensors::weight},

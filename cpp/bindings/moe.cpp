@@ -58,15 +58,6 @@ void import_permute(const std::string& op, nb::handle tensors, PermuteOperands& 
 
 int lead_slot(const std::string& op) { return op == "permute" ? P_X : op == "unpermute" ? P_Y_SORTED : P_GRAD_OUT; }
 
-PlanCache<MoeGatePlan>& gate_cache() {
-  static auto* c = new PlanCache<MoeGatePlan>();
-  return *c;
-}
-PlanCache<MoePermutePlan>& permute_cache() {
-  static auto* c = new PlanCache<MoePermutePlan>();
-  return *c;
-}
-
 }  // namespace
 
 void init_moe(nb::module_& m) {
@@ -130,7 +121,7 @@ void init_moe(nb::module_& m) {
           key += scoring + "|" + group_score;
           key.push_back(char(backward));
           key.push_back(char(renormalize));
-          const MoeGatePlan plan = gate_cache().get(key, [&] {
+          const MoeGatePlan plan = plan_cache<MoeGatePlan>().get(key, [&] {
             if (!ops.held[G_IDS].imported) throw InvalidArgument("moe_gate: ids is missing");
             MoeGateDescriptor d;
             d.backward = backward;
@@ -211,7 +202,7 @@ void init_moe(nb::module_& m) {
           }
           append_pod(key, num_experts);
           append_pod(key, sorted_rows);
-          const MoePermutePlan plan = permute_cache().get(key, [&] {
+          const MoePermutePlan plan = plan_cache<MoePermutePlan>().get(key, [&] {
             if (!ops.held[lead].imported) throw InvalidArgument("moe_" + op + ": " + kPermuteRoles[lead].name + " is missing");
             if (!ops.held[routing].imported)
               throw InvalidArgument("moe_" + op + ": " + kPermuteRoles[routing].name + " is missing");

@@ -53,11 +53,6 @@ NormTensors import_all(const nb::handle* hs, bool backward, Imported* keep) {
   return t;
 }
 
-PlanCache<NormPlan>& norm_cache() {
-  static auto* cache = new PlanCache<NormPlan>();
-  return *cache;
-}
-
 // Imports, launches with the GIL released, hands results to JAX; a workspace from `ws_obj`.
 void launch(const NormPlan& plan, const nb::handle* hs, nb::handle workspace, nb::handle workspace_alloc,
             nb::handle stream, Imported* imported = nullptr) {
@@ -100,11 +95,6 @@ TensorView& chan_slot_view(ChannelNormTensors& t, int slot) {
     case CGW: return t.grad_weight;
     default: return t.grad_bias;
   }
-}
-
-PlanCache<ChannelNormPlan>& chan_cache() {
-  static auto* cache = new PlanCache<ChannelNormPlan>();
-  return *cache;
 }
 
 void chan_launch(const ChannelNormPlan& plan, const nb::handle* hs, nb::handle workspace, nb::handle workspace_alloc,
@@ -211,7 +201,7 @@ void init_norm(nb::module_& m) {
           key.push_back(wd ? char(*wd) : char(-1));
           key.push_back(bd ? char(*bd) : char(-1));
           key.push_back(char(res));
-          const NormPlan plan = norm_cache().get(
+          const NormPlan plan = plan_cache<NormPlan>().get(
               key, [&] { return NormPlan::select(NormDescriptor{op, spec_of(xi.view), wd, bd, res, eps, save_stats}); });
           launch(plan, hs, nb::none(), workspace_alloc, stream, keep);
         },
@@ -220,7 +210,7 @@ void init_norm(nb::module_& m) {
         "grad_x"_a.none(), "grad_residual"_a.none(), "grad_weight"_a.none(), "grad_bias"_a.none(),
         "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, eps, flags and x's metadata) and run.");
-  m.def("norm_cache_size", [] { return norm_cache().size(); }, "Plans in the norm functional cache.");
+  m.def("norm_cache_size", [] { return plan_cache<NormPlan>().size(); }, "Plans in the norm functional cache.");
   bind_descriptor<ChannelNormDescriptor>(
       m, "ChannelNormDescriptor",
       "GroupNorm / InstanceNorm / BatchNorm over x [N, C, *spatial], forward or backward. op: 'group_norm', "
@@ -295,7 +285,7 @@ void init_norm(nb::module_& m) {
           key.push_back(wd ? char(*wd) : char(-1));
           key.push_back(bd ? char(*bd) : char(-1));
           key.push_back(rd ? char(*rd) : char(-1));
-          const ChannelNormPlan plan = chan_cache().get(key, [&] {
+          const ChannelNormPlan plan = plan_cache<ChannelNormPlan>().get(key, [&] {
             ChannelNormDescriptor d{op, spec_of(xi.view), num_groups, wd, bd, rd, training, momentum, eps, save_stats};
             return ChannelNormPlan::select(d);
           });
@@ -306,7 +296,8 @@ void init_norm(nb::module_& m) {
         "rstd"_a.none(), "grad_out"_a.none(), "grad_x"_a.none(), "grad_weight"_a.none(), "grad_bias"_a.none(),
         "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry of group / instance / batch norm: select (cached on op, flags and x's metadata) and run.");
-  m.def("channel_norm_cache_size", [] { return chan_cache().size(); }, "Plans in the channel-norm functional cache.");
+  m.def("channel_norm_cache_size", [] { return plan_cache<ChannelNormPlan>().size(); },
+        "Plans in the channel-norm functional cache.");
 }
 
 }  // namespace baracuda::py

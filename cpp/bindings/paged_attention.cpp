@@ -38,11 +38,6 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[Q].imported) throw InvalidArgument("paged_attention: q is missing");
 }
 
-PlanCache<PagedAttentionPlan>& cache() {
-  static auto* c = new PlanCache<PagedAttentionPlan>();
-  return *c;
-}
-
 }  // namespace
 
 void init_paged_attention(nb::module_& m) {
@@ -136,7 +131,7 @@ void init_paged_attention(nb::module_& m) {
             key.push_back(char(ops.held[i].imported));
             if (ops.held[i].imported && (i <= OUT || i == K_SCALE)) append_key(key, ops.held[i].view);
           }
-          const PagedAttentionPlan plan = cache().get(key, [&] {
+          const PagedAttentionPlan plan = plan_cache<PagedAttentionPlan>().get(key, [&] {
             for (int i : {K_CACHE, V_CACHE, BLOCK_TABLE, SEQ_LENS, OUT})
               if (!ops.held[i].imported)
                 throw InvalidArgument(std::string("paged_attention: ") + kRoles[i].name + " is missing");

@@ -43,11 +43,6 @@ void run_plan(const ReductionPlan& plan, nb::handle out, const nb::args& inputs,
   finish_for_framework(like, s);
 }
 
-PlanCache<ReductionPlan>& plan_cache() {
-  static auto* cache = new PlanCache<ReductionPlan>();
-  return *cache;
-}
-
 std::vector<int64_t> axes_of(nb::handle axes) {
   std::vector<int64_t> a;
   if (axes.is_none()) return a;
@@ -137,7 +132,7 @@ void init_reduction(nb::module_& m) {
             views[i] = ins[i].view;
             append_key(key, ins[i].view);
           }
-          const ReductionPlan plan = plan_cache().get(key, [&] {
+          const ReductionPlan plan = plan_cache<ReductionPlan>().get(key, [&] {
             ReductionDescriptor d;
             d.op = op;
             d.axes = ax;
@@ -168,7 +163,7 @@ void init_reduction(nb::module_& m) {
         "op"_a, "out"_a, "inputs"_a, "axes"_a.none() = nb::none(), "keepdim"_a = false,
         "params"_a = std::map<std::string, double>{}, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, axes, keepdim, params and operand metadata) and run.");
-  m.def("reduction_cache_size", [] { return plan_cache().size(); }, "Plans in the functional reduction cache.");
+  m.def("reduction_cache_size", [] { return plan_cache<ReductionPlan>().size(); }, "Plans in the functional reduction cache.");
 }
 
 }  // namespace baracuda::py

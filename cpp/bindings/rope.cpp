@@ -32,11 +32,6 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[Q].imported) throw InvalidArgument("rope: q is missing");
 }
 
-PlanCache<RopePlan>& cache() {
-  static auto* c = new PlanCache<RopePlan>();
-  return *c;
-}
-
 RopeFrequencies frequencies(double theta, const std::string& scaling, double factor, double low_freq_factor,
                             double high_freq_factor, int64_t original_max_positions, double beta_fast, double beta_slow,
                             double attention_factor) {
@@ -166,7 +161,7 @@ void init_rope(nb::module_& m) {
             key.push_back(char(ops.held[i].imported));
             if (ops.held[i].imported) append_key(key, ops.held[i].view);
           }
-          const RopePlan plan = cache().get(key, [&] {
+          const RopePlan plan = plan_cache<RopePlan>().get(key, [&] {
             RopeDescriptor d;
             d.q = spec_of(t.q);
             d.has_k = ops.held[K].imported;
@@ -204,7 +199,7 @@ void init_rope(nb::module_& m) {
         "Functional entry: tensors by name (q, q_out, k, k_out, cos, sin, positions, and for the fused cache append "
         "v, k_cache, v_cache, slot_mapping; None = absent), select "
         "(cached on the parameters and the operands' metadata) and run. Returns the SKU name.");
-  m.def("rope_cache_size", [] { return cache().size(); }, "Plans in the RoPE functional cache.");
+  m.def("rope_cache_size", [] { return plan_cache<RopePlan>().size(); }, "Plans in the RoPE functional cache.");
 }
 
 }  // namespace baracuda::py

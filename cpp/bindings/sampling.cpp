@@ -31,11 +31,6 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[LOGITS].imported) throw InvalidArgument("sample: logits is missing");
 }
 
-PlanCache<SamplingPlan>& cache() {
-  static auto* c = new PlanCache<SamplingPlan>();
-  return *c;
-}
-
 const NamedOperand<PenaltiesTensors> kPenaltyRoles[] = {
     {"logits", &PenaltiesTensors::logits},
     {"prompt_tokens", &PenaltiesTensors::prompt_tokens},
@@ -52,11 +47,6 @@ struct PenaltyOperands {
 void import_penalties(nb::handle tensors, PenaltyOperands& ops) {
   import_named("apply_penalties", tensors, kPenaltyRoles, ops.held, ops.views, [](int i) { return i == PN_LOGITS; });
   if (!ops.held[PN_LOGITS].imported) throw InvalidArgument("apply_penalties: logits is missing");
-}
-
-PlanCache<PenaltiesPlan>& penalty_cache() {
-  static auto* c = new PlanCache<PenaltiesPlan>();
-  return *c;
 }
 
 }  // namespace
@@ -127,7 +117,7 @@ void init_sampling(nb::module_& m) {
           }
           for (double v : {temperature, top_p, min_p}) append_pod(key, v);
           append_pod(key, top_k);
-          const SamplingPlan plan = cache().get(key, [&] {
+          const SamplingPlan plan = plan_cache<SamplingPlan>().get(key, [&] {
             if (!ops.held[TOKENS].imported) throw InvalidArgument("sample: tokens is missing");
             SamplingDescriptor d;
             d.logits = spec_of(ops.views.logits);
@@ -218,7 +208,7 @@ void init_sampling(nb::module_& m) {
             if (ops.held[i].imported) append_key(key, ops.held[i].view);
           }
           for (double v : {repetition, presence, frequency}) append_pod(key, v);
-          const PenaltiesPlan plan = penalty_cache().get(key, [&] {
+          const PenaltiesPlan plan = plan_cache<PenaltiesPlan>().get(key, [&] {
             PenaltiesDescriptor d;
             d.logits = spec_of(ops.views.logits);
             for (auto [i, on, dt, len] : {std::tuple{int(PN_PROMPT), &d.prompt, &d.prompt_dtype, &d.prompt_len},

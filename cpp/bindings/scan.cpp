@@ -61,11 +61,6 @@ void run_plan(const ScanPlan& plan, nb::handle outputs, nb::handle inputs, nb::h
   run_views(plan, outs, ins, w.data, w.size, resolve_stream(stream, ins[0]));
 }
 
-PlanCache<ScanPlan>& plan_cache() {
-  static auto* cache = new PlanCache<ScanPlan>();
-  return *cache;
-}
-
 }  // namespace
 
 void init_scan(nb::module_& m) {
@@ -122,7 +117,7 @@ void init_scan(nb::module_& m) {
           key.append(reinterpret_cast<const char*>(&axis), sizeof axis);
           for (const auto& o : outs) append_key(key, o.view);
           for (const auto& i : ins) append_key(key, i.view);
-          const ScanPlan plan = plan_cache().get(key, [&] {
+          const ScanPlan plan = plan_cache<ScanPlan>().get(key, [&] {
             ScanDescriptor d;
             d.op = op;
             d.axis = axis;
@@ -136,7 +131,7 @@ void init_scan(nb::module_& m) {
         },
         "op"_a, "outputs"_a, "inputs"_a, "axis"_a = -1, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry: select (cached on op, axis and operand metadata) and run.");
-  m.def("scan_cache_size", [] { return plan_cache().size(); }, "Plans in the functional scan cache.");
+  m.def("scan_cache_size", [] { return plan_cache<ScanPlan>().size(); }, "Plans in the functional scan cache.");
 }
 
 }  // namespace baracuda::py

@@ -17,11 +17,6 @@ namespace {
 
 
 
-PlanCache<SoftmaxPlan>& sm_cache() {
-  static auto* cache = new PlanCache<SoftmaxPlan>();
-  return *cache;
-}
-
 void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::args& inputs, nb::handle stream,
             std::optional<uint64_t> seed, uint64_t offset, nb::handle soft_out) {
   static const char* kNames[] = {"input 0", "input 1"};
@@ -114,7 +109,7 @@ void init_softmax(nb::module_& m) {
             views[i] = ins[i].view;
             append_key(key, views[i]);
           }
-          const SoftmaxPlan plan = sm_cache().get(key, [&] {
+          const SoftmaxPlan plan = plan_cache<SoftmaxPlan>().get(key, [&] {
             SoftmaxDescriptor d{op, {}, axis, spec_of(o.view)};
             for (size_t i = 0; i < inputs.size(); ++i) d.inputs.push_back(spec_of(views[i]));
             return SoftmaxPlan::select(d);
@@ -158,7 +153,7 @@ void init_softmax(nb::module_& m) {
             key.push_back('+');
             append_key(key, so.view);
           }
-          const SoftmaxPlan plan = sm_cache().get(key, [&] {
+          const SoftmaxPlan plan = plan_cache<SoftmaxPlan>().get(key, [&] {
             SoftmaxDescriptor d{op, {}, axis, spec_of(o.view)};
             d.tau = tau;
             d.hard = hard;
@@ -182,7 +177,7 @@ void init_softmax(nb::module_& m) {
         "stream"_a = nb::none(), "like"_a = nb::none(),
         "Functional entry of gumbel_softmax(_backward), gumbel_noise and sparsemax(_backward): select (cached on "
         "op, axis, tau, hard and operand metadata; not on seed / offset) and run.");
-  m.def("softmax_cache_size", [] { return sm_cache().size(); }, "Plans in the softmax functional cache.");
+  m.def("softmax_cache_size", [] { return plan_cache<SoftmaxPlan>().size(); }, "Plans in the softmax functional cache.");
 }
 
 }  // namespace baracuda::py
