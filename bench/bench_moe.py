@@ -5,8 +5,8 @@ and grouped GEMM, next to transformers' loop over experts, same run, CUDA events
     python3 bench/bench_moe.py [--quick] [--rows REGEX]
     OUT=/tmp/out python3 bench/bench_moe.py   # also $OUT/bench_moe.{md,json,txt}
 
-Ours: bc.moe_gate -> bc.moe_permute -> three grouped_linear (w1, w3, w2) around bc.swiglu ->
-bc.moe_unpermute. grouped_linear runs either with the device offsets (one launch of our grouped
+Ours: bc.moe_gate -> bc.moe_permute -> grouped_linear over w1 and w3 stacked per expert (one GEMM
+per expert for both) -> bc.swiglu -> grouped_linear (w2) -> bc.moe_unpermute. grouped_linear runs either with the device offsets (one launch of our grouped
 kernel per projection, no host sync: the decode path) or with host group sizes read from the offsets
 (one sync, one cuBLASLt GEMM per expert: the prefill path); the row says which. torch: the
 MixtralSparseMoeBlock loop (softmax, topk, renormalise, per expert torch.where + two matmuls + index_add).
@@ -50,15 +50,16 @@ def torch_layer(x, gate_w, w1, w3, w2, k):
     return out
 
 
-def ours_layer(x, gate_w, w1, w3, w2, k, path):
+def ours_layer(x, gate_w, w13, w2, k, path):
+    """w13: w1 and w3 stacked per expert ([E, 2I, H], as engines store them): one grouped GEMM for both."""
     w, ids = bc.moe_gate(bc.linear(x, gate_w), k)
-    xs, offsets, pos = bc.moe_permute(x, ids, w1.shape[0])
+    xs, offsets, pos = bc.moe_permute(x, ids, w13.shape[0])
     if path == "sizes":
         sizes = torch.diff(offsets).tolist()
         kw = dict(group_sizes=sizes)
     else:
         kw = dict(offsets=offsets, max_rows_per_group=x.shape[0])
-    h = bc.swiglu(bc.grouped_linear(xs, w1, **kw), bc.grouped_linear(xs, w3, **kw))
+    h = bc.swiglu(bc.grouped_linear(xs, w13, **kw))  # silu(first half) * second half
     return bc.moe_unpermute(bc.grouped_linear(h, w2, **kw), pos, w)
 
 
@@ -69,15 +70,16 @@ def run_row(row, args):
     gate_w = (torch.randn(e, hdim, generator=g, device=DEV) / hdim ** 0.5).to(BF)
     w1, w3 = ((torch.randn(e, inter, hdim, generator=g, device=DEV) / hdim ** 0.5).to(BF) for _ in range(2))
     w2 = (torch.randn(e, hdim, inter, generator=g, device=DEV) / inter ** 0.5).to(BF)
-    got = ours_layer(x, gate_w, w1, w3, w2, k, path)
+    w13 = torch.cat([w1, w3], dim=1).contiguous()
+    got = ours_layer(x, gate_w, w13, w2, k, path)
     ref = torch_layer(x.float(), gate_w.float(), w1.float(), w3.float(), w2.float(), k)
     err = C.rel_err(got, ref)
     ok = err <= 3e-2
-    ours = C.GpuBench(lambda i: ours_layer(x, gate_w, w1, w3, w2, k, path), 1)
+    ours = C.GpuBench(lambda i: ours_layer(x, gate_w, w13, w2, k, path), 1)
     base = C.GpuBench(lambda i: torch_layer(x, gate_w, w1, w3, w2, k), 1)
     tm = C.measure({"ours": ours, "torch": base}, iters=args.iters, passes=args.passes)
     flops = 2 * t * k * 3 * hdim * inter
-    del w1, w2, w3
+    del w1, w2, w3, w13
     C.free_memory()
     return dict(key=f"t{t} h{hdim} i{inter} e{e} k{k} {path}", error="", ok=ok, rel_err=err,
                 ours_us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6,
