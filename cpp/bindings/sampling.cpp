@@ -240,6 +240,7 @@ void init_sampling(nb::module_& m) {
         "and run. Returns the SKU name.");
 
   def_xla_plan<SamplingPlan>(m, "sample", kRoles);
+  def_xla_plan<PenaltiesPlan>(m, "apply_penalties", kPenaltyRoles);
 }
 
 }  // namespace baracuda::py

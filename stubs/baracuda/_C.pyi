@@ -281,6 +281,9 @@ def xla_plan(plan: PagedAttentionPlan, roles: Sequence[str], specs: Sequence[Ten
 def xla_plan(plan: SamplingPlan, roles: "std::vector<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::allocator<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >", specs: "std::vector<baracuda::TensorSpec, std::allocator<baracuda::TensorSpec> >", num_inputs: int) -> int: ...
 
 @overload
+def xla_plan(plan: PenaltiesPlan, roles: "std::vector<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::allocator<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >", specs: "std::vector<baracuda::TensorSpec, std::allocator<baracuda::TensorSpec> >", num_inputs: int) -> int: ...
+
+@overload
 def xla_plan(plan: EmbeddingPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload

@@ -86,10 +86,11 @@ def _transposed_spec(x):
 _PLANS = {}  # (descriptor, roles, specs) -> (plan id, workspace bytes)
 
 
-def _launch(desc, select, inputs, outputs):
+def _launch(desc, select, inputs, outputs, aliases=None):
     """Runs the plan ``select(desc)`` on ``inputs`` [(role, array, spec)] and returns the arrays of
     ``outputs`` [(role, shape, dtype)] (each row-major). The plan is selected and registered once
-    per descriptor and operand layout."""
+    per descriptor and operand layout. ``aliases`` {input index: output index}: an in-place plan's
+    operand (listed as both, under one role) is one buffer (XLA copies the input when still live)."""
     if not available():
         raise Unsupported("baracuda.jax: this build has no XLA FFI handler (jaxlib was not installed when "
                           "baracuda was built); reinstall baracuda with jaxlib present")
@@ -105,8 +106,8 @@ def _launch(desc, select, inputs, outputs):
     result = [jax.ShapeDtypeStruct(tuple(shape), dt) for _, shape, dt in outputs]
     if ws:
         result.append(jax.ShapeDtypeStruct((ws + _WORKSPACE_ALIGN,), jnp.uint8))
-    outs = jax.ffi.ffi_call(TARGET, result, vmap_method="sequential")(*[a for _, a, _ in inputs],
-                                                                      plan=np.int64(plan_id))
+    outs = jax.ffi.ffi_call(TARGET, result, vmap_method="sequential", input_output_aliases=aliases)(
+        *[a for _, a, _ in inputs], plan=np.int64(plan_id))
     return list(outs[:len(outputs)])
 
 
@@ -816,6 +817,34 @@ def sample(logits, key=None, *, seeds=None, temperature=1.0, top_k=0, top_p=1.0,
     return (got[0], got[1]) if return_logprobs else got[0]
 
 
+def apply_penalties(logits, output_tokens=None, *, prompt_tokens=None, repetition_penalty=1.0, presence_penalty=0.0,
+                    frequency_penalty=0.0):
+    """baracuda.apply_penalties on JAX arrays (one custom call, jit-able): the penalised logits (the
+    input's buffer reused when XLA can: the op is in place). Token lists int32 / int64 [B, L] (entries
+    outside [0, V) are padding); each penalty a number or a per-row float32 array [B]."""
+    ins = [_operand("logits", logits)]
+    scalars, per_row = {}, set()
+    for name, v, default in (("repetition_penalty", repetition_penalty, 1.0),
+                             ("presence_penalty", presence_penalty, 0.0),
+                             ("frequency_penalty", frequency_penalty, 0.0)):
+        if hasattr(v, "shape") and hasattr(v, "dtype"):
+            ins.append(_operand(name, v))
+            per_row.add(name)
+            scalars[name] = default
+        else:
+            scalars[name] = float(v)
+    for name, t in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
+        if t is not None:
+            ins.append(_operand(name, t))
+    desc = _C.PenaltiesDescriptor(
+        _spec_of(logits), None if prompt_tokens is None else _spec_of(prompt_tokens),
+        None if output_tokens is None else _spec_of(output_tokens), repetition=scalars["repetition_penalty"],
+        presence=scalars["presence_penalty"], frequency=scalars["frequency_penalty"],
+        repetition_per_row="repetition_penalty" in per_row, presence_per_row="presence_penalty" in per_row,
+        frequency_per_row="frequency_penalty" in per_row)
+    return _launch(desc, _C.PenaltiesPlan.select, ins, [("logits", logits.shape, logits.dtype)], aliases={0: 0})[0]
+
+
 # ---- paged decode attention (inference: no vjp) ---------------------------------------------------
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
@@ -851,7 +880,7 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool 
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
            "swiglu", "attention", "rope", "paged_attention", "embedding", "moe_gate", "moe_permute",
-           "moe_unpermute", "sample", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
+           "moe_unpermute", "sample", "apply_penalties", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
            *ELEMENTWISE]
 
 
