@@ -74,8 +74,10 @@ _OPS.update(_SOFTMAX_FUNCTIONS)
 from ._C import LossDescriptor, LossPlan  # noqa: F401,E402
 from ._C import CtcLossDescriptor, CtcLossPlan  # noqa: F401,E402
 from ._loss import FUNCTIONS as _LOSS_FUNCTIONS  # noqa: E402
+from ._loss_ctc import FUNCTIONS as _CTC_FUNCTIONS  # noqa: E402
 
 _OPS.update(_LOSS_FUNCTIONS)
+_OPS.update(_CTC_FUNCTIONS)
 
 from ._C import ScanDescriptor, ScanPlan  # noqa: F401,E402
 from ._scan import FUNCTIONS as _SCAN_FUNCTIONS  # noqa: E402

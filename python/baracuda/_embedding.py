@@ -4,7 +4,7 @@ from typing import Any, Optional
 
 from . import _C, _interop
 from ._interop import dtype_of
-from ._loss import _check_indices
+from ._checks import _check_indices
 from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument, Unsupported
 

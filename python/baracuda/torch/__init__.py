@@ -103,7 +103,7 @@ def cross_entropy(logits, target, weight=None, *, ignore_index=-100, label_smoot
         logits = logits.reshape(-1, logits.shape[-1])
         target = target.reshape(-1)
     if check_targets:
-        from .._loss import _check_class_targets
+        from .._checks import _check_class_targets
         _check_class_targets("cross_entropy", target, int(logits.shape[1]), ignore_index)
     loss, lse = call("cross_entropy", logits, target, weight, int(ignore_index), float(label_smoothing), reduction)
     if reduction == "none" and len(lead) != 1:
