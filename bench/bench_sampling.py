@@ -4,11 +4,15 @@ sampler (sort the vocabulary, mask, softmax, cumsum, multinomial), CUDA events, 
     python bench/bench_sampling.py [--quick]
 """
 import argparse
+import os
 import statistics
+import sys
 
 import torch
 
-import baracuda as bc
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+import baracuda as bc  # noqa: E402
 
 
 def torch_sample(logits, top_k, top_p, temperature=1.0):
@@ -48,6 +52,7 @@ def main():
             (64, 128256, torch.float32, 0, 0.9), (64, 128256, torch.float32, 50, 1.0),
             (1, 128256, torch.float32, 50, 0.9), (256, 32000, torch.float32, 50, 0.9)]
     print(f"{'row':<34} {'ours us':>9} {'torch us':>9} {'speedup':>8}")
+    results = []
     for b, v, dt, k, p in rows:
         x = torch.randn(b, v, device="cuda", dtype=dt) * 4
         for _ in range(3):
@@ -57,6 +62,13 @@ def main():
         ref = timed(lambda: torch_sample(x, k, p), reps)
         name = f"b{b} V{v} {str(dt)[6:]} k{k} p{p}"
         print(f"{name:<34} {ours:9.1f} {ref:9.1f} {ref / ours:7.2f}x")
+        results.append(dict(key=name, ours_us=ours, torch_us=ref, speedup=ref / ours))
+    info = C.device_info()
+    headers = ["row", "ours us", "torch us", "speedup"]
+    table = [[r["key"], C.fmt(r["ours_us"]), C.fmt(r["torch_us"]), C.fmt(r["speedup"], ".2f") + "x"] for r in results]
+    head = f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}\n"
+    C.write_outputs("bench_sampling", "# bench_sampling\n\n" + head + "\n" + C.markdown_table(headers, table),
+                    {"device": info, "rows": results}, head + "\n" + C.text_table(headers, table))
 
 
 if __name__ == "__main__":
