@@ -5,6 +5,7 @@ sampler (sort the vocabulary, mask, softmax, cumsum, multinomial), CUDA events, 
 """
 import argparse
 import os
+import re
 import statistics
 import sys
 
@@ -46,6 +47,7 @@ def timed(fn, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rows", default="", help="regex on the row names")
     args = ap.parse_args()
     reps = 20 if args.quick else 100
     rows = [(64, 128256, torch.float32, 50, 0.9), (64, 128256, torch.bfloat16, 50, 0.9),
@@ -54,6 +56,8 @@ def main():
     print(f"{'row':<34} {'ours us':>9} {'torch us':>9} {'speedup':>8}")
     results = []
     for b, v, dt, k, p in rows:
+        if not re.search(args.rows, f"b{b} V{v} {str(dt)[6:]} k{k} p{p}"):
+            continue
         x = torch.randn(b, v, device="cuda", dtype=dt) * 4
         for _ in range(3):
             bc.sample(x, top_k=k, top_p=p, seed=1)
