@@ -286,3 +286,18 @@ def test_embedding_and_routing_backward_trace_into_baracuda_ops():
     for name in ("embedding", "embedding_backward", "moe_gate", "moe_gate_backward", "moe_permute", "moe_unpermute",
                  "moe_unpermute_backward"):
         assert f"baracuda.{name}.default" in targets, (name, targets)
+
+
+def test_patch_swaps_embeddings_on_request():
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(10, 4, padding_idx=0)
+            self.renormed = torch.nn.Embedding(10, 4, max_norm=1.0)
+
+    m = Tiny()
+    w = m.embed.weight
+    assert bt.patch(Tiny(), attention=False).baracuda_patched["embedding"] == 0  # off by default
+    bt.patch(m, attention=False, embedding=True)
+    assert isinstance(m.embed, bt.Embedding) and m.embed.weight is w and m.embed.padding_idx == 0
+    assert type(m.renormed) is torch.nn.Embedding and m.baracuda_patched["embedding"] == 1

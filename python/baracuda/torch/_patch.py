@@ -2,7 +2,8 @@
 
 What is swapped (each module keeps its parameters, so state_dict, optimizers and checkpoints are
 unaffected): every ``*RMSNorm`` (``weight`` + ``variance_epsilon``) -> RMSNorm; every gated MLP
-(``gate_proj`` / ``up_proj`` / ``down_proj`` + ``act_fn``) -> GatedMLP (with ``mlp=True``); the
+(``gate_proj`` / ``up_proj`` / ``down_proj`` + ``act_fn``) -> GatedMLP (with ``mlp=True``); every
+nn.Embedding -> Embedding (with ``embedding=True``); the
 causal-LM loss -> our cross-entropy (no float32 copy of the logits); with ``linear=True`` every
 other nn.Linear -> Linear. Attention (``attention=True``): the model's attention implementation
 becomes "baracuda" (transformers' AttentionInterface), which runs bt.attention for 16-bit causal or
@@ -12,7 +13,7 @@ dropout, float32) to transformers' SDPA path unchanged.
 import torch
 from torch import nn
 
-from ._modules import GatedMLP, Linear, RMSNorm, _compile_as
+from ._modules import Embedding, GatedMLP, Linear, RMSNorm, _compile_as
 
 _ACT_NAMES = {"SiLU": "silu", "SiLUActivation": "silu", "GELUActivation": "gelu",
               "PytorchGELUTanh": "gelu_tanh", "GELUTanh": "gelu_tanh", "ReLU": "relu"}
@@ -48,6 +49,16 @@ def _mlp(m, compile_as):
     new = GatedMLP(gate.in_features, gate.out_features, bias=gate.bias is not None, activation=act,
                    compile_as=compile_as, device="meta")
     new.gate_proj, new.up_proj, new.down_proj = gate, up, down
+    return new
+
+
+def _embedding(m):
+    """nn.Embedding -> Embedding over the same weight (max_norm / sparse ones stay torch's)."""
+    if type(m) is not nn.Embedding or m.max_norm is not None or m.sparse:
+        return None
+    new = Embedding(m.num_embeddings, m.embedding_dim, m.padding_idx, scale_grad_by_freq=m.scale_grad_by_freq,
+                    device="meta")
+    new.weight = m.weight
     return new
 
 
@@ -120,16 +131,18 @@ def _route_attention(model):
     return True
 
 
-def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False, attention=True, compile_as="torch"):
+def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False, attention=True, embedding=False,
+          compile_as="torch"):
     """Swaps baracuda modules into ``model`` in place and returns it; ``model.baracuda_patched``
     counts what was swapped. By default the norms and the loss (where baracuda is faster than
     torch) and routes the attention (``attention=False`` keeps the model's); ``mlp=True`` also
     swaps the gated MLPs (GatedMLP: our linears and the fused silu_mul), ``linear=True`` every
-    other nn.Linear. ``compile_as`` is the swapped norms' and MLPs'
+    other nn.Linear, ``embedding=True`` every nn.Embedding (Embedding: our gather and the
+    deterministic sorted backward). ``compile_as`` is the swapped norms' and MLPs'
     behaviour under torch.compile: "torch" (default) traces torch's formula for inductor to fuse,
     "baracuda" keeps our kernels there too (see RMSNorm). The loss is ours in both."""
     _compile_as("patch", compile_as)
-    counts = {"rms_norm": 0, "mlp": 0, "linear": 0, "loss": 0, "attention": 0}
+    counts = {"rms_norm": 0, "mlp": 0, "linear": 0, "embedding": 0, "loss": 0, "attention": 0}
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             new = None
@@ -139,6 +152,8 @@ def patch(model, *, rms_norm=True, mlp=False, loss=True, linear=False, attention
                 new, kind = _mlp(child, compile_as), "mlp"
             elif linear and type(child) is nn.Linear:
                 new, kind = _linear(child), "linear"
+            elif embedding and type(child) is nn.Embedding:
+                new, kind = _embedding(child), "embedding"
             if new is not None:
                 setattr(parent, name, new)
                 counts[kind] += 1
