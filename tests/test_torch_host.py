@@ -301,3 +301,26 @@ def test_patch_swaps_embeddings_on_request():
     bt.patch(m, attention=False, embedding=True)
     assert isinstance(m.embed, bt.Embedding) and m.embed.weight is w and m.embed.padding_idx == 0
     assert type(m.renormed) is torch.nn.Embedding and m.baracuda_patched["embedding"] == 1
+
+
+def test_compile_traces_the_inference_ops_without_a_graph_break():
+    """bc.kv_cache_append / bc.paged_attention / bc.apply_penalties inside torch.compile (grad mode on, no
+    tensor requiring grad) run as their registered ops: fullgraph traces."""
+    dev = "meta"
+    key, kc = torch.empty(4, 2, 64, device=dev, dtype=torch.bfloat16), torch.empty(3, 16, 2, 64, device=dev,
+                                                                                  dtype=torch.bfloat16)
+    slots = torch.empty(4, device=dev, dtype=torch.int64)
+    q = torch.empty(2, 8, 64, device=dev, dtype=torch.bfloat16)
+    table, lens = torch.empty(2, 3, device=dev, dtype=torch.int32), torch.empty(2, device=dev, dtype=torch.int32)
+    logits, toks = torch.empty(2, 50, device=dev), torch.empty(2, 5, device=dev, dtype=torch.int64)
+
+    def step(key, kc, slots, q, table, lens, logits, toks):
+        bc.kv_cache_append(key, key, kc, kc.clone(), slots)
+        o = bc.paged_attention(q, kc, kc, table, lens)
+        bc.apply_penalties(logits, toks, repetition_penalty=1.2)
+        return o
+
+    out = torch.compile(step, backend="eager", fullgraph=True)(key, kc, slots, q, table, lens, logits, toks)
+    assert out.shape == q.shape
+    with pytest.raises(errors.Unsupported, match="no autograd formula"):
+        bc.kv_cache_append(key.requires_grad_(), None, kc, None, slots)

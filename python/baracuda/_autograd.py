@@ -12,6 +12,7 @@ import sys
 from .errors import InvalidArgument, Unsupported
 
 _routes = None
+_inference = None
 
 
 class _TorchHooks:
@@ -56,14 +57,34 @@ def _route_table():
     return _routes
 
 
+def _inference_table():
+    global _inference
+    if _inference is None:
+        from . import torch as bt
+        _inference = bt.inference_routes()
+    return _inference
+
+
+def _requires_grad(args, kwargs):
+    if not T.grad():
+        return False
+    return any(getattr(v, "requires_grad", False) for v in (*args, *kwargs.values()))
+
+
+_BUFFER_KWARGS = ("out", "lse", "stream")  # the functional forms' own buffers and stream: not in the torch ops
+
+
 def route(name, fn, args, kwargs):
-    """Runs `name` through its differentiable torch form (fn, the plain function, where torch.compile
-    traces an op that has none yet), or refuses what would drop a gradient."""
+    """Runs `name` through its differentiable torch form; under torch.compile an op without one runs as
+    its registered inference op (no graph break; the KV cache, paged attention, penalties) or as fn
+    (a graph break, still correct). Refuses what would drop a gradient."""
     torch_form = _route_table().get(name)
     if torch_form is None:
-        import torch
-        if torch.compiler.is_compiling() and not torch.is_grad_enabled():
-            return fn(*args, **kwargs)  # no torch op yet: a graph break, still correct
+        if not _requires_grad(args, kwargs):  # torch.compile tracing it
+            inference = _inference_table().get(name)
+            if inference is not None and all(kwargs.get(k) is None for k in _BUFFER_KWARGS):
+                return inference(*args, **{k: v for k, v in kwargs.items() if k not in _BUFFER_KWARGS})
+            return fn(*args, **kwargs)
         raise Unsupported(f"{name}: an input requires grad, and baracuda.{name} has no autograd formula yet; "
                           "call it under torch.no_grad() or on detached tensors (its gradient would be dropped)")
     if kwargs.get("out") is not None:

@@ -324,6 +324,12 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, 
     return (out, lse) if return_lse else out
 
 
+def inference_routes():
+    """baracuda.<name> -> its registered inference op (no autograd: the cache is state, decode attention
+    and penalties are inference): what torch.compile traces instead of a graph break."""
+    return dict(kv_cache_append=kv_cache_append, paged_attention=paged_attention, apply_penalties=apply_penalties)
+
+
 def routes():
     """baracuda.<name> -> the differentiable torch form (what a call on tensors requiring grad,
     or inside torch.compile, is routed to)."""
