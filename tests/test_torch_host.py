@@ -304,8 +304,8 @@ def test_patch_swaps_embeddings_on_request():
 
 
 def test_compile_traces_the_inference_ops_without_a_graph_break():
-    """bc.kv_cache_append / bc.paged_attention / bc.apply_penalties inside torch.compile (grad mode on, no
-    tensor requiring grad) run as their registered ops: fullgraph traces."""
+    """bc.kv_cache_append / bc.paged_attention / bc.apply_penalties / bc.sample inside torch.compile (grad
+    mode on, no tensor requiring grad) run as their registered ops: fullgraph traces."""
     dev = "meta"
     key, kc = torch.empty(4, 2, 64, device=dev, dtype=torch.bfloat16), torch.empty(3, 16, 2, 64, device=dev,
                                                                                   dtype=torch.bfloat16)
@@ -318,9 +318,9 @@ def test_compile_traces_the_inference_ops_without_a_graph_break():
         bc.kv_cache_append(key, key, kc, kc.clone(), slots)
         o = bc.paged_attention(q, kc, kc, table, lens)
         bc.apply_penalties(logits, toks, repetition_penalty=1.2)
-        return o
+        return o, bc.sample(logits, top_k=5, seed=3)
 
-    out = torch.compile(step, backend="eager", fullgraph=True)(key, kc, slots, q, table, lens, logits, toks)
-    assert out.shape == q.shape
+    out, tok = torch.compile(step, backend="eager", fullgraph=True)(key, kc, slots, q, table, lens, logits, toks)
+    assert out.shape == q.shape and tok.shape == (2,) and tok.dtype == torch.int64
     with pytest.raises(errors.Unsupported, match="no autograd formula"):
         bc.kv_cache_append(key.requires_grad_(), None, kc, None, slots)

@@ -119,7 +119,7 @@ from ._moe import FUNCTIONS as _MOE_FUNCTIONS  # noqa: E402
 
 _OPS.update(_MOE_FUNCTIONS)
 
-from ._autograd import guard_all as _guard_all  # noqa: E402
+from ._autograd import compile_routed as _compile_routed, guard_all as _guard_all  # noqa: E402
 from ._fastpaths import functions as _fast_functions  # noqa: E402
 
 _OPS.update(_fast_functions())  # the torch fast paths in front of the hottest ops
@@ -129,6 +129,7 @@ _OPS.update(_fast_functions())  # the torch fast paths in front of the hottest o
 _NON_DIFFERENTIABLE = {r["name"] for r in _C.elementwise_ops() if r["category"] in ("predicate", "compare")} | {
     "argmax", "argmin", "any", "all", "count_nonzero", "fill", "full_like", "gumbel_noise", "sample"}
 globals().update(_guard_all(_OPS, _NON_DIFFERENTIABLE))
+sample = _compile_routed("sample", sample)  # noqa: F821 (set just above)
 
 
 def features() -> dict:

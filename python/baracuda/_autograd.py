@@ -117,6 +117,23 @@ def differentiable(name, fn):
     return op
 
 
+def compile_routed(name, fn):
+    """A non-differentiable op with a registered inference op (sample): under torch.compile it runs as
+    that op (no graph break); elsewhere as itself, whatever requires grad (its outputs carry none)."""
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        if sys.modules.get("torch") is not None:
+            if not FAST:
+                see_torch()
+            if T.compiling() and any(isinstance(v, T.tensor) for v in (*args, *kwargs.values())) and \
+                    all(kwargs.get(k) is None for k in _BUFFER_KWARGS):
+                return _inference_table()[name](*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return op
+
+
 def guard_all(functions, non_differentiable):
     """The routing wrapper on every op of `functions` except those whose outputs carry no gradient
     (comparisons, predicates, index results), which run as they are, as in torch, and those that

@@ -327,7 +327,8 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, 
 def inference_routes():
     """baracuda.<name> -> its registered inference op (no autograd: the cache is state, decode attention
     and penalties are inference): what torch.compile traces instead of a graph break."""
-    return dict(kv_cache_append=kv_cache_append, paged_attention=paged_attention, apply_penalties=apply_penalties)
+    return dict(kv_cache_append=kv_cache_append, paged_attention=paged_attention, apply_penalties=apply_penalties,
+                sample=sample)
 
 
 def routes():
