@@ -255,3 +255,12 @@ def test_int32_seeds_draw_as_int64_seeds():
     a = bc.sample(x, top_k=20, seeds=s)
     b = bc.sample(x, top_k=20, seeds=s.int())
     assert torch.equal(a, b), "a seed is its 64-bit sign extension, whatever the dtype it comes in"
+
+
+def test_logits_that_require_grad_are_sampled_as_they_are():
+    """Tokens carry no gradient: a sampler call on logits that require grad runs (no routing error), as
+    torch.multinomial does, and under torch.compile it traces as torch.ops.baracuda.sample."""
+    x = torch.randn(4, 100, device=DEV, requires_grad=True)
+    assert torch.equal(bc.sample(x, temperature=0.0), x.detach().argmax(-1))
+    f = torch.compile(lambda x: bc.sample(x, temperature=0.0), fullgraph=True)
+    assert torch.equal(f(x.detach()), x.detach().argmax(-1))
