@@ -13,7 +13,6 @@ fraction of the device copy bandwidth measured at the start of the run.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -89,11 +88,7 @@ def run_row(row, args, copy_gbs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rows", default="")
-    args = ap.parse_args()
-    args.iters, args.passes = (10, 1) if args.quick else (30, 2)
+    args = C.parse_bench_args(quick=(10, 1), full=(30, 2))
     info = C.device_info()
     copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
     rows, t0 = [], time.time()

@@ -13,7 +13,6 @@ MixtralSparseMoeBlock loop (softmax, topk, renormalise, per expert torch.where +
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -88,11 +87,7 @@ def run_row(row, args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rows", default="")
-    args = ap.parse_args()
-    args.iters, args.passes = (5, 1) if args.quick else (20, 2)
+    args = C.parse_bench_args(quick=(5, 1), full=(20, 2))
     info = C.device_info()
     rows, t0 = [], time.time()
     for row in ROWS:

@@ -102,14 +102,11 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rows", default="")
     ap.add_argument("--splits", default="0", help="comma-separated split counts to time each row with (0: the plan's)")
     ap.add_argument("--heads-first", action="store_true", help="the cache as [pages, Hkv, page_size, D]")
     ap.add_argument("--in-order", action="store_true", help="each request's pages consecutive (default: shuffled)")
     ap.add_argument("--tuning", default="", help="';'-separated PlanPreference.tuning strings to time each row with")
-    args = ap.parse_args()
-    args.iters, args.passes = (10, 1) if args.quick else (30, 2)
+    args = C.parse_bench_args(ap)
     info = C.device_info()
     copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
     rows, t0 = [], time.time()

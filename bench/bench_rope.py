@@ -133,11 +133,8 @@ def run_append_row(shape, args, copy_gbs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rows", default="")
     ap.add_argument("--no-compile", action="store_true")
-    args = ap.parse_args()
-    args.iters, args.passes = (10, 1) if args.quick else (30, 2)
+    args = C.parse_bench_args(ap, quick=(10, 1), full=(30, 2))
     info = C.device_info()
     copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
     compiled = None if args.no_compile else torch.compile(torch_rope)

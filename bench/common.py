@@ -376,6 +376,19 @@ def _json_default(o):
     return str(o)
 
 
+def parse_bench_args(ap=None, quick=(10, 1), full=(30, 2)):
+    """Parses a bench's command line: ``--quick`` (fewer samples: `quick` instead of `full` as
+    (iters, passes), set on the result) and ``--rows`` (a regex on the row keys), added to `ap` (a
+    new parser by default, else one carrying the bench's own options)."""
+    import argparse
+    ap = ap or argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer samples, one pass")
+    ap.add_argument("--rows", default="", help="a regex on the row keys")
+    args = ap.parse_args()
+    args.iters, args.passes = quick if args.quick else full
+    return args
+
+
 def bandwidth_row(key: str, sku: str, ok: bool, rel_err: float, tm: dict, moved_bytes: int, copy_gbs: float,
                   **extra) -> dict:
     """One row of report_bandwidth_rows from the timings `tm` of "ours" and "torch": GB/s of
