@@ -441,3 +441,28 @@ def test_apply_penalties_jit():
     want[1, 9] = 0.0 * 2.0 - 1.0
     np.testing.assert_allclose(np.asarray(got), want)
     assert float(x[0, 4]) == 5.0  # the caller's array is unchanged
+
+
+def test_kv_cache_append_through_aliased_outputs():
+    """bj.kv_cache_append under jax.jit with donated caches: the slots written, padding skipped, the
+    rest of the caches unchanged; then bj.paged_attention reads them."""
+    key = jax.random.normal(jax.random.PRNGKey(6), (5, 2, 64), jnp.float32)
+    value = key * 2
+    kc = jnp.zeros((3, 4, 2, 64), jnp.float32)
+    vc = jnp.zeros((3, 4, 2, 64), jnp.float32)
+    slots = jnp.asarray([0, 5, -1, 11, 2], jnp.int32)
+    step = jax.jit(lambda k, v, kc, vc, s: bj.kv_cache_append(k, v, kc, vc, s), donate_argnums=(2, 3))
+    kc2, vc2 = step(key, value, kc, vc, slots)
+    want_k = np.zeros((12, 2, 64), np.float32)
+    for t, s in enumerate([0, 5, -1, 11, 2]):
+        if s >= 0:
+            want_k[s] = np.asarray(key[t])
+    np.testing.assert_array_equal(np.asarray(kc2).reshape(12, 2, 64), want_k)
+    np.testing.assert_array_equal(np.asarray(vc2).reshape(12, 2, 64), want_k * 2)
+    q = jax.random.normal(jax.random.PRNGKey(7), (1, 4, 64), jnp.float32)
+    out = bj.paged_attention(q, kc2, vc2, jnp.asarray([[0, 1, 2]], jnp.int32), jnp.asarray([3], jnp.int32))
+    k3 = want_k[:3]
+    s = np.einsum("hd,nd->hn", np.asarray(q[0]), k3[:, 0]) / 8.0  # q heads 0..3 share kv head 0 / 1 by 2
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(out[0, :2]), p[:2] @ (k3[:, 0] * 2), rtol=1e-4, atol=1e-4)

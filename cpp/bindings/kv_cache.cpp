@@ -1,6 +1,7 @@
 // Bindings of the KV-cache family: descriptor, plan, and the functional entry (operands by name).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "baracuda/errors.h"
 #include "baracuda/kv_cache.h"
@@ -118,6 +119,8 @@ void init_kv_cache(nb::module_& m) {
         "Functional entry: tensors by name (key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale; None = "
         "absent), "
         "select (cached on the operands' metadata) and run. Returns the SKU name.");
+
+  def_xla_plan<KvCachePlan>(m, "kv_cache_append", kRoles);
 }
 
 }  // namespace baracuda::py

@@ -275,6 +275,9 @@ def xla_plan(plan: AttentionPlan, roles: Sequence[str], specs: Sequence[TensorSp
 def xla_plan(plan: RopePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
+def xla_plan(plan: KvCachePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
 def xla_plan(plan: PagedAttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload

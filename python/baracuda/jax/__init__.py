@@ -39,8 +39,8 @@ from .._dtypes import dtype as _bc_dtype
 from ..errors import InvalidArgument
 from ._mechanism import (TARGET, _launch, _operand, _spec, _spec_of, _stats_dtype,  # noqa: F401
                          _transposed_spec, available, routable)
-from ._serving import (apply_penalties, embedding, moe_gate, moe_permute, moe_unpermute,  # noqa: F401
-                       paged_attention, rope, sample)
+from ._serving import (apply_penalties, embedding, kv_cache_append, moe_gate, moe_permute,  # noqa: F401
+                       moe_unpermute, paged_attention, rope, sample)
 
 
 # ---- norms ----------------------------------------------------------------------------------------
@@ -494,7 +494,7 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
            "swiglu", "attention", "rope", "paged_attention", "embedding", "moe_gate", "moe_permute",
-           "moe_unpermute", "sample", "apply_penalties", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
+           "moe_unpermute", "sample", "apply_penalties", "kv_cache_append", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
            *ELEMENTWISE]
 
 

@@ -291,6 +291,36 @@ def apply_penalties(logits, output_tokens=None, *, prompt_tokens=None, repetitio
     return _launch(desc, _C.PenaltiesPlan.select, ins, [("logits", logits.shape, logits.dtype)], aliases={0: 0})[0]
 
 
+# ---- KV-cache append (the caches updated through aliased outputs) ----------------------------------
+
+def kv_cache_append(key, value, key_cache, value_cache, slot_mapping, *, k_scale=None, v_scale=None):
+    """baracuda.kv_cache_append on JAX arrays: returns the updated caches (key_cache, or (key_cache,
+    value_cache)); the custom call's outputs alias the cache inputs, so a jitted decode step that
+    donates its caches (``jax.jit(..., donate_argnums=...)``) appends in place with no copy. The same
+    rules as the functional form (padding slots skipped, fp8 caches quantized with the scales)."""
+    if (value is None) != (value_cache is None):
+        raise InvalidArgument("kv_cache_append: value and value_cache go together (both or neither)")
+    if v_scale is not None and k_scale is None:
+        raise InvalidArgument("kv_cache_append: v_scale without k_scale")
+    desc = _C.KvCacheDescriptor(
+        _spec_of(key), _spec_of(key_cache), None if value is None else _spec_of(value),
+        None if value_cache is None else _spec_of(value_cache), slot_dtype=_bc_dtype(slot_mapping.dtype),
+        scales=k_scale is not None, scale_per_head=k_scale is not None and int(k_scale.size) > 1)
+    ins = [_operand("key", key), _operand("key_cache", key_cache)]
+    outs = [("key_cache", key_cache.shape, key_cache.dtype)]
+    aliases = {1: 0}
+    if value is not None:
+        ins += [_operand("value", value), _operand("value_cache", value_cache)]
+        outs.append(("value_cache", value_cache.shape, value_cache.dtype))
+        aliases[3] = 1
+    ins.append(_operand("slot_mapping", slot_mapping))
+    for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if t is not None:
+            ins.append(_operand(name, t))
+    got = _launch(desc, _C.KvCachePlan.select, ins, outs, aliases=aliases)
+    return got[0] if value is None else (got[0], got[1])
+
+
 # ---- paged decode attention (inference: no vjp) ---------------------------------------------------
 
 def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool = True, scale=None, window=None,
