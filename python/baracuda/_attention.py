@@ -27,8 +27,7 @@ def _lse_shape(q, varlen):
 
 def _check_tensors(q, k, v, fn):
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t is None or not (hasattr(t, "shape") and hasattr(t, "dtype")):
-            raise InvalidArgument(f"{fn}: {name} ({type(t).__name__}) is not an array-like tensor")
+        _interop.require_array(fn, name, t)
         if _interop.framework(t) == "numpy":
             raise InvalidArgument(f"{fn}: {name} is a numpy (CPU) array; expected a CUDA tensor")
 

@@ -9,10 +9,6 @@ from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument, Unsupported
 
 
-def _is_tensor(v) -> bool:
-    return hasattr(v, "shape") and hasattr(v, "dtype")
-
-
 def padding_index(padding_idx, num_embeddings, fn="embedding") -> int:
     """torch's rule: None -> -1 (none); a negative index counts from the end; in [-V, V)."""
     if padding_idx is None:
@@ -22,11 +18,6 @@ def padding_index(padding_idx, num_embeddings, fn="embedding") -> int:
         raise InvalidArgument(f"{fn}: padding_idx={padding_idx}; expected None or in [-{num_embeddings}, "
                               f"{num_embeddings})")
     return p + num_embeddings if p < 0 else p
-
-
-def _tensor_arg(fn, name, v):
-    if not _is_tensor(v):
-        raise InvalidArgument(f"{fn}: {name} ({type(v).__name__}) is not an array-like tensor")
 
 
 def embedding(indices: DLPackTensor, weight: DLPackTensor, padding_idx: Optional[int] = None,
@@ -40,8 +31,8 @@ def embedding(indices: DLPackTensor, weight: DLPackTensor, padding_idx: Optional
     InvalidArgument naming the first one instead (one small pass and a sync). ``max_norm`` (an
     in-place renormalisation of weight) and ``sparse`` gradients are not supported."""
     fn = "embedding"
-    _tensor_arg(fn, "indices", indices)
-    _tensor_arg(fn, "weight", weight)
+    _interop.require_array(fn, "indices", indices)
+    _interop.require_array(fn, "weight", weight)
     if max_norm is not None:
         raise Unsupported(f"{fn}: max_norm={max_norm}; renormalising the table in place is not supported "
                           "(renormalise weight beforehand, e.g. with torch.embedding_renorm_)")
@@ -71,8 +62,8 @@ def embedding_backward(grad_out: DLPackTensor, indices: DLPackTensor, num_weight
     run; ``deterministic=False`` scatters with atomics (faster with few repeats, order-dependent
     bits, no scale_grad_by_freq). Indices outside [0, V) add nothing."""
     fn = "embedding_backward"
-    _tensor_arg(fn, "grad_out", grad_out)
-    _tensor_arg(fn, "indices", indices)
+    _interop.require_array(fn, "grad_out", grad_out)
+    _interop.require_array(fn, "indices", indices)
     if len(grad_out.shape) < 1:
         raise InvalidArgument(f"{fn}: grad_out has shape {tuple(grad_out.shape)}; expected indices.shape + [D]")
     v = int(num_weights)

@@ -17,6 +17,36 @@ _TORCH_NAMES = {
 }
 
 
+def is_array(x) -> bool:
+    """Whether x looks like a tensor (a shape and a dtype): what the functional ops take as operands."""
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def require_array(fn, name, x):
+    """InvalidArgument "<fn>: <name> (<type>) is not an array-like tensor" unless is_array(x)."""
+    if not is_array(x):
+        raise InvalidArgument(f"{fn}: {name} ({type(x).__name__}) is not an array-like tensor")
+
+
+def split_per_row(fn, tensors, params):
+    """Sampling-style parameters, each a number or a per-row tensor: `params` is [(name, value,
+    default, kind)]; a tensor goes into `tensors` under its name (its scalar slot keeps the default),
+    None gives the default, anything else is converted with `kind`. Returns {name: scalar}."""
+    scalars = {}
+    for name, v, default, kind in params:
+        if is_array(v):
+            tensors[name] = v
+            scalars[name] = default
+        elif v is None:
+            scalars[name] = default
+        else:
+            try:
+                scalars[name] = kind(v)
+            except (TypeError, ValueError):
+                raise InvalidArgument(f"{fn}: {name}={v!r}; expected a number or a per-row tensor [B]") from None
+    return scalars
+
+
 def framework(x) -> str:
     """'torch', 'cupy', 'jax', 'numpy' or 'dlpack' (anything else that speaks DLPack)."""
     mod = type(x).__module__ or ""

@@ -144,10 +144,6 @@ def cross_entropy_backward(grad_loss, logits, target, lse, *, weight=None, ignor
 
 
 # ---- pointwise losses and nll_loss -------------------------------------------------------------
-def _is_tensor(x):
-    return hasattr(x, "shape") and hasattr(x, "dtype")
-
-
 def _bshape(op, shapes):
     """numpy / torch broadcasting (the C++ plan checks again and names the operand)."""
     rank = max((len(s) for s in shapes), default=0)
@@ -180,7 +176,7 @@ def _gen_plan(op, input, target, weight, extra, reduction, param, log_target, lo
 
 
 def _as_operand(op, name, v, like):
-    if v is None or _is_tensor(v):
+    if v is None or _interop.is_array(v):
         return v
     if isinstance(v, (int, float)):
         return _interop.scalar_like(float(v), like, _interop.dtype_of(like))
@@ -458,9 +454,9 @@ def _grad_buffers(op, names, single, out, operands):
     bufs, fins = [], []
     for name, o in zip(names, outs):
         src = operands.get(name)
-        if src is None or not _is_tensor(src):
+        if src is None or not _interop.is_array(src):
             raise InvalidArgument(f"{op}: wrt '{name}' is not a differentiable tensor operand of this call; expected "
-                                  f"one of {', '.join(k for k, v in operands.items() if _is_tensor(v))}")
+                                  f"one of {', '.join(k for k, v in operands.items() if _interop.is_array(v))}")
         if o is None:
             b, f = _interop.output(src, tuple(src.shape), _interop.dtype_of(src))
         else:

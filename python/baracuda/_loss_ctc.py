@@ -1,7 +1,7 @@
 """Functional CTC loss: ``ctc_loss`` (log_probs [T, N, C] or unbatched [T, C], padded or concatenated
 targets, lengths on the device or the host) and ``ctc_loss_backward`` from the saved log_alpha."""
 from . import _C, _interop
-from ._loss import _CACHE, _as_operand, _is_tensor, _key, _spec
+from ._loss import _CACHE, _as_operand, _key, _spec
 from .errors import InvalidArgument
 
 
@@ -11,7 +11,7 @@ def _ctc_host_ints(v):
     ints; None for a device tensor."""
     if isinstance(v, bool):
         raise InvalidArgument("ctc_loss: lengths must be integers, got a bool")
-    if isinstance(v, int) or (not _is_tensor(v) and hasattr(v, "__index__")):
+    if isinstance(v, int) or (not _interop.is_array(v) and hasattr(v, "__index__")):
         return [int(v)]
     if isinstance(v, (list, tuple)):
         return [int(x) for x in v]
@@ -53,7 +53,7 @@ def _ctc_prepare(op, log_probs, targets, input_lengths, target_lengths, max_targ
         raise InvalidArgument(f"{op}: log_probs must have shape [T, N, C] or [T, C] (unbatched), "
                               f"got {tuple(log_probs.shape)}")
     unbatched = rank == 2
-    tfw = _interop.framework(targets) if _is_tensor(targets) else "host"
+    tfw = _interop.framework(targets) if _interop.is_array(targets) else "host"
     if tfw in ("numpy", "host") or (tfw == "torch" and targets.device.type == "cpu"):
         targets = _ctc_to_device(targets, log_probs, "int64" if "int32" not in str(getattr(targets, "dtype", "")) else
                                  "int32")

@@ -10,13 +10,8 @@ from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument
 
 
-def _tensor_arg(fn, name, v):
-    if not (hasattr(v, "shape") and hasattr(v, "dtype")):
-        raise InvalidArgument(f"{fn}: {name} ({type(v).__name__}) is not an array-like tensor")
-
-
 def _matrix(fn, name, v, what):
-    _tensor_arg(fn, name, v)
+    _interop.require_array(fn, name, v)
     if len(v.shape) != 2:
         raise InvalidArgument(f"{fn}: {name} has shape {tuple(v.shape)}; expected {what}")
 

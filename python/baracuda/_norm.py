@@ -32,8 +32,7 @@ def _stats_dtype(d):
 def _check_tensor(name, t, fn):
     if t is None:
         return
-    if not (hasattr(t, "shape") and hasattr(t, "dtype")):
-        raise InvalidArgument(f"{fn}: {name} ({type(t).__name__}) is not an array-like tensor")
+    _interop.require_array(fn, name, t)
     if _interop.framework(t) == "numpy":
         raise InvalidArgument(f"{fn}: {name} is a numpy (CPU) array; expected a CUDA tensor")
 

@@ -48,8 +48,7 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     fn = "paged_attention"
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
                     ("seq_lens", seq_lens)):
-        if t is None or not (hasattr(t, "shape") and hasattr(t, "dtype")):
-            raise InvalidArgument(f"{fn}: {name} ({type(t).__name__}) is not an array-like tensor")
+        _interop.require_array(fn, name, t)
     wl, wr = _window(window, fn)
     d = _interop.dtype_of(q)
     o, fo = (out, _interop._identity) if out is not None else _interop.output(q, tuple(q.shape), d)

@@ -59,11 +59,9 @@ def rope_frequencies(rotary_dim: int, *, theta: float = 10000.0,
 
 def _run(fn, q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inplace, q_out, k_out, inverse, stream,
          cache=None):
-    for name, t in (("q", q), ("k", k)):
-        if t is None and name == "k":
-            continue
-        if not (hasattr(t, "shape") and hasattr(t, "dtype")):
-            raise InvalidArgument(f"{fn}: {name} ({type(t).__name__}) is not an array-like tensor")
+    _interop.require_array(fn, "q", q)
+    if k is not None:
+        _interop.require_array(fn, "k", k)
     if (cos is None) != (sin is None):
         raise InvalidArgument(f"{fn}: cos and sin go together (a cache [positions, rotary_dim / 2] each)")
     if cos is not None and (theta != 10000.0 or scaling is not None):

@@ -10,10 +10,6 @@ from .errors import InvalidArgument
 _Param = Union[float, int, DLPackTensor]
 
 
-def _is_tensor(v) -> bool:
-    return hasattr(v, "shape") and hasattr(v, "dtype")
-
-
 def sample(logits: DLPackTensor, *, temperature: _Param = 1.0, top_k: _Param = 0, top_p: _Param = 1.0,
            min_p: _Param = 0.0, seed: int = 0, offset: int = 0, seeds: Optional[DLPackTensor] = None,
            return_logprobs: bool = False, out: Optional[DLPackTensor] = None,
@@ -31,24 +27,12 @@ def sample(logits: DLPackTensor, *, temperature: _Param = 1.0, top_k: _Param = 0
     sync. Returns tokens (int64 [B], or ``out``'s dtype: int32 / int64), or (tokens, logprobs) with
     ``return_logprobs``: log softmax(x)[token] over the whole row, float32 (T = 1 for greedy rows)."""
     fn = "sample"
-    if not _is_tensor(logits):
-        raise InvalidArgument(f"{fn}: logits ({type(logits).__name__}) is not an array-like tensor")
+    _interop.require_array(fn, "logits", logits)
     if len(logits.shape) != 2:
         raise InvalidArgument(f"{fn}: logits has shape {tuple(logits.shape)}; expected [batch, vocab]")
     tensors = {"logits": logits, "seeds": seeds}
-    scalars = {}
-    for name, v, default, kind in (("temperature", temperature, 1.0, float), ("top_k", top_k, 0, int),
-                                   ("top_p", top_p, 1.0, float), ("min_p", min_p, 0.0, float)):
-        if _is_tensor(v):
-            tensors[name] = v
-            scalars[name] = default
-        elif v is None:
-            scalars[name] = default
-        else:
-            try:
-                scalars[name] = kind(v)
-            except (TypeError, ValueError):
-                raise InvalidArgument(f"{fn}: {name}={v!r}; expected a number or a per-row tensor [B]") from None
+    scalars = _interop.split_per_row(fn, tensors, (("temperature", temperature, 1.0, float), ("top_k", top_k, 0, int),
+                                                   ("top_p", top_p, 1.0, float), ("min_p", min_p, 0.0, float)))
     b = int(logits.shape[0])
     tokens, ftok = (out, _interop._identity) if out is not None else _interop.output(logits, (b,), DType.int64)
     tensors["tokens"] = tokens
@@ -73,21 +57,11 @@ def apply_penalties(logits: DLPackTensor, output_tokens: Optional[DLPackTensor] 
     number or a per-row float32 tensor [B] (CUDA-graph friendly). Deterministic, no host sync; a
     B x V int32 scratch. Call it before ``sample``."""
     fn = "apply_penalties"
-    if not _is_tensor(logits):
-        raise InvalidArgument(f"{fn}: logits ({type(logits).__name__}) is not an array-like tensor")
+    _interop.require_array(fn, "logits", logits)
     tensors = {"logits": logits, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
-    scalars = {}
-    for name, v, default in (("repetition_penalty", repetition_penalty, 1.0),
-                             ("presence_penalty", presence_penalty, 0.0),
-                             ("frequency_penalty", frequency_penalty, 0.0)):
-        if _is_tensor(v):
-            tensors[name] = v
-            scalars[name] = default
-        else:
-            try:
-                scalars[name] = float(default if v is None else v)
-            except (TypeError, ValueError):
-                raise InvalidArgument(f"{fn}: {name}={v!r}; expected a number or a per-row tensor [B]") from None
+    scalars = _interop.split_per_row(fn, tensors, (("repetition_penalty", repetition_penalty, 1.0, float),
+                                                   ("presence_penalty", presence_penalty, 0.0, float),
+                                                   ("frequency_penalty", frequency_penalty, 0.0, float)))
     _C.apply_penalties_call(tensors, scalars["repetition_penalty"], scalars["presence_penalty"],
                             scalars["frequency_penalty"], stream, _interop.workspace_allocator(logits))
     return logits

@@ -7,7 +7,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from .. import _C
+from .. import _C, _interop
 from .._dtypes import dtype as _bc_dtype
 from .._embedding import padding_index as _embedding_padding_index
 from .._rope import scaling_fields as _rope_scaling_fields
@@ -240,21 +240,15 @@ def sample(logits, key=None, *, seeds=None, temperature=1.0, top_k=0, top_p=1.0,
         if key is None:
             raise InvalidArgument("sample: pass key (a jax.random key) or seeds (int32 / int64 [B])")
         seeds = jax.lax.bitcast_convert_type(jax.random.bits(key, (b,), jnp.uint32), jnp.int32)
-    ins = [_operand("logits", logits)]
-    scalars, per_row = {}, {}
-    for name, v, default in (("temperature", temperature, 1.0), ("top_k", top_k, 0), ("top_p", top_p, 1.0),
-                             ("min_p", min_p, 0.0)):
-        if hasattr(v, "shape") and hasattr(v, "dtype"):
-            ins.append(_operand(name, v))
-            per_row[name] = v
-            scalars[name] = default
-        else:
-            scalars[name] = v
-    ins.append(_operand("seeds", seeds))
+    per_row = {}
+    scalars = _interop.split_per_row("sample", per_row, (("temperature", temperature, 1.0, float),
+                                                         ("top_k", top_k, 0, int), ("top_p", top_p, 1.0, float),
+                                                         ("min_p", min_p, 0.0, float)))
+    ins = [_operand("logits", logits)] + [_operand(n, t) for n, t in per_row.items()] + [_operand("seeds", seeds)]
     desc = _C.SamplingDescriptor(
         _spec_of(logits), token_dtype=_C.DType.int32, logprobs=bool(return_logprobs),
-        temperature=float(scalars["temperature"]), top_k=int(scalars["top_k"]), top_p=float(scalars["top_p"]),
-        min_p=float(scalars["min_p"]), temperature_per_row="temperature" in per_row, top_k_per_row="top_k" in per_row,
+        temperature=scalars["temperature"], top_k=scalars["top_k"], top_p=scalars["top_p"],
+        min_p=scalars["min_p"], temperature_per_row="temperature" in per_row, top_k_per_row="top_k" in per_row,
         top_k_dtype=_bc_dtype(per_row["top_k"].dtype) if "top_k" in per_row else _C.DType.int32,
         top_p_per_row="top_p" in per_row, min_p_per_row="min_p" in per_row, seeds_per_row=True,
         seeds_dtype=_bc_dtype(seeds.dtype))
@@ -268,17 +262,12 @@ def apply_penalties(logits, output_tokens=None, *, prompt_tokens=None, repetitio
     """baracuda.apply_penalties on JAX arrays (one custom call, jit-able): the penalised logits (the
     input's buffer reused when XLA can: the op is in place). Token lists int32 / int64 [B, L] (entries
     outside [0, V) are padding); each penalty a number or a per-row float32 array [B]."""
-    ins = [_operand("logits", logits)]
-    scalars, per_row = {}, set()
-    for name, v, default in (("repetition_penalty", repetition_penalty, 1.0),
-                             ("presence_penalty", presence_penalty, 0.0),
-                             ("frequency_penalty", frequency_penalty, 0.0)):
-        if hasattr(v, "shape") and hasattr(v, "dtype"):
-            ins.append(_operand(name, v))
-            per_row.add(name)
-            scalars[name] = default
-        else:
-            scalars[name] = float(v)
+    per_row = {}
+    scalars = _interop.split_per_row("apply_penalties", per_row,
+                                     (("repetition_penalty", repetition_penalty, 1.0, float),
+                                      ("presence_penalty", presence_penalty, 0.0, float),
+                                      ("frequency_penalty", frequency_penalty, 0.0, float)))
+    ins = [_operand("logits", logits)] + [_operand(n, t) for n, t in per_row.items()]
     for name, t in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
         if t is not None:
             ins.append(_operand(name, t))
