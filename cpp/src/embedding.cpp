@@ -204,16 +204,13 @@ void EmbeddingPlan::run(const EmbeddingTensors& t, void* workspace, int64_t work
     p.table_in = table.data;
     p.rows_out = rows.data;
   }
-  int64_t align = 16;
-  auto fit = [&](int64_t v) {
-    while (align > 1 && v % align != 0) align /= 2;
-  };
-  fit(p.dim * p.elem_bytes);
-  fit(p.table_row_stride * p.elem_bytes);
-  for (int d = 0; d < p.map.rank; ++d) fit(p.map.row_stride[d] * p.elem_bytes);
-  fit(int64_t(reinterpret_cast<uintptr_t>(table.data)));
-  fit(int64_t(reinterpret_cast<uintptr_t>(rows.data)));
-  p.vec_bytes = int(align);
+  AccessWidth w;
+  w.fit(p.dim * p.elem_bytes);
+  w.fit(p.table_row_stride * p.elem_bytes);
+  for (int d = 0; d < p.map.rank; ++d) w.fit(p.map.row_stride[d] * p.elem_bytes);
+  w.fit(table.data);
+  w.fit(rows.data);
+  p.vec_bytes = int(w.bytes);
   if (D.backward ? (p.num_embeddings == 0 || p.dim == 0) : (p.n == 0 || p.dim == 0)) return;
   DeviceGuard guard(device);
   if (D.backward) embedding::backward(p, workspace, workspace_size, stream);

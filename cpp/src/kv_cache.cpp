@@ -127,10 +127,7 @@ void KvCachePlan::run(const KvCacheTensors& t, void*, int64_t, StreamHandle stre
   g.slots = t.slot_mapping.data;
   g.slot_stride = t.slot_mapping.ndim ? t.slot_mapping.strides[0] : 1;
   const int64_t es = int64_t(dtype_size(D.key.dtype)), ces = int64_t(dtype_size(D.key_cache.dtype));
-  int64_t align = 16;
-  auto fit = [&](int64_t v) {
-    while (align > 1 && v % align != 0) align /= 2;
-  };
+  AccessWidth w;
   auto stream_of = [&](const TensorView& src, const TensorView& cache) {
     kv_cache::Stream s;
     s.src = src.data;
@@ -141,9 +138,9 @@ void KvCachePlan::run(const KvCacheTensors& t, void*, int64_t, StreamHandle stre
     s.cache_slot = cache.strides[1] * ces;
     s.cache_head = cache.strides[2] * ces;
     s.row_bytes = src.shape[2] * es;
-    for (int64_t v : {s.src_token, s.src_head, s.cache_page, s.cache_slot, s.cache_head, s.row_bytes,
-                      int64_t(reinterpret_cast<uintptr_t>(src.data)), int64_t(reinterpret_cast<uintptr_t>(cache.data))})
-      fit(v);
+    for (int64_t v : {s.src_token, s.src_head, s.cache_page, s.cache_slot, s.cache_head, s.row_bytes}) w.fit(v);
+    w.fit(src.data);
+    w.fit(cache.data);
     return s;
   };
   g.s[0] = stream_of(t.key, t.key_cache);
@@ -152,7 +149,7 @@ void KvCachePlan::run(const KvCacheTensors& t, void*, int64_t, StreamHandle stre
     g.s[1] = stream_of(t.value, t.value_cache);
     g.count = 2;
   }
-  g.vec = int(align);
+  g.vec = int(w.bytes);
   g.quantize = D.key_cache.dtype != D.key.dtype;
   if (g.quantize) {
     g.q.src = D.key.dtype;

@@ -34,17 +34,14 @@ int64_t row_stride(const TensorView& v) { return v.ndim == 2 ? v.strides[0] : 0;
 
 // The widest access (16 bytes down to the element) that every row start and the row length allow.
 int vec_bytes(int64_t row_bytes, std::initializer_list<const TensorView*> views, int64_t es) {
-  int64_t align = 16;
-  auto fit = [&](int64_t v) {
-    while (align > 1 && v % align != 0) align /= 2;
-  };
-  fit(row_bytes);
+  AccessWidth w;
+  w.fit(row_bytes);
   for (const TensorView* v : views) {
     if (v->data == nullptr) continue;
-    fit(int64_t(reinterpret_cast<uintptr_t>(v->data)));
-    fit(row_stride(*v) * es);
+    w.fit(v->data);
+    w.fit(row_stride(*v) * es);
   }
-  return int(align);
+  return int(w.bytes);
 }
 
 }  // namespace

@@ -56,6 +56,15 @@ void check_paged_cache(const std::string& op, const TensorSpec& cache, int64_t h
                        const char* cname, const char* sname, bool quantized_ok = false);
 // An fp8 cache dtype a float32 / float16 / bfloat16 source quantizes into.
 bool is_fp8_cache_of(DType cache, DType src);
+// The widest memory access, in bytes (16 down to 1), that every value fitted so far is a multiple of:
+// row lengths and strides in bytes, and data addresses (the vector width a copy kernel may use).
+struct AccessWidth {
+  int64_t bytes = 16;
+  void fit(int64_t v) {
+    while (bytes > 1 && v % bytes != 0) bytes /= 2;
+  }
+  void fit(const void* p) { fit(int64_t(reinterpret_cast<uintptr_t>(p))); }
+};
 // A double as the shortest text an ostream gives it (error messages).
 std::string num_str(double v);
 

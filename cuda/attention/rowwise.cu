@@ -266,16 +266,6 @@ __global__ void __launch_bounds__(256) rowwise_dsink_kernel(Geometry g, Pointers
   if (threadIdx.x == 0) static_cast<C*>(p.grad_sinks)[h] = acc;
 }
 
-template <class F> void dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::Float16: return f(kernels::TypeTag<kernels::f16>{});
-    case DType::BFloat16: return f(kernels::TypeTag<kernels::bf16>{});
-    case DType::Float32: return f(kernels::TypeTag<float>{});
-    case DType::Float64: return f(kernels::TypeTag<double>{});
-    default: throw Unsupported("attention: no rowwise kernel for " + std::string(dtype_name(t)));
-  }
-}
-
 dim3 rows_grid(int64_t rows, int64_t heads, int64_t batch) {
   return dim3(unsigned((rows + kWarps - 1) / kWarps), unsigned(heads), unsigned(batch));
 }
@@ -285,7 +275,7 @@ dim3 rows_grid(int64_t rows, int64_t heads, int64_t batch) {
 void rowwise_forward(const Geometry& g, const Pointers& p, void* stream) {
   if (g.batch == 0 || g.sq == 0 || g.hq == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
-  dispatch(g.dtype, [&](auto tag) {
+  kernels::dispatch_float_dtype(g.dtype, "attention: no rowwise kernel", [&](auto tag) {
     using T = typename decltype(tag)::type;
     rowwise_fwd_kernel<T><<<rows_grid(g.sq, g.hq, g.batch), kWarps * 32, 0, st>>>(g, p);
   });
@@ -294,7 +284,7 @@ void rowwise_forward(const Geometry& g, const Pointers& p, void* stream) {
 
 void backward_delta(const Geometry& g, const Pointers& p, void* stream) {
   if (g.batch == 0 || g.hq == 0 || g.sq == 0) return;
-  dispatch(g.dtype, [&](auto tag) {
+  kernels::dispatch_float_dtype(g.dtype, "attention: no rowwise kernel", [&](auto tag) {
     using T = typename decltype(tag)::type;
     rowwise_delta_kernel<T><<<rows_grid(g.sq, g.hq, g.batch), kWarps * 32, 0, static_cast<cudaStream_t>(stream)>>>(g, p);
   });
@@ -313,7 +303,7 @@ void rowwise_backward(const Geometry& g, const Pointers& p, void* stream) {
   if (g.batch == 0 || g.hq == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
   backward_delta(g, p, stream);
-  dispatch(g.dtype, [&](auto tag) {
+  kernels::dispatch_float_dtype(g.dtype, "attention: no rowwise kernel", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (g.sq > 0) rowwise_dq_kernel<T><<<rows_grid(g.sq, g.hq, g.batch), kWarps * 32, 0, st>>>(g, p);
     if (g.sk > 0) rowwise_dkv_kernel<T><<<rows_grid(g.sk, g.hkv, g.batch), kWarps * 32, 0, st>>>(g, p);

@@ -67,4 +67,17 @@ template <class F> decltype(auto) dispatch_dtype(DType t, F&& f) {
   throw Unsupported(std::string("dtype ") + dtype_name(t) + " has no kernel here");
 }
 
+// The floating dtypes most row kernels take (float16, bfloat16, float32, float64): `f` gets the tag;
+// any other dtype throws Unsupported "<what> for <dtype>".
+template <class F> decltype(auto) dispatch_float_dtype(DType t, const char* what, F&& f) {
+  switch (t) {
+    case DType::Float16: return f(TypeTag<f16>{});
+    case DType::BFloat16: return f(TypeTag<bf16>{});
+    case DType::Float32: return f(TypeTag<float>{});
+    case DType::Float64: return f(TypeTag<double>{});
+    default: break;
+  }
+  throw Unsupported(std::string(what) + " for " + dtype_name(t));
+}
+
 }  // namespace baracuda::kernels

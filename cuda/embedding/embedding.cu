@@ -213,16 +213,6 @@ template <class T, int VEC> __global__ void __launch_bounds__(256) scatter_add_k
   }
 }
 
-template <class F> void dispatch_table_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: return f(TypeTag<float>{});
-    case DType::Float16: return f(TypeTag<kernels::f16>{});
-    case DType::BFloat16: return f(TypeTag<kernels::bf16>{});
-    case DType::Float64: return f(TypeTag<double>{});
-    default: throw Unsupported(std::string("embedding: no kernel for ") + dtype_name(t));
-  }
-}
-
 }  // namespace
 
 void forward(const Params& p, void* stream) {
@@ -257,7 +247,7 @@ void backward(const Params& p, void* workspace, int64_t workspace_size, void* st
              "embedding backward: cudaMemset2DAsync (zeroing grad_weight)");
   if (p.n == 0) return;
   const bool wide = p.vec_bytes == 16;
-  dispatch_table_dtype(p.dtype, [&](auto tag) {
+  kernels::dispatch_float_dtype(p.dtype, "embedding: no kernel", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kWide = 16 / int(sizeof(T));
     auto launch = [&](auto vec_tag) {
@@ -272,7 +262,7 @@ void backward(const Params& p, void* workspace, int64_t workspace_size, void* st
       }
       const Layout L = layout_of(p);
       char* ws = static_cast<char*>(workspace);
-      sort_indices(p, ws, workspace_size, st);
+      sort_indices(p, L, ws, workspace_size, st);
       const Sorted s{reinterpret_cast<const uint32_t*>(ws + L.keys_out), reinterpret_cast<const int32_t*>(ws + L.pos_out),
                      L.chunk};
       auto* partial = reinterpret_cast<acc_t<T>*>(ws + L.partial);

@@ -4,6 +4,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/paged_slot.cuh"
 #include "kv_cache/kv_cache_launch.h"
 
 namespace baracuda::kv_cache {
@@ -14,11 +15,8 @@ template <int W> struct alignas(W) Bytes { unsigned char b[W]; };
 
 template <int W> __global__ void append_kernel(const Geometry g) {
   const int64_t t = blockIdx.x;
-  const int64_t at = t * g.slot_stride;
-  const int64_t slot = g.slots_int32 ? int64_t(static_cast<const int32_t*>(g.slots)[at])
-                                     : static_cast<const int64_t*>(g.slots)[at];
-  if (slot < 0 || slot >= g.pages * g.page_size) return;  // padding, or outside the cache
-  const int64_t page = slot / g.page_size, in_page = slot % g.page_size;
+  int64_t page, in_page;
+  if (!kernels::paged_slot(g.slots, g.slots_int32, t * g.slot_stride, g.pages, g.page_size, page, in_page)) return;
   const Stream& s = g.s[blockIdx.y];
   const int64_t per_row = s.row_bytes / W;
   const int64_t total = g.heads * per_row;
@@ -34,11 +32,8 @@ template <int W> __global__ void append_kernel(const Geometry g) {
 // The quantizing append: element by element, src / scale rounded to the cache's fp8 (saturating).
 template <class S, class C> __global__ void quantize_kernel(const Geometry g) {
   const int64_t t = blockIdx.x;
-  const int64_t at = t * g.slot_stride;
-  const int64_t slot = g.slots_int32 ? int64_t(static_cast<const int32_t*>(g.slots)[at])
-                                     : static_cast<const int64_t*>(g.slots)[at];
-  if (slot < 0 || slot >= g.pages * g.page_size) return;
-  const int64_t page = slot / g.page_size, in_page = slot % g.page_size;
+  int64_t page, in_page;
+  if (!kernels::paged_slot(g.slots, g.slots_int32, t * g.slot_stride, g.pages, g.page_size, page, in_page)) return;
   const int k = blockIdx.y;
   const Stream& s = g.s[k];
   const int64_t dim = g.q.dim[k];

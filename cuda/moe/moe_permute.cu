@@ -137,16 +137,6 @@ __global__ void __launch_bounds__(256) combine_backward_kernel(const UnpermutePa
   }
 }
 
-template <class F> void dispatch_rows_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: return f(TypeTag<float>{});
-    case DType::Float16: return f(TypeTag<kernels::f16>{});
-    case DType::BFloat16: return f(TypeTag<kernels::bf16>{});
-    case DType::Float64: return f(TypeTag<double>{});
-    default: throw Unsupported(std::string("moe: no kernel for ") + dtype_name(t));
-  }
-}
-
 }  // namespace
 
 int64_t permute_workspace_bytes(const PermuteParams& p, bool& known) {
@@ -199,7 +189,7 @@ void unpermute(const UnpermuteParams& p, cudaStream_t st) {
                "moe_unpermute_backward: cudaMemset2DAsync (zeroing grad_y_sorted)");
   }
   if (p.tokens == 0 || p.top_k == 0 || (p.hidden == 0 && !p.grad_weights)) return;
-  dispatch_rows_dtype(p.dtype, [&](auto tag) {
+  kernels::dispatch_float_dtype(p.dtype, "moe: no kernel", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kWide = 16 / int(sizeof(T));
     auto launch = [&](auto vec_tag) {

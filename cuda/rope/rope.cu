@@ -1,12 +1,13 @@
 // RoPE: one block per token, threads over (pair chunk, head); the angle of a pair chunk is computed
 // (or read from the cache) once and applied to every head of q and k. With a paged KV cache the
-// rotated k also goes to the token's cache slot and v is copied to its own (grid.y = 2: v).
+// rotated k also goes to the token's cache slot and v is copied to its own (blockIdx.y = 2: v).
 #include <string>
 
 #include "baracuda/errors.h"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
+#include "common/paged_slot.cuh"
 #include "rope/rope_launch.h"
 
 namespace baracuda::rope {
@@ -45,13 +46,10 @@ __global__ void rope_kernel(const Geometry g, const Pointers p) {
   const char* in_tok = static_cast<const char*>(x.in) + (b * x.in_batch + s * x.in_seq) * int64_t(sizeof(T));
   char* out_tok = static_cast<char*>(x.out) + (b * x.out_batch + s * x.out_seq) * int64_t(sizeof(T));
   T* paged_tok = nullptr;  // this token's rows in the operand's cache, when it has one and the slot is real
-  if (x.paged) {
-    const int64_t at = b * g.slot_batch + s * g.slot_seq;
-    const int64_t slot = g.slots_int32 ? int64_t(static_cast<const int32_t*>(p.slots)[at])
-                                       : static_cast<const int64_t*>(p.slots)[at];
-    if (slot >= 0 && slot < g.pages * g.page_size)
-      paged_tok = static_cast<T*>(x.paged) + (slot / g.page_size) * x.paged_page + (slot % g.page_size) * x.paged_slot;
-  }
+  int64_t page, row;
+  if (x.paged && kernels::paged_slot(p.slots, g.slots_int32, b * g.slot_batch + s * g.slot_seq, g.pages, g.page_size,
+                                     page, row))
+    paged_tok = static_cast<T*>(x.paged) + page * x.paged_page + row * x.paged_slot;
   if (x.copy_only) {
     if (paged_tok == nullptr) return;
     for (int h = threadIdx.y; h < x.heads; h += blockDim.y) {

@@ -17,7 +17,7 @@ constexpr int kMaxPairs = 128;  // rotary_dim <= 256
 
 struct Operand {
   const void* in = nullptr;
-  void* out = nullptr;  // null: not written (v, which only goes to its cache)
+  void* out = nullptr;  // v (copy_only) points it at its input: only its cache is written
   int64_t in_batch = 0, in_seq = 0, in_head = 0;
   int64_t out_batch = 0, out_seq = 0, out_head = 0;
   int heads = 0;
