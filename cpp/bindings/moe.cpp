@@ -49,14 +49,19 @@ struct PermuteOperands {
   Imported held[P_NUM];
   MoePermuteTensors views;
 };
-void import_permute(const std::string& op, nb::handle tensors, PermuteOperands& ops) {
+int lead_slot(const std::string& op) { return op == "permute" ? P_X : op == "unpermute" ? P_Y_SORTED : P_GRAD_OUT; }
+
+// Imports the operands of `op` and returns its lead operand's slot (x, y_sorted or grad_out: the
+// stream's and the device's owner), which must be given.
+int import_permute(const std::string& op, nb::handle tensors, PermuteOperands& ops) {
   import_named("moe_permute", tensors, kPermuteRoles, ops.held, ops.views, [&op](int i) {
     return i == P_X_SORTED || i == P_OFFSETS || (i == P_POS && op == "permute") || i == P_OUT || i == P_GRAD_Y ||
            i == P_GRAD_W;
   });
+  const int lead = lead_slot(op);
+  if (!ops.held[lead].imported) throw InvalidArgument("moe_" + op + ": " + kPermuteRoles[lead].name + " is missing");
+  return lead;
 }
-
-int lead_slot(const std::string& op) { return op == "permute" ? P_X : op == "unpermute" ? P_Y_SORTED : P_GRAD_OUT; }
 
 }  // namespace
 
@@ -178,9 +183,7 @@ void init_moe(nb::module_& m) {
              const RunKwargs a = split_run_kwargs(kwargs);
              const std::string& op = plan.descriptor().op;
              PermuteOperands ops;
-             import_permute(op, a.tensors, ops);
-             const int lead = lead_slot(op);
-             if (!ops.held[lead].imported) throw InvalidArgument("moe_" + op + ": " + kPermuteRoles[lead].name + " is missing");
+             const int lead = import_permute(op, a.tensors, ops);
              run_imported(plan, ops.views, ops.held[lead], a.workspace, nb::none(), a.stream);
            },
            "kwargs"_a,
@@ -192,8 +195,7 @@ void init_moe(nb::module_& m) {
         [](std::string op, nb::dict tensors, int64_t num_experts, int64_t sorted_rows, nb::handle stream,
            nb::handle workspace_alloc) {
           PermuteOperands ops;
-          import_permute(op, tensors, ops);
-          const int lead = lead_slot(op);
+          const int lead = import_permute(op, tensors, ops);
           const int routing = op == "permute" ? P_IDS : P_POS;
           std::string key = op + "|";
           for (int i = 0; i < P_NUM; ++i) {
@@ -203,7 +205,6 @@ void init_moe(nb::module_& m) {
           append_pod(key, num_experts);
           append_pod(key, sorted_rows);
           const MoePermutePlan plan = plan_cache<MoePermutePlan>().get(key, [&] {
-            if (!ops.held[lead].imported) throw InvalidArgument("moe_" + op + ": " + kPermuteRoles[lead].name + " is missing");
             if (!ops.held[routing].imported)
               throw InvalidArgument("moe_" + op + ": " + kPermuteRoles[routing].name + " is missing");
             MoePermuteDescriptor d;
@@ -216,7 +217,6 @@ void init_moe(nb::module_& m) {
             if (ops.held[P_OFFSETS].imported) d.offsets_dtype = ops.views.offsets.dtype;
             return MoePermutePlan::select(d);
           });
-          if (!ops.held[lead].imported) throw InvalidArgument("moe_" + op + ": " + kPermuteRoles[lead].name + " is missing");
           run_imported(plan, ops.views, ops.held[lead], nb::none(), workspace_alloc, stream);
           return plan.sku().name;
         },

@@ -17,9 +17,10 @@ struct Layout {
 };
 Layout layout_of(const Params& p);
 
-// keys_out / pos_out of the workspace: the indices as keys (padding and out-of-range ones as V,
-// sorted last), stably sorted with their flat positions. Throws when the workspace is too small.
-void sort_indices(const Params& p, char* workspace, int64_t workspace_size, cudaStream_t stream);
+// keys_out / pos_out of the workspace (laid out as L, layout_of(p)): the indices as keys (padding and
+// out-of-range ones as V, sorted last), stably sorted with their flat positions. Throws when the
+// workspace is too small.
+void sort_indices(const Params& p, const Layout& L, char* workspace, int64_t workspace_size, cudaStream_t stream);
 
 __device__ __forceinline__ void locate(const RowMap& m, int64_t r, int64_t& index_at, int64_t& row_at) {
   if (m.rank == 1) {

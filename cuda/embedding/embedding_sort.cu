@@ -53,8 +53,7 @@ Workspace backward_workspace(const Params& p) {
   return {L.total, L.chunk, L.cub_known};
 }
 
-void sort_indices(const Params& p, char* ws, int64_t workspace_size, cudaStream_t st) {
-  const Layout L = layout_of(p);
+void sort_indices(const Params& p, const Layout& L, char* ws, int64_t workspace_size, cudaStream_t st) {
   if (!L.cub_known) throw CudaError("embedding backward: CUB's radix sort could not size its scratch on this device");
   if (ws == nullptr || workspace_size < L.total)
     throw InvalidArgument("embedding_backward: the workspace has " + std::to_string(workspace_size) +

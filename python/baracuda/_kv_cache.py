@@ -7,6 +7,16 @@ from ._types import DLPackTensor, Stream
 from .errors import InvalidArgument
 
 
+def check_pairs(value, value_cache, k_scale, v_scale):
+    """The argument rules the functional and the JAX forms share: value with value_cache, v_scale only
+    with k_scale."""
+    if (value is None) != (value_cache is None):
+        raise InvalidArgument("kv_cache_append: value and value_cache go together (both or neither)")
+    if v_scale is not None and k_scale is None:
+        raise InvalidArgument("kv_cache_append: v_scale without k_scale (give both, or k_scale alone for a key-only "
+                              "cache)")
+
+
 def kv_cache_append(key: DLPackTensor, value: Optional[DLPackTensor], key_cache: DLPackTensor,
                     value_cache: Optional[DLPackTensor], slot_mapping: DLPackTensor, *,
                     k_scale: Optional[DLPackTensor] = None, v_scale: Optional[DLPackTensor] = None,
@@ -20,11 +30,7 @@ def kv_cache_append(key: DLPackTensor, value: Optional[DLPackTensor], key_cache:
     is fp8 (e4m3 / e5m2) and the source float32 / float16 / bfloat16: cache = fp8(src / scale),
     saturated, with ``k_scale`` / ``v_scale`` float32 [1] or [kv_heads] (1 when not given; pass the
     same scales to paged_attention)."""
-    if (value is None) != (value_cache is None):
-        raise InvalidArgument("kv_cache_append: value and value_cache go together (both or neither)")
-    if v_scale is not None and k_scale is None:
-        raise InvalidArgument("kv_cache_append: v_scale without k_scale (give both, or k_scale alone for a key-only "
-                              "cache)")
+    check_pairs(value, value_cache, k_scale, v_scale)
     _C.kv_cache_append_call({"key": key, "value": value, "key_cache": key_cache, "value_cache": value_cache,
                              "slot_mapping": slot_mapping, "k_scale": k_scale, "v_scale": v_scale}, stream)
 

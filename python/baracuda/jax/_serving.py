@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from .. import _C, _interop
 from .._dtypes import dtype as _bc_dtype
 from .._embedding import padding_index as _embedding_padding_index
+from .._kv_cache import check_pairs as _kv_cache_check_pairs
 from .._rope import scaling_fields as _rope_scaling_fields
 from ..errors import InvalidArgument
 from ._mechanism import _launch, _operand, _spec, _spec_of
@@ -287,10 +288,7 @@ def kv_cache_append(key, value, key_cache, value_cache, slot_mapping, *, k_scale
     value_cache)); the custom call's outputs alias the cache inputs, so a jitted decode step that
     donates its caches (``jax.jit(..., donate_argnums=...)``) appends in place with no copy. The same
     rules as the functional form (padding slots skipped, fp8 caches quantized with the scales)."""
-    if (value is None) != (value_cache is None):
-        raise InvalidArgument("kv_cache_append: value and value_cache go together (both or neither)")
-    if v_scale is not None and k_scale is None:
-        raise InvalidArgument("kv_cache_append: v_scale without k_scale")
+    _kv_cache_check_pairs(value, value_cache, k_scale, v_scale)
     desc = _C.KvCacheDescriptor(
         _spec_of(key), _spec_of(key_cache), None if value is None else _spec_of(value),
         None if value_cache is None else _spec_of(value_cache), slot_dtype=_bc_dtype(slot_mapping.dtype),
