@@ -222,3 +222,9 @@ def test_errors():
         bc.embedding_backward(torch.randn(2, 16, device=DEV), idx, 10, out=torch.empty(10, 8, device=DEV))
     with pytest.raises(errors.InvalidArgument, match="out .* overlaps|overlap"):
         bc.embedding(torch.tensor([0], device=DEV), w, out=w[:1])
+    with pytest.raises(errors.InvalidArgument, match="indices: expected a CUDA tensor, got a CPU tensor"):
+        bc.embedding(idx.cpu(), w)
+    with pytest.raises(errors.InvalidDType, match="out is float16 but weight is float32"):
+        bc.embedding(idx, w, out=torch.empty(2, 16, device=DEV, dtype=torch.float16))
+    with pytest.raises(errors.InvalidDType, match="grad_out is float16 but grad_weight is float32"):
+        bc.embedding_backward(torch.randn(2, 16, device=DEV).half(), idx, 10, out=torch.empty(10, 16, device=DEV))

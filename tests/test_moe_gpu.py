@@ -277,3 +277,14 @@ def test_errors():
         bc.moe_permute(torch.randn(3, 16, device=DEV), torch.zeros(4, 2, device=DEV, dtype=torch.int32), 8)
     with pytest.raises(errors.InvalidDType, match="pos is int64"):
         bc.moe_unpermute(torch.randn(8, 16, device=DEV), torch.zeros(4, 2, device=DEV, dtype=torch.int64))
+    pos = torch.zeros(4, 2, device=DEV, dtype=torch.int32)
+    with pytest.raises(errors.InvalidDType, match="weights is float16"):
+        bc.moe_unpermute(torch.randn(8, 16, device=DEV), pos, torch.ones(4, 2, device=DEV, dtype=torch.float16))
+    with pytest.raises(errors.InvalidArgument, match="weights has shape"):
+        bc.moe_unpermute(torch.randn(8, 16, device=DEV), pos, torch.ones(4, 3, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="logits: expected a CUDA tensor, got a CPU tensor"):
+        bc.moe_gate(torch.randn(4, 8), 2)
+    with pytest.raises(errors.InvalidArgument, match="correction_bias has shape"):
+        bc.moe_gate(logits, 2, correction_bias=torch.zeros(9, device=DEV))
+    with pytest.raises(errors.Unsupported, match="x must be contiguous along its last dim"):
+        bc.moe_permute(torch.randn(16, 4, device=DEV).t(), torch.zeros(4, 2, device=DEV, dtype=torch.int32), 8)

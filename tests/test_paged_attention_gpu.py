@@ -313,3 +313,14 @@ def test_fp8_caches_with_scales(fp8, per_head):
         bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma")
     with pytest.raises(errors.InvalidArgument, match="k_scale / v_scale dequantize fp8 caches"):
         bc.paged_attention(q, kc, vc, table, lens, k_scale=ks, v_scale=vs)
+    with pytest.raises(errors.InvalidDType, match="k_scale is float64"):
+        bc.paged_attention(q, kc8, vc8, table, lens, k_scale=ks.double(), v_scale=vs)
+    with pytest.raises(errors.InvalidArgument, match="k_scale has shape"):
+        bc.paged_attention(q, kc8, vc8, table, lens, k_scale=torch.ones(hkv + 1, device=DEV),
+                           v_scale=torch.ones(hkv + 1, device=DEV))
+    with pytest.raises(errors.InvalidArgument, match="k_scale and v_scale go together"):
+        bc.paged_attention(q, kc8, vc8, table, lens, k_scale=ks)
+    with pytest.raises(errors.InvalidDType, match="k_scale is float16"):
+        bc.kv_cache_append(flat_k, flat_v, kc8, vc8, slots, k_scale=ks.half(), v_scale=vs)
+    with pytest.raises(errors.InvalidArgument, match="v_scale without k_scale"):
+        bc.kv_cache_append(flat_k, flat_v, kc8, vc8, slots, v_scale=vs)

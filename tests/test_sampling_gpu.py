@@ -246,6 +246,17 @@ def test_penalties_errors():
         bc.apply_penalties(x, torch.zeros(2, 3, device=DEV))
     with pytest.raises(errors.InvalidArgument, match=r"output_tokens has shape \(3, 3\)"):
         bc.apply_penalties(x, torch.zeros(3, 3, dtype=torch.long, device=DEV))
+    toks = torch.zeros(2, 3, dtype=torch.long, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="repetition_penalty has shape"):
+        bc.apply_penalties(x, toks, repetition_penalty=torch.ones(3, device=DEV))
+    with pytest.raises(errors.InvalidDType, match="presence_penalty is float64"):
+        bc.apply_penalties(x, toks, presence_penalty=torch.ones(2, device=DEV, dtype=torch.float64))
+    with pytest.raises(errors.Unsupported, match="output_tokens must be contiguous along its length"):
+        bc.apply_penalties(x, torch.zeros(2, 6, dtype=torch.long, device=DEV)[:, ::2])
+    with pytest.raises(errors.InvalidArgument, match="output_tokens: expected a CUDA tensor, got a CPU tensor"):
+        bc.apply_penalties(x, toks.cpu())
+    with pytest.raises(errors.InvalidDType, match="per-row seeds must be int64 or int32"):
+        bc.sample(x, seeds=torch.zeros(2, device=DEV))
 
 
 def test_int32_seeds_draw_as_int64_seeds():
