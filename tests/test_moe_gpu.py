@@ -151,8 +151,8 @@ def test_unpermute_and_backward(dt, weighted):
     y = torch.randn(T * k, H, generator=g, device=DEV).to(dt)
     w = torch.rand(T, k, generator=g, device=DEV) if weighted else None
     out = bc.moe_unpermute(y, pos, w)
-    yd = y.double().requires_grad_()
-    wd = w.double().requires_grad_() if weighted else None
+    yd = y.detach().double().clone().requires_grad_()  # a copy: for f64 `.double()` would alias y
+    wd = w.detach().double().clone().requires_grad_() if weighted else None
     gathered = yd[pos.long()]
     ref = (gathered * wd[..., None]).sum(1) if weighted else gathered.sum(1)
     tol = dict(rtol=1e-2, atol=2e-2) if dt == torch.bfloat16 else dict(rtol=1e-6, atol=1e-6)

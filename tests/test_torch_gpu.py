@@ -191,7 +191,10 @@ def test_opcheck_other_families(name):
     samples = _other_samples()
     assert name in samples, f"no opcheck sample for baracuda::{name}"
     for args in samples[name]:
-        torch.library.opcheck(getattr(ops, name), args)
+        # torch's schema check compares tensors with allclose, which fp8 lacks: every other check runs
+        fp8 = any(isinstance(a, torch.Tensor) and a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) for a in args)
+        utils = tuple(u for u in torch.library._OPCHECK_DEFAULT_UTILS if u != "test_schema") if fp8 else None
+        torch.library.opcheck(getattr(ops, name), args, **({"test_utils": utils} if fp8 else {}))
 
 
 def _grads(fn, inputs, seed=3):

@@ -3,6 +3,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>  // def_xla_plan's roles: every TU that uses it needs the casters
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <functional>
