@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <sstream>
 
 #include "baracuda/errors.h"
@@ -283,8 +284,14 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
 
   rope::Pointers p;
   const int64_t esize = dtype_size(g.dtype);
-  const int64_t align = std::min<int64_t>(16, esize * 4 * (g.gptj ? 2 : 1));
-  bool vec_ok = half % 4 == 0;
+  // 16-byte accesses when every row start and stride allows them and the chunks tile the rotated part.
+  const int64_t wide_elems = 16 / esize;
+  auto aligned = [](const void* ptr, std::initializer_list<int64_t> strides, int64_t es) {
+    bool ok = reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+    for (int64_t s : strides) ok = ok && (s * es) % 16 == 0;
+    return ok;
+  };
+  bool wide = (g.gptj ? g.rotary_dim : half) % wide_elems == 0;
   auto operand = [&](const TensorView& in, const TensorView& out) {
     rope::Operand o;
     o.in = in.data;
@@ -297,16 +304,18 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
     o.out_batch = n == 4 ? out.strides[0] : 0;
     o.out_seq = out.strides[n - 3];
     o.out_head = out.strides[n - 2];
-    for (int64_t s : {o.in_batch, o.in_seq, o.in_head, o.out_batch, o.out_seq, o.out_head})
-      vec_ok = vec_ok && (s * esize) % align == 0;
-    vec_ok = vec_ok && reinterpret_cast<uintptr_t>(in.data) % align == 0 &&
-             reinterpret_cast<uintptr_t>(out.data) % align == 0;
     return o;
   };
+  auto operand_wide = [&](const rope::Operand& o) {
+    return aligned(o.in, {o.in_batch, o.in_seq, o.in_head}, esize) &&
+           aligned(o.out, {o.out_batch, o.out_seq, o.out_head}, esize);
+  };
   p.x[0] = operand(t.q, t.q_out);
+  wide = wide && operand_wide(p.x[0]);
   p.count = 1;
   if (D.has_k) {
     p.x[1] = operand(t.k, t.k_out);
+    wide = wide && operand_wide(p.x[1]);
     p.count = 2;
   }
   auto paged = [](rope::Operand& o, const TensorView& cache) {
@@ -317,22 +326,20 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
   };
   if (D.kv_cache) {
     paged(p.x[1], t.k_cache);  // the rotated k's second destination: the vector stores must fit it too
-    for (int64_t s : {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head})
-      vec_ok = vec_ok && (s * esize) % align == 0;
-    vec_ok = vec_ok && reinterpret_cast<uintptr_t>(t.k_cache.data) % align == 0;
-    if (D.has_v) {  // v: its cache only, copied element by element (no vector width constraint)
-      const bool keep = vec_ok;
+    wide = wide && aligned(t.k_cache.data, {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head}, esize);
+    if (D.has_v) {  // v: its cache only, copied as it is (its own vector width)
       rope::Operand& o = p.x[2];
       o = operand(t.v, t.v);
-      vec_ok = keep;
       paged(o, t.v_cache);
       o.copy_only = true;
       o.copy_dim = int(t.v.shape[t.v.ndim - 1]);
+      g.v_wide = o.copy_dim % wide_elems == 0 && aligned(o.in, {o.in_batch, o.in_seq, o.in_head}, esize) &&
+                 aligned(o.paged, {o.paged_page, o.paged_slot, o.paged_head}, esize);
       p.count = 3;
     }
   }
   p.slots = t.slot_mapping.data;
-  g.vec = vec_ok ? 4 : 1;
+  g.wide = wide;
   p.cos = t.cos.data;
   p.sin = t.sin.data;
   p.positions = t.positions.data;

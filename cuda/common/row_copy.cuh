@@ -14,10 +14,13 @@ template <> struct WordOf<8> { using type = uint2; };
 template <> struct WordOf<4> { using type = unsigned; };
 template <> struct WordOf<2> { using type = unsigned short; };
 
-// log2 of the threads per row for a row of `vectors` words: at most 5 (a warp).
-inline int row_tpr_log2(int64_t vectors) {
+// log2 of the threads per row for a row of `vectors` words: at most 5 (a warp), or up to 8 (a block of
+// 256 per row) while `rows` that few would leave most SMs idle (a decode batch: 64 rows, 8 blocks).
+// Kernels that pass `rows` must not rely on a row's group being inside one warp.
+inline int row_tpr_log2(int64_t vectors, int64_t rows = INT64_MAX) {
   int l = 0;
   while (l < 5 && (int64_t(1) << l) < vectors) ++l;
+  while (l < 8 && (int64_t(1) << l) < vectors && rows / (256 >> l) < 264) ++l;
   return l;
 }
 

@@ -219,7 +219,7 @@ void forward(const Params& p, void* stream) {
   if (p.n == 0 || p.dim == 0) return;
   auto st = static_cast<cudaStream_t>(stream);
   const int w = std::max(p.vec_bytes, 2);
-  const int tl = kernels::row_tpr_log2(p.dim * p.elem_bytes / w);
+  const int tl = kernels::row_tpr_log2(p.dim * p.elem_bytes / w, p.n);
   const int64_t rows_per_block = 256 >> tl;
   const dim3 grid(unsigned((p.n + rows_per_block - 1) / rows_per_block));
   uint64_t nan = 0;

@@ -169,7 +169,7 @@ void permute(const PermuteParams& p, void* workspace, int64_t workspace_size, cu
   radix_sort::sort_pairs(keys_in, keys_out, vals_in, vals_out, n, radix_sort::bits_for(p.experts), ws + L.cub,
                          L.cub_bytes, st, "moe_permute");
   const int w = p.vec_bytes < 2 ? 2 : p.vec_bytes;
-  const int tl = kernels::row_tpr_log2(p.hidden * p.elem_bytes / w);
+  const int tl = kernels::row_tpr_log2(p.hidden * p.elem_bytes / w, n);
   const int64_t rows_per_block = 256 >> tl;
   const dim3 grid(unsigned((n + rows_per_block - 1) / rows_per_block));
   switch (w) {

@@ -47,7 +47,9 @@ struct Geometry {
   DType positions_dtype = DType::Int64;
   bool positions = false;
   int64_t pos_batch = 0, pos_seq = 0;
-  int vec = 1;  // pairs per thread: 4 when every row start and rotary_dim / 2 allow it, else 1
+  // 16-byte accesses (8 16-bit or 4 f32 elements) for q / k, their outputs and the k cache, when every row
+  // start, stride and the rotated halves allow it; v's copy to its cache likewise. Else element accesses.
+  bool wide = false, v_wide = false;
   // Cache append (operands with `paged`): slot_mapping [batch, seq] (int32 / int64, strides below);
   // slot / page_size is the page, slot % page_size the row in it; a slot outside [0, pages x
   // page_size) (padding) writes nothing to the caches.

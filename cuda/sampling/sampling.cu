@@ -23,6 +23,7 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 constexpr uint64_t kOne = uint64_t(1) << 32;  // the mass of the maximum
+constexpr int kCandidates = 2048;  // a top-k set up to this size is sampled from shared memory
 
 // Order-preserving key: a > b as floats <=> key(a) > key(b). NaN maps to 0, below -inf.
 __device__ __forceinline__ uint32_t key_of(float x) {
@@ -156,6 +157,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   __shared__ uint64_t warp_mass[kWarps];
   __shared__ float warp_sum[kWarps];
   __shared__ int64_t picked;
+  __shared__ int32_t cand_i[kCandidates];
+  __shared__ float cand_x[kCandidates];
+  __shared__ int cand_n;
 
   const int64_t b = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -252,7 +256,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
     }
     th = prefix;
   }
-  if (use_p) {
+  // Top-p: radix select over the fixed-point mass of the keys >= th (the top-k set), 8 bits per pass.
+  // `each(f)` calls f(x) for every element (x NaN past the end) with a trip count uniform over the block.
+  auto top_p_threshold = [&](auto&& each) {
     uint32_t prefix = 0;
     uint64_t target = 0;
     if (tid == 0) above = 0;
@@ -260,7 +266,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
       const int shift = 24 - 8 * pass;
       if (tid < 256) hist[tid] = 0;
       __syncthreads();
-      over_row(row, V, r.inv_t, [&](int64_t, float x, bool) {
+      each([&](float x) {
         const uint32_t key = key_of(x);
         const uint64_t w = r.mass(x);  // 0 past the end (x = NaN)
         warp_add<false>(hist, (key >> shift) & 255u, w,
@@ -285,7 +291,97 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
       __syncthreads();
     }
     th = max(th, prefix);
+  };
+
+  // ---- a small top-k set (the usual case): gathered into shared memory in index order, so that top-p,
+  // min-p, the kept mass and the draw read about k elements instead of the row (same thresholds, the
+  // same integer masses in the same order: the same token as the row path below).
+  if (use_k && V <= INT32_MAX && above + hist[digit] <= uint64_t(kCandidates)) {  // keys >= th, from the select
+    __syncthreads();  // every thread has read above / hist before they change
+    if (tid == 0) cand_n = 0;
+    __syncthreads();
+    float sum = 0.f;
+    over_row(row, V, r.inv_t, [&](int64_t i, float x, bool in) {
+      if (in && p.logprobs) sum += m == INFINITY ? (x == INFINITY ? 1.f : 0.f) : __expf(x - m);
+      const bool keep = in && key_of(x) >= th;
+      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+      if (ballot == 0u) return;
+      int base = 0;
+      if (lane == 0) base = atomicAdd(&cand_n, __popc(ballot));
+      base = __shfl_sync(0xffffffffu, base, 0) + __popc(ballot & ((1u << lane) - 1u));
+      if (keep && base < kCandidates) {
+        cand_i[base] = int32_t(i);
+        cand_x[base] = x;
+      }
+    });
+    sum = kernels::warp_sum(sum);
+    if (lane == 0) warp_sum[warp] = sum;
+    __syncthreads();
+    const int n = cand_n;
+    if (n <= kCandidates) {  // (the select's count is exact unless k passed the row's valid keys)
+      float total_sum = 0.f;
+      if (p.logprobs)
+        for (int w = 0; w < kWarps; ++w) total_sum += warp_sum[w];
+      int pad = 1;
+      while (pad < n) pad <<= 1;
+      for (int c = n + tid; c < pad; c += kThreads) cand_i[c] = INT32_MAX;
+      __syncthreads();
+      for (int len = 2; len <= pad; len <<= 1)  // bitonic sort by index
+        for (int j = len >> 1; j > 0; j >>= 1) {
+          for (int c = tid; c < pad; c += kThreads) {
+            const int o = c ^ j;
+            if (o > c && (cand_i[c] > cand_i[o]) == ((c & len) == 0)) {
+              const int32_t ti = cand_i[c];
+              cand_i[c] = cand_i[o];
+              cand_i[o] = ti;
+              const float tx = cand_x[c];
+              cand_x[c] = cand_x[o];
+              cand_x[o] = tx;
+            }
+          }
+          __syncthreads();
+        }
+      const int trips = (n + kThreads - 1) / kThreads;
+      if (use_p)
+        top_p_threshold([&](auto&& f) {
+          for (int t = 0; t < trips; ++t) {
+            const int c = t * kThreads + tid;
+            f(c < n ? cand_x[c] : NAN);
+          }
+        });
+      if (use_min_p) th = max(th, key_of(m + __logf(min_p)));
+      if (tid == 0) picked = arg;  // unreachable fallback: the maximum is always kept
+      __syncthreads();
+      if (warp == 0) {  // the draw: one warp walks the candidates in index order
+        auto mass_at = [&](int c) { return c < n && key_of(cand_x[c]) >= th ? r.mass(cand_x[c]) : uint64_t(0); };
+        uint64_t Z = 0;
+        for (int c = lane; c < n; c += 32) Z += mass_at(c);
+        Z = kernels::warp_sum(Z);
+        const rng::Words4 words = rng::philox4x32_10(uint64_t(b), p.offset, seed);
+        const uint64_t target = __umul64hi(Z, (uint64_t(words.w[0]) << 32) | words.w[1]);
+        uint64_t acc = 0;
+        for (int c0 = 0; c0 < n; c0 += 32) {
+          const uint64_t w = mass_at(c0 + lane);
+          uint64_t inc = w;
+#pragma unroll
+          for (int o = 1; o < 32; o <<= 1) {
+            const uint64_t v = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += v;
+          }
+          const bool hit = w > 0 && acc + inc - w <= target && target < acc + inc;
+          if (hit) picked = cand_i[c0 + lane];
+          acc += __shfl_sync(0xffffffffu, inc, 31);
+          if (__ballot_sync(0xffffffffu, hit) != 0u) break;
+        }
+      }
+      __syncthreads();
+      const int64_t token = picked;
+      write(token, p.logprobs ? load(row, token) * r.inv_t - m - __logf(total_sum) : 0.f);
+      return;
+    }
   }
+
+  if (use_p) top_p_threshold([&](auto&& f) { over_row(row, V, r.inv_t, [&](int64_t, float x, bool) { f(x); }); });
   if (use_min_p) th = max(th, key_of(m + __logf(min_p)));
 
   // ---- the kept mass per warp chunk (and the row's sum of exp for the log-probability)
