@@ -147,6 +147,22 @@ __device__ void select_digit(const uint64_t* hist, uint64_t target, uint64_t* ab
   __syncwarp();
 }
 
+// One step of the draw's walk, by a whole warp: lane l holds the kept mass w of the l-th next element;
+// true on the lane whose running mass (acc plus the inclusive scan) first passes target. acc advances
+// by the warp's total.
+__device__ __forceinline__ bool draw_hit(uint64_t w, uint64_t& acc, uint64_t target) {
+  const int lane = threadIdx.x & 31;
+  uint64_t inc = w;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint64_t v = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += v;
+  }
+  const bool hit = w > 0 && acc + inc - w <= target && target < acc + inc;
+  acc += __shfl_sync(0xffffffffu, inc, 31);
+  return hit;
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   __shared__ uint64_t hist[256];
@@ -361,16 +377,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
         const uint64_t target = __umul64hi(Z, (uint64_t(words.w[0]) << 32) | words.w[1]);
         uint64_t acc = 0;
         for (int c0 = 0; c0 < n; c0 += 32) {
-          const uint64_t w = mass_at(c0 + lane);
-          uint64_t inc = w;
-#pragma unroll
-          for (int o = 1; o < 32; o <<= 1) {
-            const uint64_t v = __shfl_up_sync(0xffffffffu, inc, o);
-            if (lane >= o) inc += v;
-          }
-          const bool hit = w > 0 && acc + inc - w <= target && target < acc + inc;
+          const bool hit = draw_hit(mass_at(c0 + lane), acc, target);
           if (hit) picked = cand_i[c0 + lane];
-          acc += __shfl_sync(0xffffffffu, inc, 31);
           if (__ballot_sync(0xffffffffu, hit) != 0u) break;
         }
       }
@@ -431,16 +439,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   if (warp == owner) {
     uint64_t acc = start;
     over_chunk(row, begin, end, r.inv_t, [&](int64_t i, float x, bool in) {
-      const uint64_t w = in && key_of(x) >= th ? r.mass(x) : 0;
-      uint64_t inc = w;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint64_t v = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o) inc += v;
-      }
-      const bool hit = w > 0 && acc + inc - w <= target && target < acc + inc;
+      const bool hit = draw_hit(in && key_of(x) >= th ? r.mass(x) : 0, acc, target);
       if (hit) picked = i;
-      acc += __shfl_sync(0xffffffffu, inc, 31);
       return __ballot_sync(0xffffffffu, hit) != 0u;
     });
   }
