@@ -26,7 +26,11 @@ def _generate_module():
 @pytest.mark.parametrize("dtype,need", [
     (torch.float32, 1.0),
     # H200: 48% in bf16. A random-weight model's bf16 logits hold near-ties that another (equally
-    # rounded) reduction order flips, and one flipped greedy token changes every token after it.
+    # rounded) reduction order flips, and one flipped greedy token changes every token after it. The
+    # criterion is out of reach for any bf16 implementation on this model: on a CPU (torch 2.13,
+    # transformers 5.24) transformers' own bf16 greedy tokens match its float32 ones at 37.7%, and
+    # teacher-forced (same prefix every step) its bf16 argmax agrees with float32 at 95.4% of positions
+    # (median top-1 / top-2 margin 0.12 logit std; 5% of steps under 0.008).
     pytest.param(torch.bfloat16, 0.99, marks=pytest.mark.xfail(reason="greedy divergence compounds in bf16; "
                                                                        "issue 24 keeps this open", strict=False))])
 def test_greedy_tokens_match_transformers(dtype, need):
