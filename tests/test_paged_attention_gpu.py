@@ -101,6 +101,7 @@ CASES = [  # (batch, sq, hq, hkv, d, page_size, lens)
     (2, 8, 8, 1, 96, 1, [9, 300]),                # 8 tokens x 8 heads: 4 row groups; page_size 1
     (1, 3, 4, 4, 256, 32, [77]),
     (3, 1, 8, 2, 128, 16, [0, 3, 40]),            # an empty request
+    (2, 100, 8, 2, 128, 16, [300, 100]),          # chunked prefill: 100 new tokens over 200 cached / none
 ]
 
 
