@@ -6,9 +6,10 @@ and grouped GEMM, next to transformers' loop over experts, same run, CUDA events
     OUT=/tmp/out python3 bench/bench_moe.py   # also $OUT/bench_moe.{md,json,txt}
 
 Ours: bc.moe_gate -> bc.moe_permute -> grouped_linear over w1 and w3 stacked per expert (one GEMM
-per expert for both) -> bc.swiglu -> grouped_linear (w2) -> bc.moe_unpermute. grouped_linear runs either with the device offsets (one launch of our grouped
-kernel per projection, no host sync: the decode path) or with host group sizes read from the offsets
-(one sync, one cuBLASLt GEMM per expert: the prefill path); the row says which. torch: the
+per expert for both) -> bc.swiglu -> grouped_linear (w2) -> bc.moe_unpermute. The row says how
+grouped_linear runs: "offsets", the device offsets (one launch of the decode kernel per projection, no
+host sync); "tiled", the device offsets on the prefill kernel (opted into by tuning, no sync); "sizes",
+host group sizes read from the offsets (one sync, one cuBLASLt GEMM per expert). torch: the
 MixtralSparseMoeBlock loop (softmax, topk, renormalise, per expert torch.where + two matmuls + index_add).
 """
 from __future__ import annotations
@@ -29,8 +30,24 @@ DEV = "cuda"
 BF = torch.bfloat16
 # (tokens, hidden, intermediate, experts, top_k, grouped path): the issue's prefill row, a smaller
 # model, decode batches.
-ROWS = [(4096, 4096, 14336, 8, 2, "sizes"), (4096, 4096, 14336, 8, 2, "offsets"), (2048, 2048, 5632, 8, 2, "sizes"),
-        (64, 4096, 14336, 8, 2, "offsets"), (8, 4096, 14336, 8, 2, "offsets")]
+ROWS = [(4096, 4096, 14336, 8, 2, "sizes"), (4096, 4096, 14336, 8, 2, "offsets"), (4096, 4096, 14336, 8, 2, "tiled"),
+        (2048, 2048, 5632, 8, 2, "sizes"), (64, 4096, 14336, 8, 2, "offsets"), (64, 4096, 14336, 8, 2, "tiled"),
+        (8, 4096, 14336, 8, 2, "offsets")]
+_TILED = {}
+
+
+def tiled_linear(x, w, offsets):
+    """grouped_linear with the device offsets on the prefill (tiled) kernel, opted into by tuning."""
+    key = (tuple(x.shape), tuple(w.shape), offsets.dtype)
+    plan = _TILED.get(key)
+    if plan is None:
+        S, dt = bc.TensorSpec, bc.bfloat16
+        desc = bc.GroupedGemmDescriptor(S(tuple(x.shape), dt), S(tuple(w.shape), dt), S((x.shape[0], w.shape[1]), dt),
+                                        offsets_dtype=bc.int64 if offsets.dtype == torch.int64 else bc.int32)
+        plan = _TILED[key] = bc.GroupedGemmPlan.select(desc, bc.PlanPreference(tuning="kernel=tiled"))
+    out = torch.empty(x.shape[0], w.shape[1], device=x.device, dtype=x.dtype)
+    plan.run(out, x, w, offsets=offsets)
+    return out
 
 
 def torch_layer(x, gate_w, w1, w3, w2, k):
@@ -53,6 +70,9 @@ def ours_layer(x, gate_w, w13, w2, k, path):
     """w13: w1 and w3 stacked per expert ([E, 2I, H], as engines store them): one grouped GEMM for both."""
     w, ids = bc.moe_gate(bc.linear(x, gate_w), k)
     xs, offsets, pos = bc.moe_permute(x, ids, w13.shape[0])
+    if path == "tiled":
+        h = bc.swiglu(tiled_linear(xs, w13, offsets))
+        return bc.moe_unpermute(tiled_linear(h, w2, offsets), pos, w)
     if path == "sizes":
         sizes = torch.diff(offsets).tolist()
         kw = dict(group_sizes=sizes)

@@ -145,3 +145,23 @@ def test_group_sizes_that_overflow_are_refused():
         with pytest.raises(errors.InvalidArgument, match="add up to more than the T = 8 rows"):
             bc.GroupedGemmPlan.select(d(sizes))
     assert bc.GroupedGemmPlan.select(d([4, 4, 0, 0]))
+
+
+def test_grouped_tiled_selection():
+    """The tiled (prefill) grouped kernel is opted into by tuning; halves only; the SKU names it."""
+    spec = bc.TensorSpec
+    d32 = bc.GroupedGemmDescriptor(spec((64, 256), bc.float32), spec((4, 128, 256), bc.float32),
+                                   spec((64, 128), bc.float32), offsets_dtype=bc.int32)
+    with pytest.raises(errors.Unsupported, match="tiled grouped kernel takes bfloat16"):
+        bc.GroupedGemmPlan.select(d32, bc.PlanPreference(tuning="kernel=tiled"))
+    with pytest.raises(errors.InvalidArgument, match="expected gemv or tiled"):
+        bc.GroupedGemmPlan.select(d32, bc.PlanPreference(tuning="kernel=cutlass"))
+    dbf = bc.GroupedGemmDescriptor(spec((64, 256), bc.bfloat16), spec((4, 128, 256), bc.bfloat16),
+                                   spec((64, 128), bc.bfloat16), offsets_dtype=bc.int64)
+    assert bc.GroupedGemmPlan.select(dbf, bc.PlanPreference(tuning="kernel=tiled")).sku.name == \
+        "gemm.grouped_tiled.m128n128k32"
+    assert bc.GroupedGemmPlan.select(dbf).sku.name.startswith("gemm.grouped_gemv")
+    dk = bc.GroupedGemmDescriptor(spec((64, 260), bc.bfloat16), spec((4, 128, 260), bc.bfloat16),
+                                  spec((64, 128), bc.bfloat16), offsets_dtype=bc.int64)
+    with pytest.raises(errors.Unsupported, match="multiples of 8"):
+        bc.GroupedGemmPlan.select(dk, bc.PlanPreference(tuning="kernel=tiled"))

@@ -151,10 +151,16 @@ def test_modules_and_patch_on_a_tiny_llama():
     model = transformers.LlamaForCausalLM(cfg)
     before = {k: v.data_ptr() for k, v in model.state_dict().items()}
     bt.patch(model, mlp=True)
-    assert model.baracuda_patched == {"rms_norm": 5, "mlp": 2, "linear": 0, "loss": 1, "attention": 1}
+    assert model.baracuda_patched == {"rms_norm": 5, "mlp": 2, "linear": 0, "embedding": 0, "loss": 1,
+                                      "attention": 1}
     assert isinstance(model.model.norm, bt.RMSNorm) and isinstance(model.model.layers[0].mlp, bt.GatedMLP)
     assert {k: v.data_ptr() for k, v in model.state_dict().items()} == before  # parameters shared, not copied
     assert model.config._attn_implementation == "baracuda"
+    emb = transformers.LlamaForCausalLM(cfg)
+    before = {k: v.data_ptr() for k, v in emb.state_dict().items()}
+    bt.patch(emb, rms_norm=False, loss=False, attention=False, embedding=True)
+    assert emb.baracuda_patched["embedding"] == 1 and isinstance(emb.model.embed_tokens, bt.Embedding)
+    assert {k: v.data_ptr() for k, v in emb.state_dict().items()} == before
 
 
 def test_patched_attention_hands_other_calls_to_sdpa():

@@ -40,6 +40,7 @@ struct GroupedGemmPlan::Impl {
   int64_t E = 0, N = 0, K = 0, T = 0;
   int64_t ldx = 0, ldw = 0, sw = 0, ldo = 0;
   bool kernel = false;                  // the grouped kernel of ours; else the cuBLASLt loop
+  bool tiled = false;                   // with kernel: the tiled (prefill) kernel, when run's pointers allow
   gemm::GroupedGemvArgs args{};
   std::vector<int64_t> starts;          // loop path: first row of each expert
   std::map<int64_t, GemmPlan> per_rows;  // loop path: one plan per distinct group size
@@ -104,16 +105,26 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
     g.offsets_dtype = d.offsets_dtype;
     g.sbias = N;
     g.alpha = 1.0f, g.beta = 0.0f;
-    // Tuning (or the debug variable BARACUDA_GROUPED_GEMV_CFG): the split, rows per block, grid cap.
-    for (const Knob& kn : tuning_knobs(op, pref.tuning, "BARACUDA_GROUPED_GEMV_CFG", {"kw", "rn", "waves"})) {
+    // Tuning (or the debug variable BARACUDA_GROUPED_GEMV_CFG): the kernel (gemv: the decode kernel,
+    // the default; tiled: the prefill kernel, opt-in until measured), the split, rows per block, grid cap.
+    for (const Knob& kn : tuning_knobs(op, pref.tuning, "BARACUDA_GROUPED_GEMV_CFG", {"kernel", "kw", "rn", "waves"})) {
+      if (kn.key == "kernel") {
+        if (kn.value != "gemv" && kn.value != "tiled")
+          throw InvalidArgument(op + ": tuning kernel='" + kn.value + "'; expected gemv or tiled");
+        I->tiled = kn.value == "tiled";
+        continue;
+      }
       const int v = int(kn.num());
       if (kn.key == "kw") g.kw = v;
       else if (kn.key == "rn") g.rn = v;
       else g.waves = v;
     }
     if (!gemm::grouped_gemv_supported(g)) throw Unsupported(op + ": no grouped kernel for " + d.str());
+    if (I->tiled && !gemm::grouped_tiled_supported(g))
+      throw Unsupported(op + ": the tiled grouped kernel takes bfloat16 / float16 with K and the row strides "
+                        "multiples of 8; got " + d.str());
     I->kernel = true;
-    k.name = std::string("gemm.") + gemm::grouped_gemv_variant(g);
+    k.name = I->tiled ? std::string("gemm.grouped_tiled.m128n128k32") : std::string("gemm.") + gemm::grouped_gemv_variant(g);
     k.layout = "x:row,w:[E,N,K],out:row,offsets on device";
     k.backend = Backend::Bespoke;
     k.precision.bit_stable = true;
@@ -187,7 +198,8 @@ void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t 
   if (I.kernel) {
     gemm::GroupedGemvArgs g = I.args;
     g.x = t.x.data, g.w = t.w.data, g.out = t.out.data, g.offsets = t.offsets.data, g.bias = t.bias.data;
-    gemm::grouped_gemv(g, stream);
+    if (I.tiled && gemm::grouped_tiled_supported(g)) gemm::grouped_tiled(g, stream);
+    else gemm::grouped_gemv(g, stream);  // (the tiled kernel's 16-byte loads need aligned x and w)
     return;
   }
   const int64_t es = int64_t(dtype_size(d.x.dtype));

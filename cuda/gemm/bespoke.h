@@ -122,6 +122,14 @@ void grouped_gemv(const GroupedGemvArgs& a, void* stream);
 // conventions as gemv_lowm_variant (nullptr counts as aligned). Never throws.
 const char* grouped_gemv_variant(const GroupedGemvArgs& a);
 
+// Tiled grouped GEMM for the prefill regime (many rows per expert): grouped_gemv's contract for
+// bf16 / f16 with alpha 1 and beta 0 (bias allowed), 128 x 128 output tiles on tensor cores, a
+// persistent grid; max_rows, kw, rn and waves are ignored. Host-only predicate: those dtypes, K a
+// multiple of 8 (K > 0), ldx / ldw / sw multiples of 8, x and w 16-byte aligned (nullptr counts as
+// aligned). Launch on `stream` when it holds (the caller falls back to grouped_gemv otherwise).
+bool grouped_tiled_supported(const GroupedGemvArgs& a);
+void grouped_tiled(const GroupedGemvArgs& a, void* stream);
+
 // Dequantizing epilogue of an int8 GEMM:
 // out[m, n] = (float)acc[m, n] * row_scale[m] * col_scale[n] (+ bias[n]), computed in f32 as
 // fmaf((float)acc * row_scale, col_scale, bias), rounded once to out_dtype. ((float)acc is exact
