@@ -63,7 +63,7 @@ template <class T, bool WIDE, bool GPTJ> constexpr int access_width() { return W
 template <class T> struct Item {
   T* out;
   int t, c;
-  int cache_off;  // -1: q (not cached)
+  int64_t cache_off;  // -1: q (not cached)
 };
 
 template <class T, bool WIDE, bool GPTJ>
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, 4) rope_kernel(const Geometry g, con
       it[u].out = static_cast<T*>(x.out) + b * x.out_batch + s * x.out_seq + h * x.out_head + c * W;
       it[u].t = t;
       it[u].c = c;
-      it[u].cache_off = o == 1 ? int(h * x.paged_head) + c * W : -1;
+      it[u].cache_off = o == 1 ? h * x.paged_head + c * W : -1;
       a[u] = load_raw<T, W, WIDE>(in);
       if constexpr (!GPTJ) a2[u] = load_raw<T, W, WIDE>(in + half);
     }
