@@ -50,7 +50,8 @@ def torch_decode(q, k, v, mask):
 
 def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     b, ctx, sq, hq, hk, d = shape
-    kv_bytes = 2 * b * ctx * hk * d * 2
+    fp8 = torch.float8_e4m3fn if args.fp8 else None
+    kv_bytes = 2 * b * ctx * hk * d * (1 if fp8 else 2)
     nsets = C.rotation_sets(kv_bytes, min_sets=2)
     pages_per = (ctx + PAGE - 1) // PAGE
     sets = []
@@ -61,6 +62,8 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
         else:
             kc = torch.randn(b * pages_per, PAGE, hk, d, device=DEV, dtype=BF)
             vc = torch.randn_like(kc)
+        if fp8:  # an fp8 e4m3 cache (scales 1); torch reads the same values as bf16
+            kc, vc = kc.to(fp8), vc.to(fp8)
         order = torch.arange(b * pages_per, device=DEV) if args.in_order else torch.randperm(b * pages_per, device=DEV)
         table = order.to(torch.int32).view(b, pages_per)
         q = torch.randn(b, sq, hq, d, device=DEV, dtype=BF)
@@ -68,11 +71,13 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     seq_lens = torch.full((b,), ctx, dtype=torch.int32, device=DEV)
     q0, kc0, vc0, t0, o0 = sets[0]
     plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q0), spec(kc0), spec(vc0), spec(o0),
-                                                                     pages_per, num_splits=splits),
+                                                                     pages_per, num_splits=splits,
+                                                                     kernel=args.kernel),
                                         bc.PlanPreference(tuning=tuning))
     ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
 
     def unpaged(kc, table):  # [B, Hkv, S, D], the same keys in order
+        kc = kc.to(BF) if fp8 else kc
         return kc[table.long()].reshape(b, pages_per * PAGE, hk, d)[:, :ctx].transpose(1, 2).contiguous()
 
     # torch's inputs: the same keys unpaged; only the first set is kept for the check, the rest rotate
@@ -95,7 +100,7 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     tm = C.measure({"ours": ours, "torch": eager}, iters=args.iters, passes=args.passes)
     del sets, tsets
     C.free_memory()
-    suffix = (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
+    suffix = (" fp8" if fp8 else "") + (f" {args.kernel}" if args.kernel != "auto" else "") + (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
     return C.bandwidth_row(f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}" + suffix, plan.sku.name, ok, err, tm, kv_bytes,
                            copy_gbs)
 
@@ -105,6 +110,8 @@ def main():
     ap.add_argument("--splits", default="0", help="comma-separated split counts to time each row with (0: the plan's)")
     ap.add_argument("--heads-first", action="store_true", help="the cache as [pages, Hkv, page_size, D]")
     ap.add_argument("--in-order", action="store_true", help="each request's pages consecutive (default: shuffled)")
+    ap.add_argument("--fp8", action="store_true", help="fp8 e4m3 caches (scales 1; torch reads them as bf16)")
+    ap.add_argument("--kernel", default="auto", choices=["auto", "mma", "rowwise"], help="the plan's kernel")
     ap.add_argument("--tuning", default="", help="';'-separated PlanPreference.tuning strings to time each row with")
     args = C.parse_bench_args(ap)
     info = C.device_info()

@@ -310,8 +310,15 @@ def test_fp8_caches_with_scales(fp8, per_head):
     big = torch.full((1, hkv, 128), 1e6, device=DEV, dtype=torch.bfloat16)
     bc.kv_cache_append(big, big, kc8, vc8, slots[:1], k_scale=ks, v_scale=vs)
     assert torch.isfinite(kc8[0, 0].float()).all(), "saturated to the finite range, not inf / NaN"
-    with pytest.raises(errors.Unsupported, match="mma kernel"):
-        bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma")
+    # the tensor-core kernel (opt-in for fp8): the same reference, with and without splits, softcap
+    for splits, cap in ((0, None), (3, None), (2, 30.0)):
+        om, lm = bc.paged_attention(q, kc8, vc8, table, lens, k_scale=ks, v_scale=vs, return_lse=True, kernel="mma",
+                                    num_splits=splits, softcap=cap)
+        rom, rlm = reference(q, kq, vq, table, lens, softcap=cap) if cap else (ro, rl)
+        check(om, rom, torch.bfloat16)
+        check(lm, rlm, torch.float32, "lse")
+    unscaled = bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma")  # no scales: 1
+    check(unscaled, reference(q, kc8.float(), vc8.float(), table, lens)[0], torch.bfloat16)
     with pytest.raises(errors.InvalidArgument, match="k_scale / v_scale dequantize fp8 caches"):
         bc.paged_attention(q, kc, vc, table, lens, k_scale=ks, v_scale=vs)
     with pytest.raises(errors.InvalidDType, match="k_scale is float64"):

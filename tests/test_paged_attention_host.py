@@ -37,7 +37,6 @@ REFUSALS = [
     ("scale", lambda: D(scale=float("inf")), errors.InvalidArgument, ["scale must be finite"]),
     ("splits", lambda: D(num_splits=-1), errors.InvalidArgument, ["num_splits"]),
     ("last-stride", lambda: D(cstrides=(32768, 2048, 256, 2)), errors.Unsupported, ["contiguous along head_dim"]),
-    ("fp8-mma", lambda: D(cdtype=bc.float8_e4m3fn, kernel="mma"), errors.Unsupported, ["the mma kernel takes"]),
     ("fp8-mixed", lambda: bc.PagedAttentionDescriptor(S((4, 1, 32, 128), bf16), S((100, 16, 8, 128), bc.float8_e4m3fn),
                                  S((100, 16, 8, 128), bc.float8_e5m2), S((4, 1, 32, 128), bf16), 64),
      errors.InvalidDType, ["v_cache is float8_e5m2", "k_cache's fp8"]),
@@ -104,3 +103,13 @@ def test_rowwise_kernel_takes_f32_and_other_head_dims():
         assert p.sku.name == "paged_attention.decode.rowwise" and p.num_splits == 1 and p.workspace_bytes() == 0
     assert bc.PagedAttentionPlan.select(D()).sku.name.startswith("paged_attention.decode.mma_sync.d128.")
     assert "kernel='rowwise'" in repr(D(kernel="rowwise"))
+
+
+def test_fp8_caches_pick_their_kernel():
+    """fp8 caches: the rowwise kernel under 'auto', the tensor cores when asked for (16-bit q only)."""
+    auto = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e4m3fn)).sku.name
+    assert auto.startswith("paged_attention.decode.rowwise.") and auto.endswith("_cache")
+    mma = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e5m2, kernel="mma")).sku.name
+    assert mma.startswith("paged_attention.decode.mma_sync.d128.") and mma.endswith("_cache")
+    with pytest.raises(errors.Unsupported, match="the mma kernel takes"):
+        bc.PagedAttentionPlan.select(D(dtype=bc.float32, cdtype=bc.float8_e4m3fn, kernel="mma"))

@@ -107,12 +107,14 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   need(ks[3] == g.d, "k_cache has head_dim " + std::to_string(ks[3]) + " but q has " + std::to_string(g.d));
   if (desc.kernel != "auto" && desc.kernel != "mma" && desc.kernel != "rowwise")
     throw InvalidArgument(kOp + ": kernel must be 'auto', 'mma' or 'rowwise', got '" + desc.kernel + "'");
-  const bool mma_fits = dt != DType::Float32 && !fp8 && paged_attention::head_dim_supported(g.d);
+  // fp8 caches run on the tensor cores when asked for (kernel='mma': converted to 16 bits in shared
+  // memory); 'auto' keeps them on the rowwise kernel until the tensor-core path is measured.
+  const bool mma_fits = dt != DType::Float32 && paged_attention::head_dim_supported(g.d);
   if (desc.kernel == "mma" && !mma_fits)
-    throw Unsupported(kOp + ": the mma kernel takes bfloat16 / float16 caches with head_dim 64, 96, 128 or 256; q is " +
+    throw Unsupported(kOp + ": the mma kernel takes bfloat16 / float16 q with head_dim 64, 96, 128 or 256; q is " +
                       std::string(dtype_name(dt)) + " with head_dim " + std::to_string(g.d) + " over " +
                       dtype_name(desc.k_cache.dtype) + " caches (kernel='auto' or 'rowwise' runs it)");
-  I.rowwise = desc.kernel == "rowwise" || !mma_fits;
+  I.rowwise = desc.kernel == "rowwise" || !mma_fits || (fp8 && desc.kernel != "mma");
   if (g.d < 1 || g.d > paged_attention::kMaxRowwiseHeadDim)
     throw Unsupported(kOp + ": head_dim " + std::to_string(g.d) + " is not supported (at most " +
                       std::to_string(paged_attention::kMaxRowwiseHeadDim) + ")");
@@ -238,11 +240,12 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   // The mma kernel's 16-byte row accesses: every row start of q and the caches.
   if (!I.rowwise)
     for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
+      const int64_t per16 = 16 / int64_t(dtype_size(v->dtype));  // elements in 16 bytes
       bool ok = reinterpret_cast<uintptr_t>(v->data) % 16 == 0;
-      for (int d = 0; d + 1 < v->ndim; ++d) ok = ok && (v->shape[d] <= 1 || v->strides[d] % 8 == 0);
+      for (int d = 0; d + 1 < v->ndim; ++d) ok = ok && (v->shape[d] <= 1 || v->strides[d] % per16 == 0);
       if (!ok)
         throw InvalidArgument(kOp + ": " + name + " needs a 16-byte aligned data pointer and strides that are "
-                                                  "multiples of 8 elements (its rows are read 16 bytes at a time)");
+                                                  "multiples of 16 bytes (its rows are read 16 bytes at a time)");
     }
   const int r = t.q.ndim;
   g.q_batch = t.q.strides[0];

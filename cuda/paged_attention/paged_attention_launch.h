@@ -24,7 +24,7 @@ constexpr int kKeysPerTile = 64;   // keys per tile: four warps of 16
 
 struct Geometry {
   DType dtype = DType::BFloat16;
-  DType cache_dtype = DType::BFloat16;              // dtype, or fp8 (e4m3 / e5m2: the rowwise kernel, with scales)
+  DType cache_dtype = DType::BFloat16;              // dtype, or fp8 (e4m3 / e5m2, with scales)
   int d = 0;                                        // head dim of q, k and v
   int64_t batch = 0, sq = 0, hq = 0, hkv = 0, group = 0;
   int64_t row_groups = 0;                           // ceil(group * sq / 16)

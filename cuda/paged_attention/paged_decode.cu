@@ -10,11 +10,13 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "baracuda/errors.h"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/fast_exp.cuh"
+#include "common/packed_vec.cuh"
 #include "fa2/flash_common.cuh"
 #include "paged_attention/paged_attention_launch.h"
 
@@ -30,12 +32,16 @@ constexpr int kStages = 2;
 
 // Four warps of 16 keys each, S shared-memory stages of one 64-key tile (S - 1 tiles in flight
 // while one computes; kStages is what is built).
-template <int D, int S> struct Cfg {
+// fp8 caches (FP8): the stages hold the tile's raw bytes (half a 16-bit tile, dense rows), and one
+// more 16-bit tile is the converted copy the tensor cores read (fp8 -> 16 bits is exact; the scales
+// are folded into the score and the output).
+template <int D, int S, bool FP8 = false> struct Cfg {
   static constexpr int kWarps = 4, kThreads = 32 * kWarps, BN = 16 * kWarps;
   static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
   static constexpr int q_bytes = RB * LD * 2;
   static constexpr int stage_elems = 2 * BN * LD;  // K then V of one tile
-  static constexpr int stages_bytes = S * stage_elems * 2;
+  static constexpr int raw_stage_bytes = 2 * BN * D;  // FP8: K then V of one tile, one byte each
+  static constexpr int stages_bytes = FP8 ? S * raw_stage_bytes + stage_elems * 2 : S * stage_elems * 2;
   static constexpr int combine_bytes = (kWarps * RB * D + 2 * kWarps * RB) * 4;
   static_assert(combine_bytes <= stages_bytes, "the warps' partial states reuse the stages");
   static_assert(kKeysPerTile % BN == 0, "splits are whole tiles");
@@ -53,10 +59,12 @@ struct RowInfo {
   float slope_log2;
 };
 
-template <class T, int D, int S>
-__global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
+// T: q and out; KV: the caches' element type (T, or fp8 e4m3 / e5m2 with p.k_scale / p.v_scale).
+template <class T, class KV, int D, int S>
+__global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>>::kThreads, Cfg<D, S, !std::is_same_v<T, KV>>::min_blocks)
     paged_decode_kernel(const Geometry g, const Pointers p) {
-  using C = Cfg<D, S>;
+  constexpr bool FP8 = !std::is_same_v<T, KV>;
+  using C = Cfg<D, S, FP8>;
   constexpr int LD = C::LD, DT = D / 8, KT = D / 16, BN = C::BN, kThreads = C::kThreads, kWarps = C::kWarps;
   constexpr int R = S + 1;  // the page ring: the tile computing, S - 1 in flight, one looked up ahead
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -82,8 +90,8 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
   const int64_t ntiles = jhi > jlo ? (jhi - jlo + BN - 1) / BN : 0;
 
   const T* q = static_cast<const T*>(p.q);
-  const T* kc = static_cast<const T*>(p.k_cache);
-  const T* vc = static_cast<const T*>(p.v_cache);
+  const KV* kc = static_cast<const KV*>(p.k_cache);
+  const KV* vc = static_cast<const KV*>(p.v_cache);
 
   // Q rows (zero past the block's rows), then the first key / value tile.
   for (int c = tid; c < RB * DT; c += kThreads) {
@@ -111,22 +119,55 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
   // multiply-adds.
   const int32_t k_page = int32_t(g.k_page), k_slot = int32_t(g.k_slot), v_page = int32_t(g.v_page),
                 v_slot = int32_t(g.v_slot);
-  const T* kh = kc + hk * g.k_head;
-  const T* vh = vc + hk * g.v_head;
+  const KV* kh = kc + hk * g.k_head;
+  const KV* vh = vc + hk * g.v_head;
+  // 16-byte chunks per key row: D / 8 of a 16-bit cache, D / 16 of an fp8 one.
+  constexpr int EC = 16 / int(sizeof(KV)), DC = D / EC;
+  unsigned char* raw = reinterpret_cast<unsigned char*>(stages);          // FP8: the S raw stages
+  T* conv = reinterpret_cast<T*>(raw + (FP8 ? S * C::raw_stage_bytes : 0));  // FP8: the converted tile
   auto load_tile = [&](int64_t m) {
-    T* Ks = stages + (m % S) * C::stage_elems;
-    T* Vs = Ks + BN * LD;
+    KV* Kd;
+    KV* Vd;
+    int ld;
+    if constexpr (FP8) {
+      Kd = reinterpret_cast<KV*>(raw + (m % S) * C::raw_stage_bytes);
+      Vd = Kd + BN * D;
+      ld = D;
+    } else {
+      Kd = reinterpret_cast<KV*>(stages + (m % S) * C::stage_elems);
+      Vd = Kd + BN * LD;
+      ld = LD;
+    }
     const int32_t* pages = ring_page[m % R];
     const int32_t* slots = ring_slot[m % R];
 #pragma unroll 4
-    for (int it = 0; it < BN * DT / kThreads; ++it) {
-      const int c = tid + it * kThreads, r = c / DT, cc = c % DT;
+    for (int it = 0; it < BN * DC / kThreads; ++it) {
+      const int c = tid + it * kThreads, r = c / DC, cc = c % DC;
       const int32_t page = pages[r];
       const bool in = page >= 0;
       const int32_t pg = in ? page : 0, sl = in ? slots[r] : 0;
       const int64_t ko = int64_t(pg) * k_page + int64_t(sl) * k_slot, vo = int64_t(pg) * v_page + int64_t(sl) * v_slot;
-      kernels::cp_async16_zfill(Ks + r * LD + cc * 8, kh + ko + cc * 8, in);
-      kernels::cp_async16_zfill(Vs + r * LD + cc * 8, vh + vo + cc * 8, in);
+      kernels::cp_async16_zfill(Kd + r * ld + cc * EC, kh + ko + cc * EC, in);
+      kernels::cp_async16_zfill(Vd + r * ld + cc * EC, vh + vo + cc * EC, in);
+    }
+  };
+  // FP8: raw stage st -> the converted 16-bit tile (K then V, padded rows), 16 values per thread step.
+  auto convert_tile = [&](int st) {
+    const unsigned char* src = raw + st * C::raw_stage_bytes;
+#pragma unroll 2
+    for (int c = tid; c < 2 * BN * DC; c += kThreads) {
+      const int r = c / DC, cc = c % DC;  // r < 2 BN: K's rows, then V's
+      const uint4 bits = *reinterpret_cast<const uint4*>(src + r * D + cc * 16);
+      const KV* v8 = reinterpret_cast<const KV*>(&bits);
+      kernels::Pack<T, 8> lo, hi;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        lo.v[j] = kernels::from_compute<T>(kernels::to_compute(v8[j]));
+        hi.v[j] = kernels::from_compute<T>(kernels::to_compute(v8[8 + j]));
+      }
+      T* dst = conv + r * LD + cc * 16;
+      *reinterpret_cast<kernels::Pack<T, 8>*>(dst) = lo;
+      *reinterpret_cast<kernels::Pack<T, 8>*>(dst + 8) = hi;
     }
   };
 #pragma unroll
@@ -149,9 +190,13 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
     ri[hf].h = hk * g.group + rr % g.group;
     ri[hf].slope_log2 = g.alibi ? p.alibi_slopes[ri[hf].h] * kLog2e : 0.f;
   }
-  const float scale_log2 = g.scale * kLog2e;
+  // fp8 caches: k = k_cache * k_scale, v = v_cache * v_scale (one per kv head, or one): k_scale goes
+  // into the score's scale, v_scale onto the output.
+  const float k_scale = FP8 && p.k_scale ? p.k_scale[hk * p.scale_stride] : 1.f;
+  const float v_scale = FP8 && p.v_scale ? p.v_scale[hk * p.scale_stride] : 1.f;
+  const float scale_log2 = g.scale * k_scale * kLog2e;
   const bool softcap = g.softcap > 0.f;
-  const float cap_scale = softcap ? g.scale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
+  const float cap_scale = softcap ? g.scale * k_scale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
 
   unsigned qa[C::q_in_registers ? KT : 1][4];
   float o[DT][4];
@@ -171,7 +216,11 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
         for (int kk = 0; kk < KT; ++kk) attention::flash::load_a<LD>(qa[kk], Qs, 0, kk * 16);
       }
     }
-    const T* Ks = stages + st * C::stage_elems;
+    if constexpr (FP8) {
+      convert_tile(st);
+      __syncthreads();  // the converted tile is in
+    }
+    const T* Ks = FP8 ? conv : stages + st * C::stage_elems;
     const T* Vs = Ks + BN * LD;
 
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -297,6 +346,7 @@ __global__ void __launch_bounds__(Cfg<D, S>::kThreads, Cfg<D, S>::min_blocks)
         acc += Os[(v * RB + r) * D + d] * wgt;
       }
     }
+    if constexpr (FP8) acc *= v_scale;
     if (g.splits == 1) {
       if (g.sinks) {
         const float s2 = p.sinks[h] * kLog2e, mn = fmaxf(M, s2);
@@ -346,9 +396,9 @@ template <class T> __global__ void merge_kernel(const Geometry g, const Pointers
     p.lse[(b * g.hq + h) * g.sq + i] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
 }
 
-template <class T, int D, int S> void launch(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  using C = Cfg<D, S>;
-  constexpr auto kernel = paged_decode_kernel<T, D, S>;
+template <class T, class KV, int D, int S> void launch(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  using C = Cfg<D, S, !std::is_same_v<T, KV>>;
+  constexpr auto kernel = paged_decode_kernel<T, KV, D, S>;
   attention::flash::opt_in_smem<kernel>(C::smem_bytes);
   const dim3 grid(unsigned(g.splits), unsigned(g.hkv * g.row_groups), unsigned(g.batch));
   kernel<<<grid, C::kThreads, C::smem_bytes, stream>>>(g, p);
@@ -359,24 +409,28 @@ template <class T, int D, int S> void launch(const Geometry& g, const Pointers& 
   }
 }
 
-template <class T, int S> void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+template <class T, class KV, int S> void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   switch (g.d) {
-    case 64: return launch<T, 64, S>(g, p, stream);
-    case 96: return launch<T, 96, S>(g, p, stream);
-    case 128: return launch<T, 128, S>(g, p, stream);
-    case 256: return launch<T, 256, S>(g, p, stream);
+    case 64: return launch<T, KV, 64, S>(g, p, stream);
+    case 96: return launch<T, KV, 96, S>(g, p, stream);
+    case 128: return launch<T, KV, 128, S>(g, p, stream);
+    case 256: return launch<T, KV, 256, S>(g, p, stream);
     default: throw Unsupported("paged_attention: head_dim " + std::to_string(g.d) + " (built: 64, 96, 128, 256)");
   }
 }
 // Two stages: three stages (two tiles in flight) measured slower on an H200 at every shape of
 // bench_paged_attention.py (fewer blocks fit an SM); see docs/benchmarks.md.
 template <class T> void launch_t(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  launch_dim<T, kStages>(g, p, stream);
+  switch (g.cache_dtype) {
+    case DType::Float8E4M3: return launch_dim<T, kernels::e4m3, kStages>(g, p, stream);
+    case DType::Float8E5M2: return launch_dim<T, kernels::e5m2, kStages>(g, p, stream);
+    default: return launch_dim<T, T, kStages>(g, p, stream);
+  }
 }
 
 template <class T, int D, int S> int resident() {
   using C = Cfg<D, S>;
-  constexpr auto kernel = paged_decode_kernel<T, D, S>;
+  constexpr auto kernel = paged_decode_kernel<T, T, D, S>;  // (fp8 caches: about the same footprint)
   int blocks = 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, C::kThreads, C::smem_bytes) != cudaSuccess) {

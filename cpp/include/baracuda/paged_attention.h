@@ -42,8 +42,9 @@ struct PagedAttentionDescriptor {
   int64_t max_seqlen_k = 0;        // the longest context expected (sizes the splits); 0: max_pages * page_size
   int num_splits = 0;              // 0: chosen by select; else the splits of each request's keys
   std::string kernel = "auto";     // "auto" | "mma" (tensor cores) | "rowwise" (CUDA cores)
-  // fp8 (e4m3 / e5m2) caches under float32 / float16 / bfloat16 queries (the rowwise kernel): keys and
-  // values are the cache times k_scale / v_scale (float32 [1] or [kv_heads]; 1 without scales).
+  // fp8 (e4m3 / e5m2) caches under float32 / float16 / bfloat16 queries (the rowwise kernel under
+  // "auto"; kernel "mma" runs them on the tensor cores for 16-bit queries): keys and values are the
+  // cache times k_scale / v_scale (float32 [1] or [kv_heads]; 1 without scales).
   bool kv_scales = false, scale_per_head = false;
   bool operator==(const PagedAttentionDescriptor& o) const {
     return q == o.q && k_cache == o.k_cache && v_cache == o.v_cache && out == o.out && max_pages == o.max_pages &&
