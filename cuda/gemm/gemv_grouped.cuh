@@ -20,6 +20,7 @@
 // shuffles per item.
 #pragma once
 #include "gemm/gemv_lowm.cuh"
+#include "gemm/grouped_offsets.cuh"
 
 namespace baracuda::gemm::detail {
 
@@ -41,9 +42,7 @@ int grouped_occupancy_f32(const GemvCfg& c);
 
 // offsets[i] clamped to [0, T].
 __device__ __forceinline__ int64_t group_offset(const GemvGroupParams& q, int64_t i) {
-  const int64_t v = q.off64 ? static_cast<const int64_t*>(q.offsets)[i]
-                            : int64_t(static_cast<const int32_t*>(q.offsets)[i]);
-  return v < 0 ? 0 : (v > q.T ? q.T : v);
+  return clamped_group_offset(q.offsets, q.off64, i, q.T);
 }
 
 // Calls f(expert, tile, first row, rows) for each of this block's work items, in order.

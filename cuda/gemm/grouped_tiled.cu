@@ -21,6 +21,7 @@
 #include "common/mma_sync.cuh"
 #include "fa2/flash_common.cuh"
 #include "gemm/bespoke.h"
+#include "gemm/grouped_offsets.cuh"
 
 namespace baracuda::gemm {
 namespace {
@@ -29,12 +30,6 @@ constexpr int BM = 128, BN = 128, BK = 32, kStages = 3, kThreads = 256;
 constexpr int LD = BK + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
 constexpr int kStageElems = (BM + BN) * LD;
 constexpr int kSmemBytes = kStages * kStageElems * 2;
-
-__device__ __forceinline__ int64_t offset_at(const GroupedGemvArgs& a, int64_t i) {
-  const int64_t v = a.offsets_dtype == DType::Int64 ? static_cast<const int64_t*>(a.offsets)[i]
-                                                    : int64_t(static_cast<const int32_t*>(a.offsets)[i]);
-  return v < 0 ? 0 : (v > a.T ? a.T : v);
-}
 
 struct Item {
   int64_t lo, hi;  // the expert's rows
@@ -53,8 +48,9 @@ __device__ bool find_item(const GroupedGemvArgs& a, int64_t item, int64_t col_ti
     for (int64_t e0 = 0; e0 < a.E && !done; e0 += 32) {
       int64_t lo = 0, hi = 0, cnt = 0;
       if (e0 + lane < a.E) {
-        lo = offset_at(a, e0 + lane);
-        hi = offset_at(a, e0 + lane + 1);
+        const bool off64 = a.offsets_dtype == DType::Int64;
+        lo = clamped_group_offset(a.offsets, off64, e0 + lane, a.T);
+        hi = clamped_group_offset(a.offsets, off64, e0 + lane + 1, a.T);
         cnt = hi > lo ? (hi - lo + BM - 1) / BM * col_tiles : 0;
       }
       int64_t inc = cnt;

@@ -85,6 +85,11 @@ struct Row {
     const float e = __expf(x - m);  // in [0, 1]; NaN x gives NaN, which converts to 0
     return e > 0.f ? uint64_t(e * 4294967296.0f) : 0;
   }
+  // exp(x - m) as a float, the log-probability's denominator's term (NaN past the end gives NaN: the
+  // callers add only in-range values).
+  __device__ __forceinline__ float rel_exp(float x) const {
+    return m == INFINITY ? (x == INFINITY ? 1.f : 0.f) : __expf(x - m);
+  }
 };
 
 // Adds `amount` (a count when kCount) to hist[bin] for the active lanes with one shared atomic per
@@ -243,6 +248,19 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
     else static_cast<int64_t*>(p.tokens)[b * p.token_stride] = token;
     if (p.logprobs) p.logprobs[b * p.logprob_stride] = logprob;
   };
+  // The row's sum of exp(x - max) from the warps' partials in warp_sum; a token's log-probability.
+  auto warps_total = [&] {
+    float total = 0.f;
+    for (int w = 0; w < kWarps; ++w) total += warp_sum[w];
+    return total;
+  };
+  auto logprob_of = [&](int64_t token, float total) { return load(row, token) * r.inv_t - m - __logf(total); };
+  // The row's 64 random bits for the draw (Philox-4x32-10 of the row, offset and seed): the target is
+  // umulhi(Z, word), uniform in [0, Z).
+  auto draw_word = [&] {
+    const rng::Words4 words = rng::philox4x32_10(uint64_t(b), p.offset, seed);
+    return (uint64_t(words.w[0]) << 32) | words.w[1];
+  };
   if (arg < 0) {  // nothing but NaN and -inf
     write(-1, NAN);
     return;
@@ -318,7 +336,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
     __syncthreads();
     float sum = 0.f;
     over_row(row, V, r.inv_t, [&](int64_t i, float x, bool in) {
-      if (in && p.logprobs) sum += m == INFINITY ? (x == INFINITY ? 1.f : 0.f) : __expf(x - m);
+      if (in && p.logprobs) sum += r.rel_exp(x);
       const bool keep = in && key_of(x) >= th;
       const unsigned ballot = __ballot_sync(0xffffffffu, keep);
       if (ballot == 0u) return;
@@ -335,9 +353,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
     __syncthreads();
     const int n = cand_n;
     if (n <= kCandidates) {  // (the select's count is exact unless k passed the row's valid keys)
-      float total_sum = 0.f;
-      if (p.logprobs)
-        for (int w = 0; w < kWarps; ++w) total_sum += warp_sum[w];
+      const float total_sum = p.logprobs ? warps_total() : 0.f;
       int pad = 1;
       while (pad < n) pad <<= 1;
       for (int c = n + tid; c < pad; c += kThreads) cand_i[c] = INT32_MAX;
@@ -373,8 +389,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
         uint64_t Z = 0;
         for (int c = lane; c < n; c += 32) Z += mass_at(c);
         Z = kernels::warp_sum(Z);
-        const rng::Words4 words = rng::philox4x32_10(uint64_t(b), p.offset, seed);
-        const uint64_t target = __umul64hi(Z, (uint64_t(words.w[0]) << 32) | words.w[1]);
+        const uint64_t target = __umul64hi(Z, draw_word());
         uint64_t acc = 0;
         for (int c0 = 0; c0 < n; c0 += 32) {
           const bool hit = draw_hit(mass_at(c0 + lane), acc, target);
@@ -384,7 +399,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
       }
       __syncthreads();
       const int64_t token = picked;
-      write(token, p.logprobs ? load(row, token) * r.inv_t - m - __logf(total_sum) : 0.f);
+      write(token, p.logprobs ? logprob_of(token, total_sum) : 0.f);
       return;
     }
   }
@@ -400,7 +415,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   float sum = 0.f;
   if (need_draw || p.logprobs) {
     over_chunk(row, begin, end, r.inv_t, [&](int64_t, float x, bool in) {
-      if (in && p.logprobs) sum += m == INFINITY ? (x == INFINITY ? 1.f : 0.f) : __expf(x - m);
+      if (in && p.logprobs) sum += r.rel_exp(x);
       if (in && need_draw && key_of(x) >= th) kept += r.mass(x);
       return false;
     });
@@ -412,22 +427,16 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
     }
   }
   __syncthreads();
-  float total_sum = 0.f;
-  if (p.logprobs)
-    for (int w = 0; w < kWarps; ++w) total_sum += warp_sum[w];
-  auto logprob_of = [&](int64_t token) {
-    return load(row, token) * r.inv_t - m - __logf(total_sum);
-  };
+  const float total_sum = p.logprobs ? warps_total() : 0.f;
   if (greedy) {
-    write(arg, p.logprobs ? logprob_of(arg) : 0.f);
+    write(arg, p.logprobs ? logprob_of(arg, total_sum) : 0.f);
     return;
   }
 
   // ---- the draw: target uniform in [0, Z), the first token whose running kept mass passes it
   uint64_t Z = 0, start = 0;
   int owner = -1;
-  const rng::Words4 words = rng::philox4x32_10(uint64_t(b), p.offset, seed);
-  const uint64_t u64 = (uint64_t(words.w[0]) << 32) | words.w[1];
+  const uint64_t u64 = draw_word();
   for (int w = 0; w < kWarps; ++w) Z += warp_mass[w];
   const uint64_t target = __umul64hi(Z, u64);
   for (int w = 0; w < kWarps && owner < 0; ++w) {
@@ -446,7 +455,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const Params p) {
   }
   __syncthreads();
   const int64_t token = picked;
-  write(token, p.logprobs ? logprob_of(token) : 0.f);
+  write(token, p.logprobs ? logprob_of(token, total_sum) : 0.f);
 }
 
 }  // namespace
