@@ -43,7 +43,7 @@ def tiled_linear(x, w, offsets):
     if plan is None:
         S, dt = bc.TensorSpec, bc.bfloat16
         desc = bc.GroupedGemmDescriptor(S(tuple(x.shape), dt), S(tuple(w.shape), dt), S((x.shape[0], w.shape[1]), dt),
-                                        offsets_dtype=bc.int64 if offsets.dtype == torch.int64 else bc.int32)
+                                        offsets_dtype=bc.dtype(offsets.dtype))
         plan = _TILED[key] = bc.GroupedGemmPlan.select(desc, bc.PlanPreference(tuning="kernel=tiled"))
     out = torch.empty(x.shape[0], w.shape[1], device=x.device, dtype=x.dtype)
     plan.run(out, x, w, offsets=offsets)

@@ -532,10 +532,6 @@ def _check_moe(out, x, w, offs, bias):
     assert torch.isnan(out[t:]).all(), "rows past the last expert were written"
 
 
-BC = {torch.bfloat16: bc.bfloat16, torch.float16: bc.float16, torch.float32: bc.float32, torch.int32: bc.int32,
-      torch.int64: bc.int64}
-
-
 @pytest.mark.parametrize("dt,e,n,k,hi,bias,odt", [
     (torch.bfloat16, 8, 384, 256, 300, True, torch.int64),   # several row tiles per expert, partial last ones
     (torch.float16, 3, 200, 72, 140, False, torch.int32),    # N and K tails (K a multiple of 8, not of 32)
@@ -554,38 +550,29 @@ def test_grouped_tiled_kernel(dt, e, n, k, hi, bias, odt):
     b = rand((e, n), dt, g) if bias else None
     offs = torch.tensor([2] + [2 + c for c in torch.tensor(counts).cumsum(0).tolist()], dtype=torch.int64)
     spec = bc.TensorSpec
-    desc = bc.GroupedGemmDescriptor(spec(tuple(x.shape), BC[dt], tuple(x.stride())), spec(tuple(w.shape), BC[dt]),
-                                    spec((t, n), BC[dt]), offsets_dtype=BC[odt], bias=bias)
-    plan = bc.GroupedGemmPlan.select(desc, bc.PlanPreference(tuning="kernel=tiled"))
-    assert plan.sku.name == "gemm.grouped_tiled.m128n128k32"
-    out = poison((t, n), dt)
-    plan.run(out, x, w, offsets=offs.to(DEV, odt), bias=b)
-    ref = torch.zeros(t, n, dtype=torch.float64, device=DEV)
-    scale = torch.zeros_like(ref)
-    for j in range(e):
-        lo, up = int(offs[j]), int(offs[j + 1])
-        if up > lo:
-            ref[lo:up] = x[lo:up].double() @ w[j].double().t() + (0 if b is None else b[j].double())
-            scale[lo:up] = x[lo:up].double().abs() @ w[j].double().abs().t() + (0 if b is None else b[j].double().abs())
+
+    def tiled(xv):  # the tiled kernel's plan for this view of x, run into a poisoned out
+        desc = bc.GroupedGemmDescriptor(spec(tuple(xv.shape), bc.dtype(dt), tuple(xv.stride())),
+                                        spec(tuple(w.shape), bc.dtype(dt)), spec((t, n), bc.dtype(dt)),
+                                        offsets_dtype=bc.dtype(odt), bias=bias)
+        plan = bc.GroupedGemmPlan.select(desc, bc.PlanPreference(tuning="kernel=tiled"))
+        assert plan.sku.name == "gemm.grouped_tiled.m128n128k32"
+        out = poison((t, n), dt)
+        plan.run(out, xv, w, offsets=offs.to(DEV, odt), bias=b)
+        return out
+
     lo, up = int(offs[0]), int(offs[-1])
+    scale = _moe_ref(x.abs(), w.abs(), offs, None if b is None else b.abs())[lo:up]
+    tol = 1e-2 if dt == torch.bfloat16 else 2e-3
+    out = tiled(x)
     got = out[lo:up].double()
     assert not torch.isnan(got).any(), "an expert's row was not written"
-    tol = 1e-2 if dt == torch.bfloat16 else 2e-3
-    assert ((got - ref[lo:up]).abs() <= tol * scale[lo:up] + 1e-6).all()
+    assert ((got - _moe_ref(x, w, offs, b)[lo:up]).abs() <= tol * scale + 1e-6).all()
     assert torch.isnan(out[:lo]).all() and torch.isnan(out[up:]).all(), "rows no expert owns were written"
     # x off 16-byte alignment: run falls back to the decode kernel, same result
     x2 = xs[:, 1:1 + k]
-    out2 = poison((t, n), dt)
-    plan2 = bc.GroupedGemmPlan.select(bc.GroupedGemmDescriptor(
-        spec(tuple(x2.shape), BC[dt], tuple(x2.stride())), spec(tuple(w.shape), BC[dt]), spec((t, n), BC[dt]),
-        offsets_dtype=BC[odt], bias=bias), bc.PlanPreference(tuning="kernel=tiled"))
-    plan2.run(out2, x2, w, offsets=offs.to(DEV, odt), bias=b)
-    ref2 = torch.zeros_like(ref)
-    for j in range(e):
-        lo_j, up_j = int(offs[j]), int(offs[j + 1])
-        if up_j > lo_j:
-            ref2[lo_j:up_j] = x2[lo_j:up_j].double() @ w[j].double().t() + (0 if b is None else b[j].double())
-    assert ((out2[lo:up].double() - ref2[lo:up]).abs() <= tol * scale[lo:up] * 4 + 1e-2).all()
+    out2 = tiled(x2)
+    assert ((out2[lo:up].double() - _moe_ref(x2, w, offs, b)[lo:up]).abs() <= tol * scale * 4 + 1e-2).all()
 
 
 def test_grouped_refusals():

@@ -240,10 +240,11 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   // The mma kernel's 16-byte row accesses: every row start of q and the caches.
   if (!I.rowwise)
     for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
-      const int64_t per16 = 16 / int64_t(dtype_size(v->dtype));  // elements in 16 bytes
-      bool ok = reinterpret_cast<uintptr_t>(v->data) % 16 == 0;
-      for (int d = 0; d + 1 < v->ndim; ++d) ok = ok && (v->shape[d] <= 1 || v->strides[d] % per16 == 0);
-      if (!ok)
+      AccessWidth w;
+      w.fit(v->data);
+      for (int d = 0; d + 1 < v->ndim; ++d)
+        if (v->shape[d] > 1) w.fit(v->strides[d] * int64_t(dtype_size(v->dtype)));
+      if (w.bytes < 16)
         throw InvalidArgument(kOp + ": " + name + " needs a 16-byte aligned data pointer and strides that are "
                                                   "multiples of 16 bytes (its rows are read 16 bytes at a time)");
     }

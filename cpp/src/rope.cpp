@@ -284,14 +284,14 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
 
   rope::Pointers p;
   const int64_t esize = dtype_size(g.dtype);
-  // 16-byte accesses when every row start and stride allows them and the chunks tile the rotated part.
-  const int64_t wide_elems = 16 / esize;
-  auto aligned = [](const void* ptr, std::initializer_list<int64_t> strides, int64_t es) {
-    bool ok = reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-    for (int64_t s : strides) ok = ok && (s * es) % 16 == 0;
-    return ok;
+  // 16-byte accesses when every row start and stride allows them and the chunks tile the rotated part:
+  // `rot` for q, k, their outputs and the k cache; v's copy to its cache has its own.
+  AccessWidth rot;
+  rot.fit((g.gptj ? g.rotary_dim : half) * esize);
+  auto fit_rows = [&](AccessWidth& w, const void* ptr, std::initializer_list<int64_t> strides) {
+    w.fit(ptr);
+    for (int64_t s : strides) w.fit(s * esize);
   };
-  bool wide = (g.gptj ? g.rotary_dim : half) % wide_elems == 0;
   auto operand = [&](const TensorView& in, const TensorView& out) {
     rope::Operand o;
     o.in = in.data;
@@ -306,16 +306,16 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
     o.out_head = out.strides[n - 2];
     return o;
   };
-  auto operand_wide = [&](const rope::Operand& o) {
-    return aligned(o.in, {o.in_batch, o.in_seq, o.in_head}, esize) &&
-           aligned(o.out, {o.out_batch, o.out_seq, o.out_head}, esize);
+  auto fit_operand = [&](const rope::Operand& o) {
+    fit_rows(rot, o.in, {o.in_batch, o.in_seq, o.in_head});
+    fit_rows(rot, o.out, {o.out_batch, o.out_seq, o.out_head});
   };
   p.x[0] = operand(t.q, t.q_out);
-  wide = wide && operand_wide(p.x[0]);
+  fit_operand(p.x[0]);
   p.count = 1;
   if (D.has_k) {
     p.x[1] = operand(t.k, t.k_out);
-    wide = wide && operand_wide(p.x[1]);
+    fit_operand(p.x[1]);
     p.count = 2;
   }
   auto paged = [](rope::Operand& o, const TensorView& cache) {
@@ -326,20 +326,23 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
   };
   if (D.kv_cache) {
     paged(p.x[1], t.k_cache);  // the rotated k's second destination: the vector stores must fit it too
-    wide = wide && aligned(t.k_cache.data, {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head}, esize);
+    fit_rows(rot, t.k_cache.data, {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head});
     if (D.has_v) {  // v: its cache only, copied as it is (its own vector width)
       rope::Operand& o = p.x[2];
       o = operand(t.v, t.v);
       paged(o, t.v_cache);
       o.copy_only = true;
       o.copy_dim = int(t.v.shape[t.v.ndim - 1]);
-      g.v_wide = o.copy_dim % wide_elems == 0 && aligned(o.in, {o.in_batch, o.in_seq, o.in_head}, esize) &&
-                 aligned(o.paged, {o.paged_page, o.paged_slot, o.paged_head}, esize);
+      AccessWidth vw;
+      vw.fit(o.copy_dim * esize);
+      fit_rows(vw, o.in, {o.in_batch, o.in_seq, o.in_head});
+      fit_rows(vw, o.paged, {o.paged_page, o.paged_slot, o.paged_head});
+      g.v_wide = vw.bytes == 16;
       p.count = 3;
     }
   }
   p.slots = t.slot_mapping.data;
-  g.wide = wide;
+  g.wide = rot.bytes == 16;
   p.cos = t.cos.data;
   p.sin = t.sin.data;
   p.positions = t.positions.data;
