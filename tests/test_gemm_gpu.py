@@ -532,14 +532,37 @@ def _check_moe(out, x, w, offs, bias):
     assert torch.isnan(out[t:]).all(), "rows past the last expert were written"
 
 
+def _sm90_grouped_available():
+    return bc.features().get("cutlass", False) and torch.cuda.get_device_capability() == (9, 0)
+
+
+def _kernel_plan(kernel, xv, w, t, dt, odt, bias):
+    """The grouped plan named by tuning (tiled / sm90) for this view of x."""
+    spec = bc.TensorSpec
+    desc = bc.GroupedGemmDescriptor(spec(tuple(xv.shape), bc.dtype(dt), tuple(xv.stride())),
+                                    spec(tuple(w.shape), bc.dtype(dt)), spec((t, w.shape[1]), bc.dtype(dt)),
+                                    offsets_dtype=bc.dtype(odt), bias=bias)
+    return bc.GroupedGemmPlan.select(desc, bc.PlanPreference(tuning=f"kernel={kernel}"))
+
+
+@pytest.mark.parametrize("kernel", ["tiled", "sm90"])
 @pytest.mark.parametrize("dt,e,n,k,hi,bias,odt", [
     (torch.bfloat16, 8, 384, 256, 300, True, torch.int64),   # several row tiles per expert, partial last ones
     (torch.float16, 3, 200, 72, 140, False, torch.int32),    # N and K tails (K a multiple of 8, not of 32)
     (torch.bfloat16, 16, 128, 64, 3, True, torch.int32),     # decode-sized groups on the prefill kernel
+    (torch.bfloat16, 5, 520, 136, 400, False, torch.int64),  # tails of the sm90 kernel's 128 x 256 x 64 tiles
 ])
-def test_grouped_tiled_kernel(dt, e, n, k, hi, bias, odt):
-    """The prefill (tiled) grouped kernel, opted into through the tuning: rows before offsets[0] and
-    from offsets[E] on stay untouched, empty experts cost nothing, x may be a strided view."""
+def test_grouped_tile_kernels(kernel, dt, e, n, k, hi, bias, odt):
+    """The prefill grouped kernels (ours tiled, CUTLASS sm90), named through the tuning: rows before
+    offsets[0] and from offsets[E] on stay untouched, empty experts cost nothing, x may be a strided view."""
+    if kernel == "sm90":
+        if not _sm90_grouped_available():
+            pytest.skip("the sm90 grouped kernel needs a CUTLASS build and an sm_90 device")
+        if bias:
+            with pytest.raises(errors.Unsupported, match="without bias"):
+                _kernel_plan(kernel, torch.empty(4, k, dtype=dt, device=DEV), torch.empty(e, n, k, dtype=dt, device=DEV),
+                             4, dt, odt, True)
+            return
     g = gen(f"moe-tiled/{e}/{n}/{k}")
     counts = torch.randint(0, hi + 1, (e,), generator=torch.Generator().manual_seed(e)).tolist()
     counts[1] = 0
@@ -549,30 +572,70 @@ def test_grouped_tiled_kernel(dt, e, n, k, hi, bias, odt):
     w = rand((e, n, k), dt, g, k ** -0.5)
     b = rand((e, n), dt, g) if bias else None
     offs = torch.tensor([2] + [2 + c for c in torch.tensor(counts).cumsum(0).tolist()], dtype=torch.int64)
-    spec = bc.TensorSpec
 
-    def tiled(xv):  # the tiled kernel's plan for this view of x, run into a poisoned out
-        desc = bc.GroupedGemmDescriptor(spec(tuple(xv.shape), bc.dtype(dt), tuple(xv.stride())),
-                                        spec(tuple(w.shape), bc.dtype(dt)), spec((t, n), bc.dtype(dt)),
-                                        offsets_dtype=bc.dtype(odt), bias=bias)
-        plan = bc.GroupedGemmPlan.select(desc, bc.PlanPreference(tuning="kernel=tiled"))
-        assert plan.sku.name == "gemm.grouped_tiled.m128n128k32"
+    def run(xv):  # the kernel's plan for this view of x, run into a poisoned out
+        plan = _kernel_plan(kernel, xv, w, t, dt, odt, bias)
+        assert plan.sku.name.startswith(f"gemm.grouped_{kernel}."), plan.sku.name
         out = poison((t, n), dt)
-        plan.run(out, xv, w, offsets=offs.to(DEV, odt), bias=b)
+        ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+        plan.run(out, xv, w, offsets=offs.to(DEV, odt), bias=b, workspace=ws)
         return out
 
     lo, up = int(offs[0]), int(offs[-1])
     scale = _moe_ref(x.abs(), w.abs(), offs, None if b is None else b.abs())[lo:up]
     tol = 1e-2 if dt == torch.bfloat16 else 2e-3
-    out = tiled(x)
+    out = run(x)
     got = out[lo:up].double()
     assert not torch.isnan(got).any(), "an expert's row was not written"
     assert ((got - _moe_ref(x, w, offs, b)[lo:up]).abs() <= tol * scale + 1e-6).all()
     assert torch.isnan(out[:lo]).all() and torch.isnan(out[up:]).all(), "rows no expert owns were written"
     # x off 16-byte alignment: run falls back to the decode kernel, same result
     x2 = xs[:, 1:1 + k]
-    out2 = tiled(x2)
+    out2 = run(x2)
     assert ((out2[lo:up].double() - _moe_ref(x2, w, offs, b)[lo:up]).abs() <= tol * scale * 4 + 1e-2).all()
+
+
+def test_grouped_sm90_in_a_cuda_graph():
+    """The sm90 grouped GEMM reads its group sizes on the device: one captured graph replays for new
+    offsets (no host sync, no allocation in run)."""
+    if not _sm90_grouped_available():
+        pytest.skip("the sm90 grouped kernel needs a CUTLASS build and an sm_90 device")
+    g = gen("moe-sm90-graph")
+    e, n, k, t = 8, 512, 256, 1024
+    x = rand((t, k), torch.bfloat16, g)
+    w = rand((e, n, k), torch.bfloat16, g, k ** -0.5)
+    plan = _kernel_plan("sm90", x, w, t, torch.bfloat16, torch.int32, False)
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    offs = torch.zeros(e + 1, dtype=torch.int32, device=DEV)
+    out = torch.empty(t, n, dtype=torch.bfloat16, device=DEV)
+
+    def set_counts(seed):
+        c = torch.randint(0, 2 * t // e, (e,), generator=torch.Generator().manual_seed(seed))
+        c[seed % e] = 0
+        host = torch.zeros(e + 1, dtype=torch.int64)
+        host[1:] = c.cumsum(0).clamp(max=t)
+        offs.copy_(host.to(torch.int32))
+        return host
+
+    set_counts(1)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        plan.run(out, x, w, offsets=offs, workspace=ws)  # warm up outside the capture
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(out, x, w, offsets=offs, workspace=ws)
+    for seed in (2, 3):
+        host = set_counts(seed)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        up = int(host[-1])
+        ref = _moe_ref(x, w, host)[:up]
+        scale = _moe_ref(x.abs(), w.abs(), host)[:up]
+        assert ((out[:up].double() - ref).abs() <= 1e-2 * scale + 1e-6).all()
+        assert torch.isnan(out[up:]).all()
 
 
 def test_grouped_refusals():

@@ -148,19 +148,43 @@ def test_group_sizes_that_overflow_are_refused():
 
 
 def test_grouped_tiled_selection():
-    """The tiled (prefill) grouped kernel is opted into by tuning; halves only; the SKU names it."""
+    """The prefill grouped kernels: by tuning, or by default by the rows per expert (16 for CUTLASS's
+    sm90 kernel on an sm_90 device in a CUTLASS build, else 64 for our tiled one); halves only."""
+    devs = bc.devices()
+    sm90 = bc.features()["cutlass"] and bool(devs) and devs[0]["sm"] == 90
+    prefill = "gemm.grouped_sm90." if sm90 else "gemm.grouped_tiled."
     spec = bc.TensorSpec
     d32 = bc.GroupedGemmDescriptor(spec((64, 256), bc.float32), spec((4, 128, 256), bc.float32),
                                    spec((64, 128), bc.float32), offsets_dtype=bc.int32)
     with pytest.raises(errors.Unsupported, match="tiled grouped kernel takes bfloat16"):
         bc.GroupedGemmPlan.select(d32, bc.PlanPreference(tuning="kernel=tiled"))
-    with pytest.raises(errors.InvalidArgument, match="expected gemv or tiled"):
+    with pytest.raises(errors.InvalidArgument, match="expected gemv, tiled or sm90"):
         bc.GroupedGemmPlan.select(d32, bc.PlanPreference(tuning="kernel=cutlass"))
     dbf = bc.GroupedGemmDescriptor(spec((64, 256), bc.bfloat16), spec((4, 128, 256), bc.bfloat16),
                                    spec((64, 128), bc.bfloat16), offsets_dtype=bc.int64)
     assert bc.GroupedGemmPlan.select(dbf, bc.PlanPreference(tuning="kernel=tiled")).sku.name == \
         "gemm.grouped_tiled.m128n128k32"
-    assert bc.GroupedGemmPlan.select(dbf).sku.name.startswith("gemm.grouped_gemv")
+    if not sm90:
+        with pytest.raises(errors.Unsupported, match="sm90 grouped kernel"):
+            bc.GroupedGemmPlan.select(dbf, bc.PlanPreference(tuning="kernel=sm90"))
+    with pytest.raises(errors.Unsupported, match="sm90 grouped kernel"):  # bias: never the sm90 kernel
+        bc.GroupedGemmPlan.select(bc.GroupedGemmDescriptor(spec((64, 256), bc.bfloat16), spec((4, 128, 256), bc.bfloat16),
+                                                           spec((64, 128), bc.bfloat16), offsets_dtype=bc.int64,
+                                                           bias=True), bc.PlanPreference(tuning="kernel=sm90"))
+    assert bc.GroupedGemmPlan.select(dbf).sku.name.startswith(prefill if sm90 else "gemm.grouped_gemv")  # 16 per expert
+    # 64 rows per expert on average: a prefill kernel by default (unless a bound says fewer)
+    big = dict(offsets_dtype=bc.int64)
+    dbig = bc.GroupedGemmDescriptor(spec((256, 256), bc.bfloat16), spec((4, 128, 256), bc.bfloat16),
+                                    spec((256, 128), bc.bfloat16), **big)
+    assert bc.GroupedGemmPlan.select(dbig).sku.name.startswith(prefill)
+    hint = bc.GroupedGemmDescriptor(spec((256, 256), bc.bfloat16), spec((4, 128, 256), bc.bfloat16),
+                                    spec((256, 128), bc.bfloat16), max_rows_per_group=8, **big)
+    assert bc.GroupedGemmPlan.select(hint).sku.name.startswith("gemm.grouped_gemv")
+    assert bc.GroupedGemmPlan.select(dbig, bc.PlanPreference(tuning="kernel=gemv")).sku.name.startswith(
+        "gemm.grouped_gemv")
+    f32 = bc.GroupedGemmDescriptor(spec((256, 256), bc.float32), spec((4, 128, 256), bc.float32),
+                                   spec((256, 128), bc.float32), **big)
+    assert bc.GroupedGemmPlan.select(f32).sku.name.startswith("gemm.grouped_gemv")
     dk = bc.GroupedGemmDescriptor(spec((64, 260), bc.bfloat16), spec((4, 128, 260), bc.bfloat16),
                                   spec((64, 128), bc.bfloat16), offsets_dtype=bc.int64)
     with pytest.raises(errors.Unsupported, match="multiples of 8"):

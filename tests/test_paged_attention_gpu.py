@@ -86,8 +86,9 @@ def reference(q, kc, vc, table, seq_lens, *, causal=True, scale=None, window=(-1
     return out, lse
 
 
-def check(got, want, dt, what="out"):
-    tol = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}[dt]
+def check(got, want, dt, what="out", magnitude=1.0):
+    """Absolute tolerance for values of order one; `magnitude` scales it for larger values."""
+    tol = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}[dt] * max(1.0, magnitude)
     err = (got.double() - want).abs().max().item() if got.numel() else 0.0
     assert err <= tol, f"{what}: max error {err} > {tol}"
 
@@ -310,15 +311,24 @@ def test_fp8_caches_with_scales(fp8, per_head):
     big = torch.full((1, hkv, 128), 1e6, device=DEV, dtype=torch.bfloat16)
     bc.kv_cache_append(big, big, kc8, vc8, slots[:1], k_scale=ks, v_scale=vs)
     assert torch.isfinite(kc8[0, 0].float()).all(), "saturated to the finite range, not inf / NaN"
-    # the tensor-core kernel (opt-in for fp8): the same reference, with and without splits, softcap
+    assert "mma_sync" in bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(
+        bc.TensorSpec(tuple(q.shape), bc.bfloat16), bc.TensorSpec(tuple(kc8.shape), bc.dtype(fp8)),
+        bc.TensorSpec(tuple(vc8.shape), bc.dtype(fp8)), bc.TensorSpec(tuple(q.shape), bc.bfloat16),
+        table.shape[1], kv_scales=True)).sku.name, "fp8 runs on the tensor cores by default"
+    # the rowwise kernel too; then the tensor cores with and without splits, softcap
+    rw, rwl = bc.paged_attention(q, kc8, vc8, table, lens, k_scale=ks, v_scale=vs, return_lse=True, kernel="rowwise")
+    check(rw, ro, torch.bfloat16)
+    check(rwl, rl, torch.float32, "lse")
     for splits, cap in ((0, None), (3, None), (2, 30.0)):
         om, lm = bc.paged_attention(q, kc8, vc8, table, lens, k_scale=ks, v_scale=vs, return_lse=True, kernel="mma",
                                     num_splits=splits, softcap=cap)
         rom, rlm = reference(q, kq, vq, table, lens, softcap=cap) if cap else (ro, rl)
         check(om, rom, torch.bfloat16)
         check(lm, rlm, torch.float32, "lse")
-    unscaled = bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma")  # no scales: 1
-    check(unscaled, reference(q, kc8.float(), vc8.float(), table, lens)[0], torch.bfloat16)
+    # no scales: 1. The values are the raw fp8 ones (~1/scale = 10-30x larger): so is the rounding of p v.
+    unscaled = bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma")
+    check(unscaled, reference(q, kc8.float(), vc8.float(), table, lens)[0], torch.bfloat16,
+          magnitude=vc8.float().abs().max().item())
     with pytest.raises(errors.InvalidArgument, match="k_scale / v_scale dequantize fp8 caches"):
         bc.paged_attention(q, kc, vc, table, lens, k_scale=ks, v_scale=vs)
     with pytest.raises(errors.InvalidDType, match="k_scale is float64"):

@@ -46,7 +46,8 @@ REFUSALS = [
 
 def test_fp8_cache_plan():
     p = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e4m3fn, kv_scales=True, scale_per_head=True))
-    assert p.sku.name == "paged_attention.decode.rowwise.float8_e4m3fn_cache"
+    assert p.sku.name.startswith("paged_attention.decode.mma_sync.d128.")
+    assert p.sku.name.endswith(".float8_e4m3fn_cache")
     assert "kv_scales=per_head" in repr(p.descriptor)
 
 
@@ -106,9 +107,13 @@ def test_rowwise_kernel_takes_f32_and_other_head_dims():
 
 
 def test_fp8_caches_pick_their_kernel():
-    """fp8 caches: the rowwise kernel under 'auto', the tensor cores when asked for (16-bit q only)."""
+    """fp8 caches: the tensor cores under 'auto' for 16-bit q, the rowwise kernel when asked for or for f32 q."""
     auto = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e4m3fn)).sku.name
-    assert auto.startswith("paged_attention.decode.rowwise.") and auto.endswith("_cache")
+    assert auto.startswith("paged_attention.decode.mma_sync.d128.") and auto.endswith("_cache")
+    rw = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e4m3fn, kernel="rowwise")).sku.name
+    assert rw == "paged_attention.decode.rowwise.float8_e4m3fn_cache"
+    f32 = bc.PagedAttentionPlan.select(D(dtype=bc.float32, cdtype=bc.float8_e4m3fn)).sku.name
+    assert f32 == "paged_attention.decode.rowwise.float8_e4m3fn_cache"
     mma = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e5m2, kernel="mma")).sku.name
     assert mma.startswith("paged_attention.decode.mma_sync.d128.") and mma.endswith("_cache")
     with pytest.raises(errors.Unsupported, match="the mma kernel takes"):

@@ -41,6 +41,7 @@ struct GroupedGemmPlan::Impl {
   int64_t ldx = 0, ldw = 0, sw = 0, ldo = 0;
   bool kernel = false;                  // the grouped kernel of ours; else the cuBLASLt loop
   bool tiled = false;                   // with kernel: the tiled (prefill) kernel, when run's pointers allow
+  bool sm90 = false;                    // with kernel: the CUTLASS sm_90a kernel, when run's pointers allow
   gemm::GroupedGemvArgs args{};
   std::vector<int64_t> starts;          // loop path: first row of each expert
   std::map<int64_t, GemmPlan> per_rows;  // loop path: one plan per distinct group size
@@ -105,13 +106,27 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
     g.offsets_dtype = d.offsets_dtype;
     g.sbias = N;
     g.alpha = 1.0f, g.beta = 0.0f;
-    // Tuning (or the debug variable BARACUDA_GROUPED_GEMV_CFG): the kernel (gemv: the decode kernel,
-    // the default; tiled: the prefill kernel, opt-in until measured), the split, rows per block, grid cap.
+    // The kernel: the decode kernel (gemv) reads w once per expert and its cost grows with the rows;
+    // the tile kernels pay for their 128-row tiles. By the average rows per expert (docs/benchmarks.md,
+    // MoE): CUTLASS's sm_90a kernel from 16 on (an sm_90 device, no bias), else our mma.sync tiled
+    // kernel from 64 on. Tuning (or the debug variable BARACUDA_GROUPED_GEMV_CFG) can name the
+    // kernel, and the decode kernel's split, rows per block and grid cap.
+    auto rows_at_least = [&](int64_t r) { return T >= r * std::max<int64_t>(E, 1) && g.max_rows >= r; };
+    const bool sm90_fits = !d.bias && current_device_cc() == 90 && gemm::grouped_sm90_supported(g);
+    I->sm90 = sm90_fits && rows_at_least(16);
+    I->tiled = !I->sm90 && rows_at_least(64) && gemm::grouped_tiled_supported(g);
     for (const Knob& kn : tuning_knobs(op, pref.tuning, "BARACUDA_GROUPED_GEMV_CFG", {"kernel", "kw", "rn", "waves"})) {
       if (kn.key == "kernel") {
-        if (kn.value != "gemv" && kn.value != "tiled")
-          throw InvalidArgument(op + ": tuning kernel='" + kn.value + "'; expected gemv or tiled");
+        if (kn.value != "gemv" && kn.value != "tiled" && kn.value != "sm90")
+          throw InvalidArgument(op + ": tuning kernel='" + kn.value + "'; expected gemv, tiled or sm90");
         I->tiled = kn.value == "tiled";
+        I->sm90 = kn.value == "sm90";
+        if (I->sm90 && !sm90_fits)
+          throw Unsupported(op + ": the sm90 grouped kernel (CUTLASS, " +
+                            (gemm::grouped_sm90_built() ? std::string("built")
+                                                         : std::string("not in this build: no CUTLASS headers or no 90 arch")) +
+                            ") takes bfloat16 / float16 without bias, K and the row strides multiples of 8, on an "
+                            "sm_90 device (this one: " + std::to_string(current_device_cc()) + "); got " + d.str());
         continue;
       }
       const int v = int(kn.num());
@@ -124,9 +139,13 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
       throw Unsupported(op + ": the tiled grouped kernel takes bfloat16 / float16 with K and the row strides "
                         "multiples of 8; got " + d.str());
     I->kernel = true;
-    k.name = I->tiled ? std::string("gemm.grouped_tiled.m128n128k32") : std::string("gemm.") + gemm::grouped_gemv_variant(g);
+    if (I->sm90) I->workspace = int64_t(gemm::grouped_sm90_workspace_bytes(g));
+    k.name = I->sm90    ? std::string("gemm.grouped_sm90.cutlass.") + gemm::grouped_sm90_variant()
+             : I->tiled ? std::string("gemm.grouped_tiled.m128n128k32")
+                        : std::string("gemm.") + gemm::grouped_gemv_variant(g);
+    if (I->sm90) k.backend = Backend::Cutlass;
     k.layout = "x:row,w:[E,N,K],out:row,offsets on device";
-    k.backend = Backend::Bespoke;
+    if (!I->sm90) k.backend = Backend::Bespoke;
     k.precision.bit_stable = true;
     return GroupedGemmPlan(I);
   }
@@ -190,16 +209,18 @@ void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t 
     if (v->data && ranges_overlap(o, byte_range(*v))) throw InvalidArgument(op + ": out overlaps " + name);
   // Each expert's plan checks the workspace against its own slices only: check it against the
   // whole tensors here (an expert's scratch must not land on another expert's rows).
-  if (workspace && workspace_size > 0)
-    check_workspace(op, workspace, workspace_size, workspace_size,
+  if (I.workspace > 0 || (workspace && workspace_size > 0))
+    check_workspace(op, workspace, workspace_size, std::max(I.workspace, workspace_size),
                     {{"out", &t.out}, {"x", &t.x}, {"w", &t.w}, {"bias", &t.bias}, {"offsets", &t.offsets}});
   if (t.out.numel() == 0) return;
   DeviceGuard guard(dev);
   if (I.kernel) {
     gemm::GroupedGemvArgs g = I.args;
     g.x = t.x.data, g.w = t.w.data, g.out = t.out.data, g.offsets = t.offsets.data, g.bias = t.bias.data;
-    if (I.tiled && gemm::grouped_tiled_supported(g)) gemm::grouped_tiled(g, stream);
-    else gemm::grouped_gemv(g, stream);  // (the tiled kernel's 16-byte loads need aligned x and w)
+    // (the tile kernels' 16-byte loads need aligned x, w and out: else the decode kernel runs)
+    if (I.sm90 && gemm::grouped_sm90_supported(g)) gemm::grouped_sm90(g, workspace, size_t(workspace_size), stream);
+    else if ((I.tiled || I.sm90) && gemm::grouped_tiled_supported(g)) gemm::grouped_tiled(g, stream);
+    else gemm::grouped_gemv(g, stream);
     return;
   }
   const int64_t es = int64_t(dtype_size(d.x.dtype));

@@ -107,14 +107,14 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   need(ks[3] == g.d, "k_cache has head_dim " + std::to_string(ks[3]) + " but q has " + std::to_string(g.d));
   if (desc.kernel != "auto" && desc.kernel != "mma" && desc.kernel != "rowwise")
     throw InvalidArgument(kOp + ": kernel must be 'auto', 'mma' or 'rowwise', got '" + desc.kernel + "'");
-  // fp8 caches run on the tensor cores when asked for (kernel='mma': converted to 16 bits in shared
-  // memory); 'auto' keeps them on the rowwise kernel until the tensor-core path is measured.
+  // fp8 caches run on the tensor cores too (converted to 16 bits in shared memory; about 10x the
+  // rowwise kernel, docs/benchmarks.md).
   const bool mma_fits = dt != DType::Float32 && paged_attention::head_dim_supported(g.d);
   if (desc.kernel == "mma" && !mma_fits)
     throw Unsupported(kOp + ": the mma kernel takes bfloat16 / float16 q with head_dim 64, 96, 128 or 256; q is " +
                       std::string(dtype_name(dt)) + " with head_dim " + std::to_string(g.d) + " over " +
                       dtype_name(desc.k_cache.dtype) + " caches (kernel='auto' or 'rowwise' runs it)");
-  I.rowwise = desc.kernel == "rowwise" || !mma_fits || (fp8 && desc.kernel != "mma");
+  I.rowwise = desc.kernel == "rowwise" || !mma_fits;
   if (g.d < 1 || g.d > paged_attention::kMaxRowwiseHeadDim)
     throw Unsupported(kOp + ": head_dim " + std::to_string(g.d) + " is not supported (at most " +
                       std::to_string(paged_attention::kMaxRowwiseHeadDim) + ")");

@@ -257,6 +257,9 @@ int device_attribute(cudaDeviceAttr attr) {
 }  // namespace
 
 int current_device_major() { return device_attribute(cudaDevAttrComputeCapabilityMajor); }
+int current_device_cc() {
+  return 10 * current_device_major() + device_attribute(cudaDevAttrComputeCapabilityMinor);
+}
 int current_device_sms() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 
 bool is_fp8_cache_of(DType cache, DType src) {

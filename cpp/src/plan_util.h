@@ -95,6 +95,8 @@ void check_workspace(const std::string& op, const void* workspace, int64_t works
 // device or driver; the failed query's error is cleared): what select() sizes grids by.
 int current_device_major();
 int current_device_sms();
+// major * 10 + minor (90 for an H100 / H200): arch-specific code (sm_90a) runs on that one only.
+int current_device_cc();
 
 // "sm_80,sm_90": the archs this build compiled kernels for.
 std::string compiled_archs();

@@ -10,6 +10,7 @@
 // field). Neither allocates or synchronizes. CUDA errors surface through cuda_check /
 // check_launch, naming the kernel.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "baracuda/dtype.h"
@@ -129,6 +130,24 @@ const char* grouped_gemv_variant(const GroupedGemvArgs& a);
 // aligned). Launch on `stream` when it holds (the caller falls back to grouped_gemv otherwise).
 bool grouped_tiled_supported(const GroupedGemvArgs& a);
 void grouped_tiled(const GroupedGemvArgs& a, void* stream);
+
+// Hopper (sm_90a) grouped GEMM on CUTLASS's pointer-array grouped kernel (TMA + wgmma, persistent),
+// grouped_tiled's contract with the boundaries still on the device. Host-only predicate, no CUDA
+// calls: bf16 / f16, int32 / int64 offsets, alpha 1, beta 0, no bias, E, N, T >= 1, K > 0 and a
+// multiple of 8, ldx / ldw / ldo / sw multiples of 8, x / w / out 16-byte aligned (nullptr counts as
+// aligned), all extents within int. Always false in a build without CUTLASS.
+bool grouped_sm90_supported(const GroupedGemvArgs& a);
+// Device workspace bytes grouped_sm90(a, ...) needs (per-group arrays + CUTLASS's per-SM TMA
+// descriptors; any alignment of the pointer). Depends on E and the current device's SM count; 0
+// without CUTLASS.
+size_t grouped_sm90_workspace_bytes(const GroupedGemvArgs& a);
+// Launch on `stream` (a prep kernel, then the GEMM): no host sync, no allocation, graph-capturable.
+// Preconditions: grouped_sm90_supported(a), workspace_bytes >= grouped_sm90_workspace_bytes(a) on
+// the same device. Throws Unsupported in a build without CUTLASS.
+void grouped_sm90(const GroupedGemvArgs& a, void* workspace, size_t workspace_bytes, void* stream);
+// Whether this build compiled it (CUTLASS headers and a 90 arch), and its tile / cluster for the SKU.
+bool grouped_sm90_built();
+const char* grouped_sm90_variant();
 
 // Dequantizing epilogue of an int8 GEMM:
 // out[m, n] = (float)acc[m, n] * row_scale[m] * col_scale[n] (+ bias[n]), computed in f32 as

@@ -42,8 +42,8 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     and ``num_splits`` (0: chosen) set how long contexts are split across blocks. ``kernel``:
     "auto", "mma" (tensor cores: bf16 / f16, head dims 64, 96, 128, 256) or "rowwise" (CUDA cores:
     also f32 and any head dim up to 256; one split). fp8 caches (e4m3 / e5m2, written by
-    ``kv_cache_append`` from bf16 / f16 / f32 keys) run on the rowwise kernel, or on the tensor cores
-    with ``kernel="mma"`` (bf16 / f16 q; converted to 16 bits in shared memory): keys and values are the
+    ``kv_cache_append`` from bf16 / f16 / f32 keys) run on the tensor cores for bf16 / f16 q (converted
+    to 16 bits in shared memory), else on the rowwise kernel: keys and values are the
     cache times ``k_scale`` / ``v_scale`` (f32 [1] or [Hkv], the append's scales; 1 when not given).
     Returns out (q's shape), or (out, lse [B, Hq, Sq] f32) with ``return_lse``."""
     fn = "paged_attention"
