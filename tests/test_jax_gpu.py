@@ -156,6 +156,84 @@ def test_binary_broadcast_f64(name, ref):
         check_value_and_grads(getattr(bj, name), ref, (a, b), (0, 1))
 
 
+REDUCTION_REFS = {
+    "sum": jnp.sum, "mean": jnp.mean, "amax": jnp.max, "amin": jnp.min, "prod": jnp.prod,
+    "norm2": lambda x, axis=None, keepdims=False: jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims)),
+    "logsumexp": lambda x, axis=None, keepdims=False: jax.scipy.special.logsumexp(x, axis=axis, keepdims=keepdims),
+    "var": lambda x, axis=None, keepdims=False: jnp.var(x, axis=axis, keepdims=keepdims, ddof=1),
+    "std": lambda x, axis=None, keepdims=False: jnp.std(x, axis=axis, keepdims=keepdims, ddof=1),
+}
+
+
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (1, False), ((0, 2), True), (-1, True)])
+@pytest.mark.parametrize("name", sorted(REDUCTION_REFS))
+def test_reductions_and_gradients_f64(name, axis, keepdims):
+    """baracuda.jax reductions under jit, gradients through the table's backward ops (amax / amin:
+    distinct values, so the gradient has one owner per slice)."""
+    with _x64():
+        x = rand(5, 7, 6) + (0.0 if name != "prod" else 2.0)
+        if name in ("amax", "amin"):
+            x = x + jnp.arange(x.size, dtype=x.dtype).reshape(x.shape) * 1e-3
+        check_value_and_grads(lambda x: getattr(bj, name)(x, axis, keepdims),
+                              lambda x: REDUCTION_REFS[name](x, axis=axis, keepdims=keepdims), (x,), (0,))
+
+
+def test_reductions_without_gradients_and_x64_rules():
+    with _x64():
+        x = rand(4, 9)
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda x: bj.argmax(x, 1))(x)), np.argmax(np.asarray(x), 1))
+        np.testing.assert_array_equal(np.asarray(bj.argmin(x, 0, keepdims=True)),
+                                      np.argmin(np.asarray(x), 0)[None])
+        assert bj.argmax(x, 1).dtype == jnp.int64
+        b = x > 0
+        np.testing.assert_array_equal(np.asarray(bj.any(b, 1)), np.asarray(b).any(1))
+        np.testing.assert_array_equal(np.asarray(bj.all(b, 0)), np.asarray(b).all(0))
+        np.testing.assert_array_equal(np.asarray(bj.count_nonzero(b, 1)), np.asarray(b).sum(1))
+        i = jnp.asarray(RNG.integers(-50, 50, (3, 11)), dtype=jnp.int32)
+        assert bj.sum(i, 1).dtype == jnp.int64
+        np.testing.assert_array_equal(np.asarray(bj.sum(i, 1)), np.asarray(i).sum(1))
+        s = bj.sum(x.astype(jnp.bfloat16), 1, dtype=jnp.float32)
+        assert s.dtype == jnp.float32
+        np.testing.assert_allclose(np.asarray(s), np.asarray(x.astype(jnp.bfloat16).astype(jnp.float64)).sum(1),
+                                   rtol=1e-5, atol=1e-5)
+    x32 = jnp.asarray(RNG.standard_normal((4, 9)), dtype=jnp.float32)
+    if jax.dtypes.canonicalize_dtype(jnp.int64) != jnp.int64:  # JAX's default: no int64
+        assert bj.argmax(x32, 1).dtype == jnp.int32
+        with pytest.raises(InvalidArgument, match="jax_enable_x64"):
+            bj.sum(jnp.ones((3, 4), jnp.int32), 1)
+        with pytest.raises(InvalidArgument, match="jax_enable_x64"):
+            bj.cummax(x32, 1)
+
+
+SCAN_REFS = {"cumsum": jnp.cumsum, "cumprod": jnp.cumprod,
+             "logcumsumexp": lambda x, axis: jax.lax.cumlogsumexp(x, axis=axis % x.ndim)}
+
+
+@pytest.mark.parametrize("axis", [0, -1, 1])
+@pytest.mark.parametrize("name", sorted(SCAN_REFS))
+def test_scans_and_gradients_f64(name, axis):
+    with _x64():
+        x = rand(4, 300, 3) * (0.2 if name == "cumprod" else 1.0) + (1.0 if name == "cumprod" else 0.0)
+        check_value_and_grads(lambda x: getattr(bj, name)(x, axis), lambda x: SCAN_REFS[name](x, axis=axis), (x,), (0,))
+
+
+def test_cummax_cummin_and_functional_routing():
+    with _x64():
+        x = rand(6, 40)
+        v, i = jax.jit(lambda x: bj.cummax(x, 1))(x)
+        np.testing.assert_array_equal(np.asarray(v), np.maximum.accumulate(np.asarray(x), 1))
+        assert i.dtype == jnp.int64
+        np.testing.assert_array_equal(np.take_along_axis(np.asarray(x), np.asarray(i), 1), np.asarray(v))
+        v, _ = bj.cummin(x, 0)
+        np.testing.assert_array_equal(np.asarray(v), np.minimum.accumulate(np.asarray(x), 0))
+        # baracuda.<op> on JAX arrays: the same custom calls, jit and grad included
+        g = jax.jit(jax.grad(lambda x: baracuda.sum(baracuda.cumsum(x, 1) ** 2, dim=(0, 1))))(x)
+        want = jax.grad(lambda x: jnp.sum(jnp.cumsum(x, 1) ** 2))(x)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(baracuda.var(x, 1, correction=0, keepdim=True)),
+                                   np.asarray(jnp.var(x, 1, keepdims=True)), rtol=1e-10, atol=1e-12)
+
+
 def test_swiglu_and_leaky_relu_params_f64():
     with _x64():
         g, u = rand(6, 64), rand(6, 64)

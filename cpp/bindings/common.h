@@ -254,17 +254,27 @@ void def_xla_plan(nb::module_& m, const char* family, const NamedOperand<Tensors
                                      std::move(specs), num_inputs});
   }, nb::arg("plan"), nb::arg("roles"), nb::arg("specs"), nb::arg("num_inputs"), kXlaPlanDoc);
 }
-// The same for plans whose run() takes (out, inputs...): one output, registered last.
+// The same for plans whose run() takes its operands by position: inputs first, then the outputs;
+// launch(plan, outputs, num_outputs, inputs, num_inputs, workspace, workspace_size, stream).
 template <class Plan, class Launch>
-void def_xla_plan_positional(nb::module_& m, Launch launch) {
+void def_xla_plan_outputs(nb::module_& m, Launch launch) {
   m.def("xla_plan", [launch](const Plan& plan, const std::vector<std::string>&, std::vector<TensorSpec> specs,
                              int num_inputs) {
-    return register_xla_plan(XlaPlan{[plan, launch, num_inputs](const TensorView* views, void* ws, int64_t ws_size,
-                                                                StreamHandle s) {
-                                       launch(plan, views[num_inputs], views, num_inputs, ws, ws_size, s);
+    const int num_outputs = int(specs.size()) - num_inputs;
+    return register_xla_plan(XlaPlan{[plan, launch, num_inputs, num_outputs](const TensorView* views, void* ws,
+                                                                             int64_t ws_size, StreamHandle s) {
+                                       launch(plan, views + num_inputs, num_outputs, views, num_inputs, ws, ws_size, s);
                                      },
                                      std::move(specs), num_inputs});
   }, nb::arg("plan"), nb::arg("roles"), nb::arg("specs"), nb::arg("num_inputs"), kXlaPlanDoc);
+}
+// ... and for run(out, inputs...): one output, registered last.
+template <class Plan, class Launch>
+void def_xla_plan_positional(nb::module_& m, Launch launch) {
+  def_xla_plan_outputs<Plan>(m, [launch](const Plan& plan, const TensorView* outs, int, const TensorView* ins, int n,
+                                         void* ws, int64_t ws_size, StreamHandle s) {
+    launch(plan, outs[0], ins, n, ws, ws_size, s);
+  });
 }
 
 DType dtype_from_dlpack(nb::dlpack::dtype t, const char* name);

@@ -102,6 +102,11 @@ void init_scan(nb::module_& m) {
            "first input's framework). outputs / inputs: one tensor or a tuple, in the op table's order. Never "
            "allocates, never synchronizes (except to hand results to JAX).");
 
+  def_xla_plan_outputs<ScanPlan>(m, [](const ScanPlan& p, const TensorView* outs, int n_outs, const TensorView* ins,
+                                        int n_ins, void* ws, int64_t wss, StreamHandle s) {
+    p.run(outs, n_outs, ins, n_ins, ws, wss, s);
+  });
+
   m.def("scan_call",
         [](const std::string& op, nb::tuple outputs, nb::tuple inputs, int64_t axis, nb::handle stream,
            nb::handle workspace_alloc) {

@@ -269,6 +269,9 @@ def xla_plan(plan: SoftmaxPlan, roles: Sequence[str], specs: Sequence[TensorSpec
 def xla_plan(plan: LossPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
+def xla_plan(plan: ScanPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
 def xla_plan(plan: AttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload

@@ -41,6 +41,11 @@ from ._mechanism import (TARGET, _launch, _operand, _spec, _spec_of, _stats_dtyp
                          _transposed_spec, available, routable)
 from ._serving import (apply_penalties, embedding, kv_cache_append, moe_gate, moe_permute,  # noqa: F401
                        moe_unpermute, paged_attention, rope, sample)
+from ._reductions import FUNCTIONAL as _REDUCTION_FUNCTIONAL, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
+
+# sum, mean, amax, ..., argmax; cumsum, cumprod, cummax, cummin, logcumsumexp (generated from the op tables)
+globals().update(REDUCTION_FUNCTIONS)
+globals().update(SCAN_FUNCTIONS)
 
 
 # ---- norms ----------------------------------------------------------------------------------------
@@ -495,7 +500,7 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
            "swiglu", "attention", "rope", "paged_attention", "embedding", "moe_gate", "moe_permute",
            "moe_unpermute", "sample", "apply_penalties", "kv_cache_append", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
-           *ELEMENTWISE]
+           *ELEMENTWISE, *REDUCTION_FUNCTIONS, *SCAN_FUNCTIONS]
 
 
 # ---- baracuda.<op> on JAX arrays: the same call through the custom calls above ----------------------
@@ -538,6 +543,7 @@ _FUNCTIONAL = {
                       cross_entropy(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),
 }
+_FUNCTIONAL.update(_REDUCTION_FUNCTIONAL)
 _FALSY_DEFAULTS = (None, False, "none", 1.0, 0.0)  # out, stream, residual, save_stats, return_*, alpha / beta
 
 
