@@ -48,8 +48,8 @@ def test_teacher_forced_bf16_agreement():
     """The bf16 criterion that survives near-ties: every step fed transformers' own greedy token (the
     same prefix on both sides), the engine's argmax (prefill, then decode over the pages) equals
     transformers' next token at most steps. On a CPU, transformers' bf16 agrees with its float32 at 95.4%
-    of such steps on this model (see above); a broken kernel agrees at ~0%. The bound leaves room for
-    two bf16 implementations' rounding until a GPU run measures it."""
+    of such steps on this model (see above); a broken kernel agrees at ~0%. Measured on an H200: 96.68%
+    (session 32); the bound leaves a little room for another GPU's rounding."""
     g = _generate_module()
     model = g.random_llama("cuda", torch.bfloat16)
     prompts = g.prompts_of(8, model.config.vocab_size)
@@ -67,7 +67,7 @@ def test_teacher_forced_bf16_agreement():
                 got = engine.ops.argmax(engine.decode(fed)).tolist()
     frac = same / total
     print(f"teacher-forced bf16 argmax agreement: {frac:.2%}")
-    assert frac >= 0.9, f"teacher-forced bf16 argmax agrees with transformers at {frac:.2%} of steps"
+    assert frac >= 0.95, f"teacher-forced bf16 argmax agrees with transformers at {frac:.2%} of steps"
 
 
 def test_engine_logic_on_torch_ops():

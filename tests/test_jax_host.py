@@ -140,3 +140,25 @@ def test_rope_traces_to_one_call_and_its_inverse():
     assert out.shape == q.shape and out.dtype == q.dtype
     with pytest.raises(InvalidArgument, match="rotary_dim is 7"):
         jax.make_jaxpr(lambda q: bj.rope(q, rotary_dim=7))(q)
+
+
+@needs_handler
+def test_reductions_and_scans_trace_to_custom_calls():
+    """bj.sum / cumsum / ...: one custom call forward, one per backward op; the generated set follows
+    the op tables; baracuda.<op> on a JAX array routes here (builtins any / all / sum are not shadowed
+    inside baracuda.jax's own code)."""
+    x = jnp.ones((4, 6), jnp.float32)
+    assert len(_calls(jax.make_jaxpr(lambda x: bj.sum(x, 1))(x))) == 1
+    grad = jax.make_jaxpr(jax.grad(lambda x: bj.sum(bj.cumsum(x, 1) ** 2)))(x)
+    assert len(_calls(grad)) == 4  # cumsum, sum; sum_backward, cumsum_backward
+    assert len(_calls(jax.make_jaxpr(jax.grad(lambda x: bj.logsumexp(x, (0, 1))))(x))) == 2
+    names = {r["name"] for r in baracuda.reduction_ops() if r["category"] == "reduce"}
+    names |= {r["name"] for r in baracuda.scan_ops() if not r["is_backward"]}
+    assert names <= set(bj.__all__) and all(callable(getattr(bj, n)) for n in names)
+    routed = jax.make_jaxpr(lambda x: baracuda.var(x, 1, correction=0, keepdim=True) + baracuda.cumsum(x, 0))(x)
+    assert len(_calls(routed)) == 2
+    with pytest.raises(InvalidArgument, match="axis"):
+        jax.make_jaxpr(lambda x: bj.cumsum(x, 1.5))(x)
+    if jax.dtypes.canonicalize_dtype(jnp.int64) != jnp.int64:
+        with pytest.raises(InvalidArgument, match="jax_enable_x64"):
+            bj.count_nonzero(x, 1)

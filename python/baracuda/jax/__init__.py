@@ -25,6 +25,7 @@ for row-wise ops, prefer to fold the mapped axis into the leading dims yourself.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 
 import jax
@@ -43,7 +44,8 @@ from ._serving import (apply_penalties, embedding, kv_cache_append, moe_gate, mo
                        moe_unpermute, paged_attention, rope, sample)
 from ._reductions import FUNCTIONAL as _REDUCTION_FUNCTIONAL, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
 
-# sum, mean, amax, ..., argmax; cumsum, cumprod, cummax, cummin, logcumsumexp (generated from the op tables)
+# sum, mean, amax, ..., argmax; cumsum, cumprod, cummax, cummin, logcumsumexp (generated from the op
+# tables). sum / any / all shadow the builtins in this module: its code calls those through `builtins`.
 globals().update(REDUCTION_FUNCTIONS)
 globals().update(SCAN_FUNCTIONS)
 
@@ -560,7 +562,7 @@ def functional_route(name, general, args, kwargs):
     bound = inspect.signature(general).bind(*args, **kwargs)
     first = next(iter(bound.arguments))
     for k, v in bound.arguments.items():
-        if k != first and k not in takes and not any(v is d or (type(v) is type(d) and v == d)
+        if k != first and k not in takes and not builtins.any(v is d or (type(v) is type(d) and v == d)
                                                      for d in _FALSY_DEFAULTS):
             return NotImplemented
     use = {k: v for k, v in bound.arguments.items() if k in takes}
