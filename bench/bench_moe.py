@@ -32,13 +32,15 @@ import baracuda as bc  # noqa: E402
 DEV = "cuda"
 BF = torch.bfloat16
 # (tokens, hidden, intermediate, experts, top_k, grouped path): the prefill row, a smaller
-# model, decode batches.
+# model, decode batches, many small experts.
 ROWS = [(4096, 4096, 14336, 8, 2, "sizes"), (4096, 4096, 14336, 8, 2, "offsets"), (2048, 2048, 5632, 8, 2, "sizes"),
         (2048, 2048, 5632, 8, 2, "offsets"), (512, 4096, 14336, 8, 2, "offsets"), (512, 4096, 14336, 8, 2, "gemv"),
         (256, 4096, 14336, 8, 2, "offsets"), (256, 4096, 14336, 8, 2, "gemv"), (64, 4096, 14336, 8, 2, "offsets"),
         (64, 4096, 14336, 8, 2, "tiled"), (8, 4096, 14336, 8, 2, "offsets"), (4096, 4096, 14336, 8, 2, "tiled"),
         (4096, 4096, 14336, 8, 2, "sm90"), (512, 4096, 14336, 8, 2, "sm90"), (256, 4096, 14336, 8, 2, "sm90"),
-        (64, 4096, 14336, 8, 2, "sm90")]
+        (64, 4096, 14336, 8, 2, "sm90"),
+        # many small experts (a Qwen3-MoE-like layer: 128 experts, top-8, intermediate 768)
+        (4096, 2048, 768, 128, 8, "sizes"), (4096, 2048, 768, 128, 8, "offsets")]
 _PLANS = {}
 
 

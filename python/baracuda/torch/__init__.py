@@ -15,7 +15,7 @@ import torch
 
 from ..errors import InvalidArgument, Unsupported
 from .. import _attention, _embedding, _softmax
-from . import _attention_ops, _embedding_ops, _moe_ops, _ops, _rope_ops  # noqa: F401 (these register their ops)
+from . import _attention_ops, _embedding_ops, _moe_ops, _norm_ops, _ops, _rope_ops  # noqa: F401 (these register their ops)
 from ._ops import call
 from ._modules import (Attention, CrossEntropyLoss, Embedding, GatedMLP, GroupNorm, LayerNorm, Linear, RMSNorm,
                        RotaryEmbedding, Softmax)
