@@ -1,5 +1,5 @@
 // GemmPlan: validation, the cuBLASLt problem (layouts, epilogue, algorithm per device and
-// pointer alignment), the decode-regime kernel of ours, and run().
+// pointer alignment) and the decode-regime kernel of ours; run() is in gemm_run.cpp.
 #include "baracuda/gemm.h"
 
 #include <cuda_runtime.h>
@@ -18,9 +18,11 @@
 #include "cublaslt_api.h"
 #include "device_guard.h"
 #include "gemm/bespoke.h"
+#include "gemm_impl.h"
 #include "plan_util.h"
 
 namespace baracuda {
+using namespace gemm_detail;
 
 const char* epilogue_name(GemmEpilogue e) {
   switch (e) {
@@ -71,8 +73,6 @@ std::string GemmDescriptor::str() const {
 
 namespace {
 
-constexpr const char* kOp = "gemm";
-constexpr int64_t kDefaultWorkspace = 32ll << 20;  // cuBLASLt's recommendation for Hopper
 
 bool is_float(DType d) {
   return d == DType::Float16 || d == DType::BFloat16 || d == DType::Float32 || d == DType::Float64;
@@ -144,13 +144,6 @@ LtMat lt_operand(const Mat& x, bool want_t, const std::string& name, int need_tr
   return L;
 }
 
-// The batch: out's leading dims; a and b broadcast to them. Each operand's batch dims must
-// flatten into one stride (0 = the same matrix for every entry).
-struct Batch {
-  int64_t count = 1;
-  int64_t stride_a = 0, stride_b = 0, stride_out = 0;
-};
-
 Batch batch_of(const GemmDescriptor& d) {
   const size_t ro = d.out.shape.size();
   const size_t nb = ro - 2;
@@ -214,74 +207,6 @@ std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
   return s;
-}
-
-// RAII for the cuBLASLt descriptors of one plan.
-struct LtDescs {
-  const cublaslt::Api* api = nullptr;
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  ~LtDescs() {
-    if (!api) return;
-    if (op) api->MatmulDescDestroy(op);
-    for (auto l : {a, b, c})
-      if (l) api->MatrixLayoutDestroy(l);
-  }
-};
-
-struct Algo {
-  cublasLtMatmulAlgo_t algo;
-  int64_t workspace = 0;
-  std::string name;
-};
-
-enum class Path { Empty, KZero, Lt, GemvLowM };
-
-}  // namespace
-
-struct GemmPlan::Impl {
-  GemmDescriptor desc;
-  PlanPreference pref;
-  KernelSku sku;
-  Path path = Path::Lt;
-  int64_t M = 0, N = 0, K = 0;
-  Batch batch;
-  bool out_row_major = true;  // the formulation: cuBLASLt computes out^T = b^T a^T
-  int64_t ld_out = 0, ld_aux = 0;
-  int64_t workspace_limit = kDefaultWorkspace;
-  int algo_index = 0;         // which of cuBLASLt's heuristic candidates (tuning "algo"; 0: its first)
-  int64_t workspace = 0;      // what run() needs (cuBLASLt's + int32 accumulators)
-  int64_t acc_bytes = 0;      // int8 dequant: int32 [M, N] accumulators at the workspace's end
-  cublasLtEpilogue_t lt_epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  std::unique_ptr<LtDescs> lt;
-  std::mutex mu;                              // guards the Lt descriptor's pointer attributes and the cache
-  std::map<std::tuple<int, int, int64_t>, Algo> algos;  // (device, alignment, workspace cap) -> algorithm
-  std::unique_ptr<ElementwisePlan> activation;  // gelu / silu after cuBLASLt
-  std::unique_ptr<ElementwisePlan> k_zero;      // out = beta * out when K == 0
-  gemm::GemvLowMArgs gemv{};
-
-  // Lowest alignment (bytes, <= 16) among the pointers of a run; 16 at select.
-  Algo& algo_for(int device, int align, int64_t ws_cap);
-  void fill_sku(const Algo* algo);
-};
-
-namespace {
-
-int alignment_of(const void* p) {
-  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
-  int a = 16;
-  while (a > 1 && v % a) a >>= 1;
-  return a;
-}
-
-template <class T>
-void set_attr(const cublaslt::Api& api, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v,
-              const char* what) {
-  cublaslt::check(api.MatmulDescSetAttribute(d, attr, &v, sizeof v), what);
-}
-template <class T>
-void set_layout(const cublaslt::Api& api, cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, const T& v) {
-  cublaslt::check(api.MatrixLayoutSetAttribute(l, attr, &v, sizeof v), "cublasLtMatrixLayoutSetAttribute");
 }
 
 }  // namespace
@@ -709,179 +634,6 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
 const KernelSku& GemmPlan::sku() const { return impl_->sku; }
 const GemmDescriptor& GemmPlan::descriptor() const { return impl_->desc; }
 int64_t GemmPlan::workspace_bytes() const { return impl_->workspace; }
-
-void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size, StreamHandle stream) const {
-  Impl& I = *impl_;
-  const GemmDescriptor& d = I.desc;
-  const std::string op = kOp;
-  const int dev = t.out.device;
-  check_view(op, "out", t.out, d.out, dev);
-  check_view(op, "a", t.a, d.a, dev);
-  check_view(op, "b", t.b, d.b, dev);
-  // The optional operands: present exactly when the descriptor says so, vectors contiguous.
-  auto vec = [&](const TensorView& v, bool want, const char* name, const char* why, DType dt, int64_t len) {
-    if (!want) {
-      if (v.data) throw InvalidArgument(op + ": " + name + " was given but the plan was selected without it");
-      return;
-    }
-    if (!v.data && len > 0) throw InvalidArgument(op + ": the plan needs " + name + " (" + why + ")");
-    TensorSpec s{{len}, dt, {}};
-    if (len == 1 && v.ndim == 0) return check_view(op, name, v, TensorSpec{{}, dt, {}}, dev);
-    check_view(op, name, v, s, dev);
-  };
-  const bool fp8 = is_fp8(d.a.dtype);
-  vec(t.bias, d.bias, "bias", "[N]", d.bias_dtype, I.N);
-  vec(t.bias_grad, d.bias_grad, "bias_grad", d.epilogue == GemmEpilogue::BiasGrad ? "[M]" : "[N]", d.bias_dtype,
-      d.epilogue == GemmEpilogue::BiasGrad ? I.M : I.N);
-  vec(t.a_scale, d.a_scale != GemmScale::None, "a_scale", fp8 ? "an f32 scalar" : "f32 [M]", DType::Float32,
-      d.a_scale == GemmScale::Vector ? I.M : 1);
-  vec(t.b_scale, d.b_scale != GemmScale::None, "b_scale", fp8 ? "an f32 scalar" : "f32 [N]", DType::Float32,
-      d.b_scale == GemmScale::Vector ? I.N : 1);
-  vec(t.amax, d.amax, "amax", "an f32 scalar", DType::Float32, 1);
-  if (d.aux) {
-    if (!t.aux.data && t.out.numel() > 0) throw InvalidArgument(op + ": the plan needs aux (out's shape, contiguous)");
-    check_view(op, "aux", t.aux, TensorSpec{d.out.shape, d.out.dtype, {}}, dev);
-  } else if (t.aux.data) {
-    throw InvalidArgument(op + ": aux was given but the plan was selected without it");
-  }
-  // Aliasing: nothing written may overlap anything else (out is C itself when beta != 0).
-  const std::pair<const TensorView*, const char*> written[] = {{&t.out, "out"}, {&t.bias_grad, "bias_grad"},
-                                                               {&t.amax, "amax"}, {&t.aux, "aux"}};
-  const std::pair<const TensorView*, const char*> all[] = {
-      {&t.out, "out"}, {&t.a, "a"}, {&t.b, "b"}, {&t.bias, "bias"}, {&t.aux, "aux"}, {&t.bias_grad, "bias_grad"},
-      {&t.a_scale, "a_scale"}, {&t.b_scale, "b_scale"}, {&t.amax, "amax"}};
-  for (auto [w, wn] : written) {
-    if (!w->data || (w == &t.aux && d.epilogue == GemmEpilogue::DGeluTanh)) continue;
-    const auto wr = byte_range(*w);
-    for (auto [o, on] : all) {
-      if (o == w || !o->data) continue;
-      if (ranges_overlap(wr, byte_range(*o)))
-        throw InvalidArgument(op + ": " + wn + " overlaps " + on + "; outputs must not share memory with other operands");
-    }
-  }
-  // Less workspace than workspace_bytes() only narrows cuBLASLt's choice of algorithm; the
-  // int32 accumulators of an int8 dequant are required.
-  if (workspace && workspace_size < 0) throw InvalidArgument(op + ": workspace_size is negative");
-  if (I.acc_bytes && (!workspace || workspace_size < I.workspace))
-    throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(I.workspace) + " bytes, got " +
-                          std::to_string(workspace ? workspace_size : 0));
-  if (workspace && I.path == Path::Lt) {
-    if (reinterpret_cast<uintptr_t>(workspace) % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
-    const std::pair<uintptr_t, uintptr_t> wr{reinterpret_cast<uintptr_t>(workspace),
-                                             reinterpret_cast<uintptr_t>(workspace) + uintptr_t(workspace_size)};
-    for (auto [o, on] : all)
-      if (o->data && ranges_overlap(wr, byte_range(*o))) throw InvalidArgument(op + ": workspace overlaps " + on);
-  }
-  if (I.path == Path::Empty) {
-    // No product to compute, but sums over nothing are still written: bias_grad of an empty
-    // batch (and of N = 0 with K = 0) and the fp8 amax of an empty out are 0.
-    DeviceGuard guard(dev);
-    for (const TensorView* v : {&t.bias_grad, &t.amax})
-      if (!fill_dense_bytes(*v, 0, stream))
-        throw Unsupported(op + ": an empty GEMM zero-fills bias_grad / amax, which needs them contiguous");
-    return;
-  }
-
-  DeviceGuard guard(dev);
-  if (I.path == Path::KZero) {
-    if (d.beta == 0) I.k_zero->run(t.out, nullptr, 0, nullptr, 0, stream);
-    else I.k_zero->run(t.out, &t.out, 1, nullptr, 0, stream);
-    return;
-  }
-  if (I.path == Path::GemvLowM) {
-    gemm::GemvLowMArgs g = I.gemv;
-    g.x = t.a.data;
-    g.w = t.b.data;
-    g.out = t.out.data;
-    g.bias = t.bias.data;
-    gemm::gemv_lowm(g, stream);
-    return;
-  }
-
-  // cuBLASLt
-  const auto& api = cublaslt::require(op);
-  char* ws = static_cast<char*>(workspace);
-  void* acc = nullptr;
-  int64_t lt_ws = workspace ? workspace_size : 0;
-  if (I.acc_bytes) {
-    acc = ws;
-    ws += I.acc_bytes;
-    lt_ws -= I.acc_bytes;
-  }
-  const bool ours_act = static_cast<bool>(I.activation);
-  void* target = acc ? acc : (ours_act && d.aux ? t.aux.data : t.out.data);
-  int align = 16;
-  for (const void* p : {(const void*)t.a.data, (const void*)t.b.data, (const void*)target}) align = std::min(align, alignment_of(p));
-  if (d.aux) align = std::min(align, alignment_of(t.aux.data));
-  {
-    std::lock_guard<std::mutex> g(I.mu);
-    const Algo& algo = I.algo_for(dev, align, lt_ws);
-    cublasLtMatmulDesc_t md = I.lt->op;
-    if (d.bias) set_attr(api, md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, t.bias.data, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-    if (d.bias_grad)
-      set_attr(api, md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, t.bias_grad.data, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-    if (d.aux && !ours_act)
-      set_attr(api, md, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, t.aux.data,
-               "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
-    if (fp8) {
-      // cuBLASLt's A is our b in the row-major formulation.
-      const void* sa = I.out_row_major ? t.b_scale.data : t.a_scale.data;
-      const void* sb = I.out_row_major ? t.a_scale.data : t.b_scale.data;
-      set_attr(api, md, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa, "cublasLtMatmulDescSetAttribute(A_SCALE)");
-      set_attr(api, md, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb, "cublasLtMatmulDescSetAttribute(B_SCALE)");
-    }
-    const void* pa = I.out_row_major ? t.b.data : t.a.data;
-    const void* pb = I.out_row_major ? t.a.data : t.b.data;
-    const double alpha64 = d.alpha, beta64 = acc ? 0.0 : d.beta;
-    const float alpha32 = float(alpha64), beta32 = float(beta64);
-    const int32_t alphai = int32_t(alpha64), betai = int32_t(beta64);
-    const void *alpha = &alpha32, *beta = &beta32;
-    if (d.a.dtype == DType::Float64) alpha = &alpha64, beta = &beta64;
-    if (d.a.dtype == DType::Int8) alpha = &alphai, beta = &betai;
-    cublaslt::check(api.Matmul(cublaslt::handle(dev), md, alpha, pa, I.lt->a, pb, I.lt->b, beta, target, I.lt->c,
-                               target, I.lt->c, &algo.algo, lt_ws > 0 ? ws : nullptr, size_t(std::max<int64_t>(0, lt_ws)),
-                               static_cast<cudaStream_t>(stream)),
-                    "cublasLtMatmul");
-  }
-  if (ours_act) {
-    TensorView src = d.aux ? t.aux : t.out;
-    I.activation->run(t.out, &src, 1, nullptr, 0, stream);
-  }
-  if (d.amax) {  // cuBLASLt computes amax only for fp8 outputs; ours reads out once more
-    gemm::AbsMaxArgs m{};
-    m.x = t.out.data;
-    m.dtype = d.out.dtype;
-    m.rows = I.batch.count * I.M;
-    m.cols = I.N;
-    m.ld = I.ld_out;
-    m.out = static_cast<float*>(t.amax.data);
-    gemm::absmax(m, stream);
-  }
-  if (acc) {
-    gemm::DequantArgs q{};
-    q.M = I.M, q.N = I.N;
-    q.acc = static_cast<const int32_t*>(acc);
-    q.ldacc = I.N;
-    q.row_scale = static_cast<const float*>(t.a_scale.data);
-    q.col_scale = static_cast<const float*>(t.b_scale.data);
-    q.bias = nullptr;
-    q.bias_dtype = DType::Float32;
-    q.out = t.out.data;
-    q.out_dtype = d.out.dtype;
-    q.ldo = I.ld_out;
-    gemm::dequant_int32(q, stream);
-  }
-}
-
-GemmBackendInfo gemm_backend_info() {
-  GemmBackendInfo b{};
-  const cublaslt::Api* a = cublaslt::api();
-  b.cublaslt_available = a != nullptr;
-  b.cublaslt_path = cublaslt::library_path();
-  b.cublaslt_version = a ? int64_t(a->GetVersion()) : 0;
-  b.error = cublaslt::load_error();
-  return b;
-}
 
 FamilyInfo gemm_family_info() {
   const std::vector<DType> fl = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
