@@ -544,3 +544,14 @@ def test_kv_cache_append_through_aliased_outputs():
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     np.testing.assert_allclose(np.asarray(out[0, :2]), p[:2] @ (k3[:, 0] * 2), rtol=1e-4, atol=1e-4)
+
+
+def test_merge_attention_states_jit():
+    oa, ob = rand(3, 4, 5, 64, dtype=np.float32), rand(3, 4, 5, 64, dtype=np.float32)
+    la, lb = rand(3, 4, 5, dtype=np.float32) * 3, rand(3, 4, 5, dtype=np.float32) * 3
+    o, lse = jax.jit(bj.merge_attention_states)(oa, la, ob, lb)
+    m = jnp.maximum(la, lb)
+    wa, wb = jnp.exp(la - m), jnp.exp(lb - m)
+    want = (wa[..., None] * oa + wb[..., None] * ob) / (wa + wb)[..., None]
+    np.testing.assert_allclose(np.asarray(o), np.asarray(want), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(m + jnp.log(wa + wb)), rtol=1e-5, atol=1e-5)

@@ -162,3 +162,14 @@ def test_reductions_and_scans_trace_to_custom_calls():
     if jax.dtypes.canonicalize_dtype(jnp.int64) != jnp.int64:
         with pytest.raises(InvalidArgument, match="jax_enable_x64"):
             bj.count_nonzero(x, 1)
+
+
+@needs_handler
+def test_merge_attention_states_traces_to_one_call():
+    o = jnp.ones((2, 3, 4, 64), jnp.bfloat16)
+    lse = jnp.zeros((2, 3, 4), jnp.float32)
+    jaxpr = jax.make_jaxpr(lambda a, la, b, lb: bj.merge_attention_states(a, la, b, lb))(o, lse, o, lse)
+    assert len(_calls(jaxpr)) == 1
+    assert len(_calls(jax.make_jaxpr(lambda a, la: baracuda.merge_attention_states(a, la, a, la))(o, lse))) == 1
+    with pytest.raises(InvalidArgument, match="lse_b has shape"):
+        jax.make_jaxpr(lambda a, la: bj.merge_attention_states(a, la, a, la[:, :2]))(o, lse)

@@ -342,3 +342,52 @@ def test_fp8_caches_with_scales(fp8, per_head):
         bc.kv_cache_append(flat_k, flat_v, kc8, vc8, slots, k_scale=ks.half(), v_scale=vs)
     with pytest.raises(errors.InvalidArgument, match="v_scale without k_scale"):
         bc.kv_cache_append(flat_k, flat_v, kc8, vc8, slots, v_scale=vs)
+
+
+def _merge_ref(oa, la, ob, lb):
+    m = torch.maximum(la, lb).double()
+    empty = m == -math.inf
+    mz = torch.where(empty, torch.zeros_like(m), m)
+    wa, wb = torch.exp(la.double() - mz), torch.exp(lb.double() - mz)
+    den = wa + wb
+    o = (wa[..., None] * oa.double() + wb[..., None] * ob.double()) / torch.where(empty, 1.0, den)[..., None]
+    o = torch.where(empty[..., None], torch.zeros_like(o), o)
+    return o, torch.where(empty, torch.full_like(m, -math.inf), mz + torch.log(den))
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16, torch.float32])
+def test_merge_attention_states_matches_reference(dt):
+    """Random states with -inf rows (one side and both sides empty), against the f64 formula."""
+    g = torch.Generator(device=DEV).manual_seed(7)
+    oa, ob = (torch.randn(5, 3, 8, 96, generator=g, device=DEV).to(dt) for _ in range(2))
+    la, lb = (torch.randn(5, 3, 8, generator=g, device=DEV) * 4 for _ in range(2))
+    la[0, 0, 0] = -math.inf                       # only b has keys
+    la[1, 1, 1] = lb[1, 1, 1] = -math.inf         # neither: out 0, lse -inf
+    ob[1, 1, 1] = float("nan")                    # an empty side's out is never read
+    oa[1, 1, 1] = float("nan")
+    o, lse = bc.merge_attention_states(oa, la, ob, lb)
+    ro, rl = _merge_ref(oa.nan_to_num(), la, ob.nan_to_num(), lb)
+    check(o, ro, dt)
+    assert torch.equal(torch.isfinite(lse), torch.isfinite(rl))
+    fin = torch.isfinite(rl)
+    check(lse[fin], rl[fin], torch.float32, "lse")
+    assert (o[1, 1, 1] == 0).all() and lse[1, 1, 1] == -math.inf
+
+
+def test_merge_equals_attention_over_all_keys():
+    """Cascade: paged attention over a shared prefix and over each request's own pages, merged through the
+    lse views ([B, Hq, Sq] -> transpose), equals attention over the concatenated keys; in place too."""
+    q, kc, vc, table, lens = make_case(11, 4, 2, 16, 4, 128, 16, [64, 80, 33, 100])
+    # split each request's keys at 32: the first 32 (a "prefix") and the rest
+    cut = torch.full_like(lens, 32)
+    o1, l1 = bc.paged_attention(q, kc, vc, table, cut, causal=False, return_lse=True)
+    # the rest: tables shifted by the prefix's two pages, lengths minus 32
+    t2 = table[:, 2:].contiguous()
+    o2, l2 = bc.paged_attention(q, kc, vc, t2, lens - 32, causal=False, return_lse=True)
+    o, l = bc.merge_attention_states(o1, l1.transpose(1, 2), o2, l2.transpose(1, 2))
+    rnc, rlnc = reference(q, kc.float(), vc.float(), table, lens, causal=False)
+    check(o, rnc, torch.bfloat16)
+    check(l.transpose(1, 2), rlnc, torch.float32, "lse")
+    # in place into o1 / l1's view
+    bc.merge_attention_states(o1, l1.transpose(1, 2), o2, l2.transpose(1, 2), out=o1, lse=l1.transpose(1, 2))
+    check(o1, rnc, torch.bfloat16)

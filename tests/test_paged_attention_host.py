@@ -94,7 +94,7 @@ def test_layouts_and_identity():
 
 def test_registry_and_functions():
     fam = {f["name"]: f for f in bc.families()}["paged_attention"]
-    assert fam["plan"] == "PagedAttentionPlan"
+    assert fam["plan"] == "PagedAttentionPlan, AttentionMergePlan"
     assert callable(bc.paged_attention) and "paged_attention" in bc.__all__
 
 
@@ -118,3 +118,33 @@ def test_fp8_caches_pick_their_kernel():
     assert mma.startswith("paged_attention.decode.mma_sync.d128.") and mma.endswith("_cache")
     with pytest.raises(errors.Unsupported, match="the mma kernel takes"):
         bc.PagedAttentionPlan.select(D(dtype=bc.float32, cdtype=bc.float8_e4m3fn, kernel="mma"))
+
+
+def _merge_desc(shape=(6, 4, 64), dt=bc.bfloat16, lse=True, **over):
+    S = bc.TensorSpec
+    specs = dict(out_a=S(shape, dt), lse_a=S(shape[:-1], bc.float32), out_b=S(shape, dt),
+                 lse_b=S(shape[:-1], bc.float32), out=S(shape, dt))
+    specs.update(over)
+    return bc.AttentionMergeDescriptor(**specs, lse=S(shape[:-1], bc.float32) if lse else None)
+
+
+def test_merge_plan_and_refusals():
+    """merge_attention_states: a plan of the paged-attention family; shapes and dtypes named on refusal."""
+    p = bc.AttentionMergePlan.select(_merge_desc())
+    assert p.sku.name == "paged_attention.merge_states" and p.workspace_bytes() == 0
+    assert _merge_desc() == _merge_desc() and hash(_merge_desc()) == hash(_merge_desc())
+    assert bc.AttentionMergePlan.select(_merge_desc((2, 3, 5, 4, 128), bc.float32, lse=False))
+    S = bc.TensorSpec
+    with pytest.raises(errors.InvalidArgument, match="at most 3 leading dims"):
+        bc.AttentionMergePlan.select(_merge_desc((1, 2, 3, 4, 5, 64)))
+    with pytest.raises(errors.InvalidDType, match="out_a is float64"):
+        bc.AttentionMergePlan.select(_merge_desc(dt=bc.float64))
+    with pytest.raises(errors.InvalidDType, match="lse_b is bfloat16; expected float32"):
+        bc.AttentionMergePlan.select(_merge_desc(lse_b=S((6, 4), bc.bfloat16)))
+    with pytest.raises(errors.InvalidArgument, match=r"lse_a has shape \(6, 5\); expected \(6, 4\)"):
+        bc.AttentionMergePlan.select(_merge_desc(lse_a=S((6, 5), bc.float32)))
+    with pytest.raises(errors.InvalidDType, match="out_b is float16"):
+        bc.AttentionMergePlan.select(_merge_desc(out_b=S((6, 4, 64), bc.float16)))
+    with pytest.raises(errors.Unsupported, match="out must be contiguous along head_dim"):
+        bc.AttentionMergePlan.select(_merge_desc(out=S((6, 4, 64), bc.bfloat16, (256, 1, 4))))
+    assert "merge_attention_states" in bc.__all__ and callable(bc.merge_attention_states)

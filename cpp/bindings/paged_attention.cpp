@@ -38,6 +38,25 @@ void import_operands(nb::handle tensors, Operands& ops) {
   if (!ops.held[Q].imported) throw InvalidArgument("paged_attention: q is missing");
 }
 
+constexpr int kMergeSlots = 6;
+const NamedOperand<AttentionMergeTensors> kMergeRoles[kMergeSlots] = {
+    {"out_a", &AttentionMergeTensors::out_a}, {"lse_a", &AttentionMergeTensors::lse_a},
+    {"out_b", &AttentionMergeTensors::out_b}, {"lse_b", &AttentionMergeTensors::lse_b},
+    {"out", &AttentionMergeTensors::out},     {"lse", &AttentionMergeTensors::lse}};
+enum { M_OUT_A, M_LSE_A, M_OUT_B, M_LSE_B, M_OUT, M_LSE };
+
+struct MergeOperands {
+  Imported held[kMergeSlots];
+  AttentionMergeTensors views;
+};
+void import_merge_operands(nb::handle tensors, MergeOperands& ops) {
+  import_named("merge_attention_states", tensors, kMergeRoles, ops.held, ops.views,
+               [](int i) { return i == M_OUT || i == M_LSE; });
+  for (int i : {M_OUT_A, M_LSE_A, M_OUT_B, M_LSE_B, M_OUT})
+    if (!ops.held[i].imported)
+      throw InvalidArgument(std::string("merge_attention_states: ") + kMergeRoles[i].name + " is missing");
+}
+
 }  // namespace
 
 void init_paged_attention(nb::module_& m) {
@@ -108,6 +127,60 @@ void init_paged_attention(nb::module_& m) {
            "stream=): check the tensors and launch on `stream`. No host work beyond the checks, no allocation: "
            "capturable in a CUDA graph and replayed as seq_lens grow.");
   def_xla_plan<PagedAttentionPlan>(m, "paged_attention", kRoles);
+
+  bind_descriptor<AttentionMergeDescriptor>(
+      m, "AttentionMergeDescriptor",
+      "The merge of two attention states: out_a, out_b [..., H, D] and their lse [..., H] (f32) -> out (and lse). "
+      "Pure data; hashable.")
+      .def("__init__",
+           [](AttentionMergeDescriptor* d, TensorSpec out_a, TensorSpec lse_a, TensorSpec out_b, TensorSpec lse_b,
+              TensorSpec out, std::optional<TensorSpec> lse) {
+             new (d) AttentionMergeDescriptor{std::move(out_a), std::move(lse_a), std::move(out_b), std::move(lse_b),
+                                              std::move(out), lse.has_value(), lse.value_or(TensorSpec{})};
+           },
+           "out_a"_a, "lse_a"_a, "out_b"_a, "lse_b"_a, "out"_a, "lse"_a = nb::none())
+      .def_ro("out_a", &AttentionMergeDescriptor::out_a)
+      .def_ro("lse_a", &AttentionMergeDescriptor::lse_a)
+      .def_ro("out_b", &AttentionMergeDescriptor::out_b)
+      .def_ro("lse_b", &AttentionMergeDescriptor::lse_b)
+      .def_ro("out", &AttentionMergeDescriptor::out);
+
+  bind_plan<AttentionMergePlan>(m, "AttentionMergePlan",
+                                "A validated merge of two attention states (cascade attention, split results).")
+      .def("workspace_bytes", &AttentionMergePlan::workspace_bytes, "0: the merge needs no scratch.")
+      .def("run",
+           [](const AttentionMergePlan& plan, nb::kwargs kwargs) {
+             const RunKwargs a = split_run_kwargs(kwargs);
+             MergeOperands ops;
+             import_merge_operands(a.tensors, ops);
+             run_imported(plan, ops.views, ops.held[M_OUT_A], a.workspace, nb::none(), a.stream);
+           },
+           "kwargs"_a,
+           "run(out_a=, lse_a=, out_b=, lse_b=, out=, [lse=], stream=): check the tensors and launch on `stream`; no "
+           "allocation, no host synchronization.");
+  def_xla_plan<AttentionMergePlan>(m, "merge_attention_states", kMergeRoles);
+
+  m.def("merge_attention_states_call",
+        [](nb::dict tensors, nb::handle stream) {
+          MergeOperands ops;
+          import_merge_operands(tensors, ops);
+          const AttentionMergeTensors& t = ops.views;
+          std::string key;
+          for (int i = 0; i < kMergeSlots; ++i) {
+            key.push_back(char(ops.held[i].imported));
+            if (ops.held[i].imported) append_key(key, ops.held[i].view);
+          }
+          const AttentionMergePlan plan = plan_cache<AttentionMergePlan>().get(key, [&] {
+            AttentionMergeDescriptor d{spec_of(t.out_a), spec_of(t.lse_a), spec_of(t.out_b), spec_of(t.lse_b),
+                                       spec_of(t.out),   ops.held[M_LSE].imported, TensorSpec{}};
+            if (d.lse) d.lse_out = spec_of(t.lse);
+            return AttentionMergePlan::select(d);
+          });
+          run_imported(plan, ops.views, ops.held[M_OUT_A], nb::none(), nb::none(), stream);
+        },
+        "tensors"_a, "stream"_a = nb::none(),
+        "Functional entry: tensors by name (out_a, lse_a, out_b, lse_b, out, lse; None = absent), select (cached on "
+        "the operands' metadata) and run.");
 
   m.def("paged_attention_call",
         [](nb::dict tensors, std::optional<double> scale, bool causal, int64_t window_left, int64_t window_right,

@@ -77,4 +77,27 @@ void decode(const Geometry& g, const Pointers& p, void* stream);
 // CUDA cores, one block per (request, query token, q head), one split (paged_rowwise.cu).
 void decode_rowwise(const Geometry& g, const Pointers& p, void* stream);
 
+// Merge of two attention states over disjoint key sets (cascades: a shared prefix and each request's
+// suffix; split-KV partials), per row r = (leading index, head): with m = max(lse_a, lse_b),
+// w_x = exp(lse_x - m): out = (w_a out_a + w_b out_b) / (w_a + w_b), lse = m + log(w_a + w_b); a row
+// whose lse are both -inf (no key on either side) gets out = 0, lse = -inf. f32 math, one rounding.
+// Up to kMergeMaxLead leading dims (their extents in `lead`, 1-padded), then the head; strides in
+// elements per operand (the last dim of the outputs is contiguous).
+constexpr int kMergeMaxLead = 3;
+struct MergeArgs {
+  DType dtype = DType::BFloat16;  // out_a, out_b and out; the lse are float32
+  int d = 0;
+  int64_t heads = 0, rows = 0;    // rows = heads * prod(lead)
+  int64_t lead[kMergeMaxLead] = {1, 1, 1};
+  // [operand][dim]: dims 0..2 the leading ones, 3 the head. Operands: out_a, out_b, out, lse_a, lse_b, lse.
+  int64_t stride[6][kMergeMaxLead + 1] = {};
+  const void* out_a = nullptr;
+  const void* out_b = nullptr;
+  void* out = nullptr;
+  const float* lse_a = nullptr;
+  const float* lse_b = nullptr;
+  float* lse = nullptr;  // may be null
+};
+void merge_states(const MergeArgs& a, void* stream);
+
 }  // namespace baracuda::paged_attention

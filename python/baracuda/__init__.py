@@ -99,7 +99,7 @@ from ._kv_cache import FUNCTIONS as _KV_CACHE_FUNCTIONS  # noqa: E402
 
 _OPS.update(_KV_CACHE_FUNCTIONS)
 
-from ._C import PagedAttentionDescriptor, PagedAttentionPlan  # noqa: F401,E402
+from ._C import AttentionMergeDescriptor, AttentionMergePlan, PagedAttentionDescriptor, PagedAttentionPlan  # noqa: F401,E402
 from ._paged_attention import FUNCTIONS as _PAGED_ATTENTION_FUNCTIONS  # noqa: E402
 
 _OPS.update(_PAGED_ATTENTION_FUNCTIONS)

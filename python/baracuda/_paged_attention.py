@@ -68,4 +68,28 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     return (o, flse(lse_buf)) if return_lse else o
 
 
-FUNCTIONS = {"paged_attention": paged_attention}
+def merge_attention_states(out_a: DLPackTensor, lse_a: DLPackTensor, out_b: DLPackTensor, lse_b: DLPackTensor, *,
+                           out: Optional[DLPackTensor] = None, lse: Optional[DLPackTensor] = None,
+                           stream: Stream = None) -> Any:
+    """Merge two attention results over disjoint key sets (cascade attention: a shared prefix, then
+    each request's own keys; or the partial results of a split): out_a, out_b [..., H, D] (bf16 / f16 /
+    f32) with their log-sum-exps lse_a, lse_b [..., H] (float32, natural log, as ``paged_attention`` /
+    ``attention`` return them; their [B, H, Sq] lse is passed as ``lse.transpose(1, 2)``, no copy).
+
+    out = (e^lse_a out_a + e^lse_b out_b) / (e^lse_a + e^lse_b) and lse = log(e^lse_a + e^lse_b), in
+    float32, rounded once; a row whose two lse are -inf (no key on either side) gets out = 0, lse =
+    -inf. Up to three leading dims; any strides, head_dim contiguous. ``out`` may be out_a or out_b
+    itself and ``lse`` lse_a or lse_b (in place). Returns (out, lse)."""
+    fn = "merge_attention_states"
+    for name, t in (("out_a", out_a), ("lse_a", lse_a), ("out_b", out_b), ("lse_b", lse_b)):
+        _interop.require_array(fn, name, t)
+    o, fo = (out, _interop._identity) if out is not None else _interop.output(
+        out_a, tuple(out_a.shape), _interop.dtype_of(out_a))
+    l, fl = (lse, _interop._identity) if lse is not None else _interop.output(
+        out_a, tuple(out_a.shape[:-1]), DType.float32)
+    _C.merge_attention_states_call({"out_a": out_a, "lse_a": lse_a, "out_b": out_b, "lse_b": lse_b, "out": o,
+                                    "lse": l}, stream)
+    return fo(o), fl(l)
+
+
+FUNCTIONS = {"paged_attention": paged_attention, "merge_attention_states": merge_attention_states}

@@ -284,6 +284,9 @@ def xla_plan(plan: KvCachePlan, roles: Sequence[str], specs: Sequence[TensorSpec
 def xla_plan(plan: PagedAttentionPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
+def xla_plan(plan: AttentionMergePlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
+
+@overload
 def xla_plan(plan: SamplingPlan, roles: Sequence[str], specs: Sequence[TensorSpec], num_inputs: int) -> int: ...
 
 @overload
@@ -1402,6 +1405,67 @@ class PagedAttentionPlan:
         """
         run(q=, k_cache=, v_cache=, block_table=, seq_lens=, out=, [lse=, alibi_slopes=, sinks=], workspace=, stream=): check the tensors and launch on `stream`. No host work beyond the checks, no allocation: capturable in a CUDA graph and replayed as seq_lens grow.
         """
+
+class AttentionMergeDescriptor:
+    """
+    The merge of two attention states: out_a, out_b [..., H, D] and their lse [..., H] (f32) -> out (and lse). Pure data; hashable.
+    """
+
+    def __init__(self, out_a: TensorSpec, lse_a: TensorSpec, out_b: TensorSpec, lse_b: TensorSpec, out: TensorSpec, lse: TensorSpec | None = None) -> None: ...
+
+    def __eq__(self, arg: AttentionMergeDescriptor, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+    @property
+    def out_a(self) -> TensorSpec: ...
+
+    @property
+    def lse_a(self) -> TensorSpec: ...
+
+    @property
+    def out_b(self) -> TensorSpec: ...
+
+    @property
+    def lse_b(self) -> TensorSpec: ...
+
+    @property
+    def out(self) -> TensorSpec: ...
+
+class AttentionMergePlan:
+    """
+    A validated merge of two attention states (cascade attention, split results).
+    """
+
+    @staticmethod
+    def select(desc: AttentionMergeDescriptor, preference: PlanPreference | None = None) -> AttentionMergePlan:
+        """
+        Validate the descriptor and pick a kernel; raises a baracuda.errors exception naming the reason.
+        """
+
+    @property
+    def sku(self) -> KernelSku:
+        """
+        The kernel (backend, algorithm) this plan runs, and its precision guarantee.
+        """
+
+    @property
+    def descriptor(self) -> AttentionMergeDescriptor: ...
+
+    def workspace_bytes(self) -> int:
+        """0: the merge needs no scratch."""
+
+    def run(self, **kwargs) -> None:
+        """
+        run(out_a=, lse_a=, out_b=, lse_b=, out=, [lse=], stream=): check the tensors and launch on `stream`; no allocation, no host synchronization.
+        """
+
+def merge_attention_states_call(tensors: dict, stream: object | None = None) -> None:
+    """
+    Functional entry: tensors by name (out_a, lse_a, out_b, lse_b, out, lse; None = absent), select (cached on the operands' metadata) and run.
+    """
 
 def paged_attention_call(tensors: dict, scale: float | None, causal: bool, window_left: int, window_right: int, softcap: float, max_seqlen_k: int, num_splits: int, kernel: str = 'auto', stream: object | None = None, workspace_alloc: object | None = None) -> str:
     """

@@ -80,6 +80,49 @@ class PagedAttentionPlan {
   std::shared_ptr<const Impl> impl_;
 };
 
+// Merge of two attention states over disjoint key sets (cascade attention: a shared prefix and each
+// request's own keys; partial results of a split):
+//
+//   merge  out_a, out_b [..., H, D] (bf16 / f16 / f32, one dtype), lse_a, lse_b [..., H] (f32, natural
+//          log, as paged_attention and attention return them) -> out [..., H, D] (their dtype) and, on
+//          request, lse [..., H] (f32)
+//
+// out = (e^lse_a out_a + e^lse_b out_b) / (e^lse_a + e^lse_b), lse = log(e^lse_a + e^lse_b), computed
+// stably in f32 and rounded once; a row with both lse -inf gets out = 0, lse = -inf. Up to three
+// leading dims; any strides with the last dim of the outputs contiguous (paged_attention's lse
+// [B, H, Sq] is passed as its [B, Sq, H] permuted view). out may alias out_a or out_b (each element is
+// read before it is written, by the same thread), lse may alias lse_a or lse_b.
+struct AttentionMergeDescriptor {
+  TensorSpec out_a, lse_a, out_b, lse_b, out;
+  bool lse = false;  // write the merged lse
+  TensorSpec lse_out;  // its spec when `lse` (f32 [..., H])
+  bool operator==(const AttentionMergeDescriptor& o) const {
+    return out_a == o.out_a && lse_a == o.lse_a && out_b == o.out_b && lse_b == o.lse_b && out == o.out &&
+           lse == o.lse && (!lse || lse_out == o.lse_out);
+  }
+  std::string str() const;
+};
+
+struct AttentionMergeTensors {
+  TensorView out_a, lse_a, out_b, lse_b, out, lse;
+};
+
+class AttentionMergePlan {
+ public:
+  static AttentionMergePlan select(const AttentionMergeDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  const KernelSku& sku() const;
+  const AttentionMergeDescriptor& descriptor() const;
+  int64_t workspace_bytes() const { return 0; }
+  // Checks the tensors and launches on `stream`: no allocation, no host synchronization.
+  void run(const AttentionMergeTensors& t, void* workspace = nullptr, int64_t workspace_size = 0,
+           StreamHandle stream = nullptr) const;
+
+  struct Impl;
+  AttentionMergePlan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
 FamilyInfo paged_attention_family_info();
 
 }  // namespace baracuda

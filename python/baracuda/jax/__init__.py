@@ -40,8 +40,8 @@ from .._dtypes import dtype as _bc_dtype
 from ..errors import InvalidArgument
 from ._mechanism import (TARGET, _launch, _operand, _spec, _spec_of, _stats_dtype,  # noqa: F401
                          _transposed_spec, available, routable)
-from ._serving import (apply_penalties, embedding, kv_cache_append, moe_gate, moe_permute,  # noqa: F401
-                       moe_unpermute, paged_attention, rope, sample)
+from ._serving import (apply_penalties, embedding, kv_cache_append, merge_attention_states,  # noqa: F401
+                       moe_gate, moe_permute, moe_unpermute, paged_attention, rope, sample)
 from ._reductions import FUNCTIONAL as _REDUCTION_FUNCTIONAL, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
 
 # sum, mean, amax, ..., argmax; cumsum, cumprod, cummax, cummin, logcumsumexp (generated from the op
@@ -501,7 +501,8 @@ def attention(q, k, v, *, causal: bool = False, scale=None, window=None, softcap
 
 __all__ = ["available", "rms_norm", "layer_norm", "softmax", "log_softmax", "matmul", "linear", "cross_entropy",
            "swiglu", "attention", "rope", "paged_attention", "embedding", "moe_gate", "moe_permute",
-           "moe_unpermute", "sample", "apply_penalties", "kv_cache_append", "ACTIVATIONS", "REDUCTIONS", "ELEMENTWISE",
+           "moe_unpermute", "sample", "apply_penalties", "kv_cache_append", "merge_attention_states", "ACTIVATIONS",
+           "REDUCTIONS", "ELEMENTWISE",
            *ELEMENTWISE, *REDUCTION_FUNCTIONS, *SCAN_FUNCTIONS]
 
 
@@ -546,6 +547,7 @@ _FUNCTIONAL = {
                                     reduction=reduction), {"target", "ignore_index", "label_smoothing", "reduction"}),
 }
 _FUNCTIONAL.update(_REDUCTION_FUNCTIONAL)
+_FUNCTIONAL["merge_attention_states"] = (merge_attention_states, {"lse_a", "out_b", "lse_b"})
 _FALSY_DEFAULTS = (None, False, "none", 1.0, 0.0)  # out, stream, residual, save_stats, return_*, alpha / beta
 
 

@@ -339,3 +339,14 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal: bool 
         outs.append(("lse", (q.shape[0], q.shape[-2], sq), jnp.float32))
     got = _launch(desc, _C.PagedAttentionPlan.select, ins, outs)
     return (got[0], got[1]) if return_lse else got[0]
+
+
+def merge_attention_states(out_a, lse_a, out_b, lse_b):
+    """Merge two attention results over disjoint key sets (baracuda.merge_attention_states): out_a, out_b
+    [..., H, D], lse_a, lse_b [..., H] float32 -> (out, lse). One custom call; not differentiable."""
+    desc = _C.AttentionMergeDescriptor(_spec_of(out_a), _spec_of(lse_a), _spec_of(out_b), _spec_of(lse_b),
+                                       _spec(out_a.shape, out_a.dtype), _spec(lse_a.shape, jnp.float32))
+    ins = [_operand("out_a", out_a), _operand("lse_a", lse_a), _operand("out_b", out_b), _operand("lse_b", lse_b)]
+    out, lse = _launch(desc, _C.AttentionMergePlan.select, ins,
+                       [("out", out_a.shape, out_a.dtype), ("lse", lse_a.shape, jnp.float32)])
+    return out, lse
