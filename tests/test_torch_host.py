@@ -310,7 +310,7 @@ def test_patch_swaps_embeddings_on_request():
 
 
 def test_compile_traces_the_inference_ops_without_a_graph_break():
-    """bc.kv_cache_append / bc.paged_attention / bc.apply_penalties / bc.sample inside torch.compile (grad
+    """bc.kv_cache_append / bc.paged_attention / bc.merge_attention_states / bc.apply_penalties / bc.sample inside torch.compile (grad
     mode on, no tensor requiring grad) run as their registered ops: fullgraph traces."""
     dev = "meta"
     key, kc = torch.empty(4, 2, 64, device=dev, dtype=torch.bfloat16), torch.empty(3, 16, 2, 64, device=dev,
@@ -322,7 +322,8 @@ def test_compile_traces_the_inference_ops_without_a_graph_break():
 
     def step(key, kc, slots, q, table, lens, logits, toks):
         bc.kv_cache_append(key, key, kc, kc.clone(), slots)
-        o = bc.paged_attention(q, kc, kc, table, lens)
+        o, lse = bc.paged_attention(q, kc, kc, table, lens, return_lse=True)
+        o, lse = bc.merge_attention_states(o, lse.transpose(1, 2)[:, 0], o, lse.transpose(1, 2)[:, 0])
         bc.apply_penalties(logits, toks, repetition_penalty=1.2)
         return o, bc.sample(logits, top_k=5, seed=3)
 

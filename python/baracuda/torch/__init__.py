@@ -28,7 +28,8 @@ __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear",
            "Attention", "RotaryEmbedding", "Embedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append",
-           "paged_attention", "sample", "apply_penalties", "embedding", "moe_gate", "moe_permute", "moe_unpermute"]
+           "paged_attention", "merge_attention_states", "sample", "apply_penalties", "embedding", "moe_gate",
+           "moe_permute", "moe_unpermute"]
 
 
 def _tensor(v, like, name):
@@ -324,11 +325,18 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, 
     return (out, lse) if return_lse else out
 
 
+def merge_attention_states(out_a, lse_a, out_b, lse_b):
+    """baracuda.merge_attention_states as torch.ops.baracuda.merge_attention_states (traced by
+    torch.compile with no graph break). Returns (out, lse). No autograd: cascade decode is inference."""
+    out, lse = call("merge_attention_states", out_a, lse_a, out_b, lse_b)
+    return out, lse
+
+
 def inference_routes():
     """baracuda.<name> -> its registered inference op (no autograd: the cache is state, decode attention
     and penalties are inference): what torch.compile traces instead of a graph break."""
     return dict(kv_cache_append=kv_cache_append, paged_attention=paged_attention, apply_penalties=apply_penalties,
-                sample=sample)
+                sample=sample, merge_attention_states=merge_attention_states)
 
 
 def routes():

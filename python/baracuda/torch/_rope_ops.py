@@ -1,4 +1,4 @@
-"""torch.ops.baracuda.rope, kv_cache_append, paged_attention, sample and apply_penalties: the
+"""torch.ops.baracuda.rope, kv_cache_append, paged_attention, merge_attention_states, sample and apply_penalties: the
 serving-path families on _ops' mechanism. rope rotates q and k (k may be absent: its output is then an empty tensor), and its
 backward is the same op with the inverse rotation; kv_cache_append writes the caches in place and
 paged_attention attends over them (inference ops: no autograd)."""
@@ -247,3 +247,26 @@ define("apply_penalties",
        "(Tensor(a!) logits, Tensor? prompt_tokens, Tensor? output_tokens, Tensor? repetition_penalty, "
        "Tensor? presence_penalty, Tensor? frequency_penalty, float repetition, float presence, float frequency) -> ()",
        _apply_penalties_impl, _apply_penalties_fake)
+
+
+def _merge_outputs(out_a, lse_a):
+    return torch.empty_like(out_a, memory_format=torch.contiguous_format), torch.empty(
+        tuple(lse_a.shape), dtype=torch.float32, device=lse_a.device)
+
+
+def _merge_impl(out_a, lse_a, out_b, lse_b):
+    out, lse = _merge_outputs(out_a, lse_a)
+    _C.merge_attention_states_call({"out_a": out_a, "lse_a": lse_a, "out_b": out_b, "lse_b": lse_b, "out": out,
+                                    "lse": lse}, None)
+    return out, lse
+
+
+def _merge_fake(out_a, lse_a, out_b, lse_b):
+    out, lse = _merge_outputs(out_a, lse_a)
+    validate(("merge_attention_states",), [out_a, lse_a, out_b, lse_b], lambda: _C.AttentionMergePlan.select(
+        _C.AttentionMergeDescriptor(_spec(out_a), _spec(lse_a), _spec(out_b), _spec(lse_b), _spec(out), _spec(lse))))
+    return out, lse
+
+
+define("merge_attention_states", "(Tensor out_a, Tensor lse_a, Tensor out_b, Tensor lse_b) -> (Tensor, Tensor)",
+       _merge_impl, _merge_fake)
