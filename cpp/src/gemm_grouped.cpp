@@ -217,8 +217,10 @@ void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t 
   if (I.kernel) {
     gemm::GroupedGemvArgs g = I.args;
     g.x = t.x.data, g.w = t.w.data, g.out = t.out.data, g.offsets = t.offsets.data, g.bias = t.bias.data;
-    // (the tile kernels' 16-byte loads need aligned x, w and out: else the decode kernel runs)
-    if (I.sm90 && gemm::grouped_sm90_supported(g)) gemm::grouped_sm90(g, workspace, size_t(workspace_size), stream);
+    // (the tile kernels' 16-byte loads need aligned x, w and out: else the decode kernel runs; a plan
+    // selected on an sm_90 device and run on another takes the tiled kernel: sm_90a code runs on 9.0 only)
+    if (I.sm90 && gemm::grouped_sm90_supported(g) && current_device_cc() == 90)
+      gemm::grouped_sm90(g, workspace, size_t(workspace_size), stream);
     else if ((I.tiled || I.sm90) && gemm::grouped_tiled_supported(g)) gemm::grouped_tiled(g, stream);
     else gemm::grouped_gemv(g, stream);
     return;
