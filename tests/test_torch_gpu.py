@@ -120,6 +120,9 @@ def _other_samples():
     plen = torch.tensor([20, 7], dtype=torch.int32, device=DEV)
     eidx = torch.randint(0, 24, (3, 5), generator=g, device=DEV)
     eg = torch.randn(3, 5, 40, generator=g, device=DEV)
+    glx = torch.randn(24, 64, generator=g, device=DEV).to(torch.bfloat16)
+    glw = (torch.randn(4, 32, 64, generator=g, device=DEV) / 8).to(torch.bfloat16)
+    gloffs = torch.tensor([0, 5, 5, 17, 24], device=DEV)  # every row owned: the output is fully written
     mlog = torch.randn(12, 16, generator=g, device=DEV).requires_grad_()
     mids = torch.rand(12, 16, generator=g, device=DEV).topk(2, dim=-1).indices.int()
     mx = torch.randn(12, 40, generator=g, device=DEV).requires_grad_()
@@ -150,6 +153,8 @@ def _other_samples():
                             (pq, pkc.to(torch.float8_e4m3fn), pkc.to(torch.float8_e5m2).to(torch.float8_e4m3fn), ptab, plen,
                              None, None, None, True, -1, -1, 0.0, 0, 0, False, "auto", torch.tensor([0.5], device=DEV),
                              torch.tensor([2.0], device=DEV))],
+        "grouped_linear": [(glx, glw, gloffs, None, None, -1), (glx, glw, gloffs.int(), None, glw[:, :, 0].contiguous(), 16),
+                           (glx.float(), glw.float(), gloffs, None, None, -1), (glx, glw, None, [5, 0, 12, 7], None, -1)],
         "merge_attention_states": [(pq, torch.randn(2, 2, 8, device=DEV), pq * 2, torch.randn(2, 2, 8, device=DEV)),
                                    (pq.float(), torch.randn(2, 8, 2, device=DEV).transpose(1, 2), pq.float(),
                                     torch.full((2, 2, 8), float("-inf"), device=DEV))],

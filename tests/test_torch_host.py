@@ -329,5 +329,16 @@ def test_compile_traces_the_inference_ops_without_a_graph_break():
 
     out, tok = torch.compile(step, backend="eager", fullgraph=True)(key, kc, slots, q, table, lens, logits, toks)
     assert out.shape == q.shape and tok.shape == (2,) and tok.dtype == torch.int64
+    # the experts' projections of a MoE layer too (device offsets, or host sizes made a tensor)
+    gx, gw = torch.empty(12, 64, device=dev, dtype=torch.bfloat16), torch.empty(4, 32, 64, device=dev,
+                                                                               dtype=torch.bfloat16)
+    goffs = torch.empty(5, device=dev, dtype=torch.int64)
+
+    def experts(x, w, offs):
+        return bc.grouped_linear(x, w, offsets=offs, max_rows_per_group=12), bc.grouped_linear(
+            x, w, group_sizes=[3, 3, 0, 6])
+
+    ga, gb = torch.compile(experts, backend="eager", fullgraph=True)(gx, gw, goffs)
+    assert ga.shape == gb.shape == (12, 32) and ga.dtype == torch.bfloat16
     with pytest.raises(errors.Unsupported, match="no autograd formula"):
         bc.kv_cache_append(key.requires_grad_(), None, kc, None, slots)

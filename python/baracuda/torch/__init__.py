@@ -28,7 +28,7 @@ __all__ = ["OPS", "ops", "patch", "RMSNorm", "LayerNorm", "GroupNorm", "Linear",
            "Attention", "RotaryEmbedding", "Embedding",
            "rms_norm", "layer_norm", "group_norm", "softmax", "log_softmax", "linear", "matmul", "cross_entropy", "swiglu",
            "sum", "mean", "attention", "scaled_dot_product_attention", "rope", "kv_cache_append",
-           "paged_attention", "merge_attention_states", "sample", "apply_penalties", "embedding", "moe_gate",
+           "paged_attention", "merge_attention_states", "grouped_linear", "sample", "apply_penalties", "embedding", "moe_gate",
            "moe_permute", "moe_unpermute"]
 
 
@@ -325,6 +325,16 @@ def paged_attention(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, 
     return (out, lse) if return_lse else out
 
 
+def grouped_linear(x, weight, *, offsets=None, group_sizes=None, bias=None, max_rows_per_group=None):
+    """baracuda.grouped_linear as torch.ops.baracuda.grouped_linear (traced by torch.compile with no graph
+    break): the experts' projections over the device offsets, or host group_sizes (constants of the
+    traced graph). No autograd yet (MoE inference)."""
+    if (offsets is None) == (group_sizes is None):
+        raise InvalidArgument("grouped_linear: pass exactly one of offsets (device) and group_sizes (host)")
+    return call("grouped_linear", x, weight, offsets, None if group_sizes is None else [int(g) for g in group_sizes],
+                bias, -1 if max_rows_per_group is None else int(max_rows_per_group))
+
+
 def merge_attention_states(out_a, lse_a, out_b, lse_b):
     """baracuda.merge_attention_states as torch.ops.baracuda.merge_attention_states (traced by
     torch.compile with no graph break). Returns (out, lse). No autograd: cascade decode is inference."""
@@ -336,7 +346,7 @@ def inference_routes():
     """baracuda.<name> -> its registered inference op (no autograd: the cache is state, decode attention
     and penalties are inference): what torch.compile traces instead of a graph break."""
     return dict(kv_cache_append=kv_cache_append, paged_attention=paged_attention, apply_penalties=apply_penalties,
-                sample=sample, merge_attention_states=merge_attention_states)
+                sample=sample, merge_attention_states=merge_attention_states, grouped_linear=grouped_linear)
 
 
 def routes():

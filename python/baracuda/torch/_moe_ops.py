@@ -1,9 +1,10 @@
 """torch.ops.baracuda.moe_gate / moe_permute / moe_unpermute and their backwards, on _ops' mechanism:
 the gate's weights are differentiable in the logits, the permutation in x, the combine in
-y_sorted and the weights; ids, offsets and pos are integer outputs (no gradient)."""
+y_sorted and the weights; ids, offsets and pos are integer outputs (no gradient). grouped_linear
+(the experts' projections over the device offsets) is an inference op: no autograd yet."""
 import torch
 
-from .. import _C
+from .. import _C, _gemm
 from ._ops import K, _spec, define, validate
 
 _GATE_ARGS = ("int top_k, str scoring, bool renormalize, int n_group, int topk_group, str group_score, "
@@ -168,3 +169,32 @@ def _unpermute_bwd_fake(grad_out, pos, weights, y_sorted, sorted_rows):
 define("moe_unpermute_backward",
        "(Tensor grad_out, Tensor pos, Tensor? weights, Tensor? y_sorted, SymInt sorted_rows) -> (Tensor, Tensor)",
        _unpermute_bwd_impl, _unpermute_bwd_fake)
+
+
+def _grouped_out(x, weight):
+    return x.new_empty((x.shape[0], weight.shape[1]))
+
+
+def _grouped_impl(x, weight, offsets, group_sizes, bias, max_rows_per_group):
+    out = _grouped_out(x, weight)
+    _gemm.grouped_linear(x, weight, offsets=offsets, group_sizes=group_sizes, bias=bias,
+                         max_rows_per_group=None if max_rows_per_group < 0 else max_rows_per_group, out=out)
+    return out
+
+
+def _grouped_fake(x, weight, offsets, group_sizes, bias, max_rows_per_group):
+    out = _grouped_out(x, weight)
+    by_sizes = offsets is None
+    validate(("grouped_linear", int(max_rows_per_group), bias is None, tuple(group_sizes or ())),
+             [x, weight] + ([] if by_sizes else [offsets]),
+             lambda: _C.GroupedGemmPlan.select(_C.GroupedGemmDescriptor(
+                 _spec(x), _spec(weight), _spec(out), group_sizes=list(group_sizes or []),
+                 offsets_dtype=_C.DType.int32 if by_sizes else _spec(offsets).dtype, bias=bias is not None,
+                 max_rows_per_group=int(max_rows_per_group))))
+    return out
+
+
+define("grouped_linear",
+       "(Tensor x, Tensor weight, Tensor? offsets, int[]? group_sizes, Tensor? bias=None, int max_rows_per_group=-1) "
+       "-> Tensor",
+       _grouped_impl, _grouped_fake)
