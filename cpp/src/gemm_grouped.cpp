@@ -143,9 +143,8 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
     k.name = I->sm90    ? std::string("gemm.grouped_sm90.cutlass.") + gemm::grouped_sm90_variant()
              : I->tiled ? std::string("gemm.grouped_tiled.m128n128k32")
                         : std::string("gemm.") + gemm::grouped_gemv_variant(g);
-    if (I->sm90) k.backend = Backend::Cutlass;
     k.layout = "x:row,w:[E,N,K],out:row,offsets on device";
-    if (!I->sm90) k.backend = Backend::Bespoke;
+    k.backend = I->sm90 ? Backend::Cutlass : Backend::Bespoke;
     k.precision.bit_stable = true;
     return GroupedGemmPlan(I);
   }

@@ -47,14 +47,6 @@ struct Algo {
 
 enum class Path { Empty, KZero, Lt, GemvLowM };
 
-// Lowest alignment (bytes, <= 16) of a pointer.
-inline int alignment_of(const void* p) {
-  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
-  int a = 16;
-  while (a > 1 && v % a) a >>= 1;
-  return a;
-}
-
 template <class T>
 inline void set_attr(const cublaslt::Api& api, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v,
               const char* what) {

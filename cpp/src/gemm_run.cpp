@@ -113,9 +113,10 @@ void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size
   }
   const bool ours_act = static_cast<bool>(I.activation);
   void* target = acc ? acc : (ours_act && d.aux ? t.aux.data : t.out.data);
-  int align = 16;
-  for (const void* p : {(const void*)t.a.data, (const void*)t.b.data, (const void*)target}) align = std::min(align, alignment_of(p));
-  if (d.aux) align = std::min(align, alignment_of(t.aux.data));
+  AccessWidth aw;  // the lowest alignment (<= 16 bytes) among the pointers cuBLASLt reads and writes
+  for (const void* p : {(const void*)t.a.data, (const void*)t.b.data, (const void*)target}) aw.fit(p);
+  if (d.aux) aw.fit(t.aux.data);
+  const int align = int(aw.bytes);
   {
     std::lock_guard<std::mutex> g(I.mu);
     const Algo& algo = I.algo_for(dev, align, lt_ws);

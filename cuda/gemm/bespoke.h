@@ -17,6 +17,9 @@
 
 namespace baracuda::gemm {
 
+// Whether a pointer allows the kernels' 16-byte accesses (nullptr counts: select() asks without data).
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // out[m, n] = alpha * sum_k x[m, k] * w[n, k] + beta * out[m, n] (+ bias[n]),
 // m < M, n < N, k < K; f32 accumulation, one rounding to the output dtype at the end.
 //  * x:   [M, K], unit stride along K, row stride ldx (elements).

@@ -47,7 +47,7 @@ GroupedChoice choose(const GroupedGemvArgs& a) {
   const int V = half ? 8 : 4;
   GroupedChoice r;
   GemvCfg& c = r.c;
-  c.vec = gemv_aligned16(a.x) && gemv_aligned16(a.w) && a.K % V == 0 && (a.T <= 1 || a.ldx % V == 0) &&
+  c.vec = aligned16(a.x) && aligned16(a.w) && a.K % V == 0 && (a.T <= 1 || a.ldx % V == 0) &&
           (a.N <= 1 || a.ldw % V == 0) && (a.E <= 1 || a.sw % V == 0);
   c.path = half && c.vec ? GemvPath::Mma : GemvPath::Fma;
   int64_t mr = a.max_rows > 0 && a.max_rows < a.T ? a.max_rows : a.T;

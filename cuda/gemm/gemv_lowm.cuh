@@ -99,7 +99,6 @@ using GemvOccupancyQuery = int (*)(const GemvCfg&);
 int gemv_cached_occupancy(int family, DType dt, const GemvCfg& c, int dev, const GemvOccupancyQuery (&by_dtype)[3]);
 int gemv_current_device();  // -1 without a device (select-time calls on a machine without a GPU)
 int gemv_pow2_at_least(int64_t m);
-bool gemv_aligned16(const void* p);
 
 // ---------------------------------------------------------------------------------------
 // Device side.

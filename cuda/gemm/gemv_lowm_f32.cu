@@ -61,8 +61,6 @@ int gemv_pow2_at_least(int64_t m) {
   return b;
 }
 
-bool gemv_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 namespace {
 
 // ---- the launch model ----------------------------------------------------------------
@@ -116,7 +114,7 @@ GemvCfg choose_cfg_model(const GemvLowMArgs& a) {
   const int es = half ? 2 : 4;
   const int V = 16 / es;
   GemvCfg c;
-  c.vec = gemv_aligned16(a.x) && gemv_aligned16(a.w) && a.K % V == 0 && (a.M <= 1 || a.ldx % V == 0) &&
+  c.vec = aligned16(a.x) && aligned16(a.w) && a.K % V == 0 && (a.M <= 1 || a.ldx % V == 0) &&
           (a.N <= 1 || a.ldw % V == 0);
   c.path = half && c.vec ? GemvPath::Mma : GemvPath::Fma;
   c.mt = c.path == GemvPath::Mma ? (a.M > 8 ? 16 : 8) : gemv_pow2_at_least(a.M < 1 ? 1 : a.M);

@@ -20,7 +20,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <string>
 
 #include "baracuda/errors.h"
@@ -45,8 +44,6 @@ namespace baracuda::gemm {
 
 #if defined(BARACUDA_HAVE_CUTLASS)
 namespace {
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The CUTLASS grouped GEMM for one element type (cutlass::bfloat16_t or cutlass::half_t).
 template <class Element> struct Sm90Grouped {
@@ -101,19 +98,12 @@ struct WsLayout {
 };
 
 // Persistent grid = SMs of the current device (CUTLASS sizes the per-SM TMA descriptor workspace
-// from it too, so workspace_bytes and the launch must agree): cached per device.
+// from it too, so workspace_bytes and the launch must agree). The runtime answers from its own cache.
 int device_sm_count(int* dev_out) {
-  static std::mutex mu;
-  static int cache[64] = {};
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  *dev_out = dev;
-  std::lock_guard<std::mutex> lock(mu);
-  if (dev >= 0 && dev < 64 && cache[dev] > 0) return cache[dev];
+  cuda_check(cudaGetDevice(dev_out), "cudaGetDevice");
   int sms = 0;
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, *dev_out),
              "cudaDeviceGetAttribute(MultiProcessorCount)");
-  if (dev >= 0 && dev < 64) cache[dev] = sms;
   return sms;
 }
 
@@ -169,7 +159,7 @@ template <class Cfg> WsLayout layout_for(int64_t E, int dev, int sms) {
 }
 
 // Workspace bytes the caller provides: the layout plus slack to align an arbitrary base pointer.
-template <class Cfg> size_t workspace_for(const WsLayout& l) { return l.total + kCutlassAlign; }
+size_t workspace_for(const WsLayout& l) { return l.total + kCutlassAlign; }
 
 struct PrepArgs {
   const void* offsets;
@@ -229,9 +219,9 @@ template <class Cfg> void launch(const GroupedGemvArgs& a, void* workspace, size
   int dev = 0;
   const int sms = device_sm_count(&dev);
   const WsLayout l = layout_for<Cfg>(a.E, dev, sms);
-  if (workspace == nullptr || workspace_bytes < workspace_for<Cfg>(l))
+  if (workspace == nullptr || workspace_bytes < workspace_for(l))
     throw InvalidArgument("grouped_sm90: workspace of " + std::to_string(workspace_bytes) + " bytes, needs " +
-                          std::to_string(workspace_for<Cfg>(l)));
+                          std::to_string(workspace_for(l)));
   char* base = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(workspace), kCutlassAlign));
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
 
@@ -273,8 +263,8 @@ size_t grouped_sm90_workspace_bytes(const GroupedGemvArgs& a) {
   int dev = 0;
   const int sms = device_sm_count(&dev);
   // Both instantiations have the same layout sizes; ask the one of the dtype anyway.
-  return a.dtype == DType::Float16 ? workspace_for<F16>(layout_for<F16>(a.E, dev, sms))
-                                   : workspace_for<Bf16>(layout_for<Bf16>(a.E, dev, sms));
+  return a.dtype == DType::Float16 ? workspace_for(layout_for<F16>(a.E, dev, sms))
+                                   : workspace_for(layout_for<Bf16>(a.E, dev, sms));
 }
 
 void grouped_sm90(const GroupedGemvArgs& a, void* workspace, size_t workspace_bytes, void* stream) {

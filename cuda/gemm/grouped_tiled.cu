@@ -168,8 +168,6 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tiled_kernel(const Groupe
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <class T> void launch(const GroupedGemvArgs& a, void* stream) {
   constexpr auto kernel = grouped_tiled_kernel<T>;
   attention::flash::opt_in_smem<kernel>(kSmemBytes);

@@ -145,7 +145,7 @@ def _scan_call(name, inputs, axis, out_dtypes):
     return _launch(desc, _C.ScanPlan.select, inputs, outs)
 
 
-def _check_axis(name, axis, x):
+def _check_axis(name, axis):
     if isinstance(axis, bool) or not isinstance(axis, int):
         raise InvalidArgument(f"{name}: axis must be an int, got {axis!r}")
     return int(axis)
@@ -178,14 +178,14 @@ def _make_scan(name):
     row = _SCANS[name]
     if name in ("cummax", "cummin"):
         def fn(x, axis):
-            axis = _check_axis(name, axis, x)
+            axis = _check_axis(name, axis)
             idx = _need_x64(name, "the index output")
             values, indices = _scan_call(name, [_operand("x", x)], axis, [x.dtype, idx])
             return values, indices
         sig, extra = "(x, axis)", " Returns (values, indices)."
     else:
         def fn(x, axis, *, dtype=None):
-            axis = _check_axis(name, axis, x)
+            axis = _check_axis(name, axis)
             if dtype is not None:
                 out = jnp.dtype(dtype)
             elif name in ("cumsum", "cumprod") and not _floating(x):
