@@ -6,7 +6,7 @@
     python3 bench/bench_attention.py --quick       # fewer samples
     python3 bench/bench_attention.py --rows 'd128' # regex on the row keys
     python3 bench/bench_attention.py --tiles       # also every compiled flash forward tile
-    python3 bench/bench_attention.py --rows varlen # packed sequences against [B, S, H, D], same tokens
+    python3 bench/bench_attention.py --rows varlen # packed sequences (equal and mixed lengths), fwd + bwd
     OUT=/tmp/out python3 bench/bench_attention.py  # also $OUT/bench_attention.{md,json,txt}
 
 The grid is flash-attention's: batch = 16384 / seqlen, hidden 2048 (heads = 2048 / D), bf16; plus
@@ -157,37 +157,81 @@ def measure_row(case, backward, tile, args):
     return res
 
 
-def measure_varlen(case, args):
-    """Ours on packed sequences (all of length S, cu_seqlens) against ours on the same tokens as
-    [B, S, H, D]: the varlen cost at the same token count. The outputs must agree bitwise."""
+def measure_varlen(case, mixed, args):
+    """Packed sequences (cu_seqlens), forward and backward: the plan's own choice (cuDNN where built)
+    and our flash kernels; with equal lengths also the same tokens as [B, S, H, D] (the varlen cost at
+    the same token count), with mixed lengths (the same total) only the packed plans. Checks: the
+    plan's packed output against our flash kernel's, and against the dense one."""
     b, s, hq, hkv, d, causal = case
-    n = 4
-    sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in ((b, s, hq, d), (b, s, hkv, d), (b, s, hkv, d)))
+    total = b * s
+    if mixed:  # lengths from s / 8 to 1.75 s, the same total
+        g = torch.Generator().manual_seed(b * s)
+        lens = (torch.rand(b, generator=g) * 1.625 + 0.125) * s
+        lens = (lens / lens.sum() * total).long().clamp(min=1)
+        lens[-1] += total - int(lens.sum())
+        lens = [int(x) for x in lens]
+    else:
+        lens = [s] * b
+    n = 3
+    sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in ((total, hq, d), (total, hkv, d), (total, hkv, d)))
             for _ in range(n)]
-    cu = torch.arange(0, b * s + 1, s, device=DEV, dtype=torch.int32)
-    outs = [torch.empty((b, s, hq, d), device=DEV, dtype=BF) for _ in range(n)]
+    gouts = [torch.randn((total, hq, d), device=DEV, dtype=BF) for _ in range(n)]
+    outs = [torch.empty((total, hq, d), device=DEV, dtype=BF) for _ in range(n)]
+    lses = [torch.empty((hq, total), device=DEV, dtype=torch.float32) for _ in range(n)]
+    grads = [torch.empty_like(t) for t in sets[0]]
+    cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(b)], device=DEV, dtype=torch.int32)
     q0, k0, v0 = sets[0]
-    dense = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q0), spec(k0), spec(v0),
-                                                           spec(outs[0]), causal=causal, kernel="flash"))
-    flat = lambda t: t.view(b * s, t.shape[2], d)  # noqa: E731
-    packed = bc.AttentionPlan.select(bc.AttentionDescriptor(
-        "attention", spec(flat(q0)), spec(flat(k0)), spec(flat(v0)), spec(flat(outs[0])), causal=causal, varlen=True,
-        batch=b, max_seqlen_q=s, max_seqlen_k=s))
-    dense.run(q=q0, k=k0, v=v0, out=outs[0])
-    ref = outs[0].clone()
-    packed.run(q=flat(q0), k=flat(k0), v=flat(v0), out=flat(outs[0]), cu_seqlens_q=cu, cu_seqlens_k=cu)
-    same = torch.equal(ref, outs[0])
-    t = C.measure({
-        "dense": C.GpuBench(lambda i: dense.run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i]), n),
-        "varlen": C.GpuBench(lambda i: packed.run(q=flat(sets[i][0]), k=flat(sets[i][1]), v=flat(sets[i][2]),
-                                                  out=flat(outs[i]), cu_seqlens_q=cu, cu_seqlens_k=cu), n)},
-        iters=args.iters, passes=args.passes)
-    flops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
-    key = f"varlen {key_of(case, False)}"
-    print(f"{key}: varlen {flops / t['varlen'].median / 1e12:.0f} TFLOP/s, dense {flops / t['dense'].median / 1e12:.0f}, "
-          f"varlen / dense time {t['varlen'].median / t['dense'].median:.3f}, outputs {'equal' if same else 'DIFFER'}",
-          flush=True)
-    return same
+    kw = dict(causal=causal, varlen=True, batch=b, max_seqlen_q=max(lens), max_seqlen_k=max(lens))
+    plans = {}
+    for name, kernel in (("ours", "auto"), ("flash", "flash")):
+        plans[name] = (bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention", spec(q0), spec(k0), spec(v0), spec(outs[0]), lse=True, kernel=kernel, **kw)),
+            bc.AttentionPlan.select(bc.AttentionDescriptor(
+                "attention_backward", spec(q0), spec(k0), spec(v0), spec(outs[0]), kernel=kernel, **kw)))
+    ws = torch.empty(max(p.workspace_bytes() for pair in plans.values() for p in pair) + 256, device=DEV,
+                     dtype=torch.uint8)
+
+    def fwd(name, i):
+        plans[name][0].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], cu_seqlens_q=cu,
+                           cu_seqlens_k=cu, workspace=ws)
+
+    def bwd(name, i):
+        plans[name][1].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], grad_out=gouts[i],
+                           grad_q=grads[0], grad_k=grads[1], grad_v=grads[2], cu_seqlens_q=cu, cu_seqlens_k=cu,
+                           workspace=ws)
+
+    fwd("flash", 0)
+    flash_out = outs[0].clone()
+    fwd("ours", 0)
+    err = C.rel_err(outs[0], flash_out)
+    benches = {}
+    for name in plans:
+        benches[f"{name} fwd"] = C.GpuBench(lambda i, name=name: fwd(name, i), n)
+    for i in range(n):
+        fwd("ours", i)
+    for name in plans:
+        benches[f"{name} bwd"] = C.GpuBench(lambda i, name=name: bwd(name, i), n)
+    if not mixed:  # the same tokens as [B, S, H, D] through the plan's own choice
+        dense = lambda t: t.view(b, s, t.shape[1], d)  # noqa: E731
+        dplan = bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention", spec(dense(q0)), spec(dense(k0)), spec(dense(v0)), spec(dense(outs[0])), causal=causal))
+        dense_out = torch.empty((b, s, hq, d), device=DEV, dtype=BF)
+        dplan.run(q=dense(q0), k=dense(k0), v=dense(v0), out=dense_out, workspace=ws)
+        fwd("ours", 0)
+        err = max(err, C.rel_err(outs[0], dense_out.view(total, hq, d)))
+        benches["dense fwd"] = C.GpuBench(
+            lambda i: dplan.run(q=dense(sets[i][0]), k=dense(sets[i][1]), v=dense(sets[i][2]), out=dense_out,
+                                workspace=ws), n)
+    t = C.measure(benches, iters=args.iters, passes=args.passes)
+    flops = 4.0 * hq * d * sum(x * x for x in lens) * (0.5 if causal else 1.0)
+    tf = {k: (flops * (2.5 if "bwd" in k else 1.0)) / v.median / 1e12 for k, v in t.items()}
+    row = dict(key=f"varlen {'mixed' if mixed else 'equal'} {key_of(case, False)[4:]}", lens=lens,
+               sku=plans["ours"][0].sku.name, bwd_sku=plans["ours"][1].sku.name, rel_err=err, ok=err < TOL,
+               **{k.replace(" ", "_") + "_tflops": v for k, v in tf.items()})
+    if "dense fwd" in t:
+        row["varlen_over_dense"] = t["ours fwd"].median / t["dense fwd"].median
+    print(row["key"], {k: f"{v:.0f}" for k, v in tf.items()}, f"rel_err {err:.1e}", row["sku"], flush=True)
+    return row
 
 
 def main():
@@ -221,14 +265,16 @@ def main():
               f"{r['ours_tflops']:.0f} TFLOP/s (our flash {C.fmt(r['flash_tflops'], '.0f')}) vs fa2 "
               f"{C.fmt(r['fa2_tflops'], '.0f')} cudnn "
               f"{C.fmt(r['cudnn_tflops'], '.0f')}", flush=True)
-    varlen_ok = True
+    varlen_rows = []
     if not args.rows or re.search(args.rows, "varlen"):
-        for case in [(4, 2048, 16, 16, 128, False), (4, 2048, 16, 16, 128, True), (16, 512, 32, 8, 128, True)]:
+        for case, mixed in [((4, 2048, 16, 16, 128, False), False), ((4, 2048, 16, 16, 128, True), False),
+                            ((16, 512, 32, 8, 128, True), False), ((8, 2048, 32, 8, 128, True), True),
+                            ((32, 512, 16, 16, 128, False), True)]:
             try:
-                varlen_ok &= measure_varlen(case, args)
-            except Exception:  # noqa: BLE001
+                varlen_rows.append(measure_varlen(case, mixed, args))
+            except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
-                varlen_ok = False
+                varlen_rows.append(dict(key=f"varlen {case}", error=f"{type(e).__name__}: {e}", ok=False))
     headers = ["row", "ours TFLOP/s", "ours deterministic", "our flash", "torch fa2", "torch cuDNN", "vs fa2",
                "vs cuDNN", "check", "sku"]
     table = []
@@ -243,14 +289,24 @@ def main():
                       C.fmt(r["vs_fa2"], ".2f") + ("x" if r["vs_fa2"] else ""),
                       C.fmt(r["vs_cudnn"], ".2f") + ("x" if r["vs_cudnn"] else ""),
                       "ok" if r["ok"] else "FAILED", r["sku"]])
+    vheaders = ["row", "ours fwd TFLOP/s", "our flash fwd", "dense fwd", "varlen / dense time", "ours bwd",
+                "our flash bwd", "check", "sku"]
+    vtable = [[r["key"], "-", "-", "-", "-", "-", "-", "ERROR", r["error"][:60]] if r.get("error") else
+              [r["key"], C.fmt(r["ours_fwd_tflops"], ".0f"), C.fmt(r["flash_fwd_tflops"], ".0f"),
+               C.fmt(r.get("dense_fwd_tflops"), ".0f"), C.fmt(r.get("varlen_over_dense"), ".3f"),
+               C.fmt(r["ours_bwd_tflops"], ".0f"), C.fmt(r["flash_bwd_tflops"], ".0f"),
+               "ok" if r["ok"] else "FAILED", r["sku"]] for r in varlen_rows]
     head = f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}; {len(rows)} rows in " \
            f"{time.time() - t0:.0f} s\n"
     text = head + "\n" + C.text_table(headers, table)
-    C.write_outputs("bench_attention", f"# bench_attention\n\n{head}\n" + C.markdown_table(headers, table),
-                    {"device": info, "rows": rows}, text)
+    md = f"# bench_attention\n\n{head}\n" + C.markdown_table(headers, table)
+    if vtable:
+        text += "\n\n" + C.text_table(vheaders, vtable)
+        md += "\n\n" + C.markdown_table(vheaders, vtable)
+    C.write_outputs("bench_attention", md, {"device": info, "rows": rows, "varlen": varlen_rows}, text)
     print()
     print(text)
-    return 0 if all(r.get("ok") for r in rows) and varlen_ok else 3
+    return 0 if all(r.get("ok") for r in rows + varlen_rows) else 3
 
 
 if __name__ == "__main__":

@@ -202,7 +202,7 @@ def test_varlen_and_seqused(kernel):
         check_lse(lse, wlse)
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("kernel", KERNELS + (["cudnn"] if bc.features().get("cudnn", False) else []))
 def test_bad_offsets_stay_in_bounds(kernel):
     """Offsets past the tensors or decreasing are clamped on the device: no out-of-bounds access, and
     the well-formed sequences before them are still right."""
@@ -526,3 +526,150 @@ def test_cudnn_strided_outputs_and_graph_capture():
         graph.replay()
         torch.cuda.synchronize()
         check_close(out, ref_attention(qs, ks, vs, causal=True)[0], dt, "cudnn graph replay")
+
+
+# ---- cuDNN on packed sequences and seqused_k: ragged offsets and lengths written on the device ----
+def _packed(lq, lk, hq, hkv, d, dt, g, qkv_view=False):
+    """q [sum(lq), hq, d] (a view into a fused [total, hq + 2 hkv, d] projection when qkv_view and
+    lq == lk: rows strided past their heads), k / v [sum(lk), hkv, d], and the int32 offsets."""
+    cu = lambda ls: torch.tensor([0] + [sum(ls[:i + 1]) for i in range(len(ls))], dtype=torch.int32, device=DEV)  # noqa: E731
+    if qkv_view:
+        qkv = rnd((sum(lq), hq + 2 * hkv, d), dt, g)
+        q, k, v = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
+    else:
+        q, k, v = rnd((sum(lq), hq, d), dt, g), rnd((sum(lk), hkv, d), dt, g), rnd((sum(lk), hkv, d), dt, g)
+    return q, k, v, cu(lq), cu(lk)
+
+
+# sequences with no query, keys but no query, queries but no key, one token, more queries than keys
+# (bottom-right causal: leading rows see no key), and longer ones
+PACKED_LENGTHS = [([5, 0, 130, 64, 1, 7, 300], [9, 3, 200, 64, 1, 0, 280])]
+PACKED_RULES = [dict(), dict(causal=True), dict(causal=True, causal_alignment="top_left"), dict(window=(32, 0))]
+
+
+@needs_cudnn
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d,hq,hkv", [(128, 8, 2), (64, 4, 4)])
+@pytest.mark.parametrize("rule", PACKED_RULES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
+def test_cudnn_packed_forward_backward(dt, d, hq, hkv, rule):
+    g = gen(d + hq + len(rule))
+    lq, lk = PACKED_LENGTHS[0]
+    q, k, v, cu_q, cu_k = _packed(lq, lk, hq, hkv, d, dt, g)
+    kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lq), max_seqlen_k=max(lk), **rule)
+    ref = dict(causal=rule.get("causal", False), top_left=rule.get("causal_alignment") == "top_left",
+               window=rule.get("window", (-1, -1)))
+    out, lse = run(q, k, v, "cudnn", **kw)
+    want, wlse = ref_attention(q, k, v, cu_q=cu_q, cu_k=cu_k, **ref)
+    check_close(out, want, dt, f"cudnn packed {rule}")
+    check_lse(lse, wlse)
+    plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride())) for t in (q, k, v, out)),
+        varlen=True, batch=len(lq), max_seqlen_q=max(lq), max_seqlen_k=max(lk), causal=rule.get("causal", False)))
+    assert plan.sku.backend == bc.Backend.cudnn and plan.sku.layout == "varlen"
+    gout = rnd(out.shape, dt, g)
+    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
+    wgrads = torch.autograd.grad(ref_attention(*leaves, cu_q=cu_q, cu_k=cu_k, **ref)[0], leaves, gout.double())
+    for deterministic in (True, False):
+        poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
+                                      grad_v=poisoned[2], kernel="cudnn", deterministic=deterministic, **kw)
+        for name, a, b in zip(("grad_q", "grad_k", "grad_v"), grads, wgrads):
+            check_close(a, b, dt, f"cudnn packed {name} deterministic={deterministic}", GRAD_TOL)
+        if deterministic:
+            again = bc.attention_backward(gout, q, k, v, out, lse, kernel="cudnn", deterministic=True, **kw)
+            assert all(torch.equal(a, b) for a, b in zip(grads, again)), "cuDNN's deterministic backward differs"
+
+
+@needs_cudnn
+def test_cudnn_packed_views_seqused_and_auto():
+    """q / k / v as views of one fused projection (rows strided past their heads), seqused_k, and
+    kernel='auto' taking cuDNN for packed sequences; the flash kernel agrees."""
+    dt = torch.bfloat16
+    g = gen(71)
+    lens = [33, 1, 250, 0, 97]
+    q, k, v, cu, _ = _packed(lens, lens, 8, 2, 128, dt, g, qkv_view=True)
+    used = torch.tensor([20, 1, 250, 0, 3], dtype=torch.int32, device=DEV)
+    for seqused in (None, used):
+        kw = dict(causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens), max_seqlen_k=max(lens),
+                  seqused_k=seqused)
+        out, lse = run(q, k, v, "auto", **kw)
+        want, wlse = ref_attention(q, k, v, causal=True, cu_q=cu, cu_k=cu, seqused_k=seqused)
+        check_close(out, want, dt, f"cudnn packed views seqused={seqused is not None}")
+        check_lse(lse, wlse)
+        gout = rnd(out.shape, dt, g)
+        grads = bc.attention_backward(gout, q, k, v, out, lse, kernel="cudnn", deterministic=True, **kw)
+        leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
+        wgrads = torch.autograd.grad(ref_attention(*leaves, causal=True, cu_q=cu, cu_k=cu, seqused_k=seqused)[0],
+                                     leaves, gout.double())
+        for name, a, b in zip(("grad_q", "grad_k", "grad_v"), grads, wgrads):
+            check_close(a, b, dt, f"cudnn packed views {name}", GRAD_TOL)
+    if HAS_FLASH:
+        flash, _ = run(q, k, v, "flash", causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=250,
+                       max_seqlen_k=250)
+        cud, _ = run(q, k, v, "cudnn", causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=250,
+                     max_seqlen_k=250)
+        torch.testing.assert_close(flash.float(), cud.float(), atol=2e-2, rtol=2e-2)
+
+
+@needs_cudnn
+def test_cudnn_dense_seqused_k():
+    """Dense [B, S, H, D] with seqused_k: cuDNN's padding mask; rows that see no key (bottom-right
+    causal with fewer keys than queries) and key rows past seqused_k get zeros."""
+    dt = torch.float16
+    g = gen(73)
+    q, k, v = rnd((3, 40, 4, 64), dt, g), rnd((3, 60, 2, 64), dt, g), rnd((3, 60, 2, 64), dt, g)
+    used = torch.tensor([60, 17, 0], dtype=torch.int32, device=DEV)
+    for rule in (dict(causal=True), dict()):
+        out, lse = run(q, k, v, "cudnn", seqused_k=used, **rule)
+        want, wlse = ref_attention(q, k, v, seqused_k=used, causal=rule.get("causal", False))
+        check_close(out, want, dt, f"cudnn dense seqused {rule}")
+        check_lse(lse, wlse)
+        gout = rnd(out.shape, dt, g)
+        poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
+                                      grad_v=poisoned[2], kernel="cudnn", seqused_k=used, **rule)
+        leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
+        wgrads = torch.autograd.grad(ref_attention(*leaves, seqused_k=used, causal=rule.get("causal", False))[0],
+                                     leaves, gout.double())
+        for name, a, b in zip(("grad_q", "grad_k", "grad_v"), grads, wgrads):
+            check_close(a, b, dt, f"cudnn dense seqused {name}", GRAD_TOL)
+
+
+@needs_cudnn
+def test_cudnn_packed_graph_replay_and_buckets():
+    """One captured packed run replays for new offsets of the same batch; plans whose longest
+    sequence differs within a bucket share cuDNN's graph and stay right."""
+    dt = torch.bfloat16
+    g = gen(79)
+    total, B, hq, hkv, d = 512, 4, 4, 2, 64
+    q, k, v = rnd((total, hq, d), dt, g), rnd((total, hkv, d), dt, g), rnd((total, hkv, d), dt, g)
+    out = torch.empty_like(q)
+    lse = torch.empty((hq, total), device=DEV)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
+    plan = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q), spec(k), spec(v), spec(out),
+                                                          causal=True, varlen=True, batch=B, max_seqlen_q=300,
+                                                          max_seqlen_k=300, lse=True, kernel="cudnn"))
+    ws = torch.empty(max(plan.workspace_bytes(), 1), dtype=torch.uint8, device=DEV)
+    cu = torch.tensor([0, 100, 200, 300, 400], dtype=torch.int32, device=DEV)
+    plan.run(q=q, k=k, v=v, out=out, lse=lse, cu_seqlens_q=cu, cu_seqlens_k=cu, workspace=ws)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(q=q, k=k, v=v, out=out, lse=lse, cu_seqlens_q=cu, cu_seqlens_k=cu, workspace=ws)
+    for lens in ([300, 12, 0, 200], [1, 1, 1, 509 - 300]):
+        cu.copy_(torch.tensor([0] + [sum(lens[:i + 1]) for i in range(B)], dtype=torch.int32))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        n = int(cu[-1])
+        want, wlse = ref_attention(q[:n], k[:n], v[:n], causal=True, cu_q=cu, cu_k=cu)
+        check_close(out[:n], want, dt, f"cudnn packed replay {lens}")
+        check_lse(lse[:, :n], wlse)
+    for max_len in (257, 290, 300):  # one bucket: the same cuDNN graph
+        lens = [max_len, 512 - max_len - 2, 1, 1]
+        cu2 = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(B)], dtype=torch.int32, device=DEV)
+        got, glse = run(q, k, v, "cudnn", causal=True, cu_seqlens_q=cu2, cu_seqlens_k=cu2, max_seqlen_q=max_len,
+                        max_seqlen_k=max_len)
+        want, wlse = ref_attention(q, k, v, causal=True, cu_q=cu2, cu_k=cu2)
+        check_close(got, want, dt, f"cudnn packed max_seqlen {max_len}")
+        check_lse(glse, wlse)

@@ -384,7 +384,7 @@ void AttentionPlan::run(const AttentionTensors& t, void* workspace, int64_t work
   check_workspace(op, workspace, workspace_size, I.workspace, reads, writes);
 
   DeviceGuard guard(device);
-  if (I.cudnn) return attention_cudnn::run(*I.cudnn, t, workspace, workspace_size, stream, device);
+  if (I.cudnn) return attention_cudnn::run(*I.cudnn, t, p, workspace, workspace_size, stream, device);
   if (I.backward) (I.flash ? attention::flash_backward : attention::rowwise_backward)(g, p, stream);
   else if (I.flash) attention::flash_forward(g, p, stream);
   else attention::rowwise_forward(g, p, stream);
@@ -400,8 +400,8 @@ FamilyInfo attention_family_info() {
                {}};
   f.ops.push_back(OpCoverage{"attention", "forward", fp, {"bshd", "varlen"}, Backend::Bespoke, true});
   // What the cuDNN backend covers where built (features()["cudnn"] says whether this build has it).
-  f.ops.push_back(OpCoverage{"attention", "forward", {DType::Float16, DType::BFloat16}, {"bshd"}, Backend::Cudnn,
-                             true});
+  f.ops.push_back(OpCoverage{"attention", "forward", {DType::Float16, DType::BFloat16}, {"bshd", "varlen"},
+                             Backend::Cudnn, true});
   return f;
 }
 

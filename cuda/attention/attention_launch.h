@@ -72,6 +72,29 @@ void flash_forward(const Geometry& g, const Pointers& p, void* stream);
 bool flash_backward_supported(DType dtype, int64_t d, int64_t dv);
 void flash_backward(const Geometry& g, const Pointers& p, void* stream);
 
+// Around the cuDNN backend's padded and packed (ragged) graphs (cpp/src/cudnn/attention_cudnn.cpp),
+// cuda/attention/cudnn_padding.cu: what cuDNN reads per sequence, written on the device from the
+// offsets, and the rows our contract defines that cuDNN leaves alone.
+struct CudnnPadding {
+  static constexpr int kMaxRagged = 9;
+  int32_t* seq_len_q = nullptr;   // [batch], capped to max_sq
+  int32_t* seq_len_kv = nullptr;  // [batch], capped to max_sk (seqused_k applied)
+  int nragged = 0;
+  int64_t* ragged[kMaxRagged] = {};      // [batch + 1]: an operand's first element per sequence
+  int64_t ragged_row[kMaxRagged] = {};   // that operand's row stride (elements)
+  bool ragged_keys[kMaxRagged] = {};     // its rows are key rows (cu_seqlens_k), else query rows
+  // cuDNN's stats where they are not lse itself: [total_q, hq] (varlen), else lse's layout. The
+  // backward's copy of lse has +inf where lse is -inf (a row that sees no key), so that cuDNN's
+  // exp(s - stats) is 0 there rather than NaN.
+  float* stats = nullptr;
+  int64_t max_sq = 0, max_sk = 0;        // the graph's sequence dims
+};
+// Before the graph: lengths and offsets; the backward's stats copy.
+void cudnn_padding_prepare(const Geometry& g, const Pointers& p, const CudnnPadding& m, bool backward, void* stream);
+// After it: forward, lse from stats (varlen), out = 0 and lse = -inf on rows that see no key;
+// backward, grad_q = 0 on those rows and grad_k = grad_v = 0 on key rows past seqused_k.
+void cudnn_padding_finish(const Geometry& g, const Pointers& p, const CudnnPadding& m, bool backward, void* stream);
+
 // The rowwise kernels (cuda/attention, every build): f16 / bf16 / f32 / f64, d and dv <= 256;
 // computed in f32 (f64 for f64); forward, and backward from the saved lse (deterministic: every
 // gradient element is summed by one warp in a fixed order).

@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 #include <cudnn_frontend.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -18,28 +20,57 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-// Tensor uids of the variant pack.
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kGradOut, kGradQ, kGradK, kGradV };
+// Tensor uids of the variant pack: the operands, the per-sequence lengths, and the ragged offsets
+// of packed operands (kRagged + their slot, the order of ragged_slots).
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kGradOut, kGradQ, kGradK, kGradV, kSeqLenQ, kSeqLenKV, kRagged = 100 };
 
 // Per operand, its batch / head / row strides (the last dim is contiguous): the graph's layout.
+// Packed [total, H, D] operands have no batch stride (their ragged offsets place the sequences):
+// the row stride stands in for it.
 struct Strides {
   int64_t batch, head, row;
 };
 using Key = std::vector<int64_t>;  // device, then Strides of q, k, v, out (+ grad_out, grad_q, grad_k, grad_v)
 
-Strides of_spec(const TensorSpec& s) {
-  const auto st = s.effective_strides();
+Strides of_strides(const std::vector<int64_t>& st) {
+  if (st.size() == 3) return {st[0], st[1], st[0]};
   return {st[0], st[2], st[1]};
 }
-Strides of_view(const TensorView& v) { return {v.strides[0], v.strides[2], v.strides[1]}; }
+Strides of_spec(const TensorSpec& s) { return of_strides(s.effective_strides()); }
+Strides of_view(const TensorView& v) { return of_strides(std::vector<int64_t>(v.strides, v.strides + v.ndim)); }
 void append(Key& key, const Strides& s) { key.insert(key.end(), {s.batch, s.head, s.row}); }
+
+// A packed graph's sequence dims (and the backward's bound of the packed totals) are rounded up to
+// one of four steps per octave (at most 25% over), so that batches whose longest sequence differs
+// share a graph instead of building one each (a build costs far more than a run).
+int64_t bucket(int64_t n) {
+  if (n <= 64) return 64;
+  int64_t top = 1;
+  while (top * 2 <= n) top *= 2;
+  const int64_t step = std::max<int64_t>(top / 4, 1);
+  return (n + step - 1) / step * step;
+}
+
+// The ragged operands of a packed graph, in slot order: operand index in the Key (-1: stats), and
+// whether its rows are key rows.
+struct RaggedSlot {
+  Uid uid;
+  int operand;  // index into the Key's Strides (-1: the stats, [total_q, hq])
+  bool keys;
+};
+std::vector<RaggedSlot> ragged_slots(bool backward, bool stats) {
+  std::vector<RaggedSlot> r = {{kQ, 0, false}, {kK, 1, true}, {kV, 2, true}, {kO, 3, false}};
+  if (backward) r.insert(r.end(), {{kGradOut, 4, false}, {kGradQ, 5, false}, {kGradK, 6, true}, {kGradV, 7, true}});
+  if (backward || stats) r.push_back({kStats, -1, false});
+  return r;
+}
 
 template <class Attributes>
 void set_band(Attributes& a, const attention::Geometry& g) {
   if (g.window_left < 0 && g.window_right < 0) return;
   // With Sq == Sk the alignments agree; cuDNN's causal backward is faster told top-left
-  // (docs/benchmarks.md).
-  const bool top_left = g.top_left || g.sq == g.sk;
+  // (docs/benchmarks.md). Not so where each sequence has its own lengths.
+  const bool top_left = g.top_left || (g.sq == g.sk && !g.varlen && !g.has_seqused_k);
   a.set_diagonal_alignment(top_left ? fe::DiagonalAlignment_t::TOP_LEFT : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
   if (g.window_right >= 0) a.set_diagonal_band_right_bound(int(g.window_right));
   // cuDNN's left bound counts the diagonal: key j is visible when j > pos - left_bound.
@@ -48,11 +79,25 @@ void set_band(Attributes& a, const attention::Geometry& g) {
 
 }  // namespace
 
+// The process-wide cache of built graphs, shared by plans whose graphs agree (packed batches with
+// other lengths land in the same buckets); bounded, a plan keeps its own graphs alive.
+std::mutex g_cache_mu;
+std::map<Key, std::shared_ptr<fe::graph::Graph>> g_cache;
+constexpr size_t kCacheGraphs = 256;
+
 struct Graphs {
   AttentionDescriptor desc;
   attention::Geometry geo;
   bool backward = false;
-  int64_t workspace = 0;  // of the graph built at select (other stride patterns must fit in it)
+  bool padded = false;   // per-sequence lengths (packed sequences or seqused_k)
+  bool ragged = false;   // packed sequences: ragged offsets place them
+  bool stats_in_workspace = false;  // cuDNN's stats are ours to place (packed forward lse, every padded backward)
+  int64_t sq = 0, sk = 0;           // the graph's sequence dims
+  int64_t total_q = 0, total_k = 0; // the backward's bound of the packed totals
+  Key signature;                    // what the graph depends on besides the device and the strides
+  // The workspace: CudnnPadding's arrays first (aux bytes), then cuDNN's.
+  int64_t aux = 0, seq_len_at = 0, ragged_at = 0, stats_at = 0;
+  int64_t workspace = 0;  // aux + the cuDNN workspace of the graph built at select
   mutable std::mutex mu;
   mutable std::map<Key, std::shared_ptr<fe::graph::Graph>> graphs;
 
@@ -64,43 +109,73 @@ struct Graphs {
     graph->set_io_data_type(g.dtype == DType::BFloat16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto index_tensor = [&](const char* name, int64_t uid, int64_t n, fe::DataType_t type) {
+      return graph->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({n, 1, 1, 1}).set_stride(
+          {1, 1, 1, 1}).set_data_type(type));
+    };
+    const std::vector<RaggedSlot> slots = ragged_slots(backward, desc.lse);
+    auto ragged_of = [&](Uid uid, const std::shared_ptr<fe::graph::Tensor_attributes>& t) {
+      if (!ragged) return;
+      for (size_t r = 0; r < slots.size(); ++r)
+        if (slots[r].uid == uid)
+          t->set_ragged_offset(index_tensor("ragged_offset", kRagged + int64_t(r), g.batch + 1, fe::DataType_t::INT64));
+    };
     auto dims = [&](int64_t heads, int64_t seq, int64_t d) { return std::vector<int64_t>{g.batch, heads, seq, d}; };
     auto layout = [](const Strides& s) { return std::vector<int64_t>{s.batch, s.head, s.row, 1}; };
-    auto input = [&](const char* name, int64_t uid, std::vector<int64_t> dim, const Strides& s) {
-      return graph->tensor(
+    auto input = [&](const char* name, Uid uid, std::vector<int64_t> dim, const Strides& s) {
+      auto t = graph->tensor(
           fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(std::move(dim)).set_stride(layout(s)));
+      ragged_of(uid, t);
+      return t;
     };
-    auto output = [&](const std::shared_ptr<fe::graph::Tensor_attributes>& t, int64_t uid, std::vector<int64_t> dim,
-                      const Strides& s) { t->set_output(true).set_uid(uid).set_dim(std::move(dim)).set_stride(layout(s)); };
-    const std::vector<int64_t> stats_dim = {g.batch, g.hq, g.sq, 1}, stats_stride = {g.hq * g.sq, g.sq, 1, 1};
-    auto q = input("q", kQ, dims(g.hq, g.sq, g.d), st[0]);
-    auto k = input("k", kK, dims(g.hkv, g.sk, g.d), st[1]);
-    auto v = input("v", kV, dims(g.hkv, g.sk, g.dv), st[2]);
+    auto output = [&](const std::shared_ptr<fe::graph::Tensor_attributes>& t, Uid uid, std::vector<int64_t> dim,
+                      const Strides& s) {
+      t->set_output(true).set_uid(uid).set_dim(std::move(dim)).set_stride(layout(s));
+      ragged_of(uid, t);
+    };
+    // Stats: lse's [B, hq, S] where cuDNN writes or reads lse itself; [total_q, hq] packed.
+    const std::vector<int64_t> stats_dim = {g.batch, g.hq, sq, 1};
+    const std::vector<int64_t> stats_stride =
+        ragged ? std::vector<int64_t>{g.hq, 1, g.hq, 1} : std::vector<int64_t>{g.hq * sq, sq, 1, 1};
+    std::shared_ptr<fe::graph::Tensor_attributes> seq_len_q, seq_len_kv;
+    if (padded) {
+      seq_len_q = index_tensor("seq_len_q", kSeqLenQ, g.batch, fe::DataType_t::INT32);
+      seq_len_kv = index_tensor("seq_len_kv", kSeqLenKV, g.batch, fe::DataType_t::INT32);
+    }
+    auto q = input("q", kQ, dims(g.hq, sq, g.d), st[0]);
+    auto k = input("k", kK, dims(g.hkv, sk, g.d), st[1]);
+    auto v = input("v", kV, dims(g.hkv, sk, g.dv), st[2]);
     if (!backward) {
       auto a = fe::graph::SDPA_attributes().set_name("attention").set_generate_stats(desc.lse).set_attn_scale(
           float(g.scale));
+      if (padded) a.set_padding_mask(true).set_seq_len_q(seq_len_q).set_seq_len_kv(seq_len_kv);
       set_band(a, g);
       auto [o, stats] = graph->sdpa(q, k, v, a);
-      output(o, kO, dims(g.hq, g.sq, g.dv), st[3]);
-      if (desc.lse)
+      output(o, kO, dims(g.hq, sq, g.dv), st[3]);
+      if (desc.lse) {
         stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim(stats_dim).set_stride(
             stats_stride);
+        ragged_of(kStats, stats);
+      }
     } else {
-      auto o = input("out", kO, dims(g.hq, g.sq, g.dv), st[3]);
-      auto grad_out = input("grad_out", kGradOut, dims(g.hq, g.sq, g.dv), st[4]);
+      auto o = input("out", kO, dims(g.hq, sq, g.dv), st[3]);
+      auto grad_out = input("grad_out", kGradOut, dims(g.hq, sq, g.dv), st[4]);
       auto stats = graph->tensor(fe::graph::Tensor_attributes()
                                      .set_name("lse")
                                      .set_uid(kStats)
                                      .set_dim(stats_dim)
                                      .set_stride(stats_stride)
                                      .set_data_type(fe::DataType_t::FLOAT));
+      ragged_of(kStats, stats);
       auto a = fe::graph::SDPA_backward_attributes().set_name("attention_backward").set_attn_scale(float(g.scale));
       if (desc.deterministic) a.set_deterministic_algorithm(true);
+      if (padded) a.set_padding_mask(true).set_seq_len_q(seq_len_q).set_seq_len_kv(seq_len_kv);
+      if (ragged) a.set_max_total_seq_len_q(total_q).set_max_total_seq_len_kv(total_k);
       set_band(a, g);
       auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, grad_out, stats, a);
-      output(dq, kGradQ, dims(g.hq, g.sq, g.d), st[5]);
-      output(dk, kGradK, dims(g.hkv, g.sk, g.d), st[6]);
-      output(dv, kGradV, dims(g.hkv, g.sk, g.dv), st[7]);
+      output(dq, kGradQ, dims(g.hq, sq, g.d), st[5]);
+      output(dk, kGradK, dims(g.hkv, sk, g.d), st[6]);
+      output(dv, kGradV, dims(g.hkv, sk, g.dv), st[7]);
     }
     try {
       fe::error_t e = graph->build(cudnn::handle(int(key[0])), {fe::HeurMode_t::A});
@@ -115,27 +190,48 @@ struct Graphs {
     return graph;
   }
 
-  std::shared_ptr<fe::graph::Graph> get(const Key& key) const {
+  // The plan's graph for `key` (device and strides): its own, another plan's, or a new one.
+  std::shared_ptr<fe::graph::Graph> find_or_make(const Key& key, std::string& why) const {
     std::lock_guard<std::mutex> lock(mu);
     auto it = graphs.find(key);
     if (it != graphs.end()) return it->second;
+    Key full = signature;
+    full.insert(full.end(), key.begin(), key.end());
+    std::shared_ptr<fe::graph::Graph> graph;
+    {
+      std::lock_guard<std::mutex> cache_lock(g_cache_mu);
+      auto c = g_cache.find(full);
+      if (c != g_cache.end()) graph = c->second;
+    }
+    if (!graph) {
+      graph = make(key, why);
+      if (!graph) return nullptr;
+      std::lock_guard<std::mutex> cache_lock(g_cache_mu);
+      if (g_cache.size() >= kCacheGraphs) g_cache.erase(g_cache.begin());
+      g_cache.emplace(full, graph);
+    }
+    graphs.emplace(key, graph);
+    return graph;
+  }
+
+  std::shared_ptr<fe::graph::Graph> get(const Key& key) const {
     std::string why;
-    auto graph = make(key, why);
+    auto graph = find_or_make(key, why);
     if (!graph)
       throw Unsupported(desc.op + ": the cuDNN plan cannot take these output strides on cuda:" +
                         std::to_string(key[0]) + " (" + why + "); pass outputs laid out like their inputs");
-    graphs.emplace(key, graph);
     return graph;
   }
 };
 
 std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g) {
+  (void)desc;
   if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return "cuDNN takes float16 / bfloat16";
-  if (desc.varlen || g.has_seqused_k) return "the cuDNN backend takes dense [B, S, H, D] operands";
   if (g.softcap > 0 || g.alibi || g.sinks) return "the cuDNN backend has no softcap, ALiBi slopes or sinks";
   if (g.batch == 0 || g.hq == 0 || g.sq == 0 || g.sk == 0 || g.d == 0 || g.dv == 0) return "an empty operand";
   if (g.d % 8 != 0 || g.dv % 8 != 0 || g.d > 256 || g.dv > 256)
     return "cuDNN takes head dims that are multiples of 8, up to 256";
+  if (g.varlen || g.has_seqused_k) return "";  // rows that see no key: cudnn_padding_finish writes them
   // A query row that sees no key must give out = 0 and lse = -inf; cuDNN's kernels assume none.
   const int64_t off = g.top_left ? 0 : g.sk - g.sq;
   if (g.window_right >= 0 && off + g.window_right < 0) return "some query rows see no key";
@@ -147,6 +243,43 @@ std::string library_version() {
   const int64_t v = cudnn::version();
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
+
+namespace {
+
+int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
+
+// The graph's dims and flags, and the layout of CudnnPadding's arrays in the workspace.
+void shape(Graphs& G) {
+  const attention::Geometry& g = G.geo;
+  const AttentionDescriptor& d = G.desc;
+  G.backward = d.op == "attention_backward";
+  G.ragged = g.varlen;
+  G.padded = g.varlen || g.has_seqused_k;
+  G.sq = G.ragged ? bucket(g.sq) : g.sq;
+  G.sk = G.ragged ? bucket(g.sk) : g.sk;
+  if (G.ragged && G.backward) {
+    G.total_q = bucket(std::max<int64_t>(g.total_q, 1));
+    G.total_k = bucket(std::max<int64_t>(g.total_k, 1));
+  }
+  G.stats_in_workspace = G.padded && (G.backward || (G.ragged && d.lse));
+  double scale = g.scale;
+  int64_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
+  G.signature = {int64_t(g.dtype), G.backward, d.lse, d.deterministic, G.padded, G.ragged, g.batch, g.hq, g.hkv,
+                 g.d, g.dv, G.sq, G.sk, G.total_q, G.total_k, g.top_left, g.window_left, g.window_right, scale_bits};
+  if (!G.padded) return;
+  int64_t at = 0;
+  G.seq_len_at = at;
+  at += align256(2 * g.batch * int64_t(sizeof(int32_t)));
+  G.ragged_at = at;
+  if (G.ragged) at += align256(int64_t(ragged_slots(G.backward, d.lse).size()) * (g.batch + 1) * int64_t(sizeof(int64_t)));
+  G.stats_at = at;
+  const int64_t stats_rows = g.varlen ? g.hq * g.total_q : g.batch * g.hq * g.sq;
+  if (G.stats_in_workspace) at += align256(stats_rows * int64_t(sizeof(float)));
+  G.aux = at;
+}
+
+}  // namespace
 
 std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const attention::Geometry& g, std::string& why) {
   why = rule_out(desc, g);
@@ -164,33 +297,34 @@ std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const atten
   auto G = std::make_shared<Graphs>();
   G->desc = desc;
   G->geo = g;
-  G->backward = desc.op == "attention_backward";
+  shape(*G);
   Key key = {device};
   for (const TensorSpec* s : {&desc.q, &desc.k, &desc.v, &desc.out}) append(key, of_spec(*s));
   if (G->backward)  // grad_out like out, each gradient like its input
     for (const TensorSpec* s : {&desc.out, &desc.q, &desc.k, &desc.v}) append(key, of_spec(*s));
-  auto graph = G->make(key, why);
+  auto graph = G->find_or_make(key, why);
   if (!graph) return nullptr;
-  if (!graph->get_workspace_size(G->workspace).is_good()) {
+  int64_t cudnn_bytes = 0;
+  if (!graph->get_workspace_size(cudnn_bytes).is_good()) {
     why = "cuDNN did not report the graph's workspace";
     return nullptr;
   }
-  G->graphs.emplace(key, graph);
+  G->workspace = G->aux + cudnn_bytes;
   return G;
 }
 
 int64_t workspace_bytes(const Graphs& graphs) { return graphs.workspace; }
 
-void run(const Graphs& G, const AttentionTensors& t, void* workspace, int64_t workspace_size, StreamHandle stream,
-         int device) {
+void run(const Graphs& G, const AttentionTensors& t, const attention::Pointers& p, void* workspace,
+         int64_t workspace_size, StreamHandle stream, int device) {
   Key key = {device};
   for (const TensorView* v : {&t.q, &t.k, &t.v, &t.out}) append(key, of_view(*v));
   if (G.backward)
     for (const TensorView* v : {&t.grad_out, &t.grad_q, &t.grad_k, &t.grad_v}) append(key, of_view(*v));
   auto graph = G.get(key);
   int64_t need = 0;
-  if (!graph->get_workspace_size(need).is_good() || need > workspace_size)
-    throw Unsupported(G.desc.op + ": the cuDNN graph for these output strides needs " + std::to_string(need) +
+  if (!graph->get_workspace_size(need).is_good() || G.aux + need > workspace_size)
+    throw Unsupported(G.desc.op + ": the cuDNN graph for these output strides needs " + std::to_string(G.aux + need) +
                       " bytes of workspace, more than the " + std::to_string(workspace_size) + " given" +
                       "; pass outputs laid out like their inputs");
   cudnnHandle_t h = cudnn::handle(device);
@@ -204,8 +338,36 @@ void run(const Graphs& G, const AttentionTensors& t, void* workspace, int64_t wo
     pack[kGradK] = t.grad_k.data;
     pack[kGradV] = t.grad_v.data;
   }
-  fe::error_t e = graph->execute(h, pack, workspace);
+  char* aux = static_cast<char*>(workspace);
+  attention::CudnnPadding m;
+  if (G.padded) {
+    const attention::Geometry& g = G.geo;
+    m.seq_len_q = reinterpret_cast<int32_t*>(aux + G.seq_len_at);
+    m.seq_len_kv = m.seq_len_q + g.batch;
+    m.max_sq = G.sq;
+    m.max_sk = G.sk;
+    pack[kSeqLenQ] = m.seq_len_q;
+    pack[kSeqLenKV] = m.seq_len_kv;
+    if (G.ragged) {
+      const auto* st = reinterpret_cast<const Strides*>(key.data() + 1);
+      const std::vector<RaggedSlot> slots = ragged_slots(G.backward, G.desc.lse);
+      m.nragged = int(slots.size());
+      for (size_t r = 0; r < slots.size(); ++r) {
+        m.ragged[r] = reinterpret_cast<int64_t*>(aux + G.ragged_at) + int64_t(r) * (g.batch + 1);
+        m.ragged_row[r] = slots[r].operand < 0 ? g.hq : st[slots[r].operand].row;
+        m.ragged_keys[r] = slots[r].keys;
+        pack[kRagged + int64_t(r)] = m.ragged[r];
+      }
+    }
+    if (G.stats_in_workspace) {
+      m.stats = reinterpret_cast<float*>(aux + G.stats_at);
+      pack[kStats] = m.stats;
+    }
+    attention::cudnn_padding_prepare(g, p, m, G.backward, stream);
+  }
+  fe::error_t e = graph->execute(h, pack, aux + G.aux);
   if (!e.is_good()) throw CudaError(G.desc.op + ": cuDNN execution failed: " + e.get_message());
+  if (G.padded) attention::cudnn_padding_finish(G.geo, p, m, G.backward, stream);
 }
 
 }  // namespace baracuda::attention_cudnn

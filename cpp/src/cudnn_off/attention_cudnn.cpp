@@ -19,7 +19,7 @@ std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const atten
 // Unreachable: no plan holds Graphs in this build.
 int64_t workspace_bytes(const Graphs&) { return 0; }
 std::string library_version() { return ""; }
-void run(const Graphs&, const AttentionTensors&, void*, int64_t, StreamHandle, int) {
+void run(const Graphs&, const AttentionTensors&, const attention::Pointers&, void*, int64_t, StreamHandle, int) {
   throw Unsupported("attention: this build has no cuDNN backend");
 }
 
