@@ -15,9 +15,10 @@ T0=$(date +%s)
 left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 summary=()
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader || true
-# Carried wheels (git-ignored .whl/, named in the call's carry): the device has no network.
-for w in .whl/nvidia_cutlass-*.whl; do
-  [[ -f "$w" ]] && python3 -m pip install -q --no-index --no-deps "$w" > "$OUT/carried_wheels.log" 2>&1
+# Carried wheels (git-ignored .whl/, named in the call's carry): the device has no network. The
+# headers the optional backends build against: nvidia-cutlass, nvidia-cudnn-frontend (cp312).
+for w in .whl/*.whl; do
+  [[ -f "$w" ]] && python3 -m pip install -q --no-index --no-deps "$w" >> "$OUT/carried_wheels.log" 2>&1
 done
 if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   tb=$(date +%s)
