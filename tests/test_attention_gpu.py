@@ -464,12 +464,13 @@ def test_cudnn_rules(rule, shape):
 @pytest.mark.parametrize("sq,sk", [(70, 150), (150, 70)])
 def test_auto_routes_every_rule(rule, sq, sk):
     """kernel='auto' takes cuDNN where it can and our kernels where it cannot (softcap, ALiBi, sinks,
-    rows that see no key): right either way, and a case cuDNN refuses names why under kernel='cudnn'."""
+    rows that see no key): right either way, and a case cuDNN refuses names why under kernel='cudnn'.
+    Sinks are cuDNN's sink token."""
     dt = torch.bfloat16
     g = gen(sq * 3 + sk)
     q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 1, 128), dt, g), rnd((2, sk, 1, 128), dt, g)
     kw = check_rule(q, k, v, "auto", rule, g)
-    if "softcap" in rule or "alibi" in rule or "sinks" in rule:
+    if "softcap" in rule or "alibi" in rule:
         with pytest.raises(errors.Unsupported, match="cudnn"):
             run(q, k, v, "cudnn", **kw)
 
@@ -487,6 +488,23 @@ def test_cudnn_backward(dt, d, case):
     q, k, v = rnd((B, Sq, Hq, d), dt, g), rnd((B, Sk, Hkv, d), dt, g), rnd((B, Sk, Hkv, d), dt, g)
     check_backward(q, k, v, case, g, "cudnn", deterministic=True)
     check_backward(q, k, v, case, g, "cudnn", deterministic=False)
+
+
+@needs_cudnn
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("case", [dict(sinks=True), dict(sinks=True, causal=True), dict(sinks=True, window=(40, 0))],
+                         ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()))
+def test_cudnn_sinks(d, case):
+    """Sinks (a learned logit per head, gpt-oss style) on cuDNN: its sink token in the forward (lse
+    includes it), grad_sinks from our kernels after cuDNN's backward."""
+    dt = torch.bfloat16
+    g = gen(d + 9)
+    B, Sq, Sk, Hq, Hkv = 2, 97, 141, 8, 2
+    q, k, v = rnd((B, Sq, Hq, d), dt, g), rnd((B, Sk, Hkv, d), dt, g), rnd((B, Sk, Hkv, d), dt, g)
+    kw = check_rule(q, k, v, "cudnn", case, g)
+    assert _plan(q, k, v, q, sinks=True, **{k: v for k, v in kw.items() if k in ("causal",)}).sku.backend \
+        == bc.Backend.cudnn
+    check_backward(q, k, v, case, g, "cudnn", deterministic=True)
 
 
 @needs_cudnn
@@ -544,7 +562,8 @@ def _packed(lq, lk, hq, hkv, d, dt, g, qkv_view=False):
 # sequences with no query, keys but no query, queries but no key, one token, more queries than keys
 # (bottom-right causal: leading rows see no key), and longer ones
 PACKED_LENGTHS = [([5, 0, 130, 64, 1, 7, 300], [9, 3, 200, 64, 1, 0, 280])]
-PACKED_RULES = [dict(), dict(causal=True), dict(causal=True, causal_alignment="top_left"), dict(window=(32, 0))]
+PACKED_RULES = [dict(), dict(causal=True), dict(causal=True, causal_alignment="top_left"), dict(window=(32, 0)),
+                dict(sinks=True, causal=True)]
 
 
 @needs_cudnn
@@ -558,6 +577,8 @@ def test_cudnn_packed_forward_backward(dt, d, hq, hkv, rule):
     kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lq), max_seqlen_k=max(lk), **rule)
     ref = dict(causal=rule.get("causal", False), top_left=rule.get("causal_alignment") == "top_left",
                window=rule.get("window", (-1, -1)))
+    if kw.pop("sinks", False):  # a row that sees no key: out 0, lse = its sink
+        kw["sinks"] = ref["sinks"] = torch.randn(hq, generator=g, device=DEV) * 2
     out, lse = run(q, k, v, "cudnn", **kw)
     want, wlse = ref_attention(q, k, v, cu_q=cu_q, cu_k=cu_k, **ref)
     check_close(out, want, dt, f"cudnn packed {rule}")
@@ -568,12 +589,16 @@ def test_cudnn_packed_forward_backward(dt, d, hq, hkv, rule):
     assert plan.sku.backend == bc.Backend.cudnn and plan.sku.layout == "varlen"
     gout = rnd(out.shape, dt, g)
     leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
-    wgrads = torch.autograd.grad(ref_attention(*leaves, cu_q=cu_q, cu_k=cu_k, **ref)[0], leaves, gout.double())
+    if "sinks" in ref:
+        ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
+        leaves.append(ref["sinks"])
+    wgrads = torch.autograd.grad(ref_attention(*leaves[:3], cu_q=cu_q, cu_k=cu_k, **ref)[0], leaves, gout.double())
     for deterministic in (True, False):
         poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
         grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
                                       grad_v=poisoned[2], kernel="cudnn", deterministic=deterministic, **kw)
-        for name, a, b in zip(("grad_q", "grad_k", "grad_v"), grads, wgrads):
+        assert len(grads) == len(wgrads)
+        for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
             check_close(a, b, dt, f"cudnn packed {name} deterministic={deterministic}", GRAD_TOL)
         if deterministic:
             again = bc.attention_backward(gout, q, k, v, out, lse, kernel="cudnn", deterministic=True, **kw)

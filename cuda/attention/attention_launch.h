@@ -91,7 +91,8 @@ struct CudnnPadding {
 };
 // Before the graph: lengths and offsets; the backward's stats copy.
 void cudnn_padding_prepare(const Geometry& g, const Pointers& p, const CudnnPadding& m, bool backward, void* stream);
-// After it: forward, lse from stats (varlen), out = 0 and lse = -inf on rows that see no key;
+// After it: forward, lse from stats (varlen), out = 0 and lse = -inf (the sink's logit with sinks)
+// on rows that see no key;
 // backward, grad_q = 0 on those rows and grad_k = grad_v = 0 on key rows past seqused_k.
 void cudnn_padding_finish(const Geometry& g, const Pointers& p, const CudnnPadding& m, bool backward, void* stream);
 

@@ -63,8 +63,9 @@ __global__ void finish_kernel(Geometry g, Pointers p, CudnnPadding m, bool backw
     const bool none = sees_no_key(g, s, i);
     float* lse = static_cast<float*>(p.lse);
     for (int64_t h = threadIdx.y; h < g.hq; h += kGroups) {
-      if (lse && (none || m.stats))
-        lse[lse_index(g, s, b, h, i)] = none ? -INFINITY : m.stats[stats_index(g, s, b, h, i)];
+      if (lse && (none || m.stats))  // a row that sees no key: only its sink, if any, in the denominator
+        lse[lse_index(g, s, b, h, i)] = !none ? m.stats[stats_index(g, s, b, h, i)]
+                                        : g.sinks ? static_cast<const float*>(p.sinks)[h] : -INFINITY;
       if (none) zero_row(p.out, b, s.q_begin + i, h, g.dv);
     }
     return;

@@ -2,10 +2,9 @@
 variable-length sequences), and ``scaled_dot_product_attention`` for torch's [B, H, S, D] form.
 
 The plan (``AttentionPlan``) picks cuDNN's fused attention where the build has it and cuDNN takes the
-case (bf16 / f16, dense, no softcap / ALiBi / sinks), else our flash kernel (bf16 / f16, head dims
+case (bf16 / f16, dense or packed, no softcap / ALiBi), else our flash kernel (bf16 / f16, head dims
 64, 96, 128, 256), else our rowwise kernel (every float dtype, head dims up to 256); ``plan.sku``
-says which. Outputs are
-allocated in q's framework unless given. See ``baracuda/attention.h`` for the exact rules.
+says which. Outputs are allocated in q's framework unless given. See ``baracuda/attention.h`` for the exact rules.
 """
 from typing import Any, Optional, Tuple
 

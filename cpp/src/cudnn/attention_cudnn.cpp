@@ -22,7 +22,9 @@ namespace {
 
 // Tensor uids of the variant pack: the operands, the per-sequence lengths, and the ragged offsets
 // of packed operands (kRagged + their slot, the order of ragged_slots).
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kGradOut, kGradQ, kGradK, kGradV, kSeqLenQ, kSeqLenKV, kRagged = 100 };
+enum Uid : int64_t {
+  kQ = 1, kK, kV, kO, kStats, kGradOut, kGradQ, kGradK, kGradV, kSeqLenQ, kSeqLenKV, kSink, kRagged = 100
+};
 
 // Per operand, its batch / head / row strides (the last dim is contiguous): the graph's layout.
 // Packed [total, H, D] operands have no batch stride (their ragged offsets place the sequences):
@@ -95,8 +97,9 @@ struct Graphs {
   int64_t sq = 0, sk = 0;           // the graph's sequence dims
   int64_t total_q = 0, total_k = 0; // the backward's bound of the packed totals
   Key signature;                    // what the graph depends on besides the device and the strides
-  // The workspace: CudnnPadding's arrays first (aux bytes), then cuDNN's.
-  int64_t aux = 0, seq_len_at = 0, ragged_at = 0, stats_at = 0;
+  // The workspace: ours first (aux bytes: CudnnPadding's arrays, the backward's delta for grad_sinks),
+  // then cuDNN's.
+  int64_t aux = 0, seq_len_at = 0, ragged_at = 0, stats_at = 0, delta_at = 0;
   int64_t workspace = 0;  // aux + the cuDNN workspace of the graph built at select
   mutable std::mutex mu;
   mutable std::map<Key, std::shared_ptr<fe::graph::Graph>> graphs;
@@ -149,6 +152,9 @@ struct Graphs {
       auto a = fe::graph::SDPA_attributes().set_name("attention").set_generate_stats(desc.lse).set_attn_scale(
           float(g.scale));
       if (padded) a.set_padding_mask(true).set_seq_len_q(seq_len_q).set_seq_len_kv(seq_len_kv);
+      if (g.sinks)
+        a.set_sink_token(graph->tensor(fe::graph::Tensor_attributes().set_name("sinks").set_uid(kSink).set_dim(
+            {1, g.hq, 1, 1}).set_stride({g.hq, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT)));
       set_band(a, g);
       auto [o, stats] = graph->sdpa(q, k, v, a);
       output(o, kO, dims(g.hq, sq, g.dv), st[3]);
@@ -167,6 +173,8 @@ struct Graphs {
                                      .set_stride(stats_stride)
                                      .set_data_type(fe::DataType_t::FLOAT));
       ragged_of(kStats, stats);
+      // Sinks need nothing here: the stats include them, and p = exp(s - stats) is all the backward
+      // reads. grad_sinks is ours (backward_sinks), after the graph.
       auto a = fe::graph::SDPA_backward_attributes().set_name("attention_backward").set_attn_scale(float(g.scale));
       if (desc.deterministic) a.set_deterministic_algorithm(true);
       if (padded) a.set_padding_mask(true).set_seq_len_q(seq_len_q).set_seq_len_kv(seq_len_kv);
@@ -227,7 +235,7 @@ struct Graphs {
 std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g) {
   (void)desc;
   if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return "cuDNN takes float16 / bfloat16";
-  if (g.softcap > 0 || g.alibi || g.sinks) return "the cuDNN backend has no softcap, ALiBi slopes or sinks";
+  if (g.softcap > 0 || g.alibi) return "the cuDNN backend has no softcap or ALiBi slopes";
   if (g.batch == 0 || g.hq == 0 || g.sq == 0 || g.sk == 0 || g.d == 0 || g.dv == 0) return "an empty operand";
   if (g.d % 8 != 0 || g.dv % 8 != 0 || g.d > 256 || g.dv > 256)
     return "cuDNN takes head dims that are multiples of 8, up to 256";
@@ -266,16 +274,21 @@ void shape(Graphs& G) {
   int64_t scale_bits = 0;
   std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
   G.signature = {int64_t(g.dtype), G.backward, d.lse, d.deterministic, G.padded, G.ragged, g.batch, g.hq, g.hkv,
-                 g.d, g.dv, G.sq, G.sk, G.total_q, G.total_k, g.top_left, g.window_left, g.window_right, scale_bits};
-  if (!G.padded) return;
+                 g.d, g.dv, G.sq, G.sk, G.total_q, G.total_k, g.top_left, g.window_left, g.window_right, scale_bits,
+                 g.sinks && !G.backward};
+  const int64_t stats_bytes = align256((g.varlen ? g.hq * g.total_q : g.batch * g.hq * g.sq) * int64_t(sizeof(float)));
   int64_t at = 0;
-  G.seq_len_at = at;
-  at += align256(2 * g.batch * int64_t(sizeof(int32_t)));
-  G.ragged_at = at;
-  if (G.ragged) at += align256(int64_t(ragged_slots(G.backward, d.lse).size()) * (g.batch + 1) * int64_t(sizeof(int64_t)));
-  G.stats_at = at;
-  const int64_t stats_rows = g.varlen ? g.hq * g.total_q : g.batch * g.hq * g.sq;
-  if (G.stats_in_workspace) at += align256(stats_rows * int64_t(sizeof(float)));
+  if (G.padded) {
+    G.seq_len_at = at;
+    at += align256(2 * g.batch * int64_t(sizeof(int32_t)));
+    G.ragged_at = at;
+    if (G.ragged)
+      at += align256(int64_t(ragged_slots(G.backward, d.lse).size()) * (g.batch + 1) * int64_t(sizeof(int64_t)));
+    G.stats_at = at;
+    if (G.stats_in_workspace) at += stats_bytes;
+  }
+  G.delta_at = at;
+  if (G.backward && g.sinks) at += stats_bytes;  // delta, lse's layout
   G.aux = at;
 }
 
@@ -332,6 +345,7 @@ void run(const Graphs& G, const AttentionTensors& t, const attention::Pointers& 
     throw CudaError(G.desc.op + ": cudnnSetStream failed");
   std::unordered_map<int64_t, void*> pack = {{kQ, t.q.data}, {kK, t.k.data}, {kV, t.v.data}, {kO, t.out.data}};
   if (G.backward || G.desc.lse) pack[kStats] = t.lse.data;
+  if (G.geo.sinks && !G.backward) pack[kSink] = t.sinks.data;
   if (G.backward) {
     pack[kGradOut] = t.grad_out.data;
     pack[kGradQ] = t.grad_q.data;
@@ -368,6 +382,12 @@ void run(const Graphs& G, const AttentionTensors& t, const attention::Pointers& 
   fe::error_t e = graph->execute(h, pack, aux + G.aux);
   if (!e.is_good()) throw CudaError(G.desc.op + ": cuDNN execution failed: " + e.get_message());
   if (G.padded) attention::cudnn_padding_finish(G.geo, p, m, G.backward, stream);
+  if (G.backward && G.geo.sinks) {  // grad_sinks = -sum of exp(sink - lse) * delta, as our kernels do
+    attention::Pointers with_delta = p;
+    with_delta.delta = aux + G.delta_at;
+    attention::backward_delta(G.geo, with_delta, stream);
+    attention::backward_sinks(G.geo, with_delta, stream);
+  }
 }
 
 }  // namespace baracuda::attention_cudnn

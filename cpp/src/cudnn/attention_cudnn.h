@@ -14,7 +14,7 @@ namespace baracuda::attention_cudnn {
 
 struct Graphs;  // the case's graphs, one per device and output-stride pattern
 
-// "" when cuDNN may take the case by our rules (16-bit, no softcap / ALiBi / sinks; dense operands
+// "" when cuDNN may take the case by our rules (16-bit, no softcap / ALiBi; dense operands
 // with every query row seeing a key, or per-sequence lengths: packed sequences or seqused_k), else
 // why not.
 std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g);
