@@ -7,6 +7,7 @@
     python3 bench/bench_attention.py --rows 'd128' # regex on the row keys
     python3 bench/bench_attention.py --tiles       # also every compiled flash forward tile
     python3 bench/bench_attention.py --rows varlen # packed sequences (equal and mixed lengths), fwd + bwd
+    python3 bench/bench_attention.py --rows sinks  # gpt-oss attention sinks (full and sliding window)
     OUT=/tmp/out python3 bench/bench_attention.py  # also $OUT/bench_attention.{md,json,txt}
 
 The grid is flash-attention's: batch = 16384 / seqlen, hidden 2048 (heads = 2048 / D), bf16; plus
@@ -234,6 +235,56 @@ def measure_varlen(case, mixed, args):
     return row
 
 
+def measure_sinks(case, window, args):
+    """Attention sinks (gpt-oss: a learned logit per head, sliding window on alternate layers),
+    forward (lse on) and backward: the plan's own choice (cuDNN's sink token where built) against our
+    flash kernel. torch's SDPA has no sinks."""
+    b, s, hq, hkv, d, causal = case
+    n = 3
+    sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in ((b, s, hq, d), (b, s, hkv, d), (b, s, hkv, d)))
+            for _ in range(n)]
+    sinks = torch.randn(hq, device=DEV)
+    gouts = [torch.randn((b, s, hq, d), device=DEV, dtype=BF) for _ in range(n)]
+    outs = [torch.empty((b, s, hq, d), device=DEV, dtype=BF) for _ in range(n)]
+    lses = [torch.empty((b, hq, s), device=DEV) for _ in range(n)]
+    grads = [torch.empty_like(t) for t in sets[0]] + [torch.empty_like(sinks)]
+    q0, k0, v0 = sets[0]
+    kw = dict(causal=causal, sinks=True, window_left=window)
+    plans = {name: (bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention", spec(q0), spec(k0), spec(v0), spec(outs[0]), lse=True, kernel=kernel, **kw)),
+        bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention_backward", spec(q0), spec(k0), spec(v0), spec(outs[0]), kernel=kernel, **kw)))
+        for name, kernel in (("ours", "auto"), ("flash", "flash"))}
+    ws = torch.empty(max(p.workspace_bytes() for pair in plans.values() for p in pair) + 256, device=DEV,
+                     dtype=torch.uint8)
+
+    def fwd(name, i):
+        plans[name][0].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], sinks=sinks,
+                           workspace=ws)
+
+    def bwd(name, i):
+        plans[name][1].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], sinks=sinks,
+                           grad_out=gouts[i], grad_q=grads[0], grad_k=grads[1], grad_v=grads[2],
+                           grad_sinks=grads[3], workspace=ws)
+
+    fwd("flash", 0)
+    ref = outs[0].clone()
+    fwd("ours", 0)
+    err = C.rel_err(outs[0], ref)
+    benches = {f"{name} fwd": C.GpuBench(lambda i, name=name: fwd(name, i), n) for name in plans}
+    for i in range(n):
+        fwd("ours", i)
+    benches.update({f"{name} bwd": C.GpuBench(lambda i, name=name: bwd(name, i), n) for name in plans})
+    t = C.measure(benches, iters=args.iters, passes=args.passes)
+    keys = sum(min(i + 1, window + 1) if window >= 0 else (i + 1 if causal else s) for i in range(s))
+    flops = 4.0 * b * hq * d * keys
+    tf = {k: flops * (2.5 if "bwd" in k else 1.0) / v.median / 1e12 for k, v in t.items()}
+    key = f"sinks {key_of(case, False)[4:]}" + (f" window {window}" if window >= 0 else "")
+    print(key, {k: f"{v:.0f}" for k, v in tf.items()}, f"rel_err {err:.1e}", plans["ours"][0].sku.name, flush=True)
+    return dict(key=key, sku=plans["ours"][0].sku.name, bwd_sku=plans["ours"][1].sku.name, rel_err=err,
+                ok=err < TOL, **{k.replace(" ", "_") + "_tflops": v for k, v in tf.items()})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -289,6 +340,13 @@ def main():
                       C.fmt(r["vs_fa2"], ".2f") + ("x" if r["vs_fa2"] else ""),
                       C.fmt(r["vs_cudnn"], ".2f") + ("x" if r["vs_cudnn"] else ""),
                       "ok" if r["ok"] else "FAILED", r["sku"]])
+    if not args.rows or re.search(args.rows, "sinks"):
+        for case, window in [((1, 8192, 64, 8, 64, True), 128), ((1, 8192, 64, 8, 64, True), -1)]:
+            try:
+                varlen_rows.append(measure_sinks(case, window, args))
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                varlen_rows.append(dict(key=f"sinks {case}", error=f"{type(e).__name__}: {e}", ok=False))
     vheaders = ["row", "ours fwd TFLOP/s", "our flash fwd", "dense fwd", "varlen / dense time", "ours bwd",
                 "our flash bwd", "check", "sku"]
     vtable = [[r["key"], "-", "-", "-", "-", "-", "-", "ERROR", r["error"][:60]] if r.get("error") else

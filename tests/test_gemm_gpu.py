@@ -595,6 +595,41 @@ def test_grouped_tile_kernels(kernel, dt, e, n, k, hi, bias, odt):
     assert ((out2[lo:up].double() - _moe_ref(x2, w, offs, b)[lo:up]).abs() <= tol * scale * 4 + 1e-2).all()
 
 
+@pytest.mark.parametrize("e,counts_hi", [(20, 40), (8, 100), (300, 3)])
+def test_grouped_linear_host_sizes_on_sm90(e, counts_hi):
+    """Group sizes on the host, no bias: CUTLASS's grouped kernel with the boundaries passed by value
+    (many experts or few rows each), captured in a CUDA graph too; past 256 experts the cuBLASLt loop."""
+    if not _sm90_grouped_available():
+        pytest.skip("the sm90 grouped kernel needs a CUTLASS build and an sm_90 device")
+    g = gen(f"moe-host-sm90/{e}")
+    counts = torch.randint(0, counts_hi + 1, (e,), generator=torch.Generator().manual_seed(e)).tolist()
+    counts[1] = 0
+    x, w, offs = _moe_case(g, e, 264, 128, counts)
+    zero = torch.zeros(e, 264, dtype=torch.bfloat16, device=DEV)
+    spec = bc.TensorSpec
+    desc = bc.GroupedGemmDescriptor(spec(tuple(x.shape), bc.dtype(x.dtype)), spec(tuple(w.shape), bc.dtype(w.dtype)),
+                                    spec((x.shape[0], 264), bc.dtype(x.dtype)), group_sizes=counts)
+    plan = bc.GroupedGemmPlan.select(desc)
+    assert ("grouped_sm90" in plan.sku.name) == (e <= 256), plan.sku.name
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    out = poison((x.shape[0], 264), torch.bfloat16)
+    plan.run(out, x, w, workspace=ws)
+    _check_moe(out, x, w, offs, zero)
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        plan.run(out, x, w, workspace=ws)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(graph):
+        plan.run(out, x, w, workspace=ws)
+    x.copy_(rand(tuple(x.shape), torch.bfloat16, g))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check_moe(out, x, w, offs, zero)
+
+
 def test_grouped_sm90_in_a_cuda_graph():
     """The sm90 grouped GEMM reads its group sizes on the device: one captured graph replays for new
     offsets (no host sync, no allocation in run)."""

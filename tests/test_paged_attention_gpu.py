@@ -391,3 +391,15 @@ def test_merge_equals_attention_over_all_keys():
     # in place into o1 / l1's view
     bc.merge_attention_states(o1, l1.transpose(1, 2), o2, l2.transpose(1, 2), out=o1, lse=l1.transpose(1, 2))
     check(o1, rnc, torch.bfloat16)
+
+
+def test_merge_attention_states_empty_and_cpu_inputs():
+    """Empty states give empty outputs and launch nothing; a CPU operand is named in the error."""
+    oa = torch.randn(0, 3, 8, 64, device=DEV, dtype=torch.bfloat16)
+    la = torch.randn(0, 3, 8, device=DEV)
+    o, lse = bc.merge_attention_states(oa, la, oa.clone(), la.clone())
+    assert o.shape == oa.shape and lse.shape == la.shape
+    ob = torch.randn(2, 3, 8, 64, dtype=torch.bfloat16)
+    lb = torch.randn(2, 3, 8)
+    with pytest.raises(errors.BaracudaError, match="cpu|CPU|device"):
+        bc.merge_attention_states(ob.to(DEV), lb.to(DEV), ob, lb.to(DEV))

@@ -1,5 +1,6 @@
 // GroupedGemmPlan: mixture-of-experts GEMMs, one kernel launch of ours (offsets on the device)
-// or one cuBLASLt GEMM per non-empty expert (group sizes on the host).
+// or, with the group sizes on the host, CUTLASS's grouped kernel (the boundaries passed by value)
+// or one cuBLASLt GEMM per non-empty expert.
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -44,6 +45,8 @@ struct GroupedGemmPlan::Impl {
   bool sm90 = false;                    // with kernel: the CUTLASS sm_90a kernel, when run's pointers allow
   gemm::GroupedGemvArgs args{};
   std::vector<int64_t> starts;          // loop path: first row of each expert
+  bool host_sm90 = false;               // group sizes on the host through grouped_sm90 (an sm_90 device)
+  std::vector<int64_t> bounds;          // host_sm90: starts and the end, E + 1
   std::map<int64_t, GemmPlan> per_rows;  // loop path: one plan per distinct group size
   int64_t workspace = 0;
 };
@@ -176,6 +179,26 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
   if (!I->per_rows.empty()) k.name += ": " + I->per_rows.begin()->second.sku().name;
   k.layout = "x:row,w:[E,N,K],out:row,group sizes on host";
   k.backend = I->per_rows.empty() ? Backend::Bespoke : I->per_rows.begin()->second.sku().backend;
+  // CUTLASS's grouped kernel takes the whole layer in one launch where the loop pays for its launches:
+  // many experts, or few rows each (docs/benchmarks.md, MoE: at 8 experts the loop of cuBLASLt GEMMs
+  // is 7% ahead at 1024 rows per expert, level at 512; at 128 experts the grouped kernel is 3x ahead).
+  // The loop stays the fallback when run's device or pointers do not allow it.
+  gemm::GroupedGemvArgs& g = I->args;
+  g.dtype = dt;
+  g.E = E, g.N = N, g.K = K, g.T = T;
+  g.ldx = I->ldx, g.ldw = I->ldw, g.sw = I->sw, g.ldo = I->ldo;
+  g.offsets_dtype = DType::Int64;
+  I->bounds = I->starts;
+  I->bounds.push_back(row);
+  g.host_offsets = I->bounds.data();
+  const int64_t avg_rows = row / std::max<int64_t>(E, 1);
+  I->host_sm90 = !d.bias && current_device_cc() == 90 && gemm::grouped_sm90_supported(g) && pref.allows(Backend::Cutlass) &&
+                 row > 0 && (E >= 16 || avg_rows < 768);
+  if (I->host_sm90) {
+    I->workspace = std::max(I->workspace, int64_t(gemm::grouped_sm90_workspace_bytes(g)));
+    k.name = std::string("gemm.grouped_sm90.cutlass.") + gemm::grouped_sm90_variant();
+    k.backend = Backend::Cutlass;
+  }
   return GroupedGemmPlan(I);
 }
 
@@ -223,6 +246,12 @@ void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t 
     else if ((I.tiled || I.sm90) && gemm::grouped_tiled_supported(g)) gemm::grouped_tiled(g, stream);
     else gemm::grouped_gemv(g, stream);
     return;
+  }
+  if (I.host_sm90) {
+    gemm::GroupedGemvArgs g = I.args;
+    g.x = t.x.data, g.w = t.w.data, g.out = t.out.data, g.host_offsets = I.bounds.data();
+    if (gemm::grouped_sm90_supported(g) && current_device_cc() == 90)
+      return gemm::grouped_sm90(g, workspace, size_t(workspace_size), stream);
   }
   const int64_t es = int64_t(dtype_size(d.x.dtype));
   for (int64_t e = 0; e < I.E; ++e) {

@@ -92,6 +92,8 @@ const char* gemv_lowm_variant(const GemvLowMArgs& a);
 // One launch for all experts; deterministic (fixed summation order for a given shape, dtype,
 // device, alignment and max_rows). Meant for decode (a few rows per expert): each row chunk
 // re-reads the expert's weights, so with many rows per expert a grouped GEMM is faster.
+constexpr int64_t kMaxHostGroups = 256;  // host boundaries passed by value: (256 + 1) * 8 bytes of parameters
+
 struct GroupedGemvArgs {
   DType dtype = DType::BFloat16;  // x, w, out and bias: all bf16, all f16 or all f32
   int64_t E = 0, N = 0, K = 0, T = 0;
@@ -102,6 +104,9 @@ struct GroupedGemvArgs {
   int64_t ldw = 0, sw = 0;
   const void* offsets = nullptr;
   DType offsets_dtype = DType::Int32;  // Int32 or Int64
+  // The group-sizes path (grouped_sm90 only): the E + 1 boundaries on the host, at most
+  // kMaxHostGroups groups, handed to the kernel by value (offsets unused).
+  const int64_t* host_offsets = nullptr;
   void* out = nullptr;
   int64_t ldo = 0;
   const void* bias = nullptr;

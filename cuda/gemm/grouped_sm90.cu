@@ -17,6 +17,7 @@
 // KernelPtrArrayTmaWarpSpecializedCooperative.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -164,6 +165,8 @@ size_t workspace_for(const WsLayout& l) { return l.total + kCutlassAlign; }
 struct PrepArgs {
   const void* offsets;
   bool off64;
+  bool host;                               // boundaries from `bounds` (the group-sizes path)
+  int64_t bounds[kMaxHostGroups + 1];
   int64_t E, N, K, T;
   const char* x;
   const char* w;
@@ -184,8 +187,8 @@ template <class Cfg> __global__ void grouped_sm90_prep_kernel(PrepArgs p) {
 #endif
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= p.E) return;
-  const int64_t lo = clamped_group_offset(p.offsets, p.off64, e, p.T);
-  const int64_t hi = clamped_group_offset(p.offsets, p.off64, e + 1, p.T);
+  const int64_t lo = p.host ? p.bounds[e] : clamped_group_offset(p.offsets, p.off64, e, p.T);
+  const int64_t hi = p.host ? p.bounds[e + 1] : clamped_group_offset(p.offsets, p.off64, e + 1, p.T);
   const int64_t rows = hi > lo ? hi - lo : 0;
   reinterpret_cast<typename Cfg::Shape3*>(p.base + p.l.shapes)[e] =
       typename Cfg::Shape3{static_cast<int>(rows), static_cast<int>(p.N), static_cast<int>(p.K)};
@@ -225,9 +228,10 @@ template <class Cfg> void launch(const GroupedGemvArgs& a, void* workspace, size
   char* base = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(workspace), kCutlassAlign));
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
 
-  PrepArgs p{a.offsets, a.offsets_dtype == DType::Int64, a.E, a.N, a.K, a.T,
+  PrepArgs p{a.offsets, a.offsets_dtype == DType::Int64, a.host_offsets != nullptr, {}, a.E, a.N, a.K, a.T,
              static_cast<const char*>(a.x), static_cast<const char*>(a.w), static_cast<char*>(a.out),
              a.ldx, a.ldw, a.sw, a.ldo, base, l};
+  if (p.host) std::copy(a.host_offsets, a.host_offsets + a.E + 1, p.bounds);  // checked by select
   constexpr int kPrepThreads = 128;
   const unsigned prep_grid = unsigned((a.E + kPrepThreads - 1) / kPrepThreads);
   grouped_sm90_prep_kernel<Cfg><<<prep_grid, kPrepThreads, 0, s>>>(p);
@@ -252,7 +256,8 @@ template <class Cfg> void launch(const GroupedGemvArgs& a, void* workspace, size
 bool grouped_sm90_supported(const GroupedGemvArgs& a) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();  // CUTLASS's per-group shapes are int
   const bool half = a.dtype == DType::BFloat16 || a.dtype == DType::Float16;
-  return half && (a.offsets_dtype == DType::Int32 || a.offsets_dtype == DType::Int64) && a.alpha == 1.0f &&
+  return half && (a.offsets_dtype == DType::Int32 || a.offsets_dtype == DType::Int64) &&
+         (a.host_offsets == nullptr || a.E <= kMaxHostGroups) && a.alpha == 1.0f &&
          a.beta == 0.0f && a.bias == nullptr && a.E >= 1 && a.N >= 1 && a.T >= 1 && a.K > 0 && a.K % 8 == 0 &&
          a.E <= kIntMax && a.N <= kIntMax && a.T <= kIntMax && a.K <= kIntMax && a.ldx % 8 == 0 &&
          a.ldw % 8 == 0 && a.ldo % 8 == 0 && a.sw % 8 == 0 && aligned16(a.x) && aligned16(a.w) && aligned16(a.out);

@@ -190,8 +190,9 @@ def grouped_linear(x, weight, *, offsets=None, group_sizes=None, bias=None, max_
 
     x [T, K], weight [E, N, K], bias [E, N]. Either `offsets` (a device int32 / int64 tensor
     [E + 1]: expert e owns rows offsets[e]..offsets[e+1]; one launch of our grouped kernel, no
-    host sync) or `group_sizes` (host ints, rows per expert: one cuBLASLt GEMM per non-empty
-    expert). Rows past the last expert's are left as they are in `out` (uninitialised if
+    host sync) or `group_sizes` (host ints, rows per expert: CUTLASS's grouped kernel in one launch
+    for many or small experts on an sm_90 device, else one cuBLASLt GEMM per non-empty expert;
+    ``plan.sku`` says which). Rows past the last expert's are left as they are in `out` (uninitialised if
     allocated here). max_rows_per_group: an upper bound on one expert's rows, if known (e.g.
     tokens for top-k routing): a speed hint for the offsets path.
     """
