@@ -21,7 +21,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "baracuda/errors.h"
 #include "common/cuda_check.h"
@@ -218,6 +221,35 @@ template <class Cfg> __global__ void grouped_sm90_prep_kernel(PrepArgs p) {
   throw CudaError(std::string(call) + " failed: " + cutlass::cutlassGetStatusString(s));
 }
 
+// CUTLASS's can_implement + initialize() depend only on (device, groups, workspace base, SMs) and are
+// host work on the launch path (initialize encodes placeholder TMA descriptors, the kernel rewrites
+// them per group, and sets the kernel's dynamic smem attribute; no memset, no stream work): done once
+// per key, the Params kept (bounded), so a run is the prep kernel and the GEMM launch.
+template <class Cfg>
+typename Cfg::Gemm::Params initialized_params(const WsLayout& l, char* base, int64_t E, int dev, int sms,
+                                              cudaStream_t s) {
+  using Params = typename Cfg::Gemm::Params;
+  using Key = std::tuple<int, int64_t, uintptr_t, int>;
+  static std::mutex mu;
+  static std::map<Key, Params> cache;
+  const Key key{dev, E, reinterpret_cast<uintptr_t>(base), sms};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  const auto args = make_arguments<Cfg>(static_cast<int>(E), &l, base, dev, sms);
+  typename Cfg::Gemm gemm;
+  // With device-only shapes can_implement reads no device data (mode, rank, beta == 0 with void C).
+  cutlass::Status st = Cfg::Gemm::can_implement(args);
+  if (st != cutlass::Status::kSuccess) throw_cutlass(st, "cutlass grouped_sm90 can_implement");
+  st = gemm.initialize(args, base + l.cutlass, s);
+  if (st != cutlass::Status::kSuccess) throw_cutlass(st, "cutlass grouped_sm90 initialize");
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 64) cache.erase(cache.begin());
+  return cache.insert_or_assign(key, gemm.params()).first->second;
+}
+
 template <class Cfg> void launch(const GroupedGemvArgs& a, void* workspace, size_t workspace_bytes, void* stream) {
   int dev = 0;
   const int sms = device_sm_count(&dev);
@@ -237,16 +269,8 @@ template <class Cfg> void launch(const GroupedGemvArgs& a, void* workspace, size
   grouped_sm90_prep_kernel<Cfg><<<prep_grid, kPrepThreads, 0, s>>>(p);
   check_launch("grouped_sm90_prep_kernel");
 
-  const auto args = make_arguments<Cfg>(static_cast<int>(a.E), &l, base, dev, sms);
-  typename Cfg::Gemm gemm;  // holds the Params of this launch: one per call (thread-safe)
-  // With device-only shapes can_implement reads no device data (mode, rank, beta == 0 with void C).
-  cutlass::Status st = Cfg::Gemm::can_implement(args);
-  if (st != cutlass::Status::kSuccess) throw_cutlass(st, "cutlass grouped_sm90 can_implement");
-  // initialize() is host work only here: encodes placeholder TMA descriptors (the kernel rewrites
-  // them per group) and sets the kernel's dynamic smem attribute; no memset, no stream work.
-  st = gemm.initialize(args, base + l.cutlass, s);
-  if (st != cutlass::Status::kSuccess) throw_cutlass(st, "cutlass grouped_sm90 initialize");
-  st = gemm.run(s);
+  typename Cfg::Gemm::Params params = initialized_params<Cfg>(l, base, a.E, dev, sms, s);  // this call's copy
+  const cutlass::Status st = Cfg::Gemm::run(params, s);
   if (st != cutlass::Status::kSuccess) throw_cutlass(st, "cutlass grouped_sm90 run");
   check_launch("grouped_sm90 cutlass kernel");
 }
