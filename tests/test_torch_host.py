@@ -3,6 +3,7 @@ under torch.ops.baracuda with a fake kernel whose shapes, dtypes and strides are
 kernel allocates, errors surface while tracing, a training step traces (forward and backward)
 into baracuda ops only, CPU tensors are refused by name, and baracuda.<op> on a tensor that
 requires grad never drops the gradient."""
+import copy
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -171,14 +172,55 @@ def test_patched_attention_hands_other_calls_to_sdpa():
                                    num_attention_heads=4, num_key_value_heads=2)
     torch.manual_seed(0)
     ref = transformers.LlamaForCausalLM(cfg)
-    ours = transformers.LlamaForCausalLM(cfg)
+    ours = transformers.LlamaForCausalLM(copy.deepcopy(cfg))  # its own config: patch switches the config
     ours.load_state_dict(ref.state_dict())
     bt.patch(ours, rms_norm=False, loss=False)
+    assert ours.config._attn_implementation == "baracuda" and ref.config._attn_implementation != "baracuda"
     ids = torch.randint(0, 64, (2, 9))
     mask = torch.ones(2, 9, dtype=torch.long)
     mask[1, :3] = 0
     for kw in ({}, {"attention_mask": mask}):
         torch.testing.assert_close(ours(input_ids=ids, **kw).logits, ref(input_ids=ids, **kw).logits)
+
+
+def _patched_pair(model_cls, cfg, sink_std=None):
+    torch.manual_seed(0)
+    ref = model_cls(cfg)
+    if sink_std:  # learned sinks far from their zero init, so that dropping them shows
+        for m in ref.modules():
+            if isinstance(getattr(m, "sinks", None), torch.nn.Parameter):
+                torch.nn.init.normal_(m.sinks, std=sink_std)
+    ours = model_cls(copy.deepcopy(cfg))
+    ours.load_state_dict(ref.state_dict())
+    bt.patch(ours, rms_norm=False, loss=False)
+    assert ours.config._attn_implementation == "baracuda" and ref.config._attn_implementation == "eager"
+    return ref, ours
+
+
+def test_patched_attention_keeps_sinks_and_softcap():
+    """gpt-oss passes its attention sinks (s_aux) and Gemma-2 its logit softcap to the attention
+    function; transformers' SDPA path drops the first and refuses the second, so off the plain 16-bit
+    GPU path the patched model runs its own eager attention: the same logits as the unpatched model
+    (sliding-window layers and a padding mask included)."""
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "GptOssConfig") or not hasattr(transformers, "Gemma2Config"):
+        pytest.skip("this transformers has no gpt-oss / Gemma-2")
+    ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, :3] = 0
+    oss = transformers.GptOssConfig(vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=4,
+                                    num_experts_per_tok=2, sliding_window=4,
+                                    layer_types=["sliding_attention", "full_attention"])
+    gemma = transformers.Gemma2Config(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
+                                      attn_logit_softcapping=2.0)
+    for model_cls, cfg, std in ((transformers.GptOssForCausalLM, oss, 2.0), (transformers.Gemma2ForCausalLM, gemma,
+                                                                             None)):
+        ref, ours = _patched_pair(model_cls, cfg, std)
+        for kw in ({}, {"attention_mask": mask}):
+            torch.testing.assert_close(ours(input_ids=ids, **kw).logits, ref(input_ids=ids, **kw).logits,
+                                       msg=lambda m: f"{model_cls.__name__} {list(kw)}: {m}")
 
 
 def test_inspectable_signatures():

@@ -7,9 +7,13 @@ nn.Embedding -> Embedding (with ``embedding=True``); the
 causal-LM loss -> our cross-entropy (no float32 copy of the logits); with ``linear=True`` every
 other nn.Linear -> Linear. Attention (``attention=True``): the model's attention implementation
 becomes "baracuda" (transformers' AttentionInterface), which runs bt.attention for 16-bit causal or
-full attention without a mask and hands every other call (a padding or sliding-window mask,
-dropout, float32) to transformers' SDPA path unchanged.
+full attention without a mask (with the model's attention sinks, gpt-oss's ``s_aux``, and logit
+softcap, Gemma-2's, where it passes them) and hands every other call (a padding or sliding-window
+mask, dropout, float32) to transformers' SDPA path unchanged, or, for a model that passes sinks or a
+softcap (which SDPA cannot take), to its modeling file's own eager attention.
 """
+import sys
+
 import torch
 from torch import nn
 
@@ -87,27 +91,56 @@ def causal_lm_loss(logits, labels, vocab_size, num_items_in_batch=None, ignore_i
     return loss
 
 
+def _causal(module, query, is_causal):
+    """Whether a call without a mask is causal, as transformers' SDPA path decides it."""
+    return query.shape[2] > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
+
+
+def _eager_attention(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs):
+    """The call through the model's own eager attention (its modeling file's eager_attention_forward):
+    for sinks and softcap, which transformers' SDPA path drops or refuses. The masks made by SDPA's
+    rules become eager's: None for a causal call becomes the causal mask SDPA's is_causal means (query
+    i sees keys 0..i), a boolean mask an additive one."""
+    from ..errors import Unsupported
+    eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if eager is None:
+        raise Unsupported(f"patch: {type(module).__name__} passes attention sinks or a softcap, which transformers' "
+                          "SDPA path cannot take, and its modeling file has no eager_attention_forward; patch the "
+                          "model with attention=False")
+    if attention_mask is None and _causal(module, query, is_causal):
+        attention_mask = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool, device=query.device).tril()[None, None]
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attention_mask = torch.zeros(attention_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
+            ~attention_mask, torch.finfo(query.dtype).min)
+    return eager(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+
+
 def attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
                       **kwargs):
     """A transformers attention function (query [B, Hq, Sq, D], key / value [B, Hkv, Sk, D]; returns
-    ([B, Sq, Hq, D], None)). Ours where the call is plain attention on 16-bit tensors; transformers'
-    SDPA function otherwise, with the same arguments."""
+    ([B, Sq, Hq, D], None)). Ours where the call is plain attention on 16-bit tensors, the model's
+    sinks (``s_aux``) and softcap included; otherwise transformers' SDPA function with the same
+    arguments, or the model's eager attention when it passes sinks or a softcap."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from . import attention
+    sinks, softcap = kwargs.get("s_aux"), kwargs.get("softcap")
     plain = (attention_mask is None and not dropout and kwargs.get("position_bias") is None
-             and kwargs.get("softcap") is None and not kwargs.get("output_attentions", False)
+             and not kwargs.get("output_attentions", False)
              and query.dtype in (torch.float16, torch.bfloat16) and query.is_cuda)
     if not plain:
+        if sinks is not None or softcap is not None:
+            return _eager_attention(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     q_len = query.shape[2]
-    causal = q_len > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    causal = _causal(module, query, is_causal)
     if causal and key.shape[2] > q_len:
         # transformers skips the mask here only for a prefill into an empty (static) cache: the
         # keys past q_len are unwritten slots, as its SDPA path assumes too
         key, value = key[:, :, :q_len], value[:, :, :q_len]
     out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal, scale=scaling,
-                    causal_alignment="top_left")
+                    causal_alignment="top_left", softcap=softcap,
+                    sinks=None if sinks is None else sinks.to(torch.float32))
     return out, None
 
 
