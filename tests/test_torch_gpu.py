@@ -478,3 +478,52 @@ def test_attention_module():
     again = torch.autograd.grad(m(q, k, v), (q, k, v, m.sinks), gout)
     for a, b in zip(first, again):
         assert torch.equal(a, b)
+
+
+def test_patched_attention_sinks_and_softcap_run_ours_in_bf16(monkeypatch):
+    """gpt-oss (attention sinks, s_aux; sliding-window and full layers) and Gemma-2 (logit softcap):
+    patch() runs the maskless 16-bit calls on bt.attention with the sinks / softcap (the sliding layers
+    with a window mask on the model's eager path); logits and gradients, the sinks' included, agree
+    with the unpatched (eager) model."""
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "GptOssConfig") or not hasattr(transformers, "Gemma2Config"):
+        pytest.skip("this transformers has no gpt-oss / Gemma-2")
+    cases = [
+        (transformers.GptOssForCausalLM, lambda: transformers.GptOssConfig(
+            vocab_size=512, hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=64, num_local_experts=4, num_experts_per_tok=2, sliding_window=16,
+            layer_types=["sliding_attention", "full_attention"])),
+        (transformers.Gemma2ForCausalLM, lambda: transformers.Gemma2Config(
+            vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=64, sliding_window=16, attn_logit_softcapping=20.0)),
+    ]
+    calls = []
+    real = bt.attention
+    monkeypatch.setattr(bt, "attention", lambda *a, **k: calls.append((k.get("sinks") is not None,
+                                                                       k.get("softcap"))) or real(*a, **k))
+    for cls, make_cfg in cases:
+        torch.manual_seed(0)
+        ref = cls(make_cfg()).to(DEV, torch.bfloat16)
+        for m in ref.modules():
+            if isinstance(getattr(m, "sinks", None), torch.nn.Parameter):
+                torch.nn.init.normal_(m.sinks, std=2.0)
+        ours = cls(make_cfg()).to(DEV, torch.bfloat16)
+        ours.load_state_dict(ref.state_dict())
+        bt.patch(ours, rms_norm=False, loss=False)
+        calls.clear()
+        ids = torch.randint(0, 512, (2, 12), device=DEV)  # shorter than the window: no mask on any layer
+        a, b = ref(input_ids=ids, labels=ids), ours(input_ids=ids, labels=ids)
+        assert len(calls) == 2 and all(c == ((cls is transformers.GptOssForCausalLM), 20.0 if cls is
+                                            transformers.Gemma2ForCausalLM else None) for c in calls), calls
+        torch.testing.assert_close(b.logits.float(), a.logits.float(), atol=0.15, rtol=0.05)
+        a.loss.backward()
+        b.loss.backward()
+        for (name, pa), pb in zip(ref.named_parameters(), ours.parameters()):
+            if pa.grad is None:
+                continue
+            assert pb.grad is not None and torch.isfinite(pb.grad).all(), name
+            rel = (pb.grad.float() - pa.grad.float()).norm() / pa.grad.float().norm().clamp_min(1e-12)
+            assert rel < 0.1, (cls.__name__, name, float(rel))
+        ids = torch.randint(0, 512, (2, 40), device=DEV)  # past the window: the sliding layers take eager
+        torch.testing.assert_close(ours(input_ids=ids).logits.float(), ref(input_ids=ids).logits.float(),
+                                   atol=0.15, rtol=0.05)
