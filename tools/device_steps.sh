@@ -4,6 +4,10 @@
 # still returns what ran). Usage on the device machine:
 #   DEADLINE=560 bash tools/device_steps.sh "python3 bench/bench_norm.py --sweep" "python3 -m pytest -q tests/x.py"
 # Prints, last, one line per step (exit status, seconds) and the tail of each step's log.
+# A quick check of Python-side changes on little device time (device code PTX-only at -O0, slow at
+# run time, no flash or CUTLASS kernels; ~110 s to build instead of ~240):
+#   BARACUDA_CUDA_ARCHS=90-virtual BARACUDA_CHECK_BUILD=1 \
+#   CMAKE_ARGS="-DBARACUDA_ENABLE_FA2=OFF -DBARACUDA_ENABLE_CUTLASS=OFF" DEADLINE=170 bash tools/device_steps.sh "..."
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/out}"
