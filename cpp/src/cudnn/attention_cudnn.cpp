@@ -34,12 +34,15 @@ struct Strides {
 };
 using Key = std::vector<int64_t>;  // device, then Strides of q, k, v, out (+ grad_out, grad_q, grad_k, grad_v)
 
-Strides of_strides(const std::vector<int64_t>& st) {
-  if (st.size() == 3) return {st[0], st[1], st[0]};
+Strides of_strides(const int64_t* st, size_t rank) {
+  if (rank == 3) return {st[0], st[1], st[0]};
   return {st[0], st[2], st[1]};
 }
-Strides of_spec(const TensorSpec& s) { return of_strides(s.effective_strides()); }
-Strides of_view(const TensorView& v) { return of_strides(std::vector<int64_t>(v.strides, v.strides + v.ndim)); }
+Strides of_spec(const TensorSpec& s) {
+  const auto st = s.effective_strides();
+  return of_strides(st.data(), st.size());
+}
+Strides of_view(const TensorView& v) { return of_strides(v.strides, size_t(v.ndim)); }
 void append(Key& key, const Strides& s) { key.insert(key.end(), {s.batch, s.head, s.row}); }
 
 // A packed graph's sequence dims (and the backward's bound of the packed totals) are rounded up to
@@ -94,6 +97,7 @@ struct Graphs {
   bool padded = false;   // per-sequence lengths (packed sequences or seqused_k)
   bool ragged = false;   // packed sequences: ragged offsets place them
   bool stats_in_workspace = false;  // cuDNN's stats are ours to place (packed forward lse, every padded backward)
+  std::vector<RaggedSlot> slots;    // ragged: the operands given ragged offsets (slot r: uid kRagged + r)
   int64_t sq = 0, sk = 0;           // the graph's sequence dims
   int64_t total_q = 0, total_k = 0; // the backward's bound of the packed totals
   Key signature;                    // what the graph depends on besides the device and the strides
@@ -116,7 +120,6 @@ struct Graphs {
       return graph->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({n, 1, 1, 1}).set_stride(
           {1, 1, 1, 1}).set_data_type(type));
     };
-    const std::vector<RaggedSlot> slots = ragged_slots(backward, desc.lse);
     auto ragged_of = [&](Uid uid, const std::shared_ptr<fe::graph::Tensor_attributes>& t) {
       if (!ragged) return;
       for (size_t r = 0; r < slots.size(); ++r)
@@ -232,8 +235,7 @@ struct Graphs {
   }
 };
 
-std::string rule_out(const AttentionDescriptor& desc, const attention::Geometry& g) {
-  (void)desc;
+std::string rule_out(const AttentionDescriptor&, const attention::Geometry& g) {
   if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return "cuDNN takes float16 / bfloat16";
   if (g.softcap > 0 || g.alibi) return "the cuDNN backend has no softcap or ALiBi slopes";
   if (g.batch == 0 || g.hq == 0 || g.sq == 0 || g.sk == 0 || g.d == 0 || g.dv == 0) return "an empty operand";
@@ -270,6 +272,7 @@ void shape(Graphs& G) {
     G.total_k = bucket(std::max<int64_t>(g.total_k, 1));
   }
   G.stats_in_workspace = G.padded && (G.backward || (G.ragged && d.lse));
+  if (G.ragged) G.slots = ragged_slots(G.backward, d.lse);
   double scale = g.scale;
   int64_t scale_bits = 0;
   std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
@@ -282,8 +285,7 @@ void shape(Graphs& G) {
     G.seq_len_at = at;
     at += align256(2 * g.batch * int64_t(sizeof(int32_t)));
     G.ragged_at = at;
-    if (G.ragged)
-      at += align256(int64_t(ragged_slots(G.backward, d.lse).size()) * (g.batch + 1) * int64_t(sizeof(int64_t)));
+    at += align256(int64_t(G.slots.size()) * (g.batch + 1) * int64_t(sizeof(int64_t)));
     G.stats_at = at;
     if (G.stats_in_workspace) at += stats_bytes;
   }
@@ -364,12 +366,11 @@ void run(const Graphs& G, const AttentionTensors& t, const attention::Pointers& 
     pack[kSeqLenKV] = m.seq_len_kv;
     if (G.ragged) {
       const auto* st = reinterpret_cast<const Strides*>(key.data() + 1);
-      const std::vector<RaggedSlot> slots = ragged_slots(G.backward, G.desc.lse);
-      m.nragged = int(slots.size());
-      for (size_t r = 0; r < slots.size(); ++r) {
+      m.nragged = int(G.slots.size());
+      for (size_t r = 0; r < G.slots.size(); ++r) {
         m.ragged[r] = reinterpret_cast<int64_t*>(aux + G.ragged_at) + int64_t(r) * (g.batch + 1);
-        m.ragged_row[r] = slots[r].operand < 0 ? g.hq : st[slots[r].operand].row;
-        m.ragged_keys[r] = slots[r].keys;
+        m.ragged_row[r] = G.slots[r].operand < 0 ? g.hq : st[G.slots[r].operand].row;
+        m.ragged_keys[r] = G.slots[r].keys;
         pack[kRagged + int64_t(r)] = m.ragged[r];
       }
     }
