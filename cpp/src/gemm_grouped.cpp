@@ -95,17 +95,17 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
   k.precision.compute_dtype = k.precision.accumulator_dtype = DType::Float32;
   k.precision.deterministic = true;
 
+  gemm::GroupedGemvArgs& g = I->args;  // the grouped kernels' arguments, either path
+  g.dtype = dt;
+  g.E = E, g.N = N, g.K = K, g.T = T;
+  g.ldx = I->ldx, g.ldw = I->ldw, g.sw = I->sw, g.ldo = I->ldo;
   if (d.group_sizes.empty()) {
     if (d.offsets_dtype != DType::Int32 && d.offsets_dtype != DType::Int64)
       throw InvalidDType(op + ": offsets are " + std::string(dtype_name(d.offsets_dtype)) + "; expected int32 or int64");
     if (!pref.allows(Backend::Bespoke))
       throw Unsupported(op + ": offsets on the device need the grouped kernel of ours, which the preference forbids; "
                         "pass group_sizes on the host for the cuBLASLt path");
-    gemm::GroupedGemvArgs& g = I->args;
-    g.dtype = dt;
-    g.E = E, g.N = N, g.K = K, g.T = T;
     g.max_rows = d.max_rows_per_group >= 0 ? std::min(d.max_rows_per_group, T) : T;
-    g.ldx = I->ldx, g.ldw = I->ldw, g.sw = I->sw, g.ldo = I->ldo;
     g.offsets_dtype = d.offsets_dtype;
     g.sbias = N;
     g.alpha = 1.0f, g.beta = 0.0f;
@@ -165,13 +165,13 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
   }
   for (int64_t m : d.group_sizes) {
     if (m == 0 || I->per_rows.count(m)) continue;
-    GemmDescriptor g;
-    g.a = TensorSpec{{m, K}, dt, {I->ldx, 1}};
-    g.b = TensorSpec{{K, N}, dt, {1, I->ldw}};
-    g.out = TensorSpec{{m, N}, dt, {I->ldo, 1}};
-    g.bias = d.bias;
-    g.bias_dtype = dt;
-    GemmPlan p = GemmPlan::select(g, pref);  // the loop's GEMMs take the tuning of a GEMM (algo)
+    GemmDescriptor one;
+    one.a = TensorSpec{{m, K}, dt, {I->ldx, 1}};
+    one.b = TensorSpec{{K, N}, dt, {1, I->ldw}};
+    one.out = TensorSpec{{m, N}, dt, {I->ldo, 1}};
+    one.bias = d.bias;
+    one.bias_dtype = dt;
+    GemmPlan p = GemmPlan::select(one, pref);  // the loop's GEMMs take the tuning of a GEMM (algo)
     I->workspace = std::max(I->workspace, p.workspace_bytes());
     I->per_rows.emplace(m, p);
   }
@@ -183,10 +183,6 @@ GroupedGemmPlan GroupedGemmPlan::select(const GroupedGemmDescriptor& d, const Pl
   // many experts, or few rows each (docs/benchmarks.md, MoE: at 8 experts the loop of cuBLASLt GEMMs
   // is 7% ahead at 1024 rows per expert, level at 512; at 128 experts the grouped kernel is 3x ahead).
   // The loop stays the fallback when run's device or pointers do not allow it.
-  gemm::GroupedGemvArgs& g = I->args;
-  g.dtype = dt;
-  g.E = E, g.N = N, g.K = K, g.T = T;
-  g.ldx = I->ldx, g.ldw = I->ldw, g.sw = I->sw, g.ldo = I->ldo;
   g.offsets_dtype = DType::Int64;
   I->bounds = I->starts;
   I->bounds.push_back(row);
@@ -249,7 +245,7 @@ void GroupedGemmPlan::run(const GroupedGemmTensors& t, void* workspace, int64_t 
   }
   if (I.host_sm90) {
     gemm::GroupedGemvArgs g = I.args;
-    g.x = t.x.data, g.w = t.w.data, g.out = t.out.data, g.host_offsets = I.bounds.data();
+    g.x = t.x.data, g.w = t.w.data, g.out = t.out.data;  // host_offsets: I.bounds, set at select
     if (gemm::grouped_sm90_supported(g) && current_device_cc() == 90)
       return gemm::grouped_sm90(g, workspace, size_t(workspace_size), stream);
   }
