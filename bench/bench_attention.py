@@ -158,6 +158,63 @@ def measure_row(case, backward, tile, args):
     return res
 
 
+class OursAndFlash:
+    """What the varlen and sinks rows share: q / k / v sets (q_shape, kv_shape; rotated against L2), the
+    plan's own choice ("ours", cuDNN where built) and our flash kernel ("flash") selected with `desc`,
+    forward (lse on) and backward, run with the same extra operands."""
+    n = 3
+
+    def __init__(self, q_shape, kv_shape, lse_shape, desc, extras, grad_extras=None):
+        n = self.n
+        self.sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in (q_shape, kv_shape, kv_shape))
+                     for _ in range(n)]
+        self.gouts = [torch.randn(q_shape, device=DEV, dtype=BF) for _ in range(n)]
+        self.outs = [torch.empty(q_shape, device=DEV, dtype=BF) for _ in range(n)]
+        self.lses = [torch.empty(lse_shape, device=DEV, dtype=torch.float32) for _ in range(n)]
+        self.grads = [torch.empty_like(t) for t in self.sets[0]]
+        self.extras, self.grad_extras = extras, grad_extras or {}
+        q0, k0, v0 = self.sets[0]
+        specs = (spec(q0), spec(k0), spec(v0), spec(self.outs[0]))
+        self.plans = {name: (bc.AttentionPlan.select(bc.AttentionDescriptor("attention", *specs, lse=True,
+                                                                            kernel=kernel, **desc)),
+                             bc.AttentionPlan.select(bc.AttentionDescriptor("attention_backward", *specs,
+                                                                            kernel=kernel, **desc)))
+                      for name, kernel in (("ours", "auto"), ("flash", "flash"))}
+        self.ws = torch.empty(max(p.workspace_bytes() for pair in self.plans.values() for p in pair) + 256,
+                              device=DEV, dtype=torch.uint8)
+
+    def fwd(self, name, i):
+        q, k, v = self.sets[i]
+        self.plans[name][0].run(q=q, k=k, v=v, out=self.outs[i], lse=self.lses[i], workspace=self.ws, **self.extras)
+
+    def bwd(self, name, i):
+        q, k, v = self.sets[i]
+        self.plans[name][1].run(q=q, k=k, v=v, out=self.outs[i], lse=self.lses[i], grad_out=self.gouts[i],
+                                grad_q=self.grads[0], grad_k=self.grads[1], grad_v=self.grads[2],
+                                workspace=self.ws, **self.extras, **self.grad_extras)
+
+    def benches(self):
+        """Forward and backward benches of both; self.err: ours against the flash kernel's output."""
+        self.fwd("flash", 0)
+        ref = self.outs[0].clone()
+        self.fwd("ours", 0)
+        self.err = C.rel_err(self.outs[0], ref)
+        benches = {f"{name} fwd": C.GpuBench(lambda i, name=name: self.fwd(name, i), self.n) for name in self.plans}
+        for i in range(self.n):  # the backward reads each set's forward output and lse
+            self.fwd("ours", i)
+        benches.update({f"{name} bwd": C.GpuBench(lambda i, name=name: self.bwd(name, i), self.n)
+                        for name in self.plans})
+        return benches
+
+    def row(self, key, t, flops, **more):
+        """The result row: TFLOP/s of each bench (a backward counts 2.5x the forward's FLOPs)."""
+        tf = {k: flops * (2.5 if "bwd" in k else 1.0) / v.median / 1e12 for k, v in t.items()}
+        sku = self.plans["ours"][0].sku.name
+        print(key, {k: f"{v:.0f}" for k, v in tf.items()}, f"rel_err {self.err:.1e}", sku, flush=True)
+        return dict(key=key, sku=sku, bwd_sku=self.plans["ours"][1].sku.name, rel_err=self.err, ok=self.err < TOL,
+                    **{k.replace(" ", "_") + "_tflops": v for k, v in tf.items()}, **more)
+
+
 def measure_varlen(case, mixed, args):
     """Packed sequences (cu_seqlens), forward and backward: the plan's own choice (cuDNN where built)
     and our flash kernels; with equal lengths also the same tokens as [B, S, H, D] (the varlen cost at
@@ -173,66 +230,28 @@ def measure_varlen(case, mixed, args):
         lens = [int(x) for x in lens]
     else:
         lens = [s] * b
-    n = 3
-    sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in ((total, hq, d), (total, hkv, d), (total, hkv, d)))
-            for _ in range(n)]
-    gouts = [torch.randn((total, hq, d), device=DEV, dtype=BF) for _ in range(n)]
-    outs = [torch.empty((total, hq, d), device=DEV, dtype=BF) for _ in range(n)]
-    lses = [torch.empty((hq, total), device=DEV, dtype=torch.float32) for _ in range(n)]
-    grads = [torch.empty_like(t) for t in sets[0]]
     cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(b)], device=DEV, dtype=torch.int32)
-    q0, k0, v0 = sets[0]
-    kw = dict(causal=causal, varlen=True, batch=b, max_seqlen_q=max(lens), max_seqlen_k=max(lens))
-    plans = {}
-    for name, kernel in (("ours", "auto"), ("flash", "flash")):
-        plans[name] = (bc.AttentionPlan.select(bc.AttentionDescriptor(
-            "attention", spec(q0), spec(k0), spec(v0), spec(outs[0]), lse=True, kernel=kernel, **kw)),
-            bc.AttentionPlan.select(bc.AttentionDescriptor(
-                "attention_backward", spec(q0), spec(k0), spec(v0), spec(outs[0]), kernel=kernel, **kw)))
-    ws = torch.empty(max(p.workspace_bytes() for pair in plans.values() for p in pair) + 256, device=DEV,
-                     dtype=torch.uint8)
-
-    def fwd(name, i):
-        plans[name][0].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], cu_seqlens_q=cu,
-                           cu_seqlens_k=cu, workspace=ws)
-
-    def bwd(name, i):
-        plans[name][1].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], grad_out=gouts[i],
-                           grad_q=grads[0], grad_k=grads[1], grad_v=grads[2], cu_seqlens_q=cu, cu_seqlens_k=cu,
-                           workspace=ws)
-
-    fwd("flash", 0)
-    flash_out = outs[0].clone()
-    fwd("ours", 0)
-    err = C.rel_err(outs[0], flash_out)
-    benches = {}
-    for name in plans:
-        benches[f"{name} fwd"] = C.GpuBench(lambda i, name=name: fwd(name, i), n)
-    for i in range(n):
-        fwd("ours", i)
-    for name in plans:
-        benches[f"{name} bwd"] = C.GpuBench(lambda i, name=name: bwd(name, i), n)
+    r = OursAndFlash((total, hq, d), (total, hkv, d), (hq, total),
+                     dict(causal=causal, varlen=True, batch=b, max_seqlen_q=max(lens), max_seqlen_k=max(lens)),
+                     dict(cu_seqlens_q=cu, cu_seqlens_k=cu))
+    benches = r.benches()
+    err = r.err
     if not mixed:  # the same tokens as [B, S, H, D] through the plan's own choice
+        q0, k0, v0 = r.sets[0]
         dense = lambda t: t.view(b, s, t.shape[1], d)  # noqa: E731
         dplan = bc.AttentionPlan.select(bc.AttentionDescriptor(
-            "attention", spec(dense(q0)), spec(dense(k0)), spec(dense(v0)), spec(dense(outs[0])), causal=causal))
+            "attention", spec(dense(q0)), spec(dense(k0)), spec(dense(v0)), spec(dense(r.outs[0])), causal=causal))
         dense_out = torch.empty((b, s, hq, d), device=DEV, dtype=BF)
-        dplan.run(q=dense(q0), k=dense(k0), v=dense(v0), out=dense_out, workspace=ws)
-        fwd("ours", 0)
-        err = max(err, C.rel_err(outs[0], dense_out.view(total, hq, d)))
+        dplan.run(q=dense(q0), k=dense(k0), v=dense(v0), out=dense_out, workspace=r.ws)
+        r.fwd("ours", 0)
+        r.err = max(err, C.rel_err(r.outs[0], dense_out.view(total, hq, d)))
         benches["dense fwd"] = C.GpuBench(
-            lambda i: dplan.run(q=dense(sets[i][0]), k=dense(sets[i][1]), v=dense(sets[i][2]), out=dense_out,
-                                workspace=ws), n)
+            lambda i: dplan.run(q=dense(r.sets[i][0]), k=dense(r.sets[i][1]), v=dense(r.sets[i][2]), out=dense_out,
+                                workspace=r.ws), r.n)
     t = C.measure(benches, iters=args.iters, passes=args.passes)
-    flops = 4.0 * hq * d * sum(x * x for x in lens) * (0.5 if causal else 1.0)
-    tf = {k: (flops * (2.5 if "bwd" in k else 1.0)) / v.median / 1e12 for k, v in t.items()}
-    row = dict(key=f"varlen {'mixed' if mixed else 'equal'} {key_of(case, False)[4:]}", lens=lens,
-               sku=plans["ours"][0].sku.name, bwd_sku=plans["ours"][1].sku.name, rel_err=err, ok=err < TOL,
-               **{k.replace(" ", "_") + "_tflops": v for k, v in tf.items()})
-    if "dense fwd" in t:
-        row["varlen_over_dense"] = t["ours fwd"].median / t["dense fwd"].median
-    print(row["key"], {k: f"{v:.0f}" for k, v in tf.items()}, f"rel_err {err:.1e}", row["sku"], flush=True)
-    return row
+    more = {"varlen_over_dense": t["ours fwd"].median / t["dense fwd"].median} if "dense fwd" in t else {}
+    return r.row(f"varlen {'mixed' if mixed else 'equal'} {key_of(case, False)[4:]}", t,
+                 4.0 * hq * d * sum(x * x for x in lens) * (0.5 if causal else 1.0), lens=lens, **more)
 
 
 def measure_sinks(case, window, args):
@@ -240,49 +259,13 @@ def measure_sinks(case, window, args):
     forward (lse on) and backward: the plan's own choice (cuDNN's sink token where built) against our
     flash kernel. torch's SDPA has no sinks."""
     b, s, hq, hkv, d, causal = case
-    n = 3
-    sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in ((b, s, hq, d), (b, s, hkv, d), (b, s, hkv, d)))
-            for _ in range(n)]
     sinks = torch.randn(hq, device=DEV)
-    gouts = [torch.randn((b, s, hq, d), device=DEV, dtype=BF) for _ in range(n)]
-    outs = [torch.empty((b, s, hq, d), device=DEV, dtype=BF) for _ in range(n)]
-    lses = [torch.empty((b, hq, s), device=DEV) for _ in range(n)]
-    grads = [torch.empty_like(t) for t in sets[0]] + [torch.empty_like(sinks)]
-    q0, k0, v0 = sets[0]
-    kw = dict(causal=causal, sinks=True, window_left=window)
-    plans = {name: (bc.AttentionPlan.select(bc.AttentionDescriptor(
-        "attention", spec(q0), spec(k0), spec(v0), spec(outs[0]), lse=True, kernel=kernel, **kw)),
-        bc.AttentionPlan.select(bc.AttentionDescriptor(
-            "attention_backward", spec(q0), spec(k0), spec(v0), spec(outs[0]), kernel=kernel, **kw)))
-        for name, kernel in (("ours", "auto"), ("flash", "flash"))}
-    ws = torch.empty(max(p.workspace_bytes() for pair in plans.values() for p in pair) + 256, device=DEV,
-                     dtype=torch.uint8)
-
-    def fwd(name, i):
-        plans[name][0].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], sinks=sinks,
-                           workspace=ws)
-
-    def bwd(name, i):
-        plans[name][1].run(q=sets[i][0], k=sets[i][1], v=sets[i][2], out=outs[i], lse=lses[i], sinks=sinks,
-                           grad_out=gouts[i], grad_q=grads[0], grad_k=grads[1], grad_v=grads[2],
-                           grad_sinks=grads[3], workspace=ws)
-
-    fwd("flash", 0)
-    ref = outs[0].clone()
-    fwd("ours", 0)
-    err = C.rel_err(outs[0], ref)
-    benches = {f"{name} fwd": C.GpuBench(lambda i, name=name: fwd(name, i), n) for name in plans}
-    for i in range(n):
-        fwd("ours", i)
-    benches.update({f"{name} bwd": C.GpuBench(lambda i, name=name: bwd(name, i), n) for name in plans})
-    t = C.measure(benches, iters=args.iters, passes=args.passes)
+    r = OursAndFlash((b, s, hq, d), (b, s, hkv, d), (b, hq, s), dict(causal=causal, sinks=True, window_left=window),
+                     dict(sinks=sinks), dict(grad_sinks=torch.empty_like(sinks)))
+    t = C.measure(r.benches(), iters=args.iters, passes=args.passes)
     keys = sum(min(i + 1, window + 1) if window >= 0 else (i + 1 if causal else s) for i in range(s))
-    flops = 4.0 * b * hq * d * keys
-    tf = {k: flops * (2.5 if "bwd" in k else 1.0) / v.median / 1e12 for k, v in t.items()}
-    key = f"sinks {key_of(case, False)[4:]}" + (f" window {window}" if window >= 0 else "")
-    print(key, {k: f"{v:.0f}" for k, v in tf.items()}, f"rel_err {err:.1e}", plans["ours"][0].sku.name, flush=True)
-    return dict(key=key, sku=plans["ours"][0].sku.name, bwd_sku=plans["ours"][1].sku.name, rel_err=err,
-                ok=err < TOL, **{k.replace(" ", "_") + "_tflops": v for k, v in tf.items()})
+    return r.row(f"sinks {key_of(case, False)[4:]}" + (f" window {window}" if window >= 0 else ""), t,
+                 4.0 * b * hq * d * keys)
 
 
 def main():
