@@ -32,7 +32,9 @@ enum Uid : int64_t {
 struct Strides {
   int64_t batch, head, row;
 };
-using Key = std::vector<int64_t>;  // device, then Strides of q, k, v, out (+ grad_out, grad_q, grad_k, grad_v)
+// device, then Strides of q, k, v, out (+ grad_out, grad_q, grad_k, grad_v), then 1 for a graph told
+// top-left (Graphs::same_lengths), else 0
+using Key = std::vector<int64_t>;
 
 Strides of_strides(const int64_t* st, size_t rank) {
   if (rank == 3) return {st[0], st[1], st[0]};
@@ -71,11 +73,11 @@ std::vector<RaggedSlot> ragged_slots(bool backward, bool stats) {
 }
 
 template <class Attributes>
-void set_band(Attributes& a, const attention::Geometry& g) {
+void set_band(Attributes& a, const attention::Geometry& g, bool equal_lengths) {
   if (g.window_left < 0 && g.window_right < 0) return;
   // With Sq == Sk the alignments agree; cuDNN's causal backward is faster told top-left
-  // (docs/benchmarks.md). Not so where each sequence has its own lengths.
-  const bool top_left = g.top_left || (g.sq == g.sk && !g.varlen && !g.has_seqused_k);
+  // (docs/benchmarks.md). Per-sequence lengths agree only when the run says so (equal_lengths).
+  const bool top_left = g.top_left || equal_lengths || (g.sq == g.sk && !g.varlen && !g.has_seqused_k);
   a.set_diagonal_alignment(top_left ? fe::DiagonalAlignment_t::TOP_LEFT : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
   if (g.window_right >= 0) a.set_diagonal_band_right_bound(int(g.window_right));
   // cuDNN's left bound counts the diagonal: key j is visible when j > pos - left_bound.
@@ -98,6 +100,10 @@ struct Graphs {
   bool ragged = false;   // packed sequences: ragged offsets place them
   bool stats_in_workspace = false;  // cuDNN's stats are ours to place (packed forward lse, every padded backward)
   std::vector<RaggedSlot> slots;    // ragged: the operands given ragged offsets (slot r: uid kRagged + r)
+  // Packed self-attention (one offsets tensor for q and k, no seqused_k, as many key as query rows):
+  // every sequence has Sq == Sk, so a causal band is the same told top-left, which cuDNN runs faster;
+  // a second graph, built at select, serves such runs.
+  bool same_lengths = false;
   int64_t sq = 0, sk = 0;           // the graph's sequence dims
   int64_t total_q = 0, total_k = 0; // the backward's bound of the packed totals
   Key signature;                    // what the graph depends on besides the device and the strides
@@ -158,7 +164,7 @@ struct Graphs {
       if (g.sinks)
         a.set_sink_token(graph->tensor(fe::graph::Tensor_attributes().set_name("sinks").set_uid(kSink).set_dim(
             {1, g.hq, 1, 1}).set_stride({g.hq, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT)));
-      set_band(a, g);
+      set_band(a, g, key.back() != 0);
       auto [o, stats] = graph->sdpa(q, k, v, a);
       output(o, kO, dims(g.hq, sq, g.dv), st[3]);
       if (desc.lse) {
@@ -182,7 +188,7 @@ struct Graphs {
       if (desc.deterministic) a.set_deterministic_algorithm(true);
       if (padded) a.set_padding_mask(true).set_seq_len_q(seq_len_q).set_seq_len_kv(seq_len_kv);
       if (ragged) a.set_max_total_seq_len_q(total_q).set_max_total_seq_len_kv(total_k);
-      set_band(a, g);
+      set_band(a, g, key.back() != 0);
       auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, grad_out, stats, a);
       output(dq, kGradQ, dims(g.hq, sq, g.d), st[5]);
       output(dk, kGradK, dims(g.hkv, sk, g.d), st[6]);
@@ -317,12 +323,23 @@ std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const atten
   for (const TensorSpec* s : {&desc.q, &desc.k, &desc.v, &desc.out}) append(key, of_spec(*s));
   if (G->backward)  // grad_out like out, each gradient like its input
     for (const TensorSpec* s : {&desc.out, &desc.q, &desc.k, &desc.v}) append(key, of_spec(*s));
+  key.push_back(0);
   auto graph = G->find_or_make(key, why);
   if (!graph) return nullptr;
   int64_t cudnn_bytes = 0;
   if (!graph->get_workspace_size(cudnn_bytes).is_good()) {
     why = "cuDNN did not report the graph's workspace";
     return nullptr;
+  }
+  if (g.varlen && !g.has_seqused_k && g.total_q == g.total_k && !g.top_left &&
+      (g.window_left >= 0 || g.window_right >= 0)) {
+    key.back() = 1;
+    std::string why_not;  // without it, every run takes the bottom-right graph
+    int64_t bytes = 0;
+    if (auto same = G->find_or_make(key, why_not); same && same->get_workspace_size(bytes).is_good()) {
+      G->same_lengths = true;
+      cudnn_bytes = std::max(cudnn_bytes, bytes);
+    }
   }
   G->workspace = G->aux + cudnn_bytes;
   return G;
@@ -336,6 +353,7 @@ void run(const Graphs& G, const AttentionTensors& t, const attention::Pointers& 
   for (const TensorView* v : {&t.q, &t.k, &t.v, &t.out}) append(key, of_view(*v));
   if (G.backward)
     for (const TensorView* v : {&t.grad_out, &t.grad_q, &t.grad_k, &t.grad_v}) append(key, of_view(*v));
+  key.push_back(G.same_lengths && t.cu_seqlens_q.data == t.cu_seqlens_k.data);
   auto graph = G.get(key);
   int64_t need = 0;
   if (!graph->get_workspace_size(need).is_good() || G.aux + need > workspace_size)
