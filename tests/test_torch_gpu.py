@@ -482,9 +482,9 @@ def test_attention_module():
 
 def test_patched_attention_sinks_and_softcap_run_ours_in_bf16(monkeypatch):
     """gpt-oss (attention sinks, s_aux; sliding-window and full layers) and Gemma-2 (logit softcap):
-    patch() runs the maskless 16-bit calls on bt.attention with the sinks / softcap (the sliding layers
-    with a window mask on the model's eager path); logits and gradients, the sinks' included, agree
-    with the unpatched (eager) model."""
+    patch() runs the 16-bit calls without padding on bt.attention with the sinks / softcap and, on the
+    sliding layers, the window (past it too); logits and gradients, the sinks' included, agree with the
+    unpatched (eager) model."""
     transformers = pytest.importorskip("transformers")
     if not hasattr(transformers, "GptOssConfig") or not hasattr(transformers, "Gemma2Config"):
         pytest.skip("this transformers has no gpt-oss / Gemma-2")
@@ -500,7 +500,8 @@ def test_patched_attention_sinks_and_softcap_run_ours_in_bf16(monkeypatch):
     calls = []
     real = bt.attention
     monkeypatch.setattr(bt, "attention", lambda *a, **k: calls.append((k.get("sinks") is not None,
-                                                                       k.get("softcap"))) or real(*a, **k))
+                                                                       k.get("softcap"), k.get("window")))
+                        or real(*a, **k))
     for cls, make_cfg in cases:
         torch.manual_seed(0)
         ref = cls(make_cfg()).to(DEV, torch.bfloat16)
@@ -513,8 +514,9 @@ def test_patched_attention_sinks_and_softcap_run_ours_in_bf16(monkeypatch):
         calls.clear()
         ids = torch.randint(0, 512, (2, 12), device=DEV)  # shorter than the window: no mask on any layer
         a, b = ref(input_ids=ids, labels=ids), ours(input_ids=ids, labels=ids)
-        assert len(calls) == 2 and all(c == ((cls is transformers.GptOssForCausalLM), 20.0 if cls is
-                                            transformers.Gemma2ForCausalLM else None) for c in calls), calls
+        sinks, softcap = cls is transformers.GptOssForCausalLM, 20.0 if cls is transformers.Gemma2ForCausalLM else None
+        layers = [(sinks, softcap, (15, -1)), (sinks, softcap, None)]  # a sliding layer, a full one
+        assert calls == layers, calls
         torch.testing.assert_close(b.logits.float(), a.logits.float(), atol=0.15, rtol=0.05)
         a.loss.backward()
         b.loss.backward()
@@ -524,6 +526,8 @@ def test_patched_attention_sinks_and_softcap_run_ours_in_bf16(monkeypatch):
             assert pb.grad is not None and torch.isfinite(pb.grad).all(), name
             rel = (pb.grad.float() - pa.grad.float()).norm() / pa.grad.float().norm().clamp_min(1e-12)
             assert rel < 0.1, (cls.__name__, name, float(rel))
-        ids = torch.randint(0, 512, (2, 40), device=DEV)  # past the window: the sliding layers take eager
+        calls.clear()
+        ids = torch.randint(0, 512, (2, 40), device=DEV)  # past the window
         torch.testing.assert_close(ours(input_ids=ids).logits.float(), ref(input_ids=ids).logits.float(),
                                    atol=0.15, rtol=0.05)
+        assert calls == layers, calls

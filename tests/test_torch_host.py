@@ -193,7 +193,7 @@ def _patched_pair(model_cls, cfg, sink_std=None):
     ours = model_cls(copy.deepcopy(cfg))
     ours.load_state_dict(ref.state_dict())
     bt.patch(ours, rms_norm=False, loss=False)
-    assert ours.config._attn_implementation == "baracuda" and ref.config._attn_implementation == "eager"
+    assert ours.config._attn_implementation == "baracuda" and ref.config._attn_implementation in ("eager", "sdpa")
     return ref, ours
 
 
@@ -221,6 +221,24 @@ def test_patched_attention_keeps_sinks_and_softcap():
         for kw in ({}, {"attention_mask": mask}):
             torch.testing.assert_close(ours(input_ids=ids, **kw).logits, ref(input_ids=ids, **kw).logits,
                                        msg=lambda m: f"{model_cls.__name__} {list(kw)}: {m}")
+
+
+def test_patched_sliding_window_without_a_mask():
+    """A sliding-window layer without padding gets no mask from patch's mask rules (the window is the
+    attention function's, from the layer's sliding_window); off the GPU path the window becomes a mask
+    again: Mistral (SDPA path) and the q_len == 1 decode step with a cache longer than the window."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4)
+    ref, ours = _patched_pair(transformers.MistralForCausalLM, cfg)
+    ids = torch.randint(0, 64, (2, 11), generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(ours(input_ids=ids).logits, ref(input_ids=ids).logits)
+    from baracuda.torch._patch import _unmasked
+    q, k = torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 7, 2)
+    assert _unmasked(None, q, k, None, 4)[0, 0, 0].tolist() == [False] * 3 + [True] * 4
+    q = torch.zeros(1, 1, 5, 2)
+    vis = _unmasked(None, q, q, True, 2)[0, 0]
+    assert vis.tolist() == [[j <= i and j > i - 2 for j in range(5)] for i in range(5)]
 
 
 def test_inspectable_signatures():

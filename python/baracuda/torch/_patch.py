@@ -7,10 +7,10 @@ nn.Embedding -> Embedding (with ``embedding=True``); the
 causal-LM loss -> our cross-entropy (no float32 copy of the logits); with ``linear=True`` every
 other nn.Linear -> Linear. Attention (``attention=True``): the model's attention implementation
 becomes "baracuda" (transformers' AttentionInterface), which runs bt.attention for 16-bit causal or
-full attention without a mask (with the model's attention sinks, gpt-oss's ``s_aux``, and logit
-softcap, Gemma-2's, where it passes them) and hands every other call (a padding or sliding-window
-mask, dropout, float32) to transformers' SDPA path unchanged, or, for a model that passes sinks or a
-softcap (which SDPA cannot take), to its modeling file's own eager attention.
+full attention without a padding mask (with the layer's sliding window, the model's attention sinks,
+gpt-oss's ``s_aux``, and logit softcap, Gemma-2's, where it passes them) and hands every other call
+(a padding mask, dropout, float32) to transformers' SDPA path, or, for a model that passes sinks or
+a softcap (which SDPA cannot take), to its modeling file's own eager attention.
 """
 import sys
 
@@ -96,6 +96,27 @@ def _causal(module, query, is_causal):
     return query.shape[2] > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
 
 
+def _window(module, kwargs):
+    """The layer's sliding window (keys j > i - window are seen), as transformers passes it to an
+    attention function for flash attention; None for a full-attention layer."""
+    w = kwargs.get("sliding_window", getattr(module, "sliding_window", None))
+    return w if isinstance(w, int) and w > 0 else None
+
+
+def _unmasked(module, query, key, is_causal, window):
+    """The boolean mask [1, 1, Sq, Sk] a call without one means, as SDPA's is_causal would read it
+    (causal: top-left, query i sees keys 0..i; a single query row sees every key) with the layer's
+    sliding window applied (a single row: its position is the last key's)."""
+    sq, sk = query.shape[2], key.shape[2]
+    causal = _causal(module, query, is_causal)
+    pos = torch.arange(sq, device=query.device)[:, None] + (0 if causal else sk - sq)
+    j = torch.arange(sk, device=query.device)[None, :]
+    vis = j <= pos if causal else torch.ones(sq, sk, dtype=torch.bool, device=query.device)
+    if window is not None:
+        vis = vis & (j > pos - window)
+    return vis[None, None]
+
+
 def _eager_attention(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs):
     """The call through the model's own eager attention (its modeling file's eager_attention_forward):
     for sinks and softcap, which transformers' SDPA path drops or refuses. The masks made by SDPA's
@@ -108,7 +129,7 @@ def _eager_attention(module, query, key, value, attention_mask, dropout, scaling
                           "SDPA path cannot take, and its modeling file has no eager_attention_forward; patch the "
                           "model with attention=False")
     if attention_mask is None and _causal(module, query, is_causal):
-        attention_mask = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool, device=query.device).tril()[None, None]
+        attention_mask = _unmasked(module, query, key, is_causal, None)
     if attention_mask is not None and attention_mask.dtype == torch.bool:
         attention_mask = torch.zeros(attention_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
             ~attention_mask, torch.finfo(query.dtype).min)
@@ -124,10 +145,14 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from . import attention
     sinks, softcap = kwargs.get("s_aux"), kwargs.get("softcap")
+    window = _window(module, kwargs)
     plain = (attention_mask is None and not dropout and kwargs.get("position_bias") is None
              and not kwargs.get("output_attentions", False)
              and query.dtype in (torch.float16, torch.bfloat16) and query.is_cuda)
     if not plain:
+        if attention_mask is None and window is not None and window < key.shape[2]:
+            # _sliding_mask left the window to us: the other paths get it as a mask
+            attention_mask = _unmasked(module, query, key, is_causal, window)
         if sinks is not None or softcap is not None:
             return _eager_attention(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
@@ -138,10 +163,22 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         # transformers skips the mask here only for a prefill into an empty (static) cache: the
         # keys past q_len are unwritten slots, as its SDPA path assumes too
         key, value = key[:, :, :q_len], value[:, :, :q_len]
+    # causal: as many keys as queries here, so the alignments agree; a single query row (no causal
+    # band) is the last position, which only the window reads: bottom-right
     out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal, scale=scaling,
-                    causal_alignment="top_left", softcap=softcap,
+                    causal_alignment="top_left" if causal else "bottom_right", softcap=softcap,
+                    window=None if window is None else (window - 1, -1),
                     sinks=None if sinks is None else sinks.to(torch.float32))
     return out, None
+
+
+def _sliding_mask(*args, **kwargs):
+    """transformers' SDPA mask rules, except that a sliding-window layer's mask is skipped (None) where a
+    plain causal one would be (no padding): attention_forward applies the layer's window itself."""
+    from transformers.masking_utils import sdpa_mask
+    if kwargs.get("allow_is_causal_skip", True):
+        kwargs["local_size"] = None
+    return sdpa_mask(*args, **kwargs)
 
 
 def _route_attention(model):
@@ -149,14 +186,14 @@ def _route_attention(model):
     switches the model to it. False when the model or transformers has no attention interface."""
     try:
         from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+        from transformers.masking_utils import AttentionMaskInterface
     except ImportError:
         return False
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         return False
     AttentionInterface.register("baracuda", attention_forward)
-    AttentionMaskInterface.register("baracuda", sdpa_mask)
+    AttentionMaskInterface.register("baracuda", _sliding_mask)
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation("baracuda")
     else:
