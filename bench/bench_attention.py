@@ -8,6 +8,7 @@
     python3 bench/bench_attention.py --tiles       # also every compiled flash forward tile
     python3 bench/bench_attention.py --rows varlen # packed sequences (equal and mixed lengths), fwd + bwd
     python3 bench/bench_attention.py --rows sinks  # gpt-oss attention sinks (full and sliding window)
+    python3 bench/bench_attention.py --rows 'softcap|alibi'  # Gemma-2's softcap, ALiBi slopes
     OUT=/tmp/out python3 bench/bench_attention.py  # also $OUT/bench_attention.{md,json,txt}
 
 The grid is flash-attention's: batch = 16384 / seqlen, hidden 2048 (heads = 2048 / D), bf16; plus
@@ -153,13 +154,13 @@ def measure_row(case, backward, tile, args):
         res[f"{name}_tflops"] = r.flops / t[name].median / 1e12 if name in t else None
     for name in BACKENDS:
         res[f"vs_{name}"] = t[name].median / t["ours"].median if name in t else None
-    del r
+    r = None  # the benches' closures hold the row's tensors
     C.free_memory()
     return res
 
 
 class OursAndFlash:
-    """What the varlen and sinks rows share: q / k / v sets (q_shape, kv_shape; rotated against L2), the
+    """What the varlen and score-rule rows share: q / k / v sets (q_shape, kv_shape; rotated against L2), the
     plan's own choice ("ours", cuDNN where built) and our flash kernel ("flash") selected with `desc`,
     forward (lse on) and backward, run with the same extra operands."""
     n = 3
@@ -254,18 +255,33 @@ def measure_varlen(case, mixed, args):
                  4.0 * hq * d * sum(x * x for x in lens) * (0.5 if causal else 1.0), lens=lens, **more)
 
 
-def measure_sinks(case, window, args):
-    """Attention sinks (gpt-oss: a learned logit per head, sliding window on alternate layers),
-    forward (lse on) and backward: the plan's own choice (cuDNN's sink token where built) against our
-    flash kernel. torch's SDPA has no sinks."""
+def measure_rules(label, case, window, desc, extras, grad_extras, args):
+    """Dense attention under score rules torch's SDPA lacks (sinks, softcap, ALiBi), forward (lse on)
+    and backward: the plan's own choice (cuDNN where built: its sink token, its score modifier)
+    against our flash kernel."""
     b, s, hq, hkv, d, causal = case
-    sinks = torch.randn(hq, device=DEV)
-    r = OursAndFlash((b, s, hq, d), (b, s, hkv, d), (b, hq, s), dict(causal=causal, sinks=True, window_left=window),
-                     dict(sinks=sinks), dict(grad_sinks=torch.empty_like(sinks)))
+    r = OursAndFlash((b, s, hq, d), (b, s, hkv, d), (b, hq, s), dict(causal=causal, window_left=window, **desc),
+                     extras, grad_extras)
     t = C.measure(r.benches(), iters=args.iters, passes=args.passes)
     keys = sum(min(i + 1, window + 1) if window >= 0 else (i + 1 if causal else s) for i in range(s))
-    return r.row(f"sinks {key_of(case, False)[4:]}" + (f" window {window}" if window >= 0 else ""), t,
+    return r.row(f"{label} {key_of(case, False)[4:]}" + (f" window {window}" if window >= 0 else ""), t,
                  4.0 * b * hq * d * keys)
+
+
+def rule_rows():
+    """(label, case, window, descriptor rules, run extras, backward extras): gpt-oss sinks (a learned
+    logit per head, sliding window on alternate layers), Gemma-2's softcap, ALiBi slopes."""
+    hq = 64
+    sinks = torch.randn(hq, device=DEV)
+    return [("sinks", (1, 8192, hq, 8, 64, True), 128, dict(sinks=True), dict(sinks=sinks),
+             dict(grad_sinks=torch.empty_like(sinks))),
+            ("sinks", (1, 8192, hq, 8, 64, True), -1, dict(sinks=True), dict(sinks=sinks),
+             dict(grad_sinks=torch.empty_like(sinks))),
+            ("softcap 50", (2, 4096, 16, 8, 128, False), -1, dict(softcap=50.0), {}, {}),
+            ("softcap 50", (2, 4096, 16, 8, 128, True), -1, dict(softcap=50.0), {}, {}),
+            ("softcap 50", (2, 4096, 16, 8, 128, True), 4096 // 2, dict(softcap=50.0), {}, {}),
+            ("alibi", (2, 4096, 32, 32, 128, True), -1, dict(alibi=1),
+             dict(alibi_slopes=torch.rand(32, device=DEV) * 0.1), {})]
 
 
 def main():
@@ -323,13 +339,14 @@ def main():
                       C.fmt(r["vs_fa2"], ".2f") + ("x" if r["vs_fa2"] else ""),
                       C.fmt(r["vs_cudnn"], ".2f") + ("x" if r["vs_cudnn"] else ""),
                       "ok" if r["ok"] else "FAILED", r["sku"]])
-    if not args.rows or re.search(args.rows, "sinks"):
-        for case, window in [((1, 8192, 64, 8, 64, True), 128), ((1, 8192, 64, 8, 64, True), -1)]:
-            try:
-                varlen_rows.append(measure_sinks(case, window, args))
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                varlen_rows.append(dict(key=f"sinks {case}", error=f"{type(e).__name__}: {e}", ok=False))
+    for label, case, window, desc, extras, grad_extras in rule_rows():
+        if args.rows and not re.search(args.rows, label):
+            continue
+        try:
+            varlen_rows.append(measure_rules(label, case, window, desc, extras, grad_extras, args))
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            varlen_rows.append(dict(key=f"{label} {case}", error=f"{type(e).__name__}: {e}", ok=False))
     vheaders = ["row", "ours fwd TFLOP/s", "our flash fwd", "dense fwd", "varlen / dense time", "ours bwd",
                 "our flash bwd", "check", "sku"]
     vtable = [[r["key"], "-", "-", "-", "-", "-", "-", "ERROR", r["error"][:60]] if r.get("error") else

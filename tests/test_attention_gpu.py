@@ -153,12 +153,14 @@ RULES = [
 ]
 
 
-def _rule_inputs(rule, hq, g, dt):
+def _rule_inputs(rule, hq, g, dt, batch=1):
+    """The call's kwargs and the reference's for `rule` (alibi=True: slopes [Hq]; "batch": [B, Hq])."""
     kw = {k: v for k, v in rule.items() if k not in ("alibi", "sinks")}
     ref = dict(causal=kw.get("causal", False), top_left=kw.get("causal_alignment") == "top_left",
                window=kw.get("window", (-1, -1)), softcap=kw.get("softcap", 0.0), scale=kw.get("scale"))
     if rule.get("alibi"):
-        kw["alibi_slopes"] = ref["slopes"] = torch.rand(hq, generator=g, device=DEV) * 0.5
+        shape = (batch, hq) if rule["alibi"] == "batch" else (hq,)
+        kw["alibi_slopes"] = ref["slopes"] = torch.rand(shape, generator=g, device=DEV) * 0.5
     if rule.get("sinks"):
         sd = torch.float64 if dt == torch.float64 else torch.float32
         kw["sinks"] = ref["sinks"] = (torch.randn(hq, generator=g, device=DEV) * 2).to(sd)
@@ -167,7 +169,7 @@ def _rule_inputs(rule, hq, g, dt):
 
 def check_rule(q, k, v, kernel, rule, g):
     """`kernel` under `rule` against the float64 reference (out and lse); returns the call's kwargs."""
-    kw, ref = _rule_inputs(rule, q.shape[2], g, q.dtype)
+    kw, ref = _rule_inputs(rule, q.shape[2], g, q.dtype, q.shape[0])
     out, lse = run(q, k, v, kernel, **kw)
     want, wlse = ref_attention(q, k, v, **ref)
     check_close(out, want, q.dtype, f"{kernel} {rule}")
@@ -282,7 +284,7 @@ def check_backward(q, k, v, case, g, kernel, deterministic=False):
     reference, then a second run that must give the same bits (our kernels always; cuDNN's when
     deterministic)."""
     dt = q.dtype
-    kw, ref = _rule_inputs(case, q.shape[2], g, dt)
+    kw, ref = _rule_inputs(case, q.shape[2], g, dt, q.shape[0])
     out, lse = bc.attention(q, k, v, return_lse=True, **kw)
     gout = rnd(out.shape, dt, g)
     poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
@@ -463,15 +465,48 @@ def test_cudnn_rules(rule, shape):
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()))
 @pytest.mark.parametrize("sq,sk", [(70, 150), (150, 70)])
 def test_auto_routes_every_rule(rule, sq, sk):
-    """kernel='auto' takes cuDNN where it can and our kernels where it cannot (softcap, ALiBi, sinks,
-    rows that see no key): right either way, and a case cuDNN refuses names why under kernel='cudnn'.
-    Sinks are cuDNN's sink token."""
+    """kernel='auto' takes cuDNN where it can and our kernels where it cannot (rows that see no key):
+    right either way. Sinks are cuDNN's sink token; softcap and ALiBi its score modifier."""
     dt = torch.bfloat16
     g = gen(sq * 3 + sk)
     q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 1, 128), dt, g), rnd((2, sk, 1, 128), dt, g)
     kw = check_rule(q, k, v, "auto", rule, g)
-    if "softcap" in rule or "alibi" in rule:
-        with pytest.raises(errors.Unsupported, match="cudnn"):
+    if ("softcap" in rule or "alibi" in rule) and sq <= sk:  # (150, 70) bottom-right: rows without keys
+        wl, wr = kw.get("window", (-1, -1))
+        rules = {n: kw[n] for n in ("causal", "causal_alignment", "softcap", "scale") if n in kw}
+        plan = _plan(q, k, v, q, window_left=wl, window_right=wr, alibi=int("alibi_slopes" in kw), **rules)
+        assert plan.sku.backend == bc.Backend.cudnn
+
+
+SCORE_MODS = [  # softcap and ALiBi through cuDNN's score modifier, with the band it then applies
+    dict(softcap=2.0),
+    dict(causal=True, softcap=5.0, scale=0.3),
+    dict(causal=True, causal_alignment="top_left", softcap=3.0),
+    dict(alibi=True),
+    dict(alibi=True, causal=True),
+    dict(window=(-1, 7), alibi=True, softcap=4.0),
+]
+
+
+@needs_cudnn
+@pytest.mark.parametrize("rule", SCORE_MODS, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()))
+@pytest.mark.parametrize("sq,sk", [(70, 150), (128, 128), (1, 129)])  # every query row sees a key
+def test_cudnn_softcap_alibi(rule, sq, sk):
+    dt = torch.bfloat16
+    g = gen(sq * 5 + sk)
+    q, k, v = rnd((2, sq, 4, 128), dt, g), rnd((2, sk, 2, 128), dt, g), rnd((2, sk, 2, 128), dt, g)
+    kw = check_rule(q, k, v, "cudnn", rule, g)
+    if sq != 1:
+        check_backward(q, k, v, rule, g, "cudnn", deterministic=True)
+        check_backward(q, k, v, rule, g, "cudnn", deterministic=False)
+    # packed sequences or sinks with a modifier stay ours, and kernel='cudnn' says why
+    with pytest.raises(errors.Unsupported, match="dense batches without sinks"):
+        run(q, k, v, "cudnn", sinks=torch.zeros(4, device=DEV), **kw)
+    with pytest.raises(errors.Unsupported, match="not a left window"):  # cuDNN 9.19 refuses the graph
+        run(q, k, v, "cudnn", **{**kw, "window": (20, 7)})
+    if "alibi_slopes" in kw:  # slopes per sequence too stay ours
+        kw["alibi_slopes"] = kw["alibi_slopes"].expand(2, -1).contiguous()
+        with pytest.raises(errors.Unsupported, match="per head"):
             run(q, k, v, "cudnn", **kw)
 
 

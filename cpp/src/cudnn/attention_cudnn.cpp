@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -23,7 +24,7 @@ namespace {
 // Tensor uids of the variant pack: the operands, the per-sequence lengths, and the ragged offsets
 // of packed operands (kRagged + their slot, the order of ragged_slots).
 enum Uid : int64_t {
-  kQ = 1, kK, kV, kO, kStats, kGradOut, kGradQ, kGradK, kGradV, kSeqLenQ, kSeqLenKV, kSink, kRagged = 100
+  kQ = 1, kK, kV, kO, kStats, kGradOut, kGradQ, kGradK, kGradV, kSeqLenQ, kSeqLenKV, kSink, kAlibi, kRagged = 100
 };
 
 // Per operand, its batch / head / row strides (the last dim is contiguous): the graph's layout.
@@ -82,6 +83,83 @@ void set_band(Attributes& a, const attention::Geometry& g, bool equal_lengths) {
   if (g.window_right >= 0) a.set_diagonal_band_right_bound(int(g.window_right));
   // cuDNN's left bound counts the diagonal: key j is visible when j > pos - left_bound.
   if (g.window_left >= 0) a.set_diagonal_band_left_bound(int(g.window_left + 1));
+}
+
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+// Softcap and ALiBi (our slopes: cuDNN's alibi_mask makes its own) go through a score modifier, and
+// cuDNN takes no mask beside one, so the modifier also applies the causal / right bound: the contract
+// of attention_launch.h, s = softcap * tanh(s / softcap) - slope * |i + off - j|, -inf past the bound
+// (dense batches only: off = sk - sq bottom-right, else 0; no left window: rule_out).
+struct ScoreMod {
+  attention::Geometry g;
+  TensorPtr slopes;  // the graph's input [1, hq, 1, 1]
+  std::shared_ptr<fe::graph::attn::score_modifiers::Softcap> cap =
+      std::make_shared<fe::graph::attn::score_modifiers::Softcap>();
+
+  static bool needed(const attention::Geometry& g) { return g.softcap > 0 || g.alibi; }
+
+  TensorPtr forward(const std::shared_ptr<fe::graph::Graph>& sub, TensorPtr s) const {
+    using fe::PointwiseMode_t;
+    auto op = [&](TensorPtr a, TensorPtr b, PointwiseMode_t mode, const char* name, fe::DataType_t type) {
+      auto t = sub->pointwise(a, b, fe::graph::Pointwise_attributes().set_name(name).set_mode(mode).set_compute_data_type(
+                                        type == fe::DataType_t::BOOLEAN ? fe::DataType_t::BOOLEAN : fe::DataType_t::FLOAT));
+      t->set_data_type(type);
+      return t;
+    };
+    auto index = [&](int axis) {
+      auto t = sub->pointwise(s, fe::graph::Pointwise_attributes()
+                                     .set_name(axis == 2 ? "row_index" : "col_index")
+                                     .set_mode(PointwiseMode_t::GEN_INDEX)
+                                     .set_axis(axis)
+                                     .set_compute_data_type(fe::DataType_t::INT32));
+      t->set_data_type(fe::DataType_t::INT32);
+      return t;
+    };
+    auto scalar = [](float v) { return std::make_shared<fe::graph::Tensor_attributes>(v); };
+    if (g.softcap > 0) s = cap->forward(sub, s, scalar(float(g.softcap)));
+    if (!g.alibi && g.window_right < 0) return s;
+    const int32_t off = g.top_left ? 0 : int32_t(g.sk - g.sq);
+    auto int_scalar = [](int32_t v) { return std::make_shared<fe::graph::Tensor_attributes>(v); };
+    auto shifted = [&](TensorPtr idx, int32_t by) {  // an index plus a constant, in int32 as cuDNN's own masks
+      if (by == 0) return idx;
+      auto t = sub->pointwise(idx, int_scalar(by), fe::graph::Pointwise_attributes().set_name("shift").set_mode(
+                                                      PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::INT32));
+      t->set_data_type(fe::DataType_t::INT32);
+      return t;
+    };
+    auto row = index(2), col = index(3);
+    if (g.alibi) {  // |j - (i + off)|
+      auto rel = op(col, shifted(row, off), PointwiseMode_t::SUB, "j_minus_pos", fe::DataType_t::FLOAT);
+      auto dist = sub->pointwise(rel, fe::graph::Pointwise_attributes().set_name("abs").set_mode(PointwiseMode_t::ABS)
+                                          .set_compute_data_type(fe::DataType_t::FLOAT));
+      dist->set_data_type(fe::DataType_t::FLOAT);
+      s = op(s, op(dist, slopes, PointwiseMode_t::MUL, "alibi", fe::DataType_t::FLOAT), PointwiseMode_t::SUB,
+             "minus_alibi", fe::DataType_t::FLOAT);
+    }
+    if (g.window_right < 0) return s;
+    // j <= i + off + right, in the form cuDNN's causal mask takes (its 9.19 refuses a left bound's
+    // comparison here: rule_out)
+    auto keep = op(shifted(row, off + int32_t(g.window_right)), col, PointwiseMode_t::CMP_GE, "right_bound",
+                   fe::DataType_t::BOOLEAN);
+    auto masked = sub->pointwise(s, scalar(fe::graph::attn::score_modifiers::get_negative_inf_value()), keep,
+                                 fe::graph::Pointwise_attributes().set_name("mask").set_mode(
+                                     PointwiseMode_t::BINARY_SELECT));
+    return masked;
+  }
+  // The band and ALiBi pass the gradient through; softcap's derivative from the forward's tanh input.
+  TensorPtr backward(const std::shared_ptr<fe::graph::Graph>& sub, TensorPtr ds) const {
+    return cap->backward(sub, ds, std::make_shared<fe::graph::Tensor_attributes>(float(g.softcap)));
+  }
+};
+
+template <class Attributes>
+void set_rules(Attributes& a, const attention::Geometry& g, bool equal_lengths, const std::shared_ptr<ScoreMod>& mod) {
+  if (!mod) return set_band(a, g, equal_lengths);
+  a.set_score_mod([mod](std::shared_ptr<fe::graph::Graph> sub, TensorPtr s) { return mod->forward(sub, s); });
+  if constexpr (std::is_same_v<Attributes, fe::graph::SDPA_backward_attributes>)
+    if (g.softcap > 0)
+      a.set_score_mod_bprop([mod](std::shared_ptr<fe::graph::Graph> sub, TensorPtr ds) { return mod->backward(sub, ds); });
 }
 
 }  // namespace
@@ -154,6 +232,15 @@ struct Graphs {
       seq_len_q = index_tensor("seq_len_q", kSeqLenQ, g.batch, fe::DataType_t::INT32);
       seq_len_kv = index_tensor("seq_len_kv", kSeqLenKV, g.batch, fe::DataType_t::INT32);
     }
+    std::shared_ptr<ScoreMod> mod;
+    if (ScoreMod::needed(g)) {
+      mod = std::make_shared<ScoreMod>();
+      mod->g = g;
+      if (g.alibi)
+        mod->slopes = graph->tensor(fe::graph::Tensor_attributes().set_name("alibi_slopes").set_uid(kAlibi).set_dim(
+            {g.alibi_batch_stride ? g.batch : 1, g.hq, 1, 1}).set_stride({g.hq, 1, 1, 1}).set_data_type(
+            fe::DataType_t::FLOAT));
+    }
     auto q = input("q", kQ, dims(g.hq, sq, g.d), st[0]);
     auto k = input("k", kK, dims(g.hkv, sk, g.d), st[1]);
     auto v = input("v", kV, dims(g.hkv, sk, g.dv), st[2]);
@@ -164,7 +251,7 @@ struct Graphs {
       if (g.sinks)
         a.set_sink_token(graph->tensor(fe::graph::Tensor_attributes().set_name("sinks").set_uid(kSink).set_dim(
             {1, g.hq, 1, 1}).set_stride({g.hq, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT)));
-      set_band(a, g, key.back() != 0);
+      set_rules(a, g, key.back() != 0, mod);
       auto [o, stats] = graph->sdpa(q, k, v, a);
       output(o, kO, dims(g.hq, sq, g.dv), st[3]);
       if (desc.lse) {
@@ -188,7 +275,7 @@ struct Graphs {
       if (desc.deterministic) a.set_deterministic_algorithm(true);
       if (padded) a.set_padding_mask(true).set_seq_len_q(seq_len_q).set_seq_len_kv(seq_len_kv);
       if (ragged) a.set_max_total_seq_len_q(total_q).set_max_total_seq_len_kv(total_k);
-      set_band(a, g, key.back() != 0);
+      set_rules(a, g, key.back() != 0, mod);
       auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, grad_out, stats, a);
       output(dq, kGradQ, dims(g.hq, sq, g.d), st[5]);
       output(dk, kGradK, dims(g.hkv, sk, g.d), st[6]);
@@ -243,7 +330,11 @@ struct Graphs {
 
 std::string rule_out(const AttentionDescriptor&, const attention::Geometry& g) {
   if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return "cuDNN takes float16 / bfloat16";
-  if (g.softcap > 0 || g.alibi) return "the cuDNN backend has no softcap or ALiBi slopes";
+  if (ScoreMod::needed(g) && (g.varlen || g.has_seqused_k || g.sinks))
+    return "cuDNN takes softcap and ALiBi on dense batches without sinks";
+  if (g.alibi && g.alibi_batch_stride) return "cuDNN takes ALiBi slopes per head ([Hq]), not per sequence";
+  if (ScoreMod::needed(g) && g.window_left >= 0)
+    return "cuDNN takes softcap and ALiBi with a causal or right bound, not a left window";
   if (g.batch == 0 || g.hq == 0 || g.sq == 0 || g.sk == 0 || g.d == 0 || g.dv == 0) return "an empty operand";
   if (g.d % 8 != 0 || g.dv % 8 != 0 || g.d > 256 || g.dv > 256)
     return "cuDNN takes head dims that are multiples of 8, up to 256";
@@ -282,9 +373,11 @@ void shape(Graphs& G) {
   double scale = g.scale;
   int64_t scale_bits = 0;
   std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
+  int64_t softcap_bits = 0;
+  std::memcpy(&softcap_bits, &g.softcap, sizeof(softcap_bits));
   G.signature = {int64_t(g.dtype), G.backward, d.lse, d.deterministic, G.padded, G.ragged, g.batch, g.hq, g.hkv,
                  g.d, g.dv, G.sq, G.sk, G.total_q, G.total_k, g.top_left, g.window_left, g.window_right, scale_bits,
-                 g.sinks && !G.backward};
+                 g.sinks && !G.backward, softcap_bits, g.alibi, g.alibi_batch_stride};
   const int64_t stats_bytes = align256((g.varlen ? g.hq * g.total_q : g.batch * g.hq * g.sq) * int64_t(sizeof(float)));
   int64_t at = 0;
   if (G.padded) {
@@ -366,6 +459,7 @@ void run(const Graphs& G, const AttentionTensors& t, const attention::Pointers& 
   std::unordered_map<int64_t, void*> pack = {{kQ, t.q.data}, {kK, t.k.data}, {kV, t.v.data}, {kO, t.out.data}};
   if (G.backward || G.desc.lse) pack[kStats] = t.lse.data;
   if (G.geo.sinks && !G.backward) pack[kSink] = t.sinks.data;
+  if (G.geo.alibi) pack[kAlibi] = t.alibi_slopes.data;
   if (G.backward) {
     pack[kGradOut] = t.grad_out.data;
     pack[kGradQ] = t.grad_q.data;
