@@ -241,6 +241,25 @@ def test_patched_sliding_window_without_a_mask():
     assert vis.tolist() == [[j <= i and j > i - 2 for j in range(5)] for i in range(5)]
 
 
+def test_patch_mask_skips_sliding_windows_not_chunks():
+    """The "baracuda" mask function skips a sliding-window layer's mask (the window reaches bt.attention)
+    but keeps a chunked-attention layer's (Llama-4: local_size is its chunk), past the window / chunk."""
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+    from transformers.masking_utils import chunked_causal_mask_function, sliding_window_causal_mask_function
+    from baracuda.torch._patch import _baracuda_mask
+    common = dict(batch_size=1, q_length=12, kv_length=12, attention_mask=None, allow_is_causal_skip=True,
+                  local_size=4, device=torch.device("cpu"))
+    sliding = SimpleNamespace(sliding_window=4)
+    assert _baracuda_mask(mask_function=sliding_window_causal_mask_function(4), config=sliding, **common) is None
+    chunked = SimpleNamespace(sliding_window=None, attention_chunk_size=4)
+    m = _baracuda_mask(mask_function=chunked_causal_mask_function(4, torch.zeros(1, dtype=torch.long)),
+                       config=chunked, **common)
+    assert m is not None and not bool(m[0, 0, 11, 7])  # key 7 is in an earlier chunk than query 11
+    both = SimpleNamespace(sliding_window=4, attention_chunk_size=4)  # ambiguous: SDPA's mask
+    assert _baracuda_mask(mask_function=sliding_window_causal_mask_function(4), config=both, **common) is not None
+
+
 def test_inspectable_signatures():
     import inspect
     assert list(inspect.signature(bc.rms_norm).parameters)[:3] == ["x", "weight", "eps"]

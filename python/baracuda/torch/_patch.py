@@ -151,7 +151,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
              and query.dtype in (torch.float16, torch.bfloat16) and query.is_cuda)
     if not plain:
         if attention_mask is None and window is not None and window < key.shape[2]:
-            # _sliding_mask left the window to us: the other paths get it as a mask
+            # _baracuda_mask left the window to us: the other paths get it as a mask
             attention_mask = _unmasked(module, query, key, is_causal, window)
         if sinks is not None or softcap is not None:
             return _eager_attention(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs)
@@ -172,12 +172,16 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     return out, None
 
 
-def _sliding_mask(*args, **kwargs):
-    """transformers' SDPA mask rules, except that a sliding-window layer's mask is skipped (None) where a
-    plain causal one would be (no padding): attention_forward applies the layer's window itself."""
+def _baracuda_mask(*args, **kwargs):
+    """transformers' mask function for the "baracuda" attention: SDPA's rules (sdpa_mask), except that a
+    sliding-window layer's mask is skipped (None) where a plain causal one would be (no padding):
+    attention_forward applies the layer's window itself. A chunked-attention layer's mask (local_size
+    is also its chunk) and every mask with extra rules keep SDPA's treatment."""
     from transformers.masking_utils import sdpa_mask
-    if kwargs.get("allow_is_causal_skip", True):
-        kwargs["local_size"] = None
+    config, local = kwargs.get("config"), kwargs.get("local_size")
+    if (not args and kwargs.get("allow_is_causal_skip", True) and local is not None
+            and local == getattr(config, "sliding_window", None) and not getattr(config, "attention_chunk_size", None)):
+        kwargs = dict(kwargs, local_size=None)
     return sdpa_mask(*args, **kwargs)
 
 
@@ -193,7 +197,7 @@ def _route_attention(model):
     if config is None or not hasattr(config, "_attn_implementation"):
         return False
     AttentionInterface.register("baracuda", attention_forward)
-    AttentionMaskInterface.register("baracuda", _sliding_mask)
+    AttentionMaskInterface.register("baracuda", _baracuda_mask)
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation("baracuda")
     else:
