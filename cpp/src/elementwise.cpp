@@ -8,7 +8,7 @@
 #include "baracuda/elementwise.h"
 #include "baracuda/errors.h"
 #include "device_guard.h"
-#include "elementwise/ew_launch.h"
+#include "elementwise/elementwise_launch.h"
 #include "elementwise/ops.h"
 #include "plan_util.h"
 
@@ -16,14 +16,14 @@ namespace baracuda {
 
 namespace {
 
-using ew::EwLaunch;
+using elementwise::EwLaunch;
 
 // One kernel launch of a plan: its geometry and where its pointers come from at run().
 struct Step {
   EwLaunch L;
   int64_t out_offset = 0;                   // bytes, from the output pointer
-  int in_src[ew::kMaxInputs] = {0, 1, 2, 3};  // which run() input feeds kernel input i
-  int64_t in_offset[ew::kMaxInputs] = {};   // bytes
+  int in_src[elementwise::kMaxInputs] = {0, 1, 2, 3};  // which run() input feeds kernel input i
+  int64_t in_offset[elementwise::kMaxInputs] = {};   // bytes
 };
 
 // An operand as the geometry sees it: shape right-aligned to the iteration space.
@@ -130,9 +130,9 @@ std::string math_of(EwCategory c, int kind, DType t) {
   if (t == DType::Float64) return "f64 math (CUDA libm)";
   if (t == DType::Float32) return "f32 math (CUDA libm, <= 2 ulp transcendentals)";
   if (t == DType::Float16 || t == DType::BFloat16) {
-    const bool fast = (c == EwCategory::Unary && (kind == int(ew::UnaryKind::Silu) ||
-                                                  kind == int(ew::UnaryKind::Sigmoid) || kind == int(ew::UnaryKind::Exp))) ||
-                      (c == EwCategory::UnaryBackward && kind == int(ew::UnaryKind::Silu));
+    const bool fast = (c == EwCategory::Unary && (kind == int(elementwise::UnaryKind::Silu) ||
+                                                  kind == int(elementwise::UnaryKind::Sigmoid) || kind == int(elementwise::UnaryKind::Exp))) ||
+                      (c == EwCategory::UnaryBackward && kind == int(elementwise::UnaryKind::Silu));
     return std::string(fast ? "f32 math with hardware exp (a few f32 ulp)" : "f32 math") + ", one rounding to " +
            dtype_name(t);
   }
@@ -211,11 +211,11 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   static const char* kWhereBackNames[] = {"grad_out", "cond", "a", "b"};
   const char** nm = kUnaryNames;
   if (info->arity == 2 && cat != EwCategory::UnaryBackward && cat != EwCategory::GatedBackward) nm = kBinaryNames;
-  if (cat == EwCategory::Ternary) nm = info->kind == int(ew::TernaryKind::Where) ? kWhereNames : kTernaryNames;
+  if (cat == EwCategory::Ternary) nm = info->kind == int(elementwise::TernaryKind::Where) ? kWhereNames : kTernaryNames;
   if (cat == EwCategory::UnaryBackward || cat == EwCategory::BinaryBackward || cat == EwCategory::GatedBackward ||
       cat == EwCategory::TernaryBackward)
     nm = kBackNames;
-  if (cat == EwCategory::TernaryBackward && info->kind == int(ew::TernaryKind::Where)) nm = kWhereBackNames;
+  if (cat == EwCategory::TernaryBackward && info->kind == int(elementwise::TernaryKind::Where)) nm = kWhereBackNames;
   for (int i = 0; i < info->arity; ++i) names.push_back(nm[i]);
   if (cat == EwCategory::UnaryBackward || cat == EwCategory::GatedBackward) names = {"grad_out", "x"};
   impl->names = names;
@@ -256,7 +256,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
       throw InvalidDType(op + ": out must be " + std::string(dtype_name(t)) + ", got " + dtype_name(desc.out.dtype));
   };
   const bool is_where = (cat == EwCategory::Ternary || cat == EwCategory::TernaryBackward) &&
-                        info->kind == int(ew::TernaryKind::Where);
+                        info->kind == int(elementwise::TernaryKind::Where);
   const int data = (cat == EwCategory::Ternary && is_where) ? 1 : 0;  // operand carrying the dtype
   DType dt = cat == EwCategory::Fill ? desc.out.dtype : desc.inputs[data].dtype;
   switch (cat) {
@@ -294,7 +294,7 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
       for (int i = 1; i < info->arity; ++i) same_dtype(0, i);
       out_dtype_is(dt);
   }
-  if (!ew::has_kernel(cat, dt, desc.out.dtype))
+  if (!elementwise::has_kernel(cat, dt, desc.out.dtype))
     throw Unsupported(op + ": this build has no " + category_name(cat) + " kernel for " + dtype_name(dt));
   // Scalars that meet integer data are converted to the integer type by the kernels: refuse what
   // would not survive that (a fill of 2.5 or 300 into int8, alpha = 0.5 on int32), as torch does.
@@ -539,7 +539,7 @@ void ElementwisePlan::run(const TensorView& out, const TensorView* inputs, int n
     L.workspace = workspace;
     for (int i = 0; i < L.nin; ++i)
       L.in[i] = static_cast<const char*>(inputs[s.in_src[i]].data) + s.in_offset[i];
-    ew::launch(L, stream);
+    elementwise::launch(L, stream);
   }
 }
 

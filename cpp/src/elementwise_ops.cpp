@@ -32,7 +32,7 @@ std::vector<EwOpInfo> build() {
     for (auto& p : ps) { r.params.push_back(p.name); r.defaults.push_back(p.def); }
     t.push_back(std::move(r));
   };
-  using U = ew::UnaryKind;
+  using U = elementwise::UnaryKind;
   struct UnaryRow { const char* name; U kind; std::vector<P> ps; bool ints; bool grad; const char* doc; };
   const std::vector<UnaryRow> unary = {
       {"neg", U::Neg, {}, true, true, "-x"},
@@ -104,14 +104,14 @@ std::vector<EwOpInfo> build() {
           std::string("grad of ") + u.name + ": inputs (grad_out, x)");
   }
 
-  using Q = ew::PredicateKind;
+  using Q = elementwise::PredicateKind;
   for (auto [n, k, doc] : std::vector<std::tuple<const char*, Q, const char*>>{
            {"isnan", Q::IsNan, "x != x"}, {"isinf", Q::IsInf, "|x| == inf"}, {"isposinf", Q::IsPosInf, "x == +inf"},
            {"isneginf", Q::IsNegInf, "x == -inf"}, {"isfinite", Q::IsFinite, "not NaN and not inf"},
            {"signbit", Q::Signbit, "sign bit set (-0.0 included)"}, {"logical_not", Q::LogicalNot, "x == 0"}})
     add(n, EwCategory::Predicate, int(k), 1, {}, kReal, "", std::string(doc) + " -> bool");
 
-  using B = ew::BinaryKind;
+  using B = elementwise::BinaryKind;
   struct BinRow { const char* name; B kind; std::vector<P> ps; const std::vector<DType>* dt; bool grad; const char* doc; };
   const std::vector<BinRow> binary = {
       {"add", B::Add, {{"alpha", 1.0}}, &kFPInt, true, "a + alpha * b"},
@@ -149,14 +149,14 @@ std::vector<EwOpInfo> build() {
     }
   }
 
-  using Cm = ew::CompareKind;
+  using Cm = elementwise::CompareKind;
   for (auto [n, k, doc] : std::vector<std::tuple<const char*, Cm, const char*>>{
            {"eq", Cm::Eq, "a == b"}, {"ne", Cm::Ne, "a != b"}, {"lt", Cm::Lt, "a < b"}, {"le", Cm::Le, "a <= b"},
            {"gt", Cm::Gt, "a > b"}, {"ge", Cm::Ge, "a >= b"}, {"logical_and", Cm::LogicalAnd, "a != 0 and b != 0"},
            {"logical_or", Cm::LogicalOr, "a != 0 or b != 0"}, {"logical_xor", Cm::LogicalXor, "(a != 0) xor (b != 0)"}})
     add(n, EwCategory::Compare, int(k), 2, {}, kReal, "", std::string(doc) + " -> bool");
 
-  using T3 = ew::TernaryKind;
+  using T3 = elementwise::TernaryKind;
   add("where", EwCategory::Ternary, int(T3::Where), 3, {}, kReal, "where_backward", "cond ? a : b (cond is bool)");
   add("clamp", EwCategory::Ternary, int(T3::Clamp), 3, {}, kFPInt, "clamp_backward", "min(max(x, lo), hi); NaN kept");
   add("lerp", EwCategory::Ternary, int(T3::Lerp), 3, {}, kFP, "lerp_backward", "a + w (b - a)");
@@ -177,7 +177,7 @@ std::vector<EwOpInfo> build() {
       "convert to the output dtype; fp8 saturates to finite unless saturate=0");
   add("fill", EwCategory::Fill, 0, 0, {{"value", 0.0}}, kAll, "", "every element = value (exact to 2^53)");
 
-  using G = ew::GatedKind;
+  using G = elementwise::GatedKind;
   for (auto [n, k, doc] : std::vector<std::tuple<const char*, G, const char*>>{
            {"swiglu", G::Swiglu, "silu(x1) * x2"}, {"geglu", G::Geglu, "gelu(x1) * x2"},
            {"geglu_tanh", G::GegluTanh, "gelu_tanh(x1) * x2"}, {"reglu", G::Reglu, "relu(x1) * x2"},

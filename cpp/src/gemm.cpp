@@ -17,7 +17,7 @@
 #include "common/knobs.h"
 #include "cublaslt_api.h"
 #include "device_guard.h"
-#include "gemm/bespoke.h"
+#include "gemm/gemm_launch.h"
 #include "gemm_impl.h"
 #include "plan_util.h"
 

@@ -9,7 +9,7 @@
 #include "common/knobs.h"
 #include "baracuda/gemm.h"
 #include "device_guard.h"
-#include "gemm/bespoke.h"
+#include "gemm/gemm_launch.h"
 #include "plan_util.h"
 
 namespace baracuda {

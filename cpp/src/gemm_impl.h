@@ -11,7 +11,7 @@
 #include "baracuda/elementwise.h"
 #include "baracuda/gemm.h"
 #include "cublaslt_api.h"
-#include "gemm/bespoke.h"
+#include "gemm/gemm_launch.h"
 
 namespace baracuda {
 namespace gemm_detail {

@@ -12,16 +12,16 @@
 #include "common/knobs.h"
 #include "plan_util.h"
 #include "device_guard.h"
-#include "reduction/red_launch.h"
+#include "reduction/reduction_launch.h"
 
 namespace baracuda {
 
 namespace {
 
-using red::BwdKind;
-using red::Path;
-using red::RedKind;
-using red::RedLaunch;
+using reduction::BwdKind;
+using reduction::Path;
+using reduction::RedKind;
+using reduction::RedLaunch;
 
 // Tuning of the kernel choice. Defaults are the configuration believed fastest on H100 / H200
 // (132 SMs, 2-3 resident blocks of 256 per SM for the streaming kernels); every field can be
@@ -130,8 +130,8 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
     }
     merged.push_back(d);
   }
-  red::Geometry& g = L.g;
-  g = red::Geometry{};
+  reduction::Geometry& g = L.g;
+  g = reduction::Geometry{};
   for (int i = int(merged.size()) - 1; i >= 0; --i) {
     const auto& d = merged[i];
     if (d.reduced) {
@@ -216,7 +216,7 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
 
 int64_t partial_bytes(const RedLaunch& L) {
   if (L.splits <= 1) return 0;
-  return round256(L.g.K * int64_t(L.splits) * red::state_bytes(L.kind, L.in_dtype, L.out_dtype));
+  return round256(L.g.K * int64_t(L.splits) * reduction::state_bytes(L.kind, L.in_dtype, L.out_dtype));
 }
 
 // Lower the split count until the partials fit `limit` (one split needs none).
@@ -253,7 +253,7 @@ struct ReductionPlan::Impl {
   KernelSku sku;
   bool backward = false;
   RedLaunch fwd;           // forward ops
-  red::BwdLaunch bwd;      // backward ops
+  reduction::BwdLaunch bwd;      // backward ops
   int64_t stats_bytes = 0; // backward: the statistics region at the start of the workspace
   int64_t workspace = 0;
   int ninputs = 1;
@@ -502,7 +502,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
   }
 
   // ---- backward: an optional statistics pass, then the broadcast map --------------------------
-  red::BwdLaunch& B = impl->bwd;
+  reduction::BwdLaunch& B = impl->bwd;
   B.kind = BwdKind(info->kind);
   B.dtype = dt;
   B.n = double(R);
@@ -529,26 +529,26 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
     P.out_dtype = dt;
     build_geometry(P, x.shape, x.effective_strides(), reduced, stat_stride, tuning(pref));
     refuse_oversized_grid(op, x, P);
-    fit_workspace(P, pref.workspace_limit < 0 ? -1 : std::max<int64_t>(0, pref.workspace_limit - round256(K * red::stat_bytes(dt))));
-    impl->stats_bytes = round256(K * red::stat_bytes(dt));
+    fit_workspace(P, pref.workspace_limit < 0 ? -1 : std::max<int64_t>(0, pref.workspace_limit - round256(K * reduction::stat_bytes(dt))));
+    impl->stats_bytes = round256(K * reduction::stat_bytes(dt));
     impl->workspace = impl->stats_bytes + partial_bytes(P);
   }
   // The map: every operand's stride per x dim, grad_out / y mapped through the reduced shape.
   const auto xs = x.effective_strides();
   const auto gs = desc.grad_out.effective_strides();
   const auto ys = impl->ninputs == 3 ? desc.y.effective_strides() : std::vector<int64_t>(reduced_shape.size(), 0);
-  std::vector<std::array<int64_t, red::kBwdArgs>> st;
+  std::vector<std::array<int64_t, reduction::kBwdArgs>> st;
   std::vector<int64_t> sz;
   for (int d = 0; d < r; ++d) {
     if (x.shape[d] == 1) continue;
-    std::array<int64_t, red::kBwdArgs> s{out_strides[d], xs[d], 0, 0, 0};
+    std::array<int64_t, reduction::kBwdArgs> s{out_strides[d], xs[d], 0, 0, 0};
     if (!reduced[d]) {
       s[2] = gs[reduced_index[d]];
       s[3] = ys[reduced_index[d]];
       s[4] = stat_stride[d];
     }
     bool merge = !sz.empty();
-    for (int a = 0; a < red::kBwdArgs && merge; ++a) merge = st.back()[a] == s[a] * x.shape[d];
+    for (int a = 0; a < reduction::kBwdArgs && merge; ++a) merge = st.back()[a] == s[a] * x.shape[d];
     if (merge) {
       sz.back() *= x.shape[d];
       st.back() = s;
@@ -562,7 +562,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
   for (int i = 0; i < B.rank; ++i) {
     const int j = B.rank - 1 - i;  // innermost first
     B.shape[i] = sz[j];
-    for (int a = 0; a < red::kBwdArgs; ++a) B.stride[i][a] = st[j][a];
+    for (int a = 0; a < reduction::kBwdArgs; ++a) B.stride[i][a] = st[j][a];
   }
   k.layout = "broadcast_map";
   k.name = std::string("red.backward.map") + (B.has_pre ? "+stats." + path_name(B.pre) : "");
@@ -617,10 +617,10 @@ void ReductionPlan::run(const TensorView& out, const TensorView* inputs, int num
     L.in = inputs[0].data;
     L.out = out.data;
     L.workspace = workspace;
-    red::launch(L, stream);
+    reduction::launch(L, stream);
     return;
   }
-  red::BwdLaunch B = I.bwd;
+  reduction::BwdLaunch B = I.bwd;
   B.gx = out.data;
   B.g = inputs[0].data;
   B.x = inputs[1].data;
@@ -631,7 +631,7 @@ void ReductionPlan::run(const TensorView& out, const TensorView* inputs, int num
     B.pre.workspace = static_cast<char*>(workspace) + I.stats_bytes;
     B.stat = workspace;
   }
-  red::launch_backward(B, stream);
+  reduction::launch_backward(B, stream);
 }
 
 }  // namespace baracuda

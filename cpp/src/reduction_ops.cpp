@@ -3,14 +3,14 @@
 #include <unordered_map>
 
 #include "baracuda/reduction.h"
-#include "reduction/red_launch.h"
+#include "reduction/reduction_launch.h"
 
 namespace baracuda {
 namespace {
 
 using D = DType;
-using K = red::RedKind;
-using B = red::BwdKind;
+using K = reduction::RedKind;
+using B = reduction::BwdKind;
 const std::vector<DType> kFP = {D::Float16, D::BFloat16, D::Float32, D::Float64};
 const std::vector<DType> kInt = {D::Int8, D::UInt8, D::Int16, D::Int32, D::Int64, D::UInt32};
 std::vector<DType> join(std::vector<DType> a, const std::vector<DType>& b) {

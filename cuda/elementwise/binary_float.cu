@@ -2,12 +2,12 @@
 #include "elementwise/binary_impl.cuh"
 
 namespace baracuda::kernels {
-template void binary_launch<f16>(const ew::EwLaunch&, void*);
-template void binary_launch<bf16>(const ew::EwLaunch&, void*);
-template void binary_launch<float>(const ew::EwLaunch&, void*);
-template void binary_launch<double>(const ew::EwLaunch&, void*);
-template void binary_backward_launch<f16>(const ew::EwLaunch&, void*);
-template void binary_backward_launch<bf16>(const ew::EwLaunch&, void*);
-template void binary_backward_launch<float>(const ew::EwLaunch&, void*);
-template void binary_backward_launch<double>(const ew::EwLaunch&, void*);
+template void binary_launch<f16>(const elementwise::EwLaunch&, void*);
+template void binary_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void binary_launch<float>(const elementwise::EwLaunch&, void*);
+template void binary_launch<double>(const elementwise::EwLaunch&, void*);
+template void binary_backward_launch<f16>(const elementwise::EwLaunch&, void*);
+template void binary_backward_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void binary_backward_launch<float>(const elementwise::EwLaunch&, void*);
+template void binary_backward_launch<double>(const elementwise::EwLaunch&, void*);
 }  // namespace baracuda::kernels

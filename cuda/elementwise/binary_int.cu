@@ -2,23 +2,23 @@
 #include "elementwise/binary_impl.cuh"
 
 namespace baracuda::kernels {
-template void binary_launch<bool>(const ew::EwLaunch&, void*);
-template void binary_launch<int8_t>(const ew::EwLaunch&, void*);
-template void binary_launch<uint8_t>(const ew::EwLaunch&, void*);
-template void binary_launch<int16_t>(const ew::EwLaunch&, void*);
-template void binary_launch<int32_t>(const ew::EwLaunch&, void*);
-template void binary_launch<int64_t>(const ew::EwLaunch&, void*);
-template void binary_launch<uint32_t>(const ew::EwLaunch&, void*);
+template void binary_launch<bool>(const elementwise::EwLaunch&, void*);
+template void binary_launch<int8_t>(const elementwise::EwLaunch&, void*);
+template void binary_launch<uint8_t>(const elementwise::EwLaunch&, void*);
+template void binary_launch<int16_t>(const elementwise::EwLaunch&, void*);
+template void binary_launch<int32_t>(const elementwise::EwLaunch&, void*);
+template void binary_launch<int64_t>(const elementwise::EwLaunch&, void*);
+template void binary_launch<uint32_t>(const elementwise::EwLaunch&, void*);
 
-template void compare_launch<bool>(const ew::EwLaunch&, void*);
-template void compare_launch<int8_t>(const ew::EwLaunch&, void*);
-template void compare_launch<uint8_t>(const ew::EwLaunch&, void*);
-template void compare_launch<int16_t>(const ew::EwLaunch&, void*);
-template void compare_launch<int32_t>(const ew::EwLaunch&, void*);
-template void compare_launch<int64_t>(const ew::EwLaunch&, void*);
-template void compare_launch<uint32_t>(const ew::EwLaunch&, void*);
-template void compare_launch<f16>(const ew::EwLaunch&, void*);
-template void compare_launch<bf16>(const ew::EwLaunch&, void*);
-template void compare_launch<float>(const ew::EwLaunch&, void*);
-template void compare_launch<double>(const ew::EwLaunch&, void*);
+template void compare_launch<bool>(const elementwise::EwLaunch&, void*);
+template void compare_launch<int8_t>(const elementwise::EwLaunch&, void*);
+template void compare_launch<uint8_t>(const elementwise::EwLaunch&, void*);
+template void compare_launch<int16_t>(const elementwise::EwLaunch&, void*);
+template void compare_launch<int32_t>(const elementwise::EwLaunch&, void*);
+template void compare_launch<int64_t>(const elementwise::EwLaunch&, void*);
+template void compare_launch<uint32_t>(const elementwise::EwLaunch&, void*);
+template void compare_launch<f16>(const elementwise::EwLaunch&, void*);
+template void compare_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void compare_launch<float>(const elementwise::EwLaunch&, void*);
+template void compare_launch<double>(const elementwise::EwLaunch&, void*);
 }  // namespace baracuda::kernels

@@ -5,8 +5,8 @@
 
 namespace baracuda::kernels {
 
-using ew::BinaryKind;
-using ew::CompareKind;
+using elementwise::BinaryKind;
+using elementwise::CompareKind;
 
 // Python-style floor division and remainder for floats, as torch defines them.
 template <class C> __device__ __forceinline__ C floor_div_f(C a, C b) {

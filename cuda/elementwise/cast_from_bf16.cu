@@ -2,5 +2,5 @@
 #include "elementwise/cast_impl.cuh"
 
 namespace baracuda::kernels {
-template void cast_launch<bf16>(const ew::EwLaunch&, void*);
+template void cast_launch<bf16>(const elementwise::EwLaunch&, void*);
 }  // namespace baracuda::kernels

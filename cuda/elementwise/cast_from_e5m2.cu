@@ -2,5 +2,5 @@
 #include "elementwise/cast_impl.cuh"
 
 namespace baracuda::kernels {
-template void cast_launch<e5m2>(const ew::EwLaunch&, void*);
+template void cast_launch<e5m2>(const elementwise::EwLaunch&, void*);
 }  // namespace baracuda::kernels

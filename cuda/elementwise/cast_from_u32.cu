@@ -2,5 +2,5 @@
 #include "elementwise/cast_impl.cuh"
 
 namespace baracuda::kernels {
-template void cast_launch<uint32_t>(const ew::EwLaunch&, void*);
+template void cast_launch<uint32_t>(const elementwise::EwLaunch&, void*);
 }  // namespace baracuda::kernels

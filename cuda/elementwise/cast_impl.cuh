@@ -1,13 +1,13 @@
 // Cast launcher: one instantiation per (input, output) dtype pair, split by input dtype
 // across cast_*.cu so the 169 pairs compile in parallel.
 #pragma once
-#include "elementwise/kernels.h"
+#include "elementwise/launchers.h"
 #include "elementwise/launch.cuh"
 #include "elementwise/misc_ops.cuh"
 
 namespace baracuda::kernels {
 
-template <class Tin> void cast_launch(const ew::EwLaunch& L, void* s) {
+template <class Tin> void cast_launch(const elementwise::EwLaunch& L, void* s) {
   const bool saturate = L.p[0] != 0.0;
   dispatch_dtype(L.out_dtype, [&](auto tag) {
     using Tout = typename decltype(tag)::type;

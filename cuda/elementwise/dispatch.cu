@@ -1,9 +1,9 @@
 // Runtime (category, dtype) -> the launcher instantiated for it. The predicates here are the
 // single source of truth for has_kernel(), which select() consults.
-#include "elementwise/kernels.h"
+#include "elementwise/launchers.h"
 #include "elementwise/ops.h"
 
-namespace baracuda::ew {
+namespace baracuda::elementwise {
 using namespace kernels;
 
 namespace {
@@ -57,4 +57,4 @@ void launch(const EwLaunch& L, void* stream) {
   kernels::dispatch_dtype(k, [&](auto tag) { launch_typed<typename decltype(tag)::type>(L, stream); });
 }
 
-}  // namespace baracuda::ew
+}  // namespace baracuda::elementwise

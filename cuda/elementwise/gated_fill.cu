@@ -1,16 +1,16 @@
 // Gated activations (swiglu, geglu, reglu, glu) with their backward, and fill.
-#include "elementwise/kernels.h"
+#include "elementwise/launchers.h"
 #include "elementwise/launch.cuh"
 #include "elementwise/misc_ops.cuh"
 
 namespace baracuda::kernels {
 
-template <class T> void gated_launch(const ew::EwLaunch& L, void* s) {
+template <class T> void gated_launch(const elementwise::EwLaunch& L, void* s) {
   // in[0] and in[1] are the two halves of one tensor (views set up by the plan).
-  launch_map<T, T, T>(GatedFn<T>{static_cast<ew::GatedKind>(L.kind)}, L, s, "ew_gated");
+  launch_map<T, T, T>(GatedFn<T>{static_cast<elementwise::GatedKind>(L.kind)}, L, s, "ew_gated");
 }
-template <class T> void gated_backward_launch(const ew::EwLaunch& L, void* s) {
-  launch_map<T, T, T, T>(GatedBackwardFn<T>{static_cast<ew::GatedKind>(L.kind), L.wrt}, L, s, "ew_gated_backward");
+template <class T> void gated_backward_launch(const elementwise::EwLaunch& L, void* s) {
+  launch_map<T, T, T, T>(GatedBackwardFn<T>{static_cast<elementwise::GatedKind>(L.kind), L.wrt}, L, s, "ew_gated_backward");
 }
 
 template <class T> struct FillValueFn {
@@ -21,30 +21,30 @@ template <class T> struct FillValueFn {
     for (int i = 0; i < N; ++i) y[i] = v;
   }
 };
-template <class T> void fill_launch(const ew::EwLaunch& L, void* s) {
+template <class T> void fill_launch(const elementwise::EwLaunch& L, void* s) {
   launch_map<T>(FillValueFn<T>{L.p[0]}, L, s, "ew_fill");
 }
 
-template void gated_launch<f16>(const ew::EwLaunch&, void*);
-template void gated_launch<bf16>(const ew::EwLaunch&, void*);
-template void gated_launch<float>(const ew::EwLaunch&, void*);
-template void gated_launch<double>(const ew::EwLaunch&, void*);
-template void gated_backward_launch<f16>(const ew::EwLaunch&, void*);
-template void gated_backward_launch<bf16>(const ew::EwLaunch&, void*);
-template void gated_backward_launch<float>(const ew::EwLaunch&, void*);
-template void gated_backward_launch<double>(const ew::EwLaunch&, void*);
-template void fill_launch<bool>(const ew::EwLaunch&, void*);
-template void fill_launch<int8_t>(const ew::EwLaunch&, void*);
-template void fill_launch<uint8_t>(const ew::EwLaunch&, void*);
-template void fill_launch<int16_t>(const ew::EwLaunch&, void*);
-template void fill_launch<int32_t>(const ew::EwLaunch&, void*);
-template void fill_launch<int64_t>(const ew::EwLaunch&, void*);
-template void fill_launch<uint32_t>(const ew::EwLaunch&, void*);
-template void fill_launch<f16>(const ew::EwLaunch&, void*);
-template void fill_launch<bf16>(const ew::EwLaunch&, void*);
-template void fill_launch<float>(const ew::EwLaunch&, void*);
-template void fill_launch<double>(const ew::EwLaunch&, void*);
-template void fill_launch<e4m3>(const ew::EwLaunch&, void*);
-template void fill_launch<e5m2>(const ew::EwLaunch&, void*);
+template void gated_launch<f16>(const elementwise::EwLaunch&, void*);
+template void gated_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void gated_launch<float>(const elementwise::EwLaunch&, void*);
+template void gated_launch<double>(const elementwise::EwLaunch&, void*);
+template void gated_backward_launch<f16>(const elementwise::EwLaunch&, void*);
+template void gated_backward_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void gated_backward_launch<float>(const elementwise::EwLaunch&, void*);
+template void gated_backward_launch<double>(const elementwise::EwLaunch&, void*);
+template void fill_launch<bool>(const elementwise::EwLaunch&, void*);
+template void fill_launch<int8_t>(const elementwise::EwLaunch&, void*);
+template void fill_launch<uint8_t>(const elementwise::EwLaunch&, void*);
+template void fill_launch<int16_t>(const elementwise::EwLaunch&, void*);
+template void fill_launch<int32_t>(const elementwise::EwLaunch&, void*);
+template void fill_launch<int64_t>(const elementwise::EwLaunch&, void*);
+template void fill_launch<uint32_t>(const elementwise::EwLaunch&, void*);
+template void fill_launch<f16>(const elementwise::EwLaunch&, void*);
+template void fill_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void fill_launch<float>(const elementwise::EwLaunch&, void*);
+template void fill_launch<double>(const elementwise::EwLaunch&, void*);
+template void fill_launch<e4m3>(const elementwise::EwLaunch&, void*);
+template void fill_launch<e5m2>(const elementwise::EwLaunch&, void*);
 
 }  // namespace baracuda::kernels

@@ -16,7 +16,7 @@
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
-#include "elementwise/ew_launch.h"
+#include "elementwise/elementwise_launch.h"
 
 namespace baracuda::kernels {
 
@@ -251,7 +251,7 @@ template <class Tout, class... Tin> constexpr int min_size() { return int(std::m
 template <class Tout, class... Tin> constexpr int max_size() { return int(std::max({sizeof(Tout), sizeof(Tin)...})); }
 
 template <class Fn, class Tout, class... Tin, size_t... I>
-void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, const char* name,
+void launch_map_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t stream, const char* name,
                      std::index_sequence<I...>) {
   constexpr int NIN = sizeof...(Tin);
   Tout* out = static_cast<Tout*>(L.out);
@@ -365,7 +365,7 @@ void launch_map_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, c
 
 // Run `fn` over L's iteration space: out (Tout) from inputs (Tin...), in L.in order.
 template <class Tout, class... Tin, class Fn>
-void launch_map(const Fn& fn, const ew::EwLaunch& L, void* stream, const char* name) {
+void launch_map(const Fn& fn, const elementwise::EwLaunch& L, void* stream, const char* name) {
   if (L.numel == 0) return;
   launch_map_impl<Fn, Tout, Tin...>(fn, L, static_cast<cudaStream_t>(stream), name,
                                     std::index_sequence_for<Tin...>{});

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "common/cuda_check.h"
-#include "elementwise/ew_launch.h"
+#include "elementwise/elementwise_launch.h"
 #include "elementwise/launch.cuh"
 #include "elementwise/misc_ops.cuh"
 
@@ -156,7 +156,7 @@ map_reduce_rows_kernel(Fn fn, ReduceIndex<NARGS> ix, Tout* out, const Tin*... in
 // Sum fn over L's dims whose output stride is 0 (L.map_reduce), into out (Tout), with the
 // per-element map in A. L.splits > 1 uses L.workspace for splits x K partial sums.
 template <class A, class Tout, class... Tin, class Fn, size_t... I>
-void launch_map_reduce_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t stream, std::index_sequence<I...>) {
+void launch_map_reduce_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t stream, std::index_sequence<I...>) {
   constexpr int NARGS = sizeof...(Tin) + 1;
   ReduceIndex<NARGS> ix;
   for (int d = L.rank - 1; d >= 0; --d) {
@@ -219,7 +219,7 @@ void launch_map_reduce_impl(const Fn& fn, const ew::EwLaunch& L, cudaStream_t st
 }
 
 template <class A, class Tout, class... Tin, class Fn>
-void launch_map_reduce(const Fn& fn, const ew::EwLaunch& L, void* stream) {
+void launch_map_reduce(const Fn& fn, const elementwise::EwLaunch& L, void* stream) {
   if (L.numel == 0) return;
   launch_map_reduce_impl<A, Tout, Tin...>(fn, L, static_cast<cudaStream_t>(stream), std::index_sequence_for<Tin...>{});
 }

@@ -5,7 +5,7 @@
 
 namespace baracuda::kernels {
 
-using ew::GatedKind;
+using elementwise::GatedKind;
 
 // One conversion, one rounding. fp8 targets saturate to the largest finite value unless
 // `saturate` is false (then overflow gives NaN for e4m3 / inf for e5m2, as torch does).

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstddef>
 
-namespace baracuda::ew {
+namespace baracuda::elementwise {
 
 enum class UnaryKind : int {
   Neg, Abs, Sign, Square, Reciprocal,
@@ -48,4 +48,4 @@ template <class K, size_t N> constexpr bool contains(const K (&arr)[N], int kind
   return false;
 }
 
-}  // namespace baracuda::ew
+}  // namespace baracuda::elementwise

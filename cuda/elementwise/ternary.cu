@@ -1,23 +1,23 @@
 // Ternary kernels (where for every real dtype; clamp/lerp/addcmul/addcdiv/fma) and their
 // derivatives for the float dtypes.
-#include "elementwise/kernels.h"
+#include "elementwise/launchers.h"
 #include "elementwise/launch.cuh"
 #include "elementwise/map_reduce.cuh"
 #include "elementwise/ternary_ops.cuh"
 
 namespace baracuda::kernels {
 
-template <class T> void ternary_launch(const ew::EwLaunch& L, void* s) {
-  const auto kind = static_cast<ew::TernaryKind>(L.kind);
-  if (kind == ew::TernaryKind::Where) launch_map<T, bool, T, T>(WhereFn<T>{}, L, s, "ew_where");
+template <class T> void ternary_launch(const elementwise::EwLaunch& L, void* s) {
+  const auto kind = static_cast<elementwise::TernaryKind>(L.kind);
+  if (kind == elementwise::TernaryKind::Where) launch_map<T, bool, T, T>(WhereFn<T>{}, L, s, "ew_where");
   else launch_map<T, T, T, T>(TernaryFn<T>{kind, compute_t<T>(L.p[0])}, L, s, "ew_ternary");
 }
 
-template <class T> void ternary_backward_launch(const ew::EwLaunch& L, void* s) {
-  const auto kind = static_cast<ew::TernaryKind>(L.kind);
+template <class T> void ternary_backward_launch(const elementwise::EwLaunch& L, void* s) {
+  const auto kind = static_cast<elementwise::TernaryKind>(L.kind);
   using A = acc_t<T>;
   const compute_t<T> value = compute_t<T>(L.p[0]);
-  if (kind == ew::TernaryKind::Where) {  // inputs: (gy, cond)
+  if (kind == elementwise::TernaryKind::Where) {  // inputs: (gy, cond)
     if (L.map_reduce) launch_map_reduce<A, T, T, bool>(WhereBackwardFn<T, A>{L.wrt}, L, s);
     else launch_map<T, T, bool>(WhereBackwardFn<T, T>{L.wrt}, L, s, "ew_where_backward");
   } else {
@@ -26,20 +26,20 @@ template <class T> void ternary_backward_launch(const ew::EwLaunch& L, void* s) 
   }
 }
 
-template void ternary_launch<bool>(const ew::EwLaunch&, void*);
-template void ternary_launch<int8_t>(const ew::EwLaunch&, void*);
-template void ternary_launch<uint8_t>(const ew::EwLaunch&, void*);
-template void ternary_launch<int16_t>(const ew::EwLaunch&, void*);
-template void ternary_launch<int32_t>(const ew::EwLaunch&, void*);
-template void ternary_launch<int64_t>(const ew::EwLaunch&, void*);
-template void ternary_launch<uint32_t>(const ew::EwLaunch&, void*);
-template void ternary_launch<f16>(const ew::EwLaunch&, void*);
-template void ternary_launch<bf16>(const ew::EwLaunch&, void*);
-template void ternary_launch<float>(const ew::EwLaunch&, void*);
-template void ternary_launch<double>(const ew::EwLaunch&, void*);
-template void ternary_backward_launch<f16>(const ew::EwLaunch&, void*);
-template void ternary_backward_launch<bf16>(const ew::EwLaunch&, void*);
-template void ternary_backward_launch<float>(const ew::EwLaunch&, void*);
-template void ternary_backward_launch<double>(const ew::EwLaunch&, void*);
+template void ternary_launch<bool>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<int8_t>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<uint8_t>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<int16_t>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<int32_t>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<int64_t>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<uint32_t>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<f16>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<float>(const elementwise::EwLaunch&, void*);
+template void ternary_launch<double>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<f16>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<float>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<double>(const elementwise::EwLaunch&, void*);
 
 }  // namespace baracuda::kernels

@@ -5,7 +5,7 @@
 
 namespace baracuda::kernels {
 
-using ew::TernaryKind;
+using elementwise::TernaryKind;
 
 template <class T>
 struct WhereFn {

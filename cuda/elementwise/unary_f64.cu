@@ -2,6 +2,6 @@
 #include "elementwise/unary_impl.cuh"
 
 namespace baracuda::kernels {
-template void unary_launch<double>(const ew::EwLaunch&, void*);
-template void unary_backward_launch<double>(const ew::EwLaunch&, void*);
+template void unary_launch<double>(const elementwise::EwLaunch&, void*);
+template void unary_backward_launch<double>(const elementwise::EwLaunch&, void*);
 }  // namespace baracuda::kernels

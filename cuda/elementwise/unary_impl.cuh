@@ -1,16 +1,16 @@
 // Definitions of the unary-shaped launchers; included by the per-dtype translation units.
 #pragma once
-#include "elementwise/kernels.h"
+#include "elementwise/launchers.h"
 #include "elementwise/launch.cuh"
 #include "elementwise/unary_ops.cuh"
 
 namespace baracuda::kernels {
 
-template <class T> void unary_launch(const ew::EwLaunch& L, void* s) {
-  const auto kind = static_cast<ew::UnaryKind>(L.kind);
+template <class T> void unary_launch(const elementwise::EwLaunch& L, void* s) {
+  const auto kind = static_cast<elementwise::UnaryKind>(L.kind);
   const compute_t<T> p0 = compute_t<T>(L.p[0]), p1 = compute_t<T>(L.p[1]);
   if constexpr (is_fp_v<T>) {
-    const bool hot = dispatch_hot<ew::kHotUnary>(L.kind, [&](auto k) {
+    const bool hot = dispatch_hot<elementwise::kHotUnary>(L.kind, [&](auto k) {
       launch_map<T, T>(UnaryFloatFn<T, decltype(k)::value>{kind, p0, p1}, L, s, "ew_unary_fixed");
     });
     if (!hot) launch_map<T, T>(UnaryFloatFn<T>{kind, p0, p1}, L, s, "ew_unary");
@@ -19,17 +19,17 @@ template <class T> void unary_launch(const ew::EwLaunch& L, void* s) {
   }
 }
 
-template <class T> void unary_backward_launch(const ew::EwLaunch& L, void* s) {
-  const auto kind = static_cast<ew::UnaryKind>(L.kind);
+template <class T> void unary_backward_launch(const elementwise::EwLaunch& L, void* s) {
+  const auto kind = static_cast<elementwise::UnaryKind>(L.kind);
   const compute_t<T> p0 = compute_t<T>(L.p[0]), p1 = compute_t<T>(L.p[1]);
-  const bool hot = dispatch_hot<ew::kHotUnaryBackward>(L.kind, [&](auto k) {
+  const bool hot = dispatch_hot<elementwise::kHotUnaryBackward>(L.kind, [&](auto k) {
     launch_map<T, T, T>(UnaryBackwardFn<T, decltype(k)::value>{kind, p0, p1}, L, s, "ew_unary_backward_fixed");
   });
   if (!hot) launch_map<T, T, T>(UnaryBackwardFn<T>{kind, p0, p1}, L, s, "ew_unary_backward");
 }
 
-template <class T> void predicate_launch(const ew::EwLaunch& L, void* s) {
-  launch_map<bool, T>(PredicateFn<T>{static_cast<ew::PredicateKind>(L.kind)}, L, s, "ew_predicate");
+template <class T> void predicate_launch(const elementwise::EwLaunch& L, void* s) {
+  launch_map<bool, T>(PredicateFn<T>{static_cast<elementwise::PredicateKind>(L.kind)}, L, s, "ew_predicate");
 }
 
 }  // namespace baracuda::kernels

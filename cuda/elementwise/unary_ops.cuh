@@ -6,10 +6,10 @@
 
 namespace baracuda::kernels {
 
-using ew::UnaryKind;
-using ew::PredicateKind;
+using elementwise::UnaryKind;
+using elementwise::PredicateKind;
 
-// Fixed >= 0 compiles the kernel for that one kind (see ew::kHotUnary); -1 switches at run time.
+// Fixed >= 0 compiles the kernel for that one kind (see elementwise::kHotUnary); -1 switches at run time.
 template <class T, int Fixed = -1>
 struct UnaryFloatFn {
   UnaryKind kind;

@@ -6,7 +6,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
-#include "gemm/bespoke.h"
+#include "gemm/gemm_launch.h"
 
 namespace baracuda::gemm {
 

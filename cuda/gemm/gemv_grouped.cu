@@ -1,5 +1,5 @@
 // Dispatch of the grouped (mixture-of-experts) decode GEMV: the configuration choice, the
-// grid size, the variant names and the public entry points of bespoke.h. The kernels are in
+// grid size, the variant names and the public entry points of gemm_launch.h. The kernels are in
 // gemv_grouped.cuh (one TU per dtype).
 //
 // The host does not know the group sizes. It sizes the launch for the most work the offsets

@@ -37,7 +37,7 @@
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/mma_sync.cuh"
-#include "gemm/bespoke.h"
+#include "gemm/gemm_launch.h"
 
 namespace baracuda::gemm::detail {
 

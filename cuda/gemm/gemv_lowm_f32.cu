@@ -1,6 +1,6 @@
 // Low-M GEMV kernels for f32 (CUDA-core FMA; tensor cores would need TF32, which f32 GEMM
 // must not silently use), plus the dispatch of every dtype: the configuration choice, the
-// variant names and the public entry points of bespoke.h.
+// variant names and the public entry points of gemm_launch.h.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

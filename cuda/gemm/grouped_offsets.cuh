@@ -1,5 +1,5 @@
 // The group boundary the grouped (mixture-of-experts) kernels read: offsets[i] (int32 or int64, on
-// the device) clamped to [0, T], so that no offsets array can send them outside x / out (bespoke.h).
+// the device) clamped to [0, T], so that no offsets array can send them outside x / out (gemm_launch.h).
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // Grouped (mixture-of-experts) GEMM for Hopper on CUTLASS 3.x's pointer-array grouped kernel (TMA +
-// wgmma, warp-specialized cooperative, persistent). Same contract as grouped_gemv (bespoke.h) for
+// wgmma, warp-specialized cooperative, persistent). Same contract as grouped_gemv (gemm_launch.h) for
 // bf16 / f16, alpha 1, beta 0, no bias: out[r, n] = sum_k x[r, k] w[e, n, k] for the rows an expert
 // owns. Why: prefill MoE with device offsets, where the mma.sync tiled kernel (grouped_tiled.cu)
 // reaches about a third of cuBLASLt.
@@ -28,7 +28,7 @@
 
 #include "baracuda/errors.h"
 #include "common/cuda_check.h"
-#include "gemm/bespoke.h"
+#include "gemm/gemm_launch.h"
 #include "gemm/grouped_offsets.cuh"
 
 #if defined(BARACUDA_HAVE_CUTLASS)

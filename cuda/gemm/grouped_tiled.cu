@@ -1,5 +1,5 @@
 // Tiled grouped (mixture-of-experts) GEMM for the prefill regime: many rows per expert, the group
-// boundaries on the device. Same contract as grouped_gemv (bespoke.h) for bf16 / f16 with alpha 1
+// boundaries on the device. Same contract as grouped_gemv (gemm_launch.h) for bf16 / f16 with alpha 1
 // and beta 0: out[r, n] = sum_k x[r, k] w[e, n, k] (+ bias[e, n]) for the rows r an expert owns.
 //
 // Work items are (expert, 128-column tile of w's rows, 128-row tile of the expert's rows), ordered
@@ -20,7 +20,7 @@
 #include "common/dtype_traits.cuh"
 #include "common/mma_sync.cuh"
 #include "fa2/flash_common.cuh"
-#include "gemm/bespoke.h"
+#include "gemm/gemm_launch.h"
 #include "gemm/grouped_offsets.cuh"
 
 namespace baracuda::gemm {

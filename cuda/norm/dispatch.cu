@@ -1,6 +1,6 @@
 // Runtime dtype -> the launcher instantiated for it.
 #include "common/dtype_traits.cuh"
-#include "norm/kernels.h"
+#include "norm/launchers.h"
 
 namespace baracuda::norm {
 

@@ -12,7 +12,7 @@
 #include "common/pdl.cuh"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
-#include "norm/kernels.h"
+#include "norm/launchers.h"
 #include "norm/norm_launch.h"
 
 namespace baracuda::norm::kern {

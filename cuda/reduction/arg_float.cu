@@ -2,9 +2,9 @@
 // first index. Output int64 or int32.
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 template <class T, class O> static void go(const RedLaunch& L, cudaStream_t st) {
   if (L.kind == RedKind::Argmax) return launch_reduction(ArgR<T, O, true>{}, L, st);
@@ -23,4 +23,4 @@ void launch_arg_float(const RedLaunch& L, void* stream) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -1,9 +1,9 @@
 // any / all (bool out) and count_nonzero (int64 out) of int inputs. NaN counts as nonzero.
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 void launch_bool_int(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
@@ -19,4 +19,4 @@ void launch_bool_int(const RedLaunch& L, void* stream) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -3,9 +3,9 @@
 #include "reduction/reducers.cuh"
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 void launch(const RedLaunch& L, void* stream) {
   const bool fp = is_floating(L.in_dtype);
@@ -59,4 +59,4 @@ int64_t state_bytes(RedKind k, DType in, DType out) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -1,9 +1,9 @@
 // amax / amin (NaN propagates), exact in the input's own type (f32 for halves).
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 void launch_extreme(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
@@ -19,4 +19,4 @@ void launch_extreme(const RedLaunch& L, void* stream) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -1,5 +1,5 @@
 // The reduction engine: every forward op (and every backward statistic) is a reducer from
-// reducers.cuh run by these kernels over a coalesced geometry (red_launch.h).
+// reducers.cuh run by these kernels over a coalesced geometry (reduction_launch.h).
 //   rows:       one reduced dim with unit stride. G threads per output (4, a warp, or a block
 //               of 256); 16-byte vector loads after a scalar head that reaches 16-byte
 //               alignment, kU (8) vectors = 128 bytes in flight per thread, folded as one chunk
@@ -27,13 +27,13 @@
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
-#include "reduction/red_launch.h"
+#include "reduction/reduction_launch.h"
 #include "reduction/reducers.cuh"
 
-namespace baracuda::kernels::red {
+namespace baracuda::kernels::reduction {
 
-using baracuda::red::Geometry;
-using baracuda::red::RedLaunch;
+using baracuda::reduction::Geometry;
+using baracuda::reduction::RedLaunch;
 
 constexpr int kBlock = 256;
 constexpr int kU = 8;  // 16-byte loads in flight per thread (128 bytes)
@@ -446,7 +446,7 @@ void launch_reduction(const Red& red, const RedLaunch& L, cudaStream_t st) {
   if (L.g.K == 0) return;
   State* partial = static_cast<State*>(L.workspace);
   constexpr int V = vec_of<T>();
-  if (L.path == baracuda::red::Path::Columns) {
+  if (L.path == baracuda::reduction::Path::Columns) {
     // Vectors need every address this thread reads to be V-element aligned: the base pointer,
     // and (checked at select) the strides; fall back to V = 1 otherwise.
     const bool vec_ok = L.vec == V && reinterpret_cast<uintptr_t>(L.in) % alignof(Pack<T, V>) == 0;
@@ -470,7 +470,7 @@ void launch_reduction(const Red& red, const RedLaunch& L, cudaStream_t st) {
     }
     return;
   }
-  if (L.path == baracuda::red::Path::Rows) {
+  if (L.path == baracuda::reduction::Path::Rows) {
     // Short rows need every row start 16-byte aligned: strides and R at select, the base here.
     if (L.short_p > 0 && reinterpret_cast<uintptr_t>(L.in) % alignof(Pack<T, V>) == 0)
       return launch_short<Red, T, O>(red, L, st);
@@ -489,4 +489,4 @@ void launch_reduction(const Red& red, const RedLaunch& L, cudaStream_t st) {
   }
 }
 
-}  // namespace baracuda::kernels::red
+}  // namespace baracuda::kernels::reduction

@@ -1,9 +1,9 @@
 // The per-translation-unit launchers dispatch.cu routes to (one TU per op group so that the
 // build compiles them in parallel). Plain C++: the stream travels as void*.
 #pragma once
-#include "reduction/red_launch.h"
+#include "reduction/reduction_launch.h"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 
 void launch_sum_float(const RedLaunch& L, void* stream);   // Sum, Mean: f16, bf16, f32, f64
 void launch_sum_int(const RedLaunch& L, void* stream);     // Sum: integers, bool
@@ -18,4 +18,4 @@ void launch_bool_int(const RedLaunch& L, void* stream);    // Any, All, CountNon
 void launch_stats(const RedLaunch& L, void* stream);       // MeanStat, Max/MinCountStat, ProdZeroStat: floats
 void launch_bwd_map(const BwdLaunch& L, void* stream);     // the backward broadcast maps: floats
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -1,9 +1,9 @@
 // Products: f32 accumulation for half inputs, f64 for f64, int64 (wrapping) for integers / bool.
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 void launch_prod(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
@@ -20,4 +20,4 @@ void launch_prod(const RedLaunch& L, void* stream) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -19,7 +19,7 @@
 
 #include "common/dtype_traits.cuh"
 
-namespace baracuda::kernels::red {
+namespace baracuda::kernels::reduction {
 
 // Accumulator of sums / products of T.
 template <class T> using acc_t =
@@ -400,4 +400,4 @@ template <class T> struct ProdZeroStatR {
   __device__ O finish(const State& s, int64_t) const { return {s.p, s.z}; }
 };
 
-}  // namespace baracuda::kernels::red
+}  // namespace baracuda::kernels::reduction

@@ -2,9 +2,9 @@
 // extreme and its tie count (amax / amin), the product of the nonzeros and the zero count (prod).
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 void launch_stats(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
@@ -23,4 +23,4 @@ void launch_stats(const RedLaunch& L, void* stream) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

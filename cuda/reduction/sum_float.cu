@@ -1,9 +1,9 @@
 // Sum and mean of floating inputs: f32 accumulation for f16 / bf16 / f32, f64 for f64.
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 template <class T, class O> static void go(const RedLaunch& L, cudaStream_t st) {
   SumR<T, O> r;
@@ -24,4 +24,4 @@ void launch_sum_float(const RedLaunch& L, void* stream) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -2,9 +2,9 @@
 // sum_to_shape, wrapping as two's complement).
 #include "reduction/tu_common.cuh"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::red;
+using namespace kernels::reduction;
 
 void launch_sum_int(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
@@ -19,4 +19,4 @@ void launch_sum_int(const RedLaunch& L, void* stream) {
   });
 }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction

@@ -29,7 +29,7 @@ const char* red_category_name(RedCategory c);
 struct RedOpInfo {
   std::string name;
   RedCategory category;
-  int kind;                               // red::RedKind value (cuda/reduction/red_launch.h)
+  int kind;                               // reduction::RedKind value (cuda/reduction/reduction_launch.h)
   std::vector<std::string> params;        // scalar parameters, in order
   std::vector<double> defaults;
   std::vector<DType> dtypes;              // supported input dtypes

@@ -6,7 +6,7 @@
 #include "baracuda/elementwise.h"
 #include "baracuda/tensor.h"
 
-namespace baracuda::ew {
+namespace baracuda::elementwise {
 
 constexpr int kMaxInputs = 4;
 constexpr int kMaxArgs = kMaxInputs + 1;  // output first
@@ -45,4 +45,4 @@ void launch(const EwLaunch& L, void* stream);
 // Which (category, input dtype, output dtype) the kernels cover; used by select().
 bool has_kernel(EwCategory c, DType in, DType out);
 
-}  // namespace baracuda::ew
+}  // namespace baracuda::elementwise

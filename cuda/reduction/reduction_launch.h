@@ -6,7 +6,7 @@
 #include "baracuda/dtype.h"
 #include "baracuda/tensor.h"
 
-namespace baracuda::red {
+namespace baracuda::reduction {
 
 enum class RedKind : int {
   Sum, Mean, Amax, Amin, Prod, Norm2, Logsumexp, Var, Std, Argmax, Argmin, Any, All, CountNonzero,
@@ -79,4 +79,4 @@ int64_t state_bytes(RedKind kind, DType in, DType out);
 // Bytes of one statistic written by the stat kinds (2 x the accumulator).
 inline int64_t stat_bytes(DType t) { return t == DType::Float64 ? 16 : 8; }
 
-}  // namespace baracuda::red
+}  // namespace baracuda::reduction
