@@ -570,6 +570,10 @@ def test_nll_pointwise_row_and_ctc_runs_refuse_aliasing():
     refused(errors.InvalidArgument, lambda: mse.run(fake((64, 10)), fake((64, 10), k=1), None, None,
                                                     out=fake((64, 10), k=0, offset=4)),
             "out overlaps input without being the same view")
+    # every operand by name, as every plan's run takes them; lse and workspace default to none
+    refused(errors.InvalidArgument, lambda: mse.run(input=fake((64, 10)), target=fake((64, 10), k=1),
+                                                    out=fake((64, 10), k=0, offset=4)),
+            "out overlaps input without being the same view")
     # pointwise backward: a gradient over the (scalar) upstream gradient every thread reads
     mse_b = bc.LossPlan.select(bc.LossDescriptor("mse_loss_backward", S((64, 10), f32), S((64, 10), f32),
                                                  grad_loss=S((), f32), grad_input=S((64, 10), f32)))

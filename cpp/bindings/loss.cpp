@@ -121,7 +121,7 @@ void init_loss(nb::module_& m) {
              }
              finish_for_framework(x, s);
            },
-           "input"_a, "target"_a, "lse"_a.none(), "workspace"_a.none(), "out"_a = nb::none(), "weight"_a = nb::none(),
+           "input"_a, "target"_a, "lse"_a = nb::none(), "workspace"_a = nb::none(), "out"_a = nb::none(), "weight"_a = nb::none(),
            "grad_input"_a = nb::none(), "grad_loss"_a = nb::none(), "stream"_a = nb::none(), "extra"_a = nb::none(),
            "grads"_a = nb::none(),
            "Check the tensors against the descriptor and launch. cross_entropy: forward writes out (the loss) and "
@@ -273,7 +273,7 @@ void init_ctc_loss(nb::module_& m) {
              }
              finish_for_framework(x, s);
            },
-           "log_probs"_a, "targets"_a, "input_lengths"_a, "target_lengths"_a, "log_alpha"_a, "workspace"_a.none(),
+           "log_probs"_a, "targets"_a, "input_lengths"_a, "target_lengths"_a, "log_alpha"_a, "workspace"_a = nb::none(),
            "out"_a = nb::none(), "grad_loss"_a = nb::none(), "grad_log_probs"_a = nb::none(), "stream"_a = nb::none(),
            "Check the tensors against the descriptor and launch. Forward writes out (the loss: [] for mean / sum, "
            "[N] for none) and log_alpha (log_alpha_shape(), log_alpha_dtype(), contiguous); backward reads "

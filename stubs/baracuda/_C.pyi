@@ -855,7 +855,7 @@ class LossPlan:
     def workspace_bytes(self) -> int:
         """Bytes of 256-byte aligned scratch run() needs."""
 
-    def run(self, input: object, target: object, lse: object | None, workspace: object | None, out: object | None = None, weight: object | None = None, grad_input: object | None = None, grad_loss: object | None = None, stream: object | None = None, extra: object | None = None, grads: object | None = None) -> None:
+    def run(self, input: object, target: object, lse: object | None = None, workspace: object | None = None, out: object | None = None, weight: object | None = None, grad_input: object | None = None, grad_loss: object | None = None, stream: object | None = None, extra: object | None = None, grads: object | None = None) -> None:
         """
         Check the tensors against the descriptor and launch. cross_entropy: forward writes out (the loss) and lse (f32 [N], f64 for f64 logits), and grad_input when with_grad; backward reads lse and writes grad_input. Other losses: lse is None; extra is the list of extra operands; forward writes out, backward writes grad_input, or with the descriptor's wrt one tensor per entry of grads (in wrt order).
         """
@@ -941,7 +941,7 @@ class CtcLossPlan:
     def log_alpha_dtype(self) -> DType:
         """float32 (float64 for float64 log_probs)."""
 
-    def run(self, log_probs: object, targets: object, input_lengths: object, target_lengths: object, log_alpha: object, workspace: object | None, out: object | None = None, grad_loss: object | None = None, grad_log_probs: object | None = None, stream: object | None = None) -> None:
+    def run(self, log_probs: object, targets: object, input_lengths: object, target_lengths: object, log_alpha: object, workspace: object | None = None, out: object | None = None, grad_loss: object | None = None, grad_log_probs: object | None = None, stream: object | None = None) -> None:
         """
         Check the tensors against the descriptor and launch. Forward writes out (the loss: [] for mean / sum, [N] for none) and log_alpha (log_alpha_shape(), log_alpha_dtype(), contiguous); backward reads log_alpha and grad_loss and writes grad_log_probs.
         """
