@@ -500,6 +500,32 @@ def test_run_refuses_bad_stream(silu_plan):
             "stream", "str")
 
 
+def test_every_plan_runs_operands_by_name():
+    """The plans whose run() took its operands by position (elementwise, reduction, softmax, scan) take
+    them by name too, as every plan's run does: the names of the op's functional form, an empty run
+    completing, and what run() takes in the error for an unknown keyword or a mix of the two forms."""
+    ew = select("add", [S((0, 8), f32), S((0, 8), f32)], S((0, 8), f32))
+    ew.run(out=FakeTensor((0, 8), addr=OUT), a=FakeTensor((0, 8), addr=IN0), b=FakeTensor((0, 8), addr=IN1))
+    silu = select("silu", [S((4, 8), f32)], S((4, 8), f32))
+    out, x = FakeTensor((4, 8), addr=OUT), FakeTensor((4, 8), addr=IN0)
+    refused(errors.InvalidArgument, lambda: silu.run(out=out, y=x), "unknown keyword 'y'", "takes out=, x=,")
+    refused(errors.InvalidArgument, lambda: silu.run(out, x=x), "by position and 'x' by name")
+    refused(errors.InvalidArgument, lambda: silu.run(out=out), "x: expected a CUDA tensor, got None")
+    cpu = np.zeros((4, 8), np.float32)
+    red = bc.ReductionPlan.select(bc.ReductionDescriptor("sum", S((4, 8), f32), S((4,), f32), axes=[1]))
+    refused(errors.InvalidArgument, lambda: red.run(out=cpu[:, 0], x=x), "out: expected a CUDA tensor")
+    refused(errors.InvalidArgument, lambda: red.run(out=out, input=x), "unknown keyword 'input'", "x=")
+    sm = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor("softmax", [S((4, 8), f32)], -1, S((4, 8), f32)))
+    refused(errors.InvalidArgument, lambda: sm.run(out=cpu, x=x), "out: expected a CUDA tensor")
+    smb = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor("softmax_backward", [S((4, 8), f32), S((4, 8), f32)], -1,
+                                                     S((4, 8), f32)))
+    refused(errors.InvalidArgument, lambda: smb.run(grad_x=out, grad_out=x, y=cpu), "y: expected a CUDA tensor")
+    refused(errors.InvalidArgument, lambda: sm.run(out=out, x=x, workspace=x), "takes no workspace")
+    scan = bc.ScanPlan.select(bc.ScanDescriptor("cumsum", [S((4, 8), f32)], [S((4, 8), f32)], 1))
+    refused(errors.InvalidArgument, lambda: scan.run(out=out, x=cpu), "x: expected a CUDA tensor")
+    refused(errors.InvalidArgument, lambda: scan.run(out=out, y=x), "unknown keyword 'y'", "out=, x=")
+
+
 def test_run_of_an_empty_tensor_launches_nothing():
     plan = select("silu", [S((0, 8), f32)], S((0, 8), f32))
     plan.run(FakeTensor((0, 8), addr=OUT), FakeTensor((0, 8), addr=IN0))

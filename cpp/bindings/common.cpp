@@ -2,6 +2,7 @@
 
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "baracuda/errors.h"
@@ -434,6 +435,44 @@ void finish_for_framework(const Imported& like, StreamHandle stream) {
   if (like.framework != 3) return;
   nb::gil_scoped_release release;
   synchronize_stream(stream);
+}
+
+OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, const nb::kwargs& kwargs,
+                                 const std::vector<std::string>& outs, const std::vector<std::string>& ins,
+                                 const std::vector<std::string>& extras) {
+  OrderedOperands r;
+  auto takes = [&] {
+    std::string t;
+    for (const auto* names : {&outs, &ins})
+      for (const std::string& n : *names) t += n + "=, ";
+    for (const std::string& n : extras) t += n + "=, ";
+    return t + "workspace=, stream=";
+  };
+  const bool by_position = args.size() > 0;
+  if (by_position) {
+    for (size_t i = 0; i < args.size(); ++i) (i < outs.size() ? r.outs : r.ins).push_back(args[i]);
+  } else {
+    r.outs.assign(outs.size(), nb::none());
+    r.ins.assign(ins.size(), nb::none());
+  }
+  for (auto [key, value] : kwargs) {
+    const std::string name = nb::cast<std::string>(key);
+    if (name == "workspace") { r.workspace = value; continue; }
+    if (name == "stream") { r.stream = value; continue; }
+    if (std::find(extras.begin(), extras.end(), name) != extras.end()) { r.extra[key] = value; continue; }
+    bool placed = false;
+    for (auto [names, slots] : {std::make_pair(&outs, &r.outs), std::make_pair(&ins, &r.ins)})
+      for (size_t i = 0; i < names->size() && !placed; ++i)
+        if ((*names)[i] == name) {
+          if (by_position)
+            throw InvalidArgument(op + ": run() got operands by position and '" + name +
+                                  "' by name; give them all one way (" + takes() + ")");
+          (*slots)[i] = value, placed = true;
+        }
+    if (!placed)
+      throw InvalidArgument(op + ": run() got an unknown keyword '" + name + "'; it takes " + takes());
+  }
+  return r;
 }
 
 }  // namespace baracuda::py

@@ -215,6 +215,21 @@ inline RunKwargs split_run_kwargs(nb::kwargs kwargs) {
   return r;
 }
 
+// run() of a plan whose operands have an order (elementwise, reduction, softmax: out, then the inputs)
+// takes them by position or, as every plan's run, by name: run(**operands, workspace=, stream=).
+// `outs` / `ins` name the slots in order. By position, args fill outs then ins (ins: every remaining
+// argument); by name, each slot gets its keyword (none where absent, which the import then names).
+// `extras`: keywords the family reads itself (left in `extra`). Anything else raises InvalidArgument
+// naming the op and what run() takes.
+struct OrderedOperands {
+  std::vector<nb::handle> outs, ins;
+  nb::handle workspace = nb::none(), stream = nb::none();
+  nb::dict extra;
+};
+OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, const nb::kwargs& kwargs,
+                                 const std::vector<std::string>& outs, const std::vector<std::string>& ins,
+                                 const std::vector<std::string>& extras = {});
+
 // Imports each tensor of `tensors` (a dict: operand name -> tensor or None) into its slot of
 // `table`: held[i] keeps the import alive, views.*member gets its view; `is_output(i)` marks the
 // slots the plan writes. An unknown name raises InvalidArgument naming the family.

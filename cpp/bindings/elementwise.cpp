@@ -38,7 +38,7 @@ const char* const* operand_names(const std::string& op, size_t n) {
 }
 
 // Imports out and inputs, checks, launches with the GIL released, hands off to JAX.
-void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::args& inputs, nb::handle workspace,
+void run_plan(const ElementwisePlan& plan, nb::handle out, const std::vector<nb::handle>& inputs, nb::handle workspace,
               nb::handle stream) {
   const int n = int(std::min<size_t>(inputs.size(), 4));
   const char* const* names = operand_names(plan.descriptor().op, size_t(n));
@@ -99,9 +99,21 @@ void init_elementwise(nb::module_& m) {
 
   bind_plan<ElementwisePlan>(m, "ElementwisePlan", "A validated elementwise launch: select once, run many times.")
       .def("workspace_bytes", &ElementwisePlan::workspace_bytes, "Bytes of scratch memory run() needs (0 for most ops).")
-      .def("run", &run_plan, "out"_a.none(), "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
-           "Check the tensors against the descriptor and launch on `stream` (default: the current stream of the "
-           "inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).");
+      .def("run",
+           [](const ElementwisePlan& plan, nb::args args, nb::kwargs kwargs) {
+             const std::string& op = plan.descriptor().op;
+             const EwOpInfo* info = find_elementwise_op(op);
+             const size_t arity = info ? size_t(info->arity) : plan.descriptor().inputs.size();
+             const char* const* names = operand_names(op, arity);
+             const OrderedOperands o = ordered_operands(op, args, kwargs, {"out"},
+                                                        std::vector<std::string>(names, names + std::min<size_t>(arity, 4)));
+             run_plan(plan, o.outs.empty() ? nb::none() : o.outs[0], o.ins, o.workspace, o.stream);
+           },
+           nb::sig("def run(self, *args: object, **operands: object) -> None"),
+           "run(out=, <inputs by name>, workspace=, stream=), the names as the op's functional form (x; a, b; "
+           "cond, a, b; x0, x1, x2; grad_out, ...), or run(out, *inputs): check the tensors against the "
+           "descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never "
+           "allocates, never synchronizes (except to hand results to JAX).");
 
   def_xla_plan_positional<ElementwisePlan>(
       m, [](const ElementwisePlan& p, const TensorView& out, const TensorView* in, int n, void* ws, int64_t wss,

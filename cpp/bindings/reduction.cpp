@@ -17,15 +17,19 @@ namespace baracuda::py {
 
 namespace {
 
-void run_plan(const ReductionPlan& plan, nb::handle out, const nb::args& inputs, nb::handle workspace,
-              nb::handle stream) {
+const char* const* input_names(int n) {
   static const char* kFwd[] = {"x"};
   static const char* kBwd[] = {"grad_out", "x", "y"};
+  return n == 1 ? kFwd : kBwd;
+}
+
+void run_plan(const ReductionPlan& plan, nb::handle out, const std::vector<nb::handle>& inputs, nb::handle workspace,
+              nb::handle stream) {
   const int want = plan.num_inputs();
   if (int(inputs.size()) != want)
     throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(inputs.size()) + " inputs, the plan takes " +
                           std::to_string(want));
-  const char** names = want == 1 ? kFwd : kBwd;
+  const char* const* names = input_names(want);
   Imported o = import_tensor(out, "out", true);
   Imported ins[3];
   TensorView views[3];
@@ -100,10 +104,19 @@ void init_reduction(nb::module_& m) {
   bind_plan<ReductionPlan>(m, "ReductionPlan", "A validated reduction launch: select once, run many times.")
       .def_prop_ro("num_inputs", &ReductionPlan::num_inputs, "1 (x) for forward ops; 2 or 3 (grad_out, x[, y]) for backward ops.")
       .def("workspace_bytes", &ReductionPlan::workspace_bytes, "Bytes of scratch memory run() needs (split passes, backward statistics).")
-      .def("run", &run_plan, "out"_a, "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
-           "Check the tensors against the descriptor and launch on `stream` (default: the current stream of the "
-           "inputs' framework). inputs: x, or grad_out, x[, y]. Never allocates, never synchronizes (except to hand "
-           "results to JAX).");
+      .def("run",
+           [](const ReductionPlan& plan, nb::args args, nb::kwargs kwargs) {
+             const int n = std::min(plan.num_inputs(), 3);
+             const char* const* names = input_names(n);
+             const OrderedOperands o = ordered_operands(plan.sku().op, args, kwargs, {"out"},
+                                                        std::vector<std::string>(names, names + n));
+             run_plan(plan, o.outs.empty() ? nb::none() : o.outs[0], o.ins, o.workspace, o.stream);
+           },
+           nb::sig("def run(self, *args: object, **operands: object) -> None"),
+           "run(out=, x=) or, for a backward, run(out=, grad_out=, x=[, y=]), with workspace= and stream=; or "
+           "run(out, *inputs): check the tensors against the descriptor and launch on `stream` (default: the "
+           "current stream of the inputs' framework). Never allocates, never synchronizes (except to hand results "
+           "to JAX).");
 
   def_xla_plan_positional<ReductionPlan>(
       m, [](const ReductionPlan& p, const TensorView& out, const TensorView* in, int n, void* ws, int64_t wss,

@@ -97,9 +97,26 @@ void init_scan(nb::module_& m) {
       .def_prop_ro("num_inputs", &ScanPlan::num_inputs)
       .def_prop_ro("num_outputs", &ScanPlan::num_outputs)
       .def("workspace_bytes", &ScanPlan::workspace_bytes, "Bytes of scratch memory run() needs (split scans).")
-      .def("run", &run_plan, "outputs"_a, "inputs"_a, "workspace"_a = nb::none(), "stream"_a = nb::none(),
-           "Check the tensors against the descriptor and launch on `stream` (default: the current stream of the "
-           "first input's framework). outputs / inputs: one tensor or a tuple, in the op table's order. Never "
+      .def("run",
+           [](const ScanPlan& plan, nb::args args, nb::kwargs kwargs) {
+             const ScanOpInfo* info = find_scan_op(plan.sku().op);
+             if (args.size() > 0) {  // run(outputs, inputs, workspace=, stream=): the op table's order
+               const OrderedOperands o = ordered_operands(info->name, nb::tuple(), kwargs, {}, {});
+               if (args.size() != 2)
+                 throw InvalidArgument(info->name + ": run() takes (outputs, inputs) by position, got " +
+                                       std::to_string(args.size()) + " positional arguments");
+               return run_plan(plan, args[0], args[1], o.workspace, o.stream);
+             }
+             const OrderedOperands o = ordered_operands(info->name, args, kwargs, info->outputs, info->inputs);
+             nb::list outs, ins;
+             for (nb::handle h : o.outs) outs.append(h);
+             for (nb::handle h : o.ins) ins.append(h);
+             run_plan(plan, nb::tuple(outs), nb::tuple(ins), o.workspace, o.stream);
+           },
+           nb::sig("def run(self, *args: object, **operands: object) -> None"),
+           "run(<outputs and inputs by name, as scan_ops() names them>, workspace=, stream=) or run(outputs, "
+           "inputs) (one tensor or a tuple each, in the op table's order): check the tensors against the "
+           "descriptor and launch on `stream` (default: the current stream of the first input's framework). Never "
            "allocates, never synchronizes (except to hand results to JAX).");
 
   def_xla_plan_outputs<ScanPlan>(m, [](const ScanPlan& p, const TensorView* outs, int n_outs, const TensorView* ins,

@@ -17,18 +17,26 @@ namespace {
 
 
 
-void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::args& inputs, nb::handle stream,
+// The operand names: forward out, x; backward grad_x, grad_out, y; gumbel_noise out alone.
+std::vector<std::string> input_names(const SoftmaxPlan& plan) {
+  const size_t n = plan.descriptor().inputs.size();
+  if (n == 0) return {};
+  if (n == 1) return {"x"};
+  return {"grad_out", "y"};
+}
+
+void sm_run(const SoftmaxPlan& plan, nb::handle out, const std::vector<nb::handle>& inputs, nb::handle stream,
             std::optional<uint64_t> seed, uint64_t offset, nb::handle soft_out) {
-  static const char* kNames[] = {"input 0", "input 1"};
+  const std::vector<std::string> names = input_names(plan);
   if (inputs.size() > 2 || (inputs.size() < 1 && plan.sku().op != "gumbel_noise"))
     throw InvalidArgument(plan.sku().op + ": run() takes 1 (forward) or 2 (backward) inputs, got " +
                           std::to_string(inputs.size()));
-  Imported o = import_tensor(out, "out", true);
+  Imported o = import_tensor(out, names.size() == 2 ? "grad_x" : "out", true);
   Imported ins[2];
   TensorView views[2];
   const int n = int(inputs.size());
   for (int i = 0; i < n; ++i) {
-    ins[i] = import_tensor(inputs[i], kNames[i], false);
+    ins[i] = import_tensor(inputs[i], i < int(names.size()) ? names[i].c_str() : "input", false);
     views[i] = ins[i].view;
   }
   SoftmaxRunArgs args;
@@ -82,9 +90,31 @@ void init_softmax(nb::module_& m) {
 
   bind_plan<SoftmaxPlan>(m, "SoftmaxPlan", "A validated softmax launch: select once, run many times.")
       .def("workspace_bytes", &SoftmaxPlan::workspace_bytes, "Always 0: softmax needs no workspace.")
-      .def("run", &sm_run, "out"_a, "inputs"_a, "stream"_a = nb::none(), "seed"_a = nb::none(), "offset"_a = 0,
-           "soft_out"_a = nb::none(),
-           "run(out, x) or run(grad_x, grad_out, y): check the tensors against the descriptor and launch on "
+      .def("run",
+           [](const SoftmaxPlan& plan, nb::args args, nb::kwargs kwargs) {
+             const std::vector<std::string> names = input_names(plan);
+             const OrderedOperands o = ordered_operands(plan.sku().op, args, kwargs,
+                                                        {names.size() == 2 ? "grad_x" : "out"}, names,
+                                                        {"seed", "offset", "soft_out"});
+             if (!o.workspace.is_none())
+               throw InvalidArgument(plan.sku().op + ": run() takes no workspace (the plan needs none)");
+             auto extra = [&](const char* k) { return o.extra.contains(k) ? o.extra[k] : nb::none(); };
+             auto counter = [&](const char* k) -> std::optional<uint64_t> {
+               const nb::handle h = extra(k);
+               if (h.is_none()) return std::nullopt;
+               uint64_t v = 0;
+               if (!PyIndex_Check(h.ptr()) || !nb::try_cast(nb::steal(PyNumber_Index(h.ptr())), v))
+                 throw InvalidArgument(plan.sku().op + ": " + k + " must be an int in [0, 2**64), got " +
+                                       nb::cast<std::string>(nb::repr(h)));
+               return v;
+             };
+             sm_run(plan, o.outs.empty() ? nb::none() : o.outs[0], o.ins, o.stream, counter("seed"),
+                    counter("offset").value_or(0), extra("soft_out"));
+           },
+           nb::sig("def run(self, *args: object, **operands: object) -> None"),
+           "run(out=, x=) or run(grad_x=, grad_out=, y=) (or by position: run(out, x), run(grad_x, grad_out, "
+           "y)), with stream= (and seed=, offset=, soft_out= below): check the tensors against the descriptor and "
+           "launch on "
            "`stream` (default: the current stream of the inputs' framework). Never allocates. gumbel_softmax and "
            "gumbel_noise (run(g) with no input) need `seed` (and `offset`, default 0); gumbel_softmax with a "
            "soft_out spec needs `soft_out`.");

@@ -245,9 +245,9 @@ class ElementwisePlan:
     def workspace_bytes(self) -> int:
         """Bytes of scratch memory run() needs (0 for most ops)."""
 
-    def run(self, out: object | None, *inputs, workspace: object | None = None, stream: object | None = None) -> None:
+    def run(self, *args: object, **operands: object) -> None:
         """
-        Check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).
+        run(out=, <inputs by name>, workspace=, stream=), the names as the op's functional form (x; a, b; cond, a, b; x0, x1, x2; grad_out, ...), or run(out, *inputs): check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).
         """
 
 @overload
@@ -381,9 +381,9 @@ class ReductionPlan:
         Bytes of scratch memory run() needs (split passes, backward statistics).
         """
 
-    def run(self, out: object, *inputs, workspace: object | None = None, stream: object | None = None) -> None:
+    def run(self, *args: object, **operands: object) -> None:
         """
-        Check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). inputs: x, or grad_out, x[, y]. Never allocates, never synchronizes (except to hand results to JAX).
+        run(out=, x=) or, for a backward, run(out=, grad_out=, x=[, y=]), with workspace= and stream=; or run(out, *inputs): check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates, never synchronizes (except to hand results to JAX).
         """
 
 def reduction_call(op: str, out: object, inputs: tuple, axes: object | None = None, keepdim: bool = False, params: Mapping[str, float] = {}, stream: object | None = None, workspace_alloc: object | None = None) -> None:
@@ -755,9 +755,9 @@ class SoftmaxPlan:
     def workspace_bytes(self) -> int:
         """Always 0: softmax needs no workspace."""
 
-    def run(self, out: object, *inputs, stream: object | None = None, seed: int | None = None, offset: int = 0, soft_out: object | None = None) -> None:
+    def run(self, *args: object, **operands: object) -> None:
         """
-        run(out, x) or run(grad_x, grad_out, y): check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates. gumbel_softmax and gumbel_noise (run(g) with no input) need `seed` (and `offset`, default 0); gumbel_softmax with a soft_out spec needs `soft_out`.
+        run(out=, x=) or run(grad_x=, grad_out=, y=) (or by position: run(out, x), run(grad_x, grad_out, y)), with stream= (and seed=, offset=, soft_out= below): check the tensors against the descriptor and launch on `stream` (default: the current stream of the inputs' framework). Never allocates. gumbel_softmax and gumbel_noise (run(g) with no input) need `seed` (and `offset`, default 0); gumbel_softmax with a soft_out spec needs `soft_out`.
         """
 
 def softmax_call(op: str, out: object, inputs: tuple, axis: int, stream: object | None = None) -> None:
@@ -1003,9 +1003,9 @@ class ScanPlan:
     def workspace_bytes(self) -> int:
         """Bytes of scratch memory run() needs (split scans)."""
 
-    def run(self, outputs: object, inputs: object, workspace: object | None = None, stream: object | None = None) -> None:
+    def run(self, *args: object, **operands: object) -> None:
         """
-        Check the tensors against the descriptor and launch on `stream` (default: the current stream of the first input's framework). outputs / inputs: one tensor or a tuple, in the op table's order. Never allocates, never synchronizes (except to hand results to JAX).
+        run(<outputs and inputs by name, as scan_ops() names them>, workspace=, stream=) or run(outputs, inputs) (one tensor or a tuple each, in the op table's order): check the tensors against the descriptor and launch on `stream` (default: the current stream of the first input's framework). Never allocates, never synchronizes (except to hand results to JAX).
         """
 
 def scan_call(op: str, outputs: tuple, inputs: tuple, axis: int = -1, stream: object | None = None, workspace_alloc: object | None = None) -> None:
