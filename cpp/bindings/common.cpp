@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "baracuda/errors.h"
@@ -437,40 +438,52 @@ void finish_for_framework(const Imported& like, StreamHandle stream) {
   synchronize_stream(stream);
 }
 
-OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, const nb::kwargs& kwargs,
-                                 const std::vector<std::string>& outs, const std::vector<std::string>& ins,
-                                 const std::vector<std::string>& extras) {
+OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, const nb::kwargs& kwargs, Names outs,
+                                 Names ins, Names extras) {
   OrderedOperands r;
   auto takes = [&] {
     std::string t;
-    for (const auto* names : {&outs, &ins})
-      for (const std::string& n : *names) t += n + "=, ";
-    for (const std::string& n : extras) t += n + "=, ";
+    for (const Names* names : {&outs, &ins, &extras})
+      for (int i = 0; i < names->n; ++i) t += std::string(names->at[i]) + "=, ";
     return t + "workspace=, stream=";
   };
-  const bool by_position = args.size() > 0;
+  const int npos = int(args.size());
+  const bool by_position = npos > 0;
   if (by_position) {
-    for (size_t i = 0; i < args.size(); ++i) (i < outs.size() ? r.outs : r.ins).push_back(args[i]);
+    if (npos > outs.n + OrderedOperands::kMax)
+      throw InvalidArgument(op + ": run() got " + std::to_string(npos) + " operands, more than it takes (" + takes() +
+                            ")");
+    for (int i = 0; i < npos; ++i) {
+      nb::handle a(PyTuple_GET_ITEM(args.ptr(), i));
+      if (i < outs.n) r.outs[r.n_outs++] = a;
+      else r.ins[r.n_ins++] = a;
+    }
   } else {
-    r.outs.assign(outs.size(), nb::none());
-    r.ins.assign(ins.size(), nb::none());
+    r.n_outs = std::min(outs.n, 2);
+    r.n_ins = std::min(ins.n, int(OrderedOperands::kMax));
+    for (int i = 0; i < r.n_outs; ++i) r.outs[i] = nb::none();
+    for (int i = 0; i < r.n_ins; ++i) r.ins[i] = nb::none();
   }
-  for (auto [key, value] : kwargs) {
-    const std::string name = nb::cast<std::string>(key);
-    if (name == "workspace") { r.workspace = value; continue; }
-    if (name == "stream") { r.stream = value; continue; }
-    if (std::find(extras.begin(), extras.end(), name) != extras.end()) { r.extra[key] = value; continue; }
+  for (int i = 0; i < 3; ++i) r.extra[i] = nb::none();
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
+    const char* name = PyUnicode_AsUTF8(key);
+    if (!name) throw nb::python_error();
+    if (!std::strcmp(name, "workspace")) { r.workspace = value; continue; }
+    if (!std::strcmp(name, "stream")) { r.stream = value; continue; }
     bool placed = false;
-    for (auto [names, slots] : {std::make_pair(&outs, &r.outs), std::make_pair(&ins, &r.ins)})
-      for (size_t i = 0; i < names->size() && !placed; ++i)
-        if ((*names)[i] == name) {
+    for (int i = 0; i < extras.n && i < 3 && !placed; ++i)
+      if (!std::strcmp(name, extras.at[i])) r.extra[i] = value, placed = true;
+    for (auto [names, slots, n] : {std::make_tuple(&outs, r.outs, r.n_outs), std::make_tuple(&ins, r.ins, r.n_ins)})
+      for (int i = 0; i < names->n && !placed; ++i)
+        if (!std::strcmp(name, names->at[i])) {
           if (by_position)
             throw InvalidArgument(op + ": run() got operands by position and '" + name +
                                   "' by name; give them all one way (" + takes() + ")");
-          (*slots)[i] = value, placed = true;
+          if (i < n) slots[i] = value, placed = true;
         }
-    if (!placed)
-      throw InvalidArgument(op + ": run() got an unknown keyword '" + name + "'; it takes " + takes());
+    if (!placed) throw InvalidArgument(op + ": run() got an unknown keyword '" + name + "'; it takes " + takes());
   }
   return r;
 }

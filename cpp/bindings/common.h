@@ -219,17 +219,21 @@ inline RunKwargs split_run_kwargs(nb::kwargs kwargs) {
 // takes them by position or, as every plan's run, by name: run(**operands, workspace=, stream=).
 // `outs` / `ins` name the slots in order. By position, args fill outs then ins (ins: every remaining
 // argument); by name, each slot gets its keyword (none where absent, which the import then names).
-// `extras`: keywords the family reads itself (left in `extra`). Anything else raises InvalidArgument
-// naming the op and what run() takes.
-struct OrderedOperands {
-  std::vector<nb::handle> outs, ins;
-  nb::handle workspace = nb::none(), stream = nb::none();
-  nb::dict extra;
+// `extras`: keywords the family reads itself (extra[i], none where absent). Anything else raises
+// InvalidArgument naming the op and what run() takes. No allocation on the way (plan.run is a hot
+// path): names are C strings, slots fixed arrays.
+struct Names {
+  const char* const* at = nullptr;
+  int n = 0;
 };
-OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, const nb::kwargs& kwargs,
-                                 const std::vector<std::string>& outs, const std::vector<std::string>& ins,
-                                 const std::vector<std::string>& extras = {});
-
+struct OrderedOperands {
+  static constexpr int kMax = 4;
+  nb::handle outs[2], ins[kMax], extra[3];
+  int n_outs = 0, n_ins = 0;
+  nb::handle workspace = nb::none(), stream = nb::none();
+};
+OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, const nb::kwargs& kwargs, Names outs,
+                                 Names ins, Names extras = {});
 // Imports each tensor of `tensors` (a dict: operand name -> tensor or None) into its slot of
 // `table`: held[i] keeps the import alive, views.*member gets its view; `is_output(i)` marks the
 // slots the plan writes. An unknown name raises InvalidArgument naming the family.

@@ -38,9 +38,9 @@ const char* const* operand_names(const std::string& op, size_t n) {
 }
 
 // Imports out and inputs, checks, launches with the GIL released, hands off to JAX.
-void run_plan(const ElementwisePlan& plan, nb::handle out, const std::vector<nb::handle>& inputs, nb::handle workspace,
+void run_plan(const ElementwisePlan& plan, nb::handle out, const nb::handle* inputs, int n_inputs, nb::handle workspace,
               nb::handle stream) {
-  const int n = int(std::min<size_t>(inputs.size(), 4));
+  const int n = std::min(n_inputs, 4);
   const char* const* names = operand_names(plan.descriptor().op, size_t(n));
   Imported ins[4];
   TensorView views[4];
@@ -52,8 +52,7 @@ void run_plan(const ElementwisePlan& plan, nb::handle out, const std::vector<nb:
   const Imported& like = n == 0 ? o : ins[0];
   const Workspace w = import_workspace(workspace, o.view.device);
   StreamHandle s = resolve_stream(stream, like);
-  if (inputs.size() > 4)
-    throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(inputs.size()) + " inputs");
+  if (n_inputs > 4) throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(n_inputs) + " inputs");
   {
     nb::gil_scoped_release release;
     plan.run(o.view, views, n, w.data, w.size, s);
@@ -101,13 +100,12 @@ void init_elementwise(nb::module_& m) {
       .def("workspace_bytes", &ElementwisePlan::workspace_bytes, "Bytes of scratch memory run() needs (0 for most ops).")
       .def("run",
            [](const ElementwisePlan& plan, nb::args args, nb::kwargs kwargs) {
+             static const char* kOut[] = {"out"};
              const std::string& op = plan.descriptor().op;
-             const EwOpInfo* info = find_elementwise_op(op);
-             const size_t arity = info ? size_t(info->arity) : plan.descriptor().inputs.size();
-             const char* const* names = operand_names(op, arity);
-             const OrderedOperands o = ordered_operands(op, args, kwargs, {"out"},
-                                                        std::vector<std::string>(names, names + std::min<size_t>(arity, 4)));
-             run_plan(plan, o.outs.empty() ? nb::none() : o.outs[0], o.ins, o.workspace, o.stream);
+             const size_t arity = plan.descriptor().inputs.size();
+             const OrderedOperands o = ordered_operands(op, args, kwargs, {kOut, 1},
+                                                        {operand_names(op, arity), int(std::min<size_t>(arity, 4))});
+             run_plan(plan, o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.workspace, o.stream);
            },
            nb::sig("def run(self, *args: object, **operands: object) -> None"),
            "run(out=, <inputs by name>, workspace=, stream=), the names as the op's functional form (x; a, b; "

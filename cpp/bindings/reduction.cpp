@@ -23,11 +23,11 @@ const char* const* input_names(int n) {
   return n == 1 ? kFwd : kBwd;
 }
 
-void run_plan(const ReductionPlan& plan, nb::handle out, const std::vector<nb::handle>& inputs, nb::handle workspace,
+void run_plan(const ReductionPlan& plan, nb::handle out, const nb::handle* inputs, int n_inputs, nb::handle workspace,
               nb::handle stream) {
   const int want = plan.num_inputs();
-  if (int(inputs.size()) != want)
-    throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(inputs.size()) + " inputs, the plan takes " +
+  if (n_inputs != want)
+    throw InvalidArgument(plan.sku().op + ": run() got " + std::to_string(n_inputs) + " inputs, the plan takes " +
                           std::to_string(want));
   const char* const* names = input_names(want);
   Imported o = import_tensor(out, "out", true);
@@ -106,11 +106,10 @@ void init_reduction(nb::module_& m) {
       .def("workspace_bytes", &ReductionPlan::workspace_bytes, "Bytes of scratch memory run() needs (split passes, backward statistics).")
       .def("run",
            [](const ReductionPlan& plan, nb::args args, nb::kwargs kwargs) {
+             static const char* kOut[] = {"out"};
              const int n = std::min(plan.num_inputs(), 3);
-             const char* const* names = input_names(n);
-             const OrderedOperands o = ordered_operands(plan.sku().op, args, kwargs, {"out"},
-                                                        std::vector<std::string>(names, names + n));
-             run_plan(plan, o.outs.empty() ? nb::none() : o.outs[0], o.ins, o.workspace, o.stream);
+             const OrderedOperands o = ordered_operands(plan.sku().op, args, kwargs, {kOut, 1}, {input_names(n), n});
+             run_plan(plan, o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.workspace, o.stream);
            },
            nb::sig("def run(self, *args: object, **operands: object) -> None"),
            "run(out=, x=) or, for a backward, run(out=, grad_out=, x=[, y=]), with workspace= and stream=; or "

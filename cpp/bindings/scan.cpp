@@ -107,10 +107,14 @@ void init_scan(nb::module_& m) {
                                        std::to_string(args.size()) + " positional arguments");
                return run_plan(plan, args[0], args[1], o.workspace, o.stream);
              }
-             const OrderedOperands o = ordered_operands(info->name, args, kwargs, info->outputs, info->inputs);
+             std::vector<const char*> outs_at, ins_at;
+             for (const std::string& n : info->outputs) outs_at.push_back(n.c_str());
+             for (const std::string& n : info->inputs) ins_at.push_back(n.c_str());
+             const OrderedOperands o = ordered_operands(info->name, args, kwargs, {outs_at.data(), int(outs_at.size())},
+                                                        {ins_at.data(), int(ins_at.size())});
              nb::list outs, ins;
-             for (nb::handle h : o.outs) outs.append(h);
-             for (nb::handle h : o.ins) ins.append(h);
+             for (int i = 0; i < o.n_outs; ++i) outs.append(o.outs[i]);
+             for (int i = 0; i < o.n_ins; ++i) ins.append(o.ins[i]);
              run_plan(plan, nb::tuple(outs), nb::tuple(ins), o.workspace, o.stream);
            },
            nb::sig("def run(self, *args: object, **operands: object) -> None"),

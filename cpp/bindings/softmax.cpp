@@ -18,25 +18,26 @@ namespace {
 
 
 // The operand names: forward out, x; backward grad_x, grad_out, y; gumbel_noise out alone.
-std::vector<std::string> input_names(const SoftmaxPlan& plan) {
-  const size_t n = plan.descriptor().inputs.size();
-  if (n == 0) return {};
-  if (n == 1) return {"x"};
-  return {"grad_out", "y"};
+Names input_names(const SoftmaxPlan& plan) {
+  static const char* kFwd[] = {"x"};
+  static const char* kBwd[] = {"grad_out", "y"};
+  const int n = int(std::min<size_t>(plan.descriptor().inputs.size(), 2));
+  return {n == 2 ? kBwd : kFwd, n};
 }
+const char* output_name(const SoftmaxPlan& plan) { return input_names(plan).n == 2 ? "grad_x" : "out"; }
 
-void sm_run(const SoftmaxPlan& plan, nb::handle out, const std::vector<nb::handle>& inputs, nb::handle stream,
+void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::handle* inputs, int n_inputs, nb::handle stream,
             std::optional<uint64_t> seed, uint64_t offset, nb::handle soft_out) {
-  const std::vector<std::string> names = input_names(plan);
-  if (inputs.size() > 2 || (inputs.size() < 1 && plan.sku().op != "gumbel_noise"))
+  const Names names = input_names(plan);
+  if (n_inputs > 2 || (n_inputs < 1 && plan.sku().op != "gumbel_noise"))
     throw InvalidArgument(plan.sku().op + ": run() takes 1 (forward) or 2 (backward) inputs, got " +
-                          std::to_string(inputs.size()));
-  Imported o = import_tensor(out, names.size() == 2 ? "grad_x" : "out", true);
+                          std::to_string(n_inputs));
+  Imported o = import_tensor(out, output_name(plan), true);
   Imported ins[2];
   TensorView views[2];
-  const int n = int(inputs.size());
+  const int n = n_inputs;
   for (int i = 0; i < n; ++i) {
-    ins[i] = import_tensor(inputs[i], i < int(names.size()) ? names[i].c_str() : "input", false);
+    ins[i] = import_tensor(inputs[i], i < names.n ? names.at[i] : "input", false);
     views[i] = ins[i].view;
   }
   SoftmaxRunArgs args;
@@ -92,24 +93,23 @@ void init_softmax(nb::module_& m) {
       .def("workspace_bytes", &SoftmaxPlan::workspace_bytes, "Always 0: softmax needs no workspace.")
       .def("run",
            [](const SoftmaxPlan& plan, nb::args args, nb::kwargs kwargs) {
-             const std::vector<std::string> names = input_names(plan);
-             const OrderedOperands o = ordered_operands(plan.sku().op, args, kwargs,
-                                                        {names.size() == 2 ? "grad_x" : "out"}, names,
-                                                        {"seed", "offset", "soft_out"});
+             static const char* kExtras[] = {"seed", "offset", "soft_out"};
+             const char* out_name[] = {output_name(plan)};
+             const OrderedOperands o =
+                 ordered_operands(plan.sku().op, args, kwargs, {out_name, 1}, input_names(plan), {kExtras, 3});
              if (!o.workspace.is_none())
                throw InvalidArgument(plan.sku().op + ": run() takes no workspace (the plan needs none)");
-             auto extra = [&](const char* k) { return o.extra.contains(k) ? o.extra[k] : nb::none(); };
-             auto counter = [&](const char* k) -> std::optional<uint64_t> {
-               const nb::handle h = extra(k);
+             auto counter = [&](int k) -> std::optional<uint64_t> {
+               const nb::handle h = o.extra[k];
                if (h.is_none()) return std::nullopt;
                uint64_t v = 0;
                if (!PyIndex_Check(h.ptr()) || !nb::try_cast(nb::steal(PyNumber_Index(h.ptr())), v))
-                 throw InvalidArgument(plan.sku().op + ": " + k + " must be an int in [0, 2**64), got " +
+                 throw InvalidArgument(plan.sku().op + ": " + kExtras[k] + " must be an int in [0, 2**64), got " +
                                        nb::cast<std::string>(nb::repr(h)));
                return v;
              };
-             sm_run(plan, o.outs.empty() ? nb::none() : o.outs[0], o.ins, o.stream, counter("seed"),
-                    counter("offset").value_or(0), extra("soft_out"));
+             sm_run(plan, o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.stream, counter(0),
+                    counter(1).value_or(0), o.extra[2]);
            },
            nb::sig("def run(self, *args: object, **operands: object) -> None"),
            "run(out=, x=) or run(grad_x=, grad_out=, y=) (or by position: run(out, x), run(grad_x, grad_out, "
