@@ -234,6 +234,16 @@ struct OrderedOperands {
 };
 OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, const nb::kwargs& kwargs, Names outs,
                                  Names ins, Names extras = {});
+// The run() of a plan with one output `out` and inputs named by `input_names(plan)`, taken either way
+// (ordered_operands), handed to run_plan(plan, out, inputs, n, workspace, stream).
+template <class Plan, class InputNames, class RunPlan>
+auto out_and_inputs_run(InputNames input_names, RunPlan run_plan) {
+  return [input_names, run_plan](const Plan& plan, nb::args args, nb::kwargs kwargs) {
+    static const char* kOut[] = {"out"};
+    const OrderedOperands o = ordered_operands(plan.sku().op, args, kwargs, {kOut, 1}, input_names(plan));
+    run_plan(plan, o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.workspace, o.stream);
+  };
+}
 // Imports each tensor of `tensors` (a dict: operand name -> tensor or None) into its slot of
 // `table`: held[i] keeps the import alive, views.*member gets its view; `is_output(i)` marks the
 // slots the plan writes. An unknown name raises InvalidArgument naming the family.

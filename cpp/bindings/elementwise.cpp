@@ -99,14 +99,12 @@ void init_elementwise(nb::module_& m) {
   bind_plan<ElementwisePlan>(m, "ElementwisePlan", "A validated elementwise launch: select once, run many times.")
       .def("workspace_bytes", &ElementwisePlan::workspace_bytes, "Bytes of scratch memory run() needs (0 for most ops).")
       .def("run",
-           [](const ElementwisePlan& plan, nb::args args, nb::kwargs kwargs) {
-             static const char* kOut[] = {"out"};
-             const std::string& op = plan.descriptor().op;
-             const size_t arity = plan.descriptor().inputs.size();
-             const OrderedOperands o = ordered_operands(op, args, kwargs, {kOut, 1},
-                                                        {operand_names(op, arity), int(std::min<size_t>(arity, 4))});
-             run_plan(plan, o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.workspace, o.stream);
-           },
+           out_and_inputs_run<ElementwisePlan>(
+               [](const ElementwisePlan& plan) {
+                 const size_t arity = plan.descriptor().inputs.size();
+                 return Names{operand_names(plan.descriptor().op, arity), int(std::min<size_t>(arity, 4))};
+               },
+               run_plan),
            nb::sig("def run(self, *args: object, **operands: object) -> None"),
            "run(out=, <inputs by name>, workspace=, stream=), the names as the op's functional form (x; a, b; "
            "cond, a, b; x0, x1, x2; grad_out, ...), or run(out, *inputs): check the tensors against the "

@@ -105,12 +105,12 @@ void init_reduction(nb::module_& m) {
       .def_prop_ro("num_inputs", &ReductionPlan::num_inputs, "1 (x) for forward ops; 2 or 3 (grad_out, x[, y]) for backward ops.")
       .def("workspace_bytes", &ReductionPlan::workspace_bytes, "Bytes of scratch memory run() needs (split passes, backward statistics).")
       .def("run",
-           [](const ReductionPlan& plan, nb::args args, nb::kwargs kwargs) {
-             static const char* kOut[] = {"out"};
-             const int n = std::min(plan.num_inputs(), 3);
-             const OrderedOperands o = ordered_operands(plan.sku().op, args, kwargs, {kOut, 1}, {input_names(n), n});
-             run_plan(plan, o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.workspace, o.stream);
-           },
+           out_and_inputs_run<ReductionPlan>(
+               [](const ReductionPlan& plan) {
+                 const int n = std::min(plan.num_inputs(), 3);
+                 return Names{input_names(n), n};
+               },
+               run_plan),
            nb::sig("def run(self, *args: object, **operands: object) -> None"),
            "run(out=, x=) or, for a backward, run(out=, grad_out=, x=[, y=]), with workspace= and stream=; or "
            "run(out, *inputs): check the tensors against the descriptor and launch on `stream` (default: the "
