@@ -82,7 +82,7 @@ def run_row(row, args, copy_gbs):
         ref = C.GpuBench(lambda i: torch.ops.aten.embedding_dense_backward(sets[i][1], sets[i][0], v, -1, False),
                          nsets)
     tm = C.measure({"ours": ours, "torch": ref}, iters=args.iters, passes=args.passes)
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     return C.bandwidth_row(f"{kind} {str(dt)[6:]} n{n} V{v} D{d} {dist}", sku, ok, err, tm, set_bytes, copy_gbs)
 

@@ -89,7 +89,7 @@ def run_row(kind, shape, args, copy_gbs, cfg=None, with_torch=True):
     moved = n * v * 2 * (2 if fused else 1)
     g = moved / tm["ours"].median / 1e9
     precision = plan.sku.precision.math
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     r = dict(key=f"cross_entropy {kind} bf16 {n}x{v}", sku=plan.sku.layout, us=tm["ours"].median * 1e6,
              gbs=g, copy_frac=g / copy_gbs, rel_err=err, ok=ok, precision=precision, timing={"ours": tm["ours"]})
@@ -120,7 +120,7 @@ def run_pointwise(name, shape, dt, call, args, copy_gbs):
     n = sets[0][0].numel()
     moved = n * sets[0][0].element_size() * (3 if "none" in name else 2)
     g = moved / tm["ours"].median / 1e9
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     return dict(key=f"{name} {str(dt).replace('torch.', '')} {shape[0]}x{shape[1]}", sku="pointwise",
                 us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, gbs=g,
@@ -250,7 +250,7 @@ def run_row_loss(name, kind, shape, dt, args, copy_gbs):
     if not fwd_only:
         moved += sum(t.numel() * t.element_size() for t in fl0[:nd])
     g = moved / tm["ours"].median / 1e9
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     return dict(key=f"{name} {kind} {str(dt).replace('torch.', '')} {shape[0]}x{shape[1]}", sku="rows",
                 us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, gbs=g,
@@ -350,7 +350,7 @@ def run_ctc(kind, path, args, copy_gbs, T=500, N=32, Cn=64, S=100):
     gb = moved / tm["ours"].median / 1e9
     key = f"ctc_loss {kind} f32 T{T} N{N} C{Cn} S{S} vs torch {path}"
     sku = plan.sku.layout + ("+" + bplan.sku.layout if fused else "")
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     return dict(key=key, sku=sku, us=tm["ours"].median * 1e6, torch_us=tm["torch"].median * 1e6, gbs=gb,
                 torch_gbs=moved / tm["torch"].median / 1e9, copy_frac=gb / copy_gbs,

@@ -127,7 +127,7 @@ def run_case(op, kind, shape, args, copy_gbs, with_torch=True, tuning=""):
         row["ours"] = t["ours"]
         row["ours_gbs"] = set_bytes / t["ours"].median / 1e9
         row["ours_copy_frac"] = row["ours_gbs"] / copy_gbs
-        del xs, benches
+        xs = benches = None  # released; the closures above still name them
         C.free_memory()
         return row
     for side in ("ours", "torch"):
@@ -136,7 +136,7 @@ def run_case(op, kind, shape, args, copy_gbs, with_torch=True, tuning=""):
         row[side + "_gbs"] = set_bytes / s / 1e9
         row[side + "_copy_frac"] = row[side + "_gbs"] / copy_gbs
     row["speedup"] = t["torch"].median / t["ours"].median
-    del xs, benches
+    xs = benches = None  # released; the closures above still name them
     C.free_memory()
     return row
 
@@ -177,7 +177,7 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
     """One GroupNorm / InstanceNorm / BatchNorm row: ours through the plan API, torch through F.*
     (backward: torch.autograd.grad on a retained graph). Bytes: x and y (forward), grad_out, x
     and grad_x (backward), each once; ours reads x twice in training-mode forward (stats + apply)."""
-    N, Cc = shape[0], shape[1]
+    Cc = shape[1]
     eval_mode = op == "batch_norm_eval"
     base = "batch_norm" if eval_mode else op
     G = 32 if base == "group_norm" else 0
@@ -264,7 +264,7 @@ def run_channel_case(op, kind, shape, layout, dt, args, copy_gbs):
         row[side + "_gbs"] = set_bytes / t[side].median / 1e9
         row[side + "_copy_frac"] = row[side + "_gbs"] / copy_gbs
     row["speedup"] = t["torch"].median / t["ours"].median
-    del xs, benches
+    xs = benches = None  # released; the closures above still name them
     C.free_memory()
     return row
 

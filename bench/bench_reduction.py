@@ -140,7 +140,7 @@ def run_case(c: Case, args, copy_gbs):
         row["method"] = t["ours"].method
         row["target"] = c.target
         row["meets_target"] = None if c.target is None else row["ours_copy_frac"] >= c.target
-        del xs, outs, tout, ws
+        xs = outs = tout = ws = None  # released; the closures above still name them
         C.free_memory()
     except Exception as e:  # noqa: BLE001
         row["error"] = f"{type(e).__name__}: {e}"
@@ -203,7 +203,7 @@ def sweep(args, copy_gbs) -> int:
         best = max(results)
         default = results[0]
         summary.append((key, best, default))
-        del xs, outs
+        xs = outs = None  # released; the closures above still name them
         C.free_memory()
     print("\nbest per row (GB/s, % copy; default for comparison):")
     for key, best, default in summary:

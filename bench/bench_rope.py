@@ -77,7 +77,7 @@ def run_row(shape, args, copy_gbs, compiled):
         benches["compiled"] = C.GpuBench(lambda i: compiled(sets[i][0], sets[i][1], cos_cache, sin_cache, sets[i][2]),
                                          nsets)
     tm = C.measure(benches, iters=args.iters, passes=args.passes)
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     comp = tm.get("compiled")
     graph = tm.get("graph")
@@ -131,7 +131,7 @@ def run_append_row(shape, args, copy_gbs):
     eager = C.GpuBench(lambda i: torch_rope_append(sets[i][0], hq, hk, cos_cache, sin_cache, sets[i][1], sets[i][3],
                                                    sets[i][4], sets[i][2]), nsets)
     tm = C.measure({"ours": C.GpuBench(ours, nsets), "torch": eager}, iters=args.iters, passes=args.passes)
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     return C.bandwidth_row(f"rope+append bf16 t{t} h{hq}/{hk} d{d}", "rope.neox.theta.append", err <= 2e-2, err, tm,
                            set_bytes, copy_gbs, compiled_gbs=None, speedup_compiled=None)

@@ -157,7 +157,7 @@ def run_case(c: Case, args, copy_gbs, cfg=None, with_torch=True):
             row["torch_gbs"] = moved / t["torch"].median / 1e9
             row["torch_copy_frac"] = row["torch_gbs"] / copy_gbs
             row["speedup"] = t["torch"].median / t["ours"].median
-        del xs, outs, ws
+        xs = outs = ws = None  # released; the closures above still name them
         benches.clear()
         C.free_memory()
     except Exception as e:  # noqa: BLE001

@@ -80,7 +80,7 @@ def run_row(op, shape, args, copy_gbs):
     t = C.measure({"ours": ours, "torch": theirs}, iters=args.iters, passes=args.passes)
     moved = set_bytes
     g_ours, g_torch = moved / t["ours"].median / 1e9, moved / t["torch"].median / 1e9
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     return dict(key=f"{op} bf16 {shape[0]}x{shape[1]}", sku=plan.sku.layout, us=t["ours"].median * 1e6,
                 torch_us=t["torch"].median * 1e6, gbs=g_ours, torch_gbs=g_torch, copy_frac=g_ours / copy_gbs,
@@ -152,7 +152,7 @@ def run_rowop_row(op, shape, args, copy_gbs):
     theirs = C.GpuBench(lambda i: tf(*sets[i][0]), nsets)
     t = C.measure({"ours": ours, "torch": theirs}, iters=args.iters, passes=args.passes)
     g_ours, g_torch = set_bytes / t["ours"].median / 1e9, set_bytes / t["torch"].median / 1e9
-    del sets
+    sets = None  # released; the closures above still name them
     C.free_memory()
     return dict(key=f"{op} bf16 {shape[0]}x{shape[1]}", sku=plan.sku.layout, us=t["ours"].median * 1e6,
                 torch_us=t["torch"].median * 1e6, gbs=g_ours, torch_gbs=g_torch, copy_frac=g_ours / copy_gbs,
@@ -233,7 +233,7 @@ def sweep(args, copy_gbs):
             if best is not None:
                 print(f"  best for {best['key']}: {best['cfg']} ({best['us']:.1f} us, {best['copy_frac']:.0%} of copy)")
                 best["best"] = True
-            del sets
+            sets = None  # released; the closures above still name them
             C.free_memory()
     headers = ["row", "cfg", "kernel", "us", "GB/s", "% copy", "rel err", "best"]
     table = [[r["key"], r["cfg"], r.get("sku", "-"), C.fmt(r.get("us")), C.fmt(r.get("gbs"), ".0f"),

@@ -248,7 +248,7 @@ def copy_bandwidth(total_bytes: int = 512 * MiB, *, iters: int = 50, passes: int
     dsts = [torch.empty_like(s) for s in srcs]
     b = GpuBench(lambda i: dsts[i].copy_(srcs[i]), 2, warmup=warmup)
     t = measure({"copy": b}, iters=iters, passes=passes)["copy"]
-    del srcs, dsts, b
+    srcs = dsts = b = None  # released; the closures above still name them
     free_memory()
     moved = 2 * n * 4
     return {"gbs": moved / t.median / 1e9, "timing": t, "bytes": moved}
