@@ -17,22 +17,22 @@ namespace {
 
 
 
-// The operand names: forward out, x; backward grad_x, grad_out, y; gumbel_noise out alone.
+// The input names: forward x; backward grad_out, y (the output then grad_x); gumbel_noise none.
 Names input_names(const SoftmaxPlan& plan) {
   static const char* kFwd[] = {"x"};
   static const char* kBwd[] = {"grad_out", "y"};
   const int n = int(std::min<size_t>(plan.descriptor().inputs.size(), 2));
   return {n == 2 ? kBwd : kFwd, n};
 }
-const char* output_name(const SoftmaxPlan& plan) { return input_names(plan).n == 2 ? "grad_x" : "out"; }
 
-void sm_run(const SoftmaxPlan& plan, nb::handle out, const nb::handle* inputs, int n_inputs, nb::handle stream,
+// `names` / `out_name`: the operand names run() parsed the operands with (input_names and grad_x / out).
+void sm_run(const SoftmaxPlan& plan, Names names, const char* out_name, nb::handle out, const nb::handle* inputs,
+            int n_inputs, nb::handle stream,
             std::optional<uint64_t> seed, uint64_t offset, nb::handle soft_out) {
-  const Names names = input_names(plan);
   if (n_inputs > 2 || (n_inputs < 1 && plan.sku().op != "gumbel_noise"))
     throw InvalidArgument(plan.sku().op + ": run() takes 1 (forward) or 2 (backward) inputs, got " +
                           std::to_string(n_inputs));
-  Imported o = import_tensor(out, output_name(plan), true);
+  Imported o = import_tensor(out, out_name, true);
   Imported ins[2];
   TensorView views[2];
   const int n = n_inputs;
@@ -94,9 +94,10 @@ void init_softmax(nb::module_& m) {
       .def("run",
            [](const SoftmaxPlan& plan, nb::args args, nb::kwargs kwargs) {
              static const char* kExtras[] = {"seed", "offset", "soft_out"};
-             const char* out_name[] = {output_name(plan)};
+             const Names names = input_names(plan);
+             const char* out_name[] = {names.n == 2 ? "grad_x" : "out"};
              const OrderedOperands o =
-                 ordered_operands(plan.sku().op, args, kwargs, {out_name, 1}, input_names(plan), {kExtras, 3});
+                 ordered_operands(plan.sku().op, args, kwargs, {out_name, 1}, names, {kExtras, 3});
              if (!o.workspace.is_none())
                throw InvalidArgument(plan.sku().op + ": run() takes no workspace (the plan needs none)");
              auto counter = [&](int k) -> std::optional<uint64_t> {
@@ -108,7 +109,7 @@ void init_softmax(nb::module_& m) {
                                        nb::cast<std::string>(nb::repr(h)));
                return v;
              };
-             sm_run(plan, o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.stream, counter(0),
+             sm_run(plan, names, out_name[0], o.n_outs ? o.outs[0] : nb::none(), o.ins, o.n_ins, o.stream, counter(0),
                     counter(1).value_or(0), o.extra[2]);
            },
            nb::sig("def run(self, *args: object, **operands: object) -> None"),

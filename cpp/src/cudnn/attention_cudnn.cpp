@@ -238,8 +238,7 @@ struct Graphs {
       mod->g = g;
       if (g.alibi)
         mod->slopes = graph->tensor(fe::graph::Tensor_attributes().set_name("alibi_slopes").set_uid(kAlibi).set_dim(
-            {g.alibi_batch_stride ? g.batch : 1, g.hq, 1, 1}).set_stride({g.hq, 1, 1, 1}).set_data_type(
-            fe::DataType_t::FLOAT));
+            {1, g.hq, 1, 1}).set_stride({g.hq, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT));  // [Hq]: rule_out
     }
     auto q = input("q", kQ, dims(g.hq, sq, g.d), st[0]);
     auto k = input("k", kK, dims(g.hkv, sk, g.d), st[1]);

@@ -186,7 +186,7 @@ def _baracuda_mask(*args, **kwargs):
 
 
 def _route_attention(model):
-    """Registers attention_forward as transformers' "baracuda" attention (with SDPA's mask rules) and
+    """Registers attention_forward as transformers' "baracuda" attention (with _baracuda_mask's rules) and
     switches the model to it. False when the model or transformers has no attention interface."""
     try:
         from transformers import AttentionInterface
