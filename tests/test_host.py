@@ -521,6 +521,12 @@ def test_every_plan_runs_operands_by_name():
                                                      S((4, 8), f32)))
     refused(errors.InvalidArgument, lambda: smb.run(grad_x=out, grad_out=x, y=cpu), "y: expected a CUDA tensor")
     refused(errors.InvalidArgument, lambda: sm.run(out=out, x=x, workspace=x), "takes no workspace")
+    gumbel = bc.SoftmaxPlan.select(bc.SoftmaxDescriptor("gumbel_softmax", [S((0, 8), f32)], -1, S((0, 8), f32)))
+    empty_out, empty_x = FakeTensor((0, 8), addr=OUT), FakeTensor((0, 8), addr=IN0)
+    gumbel.run(out=empty_out, x=empty_x, seed=np.int64(3), offset=1)  # any integer type
+    for bad in (2.5, -1, "7"):
+        refused(errors.InvalidArgument, lambda: gumbel.run(out=empty_out, x=empty_x, seed=bad), "seed must be an int")
+    refused(errors.InvalidArgument, lambda: gumbel.run(empty_out, empty_x, seed=1, offset=-2), "offset must be an int")
     scan = bc.ScanPlan.select(bc.ScanDescriptor("cumsum", [S((4, 8), f32)], [S((4, 8), f32)], 1))
     refused(errors.InvalidArgument, lambda: scan.run(out=out, x=cpu), "x: expected a CUDA tensor")
     refused(errors.InvalidArgument, lambda: scan.run(out=out, y=x), "unknown keyword 'y'", "out=, x=")
