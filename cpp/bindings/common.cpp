@@ -454,7 +454,7 @@ OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, c
       throw InvalidArgument(op + ": run() got " + std::to_string(npos) + " operands, more than it takes (" + takes() +
                             ")");
     for (int i = 0; i < npos; ++i) {
-      nb::handle a(PyTuple_GET_ITEM(args.ptr(), i));
+      nb::handle a(PyTuple_GetItem(args.ptr(), i));  // limited API: no GET_ITEM macro
       if (i < outs.n) r.outs[r.n_outs++] = a;
       else r.ins[r.n_ins++] = a;
     }
@@ -468,7 +468,7 @@ OrderedOperands ordered_operands(const std::string& op, const nb::tuple& args, c
   PyObject *key = nullptr, *value = nullptr;
   Py_ssize_t pos = 0;
   while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
-    const char* name = PyUnicode_AsUTF8(key);
+    const char* name = PyUnicode_AsUTF8AndSize(key, nullptr);
     if (!name) throw nb::python_error();
     if (!std::strcmp(name, "workspace")) { r.workspace = value; continue; }
     if (!std::strcmp(name, "stream")) { r.stream = value; continue; }
