@@ -432,8 +432,9 @@ def test_patched_llama_trains_like_unpatched_bf16():
 
 def test_patched_llama_attention_runs_ours_in_bf16(monkeypatch):
     """patch() routes a Llama's attention (transformers' AttentionInterface) to bt.attention: every
-    layer's call lands there, logits and gradients agree with the unpatched model, and a padding
-    mask goes to transformers' SDPA path (bt.attention not called)."""
+    layer's call lands there, logits and gradients agree with the unpatched model; a padding mask
+    (left padding) runs bt.attention on packed sequences, the valid positions' logits agreeing, and a
+    mask with a hole goes to transformers' SDPA path (bt.attention not called)."""
     ref, ours = _llama(False, torch.bfloat16), _llama(False, torch.bfloat16)
     bt.patch(ours, rms_norm=False, loss=False)
     assert ours.baracuda_patched["attention"] == 1
@@ -453,6 +454,13 @@ def test_patched_llama_attention_runs_ours_in_bf16(monkeypatch):
     calls.clear()
     mask = torch.ones_like(ids)
     mask[0, :10] = 0
+    valid = mask.bool()
+    torch.testing.assert_close(ours(input_ids=ids, attention_mask=mask).logits.float()[valid],
+                               ref(input_ids=ids, attention_mask=mask).logits.float()[valid], atol=0.15, rtol=0.05)
+    assert calls == [True] * len(ours.model.layers)
+    calls.clear()
+    mask[0, :10] = 1
+    mask[1, 40] = 0
     torch.testing.assert_close(ours(input_ids=ids, attention_mask=mask).logits.float(),
                                ref(input_ids=ids, attention_mask=mask).logits.float(), atol=0.15, rtol=0.05)
     assert calls == []

@@ -260,6 +260,89 @@ def test_patch_mask_skips_sliding_windows_not_chunks():
     assert _baracuda_mask(mask_function=sliding_window_causal_mask_function(4), config=both, **common) is not None
 
 
+def _reference_attention(q, k, v, *, causal=False, causal_alignment="bottom_right", scale=None, softcap=None,
+                         window=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                         max_seqlen_k=None):
+    """bt.attention's contract on the CPU (float32), standing in for the GPU op in the patch tests."""
+    if cu_seqlens_q is None:
+        outs = [_reference_attention(q[b], k[b], v[b], causal=causal, causal_alignment=causal_alignment, scale=scale,
+                                     softcap=softcap, window=window, sinks=sinks,
+                                     cu_seqlens_q=torch.tensor([0, q.shape[1]]),
+                                     cu_seqlens_k=torch.tensor([0, k.shape[1]])) for b in range(q.shape[0])]
+        return torch.stack(outs)
+    assert max_seqlen_q is not None and max_seqlen_k is not None or cu_seqlens_q.numel() == 2
+    out = q.new_zeros(q.shape[:-1] + (v.shape[-1],))
+    for b in range(cu_seqlens_q.numel() - 1):
+        q0, q1, k0, k1 = (int(x) for x in (cu_seqlens_q[b], cu_seqlens_q[b + 1], cu_seqlens_k[b], cu_seqlens_k[b + 1]))
+        qs, ks, vs = q[q0:q1], k[k0:k1], v[k0:k1]
+        rep = qs.shape[1] // ks.shape[1]
+        ks, vs = ks.repeat_interleave(rep, 1), vs.repeat_interleave(rep, 1)
+        s = torch.einsum("ihd,jhd->hij", qs, ks) * (scale if scale is not None else qs.shape[-1] ** -0.5)
+        if softcap:
+            s = softcap * torch.tanh(s / softcap)
+        pos = torch.arange(q1 - q0)[:, None] + (0 if causal_alignment == "top_left" else (k1 - k0) - (q1 - q0))
+        j = torch.arange(k1 - k0)[None, :]
+        vis = j <= pos if causal else torch.ones_like(j <= pos)
+        if window is not None and window[0] >= 0:
+            vis = vis & (j >= pos - window[0])
+        s = s.masked_fill(~vis, float("-inf"))
+        if sinks is not None:
+            s = torch.cat([s, sinks[:, None, None].expand(-1, s.shape[1], 1)], 2)
+        p = torch.softmax(s, -1).nan_to_num(0.0)
+        out[q0:q1] = torch.einsum("hij,jhd->ihd", p[..., :k1 - k0], vs)
+    return out
+
+
+def test_patched_padding_runs_packed_sequences(monkeypatch):
+    """A padding mask whose valid tokens are one run per row (left or right padding) reaches
+    bt.attention as packed sequences (the op replaced here by a CPU reference of its contract, and the
+    16-bit CUDA condition lifted): the logits of every valid position match the unpatched model's, for a
+    causal model, a sliding-window one and gpt-oss (sinks and windows); a mask with a hole keeps SDPA's
+    4D mask; greedy generation from left-padded prompts (decode over the cache) gives the same tokens."""
+    transformers = pytest.importorskip("transformers")
+    from baracuda.torch import _patch
+    calls = []
+
+    def spy(*a, **k):
+        calls.append("packed" if k.get("cu_seqlens_q") is not None else "dense")
+        return _reference_attention(*a, **k)
+
+    monkeypatch.setattr(bt, "attention", spy)
+    monkeypatch.setattr(_patch, "_ours_can_run", lambda query, dropout, kwargs: True)
+    small = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=8)
+    cases = [(transformers.LlamaForCausalLM, transformers.LlamaConfig(**small), None),
+             (transformers.MistralForCausalLM, transformers.MistralConfig(sliding_window=4, **small), None)]
+    if hasattr(transformers, "GptOssConfig"):
+        cases.append((transformers.GptOssForCausalLM, transformers.GptOssConfig(
+            num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"], **{**small, "intermediate_size": 32}), 2.0))
+    ids = torch.randint(1, 64, (3, 10), generator=torch.Generator().manual_seed(4))
+    left, right, hole = (torch.ones(3, 10, dtype=torch.long) for _ in range(3))
+    left[1, :3] = 0
+    left[2, :6] = 0
+    right[1, 7:] = 0
+    hole[1, 4] = 0
+    for model_cls, cfg, std in cases:
+        ref, ours = _patched_pair(model_cls, cfg, std)
+        for name, mask in (("left", left), ("right", right), ("hole", hole)):
+            calls.clear()
+            a = ref(input_ids=ids, attention_mask=mask).logits
+            b = ours(input_ids=ids, attention_mask=mask).logits
+            valid = mask.bool() if name != "hole" else torch.ones_like(mask, dtype=torch.bool)
+            torch.testing.assert_close(b[valid], a[valid], msg=lambda m: f"{model_cls.__name__} {name}: {m}")
+            assert calls == ([] if name == "hole" else ["packed"] * cfg.num_hidden_layers), (name, calls)
+        if model_cls is transformers.LlamaForCausalLM:
+            calls.clear()
+            gen = dict(attention_mask=left, max_new_tokens=5, do_sample=False, pad_token_id=0,
+                       return_dict_in_generate=True, output_logits=True)
+            want, got = ref.generate(ids, **gen), ours.generate(ids, **gen)
+            assert torch.equal(got.sequences, want.sequences)
+            for step, (a, b) in enumerate(zip(want.logits, got.logits)):
+                torch.testing.assert_close(b, a, msg=lambda m: f"decode step {step}: {m}")
+            assert calls and set(calls) == {"packed"}
+
+
 def test_inspectable_signatures():
     import inspect
     assert list(inspect.signature(bc.rms_norm).parameters)[:3] == ["x", "weight", "eps"]

@@ -136,53 +136,128 @@ def _eager_attention(module, query, key, value, attention_mask, dropout, scaling
     return eager(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
 
 
+def _ours_can_run(query, dropout, kwargs):
+    """Whether bt.attention takes the call (the mask aside): 16-bit CUDA tensors, no dropout, no
+    position bias, no attention weights asked for."""
+    return (not dropout and kwargs.get("position_bias") is None and not kwargs.get("output_attentions", False)
+            and query.dtype in (torch.float16, torch.bfloat16) and query.is_cuda)
+
+
 def attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
                       **kwargs):
     """A transformers attention function (query [B, Hq, Sq, D], key / value [B, Hkv, Sk, D]; returns
-    ([B, Sq, Hq, D], None)). Ours where the call is plain attention on 16-bit tensors, the model's
-    sinks (``s_aux``) and softcap included; otherwise transformers' SDPA function with the same
-    arguments, or the model's eager attention when it passes sinks or a softcap."""
+    ([B, Sq, Hq, D], None)). Ours where the call is plain attention on 16-bit tensors, the layer's
+    sliding window, the model's sinks (``s_aux``) and softcap included, a padding mask through packed
+    sequences; otherwise transformers' SDPA function with the same arguments, or the model's eager
+    attention when it passes sinks or a softcap."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from . import attention
     sinks, softcap = kwargs.get("s_aux"), kwargs.get("softcap")
     window = _window(module, kwargs)
-    plain = (attention_mask is None and not dropout and kwargs.get("position_bias") is None
-             and not kwargs.get("output_attentions", False)
-             and query.dtype in (torch.float16, torch.bfloat16) and query.is_cuda)
-    if not plain:
-        if attention_mask is None and window is not None and window < key.shape[2]:
+    unpad = getattr(attention_mask, "_baracuda_unpad", None) if attention_mask is not None else None
+    ours = _ours_can_run(query, dropout, kwargs) and (attention_mask is None or unpad is not None)
+    if not ours:
+        if unpad is not None:  # the padding mask _baracuda_mask made, as SDPA's 4D mask
+            attention_mask = _padded(module, query, key, is_causal, window, attention_mask)
+        elif attention_mask is None and window is not None and window < key.shape[2]:
             # _baracuda_mask left the window to us: the other paths get it as a mask
             attention_mask = _unmasked(module, query, key, is_causal, window)
         if sinks is not None or softcap is not None:
             return _eager_attention(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
+    from . import attention
     q_len = query.shape[2]
     causal = _causal(module, query, is_causal)
+    rules = dict(scale=scaling, softcap=softcap, window=None if window is None else (window - 1, -1),
+                 sinks=None if sinks is None else sinks.to(torch.float32))
+    if unpad is not None:
+        return _packed(attention, query, key, value, unpad, causal, rules), None
     if causal and key.shape[2] > q_len:
         # transformers skips the mask here only for a prefill into an empty (static) cache: the
         # keys past q_len are unwritten slots, as its SDPA path assumes too
         key, value = key[:, :, :q_len], value[:, :, :q_len]
     # causal: as many keys as queries here, so the alignments agree; a single query row (no causal
     # band) is the last position, which only the window reads: bottom-right
-    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal, scale=scaling,
-                    causal_alignment="top_left" if causal else "bottom_right", softcap=softcap,
-                    window=None if window is None else (window - 1, -1),
-                    sinks=None if sinks is None else sinks.to(torch.float32))
+    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal,
+                    causal_alignment="top_left" if causal else "bottom_right", **rules)
     return out, None
 
 
+def _packed(attention, query, key, value, unpad, causal, rules):
+    """A padded batch as packed sequences: the valid query and key rows gathered (unpad's indices),
+    bt.attention over them (bottom-right: each row's queries are the last positions of its keys), the
+    output scattered back with zeros in padded query rows."""
+    q_rows, k_rows, cu_q, cu_k = unpad
+    b, hq, sq, _ = query.shape
+
+    def rows(t, at):  # [B, H, S, D] -> the rows `at` (batch, position) as [N, H, D], one gather
+        return t.transpose(1, 2)[at]
+
+    out = attention(rows(query, q_rows), rows(key, k_rows), rows(value, k_rows), causal=causal, cu_seqlens_q=cu_q,
+                    cu_seqlens_k=cu_k, max_seqlen_q=sq, max_seqlen_k=key.shape[2], **rules)
+    return out.new_zeros((b, sq, hq, out.shape[-1])).index_put(q_rows, out)
+
+
+def _padded(module, query, key, is_causal, window, pad):
+    """The boolean mask [B, 1, Sq, Sk] SDPA's rules make from the padding mask pad [B, Sk] that
+    _baracuda_mask returned (the queries are the last positions)."""
+    sq, sk = query.shape[2], key.shape[2]
+    pos = torch.arange(sq, device=query.device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=query.device)[None, :]
+    vis = j <= pos if _causal(module, query, is_causal) else torch.ones(sq, sk, dtype=torch.bool,
+                                                                         device=query.device)
+    if window is not None:
+        vis = vis & (j > pos - window)
+    return vis[None, None] & pad[:, None, None, :]
+
+
+def _unpad(pad, q_length):
+    """For a padding mask pad [B, Sk] (bool) whose valid keys are one run per row and whose queries are
+    its last q_length positions: the valid query rows and key rows ((batch, position) index pairs) and
+    cu_seqlens_q / cu_seqlens_k; None when some row's valid keys are not one run. Reads the mask on the
+    host once per forward (sdpa_mask's own padding check does too)."""
+    n = pad.sum(1)
+    first = pad.to(torch.int32).argmax(1)
+    j = torch.arange(pad.shape[1], device=pad.device)[None, :]
+    if not torch.equal((j >= first[:, None]) & (j < (first + n)[:, None]), pad):
+        return None
+    qpad = pad[:, pad.shape[1] - q_length:]
+    zero = torch.zeros(1, dtype=torch.int32, device=pad.device)
+    return (qpad.nonzero(as_tuple=True), pad.nonzero(as_tuple=True),
+            torch.cat([zero, qpad.sum(1).cumsum(0).to(torch.int32)]), torch.cat([zero, n.cumsum(0).to(torch.int32)]))
+
+
 def _baracuda_mask(*args, **kwargs):
-    """transformers' mask function for the "baracuda" attention: SDPA's rules (sdpa_mask), except that a
-    sliding-window layer's mask is skipped (None) where a plain causal one would be (no padding):
-    attention_forward applies the layer's window itself. A chunked-attention layer's mask (local_size
-    is also its chunk) and every mask with extra rules keep SDPA's treatment."""
+    """transformers' mask function for the "baracuda" attention: SDPA's rules (sdpa_mask), except that
+    - a sliding-window layer's mask is skipped (None) where a plain causal one would be:
+      attention_forward applies the layer's window itself;
+    - a padding mask whose valid keys are one run per row (left or right padding), with the queries at
+      the last positions, comes back as the 2D bool mask [B, kv_length] carrying its unpadding:
+      attention_forward runs packed sequences.
+    Anything else (extra mask functions, packed inputs, chunked attention, a static cache, tracing)
+    keeps SDPA's mask."""
     from transformers.masking_utils import sdpa_mask
+    if args or not kwargs.get("allow_is_causal_skip", True):
+        return sdpa_mask(*args, **kwargs)
     config, local = kwargs.get("config"), kwargs.get("local_size")
-    if (not args and kwargs.get("allow_is_causal_skip", True) and local is not None
-            and local == getattr(config, "sliding_window", None) and not getattr(config, "attention_chunk_size", None)):
+    if local is not None:
+        if local != getattr(config, "sliding_window", None) or getattr(config, "attention_chunk_size", None):
+            return sdpa_mask(**kwargs)  # chunked attention: its mask stays
         kwargs = dict(kwargs, local_size=None)
-    return sdpa_mask(*args, **kwargs)
+    pad = kwargs.get("attention_mask")
+    q_len, kv_len, q_off, kv_off = (kwargs.get(n, 0) for n in ("q_length", "kv_length", "q_offset", "kv_offset"))
+    if (pad is not None and isinstance(q_off, int) and isinstance(kv_off, int) and q_off + q_len == kv_off + kv_len
+            and not torch.compiler.is_compiling()):
+        pad = pad.bool()
+        if pad.shape[-1] < kv_off + kv_len:
+            pad = torch.nn.functional.pad(pad, (0, kv_off + kv_len - pad.shape[-1]))
+        pad = pad[:, kv_off:kv_off + kv_len]
+        if not bool(pad.all()):
+            unpad = _unpad(pad, q_len)
+            if unpad is not None:
+                pad._baracuda_unpad = unpad  # pad is a new view: the caller's mask has no such attribute
+                return pad
+    return sdpa_mask(**kwargs)
 
 
 def _route_attention(model):
