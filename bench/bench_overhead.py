@@ -6,6 +6,7 @@ torch.compile), in tokens/s.
     python bench/bench_overhead.py                 # every section
     python bench/bench_overhead.py --only host     # host, parts, block, train
     python bench/bench_overhead.py --quick         # smoke run (what tools/gpu_check.sh --quick passes)
+    python bench/bench_overhead.py --only train --train-padded --no-compile  # padded batches + their mask
     OUT=/tmp/out python bench/bench_overhead.py    # also writes $OUT/bench_overhead.{md,json,txt}
 
 Host rows: back-to-back calls on tiny tensors (the GPU is idle waiting for the host), timed with
@@ -173,12 +174,14 @@ def block_rows():
                  speedup=t_torch / t_bc, max_abs_diff=err)]
 
 
-def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
+def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False, padded=False):
     """Tokens/s of a small transformers Llama, unpatched and patched, eager and compiled. Every
     variant is built and warmed up first; then `rounds` rounds each time `steps` steps of every
     variant in turn (interleaved, so a drifting host or clock hits all alike), median per variant.
     `graphs` counts the graphs dynamo compiled inside the timed steps (0 unless something
-    recompiles). With `profile`, a torch.profiler summary of 3 steps per variant is printed."""
+    recompiles). With `profile`, a torch.profiler summary of 3 steps per variant is printed. With
+    `padded`, right-padded batches (lengths from S / 2 to S, labels -100 on the padding) and their
+    attention mask: transformers' SDPA path with a 4D mask unpatched, packed sequences patched."""
     import transformers
     from torch._dynamo.utils import counters
 
@@ -189,6 +192,11 @@ def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
         torch._logging.set_logs(recompiles=True, graph_breaks=True)
     g = torch.Generator(device=DEV).manual_seed(1)
     batches = [torch.randint(0, 32000, (B, S), generator=g, device=DEV) for _ in range(4)]
+    masks = [None] * 4
+    if padded:
+        lengths = [torch.randint(S // 2, S + 1, (B,), generator=g, device=DEV) for _ in range(4)]
+        masks = [(torch.arange(S, device=DEV)[None, :] < n[:, None]).long() for n in lengths]
+    labels = [ids.masked_fill(m == 0, -100) if m is not None else ids for ids, m in zip(batches, masks)]
 
     def build(patched, compiled):
         torch.manual_seed(0)
@@ -200,7 +208,7 @@ def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
 
         def step(i):
             ids = batches[i % 4]
-            loss = fwd(input_ids=ids, labels=ids).loss
+            loss = fwd(input_ids=ids, labels=labels[i % 4], attention_mask=masks[i % 4]).loss
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -244,7 +252,8 @@ def train_rows(steps, compile_too, rounds=3, profile=False, isolate=False):
             base, base_loss, base_rounds = B * S / statistics.median(times[v]), losses[v], times[v]
             continue
         tok = B * S / statistics.median(times[v])
-        rows.append(dict(row=f"Llama 4x512 B{B} S{S} bf16 train, {'compiled' if compiled else 'eager'}, {label}",
+        rows.append(dict(row=f"Llama 4x512 B{B} S{S} bf16 train{' padded' if padded else ''}, "
+                             f"{'compiled' if compiled else 'eager'}, {label}",
                          ours_tok_s=tok, torch_tok_s=base, speedup=tok / base, last_loss_ours=losses[v],
                          last_loss_torch=base_loss, graphs_in_timing=graphs[v],
                          rounds_ms=[round(t * 1e3, 2) for t in times[v]],
@@ -286,6 +295,8 @@ def main():
     ap.add_argument("--train-rounds", type=int, default=5)
     ap.add_argument("--profile-train", action="store_true", help="print a profiler summary of every variant")
     ap.add_argument("--train-isolate", action="store_true", help="also time the norms-only, loss-only and compile_as='baracuda' patches")
+    ap.add_argument("--train-padded", action="store_true",
+                    help="right-padded training batches with their attention mask (patch's packed-sequence path)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smoke run: short host loops, 3 training steps, eager only")
     args = ap.parse_args()
@@ -322,7 +333,7 @@ def main():
         text.append(C.text_table(hdr, body))
     if "train" in only:
         rows = train_rows(args.train_steps, not args.no_compile, args.train_rounds, args.profile_train,
-                          args.train_isolate)
+                          args.train_isolate, args.train_padded)
         data["train"] = rows
         hdr = ["training", "patched (tok/s)", "unpatched (tok/s)", "speedup", "loss (ours / torch)",
                "graphs compiled while timed"]
