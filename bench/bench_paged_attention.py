@@ -33,10 +33,11 @@ BF = torch.bfloat16
 PAGE = 16
 # (batch, context, query tokens, q heads, kv heads, head dim): Llama-3-8B's heads at serving batch
 # sizes, a batch-1 latency row, speculative decoding with 4 tokens, a long context, Llama-3-70B's
-# 64 / 8 heads, a 64-dim small model.
+# 64 / 8 heads, a 64-dim small model; then chunked prefills (128 / 512 new tokens against cached
+# pages: compute-bound, cuDNN's paged attention under "auto"; read their time, not their GB/s).
 SHAPES = [(32, 8192, 1, 32, 8, 128), (64, 8192, 1, 32, 8, 128), (1, 2048, 1, 32, 8, 128), (32, 8192, 4, 32, 8, 128),
           (4, 32768, 1, 32, 8, 128), (128, 1024, 1, 32, 8, 128), (16, 4096, 1, 64, 8, 128),
-          (64, 2048, 1, 16, 4, 64)]
+          (64, 2048, 1, 16, 4, 64), (8, 2048, 128, 32, 8, 128), (4, 4096, 512, 32, 8, 128)]
 
 
 def spec(t):
@@ -98,7 +99,7 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
                                          seq_lens=seq_lens, out=sets[i][4], workspace=ws), nsets)
     eager = C.GpuBench(lambda i: torch_decode(*tsets[i], mask), nsets)
     tm = C.measure({"ours": ours, "torch": eager}, iters=args.iters, passes=args.passes)
-    del sets, tsets
+    sets = tsets = None  # the benches' closures hold them
     C.free_memory()
     suffix = (" fp8" if fp8 else "") + (f" {args.kernel}" if args.kernel != "auto" else "") + (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
     return C.bandwidth_row(f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}" + suffix, plan.sku.name, ok, err, tm, kv_bytes,
@@ -111,7 +112,7 @@ def main():
     ap.add_argument("--heads-first", action="store_true", help="the cache as [pages, Hkv, page_size, D]")
     ap.add_argument("--in-order", action="store_true", help="each request's pages consecutive (default: shuffled)")
     ap.add_argument("--fp8", action="store_true", help="fp8 e4m3 caches (scales 1; torch reads them as bf16)")
-    ap.add_argument("--kernel", default="auto", choices=["auto", "mma", "rowwise"], help="the plan's kernel")
+    ap.add_argument("--kernel", default="auto", choices=["auto", "mma", "rowwise", "cudnn"], help="the plan's kernel")
     ap.add_argument("--tuning", default="", help="';'-separated PlanPreference.tuning strings to time each row with")
     args = C.parse_bench_args(ap)
     info = C.device_info()

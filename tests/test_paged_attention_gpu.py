@@ -163,6 +163,35 @@ def test_score_rules(opts):
         check_score_rules(opts, torch.bfloat16, 14, 128, num_splits=splits)
 
 
+HAS_CUDNN = bc.features().get("cudnn", False)
+
+
+@pytest.mark.skipif(not HAS_CUDNN, reason="no cuDNN backend in this build")
+@pytest.mark.parametrize("opts", [dict(), dict(causal=False), dict(window=(20, -1)), dict(sinks=True),
+                                  dict(scale=0.3, window=(40, 3), causal=False)], ids=lambda o: ",".join(o) or "causal")
+@pytest.mark.parametrize("dt,heads_first", [(torch.bfloat16, False), (torch.float16, True)], ids=["bf16", "f16-hf"])
+def test_cudnn_prefill(opts, dt, heads_first):
+    """A chunked prefill on cuDNN's paged attention (kernel='cudnn'; 'auto' from 64 query tokens):
+    requests longer than, equal to and shorter than the new tokens (rows that see no key: out 0, lse
+    -inf, or the sink), an empty request, GQA, both cache layouts, against the f64 reference."""
+    opts = dict(opts)
+    q, kc, vc, table, seq_lens = make_case(31, 4, 70, 8, 2, 128, 16, [300, 70, 50, 0], dt, heads_first=heads_first)
+    sinks = torch.randn(8, generator=gen(32), device=DEV) * 2 if opts.pop("sinks", False) else None
+    out = torch.full_like(q, float("nan"))
+    out, lse = bc.paged_attention(q, kc, vc, table, seq_lens, sinks=sinks, return_lse=True, kernel="cudnn", out=out,
+                                  **opts)
+    want, want_lse = reference(q, kc, vc, table, seq_lens, sinks=sinks, **{"window": (-1, -1), **opts})
+    check(out, want, dt)
+    fin = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), fin)
+    check(lse[fin], want_lse[fin], torch.float16, "lse")
+    plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(q),
+                                                                    max_pages=table.shape[1]))
+    assert plan.sku.backend == bc.Backend.cudnn, plan.sku.name  # auto at 70 query tokens
+    with pytest.raises(errors.Unsupported, match="softcap"):
+        bc.paged_attention(q, kc, vc, table, seq_lens, softcap=10.0, kernel="cudnn")
+
+
 def test_bad_pages_and_lengths_are_clamped():
     """A page id outside the cache hides its keys; a length past the table is clamped; a negative
     length is empty. Nothing is read out of bounds (the cache is a slice of a larger buffer whose

@@ -8,6 +8,8 @@
 
 #include "baracuda/errors.h"
 #include "common/knobs.h"
+#include "cudnn/attention_cudnn.h"
+#include "cudnn/paged_attention_cudnn.h"
 #include "device_guard.h"
 #include "paged_attention/paged_attention_launch.h"
 #include "plan_util.h"
@@ -56,6 +58,7 @@ struct PagedAttentionPlan::Impl {
   PagedAttentionDescriptor desc;
   KernelSku sku;
   bool rowwise = false;  // the CUDA-core kernel (f32, other head dims)
+  std::shared_ptr<const paged_attention_cudnn::Graphs> cudnn;  // cuDNN's fused attention (prefills)
   paged_attention::Geometry geo;
   int64_t workspace = 0;
 };
@@ -105,8 +108,8 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   g.page_size = ks[1];
   g.hkv = ks[2];
   need(ks[3] == g.d, "k_cache has head_dim " + std::to_string(ks[3]) + " but q has " + std::to_string(g.d));
-  if (desc.kernel != "auto" && desc.kernel != "mma" && desc.kernel != "rowwise")
-    throw InvalidArgument(kOp + ": kernel must be 'auto', 'mma' or 'rowwise', got '" + desc.kernel + "'");
+  if (desc.kernel != "auto" && desc.kernel != "mma" && desc.kernel != "rowwise" && desc.kernel != "cudnn")
+    throw InvalidArgument(kOp + ": kernel must be 'auto', 'mma', 'rowwise' or 'cudnn', got '" + desc.kernel + "'");
   // fp8 caches run on the tensor cores too (converted to 16 bits in shared memory; about 10x the
   // rowwise kernel, docs/benchmarks.md).
   const bool mma_fits = dt != DType::Float32 && paged_attention::head_dim_supported(g.d);
@@ -147,6 +150,18 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   g.sinks = desc.sinks;
   need(desc.max_seqlen_k >= 0, "max_seqlen_k must be >= 0 (0: the block table's capacity)");
   need(desc.num_splits >= 0, "num_splits must be >= 0 (0: chosen by the plan)");
+  g.dtype = dt;
+  g.cache_dtype = desc.k_cache.dtype;
+
+  // A prefill (many query tokens per request) on cuDNN's fused attention, where built and it takes the
+  // case: the decode kernel re-reads every key per 16 query rows. kernel='cudnn' asks for it at any
+  // length; the threshold is a first guess until measured (docs/benchmarks.md).
+  constexpr int64_t kCudnnPrefillTokens = 64;
+  if (desc.kernel == "cudnn" || (desc.kernel == "auto" && g.sq >= kCudnnPrefillTokens && pref.allows(Backend::Cudnn))) {
+    std::string why = "the preference forbids cuDNN";
+    if (pref.allows(Backend::Cudnn)) I.cudnn = paged_attention_cudnn::build(desc, g, why);
+    if (!I.cudnn && desc.kernel == "cudnn") throw Unsupported(kOp + ": kernel='cudnn' is not available: " + why);
+  }
 
   // The split schedule: the fewest splits that give at
   // least two waves of blocks (a block's first tile waits on the table and then the keys, so many
@@ -160,8 +175,8 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
     splits = kn.num();
   }
-  if (I.rowwise) {
-    splits = 1;  // the rowwise kernel takes a whole request per block
+  if (I.rowwise || I.cudnn) {
+    splits = 1;  // the rowwise kernel takes a whole request per block; cuDNN schedules its own
   } else if (splits == 0) {
     const int sms = current_device_sms();
     const int resident = sms > 0 ? paged_attention::resident_blocks_per_sm(dt, g.d) : 0;
@@ -173,12 +188,12 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   const int64_t tiles_per_split = (tiles + splits - 1) / splits;
   g.splits = int((tiles + tiles_per_split - 1) / tiles_per_split);
   g.split_keys = tiles_per_split * paged_attention::kKeysPerTile;
-  g.dtype = dt;
-  g.cache_dtype = desc.k_cache.dtype;
-  I.workspace = paged_attention::workspace_bytes(g);
+  I.workspace = I.cudnn ? paged_attention_cudnn::workspace_bytes(*I.cudnn) : paged_attention::workspace_bytes(g);
 
-  for (Backend b : pref.forbid)
-    if (b == Backend::Bespoke) throw Unsupported(kOp + ": the preference forbids the only backend (bespoke)");
+  if (!I.cudnn)
+    for (Backend b : pref.forbid)
+      if (b == Backend::Bespoke)
+        throw Unsupported(kOp + ": the preference forbids the bespoke backend, and cuDNN does not take this case");
 
   KernelSku& k = I.sku;
   k.category = "paged_attention";
@@ -203,6 +218,12 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
                       std::to_string(g.splits) + " split(s) of " + std::to_string(g.split_keys) + " keys";
   pg.deterministic = true;
   pg.bit_stable = true;
+  if (I.cudnn) {
+    k.name = "paged_attention.cudnn.d" + std::to_string(g.d);
+    k.backend = Backend::Cudnn;
+    pg.math = "cuDNN " + attention_cudnn::library_version() + " fused attention over the pages (16-bit inputs, f32 "
+              "softmax and accumulation), the block table and lengths read on the device";
+  }
   return PagedAttentionPlan(impl);
 }
 
@@ -238,7 +259,7 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
         D.kv_scales ? "the descriptor has kv_scales=True" : "the descriptor has no scales", true);
 
   // The mma kernel's 16-byte row accesses: every row start of q and the caches.
-  if (!I.rowwise)
+  if (!I.rowwise && !I.cudnn)
     for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
       AccessWidth w;
       w.fit(v->data);
@@ -295,6 +316,7 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   }
   if (g.batch == 0 || g.hq == 0 || g.sq == 0) return;
   DeviceGuard guard(device);
+  if (I.cudnn) return paged_attention_cudnn::run(*I.cudnn, g, p, workspace, workspace_size, stream, device);
   if (I.rowwise) paged_attention::decode_rowwise(g, p, stream);
   else paged_attention::decode(g, p, stream);
 }

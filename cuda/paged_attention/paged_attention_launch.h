@@ -77,6 +77,19 @@ void decode(const Geometry& g, const Pointers& p, void* stream);
 // CUDA cores, one block per (request, query token, q head), one split (paged_rowwise.cu).
 void decode_rowwise(const Geometry& g, const Pointers& p, void* stream);
 
+// Around the cuDNN prefill graph (cpp/src/cudnn/paged_attention_cudnn.cpp), cudnn_paged.cu: what cuDNN
+// reads per request, written on the device into the plan's workspace (nothing reaches the host, so a
+// captured run replays for new tables), and the rows our contract defines that cuDNN assumes away.
+struct CudnnPaged {
+  int32_t* seq_len_q = nullptr;   // [batch]: sq
+  int32_t* seq_len_kv = nullptr;  // [batch]: seq_lens clamped to [0, max_pages * page_size]
+  int32_t* table = nullptr;       // [batch, max_pages] contiguous: block_table, an entry outside [0, pages) as 0
+};
+void cudnn_paged_prepare(const Geometry& g, const Pointers& p, const CudnnPaged& m, void* stream);
+// A query row that sees no key (its request shorter than the queries reach back, or a window past its
+// keys): out 0 and lse -inf (the sink's logit with sinks), as the decode kernels write it. 16-bit out.
+void cudnn_paged_finish(const Geometry& g, const Pointers& p, void* stream);
+
 // Merge of two attention states over disjoint key sets (cascades: a shared prefix and each request's
 // suffix; split-KV partials), per row r = (leading index, head): with m = max(lse_a, lse_b),
 // w_x = exp(lse_x - m): out = (w_a out_a + w_b out_b) / (w_a + w_b), lse = m + log(w_a + w_b); a row

@@ -40,8 +40,10 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     page id outside the cache hides its keys): nothing syncs, and a captured CUDA graph replays for
     new lengths. ``max_seqlen_k`` (the longest context you expect; default the table's capacity)
     and ``num_splits`` (0: chosen) set how long contexts are split across blocks. ``kernel``:
-    "auto", "mma" (tensor cores: bf16 / f16, head dims 64, 96, 128, 256) or "rowwise" (CUDA cores:
-    also f32 and any head dim up to 256; one split). fp8 caches (e4m3 / e5m2, written by
+    "auto", "mma" (tensor cores: bf16 / f16, head dims 64, 96, 128, 256), "rowwise" (CUDA cores:
+    also f32 and any head dim up to 256; one split) or "cudnn" (cuDNN's fused attention over the
+    pages, what "auto" takes for a prefill of 64 or more tokens where built: bf16 / f16, no softcap,
+    ALiBi or fp8; a page id outside the cache reads page 0 there). fp8 caches (e4m3 / e5m2, written by
     ``kv_cache_append`` from bf16 / f16 / f32 keys) run on the tensor cores for bf16 / f16 q (converted
     to 16 bits in shared memory), else on the rowwise kernel: keys and values are the
     cache times ``k_scale`` / ``v_scale`` (f32 [1] or [Hkv], the append's scales; 1 when not given).

@@ -15,7 +15,10 @@
 // Any strides with the last dim contiguous (the heads-first cache [pages, Hkv, page_size, D] as its
 // permuted view; block_table / seq_lens any strides). q, caches and out of one dtype. Two kernels:
 // "mma" (tensor cores; bf16 / f16, head dims 64, 96, 128, 256, splits) and "rowwise" (CUDA cores; f32,
-// bf16, f16, any head dim up to 256, one split); "auto" takes mma where it applies. Nothing is read back to the host: lengths and page ids are read on the device,
+// bf16, f16, any head dim up to 256, one split); "auto" takes mma where it applies, and for a prefill
+// (64 query tokens or more per request) cuDNN's fused attention over the pages where built and it
+// takes the case ("cudnn": 16-bit, no softcap / ALiBi / fp8; there a page id outside [0, pages) reads
+// page 0 instead of hiding its keys). Nothing is read back to the host: lengths and page ids are read on the device,
 // clamped (a page id outside [0, pages) hides its keys), so run() can be captured in a CUDA graph and
 // replayed as the lengths grow. Long contexts are split over several blocks (`num_splits`, chosen at
 // select from the batch and max_seqlen_k) and merged through the workspace.
@@ -41,7 +44,7 @@ struct PagedAttentionDescriptor {
   bool alibi = false, sinks = false, lse = false;
   int64_t max_seqlen_k = 0;        // the longest context expected (sizes the splits); 0: max_pages * page_size
   int num_splits = 0;              // 0: chosen by select; else the splits of each request's keys
-  std::string kernel = "auto";     // "auto" | "mma" (tensor cores) | "rowwise" (CUDA cores)
+  std::string kernel = "auto";     // "auto" | "mma" (tensor cores) | "rowwise" (CUDA cores) | "cudnn" (prefills)
   // fp8 (e4m3 / e5m2) caches under float32 / float16 / bfloat16 queries (the rowwise kernel under
   // "auto"; kernel "mma" runs them on the tensor cores for 16-bit queries): keys and values are the
   // cache times k_scale / v_scale (float32 [1] or [kv_heads]; 1 without scales).
