@@ -512,6 +512,26 @@ def test_cudnn_softcap_alibi(rule, sq, sk):
 
 @needs_cudnn
 @pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [64, 96, 256])
+def test_cudnn_softcap_head_dims(dt, d):
+    """Gemma-2's softcap under a causal band on cuDNN for both 16-bit dtypes and the other head dims
+    (Gemma-2 uses 256): forward, and the backward where cuDNN takes it (else kernel='cudnn' names its
+    refusal). Its sliding-window layers (a left window) stay ours, with the reason named."""
+    g = gen(d + 3)
+    B, Sq, Sk, Hq, Hkv = 2, 97, 141, 8, 4
+    q, k, v = rnd((B, Sq, Hq, d), dt, g), rnd((B, Sk, Hkv, d), dt, g), rnd((B, Sk, Hkv, d), dt, g)
+    rule = dict(causal=True, softcap=50.0)
+    check_rule(q, k, v, "cudnn", rule, g)
+    try:
+        check_backward(q, k, v, rule, g, "cudnn", deterministic=True)
+    except errors.Unsupported as e:
+        assert "cudnn" in str(e).lower() and d == 256, e
+    with pytest.raises(errors.Unsupported, match="not a left window"):
+        run(q, k, v, "cudnn", softcap=30.0, window=(40, 0))
+
+
+@needs_cudnn
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("case", [dict(), dict(causal=True), dict(window=(30, 0))],
                          ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
