@@ -192,6 +192,43 @@ def test_cudnn_prefill(opts, dt, heads_first):
         bc.paged_attention(q, kc, vc, table, seq_lens, softcap=10.0, kernel="cudnn")
 
 
+@pytest.mark.skipif(not HAS_CUDNN, reason="no cuDNN backend in this build")
+def test_cudnn_decode_route_and_graph_replay():
+    """'auto' takes cuDNN for one-token decode of 256 (request, kv head) pairs over a 4096-key cache at
+    head dim 128, against the f64 reference and replayed from a CUDA graph for new lengths; fewer
+    pairs, a shorter cache, speculative tokens or a given split count stay ours."""
+    lens = [4096, 1, 0] + [(97 * i) % 700 + 2 for i in range(29)]
+    q, kc, vc, table, seq_lens = make_case(41, 32, 1, 16, 8, 128, 16, lens)
+    out = torch.full_like(q, float("nan"))
+    plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(out),
+                                                                     table.shape[1]))
+    assert plan.sku.backend == bc.Backend.cudnn, plan.sku.name
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    args = dict(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=seq_lens, out=out, workspace=ws)
+    plan.run(**args)
+    check(out, reference(q, kc, vc, table, seq_lens)[0], torch.bfloat16)
+    s = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(graph, stream=s):
+            plan.run(**args, stream=s.cuda_stream)
+    seq_lens.copy_(torch.tensor([4000, 700, 5] + lens[3:], dtype=torch.int32))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check(out, reference(q, kc, vc, table, seq_lens)[0], torch.bfloat16)
+
+    def sku(q_, table_, **kw):
+        d = bc.PagedAttentionDescriptor(spec(q_), spec(kc), spec(vc), spec(q_), table_.shape[1], **kw)
+        return bc.PagedAttentionPlan.select(d).sku.name
+
+    assert "decode" in sku(q[:31], table[:31])                     # 248 pairs
+    assert "decode" in sku(q, table[:, :255])                      # 4080 keys
+    assert "decode" in sku(q, table, max_seqlen_k=2048)
+    assert "decode" in sku(q, table, num_splits=2)
+    assert "decode" in sku(torch.empty(32, 4, 16, 128, device=DEV, dtype=q.dtype), table)  # 4 speculative tokens
+
+
 def test_bad_pages_and_lengths_are_clamped():
     """A page id outside the cache hides its keys; a length past the table is clamped; a negative
     length is empty. Nothing is read out of bounds (the cache is a slice of a larger buffer whose

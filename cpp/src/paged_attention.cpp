@@ -153,11 +153,20 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   g.dtype = dt;
   g.cache_dtype = desc.k_cache.dtype;
 
-  // A prefill (many query tokens per request) on cuDNN's fused attention, where built and it takes the
-  // case: the decode kernel re-reads every key per 16 query rows. kernel='cudnn' asks for it at any
-  // length; the threshold is a first guess until measured (docs/benchmarks.md).
-  constexpr int64_t kCudnnPrefillTokens = 64;
-  if (desc.kernel == "cudnn" || (desc.kernel == "auto" && g.sq >= kCudnnPrefillTokens && pref.allows(Backend::Cudnn))) {
+  // cuDNN's fused attention over the pages, where built and it takes the case, under "auto" for
+  // (a) a prefill (many query tokens per request: the decode kernel re-reads every key per 16 query
+  // rows), and (b) one-token decode at head dim 128 of enough (request, kv head) pairs to fill the GPU
+  // over long caches, where it reads the pages a few percent faster than ours; ours keeps small
+  // batches, short caches and speculative tokens (split-KV). kernel='cudnn' asks for it anywhere.
+  // Thresholds from docs/benchmarks.md (paged attention).
+  constexpr int64_t kCudnnPrefillTokens = 64, kCudnnDecodePairs = 256, kCudnnDecodeKeys = 4096;
+  const int64_t cache_keys = desc.max_seqlen_k > 0 ? std::min(desc.max_seqlen_k, g.max_pages * g.page_size)
+                                                   : g.max_pages * g.page_size;
+  const bool cudnn_decode = g.sq == 1 && g.d == 128 && !I.rowwise && desc.num_splits == 0 &&
+                            g.batch * g.hkv >= kCudnnDecodePairs &&
+                            cache_keys >= kCudnnDecodeKeys;
+  if (desc.kernel == "cudnn" ||
+      (desc.kernel == "auto" && (g.sq >= kCudnnPrefillTokens || cudnn_decode) && pref.allows(Backend::Cudnn))) {
     std::string why = "the preference forbids cuDNN";
     if (pref.allows(Backend::Cudnn)) I.cudnn = paged_attention_cudnn::build(desc, g, why);
     if (!I.cudnn && desc.kernel == "cudnn") throw Unsupported(kOp + ": kernel='cudnn' is not available: " + why);
@@ -167,8 +176,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   // least two waves of blocks (a block's first tile waits on the table and then the keys, so many
   // short splits cost more than a partly filled last wave), at least one 64-key tile each; the last
   // split runs to the request's end, so a max_seqlen_k below a real length costs balance, never keys.
-  const int64_t capacity = g.max_pages * g.page_size;
-  const int64_t keys = desc.max_seqlen_k > 0 ? std::min(desc.max_seqlen_k, capacity) : capacity;
+  const int64_t keys = cache_keys;
   const int64_t tiles = std::max<int64_t>(1, (keys + paged_attention::kKeysPerTile - 1) / paged_attention::kKeysPerTile);
   int64_t splits = desc.num_splits;
   for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits"})) {

@@ -44,7 +44,7 @@ struct PagedAttentionDescriptor {
   bool alibi = false, sinks = false, lse = false;
   int64_t max_seqlen_k = 0;        // the longest context expected (sizes the splits); 0: max_pages * page_size
   int num_splits = 0;              // 0: chosen by select; else the splits of each request's keys
-  std::string kernel = "auto";     // "auto" | "mma" (tensor cores) | "rowwise" (CUDA cores) | "cudnn" (prefills)
+  std::string kernel = "auto";     // "auto" | "mma" (tensor cores) | "rowwise" (CUDA cores) | "cudnn" (fused)
   // fp8 (e4m3 / e5m2) caches under float32 / float16 / bfloat16 queries (the rowwise kernel under
   // "auto"; kernel "mma" runs them on the tensor cores for 16-bit queries): keys and values are the
   // cache times k_scale / v_scale (float32 [1] or [kv_heads]; 1 without scales).
