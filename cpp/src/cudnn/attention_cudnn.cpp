@@ -397,16 +397,8 @@ void shape(Graphs& G) {
 std::shared_ptr<const Graphs> build(const AttentionDescriptor& desc, const attention::Geometry& g, std::string& why) {
   why = rule_out(desc, g);
   if (!why.empty()) return nullptr;
-  if (!cudnn::available()) {
-    why = cudnn::load_error();
-    return nullptr;
-  }
-  int device = -1;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    why = "no CUDA device to build the cuDNN graph on";
-    return nullptr;
-  }
+  const int device = cudnn::build_device(why);
+  if (device < 0) return nullptr;
   auto G = std::make_shared<Graphs>();
   G->desc = desc;
   G->geo = g;

@@ -54,6 +54,20 @@ const dynlib::Loaded<Api>& loaded() {
 bool available() { return loaded().ok; }
 std::string load_error() { return loaded().error; }
 std::string library_path() { return loaded().ok ? loaded().path : ""; }
+
+int build_device(std::string& why) {
+  if (!available()) {
+    why = load_error();
+    return -1;
+  }
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    why = "no CUDA device to build the cuDNN graph on";
+    return -1;
+  }
+  return device;
+}
 int64_t version() { return loaded().ok ? loaded().api.GetVersion() : 0; }
 
 cudnnHandle_t handle(int device) {

@@ -18,5 +18,8 @@ int64_t version();           // cudnnGetVersion(), 0 when not loaded
 // This thread's handle on `device`, created on first use (a handle is not for concurrent use
 // from several threads). Throws Unsupported when cuDNN is not available, CudaError on failure.
 cudnnHandle_t handle(int device);
+// The device a plan's graphs are built on (the current one), or -1 with `why` set when cuDNN is not
+// loaded or there is no device: what every family's build() checks after its own rule_out.
+int build_device(std::string& why);
 
 }  // namespace baracuda::cudnn
