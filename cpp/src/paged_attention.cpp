@@ -333,11 +333,15 @@ FamilyInfo paged_attention_family_info() {
   FamilyInfo f{"paged_attention", "PagedAttentionPlan, AttentionMergePlan",
                "decode attention of a batch of requests over a paged KV cache (block table and lengths read on the "
                "device; CUDA-graph capturable): 1 or more query tokens per request, GQA / MQA, causal, sliding "
-               "window, softcap, ALiBi, sinks; long contexts split and merged; the merge of two attention states "
-               "(cascades) as its own plan",
+               "window, softcap, ALiBi, sinks; long contexts split and merged; cuDNN's paged attention where built "
+               "for chunked prefills and wide one-token decode over long caches; the merge of two attention "
+               "states (cascades) as its own plan",
                {}};
   f.ops.push_back(OpCoverage{"paged_attention", "decode", {DType::Float16, DType::BFloat16, DType::Float32},
                              {"paged", "paged_heads_first"}, Backend::Bespoke, false});
+  // What the cuDNN backend covers where built (features()["cudnn"] says whether this build has it).
+  f.ops.push_back(OpCoverage{"paged_attention", "decode", {DType::Float16, DType::BFloat16},
+                             {"paged", "paged_heads_first"}, Backend::Cudnn, false});
   f.ops.push_back(OpCoverage{"merge_attention_states", "merge (AttentionMergePlan)",
                              {DType::Float16, DType::BFloat16, DType::Float32}, {"[..., heads, head_dim], any strides"},
                              Backend::Bespoke, false});
