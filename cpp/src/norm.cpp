@@ -10,6 +10,7 @@
 #include "baracuda/errors.h"
 #include "device_guard.h"
 #include "norm/norm_launch.h"
+#include "norm_tuning.h"
 
 namespace baracuda {
 
@@ -60,6 +61,7 @@ struct NormPlan::Impl {
   int64_t rows = 0, H = 0;
   bool reg_ok = false;
   norm::Config reg, loop_vec, loop_scalar;
+  norm::Config reg_fallback;  // reg on the cluster path: what runs on a device without clusters
   int64_t workspace = 0;
   KernelSku sku;
 };
@@ -154,17 +156,14 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
                     "pshared", "fty", "fpdl"}));
   // The 16-bit LayerNorm forward at 1024 x 8 (H = 65536) keeps its last parameter resident in
   // shared memory (pshared=1) on devices of many bytes per SM cycle, the ring elsewhere (the same
-  // bits either way). bf16 2048 x 65536: H200 148.3 vs 156-157 us (86% vs 82% of copy), H100
-  // 198.1 vs 189.1 us. RMSNorm keeps the ring on both (H200 143.1 vs 136.5 us).
+  // bits either way; docs/benchmark-notes.md, norm: parameters in shared memory).
   if (!I.backward && I.layer && ov.pshared < 0 && norm::device_bytes_per_sm_cycle() >= norm::kHighBandwidthPerSmCycle)
     ov.pshared = 1;
   I.reg = norm::register_config(x.dtype, I.layer, I.backward, I.H, I.rows, &I.reg_ok, ov, true, desc.residual);
   if (I.backward && I.reg_ok && I.reg.path == norm::Path::Cluster && ov.clusters <= 0) {
     // The persistent cluster grid: clusters resident at once on this device; of 8-block clusters
-    // two fewer than fit on the H100 (bf16 2048 x 65536 in two runs: 28 of 30 resident clusters
-    // LayerNorm 338 / 342 vs 359 / 358 us, RMSNorm 326 / 329 vs 338 / 334 us; 24, 26, 32 and 33
-    // were slower; why the full count loses there is not established), all of them on devices of
-    // many bytes per SM cycle (H200: 30 vs 28, LayerNorm 258.1 vs 261.4 us, RMSNorm 240.0 vs 245.4).
+    // two fewer than fit on devices of fewer bytes per SM cycle (the H100), all of them elsewhere
+    // (docs/benchmark-notes.md, norm: backward cluster grid).
     const int fit = norm::bwd_cluster_resident(x.dtype, I.reg);
     const bool high_bw = norm::device_bytes_per_sm_cycle() >= norm::kHighBandwidthPerSmCycle;
     const int use = (I.reg.cluster == 8 && fit > 8 && !high_bw) ? fit - 2 : fit;
@@ -178,6 +177,8 @@ NormPlan NormPlan::select(const NormDescriptor& desc, const PlanPreference& pref
       if (!I.backward) norm::finish_grid(I.reg, false, I.rows, x.dtype, I.layer);
     }
   }
+  if (I.reg_ok && I.reg.path == norm::Path::Cluster)
+    I.reg_fallback = norm::cluster_fallback_config(x.dtype, I.layer, I.H, I.rows, I.backward);
   I.loop_vec = norm::looped_config(x.dtype, I.backward, I.H, I.rows, true);
   I.loop_scalar = norm::looped_config(x.dtype, I.backward, I.H, I.rows, false);
   if (I.backward)
@@ -426,6 +427,7 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
   for (int64_t s : strides_to_align)
     if ((std::llabs(s) * int64_t(es)) % 16) aligned = false;
   L.cfg = (I.reg_ok && aligned) ? I.reg : (aligned ? I.loop_vec : I.loop_scalar);
+  L.fallback = I.reg_fallback;
   L.workspace = workspace;
   L.bias_partial_offset = L.gw ? norm::partial_bytes(dt, L.cfg.partials, I.H) : 0;
 

@@ -186,7 +186,7 @@ template <class T> void launch_forward_impl(const NormLaunch& L, cudaStream_t s)
   if (L.cfg.path == Path::Cluster) {
     if (fwd_cluster_launch<T>(L, s)) return;
     NormLaunch L2 = L;  // before sm_90: the one-block register kernel or the loop
-    L2.cfg = cluster_fallback_config(L.dtype, L.layer, L.H, L.rows);
+    L2.cfg = L.fallback;
     return launch_forward_impl<T>(L2, s);
   }
   const bool ok = L.cfg.path == Path::Registers ? reg_launch<false, T>(L, s) : loop_launch<false, T>(L, s);
@@ -211,7 +211,7 @@ template <class T> void launch_backward_impl(const NormLaunch& L, cudaStream_t s
     // Before sm_90 (or no rows): the one-block xs kernel or the loop, with its own partials (the
     // plan's workspace holds the looped partition's, which equals the xs kernel's).
     NormLaunch L2 = L;
-    L2.cfg = cluster_fallback_config(L.dtype, L.layer, L.H, L.rows, true);
+    L2.cfg = L.fallback;
     L2.bias_partial_offset = L.gw ? partial_bytes(L.dtype, L2.cfg.partials, L.H) : 0;
     return launch_backward_impl<T>(L2, s);
   }
