@@ -273,7 +273,7 @@ def test_tuning_override(monkeypatch):
     ("layer_norm", (4096, 16384), "t512x4"),
     ("rms_norm_backward", (4096, 16384), "t512x4p"),
     ("layer_norm_backward", (4096, 16384), "t512x4"),  # its two accumulator rows: no prefetch
-    ("rms_norm", (65536, 512), "t32x2"),  # one row per warp (H100: see norm_launch.h)
+    ("rms_norm", (65536, 512), "t32x2"),  # one row per warp (docs/benchmark-notes.md, norm: rows per group)
     ("rms_norm", (262144, 128), "t16x1r4"),  # groups of 16 threads hold four rows at once
     ("layer_norm", (262144, 128), "t16x1r4"),
     ("rms_norm", (4096, 128), "t16x1"),  # too few rows for four per group

@@ -51,9 +51,7 @@ struct Config {
   int colred_vec = 1;          // backward, column-reduction kernel: columns per thread
   // backward, the finish of dweight / dbias: slices of the partial rows per block (0: finish_params'
   // rule); its programmatic (PDL) launch: 0 off, 1 on, 2 on with the row kernel before it
-  // triggering the launch as it starts (pdl_trigger). H100 LayerNorm bf16 spans, 1 / 2 / 0:
-  // 32768 x 4096 294.1 / 284.4 / 286.6 us, 262144 x 128 80.1 / 78.6 / 81.5, 2048 x 65536 and
-  // 4096 x 16384 within 1 us (2 / 1 ahead of 0 by 1-2 us)
+  // triggering the launch as it starts (pdl_trigger; docs/benchmark-notes.md, norm: finish launch)
   int finish_ty = 0, finish_pdl = 2;
 };
 
@@ -203,8 +201,8 @@ struct NormLaunch {
 // time, so the per-element code carries no presence / dtype branches (the kernels are
 // issue-bound). kSpecGeneric reads everything from the NormLaunch at run time. Forward: no
 // residual; backward: grad_weight (and for LayerNorm grad_bias) asked, no grad_residual.
-// (The cluster forward with a residual measured slower specialized: H200 bf16 16384 / 65536
-// fused rows 180 / 362 us against 149 / 315 us generic; it stays generic.)
+// (The cluster forward with a residual stays generic: it measured slower specialized;
+// docs/benchmark-notes.md, norm: specialization.)
 enum : int {
   kSpecGeneric = 0,
   kSpecRmsWeight = 1,       // RMSNorm with a weight of x's dtype, no bias
@@ -234,7 +232,7 @@ constexpr bool fwd_spec_shape(int tpr, int items, int rows, bool prefetch) {
                        (tpr == 1024 && items == 8 && rows == 1));
 }
 // The backward cluster shape with specialized kernels: the persistent grid of 8 x 256 x 4 (the
-// 16-bit default at H = 65536; H200 bf16 2048 rows: RMSNorm 410 vs 495 us, LayerNorm 439 vs 513).
+// 16-bit default at H = 65536; docs/benchmark-notes.md, norm: specialization).
 constexpr bool bwd_cluster_spec_shape(int cs, int tpr, int items) { return cs == 8 && tpr == 256 && items == 4; }
 constexpr bool bwd_spec_shape(int tpr, int items, bool prefetch, bool regacc) {
   return (!prefetch && !regacc &&
