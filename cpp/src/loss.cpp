@@ -395,10 +395,10 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
     // their second read for a gradient is cheap); the cluster path wants >= 2 CTAs per SM.
     if (kn.path != 1 && N * int64_t(L.cl_size) < 2 * 132) L.cluster = false;
   }
-  // The streaming forward: chunks of `iters` full iterations of ce_stream (default 4: on an
-  // H200, 8192 x 128256 bf16 read at 4.4 TB/s = 105% of copy, 4.15x torch; the cluster path
-  // 2.1 TB/s). Forward without a gradient on rows of >= 16384 classes, by default when the
-  // chunks give at least two CTAs per SM; knob path=stream forces it, path=cluster|chunked not.
+  // The streaming forward: chunks of `iters` full iterations of ce_stream (default 4;
+  // docs/benchmark-notes.md, cross-entropy: the streaming forward). Forward without a gradient on
+  // rows of >= 16384 classes, by default when the chunks give at least two CTAs per SM; knob
+  // path=stream forces it, path=cluster|chunked not.
   const int64_t span = int64_t(256) * 8 * VEC;  // one iteration: kThreads x 8 vectors
   int64_t slen = span * (kn.iters ? kn.iters : 4);
   while ((V + slen - 1) / slen > 65535) slen *= 2;

@@ -33,14 +33,13 @@ struct RedTuning {
   int64_t warp_max = 512;      // longer rows: a warp per row up to this many vectors, else a block
   int64_t warp_max_heavy = 4096;  // the same limit for the compute-heavy ops (logsumexp, var, std,
                                // argmax, argmin): a warp per row beat a block up to 4096 vectors
-                               // (H200 bf16 logsumexp [8192, 16384]: 78% of copy vs 49%), while
-                               // sum / mean / amax were best with a block (~100%)
+                               // (docs/benchmark-notes.md, reductions: warp or block per row)
   int64_t split_blocks = 4096; // row splits: aim for this many blocks (few, long rows)
   int64_t split_min = 16384;   // row splits: at least this many elements per split (block of 256)
   int64_t col_blocks = 2048;   // columns: split the rows until about this many blocks
   int64_t col_rows = 64;       // columns: at least this many rows per thread and split
-  int64_t col_wy = 8;          // columns: row slices per block (1, 2, 4, 8); H200 bf16 sum over
-                               // axis 0 of [16384, 8192]: wy 8 + 2048 blocks 89% of copy vs 80%
+  int64_t col_wy = 8;          // columns: row slices per block (1, 2, 4, 8; docs/benchmark-notes.md,
+                               // reductions: column slices)
 };
 
 // Ops whose per-element work (exp/log, a second moment, an index) makes a warp per row pay off

@@ -485,16 +485,9 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
     // warps. The last operand is staged in shared memory (cp.async) when the row is that long,
     // so 3 blocks of 512 (forward) or 2 (backward: grad_out in registers) fit per SM.
     // Longer rows: a cluster of up to 8 such blocks per row (sm_90), still one read.
-    // Measured overrides (H200 bf16 sweep, BARACUDA_SOFTMAX_CFG):
-    //   backward, 2049..4096 vectors (a 32768-element bf16 row): W = 32, K = 4, no staging
-    //     (101% of copy vs 92% for W = 16, K = 8, staged);
-    //   backward, 33..64 vectors of a 2-byte dtype (a 512-element bf16 row): rows_block W = 1,
-    //     K = 4 instead of rows_warp (104% of copy vs 89%); the forward stays on rows_warp;
-    //   forward on the cluster path: the persistent clusters that prefetch the next row into
-    //     shared memory (stage = 2) over the plain register kernel (212 vs 220 us for
-    //     [512, 262144] bf16 on the H200; on an H100 they measured the same, 270 vs 266 us, before
-    //     the exp got cheaper); never staging the row (stage = 1: 482 us); the next slice by
-    //     bulk copies (stage = 3) over a cp.async per vector (H100: 195 vs 200 us).
+    // Measured overrides (docs/benchmark-notes.md, softmax: block shapes): the backward of
+    // 2049..4096 vectors takes W = 32, K = 4 unstaged; the 16-bit backward of 33..64 vectors takes
+    // rows_block W = 1, K = 4; the cluster forward prefetches the next row (stage = 2) by bulk copies.
     const int64_t kRegPacks = 4096;  // longest row one block holds (K = 8, 16 warps)
     auto warps_for = [](int64_t packs, int k) { return int(std::clamp<int64_t>(next_pow2((packs + 32 * k - 1) / (32 * k)), 1, 32)); };
     auto valid = [&](int w, int k, int stage, int cs) {
@@ -553,13 +546,10 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
         L.k = nch <= 64 ? 2 : 4;
         L.group = 32;
       }
-      // Rows per lane group, forward: 4 at one chunk per lane (K = 1), else 1. At K = 1 the per-row
-      // setup (row address, 1 / sum, shuffles) is then shared by 4 rows: H200 bf16 1048576 x 64
-      // 67.9 vs 70.7 us (94% vs 91% of copy; H100 the same time, ncu issue-active 0.63 -> 0.50).
-      // At K = 2 two rows per group lost on the H200 (262144 x 512: 145.4 vs 135.3 us, 88% vs 95%;
-      // H100 181.8 vs 183.1). Backward: 1 (H200 1048576 x 64: R = 2 / 4 110.8 / 121.3 vs 97.3 us:
-      // more registers, fewer resident warps). 1 also where the one-row grid is small (<= 2048
-      // blocks of 256 threads, about two waves: more rows per lane would only idle SMs).
+      // Rows per lane group, forward: 4 at one chunk per lane (K = 1: the per-row setup is then
+      // shared by 4 rows), else 1; backward 1 (more registers, fewer resident warps); 1 also where
+      // the one-row grid is small (<= 2048 blocks of 256 threads). docs/benchmark-notes.md,
+      // softmax: rows per lane group.
       const int64_t rpb = 8 * (32 / L.group);
       const int64_t blocks1 = (L.rows + rpb - 1) / rpb;
       L.rows_per_group = (bwd || blocks1 <= 2048 || L.k != 1) ? 1 : 4;
