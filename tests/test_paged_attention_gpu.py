@@ -226,6 +226,8 @@ def test_cudnn_decode_route_and_graph_replay():
     assert "decode" in sku(q, table[:, :255])                      # 4080 keys
     assert "decode" in sku(q, table, max_seqlen_k=2048)
     assert "decode" in sku(q, table, num_splits=2)
+    tuned = bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(q), table.shape[1])
+    assert "decode" in bc.PagedAttentionPlan.select(tuned, bc.PlanPreference(tuning="splits=2")).sku.name
     assert "decode" in sku(torch.empty(32, 4, 16, 128, device=DEV, dtype=q.dtype), table)  # 4 speculative tokens
 
 

@@ -58,7 +58,7 @@ struct PagedAttentionPlan::Impl {
   PagedAttentionDescriptor desc;
   KernelSku sku;
   bool rowwise = false;  // the CUDA-core kernel (f32, other head dims)
-  std::shared_ptr<const paged_attention_cudnn::Graphs> cudnn;  // cuDNN's fused attention (prefills)
+  std::shared_ptr<const paged_attention_cudnn::Graphs> cudnn;  // cuDNN's fused attention (auto: prefills, wide decode)
   paged_attention::Geometry geo;
   int64_t workspace = 0;
 };
@@ -162,7 +162,12 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   constexpr int64_t kCudnnPrefillTokens = 64, kCudnnDecodePairs = 256, kCudnnDecodeKeys = 4096;
   const int64_t cache_keys = desc.max_seqlen_k > 0 ? std::min(desc.max_seqlen_k, g.max_pages * g.page_size)
                                                    : g.max_pages * g.page_size;
-  const bool cudnn_decode = g.sq == 1 && g.d == 128 && !I.rowwise && desc.num_splits == 0 &&
+  int64_t splits = desc.num_splits;  // a split count given (descriptor or tuning) asks for our kernel
+  for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits"})) {
+    need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
+    splits = kn.num();
+  }
+  const bool cudnn_decode = g.sq == 1 && g.d == 128 && !I.rowwise && splits == 0 &&
                             g.batch * g.hkv >= kCudnnDecodePairs &&
                             cache_keys >= kCudnnDecodeKeys;
   if (desc.kernel == "cudnn" ||
@@ -178,11 +183,6 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   // split runs to the request's end, so a max_seqlen_k below a real length costs balance, never keys.
   const int64_t keys = cache_keys;
   const int64_t tiles = std::max<int64_t>(1, (keys + paged_attention::kKeysPerTile - 1) / paged_attention::kKeysPerTile);
-  int64_t splits = desc.num_splits;
-  for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits"})) {
-    need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
-    splits = kn.num();
-  }
   if (I.rowwise || I.cudnn) {
     splits = 1;  // the rowwise kernel takes a whole request per block; cuDNN schedules its own
   } else if (splits == 0) {
