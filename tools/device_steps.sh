@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A device call under a deadline: build + install (unless SKIP_BUILD=1), then each step in order,
-# each given only the time left, its log written straight to $OUT (so a call cut at its limit
+# each given only the time left, its log appended to $OUT/steps.log as it ends (so a call cut at its
+# limit still returns what ran); the benches' tables ($OUT/<bench>.md) land in $OUT too, their .json /
+# .txt and the build log stay in $WORK (the device tool returns only a few files).
 # still returns what ran). Usage on the device machine:
 #   DEADLINE=560 bash tools/device_steps.sh "python3 bench/bench_norm.py --sweep" "python3 -m pytest -q tests/x.py"
 # Prints, last, one line per step (exit status, seconds) and the tail of each step's log.
@@ -11,7 +13,8 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-/tmp/out}"
-mkdir -p "$OUT"
+WORK="${WORK:-/tmp/device_steps}"
+mkdir -p "$OUT" "$WORK/bench"
 export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 export XLA_PYTHON_CLIENT_PREALLOCATE="${XLA_PYTHON_CLIENT_PREALLOCATE:-false}"
 DEADLINE="${DEADLINE:-560}"
@@ -22,15 +25,15 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader || 
 # Carried wheels (git-ignored .whl/, named in the call's carry): the device has no network. The
 # headers the optional backends build against: nvidia-cutlass, nvidia-cudnn-frontend (cp312).
 for w in .whl/*.whl; do
-  [[ -f "$w" ]] && python3 -m pip install -q --no-index --no-deps "$w" >> "$OUT/carried_wheels.log" 2>&1
+  [[ -f "$w" ]] && python3 -m pip install -q --no-index --no-deps "$w" >> "$WORK/carried_wheels.log" 2>&1
 done
 if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   tb=$(date +%s)
   if BARACUDA_CUDA_ARCHS="${BARACUDA_CUDA_ARCHS:-90}" python3 -m pip install --no-build-isolation --no-deps -v . \
-       > "$OUT/build.log" 2>&1; then
+       > "$WORK/build.log" 2>&1; then
     summary+=("build: ok $(( $(date +%s) - tb )) s")
   else
-    tail -n 60 "$OUT/build.log"
+    tail -n 60 "$WORK/build.log"
     echo "build: FAILED after $(( $(date +%s) - tb )) s"
     exit 1
   fi
@@ -41,14 +44,18 @@ for step in "$@"; do
   t=$(left)
   if (( t < 15 )); then summary+=("step $n: skipped (deadline): $step"); continue; fi
   ts=$(date +%s)
-  timeout "$t" bash -c "$step" > "$OUT/step$n.log" 2>&1
-  rc=$?
+  echo "==== step $n: $step" >> "$OUT/steps.log"
+  # Streamed into steps.log as it runs (a step cut by the tool's own limit keeps what it printed).
+  OUT="$WORK/bench" timeout "$t" bash -c "$step" 2>&1 | tee "$WORK/step$n.log" >> "$OUT/steps.log"
+  rc=${PIPESTATUS[0]}
+  echo "==== step $n: rc=$rc, $(( $(date +%s) - ts )) s" >> "$OUT/steps.log"
+  cp "$WORK"/bench/*.md "$OUT"/ 2>/dev/null
   summary+=("step $n: rc=$rc $(( $(date +%s) - ts )) s: $step")
 done
 for ((i = 1; i <= n; i++)); do
-  [[ -f "$OUT/step$i.log" ]] || continue
+  [[ -f "$WORK/step$i.log" ]] || continue
   echo "==== step $i (last ${TAIL:-25} lines)"
-  tail -n "${TAIL:-25}" "$OUT/step$i.log"
+  tail -n "${TAIL:-25}" "$WORK/step$i.log"
 done
 echo "==== summary ($(( $(date +%s) - T0 )) s)"
 printf '%s\n' "${summary[@]}"
