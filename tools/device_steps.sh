@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # A device call under a deadline: build + install (unless SKIP_BUILD=1), then each step in order,
-# each given only the time left, its log appended to $OUT/steps.log as it ends (so a call cut at its
-# limit still returns what ran); the benches' tables ($OUT/<bench>.md) land in $OUT too, their .json /
-# .txt and the build log stay in $WORK (the device tool returns only a few files).
-# still returns what ran). Usage on the device machine:
+# each given only the time left, its output streamed into $OUT/steps.log (so a call cut at its limit
+# still returns what ran); the benches' tables ($OUT/<bench>.md) land in $OUT too, their .json / .txt
+# and the build log stay in $WORK (the device tool returns only a few files). Usage on the device:
 #   DEADLINE=560 bash tools/device_steps.sh "python3 bench/bench_norm.py --sweep" "python3 -m pytest -q tests/x.py"
 # Prints, last, one line per step (exit status, seconds) and the tail of each step's log.
 # A quick check of Python-side changes on little device time (device code PTX-only at -O0, slow at
