@@ -103,18 +103,24 @@ def _window(module, kwargs):
     return w if isinstance(w, int) and w > 0 else None
 
 
-def _unmasked(module, query, key, is_causal, window):
-    """The boolean mask [1, 1, Sq, Sk] a call without one means, as SDPA's is_causal would read it
-    (causal: top-left, query i sees keys 0..i; a single query row sees every key) with the layer's
-    sliding window applied (a single row: its position is the last key's)."""
+def _band(query, key, causal, window, offset):
+    """The boolean [Sq, Sk] of the keys each query sees: query i at position i + offset, keys up to it
+    when causal, the last `window` of them with a sliding window."""
     sq, sk = query.shape[2], key.shape[2]
-    causal = _causal(module, query, is_causal)
-    pos = torch.arange(sq, device=query.device)[:, None] + (0 if causal else sk - sq)
+    pos = torch.arange(sq, device=query.device)[:, None] + offset
     j = torch.arange(sk, device=query.device)[None, :]
     vis = j <= pos if causal else torch.ones(sq, sk, dtype=torch.bool, device=query.device)
     if window is not None:
         vis = vis & (j > pos - window)
-    return vis[None, None]
+    return vis
+
+
+def _unmasked(module, query, key, is_causal, window):
+    """The boolean mask [1, 1, Sq, Sk] a call without one means, as SDPA's is_causal would read it
+    (causal: top-left, query i sees keys 0..i; a single query row sees every key) with the layer's
+    sliding window applied (a single row: its position is the last key's)."""
+    causal = _causal(module, query, is_causal)
+    return _band(query, key, causal, window, 0 if causal else key.shape[2] - query.shape[2])[None, None]
 
 
 def _eager_attention(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs):
@@ -201,13 +207,7 @@ def _packed(attention, query, key, value, unpad, causal, rules):
 def _padded(module, query, key, is_causal, window, pad):
     """The boolean mask [B, 1, Sq, Sk] SDPA's rules make from the padding mask pad [B, Sk] that
     _baracuda_mask returned (the queries are the last positions)."""
-    sq, sk = query.shape[2], key.shape[2]
-    pos = torch.arange(sq, device=query.device)[:, None] + (sk - sq)
-    j = torch.arange(sk, device=query.device)[None, :]
-    vis = j <= pos if _causal(module, query, is_causal) else torch.ones(sq, sk, dtype=torch.bool,
-                                                                         device=query.device)
-    if window is not None:
-        vis = vis & (j > pos - window)
+    vis = _band(query, key, _causal(module, query, is_causal), window, key.shape[2] - query.shape[2])
     return vis[None, None] & pad[:, None, None, :]
 
 
