@@ -33,13 +33,14 @@ struct Layout {
   }
 };
 
-// A [B, Sq, H, D] or [B, H, D] spec's (batch, token, head) strides.
-void bsh_strides(const TensorSpec& s, int64_t& batch, int64_t& token, int64_t& head) {
-  const auto st = s.effective_strides();
-  const bool one_token = st.size() == 3;
-  batch = st[0];
-  head = st[st.size() - 2];
-  token = one_token ? head * int64_t(s.shape[st.size() - 2]) : st[1];  // one token: any stride will do
+// The graph's key from q's and out's (batch, token, head) strides, select's and run's alike. A single
+// query token's stride addresses nothing (a [B, H, D] q has none; a size-1 dim's stride may differ
+// between the descriptor and the tensor run gets): it is keyed as head x heads, so run finds
+// select's graph instead of building another.
+Layout layout_of(int64_t sq, int64_t hq, int64_t q_batch, int64_t q_token, int64_t q_head, int64_t out_batch,
+                 int64_t out_token, int64_t out_head) {
+  auto token = [&](int64_t t, int64_t head) { return sq == 1 ? head * hq : t; };
+  return {q_batch, token(q_token, q_head), q_head, out_batch, token(out_token, out_head), out_head};
 }
 
 }  // namespace
@@ -143,9 +144,9 @@ std::shared_ptr<const Graphs> build(const PagedAttentionDescriptor& desc, const 
   G->seq_at = 0;
   G->table_at = align256(2 * g.batch * int64_t(sizeof(int32_t)));
   G->aux = G->table_at + align256(g.batch * g.max_pages * int64_t(sizeof(int32_t)));
-  Layout L{};
-  bsh_strides(desc.q, L.q_batch, L.q_token, L.q_head);
-  bsh_strides(desc.out, L.out_batch, L.out_token, L.out_head);
+  const auto qs = desc.q.effective_strides(), os = desc.out.effective_strides();  // [B, Sq, H, D] or [B, H, D]
+  const Layout L = layout_of(g.sq, g.hq, qs[0], qs.size() == 4 ? qs[1] : 0, qs[qs.size() - 2], os[0],
+                             os.size() == 4 ? os[1] : 0, os[os.size() - 2]);
   auto graph = G->get(L, device, why);
   if (!graph) return nullptr;
   int64_t bytes = 0;
@@ -162,8 +163,7 @@ int64_t workspace_bytes(const Graphs& graphs) { return graphs.workspace; }
 void run(const Graphs& G, const paged_attention::Geometry& g, const paged_attention::Pointers& p, void* workspace,
          int64_t workspace_size, StreamHandle stream, int device) {
   const std::string op = "paged_attention";
-  Layout L{g.q_batch, g.q_token ? g.q_token : g.q_head * g.hq, g.q_head,
-           g.out_batch, g.out_token ? g.out_token : g.out_head * g.hq, g.out_head};
+  const Layout L = layout_of(g.sq, g.hq, g.q_batch, g.q_token, g.q_head, g.out_batch, g.out_token, g.out_head);
   // The caches' strides are the descriptor's (check_view; a size-1 dim's stride addresses nothing).
   std::string why;
   auto graph = G.get(L, device, why);
