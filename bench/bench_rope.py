@@ -42,7 +42,7 @@ def torch_rope(q, k, cos_cache, sin_cache, pos):
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
-def run_row(shape, args, copy_gbs, compiled):
+def run_row(shape, args, copy_gbs, compiled, tuning=""):
     t, hq, hk, d = shape
     set_bytes = 2 * (hq + hk) * t * d * 2
     nsets = C.rotation_sets(set_bytes)
@@ -59,7 +59,7 @@ def run_row(shape, args, copy_gbs, compiled):
     q0, k0, p0, qo0, ko0 = sets[0]
     desc = bc.RopeDescriptor(bc.TensorSpec(tuple(q0.shape), bc.bfloat16), bc.TensorSpec(tuple(k0.shape), bc.bfloat16),
                              freqs=bc.RopeFrequencies(theta=500000.0), positions=True)
-    plan = bc.RopePlan.select(desc)
+    plan = bc.RopePlan.select(desc, bc.PlanPreference(tuning=tuning))
     C.poison_(qo0)
     plan.run(q=q0, k=k0, q_out=qo0, k_out=ko0, positions=p0)
     rq, rk = torch_rope(q0.float(), k0.float(), emb.cos(), emb.sin(), p0)
@@ -81,7 +81,7 @@ def run_row(shape, args, copy_gbs, compiled):
     C.free_memory()
     comp = tm.get("compiled")
     graph = tm.get("graph")
-    return C.bandwidth_row(f"rope bf16 t{t} h{hq}/{hk} d{d}", plan.sku.name, ok, err, tm, set_bytes, copy_gbs,
+    return C.bandwidth_row(f"rope bf16 t{t} h{hq}/{hk} d{d}" + (f" {tuning}" if tuning else ""), plan.sku.name, ok, err, tm, set_bytes, copy_gbs,
                            graph_us=graph.median * 1e6 if graph else None,
                            compiled_gbs=set_bytes / comp.median / 1e9 if comp else None,
                            speedup_compiled=comp.median / tm["ours"].median if comp else None)
@@ -140,6 +140,8 @@ def run_append_row(shape, args, copy_gbs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--tuning", default="", help="';'-separated PlanPreference.tuning strings to time each row with "
+                    "(rope: tpb=N,persistent=1)")
     args = C.parse_bench_args(ap, quick=(10, 1), full=(30, 2))
     info = C.device_info()
     copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
@@ -148,13 +150,15 @@ def main():
     for s in SHAPES:
         if not re.search(args.rows, f"t{s[0]} h{s[1]}/{s[2]} d{s[3]}"):
             continue
-        try:
-            r = run_row(s, args, copy["gbs"], compiled)
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            r = dict(key=f"rope bf16 t{s[0]} h{s[1]}/{s[2]} d{s[3]}", error=str(e), ok=False)
-        rows.append(r)
-        if not r["error"]:
+        for tuning in args.tuning.split(";"):
+            try:
+                r = run_row(s, args, copy["gbs"], compiled, tuning)
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                r = dict(key=f"rope bf16 t{s[0]} h{s[1]}/{s[2]} d{s[3]} {tuning}", error=str(e), ok=False)
+            rows.append(r)
+            if r["error"]:
+                continue
             comp = f", x{r['speedup_compiled']:.2f} torch.compile" if r["speedup_compiled"] else ""
             kern = f", kernel alone {r['graph_us']:.1f} us (CUDA graph)" if r.get("graph_us") else ""
             print(f"{r['key']}: {r['ours_gbs']:.0f} GB/s ({r['ours_copy_frac']:.0%} of copy), x{r['speedup']:.2f} "

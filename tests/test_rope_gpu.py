@@ -281,3 +281,25 @@ def test_fused_cache_append_under_compile():
         step(q, k, v, kc, vc, slots)
     assert torch.equal(q, q2) and torch.equal(k, k2)
     assert torch.equal(kc[0, :5], k2) and torch.equal(vc[0, :5], v)
+
+
+@pytest.mark.parametrize("tuning", ["tpb=1", "tpb=5", "persistent=1", "tpb=16,persistent=1"])
+@pytest.mark.parametrize("shape,rd,style", [((2, 300, 32, 128), None, "neox"), ((1, 1000, 4, 64), 32, "gptj"),
+                                            ((3, 7, 8, 80), 48, "neox")])
+def test_tuned_plans_give_the_same_bits(tuning, shape, rd, style):
+    """The tuning knobs change the grid, not the arithmetic: every output bit equals the default plan's
+    (partial rotary's pass-through included), for q and k, positions given."""
+    g = gen(31)
+    q = rnd(shape, torch.bfloat16, g)
+    k = rnd(shape[:-2] + (2, shape[-1]), torch.bfloat16, g)
+    pos = torch.randint(0, 8192, shape[:-2], generator=g, device=DEV)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
+    desc = bc.RopeDescriptor(spec(q), spec(k), style=style, rotary_dim=rd or 0,
+                             freqs=bc.RopeFrequencies(theta=500000.0), positions=True)
+    outs = []
+    for t in ("", tuning):
+        plan = bc.RopePlan.select(desc, bc.PlanPreference(tuning=t))
+        qo, ko = poisoned_like(q), poisoned_like(k)
+        plan.run(q=q, k=k, q_out=qo, k_out=ko, positions=pos)
+        outs.append((qo, ko))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])

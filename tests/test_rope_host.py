@@ -72,6 +72,18 @@ def test_sku_and_identity():
     assert list(bc.RopePlan.select(D(q=(0, 8, 64), k=None)).descriptor.q.shape) == [0, 8, 64]
 
 
+def test_tuning_knobs_in_sku_and_refusals():
+    """PlanPreference.tuning sets the tokens per block and a persistent grid; the SKU says so; a bad
+    value or an unknown key is refused by name."""
+    def pref(t):
+        return bc.PlanPreference(tuning=t)
+    assert bc.RopePlan.select(D(), pref("tpb=8,persistent=1")).sku.name == "rope.neox.theta.tpb8.persistent"
+    assert bc.RopePlan.select(D(), pref("persistent=0")).sku.name == "rope.neox.theta"
+    for bad, needle in (("tpb=0", "tpb"), ("tpb=17", "tpb"), ("persistent=2", "persistent"), ("blocks=4", "blocks")):
+        with pytest.raises(errors.InvalidArgument, match=needle):
+            bc.RopePlan.select(D(), pref(bad))
+
+
 def test_frequencies():
     inv, af = bc.rope_frequencies(8, theta=10000.0)
     assert inv == pytest.approx([10000.0 ** (-i / 4) for i in range(4)]) and af == 1.0

@@ -9,6 +9,7 @@
 #include "baracuda/errors.h"
 #include "device_guard.h"
 #include "plan_util.h"
+#include "common/knobs.h"
 #include "rope/rope_launch.h"
 
 namespace baracuda {
@@ -200,11 +201,25 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
   if (!pref.forbid.empty())
     for (Backend b : pref.forbid)
       if (b == Backend::Bespoke) throw Unsupported("rope: the preference forbids the only backend (bespoke)");
+  std::string tuned;  // the knobs given, as the SKU reports them
+  if (!pref.tuning.empty())
+    for (const Knob& kn : tuning_knobs("rope", pref.tuning, "", {"tpb", "persistent"})) {
+      const int64_t v = kn.num();
+      if (kn.key == "tpb") {
+        if (v < 1 || v > 16) throw InvalidArgument("rope: tuning tpb must be 1..16 tokens per block, got " + kn.value);
+        g.tokens_per_block = int(v);
+        tuned += ".tpb" + std::to_string(v);
+      } else {
+        if (v != 0 && v != 1) throw InvalidArgument("rope: tuning persistent must be 0 or 1, got " + kn.value);
+        g.persistent = v == 1;
+        if (v) tuned += ".persistent";
+      }
+    }
 
   KernelSku& k = I.sku;
   k.category = "rope";
   k.op = desc.inverse ? "rope_backward" : "rope";
-  k.name = "rope." + desc.style + (desc.cache ? ".cache" : ".theta") + (desc.kv_cache ? ".append" : "");
+  k.name = "rope." + desc.style + (desc.cache ? ".cache" : ".theta") + (desc.kv_cache ? ".append" : "") + tuned;
   k.layout = "strided";
   k.dtypes = {dt, dt};
   k.arch = compiled_archs();

@@ -80,7 +80,8 @@ template <class T, bool WIDE, bool GPTJ> constexpr int access_width() { return W
 // A token's place: batch and sequence index (32-bit: the launcher bounds the tokens), advanced one
 // token at a time with no division.
 struct TokenCursor {
-  uint32_t b, s, seq;
+  uint32_t b = 0, s = 0, seq = 1;
+  TokenCursor() = default;
   __device__ TokenCursor(int64_t tok, int64_t seq_len) : seq(uint32_t(seq_len)) {
     b = uint32_t(tok) / seq;
     s = uint32_t(tok) - b * seq;
@@ -91,14 +92,15 @@ struct TokenCursor {
 };
 
 template <class T, bool WIDE, bool GPTJ>
-__global__ void __launch_bounds__(kThreads, 3) rope_kernel(const Geometry g, const Pointers p, int tpb) {
+__global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, const Pointers p, int tpb) {
   constexpr int W = access_width<T, WIDE, GPTJ>();
   constexpr int VW = 16 / int(sizeof(T));
   extern __shared__ float2 angle[];  // [tpb][half]: (cos, sin), sin already negated for the inverse
   __shared__ int64_t tok_page[kMaxTokensPerBlock], tok_row[kMaxTokensPerBlock];  // cache slot (page -1: none)
   const int half = g.rotary_dim / 2;
-  const int64_t tokens = g.batch * g.seq, tok0 = int64_t(blockIdx.x) * tpb;
-  const int ntok = int(tokens - tok0 < tpb ? tokens - tok0 : tpb);
+  const int64_t tokens = g.batch * g.seq;
+  int64_t tok0 = 0;  // the block's group of tokens (a persistent grid loops over several)
+  int ntok = 0;
   const bool append = p.count >= 2 && p.x[1].paged != nullptr;
 
   // This thread's item of each token: q's heads, then k's (rotated, nc chunks each), then v's (copied).
@@ -132,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 3) rope_kernel(const Geometry g, con
     if constexpr (WIDE) return a[u];
     else return v_own[u];
   };
-  TokenCursor cur(tok0, g.seq), cur_out(tok0, g.seq);  // the next token to read, to store
+  TokenCursor cur, cur_out;  // the next token to read, to store
   auto load = [&](int t0) {
 #pragma unroll
     for (int u = 0; u < kTokensInFlight; ++u) {
@@ -191,63 +193,69 @@ __global__ void __launch_bounds__(kThreads, 3) rope_kernel(const Geometry g, con
       }
     }
   };
-  // The first tokens' reads go out before the angles are computed: they do not depend on them.
-  load(0);
+  for (tok0 = int64_t(blockIdx.x) * tpb; tok0 < tokens; tok0 += int64_t(gridDim.x) * tpb) {
+    ntok = int(tokens - tok0 < tpb ? tokens - tok0 : tpb);
+    cur = TokenCursor(tok0, g.seq);
+    cur_out = cur;
+    // The first tokens' reads go out before the angles are computed: they do not depend on them.
+    load(0);
 
-  for (int i = threadIdx.x; i < ntok * half; i += blockDim.x) {
-    const int t = i / half, j = i - t * half;
-    TokenCursor at(tok0 + t, g.seq);
-    int64_t pos = at.s;
-    if (g.positions) {
-      const int64_t pi = at.b * g.pos_batch + at.s * g.pos_seq;
-      pos = g.positions_dtype == DType::Int32 ? int64_t(static_cast<const int32_t*>(p.positions)[pi])
-                                              : static_cast<const int64_t*>(p.positions)[pi];
+    for (int i = threadIdx.x; i < ntok * half; i += blockDim.x) {
+      const int t = i / half, j = i - t * half;
+      TokenCursor at(tok0 + t, g.seq);
+      int64_t pos = at.s;
+      if (g.positions) {
+        const int64_t pi = at.b * g.pos_batch + at.s * g.pos_seq;
+        pos = g.positions_dtype == DType::Int32 ? int64_t(static_cast<const int32_t*>(p.positions)[pi])
+                                                : static_cast<const int64_t*>(p.positions)[pi];
+      }
+      float cs, sn;
+      if (g.cache) {
+        const int64_t row = (pos < 0 ? 0 : pos >= g.cache_positions ? g.cache_positions - 1 : pos) * half;
+        cs = cache_at<T>(p.cos, g.cache_dtype, row + j);
+        sn = cache_at<T>(p.sin, g.cache_dtype, row + j);
+      } else {
+        // f32 angle, as the reference implementations compute it; sincosf reduces large angles exactly
+        sincosf(float(pos) * g.inv_freq[j], &sn, &cs);
+        cs *= g.attention_factor;
+        sn *= g.attention_factor;
+      }
+      angle[i] = make_float2(cs, g.inverse ? -sn : sn);
     }
-    float cs, sn;
-    if (g.cache) {
-      const int64_t row = (pos < 0 ? 0 : pos >= g.cache_positions ? g.cache_positions - 1 : pos) * half;
-      cs = cache_at<T>(p.cos, g.cache_dtype, row + j);
-      sn = cache_at<T>(p.sin, g.cache_dtype, row + j);
-    } else {
-      // f32 angle, as the reference implementations compute it; sincosf reduces large angles exactly
-      sincosf(float(pos) * g.inv_freq[j], &sn, &cs);
-      cs *= g.attention_factor;
-      sn *= g.attention_factor;
+    if (append && int(threadIdx.x) < ntok) {
+      TokenCursor at(tok0 + threadIdx.x, g.seq);
+      int64_t page, row;
+      const bool real = kernels::paged_slot(p.slots, g.slots_int32, at.b * g.slot_batch + at.s * g.slot_seq, g.pages,
+                                            g.page_size, page, row);
+      tok_page[threadIdx.x] = real ? page : -1;
+      tok_row[threadIdx.x] = real ? row : 0;
     }
-    angle[i] = make_float2(cs, g.inverse ? -sn : sn);
-  }
-  if (append && int(threadIdx.x) < ntok) {
-    TokenCursor at(tok0 + threadIdx.x, g.seq);
-    int64_t page, row;
-    const bool real = kernels::paged_slot(p.slots, g.slots_int32, at.b * g.slot_batch + at.s * g.slot_seq, g.pages,
-                                          g.page_size, page, row);
-    tok_page[threadIdx.x] = real ? page : -1;
-    tok_row[threadIdx.x] = real ? row : 0;
-  }
-  __syncthreads();
-  finish(0);
-  for (int t0 = kTokensInFlight; t0 < ntok; t0 += kTokensInFlight) {
-    load(t0);
-    finish(t0);
-  }
+    __syncthreads();
+    finish(0);
+    for (int t0 = kTokensInFlight; t0 < ntok; t0 += kTokensInFlight) {
+      load(t0);
+      finish(t0);
+    }
 
-  if (g.rotary_dim < g.head_dim && blockIdx.y == 0) {  // the pass-through part, when out of place or cached
-    const int tail = g.head_dim - g.rotary_dim;
-    for (int oo = 0; oo < (p.count >= 2 ? 2 : 1); ++oo) {
-      const Operand& y = p.x[oo];
-      const bool cache = oo == 1 && append;
-      if (y.in == y.out && !cache) continue;
-      for (int i = threadIdx.x; i < ntok * y.heads * tail; i += blockDim.x) {
-        const int t = i / (y.heads * tail), r = i % (y.heads * tail), hh = r / tail, d = r % tail;
-        const TokenCursor at(tok0 + t, g.seq);
-        const T v = static_cast<const T*>(y.in)[at.b * y.in_batch + at.s * y.in_seq + hh * y.in_head + g.rotary_dim + d];
-        if (y.in != y.out)
-          static_cast<T*>(y.out)[at.b * y.out_batch + at.s * y.out_seq + hh * y.out_head + g.rotary_dim + d] = v;
-        if (cache && tok_page[t] >= 0)
-          static_cast<T*>(y.paged)[tok_page[t] * y.paged_page + tok_row[t] * y.paged_slot + hh * y.paged_head +
-                                   g.rotary_dim + d] = v;
+    if (g.rotary_dim < g.head_dim && blockIdx.y == 0) {  // the pass-through part, when out of place or cached
+      const int tail = g.head_dim - g.rotary_dim;
+      for (int oo = 0; oo < (p.count >= 2 ? 2 : 1); ++oo) {
+        const Operand& y = p.x[oo];
+        const bool cache = oo == 1 && append;
+        if (y.in == y.out && !cache) continue;
+        for (int i = threadIdx.x; i < ntok * y.heads * tail; i += blockDim.x) {
+          const int t = i / (y.heads * tail), r = i % (y.heads * tail), hh = r / tail, d = r % tail;
+          const TokenCursor at(tok0 + t, g.seq);
+          const T v = static_cast<const T*>(y.in)[at.b * y.in_batch + at.s * y.in_seq + hh * y.in_head + g.rotary_dim + d];
+          if (y.in != y.out)
+            static_cast<T*>(y.out)[at.b * y.out_batch + at.s * y.out_seq + hh * y.out_head + g.rotary_dim + d] = v;
+          if (cache && tok_page[t] >= 0)
+            static_cast<T*>(y.paged)[tok_page[t] * y.paged_page + tok_row[t] * y.paged_slot + hh * y.paged_head +
+                                     g.rotary_dim + d] = v;
+        }
       }
     }
+    __syncthreads();  // the angles and slots of this group are read; the next group rewrites them
   }
 }
 
@@ -260,7 +268,8 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
     throw Unsupported("rope: " + std::to_string(tokens) + " tokens in one call; at most 2^31 - 1");
   // One thread per item of a token (grid.y more blocks when they pass kThreads); tokens per block so
   // that each thread walks several, but no fewer blocks than about two per SM (264) while the batch
-  // allows, so that small (decode) batches spread over the GPU.
+  // allows, so that small (decode) batches spread over the GPU. Tuning (select's knobs): the tokens
+  // per block, and a persistent grid (the blocks resident at once, each looping over groups).
   const int half = g.rotary_dim / 2;
   const int w = g.wide ? 16 / int(dtype_size(g.dtype)) : g.gptj ? 2 : 1;
   const int vw = 16 / int(dtype_size(g.dtype));
@@ -268,13 +277,24 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   if (p.count == 3) items += p.x[2].heads * (g.v_wide ? p.x[2].copy_dim / vw : p.x[2].copy_dim);
   const int ny = (items + kThreads - 1) / kThreads;
   const int threads = std::max(64, ((items + ny - 1) / ny + 31) / 32 * 32);
-  const int tpb = int(std::clamp<int64_t>(tokens * ny / 264, 1, kMaxTokensPerBlock));
-  const dim3 grid(unsigned((tokens + tpb - 1) / tpb), unsigned(ny));
+  const int tpb = g.tokens_per_block > 0 ? std::min(g.tokens_per_block, kMaxTokensPerBlock)
+                                         : int(std::clamp<int64_t>(tokens * ny / 264, 1, kMaxTokensPerBlock));
+  const int64_t groups = (tokens + tpb - 1) / tpb;
   const size_t smem = size_t(tpb) * half * sizeof(float2);
   auto st = static_cast<cudaStream_t>(stream);
   auto go = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto launch = [&](auto kernel) { kernel<<<grid, threads, smem, st>>>(g, p, tpb); };
+    auto launch = [&](auto kernel) {
+      int64_t gx = groups;
+      if (g.persistent) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+        cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+        cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem), "rope occupancy");
+        gx = std::min<int64_t>(groups, std::max<int64_t>(1, int64_t(sms) * per_sm / ny));
+      }
+      kernel<<<dim3(unsigned(gx), unsigned(ny)), threads, smem, st>>>(g, p, tpb);
+    };
     if (g.wide) {
       if (g.gptj) launch(rope_kernel<T, true, true>);
       else launch(rope_kernel<T, true, false>);

@@ -55,6 +55,10 @@ struct Geometry {
   // page_size) (padding) writes nothing to the caches.
   bool slots_int32 = false;
   int64_t slot_batch = 0, slot_seq = 0, pages = 0, page_size = 1;
+  // Tuning (select's knobs, PlanPreference.tuning "tpb=N,persistent=1"): tokens per block (1..16; 0:
+  // the launcher's rule) and a persistent grid (the blocks resident at once, each looping over groups).
+  int tokens_per_block = 0;
+  bool persistent = false;
 };
 
 struct Pointers {
