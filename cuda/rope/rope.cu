@@ -19,7 +19,6 @@ namespace baracuda::rope {
 
 namespace {
 
-using kernels::Pack;
 
 constexpr int kThreads = 256;
 constexpr int kTokensInFlight = 4;  // a thread's reads out before its first store
@@ -29,45 +28,32 @@ template <class C> __device__ __forceinline__ float cache_at(const void* p, DTyp
   return t == DType::Float32 ? static_cast<const float*>(p)[i] : kernels::to_compute(static_cast<const C*>(p)[i]);
 }
 
-// W raw elements: one 16-byte access when WIDE (p aligned), else element by element. Kept raw, as
-// 32-bit words (two 16-bit elements to a register), between the load and the math, so that several
-// tokens in flight cost few registers.
-template <class T, int W> struct Raw {
-  uint32_t w[(W * int(sizeof(T)) + 3) / 4];
-  __device__ __forceinline__ T at(int j) const {
-    T e;
-    memcpy(&e, reinterpret_cast<const char*>(w) + j * sizeof(T), sizeof(T));
-    return e;
-  }
-  __device__ __forceinline__ void set(int j, T e) { memcpy(reinterpret_cast<char*>(w) + j * sizeof(T), &e, sizeof(T)); }
+// A token's W elements of one access, raw between the load and the math: 16 bytes as packed_vec.cuh's
+// four words, unpacked on use (two 16-bit elements to a register, so that several tokens in flight
+// cost few registers), else the element (neox) or the pair (gptj) of an unaligned row.
+template <class T, int W, bool WIDE> struct Raw {
+  T v[W];
+  __device__ __forceinline__ float at(int j) const { return kernels::to_compute(v[j]); }
 };
-template <class T, int W, bool WIDE> __device__ __forceinline__ Raw<T, W> load_raw(const T* p) {
-  Raw<T, W> r;
+template <class T, int W> struct Raw<T, W, true> {
+  uint4 u;
+  __device__ __forceinline__ float at(int j) const { return kernels::unpack<T>(u, j); }
+};
+template <class T, int W, bool WIDE> __device__ __forceinline__ Raw<T, W, WIDE> load_raw(const T* p) {
+  Raw<T, W, WIDE> r;
   if constexpr (WIDE) {
     static_assert(W * sizeof(T) == 16, "a wide access is 16 bytes");
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    r.w[0] = u.x, r.w[1] = u.y, r.w[2] = u.z, r.w[3] = u.w;
+    r.u = *reinterpret_cast<const uint4*>(p);
   } else {
-    r.w[(W * int(sizeof(T)) + 3) / 4 - 1] = 0;
 #pragma unroll
-    for (int j = 0; j < W; ++j) r.set(j, p[j]);
+    for (int j = 0; j < W; ++j) r.v[j] = p[j];
   }
   return r;
 }
-template <class T, int W, bool WIDE> __device__ __forceinline__ void store_raw(T* p, const Raw<T, W>& r) {
-  if constexpr (WIDE) {
-    *reinterpret_cast<uint4*>(p) = make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < W; ++j) p[j] = r.at(j);
-  }
-}
+// W rotated values at p: one 16-byte store (packed_vec.cuh's store_vec) when WIDE, else element by element.
 template <class T, int W, bool WIDE> __device__ __forceinline__ void store(T* p, const float (&v)[W]) {
   if constexpr (WIDE) {
-    Pack<T, W> pk;
-#pragma unroll
-    for (int j = 0; j < W; ++j) pk.v[j] = kernels::from_compute<T>(v[j]);
-    *reinterpret_cast<Pack<T, W>*>(p) = pk;
+    kernels::store_vec<T>(p, v);
   } else {
 #pragma unroll
     for (int j = 0; j < W; ++j) p[j] = kernels::from_compute<T>(v[j]);
@@ -127,10 +113,11 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
   T* out_base = static_cast<T*>(x.out) + h * x.out_head + elem;
   const int64_t cache_off = h * x.paged_head + elem;
 
-  Raw<T, W> a[kTokensInFlight], a2[kTokensInFlight];
-  // v's items: in a's registers when those are 16 bytes too
-  Raw<T, WIDE ? 1 : VW> v_own[WIDE ? 1 : kTokensInFlight];
-  auto vr = [&](int u) -> Raw<T, VW>& {
+  Raw<T, W, WIDE> a[kTokensInFlight], a2[kTokensInFlight];
+  // v's 16-byte items: in a's registers when those are 16 bytes too (an unaligned v row is copied
+  // element by element when it is stored)
+  Raw<T, VW, true> v_own[WIDE ? 1 : kTokensInFlight];
+  auto vr = [&](int u) -> Raw<T, VW, true>& {
     if constexpr (WIDE) return a[u];
     else return v_own[u];
   };
@@ -143,7 +130,6 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
       cur.next();
       if (o == 2) {
         if (g.v_wide) vr(u) = load_raw<T, VW, true>(in);
-        else vr(u).set(0, *in);
       } else {
         a[u] = load_raw<T, W, WIDE>(in);
         if constexpr (!GPTJ) a2[u] = load_raw<T, W, WIDE>(in + half);
@@ -155,15 +141,16 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
     for (int u = 0; u < kTokensInFlight; ++u) {
       const int t = t0 + u;
       if (o < 0 || t >= ntok) break;
-      T* out = out_base + cur_out.b * x.out_batch + cur_out.s * x.out_seq;
+      const TokenCursor at = cur_out;
       cur_out.next();
+      T* out = out_base + at.b * x.out_batch + at.s * x.out_seq;
       const bool cached = o >= 1 && append && tok_page[t] >= 0;
       T* dst = cached ? static_cast<T*>(x.paged) + tok_page[t] * x.paged_page + tok_row[t] * x.paged_slot + cache_off
                       : nullptr;
-      if (o == 2) {  // v: to its cache only
+      if (o == 2) {  // v: to its cache only, its bits as they are
         if (!cached) continue;
-        if (g.v_wide) store_raw<T, VW, true>(dst, vr(u));
-        else *dst = vr(u).at(0);
+        if (g.v_wide) kernels::stg16(dst, vr(u).u);
+        else *dst = in_base[at.b * x.in_batch + at.s * x.in_seq];
         continue;
       }
       const float2* ang = angle + t * half;
@@ -172,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
 #pragma unroll
         for (int v = 0; v < W / 2; ++v) {
           const float2 cs = ang[(c * W) / 2 + v];
-          const float x1 = kernels::to_compute(a[u].at(2 * v)), x2 = kernels::to_compute(a[u].at(2 * v + 1));
+          const float x1 = a[u].at(2 * v), x2 = a[u].at(2 * v + 1);
           r1[2 * v] = x1 * cs.x - x2 * cs.y;
           r1[2 * v + 1] = x2 * cs.x + x1 * cs.y;
         }
@@ -180,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
 #pragma unroll
         for (int v = 0; v < W; ++v) {
           const float2 cs = ang[c * W + v];
-          const float x1 = kernels::to_compute(a[u].at(v)), x2 = kernels::to_compute(a2[u].at(v));
+          const float x1 = a[u].at(v), x2 = a2[u].at(v);
           r1[v] = x1 * cs.x - x2 * cs.y;
           r2[v] = x2 * cs.x + x1 * cs.y;
         }
