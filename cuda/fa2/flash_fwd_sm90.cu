@@ -1,0 +1,289 @@
+// The flash forward on Hopper's warpgroup MMA (sm_90a): the FlashAttention-2 kernel of flash_fwd.cuh
+// with its two products on wgmma. One warpgroup (four warps) takes 64 query rows of one (sequence,
+// head); S = Q K^T reads Q and K from shared memory (both K-major, 128-byte swizzle), O += P V takes
+// P from registers (the accumulator fragment of S, rounded to 16 bits, is the A fragment of the
+// second product: the same per-warp layout as mma.sync's) and V from shared memory as an MN-major
+// operand. Tiles arrive by cp.async (K of the next tile in flight while this tile's P V runs), as in
+// the mma.sync kernel; the score rule, the online softmax and the epilogue are that kernel's.
+// A first Hopper kernel: no TMA, no warp specialization, no overlap of softmax with the products.
+#include "attention/attention_launch.h"
+#include "baracuda/errors.h"
+
+#if defined(BARACUDA_HAVE_CUTLASS)
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "common/fast_exp.cuh"
+#include "fa2/flash_common.cuh"
+#endif
+
+namespace baracuda::attention {
+
+#if defined(BARACUDA_HAVE_CUTLASS)
+namespace flash {
+namespace {
+
+using namespace cute;
+using kernels::ex2_ftz;
+
+template <class T> struct CuteType;
+template <> struct CuteType<kernels::bf16> { using type = cutlass::bfloat16_t; };
+template <> struct CuteType<kernels::f16> { using type = cutlass::half_t; };
+
+template <class T, int D_, int BN_> struct Sm90Config {
+  static constexpr int D = D_, BN = BN_, BM = 64;
+  using E = typename CuteType<T>::type;
+  // Q [BM, D] and K [BN, D]: K-major (D contiguous); V seen as the B operand of O = P V, (N = D,
+  // K = BN) with D contiguous: MN-major. 128-byte swizzle: 1024-byte aligned tiles.
+  using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BM>, Int<D>>{}));
+  using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
+  using LayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<Int<D>, Int<BN>>{}));
+  using MmaS = decltype(make_tiled_mma(
+      SM90::GMMA::ss_op_selector<E, E, float, Shape<Int<BM>, Int<BN>, Int<D>>, GMMA::Major::K, GMMA::Major::K>()));
+  using MmaO = decltype(make_tiled_mma(
+      SM90::GMMA::rs_op_selector<E, E, float, Shape<Int<BM>, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>()));
+  static constexpr int q_elems = BM * D, k_elems = BN * D;
+  static constexpr int smem_bytes = (q_elems + 2 * k_elems) * int(sizeof(T)) + 1024;  // + alignment slack
+};
+
+// Rows [r0, r0 + ROWS) of an operand (row stride `stride`, D contiguous) into a swizzled tile seen
+// as `tile` (row, col), or as (col, row) when TRANSPOSED (V as the MN-major operand); 16-byte chunks
+// (eight elements stay contiguous under the 128-byte swizzle), rows at or past `n` zero-filled.
+template <int ROWS, int D, bool TRANSPOSED, class Tile, class T>
+__device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
+  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks, kThreads = kWarps * 32;
+  static_assert(kTotal % kThreads == 0, "whole passes of the block");
+#pragma unroll
+  for (int it = 0; it < kTotal / kThreads; ++it) {
+    const int c = int(threadIdx.x) + it * kThreads, r = c / kChunks, cc = c % kChunks;
+    const bool in = r0 + r < n;
+    const T* src = base + (in ? (r0 + r) * stride : 0) + cc * 8;
+    auto* dst = raw_pointer_cast(TRANSPOSED ? &tile(cc * 8, r) : &tile(r, cc * 8));
+    kernels::cp_async16_zfill(reinterpret_cast<T*>(dst), src, in);
+  }
+}
+
+// The accumulator of a warpgroup product as the flat per-thread array the mma.sync kernel keeps:
+// element 4 nt + e is n-tile nt's C element e (row gq + 8 (e >> 1) of the warp's 16, column
+// nt * 8 + 2 tq + (e & 1)).
+template <class Tensor_> __device__ __forceinline__ float& acc(Tensor_& t, int i) { return t(i); }
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM;
+  constexpr int NT = BN / 8, DT = D / 8;
+  using E = typename Cfg::E;
+  extern __shared__ unsigned char smem_raw[];
+  T* Qs = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* Ks = Qs + Cfg::q_elems;
+  T* Vs = Ks + Cfg::k_elems;
+  const typename Cfg::LayoutQ lq{};
+  const typename Cfg::LayoutK lk{};
+  const typename Cfg::LayoutVt lv{};
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Qs)), lq);
+  Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks)), lk);
+  Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs)), lv);
+
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  int64_t i0, i_last, nb_lo, nb_hi;
+  if (!query_tile<BM, BN>(g, s, i0, i_last, nb_lo, nb_hi)) return;
+  const int64_t hk = h / (g.hq / g.hkv);
+
+  const T* qb = row_ptr<T>(p.q, b, s.q_begin, h);
+  const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
+  const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
+
+  const Score score(g, p, b, h);
+  const bool plain = score.plain();
+
+  typename Cfg::MmaS mma_s;
+  typename Cfg::MmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(threadIdx.x);
+  auto thr_o = mma_o.get_thread_slice(threadIdx.x);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // descriptors
+  Tensor tSrK = thr_s.partition_fragment_B(sK);
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);
+  Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+  Tensor tOrO = partition_fragment_C(mma_o, Shape<Int<BM>, Int<D>>{});
+  // P as the A operand of O = P V, per k-block of 16 keys: ((2, 2, 2), 1, BN / 16), the order of
+  // the S accumulator (element 8 kc + j is n-tile 2 kc + j / 4's C element j % 4).
+  Tensor tOrP = make_tensor<E>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<BN / 16>>>{});
+  static_assert(decltype(size(tSrS))::value == NT * 4, "S fragment: 4 per n-tile");
+  static_assert(decltype(size(tOrO))::value == DT * 4, "O fragment: 4 per n-tile");
+
+  float m[2], l[2];
+#pragma unroll
+  for (int i = 0; i < DT * 4; ++i) tOrO(i) = 0.f;
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.f;
+
+  if (nb_lo < nb_hi) {
+    load_swizzled<BM, D, false>(sQ, qb, p.q.row, i0, s.sq);
+    load_swizzled<BN, D, false>(sK, kb, p.k.row, nb_lo * BN, s.sk);
+    kernels::cp_async_commit();
+  }
+  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+    const int64_t j0 = nb * BN;
+    load_swizzled<BN, D, true>(sVt, vb, p.v.row, j0, s.sk);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();  // cp.async's writes, before wgmma reads them
+    __syncthreads();                           // Q and this K tile are in
+
+    warpgroup_fence_operand(tSrS);
+    warpgroup_arrive();
+    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll
+    for (int kb_ = 0; kb_ < size<2>(tSrQ); ++kb_) {
+      cute::gemm(mma_s, tSrQ(_, _, kb_), tSrK(_, _, kb_), tSrS);
+      mma_s.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    __syncthreads();  // every warp is done with this K tile
+    if (nb + 1 < nb_hi) load_swizzled<BN, D, false>(sK, kb, p.k.row, j0 + BN, s.sk);
+    kernels::cp_async_commit();
+
+    // Scores in the log2 domain, x = f * s (flash_fwd.cuh's rule).
+    const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
+    const bool fast = full && plain;
+    const float f = fast ? score.scale_log2 : 1.f;
+    if (!fast) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t pos = i0 + w * 16 + gq + (e >> 1) * 8 + s.off;
+          const int64_t j = j0 + nt * 8 + 2 * tq + (e & 1);
+          float& x = acc(tSrS, nt * 4 + e);
+          x = (full || visible(g, s, pos, j)) ? score(x, pos, j) : -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(acc(tSrS, nt * 4 + hf * 2), acc(tSrS, nt * 4 + hf * 2 + 1)));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mn = fmaxf(m[hf], mx * f);
+      const float mu = mn == -INFINITY ? 0.f : mn;
+      const float corr = ex2_ftz(m[hf] - mu);
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = acc(tSrS, nt * 4 + hf * 2 + e);
+          x = ex2_ftz(fmaf(x, f, -mu));
+          sum += x;
+        }
+      }
+      l[hf] = l[hf] * corr + sum;
+      m[hf] = mn;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        acc(tOrO, dt * 4 + hf * 2) *= corr;
+        acc(tOrO, dt * 4 + hf * 2 + 1) *= corr;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(acc(tSrS, i));
+
+    kernels::cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();  // this V tile is in
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+#pragma unroll
+    for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    __syncthreads();  // every warp is done with this V tile
+  }
+  kernels::cp_async_wait<0>();
+
+  // The row sums over the quad, the sink, 1 / l, and the stores (flash_fwd.cuh's epilogue).
+  const float sink_log2 = g.sinks ? static_cast<const float*>(p.sinks)[h] * kLog2e : -INFINITY;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float lv = l[hf];
+    lv += __shfl_xor_sync(0xffffffffu, lv, 1);
+    lv += __shfl_xor_sync(0xffffffffu, lv, 2);
+    float mv = m[hf], corr = 1.f;
+    if (g.sinks) {
+      const float mn = fmaxf(mv, sink_log2);
+      corr = mv == -INFINITY ? 0.f : exp2f(mv - mn);
+      lv = lv * corr + exp2f(sink_log2 - mn);
+      mv = mn;
+    }
+    const float inv = lv > 0.f ? corr / lv : 0.f;
+    const int64_t i = i0 + w * 16 + gq + hf * 8;
+    if (i < s.sq) {
+      T* orow = row_ptr_mut<T>(p.out, b, s.q_begin + i, h);
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt)
+        *reinterpret_cast<unsigned*>(orow + dt * 8 + 2 * tq) =
+            kernels::pack2<T>(acc(tOrO, dt * 4 + hf * 2) * inv, acc(tOrO, dt * 4 + hf * 2 + 1) * inv);
+      if (p.lse != nullptr && tq == 0)
+        static_cast<float*>(p.lse)[lse_index(g, s, b, h, i)] = lv > 0.f ? (mv + log2f(lv)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  constexpr auto kernel = flash_fwd_sm90_kernel<T, Cfg>;
+  opt_in_smem<kernel>(Cfg::smem_bytes);
+  const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
+  kernel<<<grid, kWarps * 32, Cfg::smem_bytes, stream>>>(g, p);
+  cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");
+}
+
+template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  if constexpr (head_dim_built(64))
+    if (g.d == 64) return launch_sm90<T, Sm90Config<T, 64, 64>>(g, p, stream);
+  if constexpr (head_dim_built(128))
+    if (g.d == 128) return launch_sm90<T, Sm90Config<T, 128, 64>>(g, p, stream);
+  throw Unsupported("attention: no sm90 flash forward for head dim " + std::to_string(g.d));
+}
+
+}  // namespace
+}  // namespace flash
+
+bool flash_sm90_forward_supported(DType dtype, int64_t d, int64_t dv) {
+  if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return false;
+  if (!((d == 64 && flash::head_dim_built(64)) || (d == 128 && flash::head_dim_built(128)))) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) !=
+                                                cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0;  // sm_90a code runs on sm_90 only
+}
+
+void flash_sm90_forward(const Geometry& g, const Pointers& p, void* stream) {
+  if (g.batch == 0 || g.sq == 0 || g.hq == 0) return;
+  auto st = static_cast<cudaStream_t>(stream);
+  if (g.dtype == DType::BFloat16) flash::forward_sm90<kernels::bf16>(g, p, st);
+  else flash::forward_sm90<kernels::f16>(g, p, st);
+}
+
+#else  // !BARACUDA_HAVE_CUTLASS: no Hopper kernels in this build
+
+bool flash_sm90_forward_supported(DType, int64_t, int64_t) { return false; }
+void flash_sm90_forward(const Geometry&, const Pointers&, void*) {
+  throw Unsupported("attention: this build has no sm_90a flash kernel (CUTLASS headers or a 90 architecture missing)");
+}
+
+#endif
+
+}  // namespace baracuda::attention
