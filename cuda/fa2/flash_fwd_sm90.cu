@@ -27,7 +27,6 @@ namespace flash {
 namespace {
 
 using namespace cute;
-using kernels::ex2_ftz;
 
 template <class T> struct CuteType;
 template <> struct CuteType<kernels::bf16> { using type = cutlass::bfloat16_t; };
@@ -66,11 +65,6 @@ __device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t
   }
 }
 
-// The accumulator of a warpgroup product as the flat per-thread array the mma.sync kernel keeps:
-// element 4 nt + e is n-tile nt's C element e (row gq + 8 (e >> 1) of the warp's 16, column
-// nt * 8 + 2 tq + (e & 1)).
-template <class Tensor_> __device__ __forceinline__ float& acc(Tensor_& t, int i) { return t(i); }
-
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
   constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM;
@@ -87,7 +81,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g,
   Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks)), lk);
   Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs)), lv);
 
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
+  const int w = threadIdx.x >> 5;
   const int64_t b = blockIdx.z, h = blockIdx.y;
   const Seq s = sequence(g, p, b);
   int64_t i0, i_last, nb_lo, nb_hi;
@@ -118,7 +112,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g,
 
   float m[2], l[2];
 #pragma unroll
-  for (int i = 0; i < DT * 4; ++i) tOrO(i) = 0.f;
+  for (int i = 0; i < DT * 4; ++i) tOrO(i) = 0.f;  // element 4 nt + e: the C fragment order of flash_common.cuh
   m[0] = m[1] = -INFINITY;
   l[0] = l[1] = 0.f;
 
@@ -154,47 +148,12 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g,
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     const bool fast = full && plain;
     const float f = fast ? score.scale_log2 : 1.f;
-    if (!fast) {
+    auto sc = [&](int i) -> float& { return tSrS(i); };
+    auto oc = [&](int i) -> float& { return tOrO(i); };
+    if (!fast) apply_score_rule<NT>(sc, g, s, score, full, i0 + w * 16, j0);
+    online_softmax<NT, DT>(sc, oc, m, l, f);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t pos = i0 + w * 16 + gq + (e >> 1) * 8 + s.off;
-          const int64_t j = j0 + nt * 8 + 2 * tq + (e & 1);
-          float& x = acc(tSrS, nt * 4 + e);
-          x = (full || visible(g, s, pos, j)) ? score(x, pos, j) : -INFINITY;
-        }
-    }
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(acc(tSrS, nt * 4 + hf * 2), acc(tSrS, nt * 4 + hf * 2 + 1)));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mn = fmaxf(m[hf], mx * f);
-      const float mu = mn == -INFINITY ? 0.f : mn;
-      const float corr = ex2_ftz(m[hf] - mu);
-      float sum = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = acc(tSrS, nt * 4 + hf * 2 + e);
-          x = ex2_ftz(fmaf(x, f, -mu));
-          sum += x;
-        }
-      }
-      l[hf] = l[hf] * corr + sum;
-      m[hf] = mn;
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt) {
-        acc(tOrO, dt * 4 + hf * 2) *= corr;
-        acc(tOrO, dt * 4 + hf * 2 + 1) *= corr;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(acc(tSrS, i));
+    for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(tSrS(i));  // the C fragments' order (flash_common.cuh)
 
     kernels::cp_async_wait<1>();
     cutlass::arch::fence_view_async_shared();
@@ -210,32 +169,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g,
   }
   kernels::cp_async_wait<0>();
 
-  // The row sums over the quad, the sink, 1 / l, and the stores (flash_fwd.cuh's epilogue).
   const float sink_log2 = g.sinks ? static_cast<const float*>(p.sinks)[h] * kLog2e : -INFINITY;
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float lv = l[hf];
-    lv += __shfl_xor_sync(0xffffffffu, lv, 1);
-    lv += __shfl_xor_sync(0xffffffffu, lv, 2);
-    float mv = m[hf], corr = 1.f;
-    if (g.sinks) {
-      const float mn = fmaxf(mv, sink_log2);
-      corr = mv == -INFINITY ? 0.f : exp2f(mv - mn);
-      lv = lv * corr + exp2f(sink_log2 - mn);
-      mv = mn;
-    }
-    const float inv = lv > 0.f ? corr / lv : 0.f;
-    const int64_t i = i0 + w * 16 + gq + hf * 8;
-    if (i < s.sq) {
-      T* orow = row_ptr_mut<T>(p.out, b, s.q_begin + i, h);
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt)
-        *reinterpret_cast<unsigned*>(orow + dt * 8 + 2 * tq) =
-            kernels::pack2<T>(acc(tOrO, dt * 4 + hf * 2) * inv, acc(tOrO, dt * 4 + hf * 2 + 1) * inv);
-      if (p.lse != nullptr && tq == 0)
-        static_cast<float*>(p.lse)[lse_index(g, s, b, h, i)] = lv > 0.f ? (mv + log2f(lv)) * kLn2 : -INFINITY;
-    }
-  }
+  store_rows<T, DT>([&](int i) -> float& { return tOrO(i); }, m, l, g, p, s, b, h, i0 + w * 16, sink_log2);
 }
 
 template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
