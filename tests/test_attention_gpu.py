@@ -351,26 +351,28 @@ def test_flash_forward_tiles(d, tile):
             tile="m1n1"))
 
 
-def _wgmma_available(d):
+def _wgmma_available(d, tile):
     if not HAS_FLASH:
         return False
     spec = bc.TensorSpec((1, 1, 1, d), bc.bfloat16, ())
     try:
-        bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec, spec, spec, spec, tile="w64n64"))
+        bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec, spec, spec, spec, tile=tile))
         return True
     except errors.InvalidArgument:
         return False
 
 
+@pytest.mark.parametrize("tile", ["w64n64", "w128n64"])
 @pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("rule", [dict(), dict(causal=True)] + RULES,
                          ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
 @pytest.mark.parametrize("sq,sk,hq,hkv", [(200, 333, 4, 2), (1, 129, 8, 1), (127, 64, 4, 4), (1000, 1000, 2, 1)])
-def test_flash_forward_wgmma(dt, d, rule, sq, sk, hq, hkv):
-    """The sm_90a forward (tile 'w64n64': S = Q K^T and O = P V on warpgroup MMA) against the float64
-    reference: every score rule, GQA / MQA, lengths below, at and past a tile, both 16-bit dtypes."""
-    if not _wgmma_available(d):
+def test_flash_forward_wgmma(tile, dt, d, rule, sq, sk, hq, hkv):
+    """The sm_90a forward (tiles 'w64n64' / 'w128n64': one or two warpgroups, S = Q K^T and O = P V on
+    warpgroup MMA) against the float64 reference: every score rule, GQA / MQA, lengths below, at and
+    past a tile, both 16-bit dtypes."""
+    if not _wgmma_available(d, tile):
         pytest.skip("no sm_90a flash kernel in this build or on this device")
     g = gen(d + sq + sk + hq)
     q, k, v = rnd((2, sq, hq, d), dt, g), rnd((2, sk, hkv, d), dt, g), rnd((2, sk, hkv, d), dt, g)
@@ -380,14 +382,14 @@ def test_flash_forward_wgmma(dt, d, rule, sq, sk, hq, hkv):
     wl, wr = kw.get("window", (-1, -1))
     plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
         "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ()) for t in (q, k, v, out)), lse=True,
-        tile="w64n64", causal=kw.get("causal", False), causal_alignment=kw.get("causal_alignment", "bottom_right"),
+        tile=tile, causal=kw.get("causal", False), causal_alignment=kw.get("causal_alignment", "bottom_right"),
         window_left=wl, window_right=wr, softcap=kw.get("softcap", 0.0), scale=kw.get("scale"),
         alibi=int("alibi_slopes" in kw), sinks="sinks" in kw))
-    assert plan.sku.name == f"attention.flash.w64n64.d{d}"
+    assert plan.sku.name == f"attention.flash.{tile}.d{d}"
     extras = {n: kw[n] for n in ("alibi_slopes", "sinks") if n in kw}
     plan.run(q=q, k=k, v=v, out=out, lse=lse, **extras)
     want, wlse = ref_attention(q, k, v, **ref)
-    check_close(out, want, dt, f"w64n64 {rule}")
+    check_close(out, want, dt, f"{tile} {rule}")
     check_lse(lse, wlse)
 
 

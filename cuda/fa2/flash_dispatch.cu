@@ -16,7 +16,7 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv) {
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) out.push_back({r.bm, r.bn});
   // The Hopper kernel after the mma.sync default until it is measured faster (docs/benchmarks.md).
-  if (flash_sm90_forward_supported(dtype, d, dv)) out.push_back({64, 64, true});
+  if (flash_sm90_forward_supported(dtype, d, dv)) out.insert(out.end(), {{64, 64, true}, {128, 64, true}});
   return out;
 }
 

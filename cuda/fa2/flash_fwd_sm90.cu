@@ -1,6 +1,6 @@
 // The flash forward on Hopper's warpgroup MMA (sm_90a): the FlashAttention-2 kernel of flash_fwd.cuh
-// with its two products on wgmma. One warpgroup (four warps) takes 64 query rows of one (sequence,
-// head); S = Q K^T reads Q and K from shared memory (both K-major, 128-byte swizzle), O += P V takes
+// with its two products on wgmma. WG warpgroups (four warps each) take 64 WG query rows of one
+// (sequence, head), sharing each K / V tile; S = Q K^T reads Q and K from shared memory (both K-major, 128-byte swizzle), O += P V takes
 // P from registers (the accumulator fragment of S, rounded to 16 bits, is the A fragment of the
 // second product: the same per-warp layout as mma.sync's) and V from shared memory as an MN-major
 // operand. Tiles arrive by cp.async (K of the next tile in flight while this tile's P V runs), as in
@@ -32,18 +32,21 @@ template <class T> struct CuteType;
 template <> struct CuteType<kernels::bf16> { using type = cutlass::bfloat16_t; };
 template <> struct CuteType<kernels::f16> { using type = cutlass::half_t; };
 
-template <class T, int D_, int BN_> struct Sm90Config {
-  static constexpr int D = D_, BN = BN_, BM = 64;
+template <class T, int D_, int BN_, int WG_> struct Sm90Config {
+  static constexpr int D = D_, BN = BN_, WG = WG_, BM = 64 * WG_, kThreads = 128 * WG_;
   using E = typename CuteType<T>::type;
   // Q [BM, D] and K [BN, D]: K-major (D contiguous); V seen as the B operand of O = P V, (N = D,
   // K = BN) with D contiguous: MN-major. 128-byte swizzle: 1024-byte aligned tiles.
   using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BM>, Int<D>>{}));
   using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
   using LayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<Int<D>, Int<BN>>{}));
+  // One 64-row atom per warpgroup, the warpgroups stacked along M (warp w holds rows 16 w..).
   using MmaS = decltype(make_tiled_mma(
-      SM90::GMMA::ss_op_selector<E, E, float, Shape<Int<BM>, Int<BN>, Int<D>>, GMMA::Major::K, GMMA::Major::K>()));
+      SM90::GMMA::ss_op_selector<E, E, float, Shape<_64, Int<BN>, Int<D>>, GMMA::Major::K, GMMA::Major::K>(),
+      Layout<Shape<Int<WG>, _1, _1>>{}));
   using MmaO = decltype(make_tiled_mma(
-      SM90::GMMA::rs_op_selector<E, E, float, Shape<Int<BM>, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>()));
+      SM90::GMMA::rs_op_selector<E, E, float, Shape<_64, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<WG>, _1, _1>>{}));
   static constexpr int q_elems = BM * D, k_elems = BN * D;
   static constexpr int smem_bytes = (q_elems + 2 * k_elems) * int(sizeof(T)) + 1024;  // + alignment slack
 };
@@ -51,9 +54,9 @@ template <class T, int D_, int BN_> struct Sm90Config {
 // Rows [r0, r0 + ROWS) of an operand (row stride `stride`, D contiguous) into a swizzled tile seen
 // as `tile` (row, col), or as (col, row) when TRANSPOSED (V as the MN-major operand); 16-byte chunks
 // (eight elements stay contiguous under the 128-byte swizzle), rows at or past `n` zero-filled.
-template <int ROWS, int D, bool TRANSPOSED, class Tile, class T>
+template <int ROWS, int D, bool TRANSPOSED, int kThreads, class Tile, class T>
 __device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
-  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks, kThreads = kWarps * 32;
+  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks;
   static_assert(kTotal % kThreads == 0, "whole passes of the block");
 #pragma unroll
   for (int it = 0; it < kTotal / kThreads; ++it) {
@@ -66,8 +69,8 @@ __device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t
 }
 
 template <class T, class Cfg>
-__global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
-  constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM;
+__global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM, TH = Cfg::kThreads;
   constexpr int NT = BN / 8, DT = D / 8;
   using E = typename Cfg::E;
   extern __shared__ unsigned char smem_raw[];
@@ -117,13 +120,13 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g,
   l[0] = l[1] = 0.f;
 
   if (nb_lo < nb_hi) {
-    load_swizzled<BM, D, false>(sQ, qb, p.q.row, i0, s.sq);
-    load_swizzled<BN, D, false>(sK, kb, p.k.row, nb_lo * BN, s.sk);
+    load_swizzled<BM, D, false, TH>(sQ, qb, p.q.row, i0, s.sq);
+    load_swizzled<BN, D, false, TH>(sK, kb, p.k.row, nb_lo * BN, s.sk);
     kernels::cp_async_commit();
   }
   for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
     const int64_t j0 = nb * BN;
-    load_swizzled<BN, D, true>(sVt, vb, p.v.row, j0, s.sk);
+    load_swizzled<BN, D, true, TH>(sVt, vb, p.v.row, j0, s.sk);
     kernels::cp_async_commit();
     kernels::cp_async_wait<1>();
     cutlass::arch::fence_view_async_shared();  // cp.async's writes, before wgmma reads them
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_sm90_kernel(Geometry g,
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
     __syncthreads();  // every warp is done with this K tile
-    if (nb + 1 < nb_hi) load_swizzled<BN, D, false>(sK, kb, p.k.row, j0 + BN, s.sk);
+    if (nb + 1 < nb_hi) load_swizzled<BN, D, false, TH>(sK, kb, p.k.row, j0 + BN, s.sk);
     kernels::cp_async_commit();
 
     // Scores in the log2 domain, x = f * s (flash_fwd.cuh's rule).
@@ -177,15 +180,19 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
   constexpr auto kernel = flash_fwd_sm90_kernel<T, Cfg>;
   opt_in_smem<kernel>(Cfg::smem_bytes);
   const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
-  kernel<<<grid, kWarps * 32, Cfg::smem_bytes, stream>>>(g, p);
+  kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");
 }
 
+// The tiles: 64 or 128 query rows (one or two warpgroups) x 64 keys (flash_sm90_forward_tiles).
 template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  const bool two = g.tile_bm == 128;
   if constexpr (head_dim_built(64))
-    if (g.d == 64) return launch_sm90<T, Sm90Config<T, 64, 64>>(g, p, stream);
+    if (g.d == 64) return two ? launch_sm90<T, Sm90Config<T, 64, 64, 2>>(g, p, stream)
+                              : launch_sm90<T, Sm90Config<T, 64, 64, 1>>(g, p, stream);
   if constexpr (head_dim_built(128))
-    if (g.d == 128) return launch_sm90<T, Sm90Config<T, 128, 64>>(g, p, stream);
+    if (g.d == 128) return two ? launch_sm90<T, Sm90Config<T, 128, 64, 2>>(g, p, stream)
+                               : launch_sm90<T, Sm90Config<T, 128, 64, 1>>(g, p, stream);
   throw Unsupported("attention: no sm90 flash forward for head dim " + std::to_string(g.d));
 }
 
