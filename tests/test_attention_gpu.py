@@ -393,6 +393,39 @@ def test_flash_forward_wgmma(tile, dt, d, rule, sq, sk, hq, hkv):
     check_lse(lse, wlse)
 
 
+@pytest.mark.parametrize("tile", ["w64n64", "w128n64"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_flash_forward_wgmma_one_tile_parts(tile, d):
+    """The sm_90a forward's two products apart, on one 64-key tile, so that a failure says which:
+    q = 0 gives uniform P, so out is the mean of v's rows (O = P V alone); v = the identity's rows
+    gives out = P itself (S = Q K^T and the softmax alone), compared row by row."""
+    if not _wgmma_available(d, tile):
+        pytest.skip("no sm_90a flash kernel in this build or on this device")
+    dt, sq, sk = torch.bfloat16, 100, 64
+    g = gen(d * 7)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ())  # noqa: E731
+    k = rnd((1, sk, 1, d), dt, g)
+
+    def go(q, v):
+        out = torch.full((1, sq, 1, d), float("nan"), device=DEV, dtype=dt)
+        plan = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q), spec(k), spec(v), spec(out),
+                                                              tile=tile))
+        plan.run(q=q, k=k, v=v, out=out)
+        return out
+
+    v = rnd((1, sk, 1, d), dt, g)
+    out = go(torch.zeros((1, sq, 1, d), device=DEV, dtype=dt), v)
+    want = v.double().mean(dim=1, keepdim=True).expand(1, sq, 1, d)
+    check_close(out, want, dt, f"{tile}: O = P V with uniform P")
+    q = rnd((1, sq, 1, d), dt, g)
+    eye = torch.zeros((1, sk, 1, d), device=DEV, dtype=dt)
+    eye[0, torch.arange(sk), 0, torch.arange(sk)] = 1
+    out = go(q, eye)
+    want, _ = ref_attention(q, k, eye)
+    for i in range(sq):
+        check_close(out[:, i:i + 1], want[:, i:i + 1], dt, f"{tile}: P row {i} (S = Q K^T, softmax)")
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_backward_varlen(kernel):
     dt = torch.float32 if kernel == "rowwise" else torch.bfloat16
