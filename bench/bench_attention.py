@@ -5,7 +5,7 @@
     python3 bench/bench_attention.py               # the grid below, forward and backward
     python3 bench/bench_attention.py --quick       # fewer samples
     python3 bench/bench_attention.py --rows 'd128' # regex on the row keys
-    python3 bench/bench_attention.py --tiles       # also every compiled flash forward tile
+    python3 bench/bench_attention.py --tiles       # also every compiled flash forward tile (w...: sm_90a)
     python3 bench/bench_attention.py --rows varlen # packed sequences (equal and mixed lengths), fwd + bwd
     python3 bench/bench_attention.py --rows sinks  # gpt-oss attention sinks (full and sliding window)
     python3 bench/bench_attention.py --rows 'softcap|alibi'  # Gemma-2's softcap, ALiBi slopes
@@ -298,7 +298,7 @@ def main():
     t0 = time.time()
     cases = [(c, False, None) for c in grid()] + [(c, True, None) for c in grid(dims=(64, 128))]
     if args.tiles:
-        tiles = {64: ["m64n64", "m128n32"], 128: ["m64n64", "m128n32"]}
+        tiles = {d: ["m64n64", "m128n32", "w64n64", "w128n64"] for d in (64, 128)}  # w: sm_90a wgmma
         cases += [(c, False, t) for c in grid(dims=(64, 128)) for t in tiles[c[4]]]
     rows = []
     for case, backward, tile in cases:

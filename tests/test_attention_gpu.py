@@ -351,6 +351,81 @@ def test_flash_forward_tiles(d, tile):
             tile="m1n1"))
 
 
+def _wgmma_available(d, tile):
+    if not HAS_FLASH:
+        return False
+    spec = bc.TensorSpec((1, 1, 1, d), bc.bfloat16, ())
+    try:
+        bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec, spec, spec, spec, tile=tile))
+        return True
+    except errors.InvalidArgument:
+        return False
+
+
+@pytest.mark.parametrize("tile", ["w64n64", "w128n64"])
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("rule", [dict(), dict(causal=True)] + RULES,
+                         ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
+@pytest.mark.parametrize("sq,sk,hq,hkv", [(200, 333, 4, 2), (1, 129, 8, 1), (127, 64, 4, 4), (1000, 1000, 2, 1)])
+def test_flash_forward_wgmma(tile, dt, d, rule, sq, sk, hq, hkv):
+    """The sm_90a forward (tiles 'w64n64' / 'w128n64': one or two warpgroups, S = Q K^T and O = P V on
+    warpgroup MMA) against the float64 reference: every score rule, GQA / MQA, lengths below, at and
+    past a tile, both 16-bit dtypes."""
+    if not _wgmma_available(d, tile):
+        pytest.skip("no sm_90a flash kernel in this build or on this device")
+    g = gen(d + sq + sk + hq)
+    q, k, v = rnd((2, sq, hq, d), dt, g), rnd((2, sk, hkv, d), dt, g), rnd((2, sk, hkv, d), dt, g)
+    kw, ref = _rule_inputs(rule, hq, g, dt, 2)
+    out = torch.full((2, sq, hq, d), float("nan"), device=DEV, dtype=dt)
+    lse = torch.empty((2, hq, sq), device=DEV)
+    wl, wr = kw.get("window", (-1, -1))
+    plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
+        "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ()) for t in (q, k, v, out)), lse=True,
+        tile=tile, causal=kw.get("causal", False), causal_alignment=kw.get("causal_alignment", "bottom_right"),
+        window_left=wl, window_right=wr, softcap=kw.get("softcap", 0.0), scale=kw.get("scale"),
+        alibi=int("alibi_slopes" in kw), sinks="sinks" in kw))
+    assert plan.sku.name == f"attention.flash.{tile}.d{d}"
+    extras = {n: kw[n] for n in ("alibi_slopes", "sinks") if n in kw}
+    plan.run(q=q, k=k, v=v, out=out, lse=lse, **extras)
+    want, wlse = ref_attention(q, k, v, **ref)
+    check_close(out, want, dt, f"{tile} {rule}")
+    check_lse(lse, wlse)
+
+
+@pytest.mark.parametrize("tile", ["w64n64", "w128n64"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_flash_forward_wgmma_one_tile_parts(tile, d):
+    """The sm_90a forward's two products apart, on one 64-key tile, so that a failure says which:
+    q = 0 gives uniform P, so out is the mean of v's rows (O = P V alone); v = the identity's rows
+    gives out = P itself (S = Q K^T and the softmax alone), compared row by row."""
+    if not _wgmma_available(d, tile):
+        pytest.skip("no sm_90a flash kernel in this build or on this device")
+    dt, sq, sk = torch.bfloat16, 100, 64
+    g = gen(d * 7)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ())  # noqa: E731
+    k = rnd((1, sk, 1, d), dt, g)
+
+    def go(q, v):
+        out = torch.full((1, sq, 1, d), float("nan"), device=DEV, dtype=dt)
+        plan = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q), spec(k), spec(v), spec(out),
+                                                              tile=tile))
+        plan.run(q=q, k=k, v=v, out=out)
+        return out
+
+    v = rnd((1, sk, 1, d), dt, g)
+    out = go(torch.zeros((1, sq, 1, d), device=DEV, dtype=dt), v)
+    want = v.double().mean(dim=1, keepdim=True).expand(1, sq, 1, d)
+    check_close(out, want, dt, f"{tile}: O = P V with uniform P")
+    q = rnd((1, sq, 1, d), dt, g)
+    eye = torch.zeros((1, sk, 1, d), device=DEV, dtype=dt)
+    eye[0, torch.arange(sk), 0, torch.arange(sk)] = 1
+    out = go(q, eye)
+    want, _ = ref_attention(q, k, eye)
+    for i in range(sq):
+        check_close(out[:, i:i + 1], want[:, i:i + 1], dt, f"{tile}: P row {i} (S = Q K^T, softmax)")
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_backward_varlen(kernel):
     dt = torch.float32 if kernel == "rowwise" else torch.bfloat16

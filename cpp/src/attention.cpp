@@ -183,7 +183,9 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   // The kernel: flash where it covers the case, else rowwise.
   const std::vector<attention::FlashTile> tiles =
       flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv) : std::vector<attention::FlashTile>{};
-  auto tile_name = [](const attention::FlashTile& t) { return "m" + std::to_string(t.bm) + "n" + std::to_string(t.bn); };
+  auto tile_name = [](const attention::FlashTile& t) {
+    return (t.wgmma ? "w" : "m") + std::to_string(t.bm) + "n" + std::to_string(t.bn);
+  };
   attention::FlashTile tile;
   if (!tiles.empty()) tile = tiles[0];
   if (desc.tile != "auto") {
@@ -235,6 +237,7 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   I.flash = !I.cudnn && flash_ok && desc.kernel != "rowwise";
   g.tile_bm = tile.bm;
   g.tile_bn = tile.bn;
+  g.tile_wgmma = tile.wgmma;
   if (!I.cudnn && !I.flash && (g.d > attention::kRowwiseMaxHeadDim || g.dv > attention::kRowwiseMaxHeadDim))
     throw Unsupported(op + ": head_dim " + std::to_string(std::max(g.d, g.dv)) + " is above " +
                       std::to_string(attention::kRowwiseMaxHeadDim) + ", the rowwise kernels' limit");

@@ -44,6 +44,7 @@ struct Geometry {
   int64_t lse_batch = 0, lse_head = 0;
   int64_t total_q = 0, total_k = 0;  // varlen: rows of q and of k / v
   int tile_bm = 0, tile_bn = 0;  // the flash forward's tile (flash_forward_tiles)
+  bool tile_wgmma = false;       // that tile on the sm_90a kernel (flash_fwd_sm90.cu)
 };
 
 struct Pointers {
@@ -65,9 +66,14 @@ struct Pointers {
 // compiled for a head dim, the default first (empty: not covered).
 struct FlashTile {
   int bm = 0, bn = 0;
+  bool wgmma = false;  // the Hopper kernel (warpgroup MMA, sm_90a), named "w<bm>n<bn>"; else mma.sync, "m<bm>n<bn>"
 };
 std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);
+// The sm_90a forward (cuda/fa2/flash_fwd_sm90.cu, built with CUTLASS's CuTe for a 90 architecture):
+// bf16 / f16, d == dv in {64, 128}, on an sm_90 device; flash_forward runs it for a wgmma tile.
+bool flash_sm90_forward_supported(DType dtype, int64_t d, int64_t dv);
+void flash_sm90_forward(const Geometry& g, const Pointers& p, void* stream);
 // The flash backward (bf16 / f16, d == dv in {64, 96, 128}): delta, grad_q, grad_k / grad_v, grad_sinks.
 bool flash_backward_supported(DType dtype, int64_t d, int64_t dv);
 void flash_backward(const Geometry& g, const Pointers& p, void* stream);

@@ -8,6 +8,7 @@
 #include "attention/attention_common.cuh"
 #include "common/async_copy.cuh"
 #include "common/cuda_check.h"
+#include "common/fast_exp.cuh"
 #include "common/mma_sync.cuh"
 
 namespace baracuda::attention::flash {
@@ -142,6 +143,95 @@ __device__ __forceinline__ bool tile_inside(const Geometry& g, const Seq& s, int
 
 __device__ __forceinline__ bool visible(const Geometry& g, const Seq& s, int64_t pos, int64_t j) {
   return j < s.sk && (g.window_left < 0 || j >= pos - g.window_left) && (g.window_right < 0 || j <= pos + g.window_right);
+}
+
+// The forward's per-row work on one warp's 16 query rows (row0.. row0 + 15 of the sequence), shared by
+// the mma.sync and the warpgroup-MMA kernels: both hold a 16 x (8 NT) score tile and a 16 x (8 DT)
+// output tile as C fragments, element 4 nt + e of a thread at row row0 + gq + 8 (e >> 1), column
+// 8 nt + 2 tq + (e & 1). `sc(i)` / `o(i)` return those elements (float&).
+
+// Scores in the log2 domain on a tile that needs the rule applied (masked ones -inf).
+template <int NT, class S>
+__device__ __forceinline__ void apply_score_rule(S&& sc, const Geometry& g, const Seq& s, const Score& score, bool full,
+                                                 int64_t row0, int64_t j0) {
+  const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t pos = row0 + gq + (e >> 1) * 8 + s.off;
+      const int64_t j = j0 + nt * 8 + 2 * tq + (e & 1);
+      float& x = sc(nt * 4 + e);
+      x = (full || visible(g, s, pos, j)) ? score(x, pos, j) : -INFINITY;
+    }
+}
+
+// The online softmax step of one tile: x = f * s, the running max m and sum l of the two rows, the
+// scores replaced by p = exp2(x - m), the output rescaled.
+template <int NT, int DT, class S, class O>
+__device__ __forceinline__ void online_softmax(S&& sc, O&& o, float (&m)[2], float (&l)[2], float f) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(sc(nt * 4 + hf * 2), sc(nt * 4 + hf * 2 + 1)));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(m[hf], mx * f);
+    const float mu = mn == -INFINITY ? 0.f : mn;
+    const float corr = kernels::ex2_ftz(m[hf] - mu);
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = sc(nt * 4 + hf * 2 + e);
+        x = kernels::ex2_ftz(fmaf(x, f, -mu));
+        sum += x;
+      }
+    }
+    l[hf] = l[hf] * corr + sum;
+    m[hf] = mn;
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      o(dt * 4 + hf * 2) *= corr;
+      o(dt * 4 + hf * 2 + 1) *= corr;
+    }
+  }
+}
+
+// The epilogue: the row sums over the quad, the sink (its logit in the log2 domain, -inf without),
+// 1 / l, out and lse stored. (flash_fwd.cuh writes it out: through this function the mma.sync
+// kernel took 196 registers instead of 168 at d 128.)
+template <class T, int DT, class O>
+__device__ __forceinline__ void store_rows(O&& o, const float (&m)[2], const float (&l)[2], const Geometry& g,
+                                           const Pointers& p, const Seq& s, int64_t b, int64_t h, int64_t row0,
+                                           float sink_log2) {
+  const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float lv = l[hf];
+    lv += __shfl_xor_sync(0xffffffffu, lv, 1);
+    lv += __shfl_xor_sync(0xffffffffu, lv, 2);
+    float mv = m[hf], corr = 1.f;
+    if (g.sinks) {
+      const float mn = fmaxf(mv, sink_log2);
+      corr = mv == -INFINITY ? 0.f : exp2f(mv - mn);
+      lv = lv * corr + exp2f(sink_log2 - mn);
+      mv = mn;
+    }
+    const float inv = lv > 0.f ? corr / lv : 0.f;
+    const int64_t i = row0 + gq + hf * 8;
+    if (i < s.sq) {
+      T* orow = row_ptr_mut<T>(p.out, b, s.q_begin + i, h);
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt)
+        *reinterpret_cast<unsigned*>(orow + dt * 8 + 2 * tq) =
+            kernels::pack2<T>(o(dt * 4 + hf * 2) * inv, o(dt * 4 + hf * 2 + 1) * inv);
+      if (p.lse != nullptr && tq == 0)
+        static_cast<float*>(p.lse)[lse_index(g, s, b, h, i)] = lv > 0.f ? (mv + log2f(lv)) * kLn2 : -INFINITY;
+    }
+  }
 }
 
 // A kernel taking more than 48 KiB of dynamic shared memory must opt in, once per device.

@@ -15,11 +15,14 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv) {
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) out.push_back({r.bm, r.bn});
+  // The Hopper kernel after the mma.sync default until it is measured faster (docs/benchmarks.md).
+  if (flash_sm90_forward_supported(dtype, d, dv)) out.insert(out.end(), {{64, 64, true}, {128, 64, true}});
   return out;
 }
 
 void flash_forward(const Geometry& g, const Pointers& p, void* stream) {
   if (g.batch == 0 || g.sq == 0 || g.hq == 0) return;
+  if (g.tile_wgmma) return flash_sm90_forward(g, p, stream);
   auto st = static_cast<cudaStream_t>(stream);
   if (g.dtype == DType::BFloat16) flash::forward<kernels::bf16>(g, p, st);
   else flash::forward<kernels::f16>(g, p, st);

@@ -15,7 +15,6 @@
 
 namespace baracuda::attention::flash {
 
-using kernels::ex2_ftz;
 
 template <class T, int D_, int BN_, int MT_> struct FwdConfig {
   static constexpr int D = D_, BN = BN_, MT = MT_;
@@ -100,49 +99,15 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     const bool fast = full && plain;
     const float f = fast ? score.scale_log2 : 1.f;
-    if (!fast) {
+    if (!fast)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
+        apply_score_rule<NT>([&](int i) -> float& { return sc[mt][i >> 2][i & 3]; }, g, s, score, full,
+                             i0 + (mt * kWarps + w) * 16, j0);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t pos = i0 + (mt * kWarps + w) * 16 + gq + (e >> 1) * 8 + s.off;
-            const int64_t j = j0 + nt * 8 + 2 * tq + (e & 1);
-            sc[mt][nt][e] = (full || visible(g, s, pos, j)) ? score(sc[mt][nt][e], pos, j) : -INFINITY;
-          }
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(sc[mt][nt][hf * 2], sc[mt][nt][hf * 2 + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mn = fmaxf(m[mt][hf], mx * f);
-        const float mu = mn == -INFINITY ? 0.f : mn;
-        const float corr = ex2_ftz(m[mt][hf] - mu);
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pe = ex2_ftz(fmaf(sc[mt][nt][hf * 2 + e], f, -mu));
-            sc[mt][nt][hf * 2 + e] = pe;
-            sum += pe;
-          }
-        }
-        l[mt][hf] = l[mt][hf] * corr + sum;
-        m[mt][hf] = mn;
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-          o[mt][dt][hf * 2] *= corr;
-          o[mt][dt][hf * 2 + 1] *= corr;
-        }
-      }
-    }
+    for (int mt = 0; mt < MT; ++mt)
+      online_softmax<NT, DT>([&](int i) -> float& { return sc[mt][i >> 2][i & 3]; },
+                             [&](int i) -> float& { return o[mt][i >> 2][i & 3]; }, m[mt], l[mt], f);
 
     kernels::cp_async_wait<1>();
     __syncthreads();  // this V tile is in
@@ -166,7 +131,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
   }
   kernels::cp_async_wait<0>();
 
-  // The row sums over the quad, the sink, 1 / l, and the stores.
+  // The row sums over the quad, the sink, 1 / l, and the stores: flash_common.cuh's store_rows,
+  // written out (see there).
   const float sink_log2 = g.sinks ? static_cast<const float*>(p.sinks)[h] * kLog2e : -INFINITY;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {

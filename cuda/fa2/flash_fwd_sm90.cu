@@ -1,0 +1,231 @@
+// The flash forward on Hopper's warpgroup MMA (sm_90a): the FlashAttention-2 kernel of flash_fwd.cuh
+// with its two products on wgmma. WG warpgroups (four warps each) take 64 WG query rows of one
+// (sequence, head), sharing each K / V tile; S = Q K^T reads Q and K from shared memory (both K-major, 128-byte swizzle), O += P V takes
+// P from registers (the accumulator fragment of S, rounded to 16 bits, is the A fragment of the
+// second product: the same per-warp layout as mma.sync's) and V from shared memory as an MN-major
+// operand. Tiles arrive by cp.async (K of the next tile in flight while this tile's P V runs), as in
+// the mma.sync kernel; the score rule, the online softmax and the epilogue are that kernel's.
+// A first Hopper kernel: no TMA, no warp specialization, no overlap of softmax with the products.
+#include "attention/attention_launch.h"
+#include "baracuda/errors.h"
+
+#if defined(BARACUDA_HAVE_CUTLASS)
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "common/fast_exp.cuh"
+#include "fa2/flash_common.cuh"
+#endif
+
+namespace baracuda::attention {
+
+#if defined(BARACUDA_HAVE_CUTLASS)
+namespace flash {
+namespace {
+
+using namespace cute;
+
+template <class T> struct CuteType;
+template <> struct CuteType<kernels::bf16> { using type = cutlass::bfloat16_t; };
+template <> struct CuteType<kernels::f16> { using type = cutlass::half_t; };
+
+template <class T, int D_, int BN_, int WG_> struct Sm90Config {
+  static constexpr int D = D_, BN = BN_, WG = WG_, BM = 64 * WG_, kThreads = 128 * WG_;
+  using E = typename CuteType<T>::type;
+  // Q [BM, D] and K [BN, D]: K-major (D contiguous); V seen as the B operand of O = P V, (N = D,
+  // K = BN) with D contiguous: MN-major. 128-byte swizzle: 1024-byte aligned tiles.
+  using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BM>, Int<D>>{}));
+  using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
+  using LayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<Int<D>, Int<BN>>{}));
+  // One 64-row atom per warpgroup, the warpgroups stacked along M (warp w holds rows 16 w..).
+  using MmaS = decltype(make_tiled_mma(
+      SM90::GMMA::ss_op_selector<E, E, float, Shape<_64, Int<BN>, Int<D>>, GMMA::Major::K, GMMA::Major::K>(),
+      Layout<Shape<Int<WG>, _1, _1>>{}));
+  using MmaO = decltype(make_tiled_mma(
+      SM90::GMMA::rs_op_selector<E, E, float, Shape<_64, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<WG>, _1, _1>>{}));
+  static constexpr int q_elems = BM * D, k_elems = BN * D;
+  static constexpr int smem_bytes = (q_elems + 2 * k_elems) * int(sizeof(T)) + 1024;  // + alignment slack
+};
+
+// Rows [r0, r0 + ROWS) of an operand (row stride `stride`, D contiguous) into a swizzled tile seen
+// as `tile` (row, col), or as (col, row) when TRANSPOSED (V as the MN-major operand); 16-byte chunks
+// (eight elements stay contiguous under the 128-byte swizzle), rows at or past `n` zero-filled.
+template <int ROWS, int D, bool TRANSPOSED, int kThreads, class Tile, class T>
+__device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
+  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks;
+  static_assert(kTotal % kThreads == 0, "whole passes of the block");
+#pragma unroll
+  for (int it = 0; it < kTotal / kThreads; ++it) {
+    const int c = int(threadIdx.x) + it * kThreads, r = c / kChunks, cc = c % kChunks;
+    const bool in = r0 + r < n;
+    const T* src = base + (in ? (r0 + r) * stride : 0) + cc * 8;
+    auto* dst = raw_pointer_cast(TRANSPOSED ? &tile(cc * 8, r) : &tile(r, cc * 8));
+    kernels::cp_async16_zfill(reinterpret_cast<T*>(dst), src, in);
+  }
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM, TH = Cfg::kThreads;
+  constexpr int NT = BN / 8, DT = D / 8;
+  using E = typename Cfg::E;
+  extern __shared__ unsigned char smem_raw[];
+  T* Qs = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* Ks = Qs + Cfg::q_elems;
+  T* Vs = Ks + Cfg::k_elems;
+  const typename Cfg::LayoutQ lq{};
+  const typename Cfg::LayoutK lk{};
+  const typename Cfg::LayoutVt lv{};
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Qs)), lq);
+  Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks)), lk);
+  Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs)), lv);
+
+  const int w = threadIdx.x >> 5;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  int64_t i0, i_last, nb_lo, nb_hi;
+  if (!query_tile<BM, BN>(g, s, i0, i_last, nb_lo, nb_hi)) return;
+  const int64_t hk = h / (g.hq / g.hkv);
+
+  const T* qb = row_ptr<T>(p.q, b, s.q_begin, h);
+  const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
+  const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
+
+  const Score score(g, p, b, h);
+  const bool plain = score.plain();
+
+  typename Cfg::MmaS mma_s;
+  typename Cfg::MmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(threadIdx.x);
+  auto thr_o = mma_o.get_thread_slice(threadIdx.x);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // descriptors
+  Tensor tSrK = thr_s.partition_fragment_B(sK);
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);
+  Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+  Tensor tOrO = partition_fragment_C(mma_o, Shape<Int<BM>, Int<D>>{});
+  // P as the A operand of O = P V, per k-block of 16 keys: ((2, 2, 2), 1, BN / 16), the order of
+  // the S accumulator (element 8 kc + j is n-tile 2 kc + j / 4's C element j % 4).
+  Tensor tOrP = make_tensor<E>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<BN / 16>>>{});
+  static_assert(decltype(size(tSrS))::value == NT * 4, "S fragment: 4 per n-tile");
+  static_assert(decltype(size(tOrO))::value == DT * 4, "O fragment: 4 per n-tile");
+
+  float m[2], l[2];
+#pragma unroll
+  for (int i = 0; i < DT * 4; ++i) tOrO(i) = 0.f;  // element 4 nt + e: the C fragment order of flash_common.cuh
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.f;
+
+  if (nb_lo < nb_hi) {
+    load_swizzled<BM, D, false, TH>(sQ, qb, p.q.row, i0, s.sq);
+    load_swizzled<BN, D, false, TH>(sK, kb, p.k.row, nb_lo * BN, s.sk);
+    kernels::cp_async_commit();
+  }
+  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+    const int64_t j0 = nb * BN;
+    load_swizzled<BN, D, true, TH>(sVt, vb, p.v.row, j0, s.sk);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();  // cp.async's writes, before wgmma reads them
+    __syncthreads();                           // Q and this K tile are in
+
+    warpgroup_fence_operand(tSrS);
+    warpgroup_arrive();
+    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll
+    for (int kb_ = 0; kb_ < size<2>(tSrQ); ++kb_) {
+      cute::gemm(mma_s, tSrQ(_, _, kb_), tSrK(_, _, kb_), tSrS);
+      mma_s.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    __syncthreads();  // every warp is done with this K tile
+    if (nb + 1 < nb_hi) load_swizzled<BN, D, false, TH>(sK, kb, p.k.row, j0 + BN, s.sk);
+    kernels::cp_async_commit();
+
+    // Scores in the log2 domain, x = f * s (flash_fwd.cuh's rule).
+    const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
+    const bool fast = full && plain;
+    const float f = fast ? score.scale_log2 : 1.f;
+    auto sc = [&](int i) -> float& { return tSrS(i); };
+    auto oc = [&](int i) -> float& { return tOrO(i); };
+    if (!fast) apply_score_rule<NT>(sc, g, s, score, full, i0 + w * 16, j0);
+    online_softmax<NT, DT>(sc, oc, m, l, f);
+#pragma unroll
+    for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(tSrS(i));  // the C fragments' order (flash_common.cuh)
+
+    kernels::cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();  // this V tile is in
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+#pragma unroll
+    for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    __syncthreads();  // every warp is done with this V tile
+  }
+  kernels::cp_async_wait<0>();
+
+  const float sink_log2 = g.sinks ? static_cast<const float*>(p.sinks)[h] * kLog2e : -INFINITY;
+  store_rows<T, DT>([&](int i) -> float& { return tOrO(i); }, m, l, g, p, s, b, h, i0 + w * 16, sink_log2);
+}
+
+template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  constexpr auto kernel = flash_fwd_sm90_kernel<T, Cfg>;
+  opt_in_smem<kernel>(Cfg::smem_bytes);
+  const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
+  kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p);
+  cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");
+}
+
+// The tiles: 64 or 128 query rows (one or two warpgroups) x 64 keys (flash_sm90_forward_tiles).
+template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  const bool two = g.tile_bm == 128;
+  if constexpr (head_dim_built(64))
+    if (g.d == 64) return two ? launch_sm90<T, Sm90Config<T, 64, 64, 2>>(g, p, stream)
+                              : launch_sm90<T, Sm90Config<T, 64, 64, 1>>(g, p, stream);
+  if constexpr (head_dim_built(128))
+    if (g.d == 128) return two ? launch_sm90<T, Sm90Config<T, 128, 64, 2>>(g, p, stream)
+                               : launch_sm90<T, Sm90Config<T, 128, 64, 1>>(g, p, stream);
+  throw Unsupported("attention: no sm90 flash forward for head dim " + std::to_string(g.d));
+}
+
+}  // namespace
+}  // namespace flash
+
+bool flash_sm90_forward_supported(DType dtype, int64_t d, int64_t dv) {
+  if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return false;
+  if (!((d == 64 && flash::head_dim_built(64)) || (d == 128 && flash::head_dim_built(128)))) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) !=
+                                                cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0;  // sm_90a code runs on sm_90 only
+}
+
+void flash_sm90_forward(const Geometry& g, const Pointers& p, void* stream) {
+  if (g.batch == 0 || g.sq == 0 || g.hq == 0) return;
+  auto st = static_cast<cudaStream_t>(stream);
+  if (g.dtype == DType::BFloat16) flash::forward_sm90<kernels::bf16>(g, p, st);
+  else flash::forward_sm90<kernels::f16>(g, p, st);
+}
+
+#else  // !BARACUDA_HAVE_CUTLASS: no Hopper kernels in this build
+
+bool flash_sm90_forward_supported(DType, int64_t, int64_t) { return false; }
+void flash_sm90_forward(const Geometry&, const Pointers&, void*) {
+  throw Unsupported("attention: this build has no sm_90a flash kernel (CUTLASS headers or a 90 architecture missing)");
+}
+
+#endif
+
+}  // namespace baracuda::attention
