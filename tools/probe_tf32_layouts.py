@@ -9,6 +9,10 @@ contiguous tensor transposed back) next to torch's matmul in tf32 on the same te
 and prints each plan's SKU (the algorithm cuBLASLt picked).
 
     python3 tools/probe_tf32_layouts.py [--n 8192]
+
+Also printed: the kernel each side launches (torch.profiler), cuBLASLt's eight heuristic candidates
+for the row-major x row-major case, and that case run as a copy of B into column-major + the
+column-major GEMM (what a transposing fallback would cost).
 """
 from __future__ import annotations
 
@@ -21,6 +25,16 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import common as C  # noqa: E402
 import baracuda as bc  # noqa: E402
+
+
+def kernel_names(fn):
+    """The CUDA kernels one call of fn launches (names cut to 90 characters)."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sorted({e.key[:90] for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA})
 
 
 def main():
@@ -51,6 +65,24 @@ def main():
                 print(f"A {'col' if a_col else 'row'}-major, B {'col' if b_col else 'row'}-major: ours {ours:.0f} "
                       f"TFLOP/s, torch {ref:.0f} ({ours / ref:.2f}x), max |diff| {err:.2e} [{plan.sku.name}]",
                       flush=True)
+                print(f"    ours:  {kernel_names(lambda: bc.matmul(a, b, out=out, allow_tf32=True))}")
+                print(f"    torch: {kernel_names(lambda: torch.matmul(a, b))}", flush=True)
+        a, b = a0, b0
+        out = torch.empty(n, n, device="cuda")
+        spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.float32, tuple(t.stride()))  # noqa: E731
+        for idx in range(8):
+            try:
+                plan = bc.GemmPlan.select(bc.GemmDescriptor(spec(a), spec(b), spec(out)),
+                                          bc.PlanPreference(allow_tf32=True, tuning=f"algo={idx}"))
+                ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device="cuda")
+                tm = C.measure({"x": C.GpuBench(lambda i: plan.run(out, a, b, workspace=ws), 1)}, iters=10, passes=1)
+                print(f"row x row candidate {idx}: {flops / tm['x'].median / 1e12:.0f} TFLOP/s [{plan.sku.name}]")
+            except Exception as e:  # noqa: BLE001
+                print(f"row x row candidate {idx}: {type(e).__name__}: {str(e)[:100]}")
+        bt = torch.empty_strided((n, n), (1, n), device="cuda")
+        tm = C.measure({"x": C.GpuBench(lambda i: (bt.copy_(b), bc.matmul(a, bt, out=out, allow_tf32=True)), 1)},
+                       iters=10, passes=1)
+        print(f"row x row as copy B -> col-major + GEMM: {flops / tm['x'].median / 1e12:.0f} TFLOP/s", flush=True)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
 

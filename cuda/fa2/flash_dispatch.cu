@@ -13,10 +13,11 @@ extern template void backward<kernels::f16>(const Geometry&, const Pointers&, cu
 std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv) {
   std::vector<FlashTile> out;
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
+  // On sm_90 the Hopper kernel's one-warpgroup tile first: it beats every mma.sync tile at d128 and
+  // matches or beats them at d64 (docs/benchmarks.md, flash forward tiles).
+  if (flash_sm90_forward_supported(dtype, d, dv)) out.insert(out.end(), {{64, 64, true}, {128, 64, true}});
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) out.push_back({r.bm, r.bn});
-  // The Hopper kernel after the mma.sync default until it is measured faster (docs/benchmarks.md).
-  if (flash_sm90_forward_supported(dtype, d, dv)) out.insert(out.end(), {{64, 64, true}, {128, 64, true}});
   return out;
 }
 

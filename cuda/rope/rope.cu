@@ -23,6 +23,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kTokensInFlight = 4;  // a thread's reads out before its first store
 constexpr int kMaxTokensPerBlock = 16;
+// The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
+constexpr int kDefaultTokensPerBlock = 8;
 
 template <class C> __device__ __forceinline__ float cache_at(const void* p, DType t, int64_t i) {
   return t == DType::Float32 ? static_cast<const float*>(p)[i] : kernels::to_compute(static_cast<const C*>(p)[i]);
@@ -265,7 +267,7 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   const int ny = (items + kThreads - 1) / kThreads;
   const int threads = std::max(64, ((items + ny - 1) / ny + 31) / 32 * 32);
   const int tpb = g.tokens_per_block > 0 ? std::min(g.tokens_per_block, kMaxTokensPerBlock)
-                                         : int(std::clamp<int64_t>(tokens * ny / 264, 1, kMaxTokensPerBlock));
+                                         : int(std::clamp<int64_t>(tokens * ny / 264, 1, kDefaultTokensPerBlock));
   const int64_t groups = (tokens + tpb - 1) / tpb;
   const size_t smem = size_t(tpb) * half * sizeof(float2);
   auto st = static_cast<cudaStream_t>(stream);
