@@ -193,15 +193,15 @@ def test_cudnn_prefill(opts, dt, heads_first):
 
 
 @pytest.mark.skipif(not HAS_CUDNN, reason="no cuDNN backend in this build")
-def test_cudnn_decode_route_and_graph_replay():
-    """'auto' takes cuDNN for one-token decode of 256 (request, kv head) pairs over a 4096-key cache at
-    head dim 128, against the f64 reference and replayed from a CUDA graph for new lengths; fewer
-    pairs, a shorter cache, speculative tokens or a given split count stay ours."""
+def test_cudnn_decode_and_graph_replay():
+    """kernel='cudnn' for one-token decode of 256 (request, kv head) pairs over a 4096-key cache at head
+    dim 128, against the f64 reference and replayed from a CUDA graph for new lengths; 'auto' keeps
+    one-token and speculative decode on ours (faster there), and a split count always asks for ours."""
     lens = [4096, 1, 0] + [(97 * i) % 700 + 2 for i in range(29)]
     q, kc, vc, table, seq_lens = make_case(41, 32, 1, 16, 8, 128, 16, lens)
     out = torch.full_like(q, float("nan"))
     plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(out),
-                                                                     table.shape[1]))
+                                                                     table.shape[1], kernel="cudnn"))
     assert plan.sku.backend == bc.Backend.cudnn, plan.sku.name
     ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
     args = dict(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=seq_lens, out=out, workspace=ws)
@@ -222,9 +222,7 @@ def test_cudnn_decode_route_and_graph_replay():
         d = bc.PagedAttentionDescriptor(spec(q_), spec(kc), spec(vc), spec(q_), table_.shape[1], **kw)
         return bc.PagedAttentionPlan.select(d).sku.name
 
-    assert "decode" in sku(q[:31], table[:31])                     # 248 pairs
-    assert "decode" in sku(q, table[:, :255])                      # 4080 keys
-    assert "decode" in sku(q, table, max_seqlen_k=2048)
+    assert "decode" in sku(q, table)                               # auto: ours
     assert "decode" in sku(q, table, num_splits=2)
     tuned = bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(q), table.shape[1])
     assert "decode" in bc.PagedAttentionPlan.select(tuned, bc.PlanPreference(tuning="splits=2")).sku.name

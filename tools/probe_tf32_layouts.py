@@ -10,7 +10,7 @@ and prints each plan's SKU (the algorithm cuBLASLt picked).
 
     python3 tools/probe_tf32_layouts.py [--n 8192]
 
-Also printed: the kernel each side launches (torch.profiler), cuBLASLt's eight heuristic candidates
+Also printed: the kernel each side launches (torch.profiler), cuBLASLt's first `--candidates` heuristic candidates
 for the row-major x row-major case, and that case run as a copy of B into column-major + the
 column-major GEMM (what a transposing fallback would cost).
 """
@@ -40,6 +40,7 @@ def kernel_names(fn):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=8192)
+    ap.add_argument("--candidates", type=int, default=8, help="cuBLASLt heuristic candidates to time (row x row)")
     args = ap.parse_args()
     n = args.n
     print(C.device_info())
@@ -70,13 +71,14 @@ def main():
         a, b = a0, b0
         out = torch.empty(n, n, device="cuda")
         spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.float32, tuple(t.stride()))  # noqa: E731
-        for idx in range(8):
+        for idx in range(args.candidates):
             try:
                 plan = bc.GemmPlan.select(bc.GemmDescriptor(spec(a), spec(b), spec(out)),
                                           bc.PlanPreference(allow_tf32=True, tuning=f"algo={idx}"))
                 ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device="cuda")
                 tm = C.measure({"x": C.GpuBench(lambda i: plan.run(out, a, b, workspace=ws), 1)}, iters=10, passes=1)
-                print(f"row x row candidate {idx}: {flops / tm['x'].median / 1e12:.0f} TFLOP/s [{plan.sku.name}]")
+                print(f"row x row candidate {idx}: {flops / tm['x'].median / 1e12:.0f} TFLOP/s [{plan.sku.name}] "
+                      f"{kernel_names(lambda: plan.run(out, a, b, workspace=ws))[-1][:60]}")
             except Exception as e:  # noqa: BLE001
                 print(f"row x row candidate {idx}: {type(e).__name__}: {str(e)[:100]}")
         bt = torch.empty_strided((n, n), (1, n), device="cuda")

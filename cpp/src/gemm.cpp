@@ -225,10 +225,10 @@ Algo& GemmPlan::Impl::algo_for(int device, int align, int64_t ws_cap) {
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     api.MatmulPreferenceSetAttribute(p, attr, &al, sizeof al);
-  cublasLtMatmulHeuristicResult_t res[8];
+  std::vector<cublasLtMatmulHeuristicResult_t> res(size_t(std::clamp(algo_index + 1, 8, 64)));
   int n = 0;
-  const cublasStatus_t st =
-      api.MatmulAlgoGetHeuristic(cublaslt::handle(device), lt->op, lt->a, lt->b, lt->c, lt->c, p, 8, res, &n);
+  const cublasStatus_t st = api.MatmulAlgoGetHeuristic(cublaslt::handle(device), lt->op, lt->a, lt->b, lt->c, lt->c, p,
+                                                       int(res.size()), res.data(), &n);
   api.MatmulPreferenceDestroy(p);
   if (st != CUBLAS_STATUS_SUCCESS || n == 0) {
     std::string why = st == CUBLAS_STATUS_SUCCESS || st == CUBLAS_STATUS_NOT_SUPPORTED

@@ -58,7 +58,7 @@ struct PagedAttentionPlan::Impl {
   PagedAttentionDescriptor desc;
   KernelSku sku;
   bool rowwise = false;  // the CUDA-core kernel (f32, other head dims)
-  std::shared_ptr<const paged_attention_cudnn::Graphs> cudnn;  // cuDNN's fused attention (auto: prefills, wide decode)
+  std::shared_ptr<const paged_attention_cudnn::Graphs> cudnn;  // cuDNN's fused attention (auto: prefills)
   paged_attention::Geometry geo;
   int64_t workspace = 0;
 };
@@ -153,44 +153,46 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   g.dtype = dt;
   g.cache_dtype = desc.k_cache.dtype;
 
-  // cuDNN's fused attention over the pages, where built and it takes the case, under "auto" for
-  // (a) a prefill (many query tokens per request: the decode kernel re-reads every key per 16 query
-  // rows), and (b) one-token decode at head dim 128 of enough (request, kv head) pairs to fill the GPU
-  // over long caches, where it reads the pages a few percent faster than ours; ours keeps small
-  // batches, short caches and speculative tokens (split-KV). kernel='cudnn' asks for it anywhere.
-  // Thresholds from docs/benchmarks.md (paged attention).
-  constexpr int64_t kCudnnPrefillTokens = 64, kCudnnDecodePairs = 256, kCudnnDecodeKeys = 4096;
+  // cuDNN's fused attention over the pages, where built and it takes the case, under "auto" for a
+  // prefill (many query tokens per request: the decode kernel re-reads every key per 16 query rows).
+  // One-token decode stays ours: with the split schedule below it reads the pages faster than cuDNN
+  // at every measured batch (docs/benchmarks.md, paged decode). kernel='cudnn' asks for it anywhere.
+  constexpr int64_t kCudnnPrefillTokens = 64;
   const int64_t cache_keys = desc.max_seqlen_k > 0 ? std::min(desc.max_seqlen_k, g.max_pages * g.page_size)
                                                    : g.max_pages * g.page_size;
-  int64_t splits = desc.num_splits;  // a split count given (descriptor or tuning) asks for our kernel
+  int64_t splits = desc.num_splits;  // a split count given (descriptor or tuning); 0: the schedule below
   for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits"})) {
     need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
     splits = kn.num();
   }
-  const bool cudnn_decode = g.sq == 1 && g.d == 128 && !I.rowwise && splits == 0 &&
-                            g.batch * g.hkv >= kCudnnDecodePairs &&
-                            cache_keys >= kCudnnDecodeKeys;
   if (desc.kernel == "cudnn" ||
-      (desc.kernel == "auto" && (g.sq >= kCudnnPrefillTokens || cudnn_decode) && pref.allows(Backend::Cudnn))) {
+      (desc.kernel == "auto" && g.sq >= kCudnnPrefillTokens && pref.allows(Backend::Cudnn))) {
     std::string why = "the preference forbids cuDNN";
     if (pref.allows(Backend::Cudnn)) I.cudnn = paged_attention_cudnn::build(desc, g, why);
     if (!I.cudnn && desc.kernel == "cudnn") throw Unsupported(kOp + ": kernel='cudnn' is not available: " + why);
   }
 
-  // The split schedule: the fewest splits that give at
-  // least two waves of blocks (a block's first tile waits on the table and then the keys, so many
-  // short splits cost more than a partly filled last wave), at least one 64-key tile each; the last
-  // split runs to the request's end, so a max_seqlen_k below a real length costs balance, never keys.
+  // The split schedule (bandwidth-bound: what matters is the blocks in flight and the last wave's
+  // tail; sweep in docs/benchmarks.md, paged decode, session 36). While the (request, kv head, row
+  // group) blocks fit in one wave, split until there are about two blocks per SM (one wave that keeps
+  // the memory busy, every block the same length). Past one wave, split for at least four waves (a
+  // short tail) while each split keeps 16 or more 64-key tiles (a block's start, the table read and
+  // the first keys, costs what a short split saves). The last split runs to the request's end, so a
+  // max_seqlen_k below a real length costs balance, never keys.
   const int64_t keys = cache_keys;
   const int64_t tiles = std::max<int64_t>(1, (keys + paged_attention::kKeysPerTile - 1) / paged_attention::kKeysPerTile);
   if (I.rowwise || I.cudnn) {
     splits = 1;  // the rowwise kernel takes a whole request per block; cuDNN schedules its own
   } else if (splits == 0) {
-    const int sms = current_device_sms();
-    const int resident = sms > 0 ? paged_attention::resident_blocks_per_sm(dt, g.d) : 0;
-    const int64_t slots = int64_t(sms > 0 ? sms : 132) * (resident > 0 ? resident : 2);
+    constexpr int64_t kMinTilesPerSplit = 16, kWavesPastOne = 4;
+    const int64_t sms = current_device_sms() > 0 ? current_device_sms() : 132;
+    const int resident = paged_attention::resident_blocks_per_sm(dt, g.d);
+    const int64_t slots = sms * std::max(1, resident);
     const int64_t blocks = std::max<int64_t>(1, g.batch * g.hkv * g.row_groups);
-    splits = (2 * slots + blocks - 1) / blocks;
+    if (blocks <= slots)
+      splits = std::max<int64_t>(1, sms * std::min(2, std::max(1, resident)) / blocks);
+    else
+      splits = std::min((kWavesPastOne * slots + blocks - 1) / blocks, std::max<int64_t>(1, tiles / kMinTilesPerSplit));
   }
   splits = std::max<int64_t>(1, std::min<int64_t>({splits, tiles, 1024}));
   const int64_t tiles_per_split = (tiles + splits - 1) / splits;
@@ -334,7 +336,7 @@ FamilyInfo paged_attention_family_info() {
                "decode attention of a batch of requests over a paged KV cache (block table and lengths read on the "
                "device; CUDA-graph capturable): 1 or more query tokens per request, GQA / MQA, causal, sliding "
                "window, softcap, ALiBi, sinks; long contexts split and merged; cuDNN's paged attention where built "
-               "for chunked prefills and wide one-token decode over long caches; the merge of two attention "
+               "for chunked prefills; the merge of two attention "
                "states (cascades) as its own plan",
                {}};
   f.ops.push_back(OpCoverage{"paged_attention", "decode", {DType::Float16, DType::BFloat16, DType::Float32},

@@ -42,9 +42,8 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     and ``num_splits`` (0: chosen) set how long contexts are split across blocks. ``kernel``:
     "auto", "mma" (tensor cores: bf16 / f16, head dims 64, 96, 128, 256), "rowwise" (CUDA cores:
     also f32 and any head dim up to 256; one split) or "cudnn" (cuDNN's fused attention over the
-    pages, what "auto" takes where built for a prefill of 64 or more tokens, and for one-token decode
-    at head dim 128 of at least 256 (request, kv head) pairs over caches of 4096 keys or more: bf16 /
-    f16, no softcap, ALiBi or fp8; a page id outside the cache reads page 0 there). fp8 caches (e4m3 / e5m2, written by
+    pages, what "auto" takes where built for a prefill of 64 or more tokens: bf16 / f16, no softcap,
+    ALiBi or fp8; a page id outside the cache reads page 0 there). fp8 caches (e4m3 / e5m2, written by
     ``kv_cache_append`` from bf16 / f16 / f32 keys) run on the tensor cores for bf16 / f16 q (converted
     to 16 bits in shared memory), else on the rowwise kernel: keys and values are the
     cache times ``k_scale`` / ``v_scale`` (f32 [1] or [Hkv], the append's scales; 1 when not given).
