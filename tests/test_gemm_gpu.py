@@ -149,6 +149,53 @@ def test_tf32_only_when_allowed():
     check(out2, a, b)  # the functional default is IEEE: the tight bound holds
 
 
+@pytest.mark.parametrize("oa,ob,oo", [("r", "r", "r"), ("r", "c", "r"), ("c", "r", "r"), ("c", "c", "r"),
+                                      ("c", "r", "c"), ("r", "r", "c")])
+def test_tf32_cublas_route(oa, ob, oo):
+    """tf32 with nothing fused runs on cuBLAS (its selection reaches Hopper's tf32 kernels where
+    cuBLASLt's heuristic offers none) except when both operands are K-major in cuBLASLt's formulation;
+    prefer=[cublaslt] keeps it there. Batched with a broadcast b (stride 0), alpha / beta, odd sizes,
+    a column-major out, both against the f64 reference; with and without a workspace; in a CUDA graph."""
+    g = gen(f"tf32-route/{oa}{ob}{oo}")
+    bsz, m, n, k = 3, 67, 45, 131
+    a = layout(rand((bsz, m, k), torch.float32, g), oa)
+    b = layout(rand((1, k, n), torch.float32, g), ob)
+    c = layout(rand((bsz, m, n), torch.float32, g), oo)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.float32, tuple(t.stride()))  # noqa: E731
+    d = bc.GemmDescriptor(spec(a), spec(b), spec(c), alpha=0.5, beta=-1.5)
+    plan = bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=True))
+    row_out = oo == "r"
+    # cuBLASLt's A is b for a row-major out: both transposed means b and a column-major there.
+    both_k_major = (ob == "c" and oa == "c") if row_out else (oa == "r" and ob == "r")
+    want = bc.Backend.cublaslt if both_k_major else bc.Backend.cublas
+    assert plan.sku.backend == want, plan.sku.name
+    assert "tf32" in plan.sku.precision.math
+    lt = bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=True, prefer=[bc.Backend.cublaslt]))
+    assert lt.sku.backend == bc.Backend.cublaslt
+    for p in (plan, lt):
+        for ws in (torch.empty(max(1, p.workspace_bytes()), dtype=torch.uint8, device=DEV), None):
+            out = c.clone()
+            p.run(out, a, b, workspace=ws)
+            check(out, a, b.expand(bsz, k, n), alpha=0.5, beta=-1.5, c=c, tf32=True)
+    # captured and replayed: the workspace set on cuBLAS's handle is the one given at capture
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    out = c.clone()
+    s = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s):
+        plan.run(out, a, b, workspace=ws, stream=s.cuda_stream)  # warm-up outside the capture
+        s.synchronize()
+        out.copy_(c)
+        with torch.cuda.graph(graph, stream=s):
+            plan.run(out, a, b, workspace=ws, stream=s.cuda_stream)
+    out.copy_(c)
+    graph.replay()
+    torch.cuda.synchronize()
+    check(out, a, b.expand(bsz, k, n), alpha=0.5, beta=-1.5, c=c, tf32=True)
+    with pytest.raises(errors.Unsupported, match="forbids"):
+        bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=True, forbid=[bc.Backend.cublas, bc.Backend.cublaslt]))
+
+
 # ---- batches ------------------------------------------------------------------------------------------
 
 def test_strided_batch_and_broadcast():

@@ -102,6 +102,33 @@ def test_backend_info_says_where_cublaslt_is():
         assert "nvidia-cublas" in info["error"]
 
 
+def test_tf32_routes_to_cublas_where_lt_has_no_hopper_kernel():
+    """tf32 with nothing fused: cuBLAS unless both operands are K-major in cuBLASLt's formulation (a and
+    b column-major for a row-major out), where cuBLASLt's heuristic reaches Hopper's tf32 kernels; a
+    bias, prefer=[cublaslt] or forbidding cuBLAS keep it on cuBLASLt; IEEE f32 stays on cuBLASLt."""
+    if not bc.gemm_backend_info()["cublaslt_available"]:
+        pytest.skip("no cuBLAS libraries on this machine")
+    f32 = bc.float32
+    tf32 = bc.PlanPreference(allow_tf32=True)
+
+    def plan(a_st=None, b_st=None, pref=tf32, **kw):
+        return bc.GemmPlan.select(bc.GemmDescriptor(S((64, 128), f32, a_st), S((128, 32), f32, b_st),
+                                                    S((64, 32), f32), **kw), pref)
+
+    for a_st, b_st in ((None, None), (None, (1, 128)), ((1, 64), None)):
+        p = plan(a_st, b_st)
+        assert p.sku.backend == bc.Backend.cublas and p.sku.name == "gemm.cublas.tf32", (a_st, b_st)
+        assert "tf32" in p.sku.precision.math and p.workspace_bytes() > 0
+    assert plan((1, 64), (1, 128)).sku.backend == bc.Backend.cublaslt  # both K-major
+    assert plan(bias=f32).sku.backend == bc.Backend.cublaslt
+    assert plan(pref=bc.PlanPreference(allow_tf32=True, prefer=[bc.Backend.cublaslt])).sku.backend == \
+        bc.Backend.cublaslt
+    assert plan(pref=bc.PlanPreference(allow_tf32=True, forbid=[bc.Backend.cublas])).sku.backend == \
+        bc.Backend.cublaslt
+    assert plan(pref=bc.PlanPreference()).sku.backend == bc.Backend.cublaslt
+    assert plan(pref=bc.PlanPreference(allow_tf32=True, workspace_limit=0)).workspace_bytes() == 0
+
+
 # ---- layouts and epilogue combinations the kernels cannot honour are refused at select ------------
 
 def test_overlapping_rows_never_reach_the_decode_kernel():

@@ -67,7 +67,8 @@ void init_core(nb::module_& m) {
       .value("cutlass", Backend::Cutlass)
       .value("nccl", Backend::Nccl)
       .value("cufft", Backend::Cufft)
-      .value("cusolver", Backend::Cusolver);
+      .value("cusolver", Backend::Cusolver)
+      .value("cublas", Backend::Cublas);
 
   nb::class_<TensorSpec>(m, "TensorSpec", "Shape, dtype and strides (in elements) of an operand, without data.")
       .def("__init__",

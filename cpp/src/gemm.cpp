@@ -309,6 +309,11 @@ void GemmPlan::Impl::fill_sku(const Algo* algo) {
       k.precision.math += "; K split across warps, partial sums added in a fixed order";
       k.precision.bit_stable = true;
       break;
+    case Path::Cublas:
+      k.name = "gemm.cublas.tf32";
+      k.backend = Backend::Cublas;
+      k.precision.bit_stable = false;  // cuBLAS picks its kernel per call
+      break;
     case Path::Lt:
       k.name = "gemm.cublaslt." + std::string(algo ? algo->name : "algorithm chosen at first run (no GPU at select)");
       if (activation) k.name += "+ew." + std::string(epilogue_name(desc.epilogue));
@@ -517,15 +522,8 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
       return GemmPlan(I);
     }
   }
-  if (!pref.allows(Backend::CublasLt))
-    throw Unsupported(op + ": the preference forbids cuBLASLt and no kernel of ours covers " + d.str());
-
-  // ---- cuBLASLt: out^T = b^T a^T (row-major out) or out = a b (column-major out)
-  const auto& api = cublaslt::require(op);
-  I->lt = std::make_unique<LtDescs>();
-  LtDescs& L = *I->lt;
-  L.api = &api;
-  const int tn = quant ? 1 : -1;  // quantized: op(A) = T, op(B) = N
+  // ---- cuBLAS(Lt): out^T = b^T a^T (row-major out) or out = a b (column-major out); quantized
+  // inputs take op(A) = T, op(B) = N
   LtMat A, B;
   if (I->out_row_major) {
     A = lt_operand(mb, true, "b", quant ? 1 : -1);
@@ -534,7 +532,42 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
     A = lt_operand(ma, false, "a", quant ? 1 : -1);
     B = lt_operand(mb, false, "b", quant ? 0 : -1);
   }
-  (void)tn;
+  if (pref.workspace_limit >= 0) I->workspace_limit = pref.workspace_limit;
+
+  // tf32 with nothing fused goes to cuBLAS, not cuBLASLt: Lt's heuristic offers Hopper's tf32 kernels
+  // only when both of its operands are transposed (K-major), cuBLAS's own selection in every layout
+  // (docs/benchmarks.md, GEMM). prefer=[cublaslt] keeps it on cuBLASLt (its candidates, tuning "algo").
+  const bool lt_first = pref.prefer.size() && pref.prefer[0] == Backend::CublasLt;
+  if (ta == DType::Float32 && pref.allow_tf32 && !fancy && !d.amax && !(A.trans && B.trans) && !lt_first &&
+      pref.allows(Backend::Cublas) && cublas::api()) {
+    cublas::StridedGemm& c = I->cublas_gemm;
+    c.opa = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    c.opb = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    c.m = I->out_row_major ? N : M;
+    c.n = I->out_row_major ? M : N;
+    c.k = K;
+    c.lda = A.ld, c.ldb = B.ld, c.ldc = I->ld_out;
+    c.stride_a = I->out_row_major ? I->batch.stride_b : I->batch.stride_a;
+    c.stride_b = I->out_row_major ? I->batch.stride_a : I->batch.stride_b;
+    c.stride_c = I->batch.stride_out;
+    c.batch = I->batch.count;
+    c.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    int devices = 0, dev = 0;
+    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 && cudaGetDevice(&dev) == cudaSuccess)
+      cublas::prepare(op, dev);
+    else
+      cudaGetLastError();  // clear the "no device" status
+    I->workspace = I->workspace_limit;
+    I->path = Path::Cublas;
+    I->fill_sku(nullptr);
+    return GemmPlan(I);
+  }
+  if (!pref.allows(Backend::CublasLt))
+    throw Unsupported(op + ": the preference forbids cuBLASLt and no kernel of ours covers " + d.str());
+  const auto& api = cublaslt::require(op);
+  I->lt = std::make_unique<LtDescs>();
+  LtDescs& L = *I->lt;
+  L.api = &api;
   const bool dequant = int8 && to != DType::Int32;
   const bool ours_act = e == GemmEpilogue::Gelu || e == GemmEpilogue::Silu;
   // Where cuBLASLt writes: out, or aux (then our activation reads it), or int32 accumulators.
@@ -611,7 +644,6 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
     ElementwiseDescriptor ad{e == GemmEpilogue::Gelu ? "gelu" : "silu", {src}, d.out, {}};
     I->activation = std::make_unique<ElementwisePlan>(ElementwisePlan::select(ad));
   }
-  if (pref.workspace_limit >= 0) I->workspace_limit = pref.workspace_limit;
 
   // The algorithm, now if a GPU is here (else at the first run).
   int devices = 0;
@@ -640,10 +672,11 @@ FamilyInfo gemm_family_info() {
   const std::vector<DType> half = {DType::Float16, DType::BFloat16, DType::Float32};
   const std::vector<std::string> lay = {"row/col-major a, b, out", "leading dims", "strided batch (stride 0 broadcasts)"};
   FamilyInfo f{"gemm", "GemmPlan",
-               "dense and strided-batched GEMM (cuBLASLt), fused epilogues, fp8 and int8, a decode-regime kernel for "
-               "M <= 16; linear backward through the same plans",
+               "dense and strided-batched GEMM (cuBLASLt; tf32 with nothing fused on cuBLAS), fused epilogues, fp8 "
+               "and int8, a decode-regime kernel for M <= 16; linear backward through the same plans",
                {}};
   f.ops.push_back({"gemm", "dense", fl, lay, Backend::CublasLt, true});
+  f.ops.push_back({"gemm tf32 (f32 inputs, allow_tf32)", "dense", {DType::Float32}, lay, Backend::Cublas, true});
   f.ops.push_back({"gemm+bias", "epilogue", fl, {"out row-major"}, Backend::CublasLt, true});
   f.ops.push_back({"gemm+relu", "epilogue", half, {"out row-major"}, Backend::CublasLt, false});
   f.ops.push_back({"gemm+gelu_tanh (aux)", "epilogue", half, {"out row-major"}, Backend::CublasLt, true});

@@ -10,6 +10,7 @@
 
 #include "baracuda/elementwise.h"
 #include "baracuda/gemm.h"
+#include "cublas_gemm.h"
 #include "cublaslt_api.h"
 #include "gemm/gemm_launch.h"
 
@@ -45,7 +46,7 @@ struct Algo {
   std::string name;
 };
 
-enum class Path { Empty, KZero, Lt, GemvLowM };
+enum class Path { Empty, KZero, Lt, Cublas, GemvLowM };
 
 template <class T>
 inline void set_attr(const cublaslt::Api& api, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v,
@@ -83,6 +84,7 @@ struct GemmPlan::Impl {
   std::unique_ptr<ElementwisePlan> activation;  // gelu / silu after cuBLASLt
   std::unique_ptr<ElementwisePlan> k_zero;      // out = beta * out when K == 0
   gemm::GemvLowMArgs gemv{};
+  cublas::StridedGemm cublas_gemm{};          // Path::Cublas: the call, in cuBLASLt's formulation
 
   // Lowest alignment (bytes, <= 16) among the pointers of a run; 16 at select.
   Algo& algo_for(int device, int align, int64_t ws_cap);

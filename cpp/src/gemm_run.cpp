@@ -68,7 +68,7 @@ void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size
   if (I.acc_bytes && (!workspace || workspace_size < I.workspace))
     throw InvalidArgument(op + ": workspace: this plan needs " + std::to_string(I.workspace) + " bytes, got " +
                           std::to_string(workspace ? workspace_size : 0));
-  if (workspace && I.path == Path::Lt) {
+  if (workspace && (I.path == Path::Lt || I.path == Path::Cublas)) {
     if (reinterpret_cast<uintptr_t>(workspace) % 256) throw InvalidArgument(op + ": workspace must be 256-byte aligned");
     const std::pair<uintptr_t, uintptr_t> wr{reinterpret_cast<uintptr_t>(workspace),
                                              reinterpret_cast<uintptr_t>(workspace) + uintptr_t(workspace_size)};
@@ -98,6 +98,14 @@ void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size
     g.out = t.out.data;
     g.bias = t.bias.data;
     gemm::gemv_lowm(g, stream);
+    return;
+  }
+
+  if (I.path == Path::Cublas) {
+    const size_t ws_size = workspace ? size_t(workspace_size) : 0;
+    cublas::gemm_f32(op, dev, stream, workspace, ws_size, I.cublas_gemm, float(d.alpha),
+                     I.out_row_major ? t.b.data : t.a.data, I.out_row_major ? t.a.data : t.b.data, float(d.beta),
+                     t.out.data);
     return;
   }
 

@@ -14,6 +14,7 @@ const char* backend_name(Backend b) {
     case Backend::Nccl: return "nccl";
     case Backend::Cufft: return "cufft";
     case Backend::Cusolver: return "cusolver";
+    case Backend::Cublas: return "cublas";
   }
   return "?";
 }

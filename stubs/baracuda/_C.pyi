@@ -62,6 +62,8 @@ class Backend(enum.Enum):
 
     cusolver = 6
 
+    cublas = 7
+
 class TensorSpec:
     """Shape, dtype and strides (in elements) of an operand, without data."""
 

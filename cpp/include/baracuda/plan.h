@@ -11,7 +11,7 @@ namespace baracuda {
 
 using StreamHandle = void*;  // a cudaStream_t; nullptr = the legacy default stream
 
-enum class Backend { Bespoke, CublasLt, Cudnn, Cutlass, Nccl, Cufft, Cusolver };
+enum class Backend { Bespoke, CublasLt, Cudnn, Cutlass, Nccl, Cufft, Cusolver, Cublas };
 const char* backend_name(Backend b);
 
 // What a kernel promises about its numerics. Every field a plan claims is tested.
