@@ -11,7 +11,7 @@ and prints each plan's SKU (the algorithm cuBLASLt picked).
     python3 tools/probe_tf32_layouts.py [--n 8192]
 
 Also printed: the kernel each side launches (torch.profiler), cuBLASLt's first `--candidates` heuristic candidates
-for the row-major x row-major case, and that case run as a copy of B into column-major + the
+for the row-major x row-major case (prefer=[cublaslt]: the plan's default there is cuBLAS), and that case run as a copy of B into column-major + the
 column-major GEMM (what a transposing fallback would cost).
 """
 from __future__ import annotations
@@ -74,7 +74,8 @@ def main():
         for idx in range(args.candidates):
             try:
                 plan = bc.GemmPlan.select(bc.GemmDescriptor(spec(a), spec(b), spec(out)),
-                                          bc.PlanPreference(allow_tf32=True, tuning=f"algo={idx}"))
+                                          bc.PlanPreference(allow_tf32=True, prefer=[bc.Backend.cublaslt],
+                                                            tuning=f"algo={idx}"))
                 ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device="cuda")
                 tm = C.measure({"x": C.GpuBench(lambda i: plan.run(out, a, b, workspace=ws), 1)}, iters=10, passes=1)
                 print(f"row x row candidate {idx}: {flops / tm['x'].median / 1e12:.0f} TFLOP/s [{plan.sku.name}] "
