@@ -173,7 +173,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   }
 
   // The split schedule (bandwidth-bound: what matters is the blocks in flight and the last wave's
-  // tail; sweep in docs/benchmarks.md, paged decode, session 36). While the (request, kv head, row
+  // tail; the sweep in docs/benchmark-notes.md, paged decode). While the (request, kv head, row
   // group) blocks fit in one wave, split until there are about two blocks per SM (one wave that keeps
   // the memory busy, every block the same length). Past one wave, split for at least four waves (a
   // short tail) while each split keeps 16 or more 64-key tiles (a block's start, the table read and
