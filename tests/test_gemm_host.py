@@ -95,19 +95,25 @@ def test_registry_lists_the_family():
 
 def test_backend_info_says_where_cublaslt_is():
     info = bc.gemm_backend_info()
-    assert set(info) == {"cublaslt_available", "cublaslt_path", "cublaslt_version", "error"}
+    assert set(info) == {"cublaslt_available", "cublaslt_path", "cublaslt_version", "error", "cublas_available",
+                         "cublas_path", "cublas_error"}
     if info["cublaslt_available"]:
         assert info["cublaslt_path"] and info["cublaslt_version"] >= 130000 and not info["error"]
     else:
         assert "nvidia-cublas" in info["error"]
+    if info["cublas_available"]:
+        assert "libcublas.so" in info["cublas_path"] and not info["cublas_error"]
+    else:
+        assert "nvidia-cublas" in info["cublas_error"] and not info["cublas_path"]
 
 
 def test_tf32_routes_to_cublas_where_lt_has_no_hopper_kernel():
     """tf32 with nothing fused: cuBLAS unless both operands are K-major in cuBLASLt's formulation (a and
     b column-major for a row-major out), where cuBLASLt's heuristic reaches Hopper's tf32 kernels; a
     bias, prefer=[cublaslt] or forbidding cuBLAS keep it on cuBLASLt; IEEE f32 stays on cuBLASLt."""
-    if not bc.gemm_backend_info()["cublaslt_available"]:
-        pytest.skip("no cuBLAS libraries on this machine")
+    info = bc.gemm_backend_info()
+    if not (info["cublaslt_available"] and info["cublas_available"]):
+        pytest.skip("no cuBLAS / cuBLASLt libraries on this machine")
     f32 = bc.float32
     tf32 = bc.PlanPreference(allow_tf32=True)
 

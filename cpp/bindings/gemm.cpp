@@ -247,9 +247,13 @@ void init_gemm(nb::module_& m) {
           d["cublaslt_path"] = b.cublaslt_path;
           d["cublaslt_version"] = b.cublaslt_version;
           d["error"] = b.error;
+          d["cublas_available"] = b.cublas_available;
+          d["cublas_path"] = b.cublas_path;
+          d["cublas_error"] = b.cublas_error;
           return d;
         },
-        "Whether cuBLASLt loaded, from where, its version (loads it on first call).");
+        "Whether cuBLASLt (and cuBLAS, for tf32) loaded, from where, cuBLASLt's version (loads them on first "
+        "call).");
 }
 
 }  // namespace baracuda::py

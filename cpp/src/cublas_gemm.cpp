@@ -62,6 +62,7 @@ Handle& handle(const Api& a, int device) {
 
 const Api* api() { return loaded().ok ? &loaded().api : nullptr; }
 std::string load_error() { return loaded().error; }
+std::string library_path() { return loaded().ok ? loaded().path : ""; }
 
 void prepare(const std::string& op, int device) {
   const Api* api_ = api();

@@ -20,6 +20,7 @@ struct Api {
 // The loaded API, or nullptr (then load_error() says what was tried).
 const Api* api();
 std::string load_error();
+std::string library_path();  // the file the API was loaded from ("" if not loaded)
 
 // One GEMM, C = alpha op(A) op(B) + beta C, column-major, `batch` entries apart by the strides (0:
 // the same matrix for every entry). f32 in, f32 out, `compute` (e.g. CUBLAS_COMPUTE_32F_FAST_TF32).

@@ -192,6 +192,9 @@ GemmBackendInfo gemm_backend_info() {
   b.cublaslt_path = cublaslt::library_path();
   b.cublaslt_version = a ? int64_t(a->GetVersion()) : 0;
   b.error = cublaslt::load_error();
+  b.cublas_available = cublas::api() != nullptr;
+  b.cublas_path = cublas::library_path();
+  b.cublas_error = cublas::load_error();
   return b;
 }
 

@@ -237,7 +237,8 @@ def _strides(x):
 
 
 def gemm_backend_info() -> dict:
-    """Whether cuBLASLt loaded, from where, and its version (loads it on first call)."""
+    """Whether cuBLASLt (and cuBLAS, which runs tf32 GEMMs) loaded, from where, and cuBLASLt's version
+    (loads them on first call)."""
     return dict(_C.gemm_backend_info())
 
 

@@ -696,7 +696,7 @@ class GroupedGemmPlan:
 
 def gemm_backend_info() -> dict:
     """
-    Whether cuBLASLt loaded, from where, its version (loads it on first call).
+    Whether cuBLASLt (and cuBLAS, for tf32) loaded, from where, cuBLASLt's version (loads them on first call).
     """
 
 class SoftmaxDescriptor:

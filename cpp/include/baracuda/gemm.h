@@ -6,8 +6,9 @@
 //   out [..., M, N]   row-major (N contiguous) or column-major; batch dims broadcast (a batch
 //                     stride of 0 reuses one matrix for every batch entry)
 //
-// Backends: cuBLASLt (loaded at run time, see gemm_backend_info()) for everything, and a kernel
-// of ours for M <= 16 rows ("gemv_lowm": streams the weight matrix at HBM speed) when the
+// Backends: cuBLASLt (loaded at run time, see gemm_backend_info()) for everything but tf32 with
+// nothing fused, which runs on cuBLAS (its kernel choice reaches Hopper's tf32 kernels in every
+// layout; cuBLASLt's heuristic does not), and a kernel of ours for M <= 16 rows ("gemv_lowm": streams the weight matrix at HBM speed) when the
 // preference allows it. plan.sku() names the backend and the algorithm chosen.
 #pragma once
 #include <cstdint>
@@ -123,12 +124,16 @@ class GroupedGemmPlan {
   std::shared_ptr<Impl> impl_;
 };
 
-// Where cuBLASLt was loaded from and its version, or why it could not be ("" path).
+// Where cuBLASLt (and cuBLAS, for tf32) were loaded from and cuBLASLt's version, or why they could
+// not be ("" path).
 struct GemmBackendInfo {
   bool cublaslt_available;
   std::string cublaslt_path;
   int64_t cublaslt_version;   // e.g. 130100
-  std::string error;
+  std::string error;          // cuBLASLt's
+  bool cublas_available;
+  std::string cublas_path;
+  std::string cublas_error;
 };
 GemmBackendInfo gemm_backend_info();
 
