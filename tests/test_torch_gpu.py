@@ -225,6 +225,35 @@ def _check_against_f64(ours, ref, inputs, atol, rtol):
         torch.testing.assert_close(a.double(), b, atol=atol, rtol=rtol)
 
 
+def test_f32_linear_and_matmul_follow_torch_tf32_switch():
+    """bt.linear / bt.matmul on f32, forward and backward, run in tf32 exactly when torch's own matmuls
+    do (torch.backends.cuda.matmul.allow_tf32): IEEE-tight against float64 with the switch off, within
+    tf32's rounding (and measurably off IEEE) with it on."""
+    g = gen(36)
+    x = torch.randn(64, 512, generator=g, device=DEV, requires_grad=True)
+    w = torch.randn(96, 512, generator=g, device=DEV, requires_grad=True)
+    x64, w64 = x.detach().double(), w.detach().double()
+    gy = torch.randn(64, 96, generator=g, device=DEV)
+    # (ours, f64 reference, |.| scale of each sum): y, grad_x, grad_w, and matmul's output
+    want = [(x64 @ w64.T, x64.abs() @ w64.abs().T), (gy.double() @ w64, gy.double().abs() @ w64.abs()),
+            (gy.double().T @ x64, gy.double().abs().T @ x64.abs()), (x64 @ w64.T, x64.abs() @ w64.abs().T)]
+    prev = torch.backends.cuda.matmul.allow_tf32
+    errs = {}
+    try:
+        for tf32 in (False, True):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            y = bt.linear(x, w)
+            gx, gw = torch.autograd.grad(y, (x, w), gy)
+            m = bt.matmul(x.detach(), w.detach().T)
+            errs[tf32] = [((got.double() - ref).abs() / scale).max().item()
+                          for got, (ref, scale) in zip((y, gx, gw, m), want)]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    assert max(errs[False]) < 1.2e-5, errs  # f32 accumulation only (test_gemm_gpu's bound at K = 512)
+    assert max(errs[True]) < 4.5e-3, errs   # inputs rounded to a 10-bit mantissa ...
+    assert all(t > 10 * f for t, f in zip(errs[True], errs[False])), errs  # ... which shows: tf32 ran
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_gradients_against_float64(dtype):
     tol = dict(atol=2e-4, rtol=2e-4) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)

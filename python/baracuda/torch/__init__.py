@@ -79,15 +79,20 @@ def log_softmax(x, dim=None, *, axis=None):
 
 def linear(x, weight, bias=None, *, activation="none", return_aux=False, out_dtype=None, allow_tf32=False):
     """activation(x @ weight.T + bias), differentiable; the pre-activation is kept for the backward
-    only when an activation is fused."""
+    only when an activation is fused. f32 inputs run in tf32 exactly when torch's own matmuls do
+    (torch.backends.cuda.matmul.allow_tf32, e.g. torch.set_float32_matmul_precision("high")), forward
+    and backward; the allow_tf32 argument is for baracuda.linear outside autograd."""
     if out_dtype is not None or allow_tf32:
-        raise Unsupported("linear: out_dtype / allow_tf32 are not differentiable yet; call baracuda.linear "
-                          "under torch.no_grad() for them")
+        raise Unsupported("linear: out_dtype / allow_tf32 are not differentiable yet (the differentiable linear "
+                          "follows torch.backends.cuda.matmul.allow_tf32); call baracuda.linear under "
+                          "torch.no_grad() for them")
     y, aux = call("linear", x, weight, bias, activation)
     return (y, aux) if return_aux else y
 
 
 def matmul(a, b, **kw):
+    """a @ b, differentiable; f32 in tf32 exactly when torch's own matmuls are
+    (torch.backends.cuda.matmul.allow_tf32)."""
     if kw:
         raise Unsupported(f"matmul: {sorted(kw)} are not differentiable yet; call baracuda.matmul under "
                           "torch.no_grad() for them")

@@ -418,6 +418,16 @@ _softmax_family("log_softmax")
 
 _ACTIVATIONS = _gemm._EPILOGUES
 _gemm_call = _C.gemm_call
+# torch's own switch for f32 matmuls (torch.backends.cuda.matmul.allow_tf32, set by
+# torch.set_float32_matmul_precision("high")), read when the op runs as torch's matmul reads it; the
+# accessor is a C call (the property costs ~0.5 us)
+_cublas_allow_tf32 = (getattr(torch._C, "_get_cublas_allow_tf32", None)
+                      or (lambda: torch.backends.cuda.matmul.allow_tf32))
+
+
+def _tf32(t):
+    """Whether a GEMM on t runs in tf32: f32 inputs while torch allows tf32 for its own matmuls."""
+    return t.dtype == torch.float32 and _cublas_allow_tf32()
 
 
 def _matmul_fake(a, b):
@@ -431,7 +441,7 @@ def _matmul_fake(a, b):
 
 def _matmul_impl(a, b):
     out = _matmul_fake(a, b)
-    _gemm._call(out, a, b)
+    _gemm._call(out, a, b, allow_tf32=_tf32(a))
     return out
 
 
@@ -477,13 +487,13 @@ def _linear_impl(x, weight, bias, activation):
             and (bias is None or bias.shape == weight.shape[:1])):  # the common call, checked inline
         n = weight.shape[0]
         y = x.new_empty_strided((x.shape[0], n), (n, 1))
-        _gemm_call(y, x, weight.t(), 1.0, 0.0, "none", bias, None, None, None, None, None, False, None, _alloc(x))
+        _gemm_call(y, x, weight.t(), 1.0, 0.0, "none", bias, None, None, None, None, None, _tf32(x), None, _alloc(x))
         return y, x.new_empty_strided((0,), (1,))
     y, aux = _linear_fake(x, weight, bias, activation)
     x2 = x.reshape(-1, x.shape[-1])
     y2 = y.view(-1, y.shape[-1])
     _gemm._call(y2, x2, weight.t(), epilogue=activation, bias=bias,
-                aux=aux.view(-1, y.shape[-1]) if activation in _NEEDS_AUX else None)
+                aux=aux.view(-1, y.shape[-1]) if activation in _NEEDS_AUX else None, allow_tf32=_tf32(x))
     return y, aux
 
 
@@ -515,10 +525,11 @@ def _linear_bwd_impl(grad, x, weight, bias):
     g2 = grad.reshape(-1, grad.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
     ws = _alloc(x)
-    _gemm_call(gx.view(-1, x.shape[-1]), g2, weight, 1.0, 0.0, "none", None, None, None, None, None, None, False,
+    tf32 = _tf32(x)
+    _gemm_call(gx.view(-1, x.shape[-1]), g2, weight, 1.0, 0.0, "none", None, None, None, None, None, None, tf32,
                None, ws)
     _gemm_call(gw, g2.t(), x2, 1.0, 0.0, "bias_grad" if bias else "none", None, None, gb if bias else None, None,
-               None, None, False, None, ws)
+               None, None, tf32, None, ws)
     return gx, gw, gb
 
 
