@@ -232,18 +232,22 @@ def test_f32_linear_and_matmul_follow_torch_tf32_switch():
     g = gen(36)
     x = torch.randn(64, 512, generator=g, device=DEV, requires_grad=True)
     w = torch.randn(96, 512, generator=g, device=DEV, requires_grad=True)
-    x64, w64 = x.detach().double(), w.detach().double()
+    b = torch.randn(96, generator=g, device=DEV, requires_grad=True)
+    x64, w64, b64 = x.detach().double(), w.detach().double(), b.detach().double()
     gy = torch.randn(64, 96, generator=g, device=DEV)
     # (ours, f64 reference, |.| scale of each sum): y, grad_x, grad_w, and matmul's output
-    want = [(x64 @ w64.T, x64.abs() @ w64.abs().T), (gy.double() @ w64, gy.double().abs() @ w64.abs()),
-            (gy.double().T @ x64, gy.double().abs().T @ x64.abs()), (x64 @ w64.T, x64.abs() @ w64.abs().T)]
+    gy64 = gy.double()
+    want = [(x64 @ w64.T + b64, x64.abs() @ w64.abs().T + b64.abs()), (gy64 @ w64, gy64.abs() @ w64.abs()),
+            (gy64.T @ x64, gy64.abs().T @ x64.abs()), (x64 @ w64.T, x64.abs() @ w64.abs().T)]
     prev = torch.backends.cuda.matmul.allow_tf32
     errs = {}
     try:
         for tf32 in (False, True):
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            y = bt.linear(x, w)
-            gx, gw = torch.autograd.grad(y, (x, w), gy)
+            y = bt.linear(x, w, b)
+            gx, gw, gb = torch.autograd.grad(y, (x, w, b), gy)
+            # the bias gradient is a plain sum either way (fused into the GEMM, or its own under tf32)
+            torch.testing.assert_close(gb.double(), gy64.sum(0), atol=1e-4, rtol=1e-5)
             m = bt.matmul(x.detach(), w.detach().T)
             errs[tf32] = [((got.double() - ref).abs() / scale).max().item()
                           for got, (ref, scale) in zip((y, gx, gw, m), want)]

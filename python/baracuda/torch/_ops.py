@@ -492,8 +492,10 @@ def _linear_impl(x, weight, bias, activation):
     y, aux = _linear_fake(x, weight, bias, activation)
     x2 = x.reshape(-1, x.shape[-1])
     y2 = y.view(-1, y.shape[-1])
+    # the activation epilogues stay IEEE in f32: cuBLASLt's fused activations under tf32 are not covered
     _gemm._call(y2, x2, weight.t(), epilogue=activation, bias=bias,
-                aux=aux.view(-1, y.shape[-1]) if activation in _NEEDS_AUX else None, allow_tf32=_tf32(x))
+                aux=aux.view(-1, y.shape[-1]) if activation in _NEEDS_AUX else None,
+                allow_tf32=activation == "none" and _tf32(x))
     return y, aux
 
 
@@ -528,8 +530,13 @@ def _linear_bwd_impl(grad, x, weight, bias):
     tf32 = _tf32(x)
     _gemm_call(gx.view(-1, x.shape[-1]), g2, weight, 1.0, 0.0, "none", None, None, None, None, None, None, tf32,
                None, ws)
-    _gemm_call(gw, g2.t(), x2, 1.0, 0.0, "bias_grad" if bias else "none", None, None, gb if bias else None, None,
+    # under tf32 the bias gradient is a sum of its own (a plain GEMM runs on cuBLAS; the fused bias_grad
+    # epilogue would keep it on cuBLASLt's Ampere tf32 kernels)
+    fuse = bias and not tf32
+    _gemm_call(gw, g2.t(), x2, 1.0, 0.0, "bias_grad" if fuse else "none", None, None, gb if fuse else None, None,
                None, None, tf32, None, ws)
+    if bias and tf32:
+        _reduction._call("sum", gb, [g2], [0], False, {}, None, g2)
     return gx, gw, gb
 
 
