@@ -196,6 +196,28 @@ def test_tf32_cublas_route(oa, ob, oo):
         bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=True, forbid=[bc.Backend.cublas, bc.Backend.cublaslt]))
 
 
+def test_tf32_cublas_with_a_bias():
+    """tf32 with a bias: cuBLAS's GEMM, then our pass adds the bias in place (broadcast over a batch of
+    rows), alpha / beta applied first; against the f64 reference, and the functional bc.linear."""
+    g = gen("tf32-bias")
+    bsz, m, n, k = 2, 75, 40, 96
+    a = rand((bsz, m, k), torch.float32, g)
+    b = layout(rand((bsz, k, n), torch.float32, g), "c")
+    bias = rand((n,), torch.float32, g)
+    c = rand((bsz, m, n), torch.float32, g)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.float32, tuple(t.stride()))  # noqa: E731
+    d = bc.GemmDescriptor(spec(a), spec(b), spec(c), alpha=2.0, beta=0.5, bias=bc.float32)
+    plan = bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=True))
+    assert plan.sku.name == "gemm.cublas.tf32+ew.bias"
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    out = c.clone()
+    plan.run(out, a, b, bias=bias, workspace=ws)
+    check(out, a, b, alpha=2.0, beta=0.5, c=c, bias=bias, tf32=True)
+    x, w = rand((33, k), torch.float32, g), rand((n, k), torch.float32, g)
+    y = bc.linear(x, w, bias, allow_tf32=True)
+    check(y, x, w.t(), bias=bias, tf32=True)
+
+
 # ---- batches ------------------------------------------------------------------------------------------
 
 def test_strided_batch_and_broadcast():

@@ -310,7 +310,8 @@ void GemmPlan::Impl::fill_sku(const Algo* algo) {
       k.precision.bit_stable = true;
       break;
     case Path::Cublas:
-      k.name = "gemm.cublas.tf32";
+      k.name = std::string("gemm.cublas.tf32") + (bias_add ? "+ew.bias" : "");
+      k.precision.math += bias_add ? "; bias added in a pass of ours" : "";
       k.backend = Backend::Cublas;
       k.precision.bit_stable = false;  // cuBLAS picks its kernel per call
       break;
@@ -534,12 +535,14 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   }
   if (pref.workspace_limit >= 0) I->workspace_limit = pref.workspace_limit;
 
-  // tf32 with nothing fused goes to cuBLAS, not cuBLASLt: Lt's heuristic offers Hopper's tf32 kernels
-  // only when both of its operands are transposed (K-major), cuBLAS's own selection in every layout
-  // (docs/benchmarks.md, GEMM). prefer=[cublaslt] keeps it on cuBLASLt (its candidates, tuning "algo").
+  // tf32 with nothing fused but a bias goes to cuBLAS, not cuBLASLt: Lt's heuristic offers Hopper's
+  // tf32 kernels only when both of its operands are transposed (K-major), cuBLAS's own selection in
+  // every layout (docs/benchmarks.md, GEMM); a bias is then a pass of ours (out += bias, in place).
+  // prefer=[cublaslt] keeps it on cuBLASLt (its candidates, tuning "algo").
   const bool lt_first = pref.prefer.size() && pref.prefer[0] == Backend::CublasLt;
-  if (ta == DType::Float32 && pref.allow_tf32 && !fancy && !d.amax && !(A.trans && B.trans) && !lt_first &&
-      pref.allows(Backend::Cublas) && cublas::api()) {
+  const bool bias_only = d.bias && e == GemmEpilogue::None && !d.aux && !d.bias_grad;
+  if (ta == DType::Float32 && pref.allow_tf32 && (!fancy || bias_only) && !d.amax && !(A.trans && B.trans) &&
+      !lt_first && pref.allows(Backend::Cublas) && cublas::api()) {
     cublas::StridedGemm& c = I->cublas_gemm;
     c.opa = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     c.opb = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -552,6 +555,10 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
     c.stride_c = I->batch.stride_out;
     c.batch = I->batch.count;
     c.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    if (d.bias) {
+      ElementwiseDescriptor add{"add", {d.out, TensorSpec{{N}, d.bias_dtype, {}}}, d.out, {}};
+      I->bias_add = std::make_unique<ElementwisePlan>(ElementwisePlan::select(add));
+    }
     int devices = 0, dev = 0;
     if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 && cudaGetDevice(&dev) == cudaSuccess)
       cublas::prepare(op, dev);
@@ -672,7 +679,7 @@ FamilyInfo gemm_family_info() {
   const std::vector<DType> half = {DType::Float16, DType::BFloat16, DType::Float32};
   const std::vector<std::string> lay = {"row/col-major a, b, out", "leading dims", "strided batch (stride 0 broadcasts)"};
   FamilyInfo f{"gemm", "GemmPlan",
-               "dense and strided-batched GEMM (cuBLASLt; tf32 with nothing fused on cuBLAS), fused epilogues, fp8 "
+               "dense and strided-batched GEMM (cuBLASLt; tf32 with at most a bias on cuBLAS), fused epilogues, fp8 "
                "and int8, a decode-regime kernel for M <= 16; linear backward through the same plans",
                {}};
   f.ops.push_back({"gemm", "dense", fl, lay, Backend::CublasLt, true});

@@ -83,6 +83,7 @@ struct GemmPlan::Impl {
   std::map<std::tuple<int, int, int64_t>, Algo> algos;  // (device, alignment, workspace cap) -> algorithm
   std::unique_ptr<ElementwisePlan> activation;  // gelu / silu after cuBLASLt
   std::unique_ptr<ElementwisePlan> k_zero;      // out = beta * out when K == 0
+  std::unique_ptr<ElementwisePlan> bias_add;    // Path::Cublas with a bias: out += bias after the GEMM
   gemm::GemvLowMArgs gemv{};
   cublas::StridedGemm cublas_gemm{};          // Path::Cublas: the call, in cuBLASLt's formulation
 
