@@ -106,8 +106,8 @@ void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size
     cublas::gemm_f32(op, dev, stream, workspace, ws_size, I.cublas_gemm, float(d.alpha),
                      I.out_row_major ? t.b.data : t.a.data, I.out_row_major ? t.a.data : t.b.data, float(d.beta),
                      t.out.data);
-    if (I.bias_add) {
-      const TensorView in[2] = {t.out, t.bias};
+    if (I.bias_add) {  // the bias as [N] (a 0-d bias of N = 1 passed the check above)
+      const TensorView in[2] = {t.out, make_view(t.bias.data, t.bias.dtype, {I.N}, {1}, t.bias.device)};
       I.bias_add->run(t.out, in, 2, nullptr, 0, stream);
     }
     return;
