@@ -49,16 +49,17 @@ def _sets(bytes_per_set):
     return C.rotation_sets(bytes_per_set, factor=3.0, min_sets=1, max_sets=8)
 
 
-def linear_case(m, n, k, dt=BF, *, act=None, fused_torch=False):
+def linear_case(m, n, k, dt=BF, *, act=None, fused_torch=False, bias=None, tf32=False):
     def make():
         w_bytes = n * k * torch.finfo(dt).bits // 8
         nsets = _sets(w_bytes + m * (n + k) * 2)
         xs = [torch.randn(m, k, device=DEV, dtype=dt) for _ in range(nsets)]
         ws = [torch.randn(n, k, device=DEV, dtype=dt) * k ** -0.5 for _ in range(nsets)]
-        bs = [torch.randn(n, device=DEV, dtype=dt) for _ in range(nsets)] if act else [None] * nsets
+        with_bias = bool(act) if bias is None else bias
+        bs = [torch.randn(n, device=DEV, dtype=dt) for _ in range(nsets)] if with_bias else [None] * nsets
 
         def ours(i):
-            return bc.linear(xs[i], ws[i], bs[i], activation=act or "none")
+            return bc.linear(xs[i], ws[i], bs[i], activation=act or "none", allow_tf32=tf32)
 
         def theirs(i):
             y = F.linear(xs[i], ws[i], bs[i])
@@ -69,7 +70,12 @@ def linear_case(m, n, k, dt=BF, *, act=None, fused_torch=False):
             return y
 
         def check():
-            return C.rel_err(ours(0).float(), theirs(0).float())
+            prev = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            try:
+                return C.rel_err(ours(0).float(), theirs(0).float())
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = prev
 
         return ours, theirs, nsets, 2 * m * n * k, w_bytes, check
 
@@ -168,6 +174,8 @@ def cases():
         Case("dense/bf16/8192", "dense", dense_case(8192, BF)),
         Case("dense/f16/8192", "dense", dense_case(8192, F16)),
         Case("dense/tf32/8192", "dense", dense_case(8192, F32, tf32=True)),
+        Case("linear/tf32+bias/8192x8192->8192", "dense", linear_case(8192, 8192, 8192, F32, bias=True, tf32=True),
+             "ours: cuBLAS, then our bias pass"),
         Case("dense/fp8/8192", "dense", fp8_case(8192, 8192, 8192), "torch._scaled_mm, bf16 out"),
     ]
     for t in (128, 1024, 4096, 16384):
