@@ -721,6 +721,7 @@ def test_cli_reports_build_and_families():
     assert "elementwise" in out and "ElementwisePlan" in out
     assert "features" in out and ("cudnn=off" in out or "cudnn=on" in out) and "nccl=off" in out
     assert "sm_" in out or "compute_" in out
+    assert "libraries     cuBLASLt" in out and "cuBLAS" in out
     if not bc.devices():
         assert "devices       none" in out
 

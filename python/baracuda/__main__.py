@@ -14,6 +14,12 @@ def main() -> int:
     print(f"  CUDA runtime  {rt // 1000}.{(rt % 1000) // 10}   archs: {archs}")
     feats = ", ".join(f"{k}={'on' if v else 'off'}" for k, v in info["features"].items())
     print(f"  features      {feats}")
+    gi = bc.gemm_backend_info()  # loads cuBLASLt / cuBLAS (GEMM plans load them on first use anyway)
+    v = gi["cublaslt_version"]  # major * 10000 + minor * 100 + patch
+    lt = (f"cuBLASLt {v // 10000}.{v // 100 % 100}.{v % 100} ({gi['cublaslt_path']})" if gi["cublaslt_available"]
+          else "cuBLASLt not found")
+    cb = f"cuBLAS ({gi['cublas_path']})" if gi["cublas_available"] else "cuBLAS not found (tf32 GEMMs stay on cuBLASLt)"
+    print(f"  libraries     {lt}; {cb}")
     devs = bc.devices()
     if not devs:
         print(f"  devices       none ({bc._C.device_probe_message() or 'no CUDA device'}); "
