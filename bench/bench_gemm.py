@@ -16,6 +16,7 @@ when one set would sit in L2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -45,6 +46,17 @@ class Case:
     note: str = ""
 
 
+@contextlib.contextmanager
+def torch_tf32(on):
+    """torch's f32 matmuls in tf32 (on) or IEEE while inside: torch's side of a tf32 row."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = on
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
 def _sets(bytes_per_set):
     return C.rotation_sets(bytes_per_set, factor=3.0, min_sets=1, max_sets=8)
 
@@ -70,12 +82,8 @@ def linear_case(m, n, k, dt=BF, *, act=None, fused_torch=False, bias=None, tf32=
             return y
 
         def check():
-            prev = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            try:
+            with torch_tf32(tf32):
                 return C.rel_err(ours(0).float(), theirs(0).float())
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = prev
 
         return ours, theirs, nsets, 2 * m * n * k, w_bytes, check
 
@@ -94,12 +102,8 @@ def dense_case(side, dt, tf32=False):
             return a @ b
 
         def check():
-            prev = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            try:
+            with torch_tf32(tf32):
                 return C.rel_err(ours(0).float(), theirs(0).float())
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = prev
 
         return ours, theirs, 1, 2 * side ** 3, 0, check
 
@@ -207,12 +211,8 @@ def run_case(c, args, peak):
         inner = 20 if small else 1
         bo = C.GpuBench(ours, nsets, inner=inner, graph=small and not args.no_graph, warmup=args.warmup)
         bt = C.GpuBench(theirs, nsets, inner=inner, graph=small and not args.no_graph, warmup=args.warmup)
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = "tf32" in c.key
-        try:
+        with torch_tf32("tf32" in c.key):
             t = C.measure({"ours": bo, "torch": bt}, iters=args.iters, passes=args.passes)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
         r["method"] = bo.method
         for side in ("ours", "torch"):
             s = t[side].median
