@@ -4,7 +4,7 @@
 
 namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::reduction;
+using namespace kern;
 
 template <class T, class O> static void go(const RedLaunch& L, cudaStream_t st) {
   if (L.kind == RedKind::Argmax) return launch_reduction(ArgR<T, O, true>{}, L, st);

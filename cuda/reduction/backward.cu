@@ -7,7 +7,7 @@
 
 namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::reduction;
+using namespace kern;
 
 namespace {
 

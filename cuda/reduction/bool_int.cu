@@ -3,7 +3,7 @@
 
 namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::reduction;
+using namespace kern;
 
 void launch_bool_int(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);

@@ -5,7 +5,7 @@
 
 namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::reduction;
+using namespace kern;
 
 void launch(const RedLaunch& L, void* stream) {
   const bool fp = is_floating(L.in_dtype);

@@ -30,7 +30,9 @@
 #include "reduction/reduction_launch.h"
 #include "reduction/reducers.cuh"
 
-namespace baracuda::kernels::reduction {
+namespace baracuda::reduction::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 using baracuda::reduction::Geometry;
 using baracuda::reduction::RedLaunch;
@@ -489,4 +491,4 @@ void launch_reduction(const Red& red, const RedLaunch& L, cudaStream_t st) {
   }
 }
 
-}  // namespace baracuda::kernels::reduction
+}  // namespace baracuda::reduction::kern

@@ -19,7 +19,9 @@
 
 #include "common/dtype_traits.cuh"
 
-namespace baracuda::kernels::reduction {
+namespace baracuda::reduction::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 // Accumulator of sums / products of T.
 template <class T> using acc_t =
@@ -400,4 +402,4 @@ template <class T> struct ProdZeroStatR {
   __device__ O finish(const State& s, int64_t) const { return {s.p, s.z}; }
 };
 
-}  // namespace baracuda::kernels::reduction
+}  // namespace baracuda::reduction::kern

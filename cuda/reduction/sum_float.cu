@@ -3,7 +3,7 @@
 
 namespace baracuda::reduction {
 using namespace kernels;
-using namespace kernels::reduction;
+using namespace kern;
 
 template <class T, class O> static void go(const RedLaunch& L, cudaStream_t st) {
   SumR<T, O> r;

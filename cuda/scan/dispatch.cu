@@ -3,7 +3,7 @@
 
 namespace baracuda::scan {
 using namespace kernels;
-using namespace kernels::scan;
+using namespace kern;
 
 void launch(const ScanLaunch& L, void* stream) {
   const bool fp = is_floating(L.in_dtype);

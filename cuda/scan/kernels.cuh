@@ -22,7 +22,9 @@
 #include "scan/ops.cuh"
 #include "scan/scan_launch.h"
 
-namespace baracuda::kernels::scan {
+namespace baracuda::scan::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 using baracuda::scan::Path;
 using baracuda::scan::ScanLaunch;
@@ -497,4 +499,4 @@ void launch_op(const ScanLaunch& L, cudaStream_t st) {
   }
 }
 
-}  // namespace baracuda::kernels::scan
+}  // namespace baracuda::scan::kern

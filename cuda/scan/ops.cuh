@@ -21,7 +21,9 @@
 #include "common/dtype_traits.cuh"
 #include "scan/scan_launch.h"
 
-namespace baracuda::kernels::scan {
+namespace baracuda::scan::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 using baracuda::scan::kOps;
 
@@ -235,4 +237,4 @@ template <class T> struct CumprodBwdOp {
 
 #undef BARACUDA_SCAN_VEC_OP_IO
 
-}  // namespace baracuda::kernels::scan
+}  // namespace baracuda::scan::kern

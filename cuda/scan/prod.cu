@@ -3,7 +3,7 @@
 
 namespace baracuda::scan {
 using namespace kernels;
-using namespace kernels::scan;
+using namespace kern;
 
 void launch_prod(const ScanLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
