@@ -5,7 +5,9 @@
 #include "elementwise/launch.cuh"
 #include "elementwise/map_reduce.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <class T> void binary_launch(const elementwise::EwLaunch& L, void* s) {
   const auto kind = static_cast<elementwise::BinaryKind>(L.kind);
@@ -31,4 +33,4 @@ template <class T> void binary_backward_launch(const elementwise::EwLaunch& L, v
     launch_map<T, T, T, T>(BinaryBackwardFn<T, T>{kind, compute_t<T>(L.p[0]), L.wrt}, L, s, "ew_binary_backward");
 }
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

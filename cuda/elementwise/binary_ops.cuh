@@ -3,7 +3,9 @@
 #include "elementwise/functor_util.cuh"
 #include "elementwise/ops.h"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 using elementwise::BinaryKind;
 using elementwise::CompareKind;
@@ -221,4 +223,4 @@ struct BinaryBackwardFn {
   }
 };
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

@@ -5,7 +5,9 @@
 #include "elementwise/launch.cuh"
 #include "elementwise/misc_ops.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <class Tin> void cast_launch(const elementwise::EwLaunch& L, void* s) {
   const bool saturate = L.p[0] != 0.0;
@@ -15,4 +17,4 @@ template <class Tin> void cast_launch(const elementwise::EwLaunch& L, void* s) {
   });
 }
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

@@ -5,6 +5,7 @@
 
 namespace baracuda::elementwise {
 using namespace kernels;
+using namespace kern;
 
 namespace {
 template <class T> constexpr bool covers(EwCategory c) {

@@ -7,7 +7,9 @@
 
 #include "common/dtype_traits.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 // y[i] = round(f(x0[i], x1[i], ...)) with every operand widened to its compute type.
 template <int N, class Tout, class F, class... Tin>
@@ -77,4 +79,4 @@ template <class C> __device__ __forceinline__ C clamp_nan(C v, C lo, C hi) {
   return r > hi ? hi : r;
 }
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

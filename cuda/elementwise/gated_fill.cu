@@ -3,7 +3,9 @@
 #include "elementwise/launch.cuh"
 #include "elementwise/misc_ops.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <class T> void gated_launch(const elementwise::EwLaunch& L, void* s) {
   // in[0] and in[1] are the two halves of one tensor (views set up by the plan).
@@ -47,4 +49,4 @@ template void fill_launch<double>(const elementwise::EwLaunch&, void*);
 template void fill_launch<e4m3>(const elementwise::EwLaunch&, void*);
 template void fill_launch<e5m2>(const elementwise::EwLaunch&, void*);
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

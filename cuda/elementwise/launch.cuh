@@ -18,7 +18,9 @@
 #include "common/packed_vec.cuh"
 #include "elementwise/elementwise_launch.h"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 #ifndef BARACUDA_EW_THREADS
 #define BARACUDA_EW_THREADS 256
@@ -371,4 +373,4 @@ void launch_map(const Fn& fn, const elementwise::EwLaunch& L, void* stream, cons
                                     std::index_sequence_for<Tin...>{});
 }
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

@@ -8,7 +8,9 @@
 #include "common/dtype_traits.cuh"
 #include "elementwise/elementwise_launch.h"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <class T> constexpr bool is_fp_v = std::is_floating_point_v<T> || is_half_v<T>;  // f16 bf16 f32 f64
 template <class T> constexpr bool is_intbool_v = std::is_integral_v<T>;                   // ints and bool
@@ -30,4 +32,4 @@ template <class T> void gated_backward_launch(const elementwise::EwLaunch& L, vo
 // The accumulation type of a gradient summed over broadcast dimensions.
 template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

@@ -18,7 +18,9 @@
 #include "elementwise/launch.cuh"
 #include "elementwise/misc_ops.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <int NARGS>
 struct ReduceIndex {  // dims innermost first; arg 0 is the output
@@ -224,4 +226,4 @@ void launch_map_reduce(const Fn& fn, const elementwise::EwLaunch& L, void* strea
   launch_map_reduce_impl<A, Tout, Tin...>(fn, L, static_cast<cudaStream_t>(stream), std::index_sequence_for<Tin...>{});
 }
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

@@ -3,7 +3,9 @@
 #include "elementwise/functor_util.cuh"
 #include "elementwise/ops.h"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 using elementwise::GatedKind;
 
@@ -101,4 +103,4 @@ struct GatedBackwardFn {  // wrt 0: the grad of the first half, 1: of the second
   }
 };
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

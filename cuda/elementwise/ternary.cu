@@ -5,7 +5,9 @@
 #include "elementwise/map_reduce.cuh"
 #include "elementwise/ternary_ops.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <class T> void ternary_launch(const elementwise::EwLaunch& L, void* s) {
   const auto kind = static_cast<elementwise::TernaryKind>(L.kind);
@@ -42,4 +44,4 @@ template void ternary_backward_launch<bf16>(const elementwise::EwLaunch&, void*)
 template void ternary_backward_launch<float>(const elementwise::EwLaunch&, void*);
 template void ternary_backward_launch<double>(const elementwise::EwLaunch&, void*);
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

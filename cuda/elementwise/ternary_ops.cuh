@@ -3,7 +3,9 @@
 #include "elementwise/functor_util.cuh"
 #include "elementwise/ops.h"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 using elementwise::TernaryKind;
 
@@ -92,4 +94,4 @@ struct TernaryBackwardFn {
   }
 };
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

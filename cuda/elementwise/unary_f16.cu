@@ -1,7 +1,9 @@
 // Unary kernels for f16 (all UnaryKind values in one kernel per layout).
 #include "elementwise/unary_impl.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 template void unary_launch<f16>(const elementwise::EwLaunch&, void*);
 template void unary_backward_launch<f16>(const elementwise::EwLaunch&, void*);
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

@@ -4,7 +4,9 @@
 #include "elementwise/launch.cuh"
 #include "elementwise/unary_ops.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <class T> void unary_launch(const elementwise::EwLaunch& L, void* s) {
   const auto kind = static_cast<elementwise::UnaryKind>(L.kind);
@@ -32,4 +34,4 @@ template <class T> void predicate_launch(const elementwise::EwLaunch& L, void* s
   launch_map<bool, T>(PredicateFn<T>{static_cast<elementwise::PredicateKind>(L.kind)}, L, s, "ew_predicate");
 }
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

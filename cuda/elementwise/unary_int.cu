@@ -1,7 +1,9 @@
 // Unary kernels for integers and bool, and predicates (bool outputs) for every real dtype.
 #include "elementwise/unary_impl.cuh"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 template void unary_launch<bool>(const elementwise::EwLaunch&, void*);
 template void unary_launch<int8_t>(const elementwise::EwLaunch&, void*);
 template void unary_launch<uint8_t>(const elementwise::EwLaunch&, void*);
@@ -21,4 +23,4 @@ template void predicate_launch<f16>(const elementwise::EwLaunch&, void*);
 template void predicate_launch<bf16>(const elementwise::EwLaunch&, void*);
 template void predicate_launch<float>(const elementwise::EwLaunch&, void*);
 template void predicate_launch<double>(const elementwise::EwLaunch&, void*);
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern

@@ -4,7 +4,9 @@
 #include "elementwise/functor_util.cuh"
 #include "elementwise/ops.h"
 
-namespace baracuda::kernels {
+namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 using elementwise::UnaryKind;
 using elementwise::PredicateKind;
@@ -233,4 +235,4 @@ struct UnaryBackwardFn {
   }
 };
 
-}  // namespace baracuda::kernels
+}  // namespace baracuda::elementwise::kern
