@@ -186,11 +186,12 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   } else if (splits == 0) {
     constexpr int64_t kMinTilesPerSplit = 16, kWavesPastOne = 4;
     const int64_t sms = current_device_sms() > 0 ? current_device_sms() : 132;
-    const int resident = paged_attention::resident_blocks_per_sm(dt, g.d);
-    const int64_t slots = sms * std::max(1, resident);
+    const int measured = paged_attention::resident_blocks_per_sm(dt, g.d);
+    const int resident = measured > 0 ? measured : 2;  // no device to ask (select without a GPU)
+    const int64_t slots = sms * resident;
     const int64_t blocks = std::max<int64_t>(1, g.batch * g.hkv * g.row_groups);
     if (blocks <= slots)
-      splits = std::max<int64_t>(1, sms * std::min(2, std::max(1, resident)) / blocks);
+      splits = std::max<int64_t>(1, sms * std::min(2, resident) / blocks);
     else
       splits = std::min((kWavesPastOne * slots + blocks - 1) / blocks, std::max<int64_t>(1, tiles / kMinTilesPerSplit));
   }
