@@ -559,11 +559,7 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
       ElementwiseDescriptor add{"add", {d.out, TensorSpec{{N}, d.bias_dtype, {}}}, d.out, {}};
       I->bias_add = std::make_unique<ElementwisePlan>(ElementwisePlan::select(add));
     }
-    int devices = 0, dev = 0;
-    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 && cudaGetDevice(&dev) == cudaSuccess)
-      cublas::prepare(op, dev);
-    else
-      cudaGetLastError();  // clear the "no device" status
+    if (const int dev = current_device(); dev >= 0) cublas::prepare(op, dev);
     I->workspace = I->workspace_limit;
     I->path = Path::Cublas;
     I->fill_sku(nullptr);
@@ -653,16 +649,12 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   }
 
   // The algorithm, now if a GPU is here (else at the first run).
-  int devices = 0;
   const Algo* algo = nullptr;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
-    int dev = 0;
-    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (const int dev = current_device(); dev >= 0) {
     std::lock_guard<std::mutex> g(I->mu);
     algo = &I->algo_for(dev, 16, I->workspace_limit);
     I->workspace = algo->workspace;
   } else {
-    cudaGetLastError();  // clear the "no device" status
     I->workspace = I->workspace_limit;
   }
   if (I->acc_bytes) I->workspace = ((I->workspace + 255) / 256) * 256 + I->acc_bytes;

@@ -185,7 +185,8 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     splits = 1;  // the rowwise kernel takes a whole request per block; cuDNN schedules its own
   } else if (splits == 0) {
     constexpr int64_t kMinTilesPerSplit = 16, kWavesPastOne = 4;
-    const int64_t sms = current_device_sms() > 0 ? current_device_sms() : 132;
+    const int device_sms = current_device_sms();
+    const int64_t sms = device_sms > 0 ? device_sms : 132;  // no device to ask: an H100 / H200
     const int measured = paged_attention::resident_blocks_per_sm(dt, g.d);
     const int resident = measured > 0 ? measured : 2;  // no device to ask (select without a GPU)
     const int64_t slots = sms * resident;

@@ -261,6 +261,14 @@ int current_device_cc() {
   return 10 * current_device_major() + device_attribute(cudaDevAttrComputeCapabilityMinor);
 }
 int current_device_sms() { return device_attribute(cudaDevAttrMultiProcessorCount); }
+int current_device() {
+  int devices = 0, dev = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 || cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();  // clear the "no device" status
+    return -1;
+  }
+  return dev;
+}
 
 bool is_fp8_cache_of(DType cache, DType src) {
   return (cache == DType::Float8E4M3 || cache == DType::Float8E5M2) &&

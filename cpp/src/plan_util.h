@@ -95,6 +95,9 @@ void check_workspace(const std::string& op, const void* workspace, int64_t works
 // device or driver; the failed query's error is cleared): what select() sizes grids by.
 int current_device_major();
 int current_device_sms();
+// The current device's ordinal, -1 when there is no device or driver (the error cleared): whether
+// select() can prepare per-device state now, or leaves it to the first run.
+int current_device();
 // major * 10 + minor (90 for an H100 / H200): arch-specific code (sm_90a) runs on that one only.
 int current_device_cc();
 

@@ -8,6 +8,7 @@
 // A first Hopper kernel: no TMA, no warp specialization, no overlap of softmax with the products.
 #include "attention/attention_launch.h"
 #include "baracuda/errors.h"
+#include "plan_util.h"
 
 #if defined(BARACUDA_HAVE_CUTLASS)
 #include <cute/arch/mma_sm90.hpp>
@@ -202,14 +203,7 @@ template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaS
 bool flash_sm90_forward_supported(DType dtype, int64_t d, int64_t dv) {
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return false;
   if (!((d == 64 && flash::head_dim_built(64)) || (d == 128 && flash::head_dim_built(128)))) return false;
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) !=
-                                                cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major == 9 && minor == 0;  // sm_90a code runs on sm_90 only
+  return current_device_cc() == 90;  // sm_90a code runs on sm_90 only
 }
 
 void flash_sm90_forward(const Geometry& g, const Pointers& p, void* stream) {
