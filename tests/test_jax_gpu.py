@@ -249,7 +249,8 @@ def test_low_precision_forwards_against_f64(dtype, tol):
     with _x64():
         xr, wr, Wr = (jnp.asarray(np.asarray(v, np.float64)) for v in (x, w, W))  # the rounded inputs
         refs = [ref_rms_norm(xr, wr), jax.nn.softmax(xr, -1), ref_linear(xr, Wr, None, "gelu")]
-    got = [bj.rms_norm(x, w), bj.softmax(x), bj.linear(x, W, activation="gelu")]
+    with jax.default_matmul_precision("highest"):  # float32 GEMMs in float32 (the default is tf32)
+        got = [bj.rms_norm(x, w), bj.softmax(x), bj.linear(x, W, activation="gelu")]
     for g, r in zip(got, refs):
         assert g.dtype == dtype
         np.testing.assert_allclose(np.asarray(g.astype(jnp.float32)), np.asarray(r), rtol=tol, atol=tol)

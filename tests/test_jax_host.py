@@ -38,8 +38,15 @@ def test_training_step_traces_to_custom_calls():
         h = bj.linear(bj.rms_norm(x, w), W, activation="silu")
         return bj.cross_entropy(bj.add(h, h), t)
 
+    # float32 under JAX's default precision: tf32, the linear as a GEMM and then our silu pass
+    assert len(_calls(jax.make_jaxpr(loss)(x, w, W, t))) == 5
+    with jax.default_matmul_precision("highest"):
+        _fused_training_step_traces(loss, x, w, W, t)
+
+
+def _fused_training_step_traces(loss, x, w, W, t):
     fwd = jax.make_jaxpr(loss)(x, w, W, t)
-    assert len(_calls(fwd)) == 4  # rms_norm, linear, add, cross_entropy
+    assert len(_calls(fwd)) == 4  # rms_norm, linear (silu fused), add, cross_entropy
     assert all(dict(e.params["attributes"])["plan"] >= 0 for e in _calls(fwd))
     count = baracuda._C.xla_plan_count()
     jax.make_jaxpr(loss)(x, w, W, t)
