@@ -140,8 +140,8 @@ void init_loss(nb::module_& m) {
           if (present(grad_input)) g = import_tensor(grad_input, "grad_input", true);
           std::string key = reduction;
           key.push_back('\0');
-          key.append(reinterpret_cast<const char*>(&ignore_index), sizeof ignore_index);
-          key.append(reinterpret_cast<const char*>(&label_smoothing), sizeof label_smoothing);
+          append_pod(key, ignore_index);
+          append_pod(key, label_smoothing);
           for (const Imported* i : {&x, &t, &o, &l, &w, &g}) {
             key.push_back(i->imported ? '+' : '-');
             if (i->imported) append_key(key, i->view);
@@ -168,13 +168,7 @@ void init_loss(nb::module_& m) {
           T.lse = l.view;
           if (w.imported) T.weight = w.view;
           if (g.imported) T.grad_input = g.view;
-          StreamHandle s = resolve_stream(stream, x);
-          const Workspace ws = allocate_workspace("cross_entropy", plan.workspace_bytes(), workspace_alloc, x.view.device, s);
-          {
-            nb::gil_scoped_release release;
-            plan.run(T, ws.data, ws.size, s);
-          }
-          finish_for_framework(x, s);
+          run_imported(plan, T, x, nb::none(), workspace_alloc, stream);
         },
         "input"_a, "target"_a, "out"_a, "lse"_a, "reduction"_a, "ignore_index"_a, "label_smoothing"_a,
         "weight"_a.none(), "grad_input"_a.none(), "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
@@ -203,8 +197,8 @@ void init_loss(nb::module_& m) {
           key.push_back('\0');
           key += reduction;
           key.push_back('\0');
-          for (double v : {param, p, eps}) key.append(reinterpret_cast<const char*>(&v), sizeof v);
-          key.append(reinterpret_cast<const char*>(&ignore_index), sizeof ignore_index);
+          for (double v : {param, p, eps}) append_pod(key, v);
+          append_pod(key, ignore_index);
           key.push_back(char(int(log_target) | int(log_input) << 1 | int(full) << 2 | int(swap) << 3));
           for (const std::string& n : wrt) key += n + '\0';
           auto add = [&](const Imported& i) {
@@ -249,13 +243,7 @@ void init_loss(nb::module_& m) {
           if (o.imported) T.out = o.view;
           if (g.imported) T.grad_input = g.view;
           for (const Imported& e : gs) T.grads.push_back(e.view);
-          StreamHandle s = resolve_stream(stream, x);
-          const Workspace ws = allocate_workspace(op, plan.workspace_bytes(), workspace_alloc, x.view.device, s);
-          {
-            nb::gil_scoped_release release;
-            plan.run(T, ws.data, ws.size, s);
-          }
-          finish_for_framework(x, s);
+          run_imported(plan, T, x, nb::none(), workspace_alloc, stream);
         },
         "op"_a, "input"_a, "target"_a, "weight"_a.none(), "extra"_a.none(), "out"_a.none(), "grad_loss"_a.none(),
         "grad_input"_a.none(), "grads"_a.none(), "wrt"_a, "reduction"_a, "ignore_index"_a, "param"_a, "log_target"_a,
