@@ -13,6 +13,21 @@ using namespace nb::literals;
 namespace baracuda::py {
 
 namespace {
+
+// What every functional loss entry's descriptor takes from its operands the same way.
+LossDescriptor base_descriptor(const std::string& op, const Imported& x, const Imported& t, const Imported& w,
+                               const std::string& reduction, int64_t ignore_index) {
+  LossDescriptor d;
+  d.op = op;
+  d.input = spec_of(x.view);
+  d.target = spec_of(t.view);
+  d.has_weight = w.imported;
+  if (w.imported) d.weight = spec_of(w.view);
+  d.reduction = reduction;
+  d.ignore_index = ignore_index;
+  return d;
+}
+
 }  // namespace
 
 void init_loss(nb::module_& m) {
@@ -147,14 +162,7 @@ void init_loss(nb::module_& m) {
             if (i->imported) append_key(key, i->view);
           }
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            LossDescriptor d;
-            d.op = "cross_entropy";
-            d.input = spec_of(x.view);
-            d.target = spec_of(t.view);
-            d.has_weight = w.imported;
-            if (w.imported) d.weight = spec_of(w.view);
-            d.reduction = reduction;
-            d.ignore_index = ignore_index;
+            LossDescriptor d = base_descriptor("cross_entropy", x, t, w, reduction, ignore_index);
             d.label_smoothing = label_smoothing;
             d.with_grad = g.imported;
             d.grad_input = g.imported ? spec_of(g.view) : d.input;
@@ -211,14 +219,7 @@ void init_loss(nb::module_& m) {
           key.push_back(char(gs.size()));
           for (const Imported& e : gs) add(e);
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            LossDescriptor d;
-            d.op = op;
-            d.input = spec_of(x.view);
-            d.target = spec_of(t.view);
-            d.has_weight = w.imported;
-            if (w.imported) d.weight = spec_of(w.view);
-            d.reduction = reduction;
-            d.ignore_index = ignore_index;
+            LossDescriptor d = base_descriptor(op, x, t, w, reduction, ignore_index);
             d.has_grad_loss = gl.imported;
             d.grad_input = g.imported ? spec_of(g.view) : d.input;
             for (const Imported& e : ex) d.extra.push_back(spec_of(e.view));
