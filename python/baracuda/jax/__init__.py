@@ -203,10 +203,10 @@ def _select_tf32(desc):
 def _gemm(a, b, a_spec, b_spec, out_shape, *, epilogue="none", bias=None, aux=False, bias_grad_dtype=None):
     """out = epilogue(a @ b + bias) for 2-D / same-batch a, b given with their specs (a transposed
     spec reads the array in place). Returns [out] (+ aux) (+ bias_grad). float32 runs in tf32 where
-    jnp.matmul would (_tf32), for a plain GEMM or a bias; fused epilogues (an activation, the bias
-    gradient) stay IEEE float32: under tf32 the callers compose a plain GEMM and our own pass."""
+    jnp.matmul would (_tf32), with a bias and a forward activation (the plan composes them after the
+    GEMM); the bias gradient epilogue stays IEEE float32 (under tf32 the backward sums it itself)."""
     out_dtype = a.dtype
-    tf32 = epilogue == "none" and bias_grad_dtype is None and _tf32(out_dtype)
+    tf32 = bias_grad_dtype is None and _tf32(out_dtype)
     desc = _C.GemmDescriptor(a_spec, b_spec, _spec(out_shape, out_dtype), epilogue=epilogue,
                              bias=None if bias is None else _bc_dtype(bias.dtype), aux=aux,
                              bias_grad=None if bias_grad_dtype is None else _bc_dtype(bias_grad_dtype))
@@ -298,12 +298,6 @@ def _linear_impl(x, weight, bias, activation):
     _check_linear(x, weight, bias, activation)
     x2 = x.reshape(-1, x.shape[-1])
     shape = (x2.shape[0], weight.shape[0])
-    if activation != "none" and _tf32(x.dtype):
-        # tf32 with an activation: the GEMM (+ bias) in tf32, then our activation pass; the
-        # pre-activation is the saved aux (cuBLASLt's fused activations stay on IEEE float32)
-        pre = _gemm(x2, weight, _spec_of(x2), _transposed_spec(weight), shape, bias=bias)[0]
-        y = _ew(activation, [pre], {}).reshape(*x.shape[:-1], weight.shape[0])
-        return y, (pre if activation in _NEEDS_AUX else (y if activation == "relu" else None))
     got = _gemm(x2, weight, _spec_of(x2), _transposed_spec(weight), shape, epilogue=activation, bias=bias,
                 aux=activation in _NEEDS_AUX)
     y = got[0].reshape(*x.shape[:-1], weight.shape[0])
