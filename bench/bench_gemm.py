@@ -180,6 +180,8 @@ def cases():
         Case("dense/tf32/8192", "dense", dense_case(8192, F32, tf32=True)),
         Case("linear/tf32+bias/8192x8192->8192", "dense", linear_case(8192, 8192, 8192, F32, bias=True, tf32=True),
              "ours: cuBLAS, then our bias pass"),
+        Case("linear/tf32+bias+gelu_tanh/8192x8192->8192", "dense",
+             linear_case(8192, 8192, 8192, F32, act="gelu_tanh", tf32=True), "ours: cuBLAS, then our two passes"),
         Case("dense/fp8/8192", "dense", fp8_case(8192, 8192, 8192), "torch._scaled_mm, bf16 out"),
     ]
     for t in (128, 1024, 4096, 16384):

@@ -218,6 +218,31 @@ def test_tf32_cublas_with_a_bias():
     check(y, x, w.t(), bias=bias, tf32=True)
 
 
+
+@pytest.mark.parametrize("act", ["relu", "gelu", "gelu_tanh", "silu"])
+def test_tf32_cublas_with_an_activation(act):
+    """tf32 with a bias and an activation: cuBLAS's GEMM writes the pre-activation (into aux when
+    given), our passes add the bias and apply the activation; out and aux against the f64 reference."""
+    F = torch.nn.functional
+    refs = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "silu": F.silu}
+    g = gen(f"tf32-act/{act}")
+    m, n, k = 70, 48, 160
+    a, b = rand((m, k), torch.float32, g), layout(rand((k, n), torch.float32, g), "c")
+    bias = rand((n,), torch.float32, g)
+    with_aux = act != "relu"
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.float32, tuple(t.stride()))  # noqa: E731
+    out = poison((m, n), torch.float32)
+    aux = poison((m, n), torch.float32) if with_aux else None
+    d = bc.GemmDescriptor(spec(a), spec(b), spec(out), epilogue=act, bias=bc.float32, aux=with_aux)
+    plan = bc.GemmPlan.select(d, bc.PlanPreference(allow_tf32=True))
+    assert plan.sku.name == f"gemm.cublas.tf32+ew.bias+ew.{act}", plan.sku.name
+    ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    plan.run(out, a, b, bias=bias, aux=aux, workspace=ws)
+    check(out, a, b, bias=bias, act=refs[act], tf32=True, extra=8.0)
+    if with_aux:
+        check(aux, a, b, bias=bias, tf32=True)
+
+
 # ---- batches ------------------------------------------------------------------------------------------
 
 def test_strided_batch_and_broadcast():

@@ -108,10 +108,10 @@ def test_backend_info_says_where_cublaslt_is():
 
 
 def test_tf32_routes_to_cublas_where_lt_has_no_hopper_kernel():
-    """tf32 with nothing fused but a bias: cuBLAS unless both operands are K-major in cuBLASLt's
-    formulation (a and b column-major for a row-major out), where cuBLASLt's heuristic reaches Hopper's
-    tf32 kernels; an activation, prefer=[cublaslt] or forbidding cuBLAS keep it on cuBLASLt; IEEE f32
-    stays on cuBLASLt."""
+    """tf32 (a bias and a forward activation as passes of ours): cuBLAS unless both operands are
+    K-major in cuBLASLt's formulation (a and b column-major for a row-major out), where cuBLASLt's
+    heuristic reaches Hopper's tf32 kernels; aux with beta != 0, prefer=[cublaslt] or forbidding cuBLAS
+    keep it on cuBLASLt; IEEE f32 stays on cuBLASLt."""
     info = bc.gemm_backend_info()
     if not (info["cublaslt_available"] and info["cublas_available"]):
         pytest.skip("no cuBLAS / cuBLASLt libraries on this machine")
@@ -130,7 +130,9 @@ def test_tf32_routes_to_cublas_where_lt_has_no_hopper_kernel():
     with_bias = plan(bias=f32)  # cuBLAS, then our bias pass
     assert with_bias.sku.backend == bc.Backend.cublas and with_bias.sku.name == "gemm.cublas.tf32+ew.bias"
     assert "bias" in with_bias.sku.precision.math and with_bias.sku.op == "bias"
-    assert plan(bias=f32, epilogue="relu").sku.backend == bc.Backend.cublaslt  # a fused activation
+    act = plan(bias=f32, epilogue="gelu_tanh", aux=True)  # cuBLAS into aux, our bias and activation passes
+    assert act.sku.backend == bc.Backend.cublas and act.sku.name == "gemm.cublas.tf32+ew.bias+ew.gelu_tanh"
+    assert plan(bias=f32, epilogue="gelu_tanh", aux=True, beta=1.0).sku.backend == bc.Backend.cublaslt
     assert plan(pref=bc.PlanPreference(allow_tf32=True, prefer=[bc.Backend.cublaslt])).sku.backend == \
         bc.Backend.cublaslt
     assert plan(pref=bc.PlanPreference(allow_tf32=True, forbid=[bc.Backend.cublas])).sku.backend == \

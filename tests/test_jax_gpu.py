@@ -249,14 +249,21 @@ def test_low_precision_forwards_against_f64(dtype, tol):
     with _x64():
         xr, wr, Wr = (jnp.asarray(np.asarray(v, np.float64)) for v in (x, w, W))  # the rounded inputs
         refs = [ref_rms_norm(xr, wr), jax.nn.softmax(xr, -1), ref_linear(xr, Wr, None, "gelu")]
-    got = [bj.rms_norm(x, w), bj.softmax(x), bj.linear(x, W, activation="gelu")]
+    with jax.default_matmul_precision("highest"):  # float32 GEMMs in float32 (the default is tf32)
+        got = [bj.rms_norm(x, w), bj.softmax(x), bj.linear(x, W, activation="gelu")]
     for g, r in zip(got, refs):
         assert g.dtype == dtype
         np.testing.assert_allclose(np.asarray(g.astype(jnp.float32)), np.asarray(r), rtol=tol, atol=tol)
 
 
 def test_jit_training_step_matches_plain_jax():
-    """An MLP + RMSNorm + softmax cross-entropy SGD step under jax.jit, ours vs plain JAX."""
+    """An MLP + RMSNorm + softmax cross-entropy SGD step under jax.jit, ours vs plain JAX, both in full
+    float32 (jax_default_matmul_precision "highest": our GEMMs follow it as jnp.matmul does)."""
+    with jax.default_matmul_precision("highest"):
+        _training_step_matches_plain_jax()
+
+
+def _training_step_matches_plain_jax():
     k = jax.random.split(jax.random.PRNGKey(0), 6)
     d, h, v, n = 128, 256, 1000, 64
     params = {"norm": 1.0 + 0.1 * jax.random.normal(k[0], (d,)),
@@ -292,6 +299,37 @@ def test_jit_training_step_matches_plain_jax():
     for name in params:
         np.testing.assert_allclose(np.asarray(p_ours[name]), np.asarray(p_ref[name]), rtol=1e-4, atol=1e-5,
                                    err_msg=name)
+
+
+def test_f32_gemms_follow_jax_default_matmul_precision():
+    """bj.matmul / bj.linear (with a bias), forward and gradients, in float32: tf32 under JAX's default
+    precision (as jnp.matmul on GPU: within tf32's rounding, and measurably off float32), full float32
+    under jax_default_matmul_precision "highest" (a trace-time setting: each traces its own plans)."""
+    k = jax.random.split(jax.random.PRNGKey(36), 4)
+    x = jax.random.normal(k[0], (64, 512))
+    w = jax.random.normal(k[1], (96, 512))
+    b = jax.random.normal(k[2], (96,))
+    gy = jax.random.normal(k[3], (64, 96))
+    x64, w64, b64, gy64 = (np.asarray(v, np.float64) for v in (x, w, b, gy))
+    # (f64 reference, |.| scale of each sum): linear's y, grad_x, grad_w, grad_b, and matmul's output
+    want = [(x64 @ w64.T + b64, np.abs(x64) @ np.abs(w64).T + np.abs(b64)), (gy64 @ w64, np.abs(gy64) @ np.abs(w64)),
+            (gy64.T @ x64, np.abs(gy64).T @ np.abs(x64)), (gy64.sum(0), np.abs(gy64).sum(0)),
+            (x64 @ w64.T, np.abs(x64) @ np.abs(w64).T)]
+
+    def run():
+        y, vjp = jax.vjp(lambda x, w, b: bj.linear(x, w, b), x, w, b)
+        gx, gw, gb = vjp(gy)
+        m = jax.jit(bj.matmul)(x, w.T)
+        return [float(np.max(np.abs(np.asarray(got, np.float64) - ref) / scale))
+                for got, (ref, scale) in zip((y, gx, gw, gb, m), want)]
+
+    fast = run()
+    with jax.default_matmul_precision("highest"):
+        full = run()
+    assert max(full) < 1.2e-5, full                 # float32 accumulation only
+    assert max(fast) < 4.5e-3, fast                 # inputs rounded to a 10-bit mantissa ...
+    for i in (0, 1, 2, 4):                          # ... which shows on every GEMM (grad_b is a plain sum)
+        assert fast[i] > 10 * full[i], (i, fast, full)
 
 
 def test_vmap_runs_sequentially():
@@ -339,7 +377,13 @@ def test_functional_api_on_jax_arrays_runs_through_xla():
 
 def test_functional_families_on_jax_arrays_jit_and_grad():
     """bc.rms_norm / linear / softmax / cross_entropy on JAX arrays under jax.jit and jax.grad, as
-    baracuda.jax; a call using what baracuda.jax does not cover (save_stats) takes the general path."""
+    baracuda.jax; a call using what baracuda.jax does not cover (save_stats) takes the general path.
+    Full float32 GEMMs (jax_default_matmul_precision "highest"), as the reference."""
+    with jax.default_matmul_precision("highest"):
+        _functional_families_on_jax_arrays()
+
+
+def _functional_families_on_jax_arrays():
     k = jax.random.split(jax.random.PRNGKey(1), 4)
     x, w = jax.random.normal(k[0], (8, 64)), 1.0 + 0.1 * jax.random.normal(k[1], (64,))
     W = jax.random.normal(k[2], (32, 64)) / 8

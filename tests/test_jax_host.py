@@ -38,8 +38,15 @@ def test_training_step_traces_to_custom_calls():
         h = bj.linear(bj.rms_norm(x, w), W, activation="silu")
         return bj.cross_entropy(bj.add(h, h), t)
 
+    # float32 under JAX's default precision: tf32 (the GEMM plan composes the silu), one call as well
+    assert len(_calls(jax.make_jaxpr(loss)(x, w, W, t))) == 4
+    with jax.default_matmul_precision("highest"):
+        _fused_training_step_traces(loss, x, w, W, t)
+
+
+def _fused_training_step_traces(loss, x, w, W, t):
     fwd = jax.make_jaxpr(loss)(x, w, W, t)
-    assert len(_calls(fwd)) == 4  # rms_norm, linear, add, cross_entropy
+    assert len(_calls(fwd)) == 4  # rms_norm, linear (silu fused), add, cross_entropy
     assert all(dict(e.params["attributes"])["plan"] >= 0 for e in _calls(fwd))
     count = baracuda._C.xla_plan_count()
     jax.make_jaxpr(loss)(x, w, W, t)
@@ -49,6 +56,32 @@ def test_training_step_traces_to_custom_calls():
     assert len(_calls(grad)) == 4 + 1 + 2 + 3 + 1
     out = jax.eval_shape(jax.grad(loss, argnums=(0, 1, 2)), x, w, W, t)
     assert [o.shape for o in out] == [(4, 8), (8,), (16, 8)]
+
+
+def test_f32_gemm_precision_follows_jax_default_matmul_precision():
+    """float32 GEMMs run in tf32 where jnp.matmul would (JAX's default on GPU), in full float32 under the
+    precisions that ask for it; read at trace time."""
+    assert bj._tf32(jnp.float32) and not bj._tf32(jnp.bfloat16) and not bj._tf32(jnp.float64)
+    for p, want in (("highest", False), ("float32", False), ("F32_F32_F32", False), ("BF16_BF16_F32_X3", False),
+                    ("TF32_TF32_F32_X3", False), ("tensorfloat32", True), ("default", True), ("high", True),
+                    ("bfloat16", True), ("TF32_TF32_F32", True)):
+        with jax.default_matmul_precision(p):
+            assert bj._tf32(jnp.float32) == want, p
+
+
+@needs_handler
+def test_f32_gemm_plans_differ_by_precision():
+    x = jax.ShapeDtypeStruct((64, 32), jnp.float32)
+    W = jax.ShapeDtypeStruct((16, 32), jnp.float32)
+
+    def plan_of():
+        (call,) = _calls(jax.make_jaxpr(lambda x, W: bj.linear(x, W))(x, W))
+        return dict(call.params["attributes"])["plan"]
+
+    fast = plan_of()
+    with jax.default_matmul_precision("highest"):
+        full = plan_of()
+    assert fast != full and plan_of() == fast
 
 
 @needs_handler

@@ -1456,3 +1456,34 @@ def test_ctc_deterministic_and_plan_api():
         plan.run(lp, tg, il, tl, la.clone(), None, out=torch.empty((), device=DEV))
     with pytest.raises(errors.InvalidArgument, match="log_probs"):
         plan.run(lp.cpu(), tg, il, tl, la.clone(), ws, out=torch.empty((), device=DEV))
+
+
+def test_functional_losses_share_the_core_cache():
+    """nll, pointwise and row losses, forward and backward, select through the core's loss cache
+    (loss_call): a repeated call adds no plan, a new op or parameter adds one; the results match torch."""
+    import torch.nn.functional as F
+    g = torch.Generator(device=DEV).manual_seed(36)
+    x = torch.randn(8, 5, device=DEV, generator=g)
+    y = torch.randn(8, 5, device=DEV, generator=g)
+    t = torch.randint(0, 5, (8,), device=DEV, generator=g)
+    size = bc._C.loss_cache_size
+    bc.mse_loss(x, y)
+    n = size()
+
+    def grew(k):  # the cache is LRU with 4096 entries: a long session may have filled it
+        assert size() == min(n + k, 4096), (size(), n, k)
+
+    torch.testing.assert_close(bc.mse_loss(x, y), F.mse_loss(x, y))
+    grew(0)
+    torch.testing.assert_close(bc.huber_loss(x, y, delta=0.5), F.huber_loss(x, y, delta=0.5))
+    torch.testing.assert_close(bc.huber_loss(x, y, delta=0.25), F.huber_loss(x, y, delta=0.25))
+    grew(2)  # the parameter is part of the key
+    gi = bc.mse_loss_backward(torch.ones((), device=DEV), x, y)
+    torch.testing.assert_close(gi, 2 * (x - y) / x.numel())
+    lp = torch.log_softmax(x, 1)
+    torch.testing.assert_close(bc.nll_loss(lp, t), F.nll_loss(lp, t))
+    torch.testing.assert_close(bc.multi_margin_loss(x, t), F.multi_margin_loss(x, t))
+    grew(5)
+    bc.nll_loss(lp, t)
+    bc.multi_margin_loss(x, t)
+    grew(5)

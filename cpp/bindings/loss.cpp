@@ -1,5 +1,5 @@
-// Bindings of the loss family: descriptor, plan, and the functional entry of cross_entropy (the
-// other losses' functional API still caches its plans in Python).
+// Bindings of the loss family: descriptor, plan, and the functional entries (cross_entropy's, and
+// loss_call for the others), whose plans share the core's loss cache.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -13,6 +13,21 @@ using namespace nb::literals;
 namespace baracuda::py {
 
 namespace {
+
+// What every functional loss entry's descriptor takes from its operands the same way.
+LossDescriptor base_descriptor(const std::string& op, const Imported& x, const Imported& t, const Imported& w,
+                               const std::string& reduction, int64_t ignore_index) {
+  LossDescriptor d;
+  d.op = op;
+  d.input = spec_of(x.view);
+  d.target = spec_of(t.view);
+  d.has_weight = w.imported;
+  if (w.imported) d.weight = spec_of(w.view);
+  d.reduction = reduction;
+  d.ignore_index = ignore_index;
+  return d;
+}
+
 }  // namespace
 
 void init_loss(nb::module_& m) {
@@ -140,21 +155,14 @@ void init_loss(nb::module_& m) {
           if (present(grad_input)) g = import_tensor(grad_input, "grad_input", true);
           std::string key = reduction;
           key.push_back('\0');
-          key.append(reinterpret_cast<const char*>(&ignore_index), sizeof ignore_index);
-          key.append(reinterpret_cast<const char*>(&label_smoothing), sizeof label_smoothing);
+          append_pod(key, ignore_index);
+          append_pod(key, label_smoothing);
           for (const Imported* i : {&x, &t, &o, &l, &w, &g}) {
             key.push_back(i->imported ? '+' : '-');
             if (i->imported) append_key(key, i->view);
           }
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            LossDescriptor d;
-            d.op = "cross_entropy";
-            d.input = spec_of(x.view);
-            d.target = spec_of(t.view);
-            d.has_weight = w.imported;
-            if (w.imported) d.weight = spec_of(w.view);
-            d.reduction = reduction;
-            d.ignore_index = ignore_index;
+            LossDescriptor d = base_descriptor("cross_entropy", x, t, w, reduction, ignore_index);
             d.label_smoothing = label_smoothing;
             d.with_grad = g.imported;
             d.grad_input = g.imported ? spec_of(g.view) : d.input;
@@ -168,18 +176,82 @@ void init_loss(nb::module_& m) {
           T.lse = l.view;
           if (w.imported) T.weight = w.view;
           if (g.imported) T.grad_input = g.view;
-          StreamHandle s = resolve_stream(stream, x);
-          const Workspace ws = allocate_workspace("cross_entropy", plan.workspace_bytes(), workspace_alloc, x.view.device, s);
-          {
-            nb::gil_scoped_release release;
-            plan.run(T, ws.data, ws.size, s);
-          }
-          finish_for_framework(x, s);
+          run_imported(plan, T, x, nb::none(), workspace_alloc, stream);
         },
         "input"_a, "target"_a, "out"_a, "lse"_a, "reduction"_a, "ignore_index"_a, "label_smoothing"_a,
         "weight"_a.none(), "grad_input"_a.none(), "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
         "Functional entry of cross_entropy (with_grad when grad_input is given): select (cached on the parameters "
         "and operand metadata) and run.");
+  m.def("loss_call",
+        [](const std::string& op, nb::handle input, nb::handle target, nb::handle weight, nb::handle extra,
+           nb::handle out, nb::handle grad_loss, nb::handle grad_input, nb::handle grads,
+           const std::vector<std::string>& wrt, const std::string& reduction, int64_t ignore_index, double param,
+           bool log_target, bool log_input, bool full, double p, double eps, bool swap, nb::handle stream,
+           nb::handle workspace_alloc) {
+          // Inputs first: a CPU input is named, not an output allocated from it.
+          Imported x = import_tensor(input, "input", false), t = import_tensor(target, "target", false), w, gl, o, g;
+          if (present(weight)) w = import_tensor(weight, "weight", false);
+          if (present(grad_loss)) gl = import_tensor(grad_loss, "grad_loss", false);
+          std::vector<Imported> ex, gs;
+          if (present(extra))
+            for (nb::handle e : extra) ex.push_back(import_tensor(e, "extra", false));
+          if (present(out)) o = import_tensor(out, "out", true);
+          if (present(grad_input)) g = import_tensor(grad_input, "grad_input", true);
+          if (present(grads))
+            for (nb::handle e : grads) gs.push_back(import_tensor(e, "grads", true));
+          // The key: the op (never a reduction's name: cross_entropy_call's keys start with one), the
+          // parameters, and each operand's presence and metadata.
+          std::string key = op;
+          key.push_back('\0');
+          key += reduction;
+          key.push_back('\0');
+          for (double v : {param, p, eps}) append_pod(key, v);
+          append_pod(key, ignore_index);
+          key.push_back(char(int(log_target) | int(log_input) << 1 | int(full) << 2 | int(swap) << 3));
+          for (const std::string& n : wrt) key += n + '\0';
+          auto add = [&](const Imported& i) {
+            key.push_back(i.imported ? '+' : '-');
+            if (i.imported) append_key(key, i.view);
+          };
+          for (const Imported* i : {&x, &t, &w, &gl, &o, &g}) add(*i);
+          key.push_back(char(ex.size()));
+          for (const Imported& e : ex) add(e);
+          key.push_back(char(gs.size()));
+          for (const Imported& e : gs) add(e);
+          const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
+            LossDescriptor d = base_descriptor(op, x, t, w, reduction, ignore_index);
+            d.has_grad_loss = gl.imported;
+            d.grad_input = g.imported ? spec_of(g.view) : d.input;
+            for (const Imported& e : ex) d.extra.push_back(spec_of(e.view));
+            d.param = param;
+            d.log_target = log_target;
+            d.log_input = log_input;
+            d.full = full;
+            d.grad_loss = gl.imported ? spec_of(gl.view) : TensorSpec{{}, d.input.dtype, {}};
+            d.p = p;
+            d.eps = eps;
+            d.swap = swap;
+            d.wrt = wrt;
+            for (const Imported& e : gs) d.grads.push_back(spec_of(e.view));
+            return LossPlan::select(d);
+          });
+          LossTensors T;
+          T.input = x.view;
+          T.target = t.view;
+          if (w.imported) T.weight = w.view;
+          if (gl.imported) T.grad_loss = gl.view;
+          for (const Imported& e : ex) T.extra.push_back(e.view);
+          if (o.imported) T.out = o.view;
+          if (g.imported) T.grad_input = g.view;
+          for (const Imported& e : gs) T.grads.push_back(e.view);
+          run_imported(plan, T, x, nb::none(), workspace_alloc, stream);
+        },
+        "op"_a, "input"_a, "target"_a, "weight"_a.none(), "extra"_a.none(), "out"_a.none(), "grad_loss"_a.none(),
+        "grad_input"_a.none(), "grads"_a.none(), "wrt"_a, "reduction"_a, "ignore_index"_a, "param"_a, "log_target"_a,
+        "log_input"_a, "full"_a, "p"_a, "eps"_a, "swap"_a, "stream"_a = nb::none(), "workspace_alloc"_a = nb::none(),
+        "Functional entry of every loss but cross_entropy (nll, pointwise, row losses; forward writes out, backward "
+        "grad_input or grads in wrt order): select (cached with the other losses' plans on the op, the "
+        "parameters and the operand metadata) and run.");
   m.def("loss_cache_size", [] { return plan_cache<LossPlan>().size(); }, "Plans in the functional loss cache.");
 
   static const NamedOperand<LossTensors> kOperands[] = {

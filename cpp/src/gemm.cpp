@@ -310,8 +310,10 @@ void GemmPlan::Impl::fill_sku(const Algo* algo) {
       k.precision.bit_stable = true;
       break;
     case Path::Cublas:
-      k.name = std::string("gemm.cublas.tf32") + (bias_add ? "+ew.bias" : "");
+      k.name = std::string("gemm.cublas.tf32") + (bias_add ? "+ew.bias" : "") +
+               (activation ? "+ew." + std::string(epilogue_name(desc.epilogue)) : "");
       k.precision.math += bias_add ? "; bias added in a pass of ours" : "";
+      k.precision.math += activation ? "; activation in a pass of ours" : "";
       k.backend = Backend::Cublas;
       k.precision.bit_stable = false;  // cuBLAS picks its kernel per call
       break;
@@ -535,29 +537,39 @@ GemmPlan GemmPlan::select(const GemmDescriptor& d, const PlanPreference& pref) {
   }
   if (pref.workspace_limit >= 0) I->workspace_limit = pref.workspace_limit;
 
-  // tf32 with nothing fused but a bias goes to cuBLAS, not cuBLASLt: Lt's heuristic offers Hopper's
-  // tf32 kernels only when both of its operands are transposed (K-major), cuBLAS's own selection in
-  // every layout (docs/benchmarks.md, GEMM); a bias is then a pass of ours (out += bias, in place).
-  // prefer=[cublaslt] keeps it on cuBLASLt (its candidates, tuning "algo").
+  // tf32 goes to cuBLAS, not cuBLASLt: Lt's heuristic offers Hopper's tf32 kernels only when both of
+  // its operands are transposed (K-major), cuBLAS's own selection in every layout (docs/benchmarks.md,
+  // GEMM). A bias and an activation are then passes of ours: the GEMM writes the pre-activation (to
+  // aux when given, else to out), the bias is added in place, the activation writes out. Not for the
+  // backward epilogues, nor aux with beta != 0 (cuBLAS's C would be aux). prefer=[cublaslt] keeps it
+  // on cuBLASLt (its candidates, tuning "algo").
   const bool lt_first = pref.prefer.size() && pref.prefer[0] == Backend::CublasLt;
-  const bool bias_only = d.bias && e == GemmEpilogue::None && !d.aux && !d.bias_grad;
-  if (ta == DType::Float32 && pref.allow_tf32 && (!fancy || bias_only) && !d.amax && !(A.trans && B.trans) &&
-      !lt_first && pref.allows(Backend::Cublas) && cublas::api()) {
+  const bool forward_epilogue = e == GemmEpilogue::None || e == GemmEpilogue::Relu || e == GemmEpilogue::Gelu ||
+                                e == GemmEpilogue::GeluTanh || e == GemmEpilogue::Silu;
+  const bool composable = forward_epilogue && !d.bias_grad && !(d.aux && d.beta != 0);
+  if (ta == DType::Float32 && pref.allow_tf32 && composable && !d.amax && !(A.trans && B.trans) && !lt_first &&
+      pref.allows(Backend::Cublas) && cublas::api()) {
     cublas::StridedGemm& c = I->cublas_gemm;
     c.opa = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     c.opb = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     c.m = I->out_row_major ? N : M;
     c.n = I->out_row_major ? M : N;
     c.k = K;
-    c.lda = A.ld, c.ldb = B.ld, c.ldc = I->ld_out;
+    // The pre-activation's home: aux (out's shape, contiguous) when given, else out itself.
+    const TensorSpec pre = d.aux ? TensorSpec{d.out.shape, to, {}} : d.out;
+    c.lda = A.ld, c.ldb = B.ld, c.ldc = d.aux ? N : I->ld_out;
     c.stride_a = I->out_row_major ? I->batch.stride_b : I->batch.stride_a;
     c.stride_b = I->out_row_major ? I->batch.stride_a : I->batch.stride_b;
-    c.stride_c = I->batch.stride_out;
+    c.stride_c = d.aux ? M * N : I->batch.stride_out;
     c.batch = I->batch.count;
     c.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
     if (d.bias) {
-      ElementwiseDescriptor add{"add", {d.out, TensorSpec{{N}, d.bias_dtype, {}}}, d.out, {}};
+      ElementwiseDescriptor add{"add", {pre, TensorSpec{{N}, d.bias_dtype, {}}}, pre, {}};
       I->bias_add = std::make_unique<ElementwisePlan>(ElementwisePlan::select(add));
+    }
+    if (e != GemmEpilogue::None) {
+      ElementwiseDescriptor act{epilogue_name(e), {pre}, d.out, {}};
+      I->activation = std::make_unique<ElementwisePlan>(ElementwisePlan::select(act));
     }
     if (const int dev = current_device(); dev >= 0) cublas::prepare(op, dev);
     I->workspace = I->workspace_limit;
@@ -671,7 +683,7 @@ FamilyInfo gemm_family_info() {
   const std::vector<DType> half = {DType::Float16, DType::BFloat16, DType::Float32};
   const std::vector<std::string> lay = {"row/col-major a, b, out", "leading dims", "strided batch (stride 0 broadcasts)"};
   FamilyInfo f{"gemm", "GemmPlan",
-               "dense and strided-batched GEMM (cuBLASLt; tf32 with at most a bias on cuBLAS), fused epilogues, fp8 "
+               "dense and strided-batched GEMM (cuBLASLt; tf32 on cuBLAS), fused epilogues, fp8 "
                "and int8, a decode-regime kernel for M <= 16; linear backward through the same plans",
                {}};
   f.ops.push_back({"gemm", "dense", fl, lay, Backend::CublasLt, true});

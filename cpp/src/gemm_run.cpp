@@ -103,13 +103,15 @@ void GemmPlan::run(const GemmTensors& t, void* workspace, int64_t workspace_size
 
   if (I.path == Path::Cublas) {
     const size_t ws_size = workspace ? size_t(workspace_size) : 0;
+    const TensorView& pre = d.aux ? t.aux : t.out;  // where the GEMM writes (select's choice)
     cublas::gemm_f32(op, dev, stream, workspace, ws_size, I.cublas_gemm, float(d.alpha),
                      I.out_row_major ? t.b.data : t.a.data, I.out_row_major ? t.a.data : t.b.data, float(d.beta),
-                     t.out.data);
+                     pre.data);
     if (I.bias_add) {  // the bias as [N] (a 0-d bias of N = 1 passed the check above)
-      const TensorView in[2] = {t.out, make_view(t.bias.data, t.bias.dtype, {I.N}, {1}, t.bias.device)};
-      I.bias_add->run(t.out, in, 2, nullptr, 0, stream);
+      const TensorView in[2] = {pre, make_view(t.bias.data, t.bias.dtype, {I.N}, {1}, t.bias.device)};
+      I.bias_add->run(pre, in, 2, nullptr, 0, stream);
     }
+    if (I.activation) I.activation->run(t.out, &pre, 1, nullptr, 0, stream);
     return;
   }
 

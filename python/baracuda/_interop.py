@@ -189,7 +189,7 @@ def workspace_allocator(like):
 
 
 class PlanCache:
-    """The Python-side plan cache of the families without a C++ entry yet (the loss sub-families,
+    """The Python-side plan cache of the paths without a C++ entry (the losses' opt-in target checks,
     grouped GEMM): bounded, least recently used first out. Thread-safe enough under the GIL: a
     race selects the same plan twice, never a wrong one."""
 

@@ -3,8 +3,10 @@ backward from the saved logsumexp), nll_loss, and torch.nn.functional's pointwis
 argument names and defaults; the deprecated size_average / reduce are not taken), each with a
 ``*_backward`` that returns the gradient w.r.t. the first input.
 
-Plans are cached here on the operands' metadata and the parameters; outputs and the workspace
-are allocated in the logits' framework; launches go to its current stream unless ``stream=``.
+Plans are cached in the core (its loss cache, keyed on the op, the parameters and the operands'
+metadata: ``_C.cross_entropy_call`` / ``_C.loss_call``); the opt-in target checks and the upstream-
+gradient form of cross_entropy select through the Python cache below. Outputs and the workspace are
+allocated in the logits' framework; launches go to its current stream unless ``stream=``.
 """
 from typing import Any, Optional
 
@@ -175,6 +177,15 @@ def _gen_plan(op, input, target, weight, extra, reduction, param, log_target, lo
     return _CACHE.get(key, make)
 
 
+def _call(op, input, target, *, weight=None, extra=(), out=None, grad_loss=None, grad_input=None, grads=None,
+          wrt=(), reduction="mean", ignore_index=-100, param=0.0, log_target=False, log_input=True, full=False,
+          p=2.0, eps=1e-6, swap=False, stream=None):
+    """Select (the core's cache) and run a loss other than cross_entropy."""
+    _C.loss_call(op, input, target, weight, list(extra), out, grad_loss, grad_input, grads, list(wrt), reduction,
+                 int(ignore_index), float(param), bool(log_target), bool(log_input), bool(full), float(p), float(eps),
+                 bool(swap), stream, _interop.workspace_allocator(input))
+
+
 def _as_operand(op, name, v, like):
     if v is None or _interop.is_array(v):
         return v
@@ -190,17 +201,19 @@ def _pointwise(op, input, target, *, weight=None, extra=(), reduction="mean", pa
     target = _as_operand(op, "target", target, input)
     extra = [e for e in extra if e is not None]
     d = _interop.dtype_of(input)
-    plan = _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, -100, None, None)
+    shape = ()
     if reduction == "none":
         shapes = [tuple(input.shape), tuple(target.shape)] + list(out_shape_extra)
         if weight is not None:
             shapes.append(tuple(weight.shape))
-        shape = _bshape(op, shapes)
-    else:
-        shape = ()
+        try:
+            shape = _bshape(op, shapes)
+        except InvalidArgument:  # the plan's refusal names the operand: raise that one where it has one
+            _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, -100, None, None)
+            raise
     out, finish = _interop.output(input, shape, d)
-    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
-    plan.run(input, target, None, ws, out=out, weight=weight, stream=stream, extra=extra)
+    _call(op, input, target, weight=weight, extra=extra, out=out, reduction=reduction, param=param,
+          log_target=log_target, log_input=log_input, full=full, stream=stream)
     return finish(out)
 
 
@@ -218,19 +231,12 @@ def _pointwise_backward(op, grad_output, input, target, *, weight=None, extra=()
     operands = {"input": input, "target": target}
     operands.update(names or {})
     bufs, fins = _grad_buffers(op, wrt_names, single, out, operands)
-    ws_like = input
+    kw = dict(weight=weight, extra=extra, grad_loss=grad_output, reduction=reduction, param=param,
+              log_target=log_target, log_input=log_input, full=full, stream=stream)
     if wrt_names == ("input",):  # the original descriptor: grad_input
-        plan = _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, -100,
-                         grad_output, bufs[0])
-        nb = plan.workspace_bytes()
-        plan.run(input, target, None, _interop.workspace_allocator(ws_like)(nb) if nb else None, weight=weight,
-                 grad_input=bufs[0], grad_loss=grad_output, stream=stream, extra=extra)
+        _call(op, input, target, grad_input=bufs[0], **kw)
     else:
-        plan = _gen_plan(op, input, target, weight, extra, reduction, param, log_target, log_input, full, -100,
-                         grad_output, None, wrt_names, bufs)
-        nb = plan.workspace_bytes()
-        plan.run(input, target, None, _interop.workspace_allocator(ws_like)(nb) if nb else None, weight=weight,
-                 grad_loss=grad_output, stream=stream, extra=extra, grads=bufs)
+        _call(op, input, target, grads=bufs, wrt=wrt_names, **kw)
     return _finish_grads(bufs, fins, single)
 
 
@@ -402,13 +408,12 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean",
     and a host sync)."""
     _check("nll_loss", input)
     d = _interop.dtype_of(input)
-    plan = _gen_plan("nll_loss", input, target, weight, [], reduction, 0.0, False, True, False, ignore_index, None,
-                     None)
-    if check_targets:
+    if check_targets:  # the plan validates the operands before the targets are read
+        _gen_plan("nll_loss", input, target, weight, [], reduction, 0.0, False, True, False, ignore_index, None, None)
         _check_class_targets("nll_loss", target, int(input.shape[-1]), ignore_index, stream)
     out, finish = _interop.output(input, (int(input.shape[0]),) if reduction == "none" else (), d)
-    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
-    plan.run(input, target, None, ws, out=out, weight=weight, stream=stream)
+    _call("nll_loss", input, target, weight=weight, out=out, reduction=reduction, ignore_index=ignore_index,
+          stream=stream)
     return finish(out)
 
 
@@ -422,12 +427,12 @@ def nll_loss_backward(grad_output, input, target, weight=None, *, ignore_index=-
     finish = None
     if out is None:
         out, finish = _interop.output(input, tuple(input.shape), d)
-    plan = _gen_plan("nll_loss_backward", input, target, weight, [], reduction, 0.0, False, True, False, ignore_index,
-                     grad_output, out)
-    if check_targets:
+    if check_targets:  # the plan validates the operands before the targets are read
+        _gen_plan("nll_loss_backward", input, target, weight, [], reduction, 0.0, False, True, False, ignore_index,
+                  grad_output, out)
         _check_class_targets("nll_loss_backward", target, int(input.shape[-1]), ignore_index, stream)
-    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
-    plan.run(input, target, None, ws, weight=weight, grad_input=out, grad_loss=grad_output, stream=stream)
+    _call("nll_loss_backward", input, target, weight=weight, grad_loss=grad_output, grad_input=out,
+          reduction=reduction, ignore_index=ignore_index, stream=stream)
     return finish(out) if finish else out
 
 
@@ -499,8 +504,8 @@ def _row_forward(op, input, target, *, weight=None, extra=(), reduction="mean", 
                  swap=False, check_targets=False, stream=None):
     if _interop.framework(input) == "numpy":
         raise InvalidArgument(f"{op}: got a numpy (CPU) array; expected a CUDA tensor")
-    plan = _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, None, (), ())
-    if check_targets:
+    if check_targets:  # the plan validates the operands before the targets are read
+        _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, None, (), ())
         _check_row_targets(op, input, target, stream)
     shape = ()
     if reduction == "none":
@@ -508,8 +513,8 @@ def _row_forward(op, input, target, *, weight=None, extra=(), reduction="mean", 
         per_row = len(target.shape) > 0 if op == "multi_margin_loss" else len(input.shape) == 2
         shape = (n,) if per_row else ()
     out, finish = _interop.output(input, shape, _interop.dtype_of(input))
-    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
-    plan.run(input, target, None, ws, out=out, weight=weight, stream=stream, extra=list(extra))
+    _call(op, input, target, weight=weight, extra=extra, out=out, reduction=reduction, param=margin, p=p, eps=eps,
+          swap=swap, stream=stream)
     return finish(out)
 
 
@@ -520,12 +525,11 @@ def _row_backward(op, grad_output, input, target, operands, *, weight=None, extr
     grad_output = _as_operand(op, "grad_output", grad_output, input)
     names, single = _wrt_names(op, wrt)
     bufs, fins = _grad_buffers(op, names, single, out, operands)
-    plan = _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, grad_output, names, bufs)
-    if check_targets:
+    if check_targets:  # the plan validates the operands before the targets are read
+        _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap, grad_output, names, bufs)
         _check_row_targets(op, input, target, stream)
-    ws = _interop.workspace_allocator(input)(plan.workspace_bytes())
-    plan.run(input, target, None, ws, weight=weight, grad_loss=grad_output, stream=stream, extra=list(extra),
-             grads=bufs)
+    _call(op, input, target, weight=weight, extra=extra, grad_loss=grad_output, grads=bufs, wrt=names,
+          reduction=reduction, param=margin, p=p, eps=eps, swap=swap, stream=stream)
     return _finish_grads(bufs, fins, single)
 
 

@@ -867,6 +867,11 @@ def cross_entropy_call(input: object, target: object, out: object, lse: object, 
     Functional entry of cross_entropy (with_grad when grad_input is given): select (cached on the parameters and operand metadata) and run.
     """
 
+def loss_call(op: str, input: object, target: object, weight: object | None, extra: object | None, out: object | None, grad_loss: object | None, grad_input: object | None, grads: object | None, wrt: Sequence[str], reduction: str, ignore_index: int, param: float, log_target: bool, log_input: bool, full: bool, p: float, eps: float, swap: bool, stream: object | None = None, workspace_alloc: object | None = None) -> None:
+    """
+    Functional entry of every loss but cross_entropy (nll, pointwise, row losses; forward writes out, backward grad_input or grads in wrt order): select (cached with the other losses' plans on the op, the parameters and the operand metadata) and run.
+    """
+
 def loss_cache_size() -> int:
     """Plans in the functional loss cache."""
 

@@ -7,9 +7,10 @@
 //                     stride of 0 reuses one matrix for every batch entry)
 //
 // Backends: cuBLASLt (loaded at run time, see gemm_backend_info()) for everything but tf32 with
-// nothing fused but a bias, which runs on cuBLAS (its kernel choice reaches Hopper's tf32 kernels in
-// every layout; cuBLASLt's heuristic does not), the bias then a pass of ours; and a kernel of ours for
-// M <= 16 rows ("gemv_lowm": streams the weight matrix at HBM speed) when the preference allows it.
+// at most a bias and a forward activation, which runs on cuBLAS (its kernel choice reaches Hopper's
+// tf32 kernels in every layout; cuBLASLt's heuristic does not), the bias and the activation then
+// passes of ours; and a kernel of ours for M <= 16 rows ("gemv_lowm": streams the weight matrix at
+// HBM speed) when the preference allows it.
 // plan.sku() names the backend and the algorithm chosen.
 #pragma once
 #include <cstdint>

@@ -42,7 +42,7 @@ from ._mechanism import (TARGET, _launch, _operand, _spec, _spec_of, _stats_dtyp
                          _transposed_spec, available, routable)
 from ._serving import (apply_penalties, embedding, kv_cache_append, merge_attention_states,  # noqa: F401
                        moe_gate, moe_permute, moe_unpermute, paged_attention, rope, sample)
-from ._reductions import FUNCTIONAL as _REDUCTION_FUNCTIONAL, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
+from ._reductions import FUNCTIONAL as _REDUCTION_FUNCTIONAL, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS, _reduce_call
 
 # sum, mean, amax, ..., argmax; cumsum, cumprod, cummax, cummin, logcumsumexp (generated from the op
 # tables). sum / any / all shadow the builtins in this module: its code calls those through `builtins`.
@@ -176,10 +176,37 @@ def log_softmax(x, axis: int = -1):
 _NEEDS_AUX = ("gelu", "gelu_tanh", "silu")  # their derivative reads the pre-activation
 
 
+# jax_default_matmul_precision values that ask float32 dots for float32 accuracy: "highest" /
+# "float32", the F32 / F64 algorithm presets and the multi-pass ones (BF16_BF16_F32_X3, TF32_TF32_F32_X3, ..)
+_FULL_F32 = ("highest", "float32")
+
+
+def _tf32(dtype):
+    """jnp.matmul's rule for a float32 GEMM, read at trace time as JAX reads it: reduced precision
+    (tf32 on GPU) by default, float32 when jax_default_matmul_precision asks for it."""
+    if dtype != jnp.float32:
+        return False
+    p = jax.config.jax_default_matmul_precision
+    if p is None:
+        return True
+    p = str(getattr(p, "name", p)).lower()
+    return not (p in _FULL_F32 or p.startswith(("f32_", "f64_")) or p.endswith(("_x3", "_x6", "_x9")))
+
+
+_TF32 = _C.PlanPreference(allow_tf32=True)
+
+
+def _select_tf32(desc):
+    return _C.GemmPlan.select(desc, _TF32)
+
+
 def _gemm(a, b, a_spec, b_spec, out_shape, *, epilogue="none", bias=None, aux=False, bias_grad_dtype=None):
     """out = epilogue(a @ b + bias) for 2-D / same-batch a, b given with their specs (a transposed
-    spec reads the array in place). Returns [out] (+ aux) (+ bias_grad)."""
+    spec reads the array in place). Returns [out] (+ aux) (+ bias_grad). float32 runs in tf32 where
+    jnp.matmul would (_tf32), with a bias and a forward activation (the plan composes them after the
+    GEMM); the bias gradient epilogue stays IEEE float32 (under tf32 the backward sums it itself)."""
     out_dtype = a.dtype
+    tf32 = bias_grad_dtype is None and _tf32(out_dtype)
     desc = _C.GemmDescriptor(a_spec, b_spec, _spec(out_shape, out_dtype), epilogue=epilogue,
                              bias=None if bias is None else _bc_dtype(bias.dtype), aux=aux,
                              bias_grad=None if bias_grad_dtype is None else _bc_dtype(bias_grad_dtype))
@@ -189,7 +216,7 @@ def _gemm(a, b, a_spec, b_spec, out_shape, *, epilogue="none", bias=None, aux=Fa
         outs.append(("aux", out_shape, out_dtype))
     if bias_grad_dtype is not None:
         outs.append(("bias_grad", (a_spec.shape[-2],), bias_grad_dtype))
-    return _launch(desc, _C.GemmPlan.select, ins, outs)
+    return _launch(desc, _select_tf32 if tf32 else _C.GemmPlan.select, ins, outs, select_key=tf32)
 
 
 def _matmul_2d_or_batched(a, b, ta=False, tb=False):
@@ -295,6 +322,9 @@ def _linear_bwd(activation, res, grad):
         g2 = _ew(activation + "_backward", [g2, aux.reshape(g2.shape)], {})
     x2 = x.reshape(-1, x.shape[-1])
     gx = _matmul_2d_or_batched(g2, weight).reshape(x.shape)
+    if has_bias and _tf32(x.dtype):  # a plain tf32 GEMM (cuBLAS) and the bias gradient as its own sum
+        gw = _gemm(g2, x2, _transposed_spec(g2), _spec_of(x2), weight.shape)[0]
+        return gx, gw, _reduce_call("sum", g2, [0], False, {}, weight.dtype)
     got = _gemm(g2, x2, _transposed_spec(g2), _spec_of(x2), weight.shape,
                 epilogue="bias_grad" if has_bias else "none", bias_grad_dtype=weight.dtype if has_bias else None)
     return gx, got[0], (got[1] if has_bias else None)

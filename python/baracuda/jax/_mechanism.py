@@ -54,18 +54,19 @@ def _transposed_spec(x):
 _PLANS = {}  # (descriptor, roles, specs) -> (plan id, workspace bytes)
 
 
-def _launch(desc, select, inputs, outputs, aliases=None):
+def _launch(desc, select, inputs, outputs, aliases=None, select_key=None):
     """Runs the plan ``select(desc)`` on ``inputs`` [(role, array, spec)] and returns the arrays of
     ``outputs`` [(role, shape, dtype)] (each row-major). The plan is selected and registered once
-    per descriptor and operand layout. ``aliases`` {input index: output index}: an in-place plan's
-    operand (listed as both, under one role) is one buffer (XLA copies the input when still live)."""
+    per descriptor and operand layout (and ``select_key``: what else ``select`` depends on, e.g. a
+    preference). ``aliases`` {input index: output index}: an in-place plan's operand (listed as both,
+    under one role) is one buffer (XLA copies the input when still live)."""
     if not available():
         raise Unsupported("baracuda.jax: this build has no XLA FFI handler (jaxlib was not installed when "
                           "baracuda was built); reinstall baracuda with jaxlib present")
     out_specs = [_spec(shape, dt) for _, shape, dt in outputs]
     roles = tuple(r for r, _, _ in inputs) + tuple(r for r, _, _ in outputs)
     specs = tuple(s for _, _, s in inputs) + tuple(out_specs)
-    key = (desc, roles, specs)
+    key = (desc, roles, specs, select_key)
     entry = _PLANS.get(key)
     if entry is None:
         plan = select(desc)

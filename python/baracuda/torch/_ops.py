@@ -492,13 +492,7 @@ def _linear_impl(x, weight, bias, activation):
     y, aux = _linear_fake(x, weight, bias, activation)
     x2 = x.reshape(-1, x.shape[-1])
     y2 = y.view(-1, y.shape[-1])
-    if activation != "none" and _tf32(x):
-        # tf32 with an activation: the GEMM and bias on cuBLAS (cuBLASLt's fused activations would keep
-        # it on Ampere tf32 kernels), then our activation pass; the pre-activation is the saved aux
-        pre = aux if activation in _NEEDS_AUX else torch.empty_like(y)
-        _gemm._call(pre.view(-1, y.shape[-1]), x2, weight.t(), bias=bias, allow_tf32=True)
-        _ew_launch(activation, y, [pre], {})
-        return y, aux
+    # under tf32 the plan composes the activation itself (cuBLAS, then our bias / activation passes)
     _gemm._call(y2, x2, weight.t(), epilogue=activation, bias=bias,
                 aux=aux.view(-1, y.shape[-1]) if activation in _NEEDS_AUX else None, allow_tf32=_tf32(x))
     return y, aux
