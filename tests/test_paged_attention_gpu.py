@@ -353,6 +353,22 @@ def test_rowwise_score_rules_f32(opts):
     check_score_rules(opts, torch.float32, 22, 64)
 
 
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
+def test_fp8_caches_every_head_dim(d, dt, fp8):
+    """The tensor-core kernel reads fp8 K / V fragments with the head dim permuted (K) and the keys
+    byte-transposed (V): every built head dim, both query types, 1 and 4 query tokens, with and without
+    splits, against the f64 reference on the fp8 values."""
+    for sq, splits in ((1, 0), (1, 3), (4, 0)):
+        q, kc, vc, table, lens = make_case(40 + d, 2, sq, 8, 2, d, 16, [37, 300], dt)
+        kc8, vc8 = kc.to(fp8), vc.to(fp8)
+        out, lse = bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma", num_splits=splits, return_lse=True)
+        want, want_lse = reference(q, kc8.float(), vc8.float(), table, lens)
+        check(out, want, dt)
+        check(lse, want_lse, torch.float32, "lse", magnitude=8)
+
+
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("per_head", [False, True])
 def test_fp8_caches_with_scales(fp8, per_head):

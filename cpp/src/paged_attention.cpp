@@ -223,8 +223,9 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   pg.math = I.rowwise
                 ? std::string("f32 dot products on CUDA cores (a warp per key, fixed-order shuffle sums), online softmax "
                               "in f32 per warp over every fourth key, warps merged by their log-sum-exp; 1 split(s)")
-                : "q k^T and p v on tensor cores (16-bit inputs, f32 accumulate; p rounded to " +
-                      std::string(dtype_name(dt)) +
+                : "q k^T and p v on tensor cores (16-bit inputs" +
+                      std::string(g.cache_dtype != dt ? ", the fp8 caches converted exactly in registers" : "") +
+                      ", f32 accumulate; p rounded to " + std::string(dtype_name(dt)) +
                       "), online softmax in f32 per warp over 16-key slices, warps and splits merged by their "
                       "log-sum-exp in a fixed order; " +
                       std::to_string(g.splits) + " split(s) of " + std::to_string(g.split_keys) + " keys";

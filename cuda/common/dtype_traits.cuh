@@ -45,6 +45,20 @@ template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
   else return static_cast<T>(v);
 }
 
+// Two fp8 values (the low byte first) as a packed pair of T (f16 or bf16), for mma fragments: one
+// cvt on sm_89+ (and through f32 for bf16); exact, NaN and inf kept.
+template <class T, class F8> __device__ __forceinline__ uint32_t fp8x2_to_pair(uint32_t bits) {
+  static_assert(is_fp8_v<F8> && is_half_v<T>);
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(bits & 0xffffu),
+                                                   std::is_same_v<F8, e4m3> ? __NV_E4M3 : __NV_E5M2);
+  if constexpr (std::is_same_v<T, f16>) {
+    return uint32_t(h.x) | (uint32_t(h.y) << 16);
+  } else {
+    const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(__half2(h)));
+    return *reinterpret_cast<const uint32_t*>(&b);
+  }
+}
+
 // Runtime DType -> TypeTag<T>. `f` is called with the tag of the matching type; the caller
 // prunes unsupported types with `if constexpr` and throws for them.
 template <class F> decltype(auto) dispatch_dtype(DType t, F&& f) {

@@ -32,16 +32,17 @@ constexpr int kStages = 2;
 
 // Four warps of 16 keys each, S shared-memory stages of one 64-key tile (S - 1 tiles in flight
 // while one computes; kStages is what is built).
-// fp8 caches (FP8): the stages hold the tile's raw bytes (half a 16-bit tile, dense rows), and one
-// more 16-bit tile is the converted copy the tensor cores read (fp8 -> 16 bits is exact; the scales
-// are folded into the score and the output).
+// fp8 caches (FP8): the stages hold the tile's raw bytes (rows of D + 16 bytes: the fragment reads
+// below hit distinct banks), converted to 16 bits in registers after 32-bit shared-memory reads
+// (exact; the scales are folded into the score and the output).
 template <int D, int S, bool FP8 = false> struct Cfg {
   static constexpr int kWarps = 4, kThreads = 32 * kWarps, BN = 16 * kWarps;
   static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
   static constexpr int q_bytes = RB * LD * 2;
   static constexpr int stage_elems = 2 * BN * LD;  // K then V of one tile
-  static constexpr int raw_stage_bytes = 2 * BN * D;  // FP8: K then V of one tile, one byte each
-  static constexpr int stages_bytes = FP8 ? S * raw_stage_bytes + stage_elems * 2 : S * stage_elems * 2;
+  static constexpr int LDR = D + 16;                  // FP8: bytes per raw row
+  static constexpr int raw_stage_bytes = 2 * BN * LDR;  // FP8: K then V of one tile, one byte each
+  static constexpr int stages_bytes = FP8 ? S * raw_stage_bytes : S * stage_elems * 2;
   static constexpr int combine_bytes = (kWarps * RB * D + 2 * kWarps * RB) * 4;
   static_assert(combine_bytes <= stages_bytes, "the warps' partial states reuse the stages");
   static_assert(kKeysPerTile % BN == 0, "splits are whole tiles");
@@ -123,16 +124,15 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>>::kThreads, C
   const KV* vh = vc + hk * g.v_head;
   // 16-byte chunks per key row: D / 8 of a 16-bit cache, D / 16 of an fp8 one.
   constexpr int EC = 16 / int(sizeof(KV)), DC = D / EC;
-  unsigned char* raw = reinterpret_cast<unsigned char*>(stages);          // FP8: the S raw stages
-  T* conv = reinterpret_cast<T*>(raw + (FP8 ? S * C::raw_stage_bytes : 0));  // FP8: the converted tile
+  unsigned char* raw = reinterpret_cast<unsigned char*>(stages);  // FP8: the S raw stages
   auto load_tile = [&](int64_t m) {
     KV* Kd;
     KV* Vd;
     int ld;
     if constexpr (FP8) {
       Kd = reinterpret_cast<KV*>(raw + (m % S) * C::raw_stage_bytes);
-      Vd = Kd + BN * D;
-      ld = D;
+      Vd = Kd + BN * C::LDR;
+      ld = C::LDR;
     } else {
       Kd = reinterpret_cast<KV*>(stages + (m % S) * C::stage_elems);
       Vd = Kd + BN * LD;
@@ -151,25 +151,20 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>>::kThreads, C
       kernels::cp_async16_zfill(Vd + r * ld + cc * EC, vh + vo + cc * EC, in);
     }
   };
-  // FP8: raw stage st -> the converted 16-bit tile (K then V, padded rows), 16 values per thread step.
-  auto convert_tile = [&](int st) {
-    const unsigned char* src = raw + st * C::raw_stage_bytes;
-#pragma unroll 2
-    for (int c = tid; c < 2 * BN * DC; c += kThreads) {
-      const int r = c / DC, cc = c % DC;  // r < 2 BN: K's rows, then V's
-      const uint4 bits = *reinterpret_cast<const uint4*>(src + r * D + cc * 16);
-      const KV* v8 = reinterpret_cast<const KV*>(&bits);
-      kernels::Pack<T, 8> lo, hi;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        lo.v[j] = kernels::from_compute<T>(kernels::to_compute(v8[j]));
-        hi.v[j] = kernels::from_compute<T>(kernels::to_compute(v8[8 + j]));
-      }
-      T* dst = conv + r * LD + cc * 16;
-      *reinterpret_cast<kernels::Pack<T, 8>*>(dst) = lo;
-      *reinterpret_cast<kernels::Pack<T, 8>*>(dst + 8) = hi;
-    }
+  // FP8 fragments. The reduction over D in S = Q K^T may run in any order both operands share: a
+  // thread's four k slots of a 16-wide step (2tq, 2tq + 1, 2tq + 8, 2tq + 9) take the four adjacent
+  // bytes at 4tq, so one 32-bit read gives a key's B fragment, and Q's A fragment is read to match.
+  auto load_q_fp8 = [&](unsigned (&a)[4], int kk) {
+    const T* q0 = Qs + gq * LD + kk * 16 + tq * 4;
+    a[0] = *reinterpret_cast<const unsigned*>(q0);
+    a[1] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD);
+    a[2] = *reinterpret_cast<const unsigned*>(q0 + 2);
+    a[3] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD + 2);
   };
+  // O += P V needs pairs of keys at one column: a thread reads its four keys' rows (2tq, 2tq + 1,
+  // 2tq + 8, 2tq + 9) at bytes 4gq..4gq + 3 of a 32-column chunk and byte-permutes them into four n8
+  // tiles, tile c holding column 4n + c at its column n (o_col maps it back).
+  auto o_col = [](int dt, int n) { return FP8 ? (dt / 4) * 32 + 4 * n + dt % 4 : dt * 8 + n; };
 #pragma unroll
   for (int m = 0; m < S; ++m) store_page(m, fetch_page(m));
   __syncthreads();
@@ -213,29 +208,38 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>>::kThreads, C
     if constexpr (C::q_in_registers) {
       if (n == 0) {
 #pragma unroll
-        for (int kk = 0; kk < KT; ++kk) attention::flash::load_a<LD>(qa[kk], Qs, 0, kk * 16);
+        for (int kk = 0; kk < KT; ++kk) {
+          if constexpr (FP8) load_q_fp8(qa[kk], kk);
+          else attention::flash::load_a<LD>(qa[kk], Qs, 0, kk * 16);
+        }
       }
     }
-    if constexpr (FP8) {
-      convert_tile(st);
-      __syncthreads();  // the converted tile is in
-    }
-    const T* Ks = FP8 ? conv : stages + st * C::stage_elems;
+    const T* Ks = stages + st * C::stage_elems;
     const T* Vs = Ks + BN * LD;
+    const unsigned char* Kr = raw + st * C::raw_stage_bytes;  // FP8
+    const unsigned char* Vr = Kr + BN * C::LDR;
 
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
     for (int kk = 0; kk < KT; ++kk) {
       unsigned bf[4];
-      attention::flash::load_b<LD>(bf, Ks, w * 16, kk * 16);
-      if constexpr (C::q_in_registers) {
-        kernels::mma16816<T>(sc[0], qa[kk], bf[0], bf[1]);
-        kernels::mma16816<T>(sc[1], qa[kk], bf[2], bf[3]);
+      if constexpr (FP8) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const unsigned kw = *reinterpret_cast<const unsigned*>(Kr + (w * 16 + nt * 8 + gq) * C::LDR + kk * 16 + tq * 4);
+          bf[2 * nt] = kernels::fp8x2_to_pair<T, KV>(kw);
+          bf[2 * nt + 1] = kernels::fp8x2_to_pair<T, KV>(kw >> 16);
+        }
       } else {
-        attention::flash::load_a<LD>(qa[0], Qs, 0, kk * 16);
-        kernels::mma16816<T>(sc[0], qa[0], bf[0], bf[1]);
-        kernels::mma16816<T>(sc[1], qa[0], bf[2], bf[3]);
+        attention::flash::load_b<LD>(bf, Ks, w * 16, kk * 16);
       }
+      if constexpr (!C::q_in_registers) {
+        if constexpr (FP8) load_q_fp8(qa[0], kk);
+        else attention::flash::load_a<LD>(qa[0], Qs, 0, kk * 16);
+      }
+      const int qi = C::q_in_registers ? kk : 0;
+      kernels::mma16816<T>(sc[0], qa[qi], bf[0], bf[1]);
+      kernels::mma16816<T>(sc[1], qa[qi], bf[2], bf[3]);
     }
     // Scores in the log2 domain; keys a row does not see (or in a hidden page) are -inf. A tile inside
     // every row's window (the usual case) checks the page alone.
@@ -291,12 +295,28 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>>::kThreads, C
     }
     unsigned a[4];
     attention::flash::c_to_a<T>(a, sc, 0);
+    if constexpr (FP8) {
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      unsigned bf[4];
-      attention::flash::load_b_trans<LD>(bf, Vs, w * 16, dp * 16);
-      kernels::mma16816<T>(o[2 * dp], a, bf[0], bf[1]);
-      kernels::mma16816<T>(o[2 * dp + 1], a, bf[2], bf[3]);
+      for (int ch = 0; ch < D / 32; ++ch) {
+        const unsigned char* v0 = Vr + (w * 16 + 2 * tq) * C::LDR + ch * 32 + gq * 4;
+        const unsigned r0 = *reinterpret_cast<const unsigned*>(v0), r1 = *reinterpret_cast<const unsigned*>(v0 + C::LDR),
+                       r8 = *reinterpret_cast<const unsigned*>(v0 + 8 * C::LDR),
+                       r9 = *reinterpret_cast<const unsigned*>(v0 + 9 * C::LDR);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const unsigned sel = unsigned(c) | unsigned(c + 4) << 4;  // byte c of the first row, then of the second
+          kernels::mma16816<T>(o[4 * ch + c], a, kernels::fp8x2_to_pair<T, KV>(__byte_perm(r0, r1, sel)),
+                               kernels::fp8x2_to_pair<T, KV>(__byte_perm(r8, r9, sel)));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        unsigned bf[4];
+        attention::flash::load_b_trans<LD>(bf, Vs, w * 16, dp * 16);
+        kernels::mma16816<T>(o[2 * dp], a, bf[0], bf[1]);
+        kernels::mma16816<T>(o[2 * dp + 1], a, bf[2], bf[3]);
+      }
     }
     // Tile n + S's pages into the ring slot tile n - 1 used (every read of it was before this
     // iteration's first barrier); the barrier below publishes them to the copies of iteration n + 1.
@@ -323,8 +343,8 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>>::kThreads, C
     }
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt) {
-      Os[(w * RB + r) * D + dt * 8 + 2 * tq] = o[dt][hf * 2];
-      Os[(w * RB + r) * D + dt * 8 + 2 * tq + 1] = o[dt][hf * 2 + 1];
+      Os[(w * RB + r) * D + o_col(dt, 2 * tq)] = o[dt][hf * 2];
+      Os[(w * RB + r) * D + o_col(dt, 2 * tq + 1)] = o[dt][hf * 2 + 1];
     }
   }
   __syncthreads();
