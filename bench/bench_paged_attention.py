@@ -52,22 +52,23 @@ def torch_decode(q, k, v, mask):
 def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     b, ctx, sq, hq, hk, d = shape
     fp8 = torch.float8_e4m3fn if args.fp8 else None
+    dt = {"bf16": BF, "f16": torch.float16}[args.dtype]
     kv_bytes = 2 * b * ctx * hk * d * (1 if fp8 else 2)
     nsets = C.rotation_sets(kv_bytes, min_sets=2)
     pages_per = (ctx + PAGE - 1) // PAGE
     sets = []
     for _ in range(nsets):
         if args.heads_first:  # [pages, Hkv, page_size, D] as its permuted view
-            kc = torch.randn(b * pages_per, hk, PAGE, d, device=DEV, dtype=BF).transpose(1, 2)
-            vc = torch.randn(b * pages_per, hk, PAGE, d, device=DEV, dtype=BF).transpose(1, 2)
+            kc = torch.randn(b * pages_per, hk, PAGE, d, device=DEV, dtype=dt).transpose(1, 2)
+            vc = torch.randn(b * pages_per, hk, PAGE, d, device=DEV, dtype=dt).transpose(1, 2)
         else:
-            kc = torch.randn(b * pages_per, PAGE, hk, d, device=DEV, dtype=BF)
+            kc = torch.randn(b * pages_per, PAGE, hk, d, device=DEV, dtype=dt)
             vc = torch.randn_like(kc)
-        if fp8:  # an fp8 e4m3 cache (scales 1); torch reads the same values as bf16
+        if fp8:  # an fp8 e4m3 cache (scales 1); torch reads the same values as q's dtype
             kc, vc = kc.to(fp8), vc.to(fp8)
         order = torch.arange(b * pages_per, device=DEV) if args.in_order else torch.randperm(b * pages_per, device=DEV)
         table = order.to(torch.int32).view(b, pages_per)
-        q = torch.randn(b, sq, hq, d, device=DEV, dtype=BF)
+        q = torch.randn(b, sq, hq, d, device=DEV, dtype=dt)
         sets.append((q, kc, vc, table, torch.empty_like(q)))
     seq_lens = torch.full((b,), ctx, dtype=torch.int32, device=DEV)
     q0, kc0, vc0, t0, o0 = sets[0]
@@ -78,7 +79,7 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
 
     def unpaged(kc, table):  # [B, Hkv, S, D], the same keys in order
-        kc = kc.to(BF) if fp8 else kc
+        kc = kc.to(dt) if fp8 else kc
         return kc[table.long()].reshape(b, pages_per * PAGE, hk, d)[:, :ctx].transpose(1, 2).contiguous()
 
     # torch's inputs: the same keys unpaged; only the first set is kept for the check, the rest rotate
@@ -101,7 +102,7 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     tm = C.measure({"ours": ours, "torch": eager}, iters=args.iters, passes=args.passes)
     sets = tsets = None  # the benches' closures hold them
     C.free_memory()
-    suffix = (" fp8" if fp8 else "") + (f" {args.kernel}" if args.kernel != "auto" else "") + (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
+    suffix = (" fp8" if fp8 else "") + (f" {args.dtype}" if args.dtype != "bf16" else "") + (f" {args.kernel}" if args.kernel != "auto" else "") + (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
     return C.bandwidth_row(f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}" + suffix, plan.sku.name, ok, err, tm, kv_bytes,
                            copy_gbs)
 
@@ -111,7 +112,8 @@ def main():
     ap.add_argument("--splits", default="0", help="comma-separated split counts to time each row with (0: the plan's)")
     ap.add_argument("--heads-first", action="store_true", help="the cache as [pages, Hkv, page_size, D]")
     ap.add_argument("--in-order", action="store_true", help="each request's pages consecutive (default: shuffled)")
-    ap.add_argument("--fp8", action="store_true", help="fp8 e4m3 caches (scales 1; torch reads them as bf16)")
+    ap.add_argument("--fp8", action="store_true", help="fp8 e4m3 caches (scales 1; torch reads them in q's dtype)")
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"], help="q (and the 16-bit cache) dtype")
     ap.add_argument("--kernel", default="auto", choices=["auto", "mma", "rowwise", "cudnn"], help="the plan's kernel")
     ap.add_argument("--tuning", default="", help="';'-separated PlanPreference.tuning strings to time each row with")
     args = C.parse_bench_args(ap)
