@@ -138,10 +138,10 @@ def test_heads_first_and_strided_q():
     assert out3.shape == (2, 8, 64) and torch.equal(out3, out[:, 0])
 
 
-def check_score_rules(opts, dt, seed, d, **kw):
+def check_score_rules(opts, dt, seed, d, sq=3, **kw):
     """bc.paged_attention with `opts` (alibi / sinks: True draws them) against the f64 reference."""
     opts = dict(opts)
-    q, kc, vc, table, seq_lens = make_case(seed, 2, 3, 8, 2, d, 16, [300, 45], dt)
+    q, kc, vc, table, seq_lens = make_case(seed, 2, sq, 8, 2, d, 16, [300, 45], dt)
     g = gen(seed + 1)
     alibi = torch.rand(8, generator=g, device=DEV) * 0.2 if opts.pop("alibi", False) else None
     sinks = torch.randn(8, generator=g, device=DEV) * 2 if opts.pop("sinks", False) else None
@@ -324,6 +324,54 @@ def test_block_shapes_through_the_plan(tuning, d, sq, hq, hkv):
     want, want_lse = reference(q, kc, vc, table, seq_lens)
     check(out, want, torch.bfloat16)
     check(lse, want_lse, torch.float16, "lse")
+
+
+WIDE = [  # (batch, sq, hq, hkv, d, page_size, lens): 128 or more query rows per kv head
+    (2, 40, 8, 2, 128, 16, [300, 45]),
+    (3, 33, 16, 4, 64, 13, [33, 200, 97]),    # 132 rows: the last block's warps 1-3 have none; odd pages
+    (1, 130, 4, 4, 256, 16, [400]),           # MHA, 130 rows
+    (2, 70, 4, 2, 96, 16, [70, 150]),
+]
+
+
+@pytest.mark.parametrize("case", WIDE, ids=[f"b{c[0]}q{c[1]}h{c[2]}/{c[3]}d{c[4]}p{c[5]}" for c in WIDE])
+@pytest.mark.parametrize("cache", ["16bit", "e4m3"])
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+def test_wide_blocks_match_f64_reference(case, cache, dt):
+    """Many query rows per kv head (a chunked prefill): 64-row blocks, each warp 16 rows over the whole
+    tile, over 16-bit and fp8 caches, with and without splits; 16-row blocks (tuning) agree."""
+    batch, sq, hq, hkv, d, page_size, lens = case
+    q, kc, vc, table, seq_lens = make_case(50 + d, batch, sq, hq, hkv, d, page_size, lens, dt)
+    if cache == "e4m3":
+        kc, vc = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
+    want, want_lse = reference(q, kc.float(), vc.float(), table, seq_lens)
+    fin = torch.isfinite(want_lse)
+    for tuning, splits in (("", 0), ("", 3), ("rows=16", 0)):
+        desc = bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(q), table.shape[1], lse=True,
+                                           num_splits=splits, kernel="mma")
+        plan = bc.PagedAttentionPlan.select(desc, bc.PlanPreference(tuning=tuning))
+        assert ("decode" if tuning else "prefill") in plan.sku.name, plan.sku.name
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((batch, hq, sq), float("nan"), device=DEV)
+        ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+        plan.run(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=seq_lens, out=out, lse=lse, workspace=ws)
+        check(out, want, dt)
+        assert torch.equal(torch.isfinite(lse), fin)
+        check(lse[fin], want_lse[fin], torch.float32, "lse", magnitude=8)
+    with pytest.raises(errors.InvalidArgument, match="tuning rows must be 16 or 64"):
+        bc.PagedAttentionPlan.select(desc, bc.PlanPreference(tuning="rows=32"))
+
+
+@pytest.mark.parametrize("opts", [dict(window=(20, -1)), dict(window=(5, 0), causal=False), dict(softcap=8.0),
+                                  dict(alibi=True, sinks=True, softcap=20.0, window=(31, -1))],
+                         ids=lambda o: ",".join(o))
+def test_wide_blocks_score_rules(opts):
+    """The score rules with 64-row blocks (40 query tokens x 4 q heads per kv head: auto takes them, as
+    fewer than 64 tokens keep cuDNN out)."""
+    q, kc, vc, table, _ = make_case(23, 2, 40, 8, 2, 128, 16, [300, 45])
+    auto = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(q), table.shape[1]))
+    assert "prefill" in auto.sku.name, auto.sku.name
+    check_score_rules(opts, torch.bfloat16, 23, 128, sq=40)
 
 
 ROWWISE = [  # (batch, sq, hq, hkv, d, page_size, lens)

@@ -106,6 +106,25 @@ def test_rowwise_kernel_takes_f32_and_other_head_dims():
     assert "kernel='rowwise'" in repr(D(kernel="rowwise"))
 
 
+def test_many_query_rows_take_64_row_blocks():
+    """128+ query rows per kv head (q heads per kv head x query tokens): 64-row blocks ('prefill' in the
+    SKU) where cuDNN does not take the call: an fp8 cache, kernel='mma', or fewer than 64 tokens."""
+    many = dict(q=(2, 32, 32, 128))  # 4 q heads per kv head x 32 tokens = 128 rows
+    for d in (D(**many), D(cdtype=bc.float8_e4m3fn, **many), D(kernel="mma", q=(2, 512, 32, 128), max_pages=64)):
+        p = bc.PagedAttentionPlan.select(d)
+        assert p.sku.name.startswith("paged_attention.prefill.mma_sync.d128."), p.sku.name
+        assert "64-row blocks" in p.sku.precision.math
+    few = bc.PagedAttentionPlan.select(D(q=(2, 31, 32, 128))).sku.name  # 124 rows
+    assert few.startswith("paged_attention.decode.mma_sync.d128."), few
+    # tuning takes either way, and says which
+    assert "decode" in bc.PagedAttentionPlan.select(D(**many), bc.PlanPreference(tuning="rows=16")).sku.name
+    assert "prefill" in bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="rows=64")).sku.name
+    with pytest.raises(errors.InvalidArgument, match="tuning rows must be 16 or 64, got '32'"):
+        bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="rows=32"))
+    # the rowwise kernel has no row blocks
+    assert bc.PagedAttentionPlan.select(D(kernel="rowwise", **many)).sku.name == "paged_attention.decode.rowwise"
+
+
 def test_fp8_caches_pick_their_kernel():
     """fp8 caches: the tensor cores under 'auto' for 16-bit q, the rowwise kernel when asked for or for f32 q."""
     auto = bc.PagedAttentionPlan.select(D(cdtype=bc.float8_e4m3fn)).sku.name

@@ -110,7 +110,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   need(ks[3] == g.d, "k_cache has head_dim " + std::to_string(ks[3]) + " but q has " + std::to_string(g.d));
   if (desc.kernel != "auto" && desc.kernel != "mma" && desc.kernel != "rowwise" && desc.kernel != "cudnn")
     throw InvalidArgument(kOp + ": kernel must be 'auto', 'mma', 'rowwise' or 'cudnn', got '" + desc.kernel + "'");
-  // fp8 caches run on the tensor cores too (converted to 16 bits in shared memory; about 10x the
+  // fp8 caches run on the tensor cores too (converted to 16 bits in registers; well over 10x the
   // rowwise kernel, docs/benchmarks.md).
   const bool mma_fits = dt != DType::Float32 && paged_attention::head_dim_supported(g.d);
   if (desc.kernel == "mma" && !mma_fits)
@@ -131,9 +131,6 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     throw Unsupported(kOp + ": the block table addresses " + std::to_string(g.max_pages * g.page_size) +
                       " keys per request; at most 2^31 - 1");
   g.group = g.hq / g.hkv;
-  g.row_groups = (g.group * g.sq + paged_attention::kRowsPerBlock - 1) / paged_attention::kRowsPerBlock;
-  if (g.batch > 65535 || g.hkv * g.row_groups > 65535)
-    throw Unsupported(kOp + ": at most 65535 requests and 65535 (kv head, 16-row group) pairs per call");
 
   if (desc.scale && !std::isfinite(*desc.scale))
     throw InvalidArgument(kOp + ": scale must be finite, got " + num_str(*desc.scale));
@@ -161,7 +158,13 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   const int64_t cache_keys = desc.max_seqlen_k > 0 ? std::min(desc.max_seqlen_k, g.max_pages * g.page_size)
                                                    : g.max_pages * g.page_size;
   int64_t splits = desc.num_splits;  // a split count given (descriptor or tuning); 0: the schedule below
-  for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits"})) {
+  int rows_knob = 0;  // rows per block given by tuning; 0: by the query rows per kv head
+  for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits", "rows"})) {
+    if (kn.key == "rows") {
+      need(kn.value == "16" || kn.value == "64", "tuning rows must be 16 or 64, got '" + kn.value + "'");
+      rows_knob = int(kn.num());
+      continue;
+    }
     need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
     splits = kn.num();
   }
@@ -171,6 +174,20 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     if (pref.allows(Backend::Cudnn)) I.cudnn = paged_attention_cudnn::build(desc, g, why);
     if (!I.cudnn && desc.kernel == "cudnn") throw Unsupported(kOp + ": kernel='cudnn' is not available: " + why);
   }
+
+  // Rows per block: 16 reads every key once per 16 query rows of a kv head, fine for decode; with
+  // many rows (a chunked prefill cuDNN does not take: an fp8 cache, no cuDNN) 64-row blocks read it
+  // once per 64 (each warp 16 rows over the whole tile).
+  constexpr int64_t kWideFromRows = 128;
+  const int64_t head_rows = g.group * g.sq;
+  if (!I.rowwise && !I.cudnn)
+    g.rows_per_block = rows_knob ? rows_knob
+                                 : head_rows >= kWideFromRows ? paged_attention::kWideRowsPerBlock
+                                                              : paged_attention::kRowsPerBlock;
+  g.row_groups = (head_rows + g.rows_per_block - 1) / g.rows_per_block;
+  if (g.batch > 65535 || g.hkv * g.row_groups > 65535)
+    throw Unsupported(kOp + ": at most 65535 requests and 65535 (kv head, " + std::to_string(g.rows_per_block) +
+                      "-row group) pairs per call");
 
   // The split schedule (bandwidth-bound: what matters is the blocks in flight and the last wave's
   // tail; the sweep in docs/benchmark-notes.md, paged decode). While the (request, kv head, row
@@ -187,7 +204,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     constexpr int64_t kMinTilesPerSplit = 16, kWavesPastOne = 4;
     const int device_sms = current_device_sms();
     const int64_t sms = device_sms > 0 ? device_sms : 132;  // no device to ask: an H100 / H200
-    const int measured = paged_attention::resident_blocks_per_sm(dt, g.d);
+    const int measured = paged_attention::resident_blocks_per_sm(dt, g.d, g.rows_per_block);
     const int resident = measured > 0 ? measured : 2;  // no device to ask (select without a GPU)
     const int64_t slots = sms * resident;
     const int64_t blocks = std::max<int64_t>(1, g.batch * g.hkv * g.row_groups);
@@ -211,8 +228,10 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   k.category = "paged_attention";
   k.op = "paged_attention";
   k.layout = "paged";
+  const bool wide = g.rows_per_block == paged_attention::kWideRowsPerBlock;
   k.name = I.rowwise ? "paged_attention.decode.rowwise"
-                     : "paged_attention.decode.mma_sync.d" + std::to_string(g.d) + ".s" + std::to_string(g.splits);
+                     : std::string(wide ? "paged_attention.prefill" : "paged_attention.decode") + ".mma_sync.d" +
+                           std::to_string(g.d) + ".s" + std::to_string(g.splits);
   if (g.cache_dtype != dt) k.name += std::string(".") + dtype_name(g.cache_dtype) + "_cache";
   k.dtypes = {dt, dt, g.cache_dtype, g.cache_dtype};
   k.arch = compiled_archs();
@@ -226,8 +245,10 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
                 : "q k^T and p v on tensor cores (16-bit inputs" +
                       std::string(g.cache_dtype != dt ? ", the fp8 caches converted exactly in registers" : "") +
                       ", f32 accumulate; p rounded to " + std::string(dtype_name(dt)) +
-                      "), online softmax in f32 per warp over 16-key slices, warps and splits merged by their "
-                      "log-sum-exp in a fixed order; " +
+                      (wide ? "), online softmax in f32 per warp over 64-key tiles (64-row blocks), splits merged by "
+                              "their log-sum-exp in a fixed order; "
+                            : "), online softmax in f32 per warp over 16-key slices, warps and splits merged by their "
+                              "log-sum-exp in a fixed order; ") +
                       std::to_string(g.splits) + " split(s) of " + std::to_string(g.split_keys) + " keys";
   pg.deterministic = true;
   pg.bit_stable = true;

@@ -8,8 +8,8 @@
 // keys (never read). Scores as attention_launch.h: scale, softcap, ALiBi (slope[h] * |pos - j|),
 // sinks (a per-head logit in the denominator).
 //
-// Work: a block of four warps takes 16 rows (query token i, q head h of one kv head: row = i *
-// group + h % group) and one split of the keys ([split * split_keys, +split_keys), the last split to seq_len). With one
+// Work: a block of four warps takes rows_per_block rows (query token i, q head h of one kv head: row = i *
+// group + h % group; 16, or 64 for many rows) and one split of the keys ([split * split_keys, +split_keys), the last split to seq_len). With one
 // split it writes out and lse; with more, each writes its normalised partial output and log2-domain
 // lse to the workspace, and a merge kernel combines them (and adds the sink).
 #pragma once
@@ -20,6 +20,7 @@
 namespace baracuda::paged_attention {
 
 constexpr int kRowsPerBlock = 16;  // one mma m-tile of query rows per block
+constexpr int kWideRowsPerBlock = 64;  // prefill blocks: four warps of 16 rows, each over the whole tile
 constexpr int kKeysPerTile = 64;   // keys per tile: four warps of 16
 
 struct Geometry {
@@ -27,7 +28,8 @@ struct Geometry {
   DType cache_dtype = DType::BFloat16;              // dtype, or fp8 (e4m3 / e5m2, with scales)
   int d = 0;                                        // head dim of q, k and v
   int64_t batch = 0, sq = 0, hq = 0, hkv = 0, group = 0;
-  int64_t row_groups = 0;                           // ceil(group * sq / 16)
+  int rows_per_block = kRowsPerBlock;               // 16 (decode), or kWideRowsPerBlock (prefill)
+  int64_t row_groups = 0;                           // ceil(group * sq / rows_per_block)
   int64_t pages = 0, page_size = 0, max_pages = 0;
   float scale = 1.f, softcap = 0.f;
   int64_t window_left = -1, window_right = -1;
@@ -71,8 +73,9 @@ inline int64_t partial_lse_offset(const Geometry& g) { return (partial_rows(g) *
 inline int64_t workspace_bytes(const Geometry& g) {
   return g.splits > 1 ? partial_lse_offset(g) + partial_rows(g) * 4 : 0;
 }
-// Blocks of the decode kernel for head dim d that fit one SM of the current device (0: no device).
-int resident_blocks_per_sm(DType dtype, int d);
+// Blocks of the tensor-core kernel (16- or 64-row blocks) for head dim d that fit one SM of the
+// current device (0: no device).
+int resident_blocks_per_sm(DType dtype, int d, int rows_per_block);
 void decode(const Geometry& g, const Pointers& p, void* stream);
 // CUDA cores, one block per (request, query token, q head), one split (paged_rowwise.cu).
 void decode_rowwise(const Geometry& g, const Pointers& p, void* stream);
