@@ -93,6 +93,7 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
          inplace: bool = False, q_out: Optional[DLPackTensor] = None, k_out: Optional[DLPackTensor] = None,
          k_cache: Optional[DLPackTensor] = None, v: Optional[DLPackTensor] = None,
          v_cache: Optional[DLPackTensor] = None, slot_mapping: Optional[DLPackTensor] = None,
+         k_scale: Optional[DLPackTensor] = None, v_scale: Optional[DLPackTensor] = None,
          stream: Stream = None) -> Any:
     """Rotary position embedding of q [tokens, Hq, D] or [B, S, Hq, D] and, in the same launch, k
     (the same leading dims and D, its own head count); any strides with the last dim contiguous.
@@ -101,7 +102,9 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
     ``slot_mapping`` (int32 / int64, q's leading dims) the rotated k is also written to its slot
     (slot // page_size, slot % page_size; slots outside the cache are padding), and ``v`` (k's
     leading dims and heads, its own dim) is copied to ``v_cache``: one launch instead of rope then
-    kv_cache_append, as from a fused qkv projection's views.
+    kv_cache_append, as from a fused qkv projection's views. fp8 caches (e4m3 / e5m2) quantize as
+    kv_cache_append does: fp8(x / scale), saturated, with ``k_scale`` / ``v_scale`` f32 [1] or [Hkv]
+    (default 1).
 
     ``style``: "neox" (rotate-half: Llama, NeoX) or "gptj" (interleaved pairs). ``rotary_dim``: the
     rotated prefix of each head (default all of D; the rest passes through). Angles: position *
@@ -116,7 +119,10 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
             raise InvalidArgument("rope: the cache append needs k, k_cache and slot_mapping")
         if (v is None) != (v_cache is None):
             raise InvalidArgument("rope: v and v_cache go together (both or neither)")
-        cache = {"k_cache": k_cache, "v": v, "v_cache": v_cache, "slot_mapping": slot_mapping}
+        cache = {"k_cache": k_cache, "v": v, "v_cache": v_cache, "slot_mapping": slot_mapping, "k_scale": k_scale,
+                 "v_scale": v_scale}
+    elif k_scale is not None or v_scale is not None:
+        raise InvalidArgument("rope: k_scale / v_scale go with a cache append (k_cache)")
     return _run("rope", q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inplace, q_out, k_out, False,
                 stream, cache)
 

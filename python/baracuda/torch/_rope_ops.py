@@ -83,19 +83,20 @@ define("rope",
        _rope_impl, _rope_fake, _rope_backward, _rope_setup)
 
 
-def _rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions):
+def _rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, k_scale, v_scale):
     return {"q": q, "k": k, "q_out": q, "k_out": k, "cos": cos, "sin": sin, "positions": positions, "v": v,
-            "k_cache": k_cache, "v_cache": v_cache, "slot_mapping": slot_mapping}
+            "k_cache": k_cache, "v_cache": v_cache, "slot_mapping": slot_mapping, "k_scale": k_scale,
+            "v_scale": v_scale}
 
 
 def _rope_append_impl(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, rotary_dim, theta, rule,
-                      params):
-    _C.rope_call(_rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions), style,
-                 int(rotary_dim), False, _freqs(theta, rule, params), None)
+                      params, k_scale=None, v_scale=None):
+    _C.rope_call(_rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, k_scale, v_scale),
+                 style, int(rotary_dim), False, _freqs(theta, rule, params), None)
 
 
 def _rope_append_fake(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, rotary_dim, theta, rule,
-                      params):
+                      params, k_scale=None, v_scale=None):
     def make():
         return _C.RopePlan.select(_C.RopeDescriptor(
             _spec(q), _spec(k), style=style, rotary_dim=int(rotary_dim), cache=cos is not None,
@@ -104,16 +105,18 @@ def _rope_append_fake(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positio
             freqs=_freqs(theta, rule, params), positions=positions is not None,
             positions_dtype=_spec(positions).dtype if positions is not None else _C.DType.int64,
             k_cache=_spec(k_cache), v=None if v is None else _spec(v), v_cache=None if v_cache is None else _spec(v_cache),
-            slot_dtype=_spec(slot_mapping).dtype))
+            slot_dtype=_spec(slot_mapping).dtype, kv_scales=k_scale is not None,
+            scale_per_head=k_scale is not None and k_scale.numel() > 1))
 
-    validate(("rope_append", style, int(rotary_dim), float(theta), rule, tuple(params), cos is None, positions is None),
-             [t for t in (q, k, v, k_cache, v_cache, slot_mapping, cos, positions) if t is not None], make)
+    validate(("rope_append", style, int(rotary_dim), float(theta), rule, tuple(params), cos is None, positions is None,
+              k_scale is None),
+             [t for t in (q, k, v, k_cache, v_cache, slot_mapping, cos, positions, k_scale) if t is not None], make)
 
 
 define("rope_append",
        "(Tensor(a!) q, Tensor(b!) k, Tensor? v, Tensor(c!) k_cache, Tensor(d!)? v_cache, Tensor slot_mapping, "
        "Tensor? cos, Tensor? sin, Tensor? positions, str style, int rotary_dim, float theta, str scaling, "
-       "float[] scaling_params) -> ()",
+       "float[] scaling_params, Tensor? k_scale=None, Tensor? v_scale=None) -> ()",
        _rope_append_impl, _rope_append_fake)
 
 
