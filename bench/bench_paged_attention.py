@@ -33,11 +33,13 @@ BF = torch.bfloat16
 PAGE = 16
 # (batch, context, query tokens, q heads, kv heads, head dim): Llama-3-8B's heads at serving batch
 # sizes, a batch-1 latency row, speculative decoding with 4 tokens, a long context, Llama-3-70B's
-# 64 / 8 heads, a 64-dim small model; then chunked prefills (128 / 512 new tokens against cached
-# pages: compute-bound, cuDNN's paged attention under "auto"; read their time, not their GB/s).
+# 64 / 8 heads, a 64-dim small model; 32 new tokens (128 rows per kv head: where "auto" starts
+# taking 64-row blocks); then chunked prefills (128 / 512 new tokens against cached pages:
+# compute-bound, cuDNN's paged attention under "auto" for 16-bit caches; read their time, not their GB/s).
 SHAPES = [(32, 8192, 1, 32, 8, 128), (64, 8192, 1, 32, 8, 128), (1, 2048, 1, 32, 8, 128), (32, 8192, 4, 32, 8, 128),
           (4, 32768, 1, 32, 8, 128), (128, 1024, 1, 32, 8, 128), (16, 4096, 1, 64, 8, 128),
-          (64, 2048, 1, 16, 4, 64), (8, 2048, 128, 32, 8, 128), (4, 4096, 512, 32, 8, 128)]
+          (64, 2048, 1, 16, 4, 64), (32, 4096, 32, 32, 8, 128), (8, 2048, 128, 32, 8, 128),
+          (4, 4096, 512, 32, 8, 128)]
 
 
 def spec(t):
