@@ -275,6 +275,19 @@ bool is_fp8_cache_of(DType cache, DType src) {
          (src == DType::Float32 || src == DType::Float16 || src == DType::BFloat16);
 }
 
+void check_spec(const std::string& op, const TensorSpec& s, const std::string& name, bool complex_ok) {
+  if (s.shape.size() > size_t(kMaxRank))
+    throw Unsupported(op + ": " + name + " has rank " + std::to_string(s.shape.size()) + "; at most " +
+                      std::to_string(kMaxRank) + " is supported");
+  for (int64_t d : s.shape)
+    if (d < 0) throw InvalidArgument(op + ": " + name + " has a negative dimension in shape " + shape_str(s.shape));
+  if (!s.strides.empty() && s.strides.size() != s.shape.size())
+    throw InvalidArgument(op + ": " + name + " has " + std::to_string(s.strides.size()) + " strides for rank " +
+                          std::to_string(s.shape.size()));
+  if (!complex_ok && is_complex(s.dtype))
+    throw Unsupported(op + ": " + name + " is " + dtype_name(s.dtype) + "; complex dtypes are not covered yet");
+}
+
 void check_paged_cache(const std::string& op, const TensorSpec& cache, int64_t heads, int64_t dim, DType dtype,
                        const char* cname, const char* sname, bool quantized_ok) {
   if (cache.shape.size() != 4)

@@ -48,6 +48,10 @@ void check_like(const std::string& op, const TensorView& v, const TensorSpec& li
 void check_side_operand(const std::string& op, const TensorView& v, bool needed, const std::string& name, DType want,
                         const std::vector<int64_t>& shape, const std::string& why, bool contiguous, int device,
                         const char* device_owner);
+// The checks every strided operand of a plan gets in select: rank at most kMaxRank, no negative
+// dimension, as many strides as dimensions (when strides are given), and, unless `complex_ok`, no
+// complex dtype. Errors name `op` and the operand.
+void check_spec(const std::string& op, const TensorSpec& s, const std::string& name, bool complex_ok = true);
 // A paged KV cache [pages, page_size, heads, dim] for a source `sname` of `heads` x `dim` rows of
 // `dtype`: rank, heads / dim, dtype (the append is a copy; with `quantized_ok` an fp8 cache of a
 // float32 / float16 / bfloat16 source too), the last dim contiguous, no negative stride, no two

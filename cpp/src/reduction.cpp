@@ -295,18 +295,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
   if (!pref.allows(Backend::Bespoke))
     throw Unsupported(op + ": the only backend for reductions is 'bespoke', and the preference forbids it");
 
-  auto check_spec = [&](const TensorSpec& s, const std::string& name) {
-    if (s.shape.size() > size_t(kMaxRank))
-      throw Unsupported(op + ": " + name + " has rank " + std::to_string(s.shape.size()) + "; at most " +
-                        std::to_string(kMaxRank) + " is supported");
-    for (int64_t d : s.shape)
-      if (d < 0) throw InvalidArgument(op + ": " + name + " has a negative dimension in shape " + shape_str(s.shape));
-    if (!s.strides.empty() && s.strides.size() != s.shape.size())
-      throw InvalidArgument(op + ": " + name + " has " + std::to_string(s.strides.size()) + " strides for rank " +
-                            std::to_string(s.shape.size()));
-    if (is_complex(s.dtype))
-      throw Unsupported(op + ": " + name + " is " + dtype_name(s.dtype) + "; complex dtypes are not covered yet");
-  };
+  auto check_spec = [&](const TensorSpec& s, const std::string& name) { baracuda::check_spec(op, s, name, false); };
   const TensorSpec& x = desc.input;
   check_spec(x, "x");
   check_spec(desc.out, "out");

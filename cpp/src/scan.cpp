@@ -160,16 +160,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
     throw InvalidArgument(op + ": outputs has " + std::to_string(desc.outputs.size()) + " specs; expected " +
                           std::to_string(info->outputs.size()) + " (" + names(info->outputs) + ")");
 
-  auto check_spec = [&](const TensorSpec& s, const std::string& name) {
-    if (s.shape.size() > size_t(kMaxRank))
-      throw Unsupported(op + ": " + name + " has rank " + std::to_string(s.shape.size()) + "; at most " +
-                        std::to_string(kMaxRank) + " is supported");
-    for (int64_t d : s.shape)
-      if (d < 0) throw InvalidArgument(op + ": " + name + " has a negative dimension in shape " + shape_str(s.shape));
-    if (!s.strides.empty() && s.strides.size() != s.shape.size())
-      throw InvalidArgument(op + ": " + name + " has " + std::to_string(s.strides.size()) + " strides for rank " +
-                            std::to_string(s.shape.size()));
-  };
+  auto check_spec = [&](const TensorSpec& s, const std::string& name) { baracuda::check_spec(op, s, name); };
   for (size_t i = 0; i < desc.inputs.size(); ++i) check_spec(desc.inputs[i], info->inputs[i]);
   for (size_t i = 0; i < desc.outputs.size(); ++i) check_spec(desc.outputs[i], info->outputs[i]);
 

@@ -129,16 +129,7 @@ SoftmaxPlan select_rowop(const SoftmaxDescriptor& desc, const PlanPreference& pr
     throw InvalidArgument(op + ": tau is only a parameter of gumbel_softmax and gumbel_softmax_backward");
   }
 
-  auto check_spec = [&](const TensorSpec& s, const std::string& name) {
-    if (s.shape.size() > size_t(kMaxRank))
-      throw Unsupported(op + ": " + name + " has rank " + std::to_string(s.shape.size()) + "; at most " +
-                        std::to_string(kMaxRank) + " is supported");
-    for (int64_t d : s.shape)
-      if (d < 0) throw InvalidArgument(op + ": " + name + " has a negative dimension in shape " + shape_str(s.shape));
-    if (!s.strides.empty() && s.strides.size() != s.shape.size())
-      throw InvalidArgument(op + ": " + name + " has " + std::to_string(s.strides.size()) + " strides for rank " +
-                            std::to_string(s.shape.size()));
-  };
+  auto check_spec = [&](const TensorSpec& s, const std::string& name) { baracuda::check_spec(op, s, name); };
   for (int i = 0; i < nin; ++i) check_spec(desc.inputs[i], names[i]);
   check_spec(desc.out, "out");
   for (const auto& so : desc.soft_out) check_spec(so, "soft_out");
@@ -395,16 +386,7 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
   impl->names = bwd ? std::vector<std::string>{"grad_out", "y"} : std::vector<std::string>{"x"};
   const auto& names = impl->names;
 
-  auto check_spec = [&](const TensorSpec& s, const std::string& name) {
-    if (s.shape.size() > size_t(kMaxRank))
-      throw Unsupported(op + ": " + name + " has rank " + std::to_string(s.shape.size()) + "; at most " +
-                        std::to_string(kMaxRank) + " is supported");
-    for (int64_t d : s.shape)
-      if (d < 0) throw InvalidArgument(op + ": " + name + " has a negative dimension in shape " + shape_str(s.shape));
-    if (!s.strides.empty() && s.strides.size() != s.shape.size())
-      throw InvalidArgument(op + ": " + name + " has " + std::to_string(s.strides.size()) + " strides for rank " +
-                            std::to_string(s.shape.size()));
-  };
+  auto check_spec = [&](const TensorSpec& s, const std::string& name) { baracuda::check_spec(op, s, name); };
   for (int i = 0; i < nin; ++i) check_spec(desc.inputs[i], names[i]);
   check_spec(desc.out, "out");
 
