@@ -23,6 +23,31 @@ using softmax::SmPath;
 
 const char* kOps[] = {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"};
 
+// The row geometry both launch contracts share, for N operands with strides st[a]: the axis' length
+// and per-operand stride (1 when it has one element), and the other dims, size-1 dropped and
+// neighbours merged where every operand's strides allow, outermost first; rows is their product.
+template <class Launch, size_t N>
+void collapse_rows(Launch& L, const std::vector<int64_t>& shape, int axis, const std::vector<int64_t> (&st)[N]) {
+  L.len = axis >= 0 ? shape[axis] : 1;
+  for (size_t a = 0; a < N; ++a) L.axis_stride[a] = (axis >= 0 && L.len > 1) ? st[a][axis] : 1;
+  L.nd = 0;
+  L.rows = 1;
+  for (int d = 0; d < int(shape.size()); ++d) {
+    if (d == axis || shape[d] == 1) continue;
+    L.rows *= shape[d];
+    bool merge = L.nd > 0;
+    for (size_t a = 0; a < N && merge; ++a) merge = L.stride[a][L.nd - 1] == st[a][d] * shape[d];
+    if (merge) {
+      L.dims[L.nd - 1] *= shape[d];
+      for (size_t a = 0; a < N; ++a) L.stride[a][L.nd - 1] = st[a][d];
+    } else {
+      L.dims[L.nd] = shape[d];
+      for (size_t a = 0; a < N; ++a) L.stride[a][L.nd] = st[a][d];
+      ++L.nd;
+    }
+  }
+}
+
 // The ops of cuda/softmax/gumbel.cuh and sparsemax.cuh, in RowOp order.
 const char* kRowOps[] = {"gumbel_softmax", "gumbel_softmax_backward", "gumbel_noise", "sparsemax",
                          "sparsemax_backward"};
@@ -206,24 +231,7 @@ SoftmaxPlan select_rowop(const SoftmaxDescriptor& desc, const PlanPreference& pr
         bwd ? desc.inputs[1].effective_strides()
             : (R.has_out2 ? desc.soft_out[0].effective_strides() : desc.inputs[0].effective_strides()),
         contiguous_strides(shape)};
-    R.len = axis >= 0 ? shape[axis] : 1;
-    for (int a = 0; a < 4; ++a) R.axis_stride[a] = (axis >= 0 && R.len > 1) ? st[a][axis] : 1;
-    R.nd = 0;
-    R.rows = 1;
-    for (int d = 0; d < r; ++d) {  // the other dims: size-1 dropped, neighbours merged
-      if (d == axis || shape[d] == 1) continue;
-      R.rows *= shape[d];
-      bool merge = R.nd > 0;
-      for (int a = 0; a < 4 && merge; ++a) merge = R.stride[a][R.nd - 1] == st[a][d] * shape[d];
-      if (merge) {
-        R.dims[R.nd - 1] *= shape[d];
-        for (int a = 0; a < 4; ++a) R.stride[a][R.nd - 1] = st[a][d];
-      } else {
-        R.dims[R.nd] = shape[d];
-        for (int a = 0; a < 4; ++a) R.stride[a][R.nd] = st[a][d];
-        ++R.nd;
-      }
-    }
+    collapse_rows(R, shape, axis, st);
     if (impl->numel == 0) R.rows = 0;
     // Path: the row in registers as 4-element chunks, k chunks per lane; a warp per row up to
     // 512 elements, a block of up to 1024 up to 32768 elements (16384 for the backward ops, which
@@ -427,25 +435,8 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
   L.dtype = dt;
   std::vector<int64_t> st[3] = {out_st, desc.inputs[0].effective_strides(),
                                 (bwd ? desc.inputs[1] : desc.inputs[0]).effective_strides()};
-  L.len = axis >= 0 ? shape[axis] : 1;
   impl->numel = checked_numel(op, names[0], shape);
-  for (int a = 0; a < 3; ++a) L.axis_stride[a] = (axis >= 0 && L.len > 1) ? st[a][axis] : 1;
-  L.nd = 0;
-  L.rows = 1;
-  for (int d = 0; d < r; ++d) {
-    if (d == axis || shape[d] == 1) continue;
-    L.rows *= shape[d];
-    bool merge = L.nd > 0;
-    for (int a = 0; a < 3 && merge; ++a) merge = L.stride[a][L.nd - 1] == st[a][d] * shape[d];
-    if (merge) {
-      L.dims[L.nd - 1] *= shape[d];
-      for (int a = 0; a < 3; ++a) L.stride[a][L.nd - 1] = st[a][d];
-    } else {
-      L.dims[L.nd] = shape[d];
-      for (int a = 0; a < 3; ++a) L.stride[a][L.nd] = st[a][d];
-      ++L.nd;
-    }
-  }
+  collapse_rows(L, shape, axis, st);
   if (impl->numel == 0) L.rows = 0;
 
   // Path.
