@@ -164,12 +164,16 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
   // FP8 fragments. The reduction over D in S = Q K^T may run in any order both operands share: a
   // thread's four k slots of a 16-wide step (2tq, 2tq + 1, 2tq + 8, 2tq + 9) take the four adjacent
   // bytes at 4tq, so one 32-bit read gives a key's B fragment, and Q's A fragment is read to match.
-  auto load_q_fp8 = [&](unsigned (&a)[4], int kk) {
-    const T* q0 = Qs + (rb + gq) * LD + kk * 16 + tq * 4;
-    a[0] = *reinterpret_cast<const unsigned*>(q0);
-    a[1] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD);
-    a[2] = *reinterpret_cast<const unsigned*>(q0 + 2);
-    a[3] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD + 2);
+  auto load_q = [&](unsigned (&a)[4], int kk) {  // the warp's A fragment of q for k-step kk
+    if constexpr (FP8) {
+      const T* q0 = Qs + (rb + gq) * LD + kk * 16 + tq * 4;
+      a[0] = *reinterpret_cast<const unsigned*>(q0);
+      a[1] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD);
+      a[2] = *reinterpret_cast<const unsigned*>(q0 + 2);
+      a[3] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD + 2);
+    } else {
+      attention::flash::load_a<LD>(a, Qs, rb, kk * 16);
+    }
   };
   // O += P V needs pairs of keys at one column: a thread reads its four keys' rows (2tq, 2tq + 1,
   // 2tq + 8, 2tq + 9) at bytes 4gq..4gq + 3 of a 32-column chunk and byte-permutes them into four n8
@@ -218,10 +222,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
     if constexpr (C::q_in_registers) {
       if (n == 0) {
 #pragma unroll
-        for (int kk = 0; kk < KT; ++kk) {
-          if constexpr (FP8) load_q_fp8(qa[kk], kk);
-          else attention::flash::load_a<LD>(qa[kk], Qs, rb, kk * 16);
-        }
+        for (int kk = 0; kk < KT; ++kk) load_q(qa[kk], kk);
       }
     }
     const T* Ks = stages + st * C::stage_elems;
@@ -234,10 +235,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
     for (int nt = 0; nt < NT; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < KT; ++kk) {
-      if constexpr (!C::q_in_registers) {
-        if constexpr (FP8) load_q_fp8(qa[0], kk);
-        else attention::flash::load_a<LD>(qa[0], Qs, rb, kk * 16);
-      }
+      if constexpr (!C::q_in_registers) load_q(qa[0], kk);
       const int qi = C::q_in_registers ? kk : 0;
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {  // 16 keys: two n8 tiles

@@ -3,6 +3,7 @@
 ``rope_frequencies`` gives the scaled inverse frequencies the theta path uses. See
 ``baracuda/rope.h`` for the exact rules.
 """
+import math
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _C, _interop
@@ -47,6 +48,26 @@ def frequencies(theta: float = 10000.0, scaling: Optional[Mapping[str, Any]] = N
     """The RopeFrequencies of theta and a transformers-style ``rope_scaling`` dict (see scaling_fields)."""
     theta, rule, kw = scaling_fields(theta, scaling, fn)
     return _C.RopeFrequencies(theta=theta, scaling=rule, **kw)
+
+
+def descriptor(spec, q, k, cos, positions, style: str, rotary_dim: int, freqs, inverse: bool = False, k_cache=None,
+               v=None, v_cache=None, slot_mapping=None, k_scale=None):
+    """The RopeDescriptor of these operands, for the plans the torch fake kernels and the JAX custom
+    calls select (``spec``: the framework's tensor -> TensorSpec; the functional path builds its own in
+    C++ from the imported views)."""
+    cache = {}
+    if k_cache is not None:
+        per_head = k_scale is not None and math.prod(spec(k_scale).shape) > 1
+        cache = dict(k_cache=spec(k_cache), v=None if v is None else spec(v),
+                     v_cache=None if v_cache is None else spec(v_cache), slot_dtype=spec(slot_mapping).dtype,
+                     kv_scales=k_scale is not None, scale_per_head=per_head)
+    cs = None if cos is None else spec(cos)
+    return _C.RopeDescriptor(
+        spec(q), None if k is None else spec(k), style=style, rotary_dim=int(rotary_dim), inverse=bool(inverse),
+        cache=cs is not None, cache_dtype=_C.DType.float32 if cs is None else cs.dtype,
+        cache_positions=int(cs.shape[0]) if cs is not None and len(cs.shape) else 0, freqs=freqs,
+        positions=positions is not None,
+        positions_dtype=_C.DType.int64 if positions is None else spec(positions).dtype, **cache)
 
 
 def rope_frequencies(rotary_dim: int, *, theta: float = 10000.0,
@@ -119,10 +140,9 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
             raise InvalidArgument("rope: the cache append needs k, k_cache and slot_mapping")
         if (v is None) != (v_cache is None):
             raise InvalidArgument("rope: v and v_cache go together (both or neither)")
-        cache = {"k_cache": k_cache, "v": v, "v_cache": v_cache, "slot_mapping": slot_mapping, "k_scale": k_scale,
-                 "v_scale": v_scale}
-    elif k_scale is not None or v_scale is not None:
-        raise InvalidArgument("rope: k_scale / v_scale go with a cache append (k_cache)")
+        cache = {"k_cache": k_cache, "v": v, "v_cache": v_cache, "slot_mapping": slot_mapping}
+    if k_scale is not None or v_scale is not None:  # the core refuses them without a cache append
+        cache = {**(cache or {}), "k_scale": k_scale, "v_scale": v_scale}
     return _run("rope", q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inplace, q_out, k_out, False,
                 stream, cache)
 

@@ -11,6 +11,7 @@ from .. import _C, _interop
 from .._dtypes import dtype as _bc_dtype
 from .._embedding import padding_index as _embedding_padding_index
 from .._kv_cache import check_pairs as _kv_cache_check_pairs
+from .._rope import descriptor as _rope_descriptor
 from .._rope import scaling_fields as _rope_scaling_fields
 from ..errors import InvalidArgument
 from ._mechanism import _launch, _operand, _spec, _spec_of
@@ -19,12 +20,8 @@ from ._mechanism import _launch, _operand, _spec, _spec_of
 
 def _rope_run(q, k, cos, sin, positions, params, inverse):
     style, rotary_dim, (theta, rule, fields) = params
-    desc = _C.RopeDescriptor(
-        _spec_of(q), None if k is None else _spec_of(k), style=style, rotary_dim=rotary_dim, inverse=inverse,
-        cache=cos is not None, cache_dtype=_bc_dtype(cos.dtype) if cos is not None else _C.DType.float32,
-        cache_positions=int(cos.shape[0]) if cos is not None and cos.ndim else 0,
-        freqs=_C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), positions=positions is not None,
-        positions_dtype=_bc_dtype(positions.dtype) if positions is not None else _C.DType.int64)
+    desc = _rope_descriptor(_spec_of, q, k, cos, positions, style, rotary_dim,
+                            _C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), inverse)
     ins = [_operand(r, t) for r, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("positions", positions))
            if t is not None]
     outs = [("q_out", q.shape, q.dtype)] + ([("k_out", k.shape, k.dtype)] if k is not None else [])
@@ -56,15 +53,9 @@ def _rope_append(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, p
     """The fused decode append (inference: no vjp): (q, k, k_cache[, v_cache]), the caches the
     custom call's aliased outputs."""
     style, rotary_dim, (theta, rule, fields) = params
-    desc = _C.RopeDescriptor(
-        _spec_of(q), _spec_of(k), style=style, rotary_dim=rotary_dim, cache=cos is not None,
-        cache_dtype=_bc_dtype(cos.dtype) if cos is not None else _C.DType.float32,
-        cache_positions=int(cos.shape[0]) if cos is not None and cos.ndim else 0,
-        freqs=_C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), positions=positions is not None,
-        positions_dtype=_bc_dtype(positions.dtype) if positions is not None else _C.DType.int64,
-        k_cache=_spec_of(k_cache), v=None if v is None else _spec_of(v),
-        v_cache=None if v_cache is None else _spec_of(v_cache), slot_dtype=_bc_dtype(slot_mapping.dtype),
-        kv_scales=k_scale is not None, scale_per_head=k_scale is not None and int(k_scale.size) > 1)
+    desc = _rope_descriptor(_spec_of, q, k, cos, positions, style, rotary_dim,
+                            _C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), k_cache=k_cache, v=v,
+                            v_cache=v_cache, slot_mapping=slot_mapping, k_scale=k_scale)
     ins = [_operand(r, t) for r, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("positions", positions),
                                        ("v", v), ("slot_mapping", slot_mapping), ("k_scale", k_scale),
                                        ("v_scale", v_scale)) if t is not None]

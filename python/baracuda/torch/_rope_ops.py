@@ -45,13 +45,8 @@ def _rope_fake(q, k, cos, sin, positions, style, rotary_dim, theta, rule, params
     qo, ko = _outputs(q, k)
 
     def make():
-        d = _C.RopeDescriptor(_spec(q), _spec(k) if k is not None else None, style=style, rotary_dim=int(rotary_dim),
-                              inverse=bool(inverse), cache=cos is not None,
-                              cache_dtype=_spec(cos).dtype if cos is not None else _C.DType.float32,
-                              cache_positions=int(cos.shape[0]) if cos is not None and cos.dim() else 0,
-                              freqs=_freqs(theta, rule, params), positions=positions is not None,
-                              positions_dtype=_spec(positions).dtype if positions is not None else _C.DType.int64)
-        return _C.RopePlan.select(d)
+        return _C.RopePlan.select(_rope.descriptor(_spec, q, k, cos, positions, style, rotary_dim,
+                                                   _freqs(theta, rule, params), inverse))
 
     validate(("rope", style, int(rotary_dim), float(theta), rule, tuple(params), bool(inverse), cos is None,
               positions is None), [t for t in (q, k, cos, positions) if t is not None], make)
@@ -98,15 +93,9 @@ def _rope_append_impl(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positio
 def _rope_append_fake(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, rotary_dim, theta, rule,
                       params, k_scale=None, v_scale=None):
     def make():
-        return _C.RopePlan.select(_C.RopeDescriptor(
-            _spec(q), _spec(k), style=style, rotary_dim=int(rotary_dim), cache=cos is not None,
-            cache_dtype=_spec(cos).dtype if cos is not None else _C.DType.float32,
-            cache_positions=int(cos.shape[0]) if cos is not None and cos.dim() else 0,
-            freqs=_freqs(theta, rule, params), positions=positions is not None,
-            positions_dtype=_spec(positions).dtype if positions is not None else _C.DType.int64,
-            k_cache=_spec(k_cache), v=None if v is None else _spec(v), v_cache=None if v_cache is None else _spec(v_cache),
-            slot_dtype=_spec(slot_mapping).dtype, kv_scales=k_scale is not None,
-            scale_per_head=k_scale is not None and k_scale.numel() > 1))
+        return _C.RopePlan.select(_rope.descriptor(_spec, q, k, cos, positions, style, rotary_dim,
+                                                   _freqs(theta, rule, params), k_cache=k_cache, v=v,
+                                                   v_cache=v_cache, slot_mapping=slot_mapping, k_scale=k_scale))
 
     validate(("rope_append", style, int(rotary_dim), float(theta), rule, tuple(params), cos is None, positions is None,
               k_scale is None),
