@@ -321,6 +321,13 @@ def test_fused_append_scale_rules():
     with pytest.raises(errors.InvalidArgument, match="k_scale has shape"):
         bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc8.clone(), slot_mapping=slots,
                 k_scale=torch.ones(3, device=DEV), v_scale=torch.ones(3, device=DEV))
+    with pytest.raises(errors.InvalidDType, match="k_scale is float16; expected float32"):
+        bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc8.clone(), slot_mapping=slots,
+                k_scale=one.half(), v_scale=one)
+    strided = torch.ones(2, 2, device=DEV)[:, 0]  # [kv_heads], stride 2
+    with pytest.raises(errors.InvalidArgument, match="v_scale must be contiguous"):
+        bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc8.clone(), slot_mapping=slots,
+                k_scale=torch.ones(2, device=DEV), v_scale=strided)
 
 
 def test_fused_cache_append_under_compile():
