@@ -106,8 +106,15 @@ def test_rowwise_kernel_takes_f32_and_other_head_dims():
     assert "kernel='rowwise'" in repr(D(kernel="rowwise"))
 
 
-def test_fp8_caches_take_128_key_tiles_by_tuning():
+def test_fp8_caches_take_128_key_tiles():
+    """By default where each split keeps 4+ 64-key tiles (one request over many splits keeps 64 and
+    its parallelism; 16-bit caches always 64); by tuning anywhere over an fp8 cache."""
     fp8 = dict(cdtype=bc.float8_e4m3fn)
+    long_splits = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=4, **fp8))
+    assert long_splits.sku.name.endswith(".float8_e4m3fn_cache.t128"), long_splits.sku.name
+    short_splits = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=64, **fp8))
+    assert short_splits.sku.name.endswith(".s64.float8_e4m3fn_cache"), short_splits.sku.name
+    assert not bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=4)).sku.name.endswith(".t128")
     for splits in (0, 3):
         p = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=splits, **fp8), bc.PlanPreference(tuning="tile=128"))
         assert p.sku.name.endswith(".float8_e4m3fn_cache.t128"), p.sku.name

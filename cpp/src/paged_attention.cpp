@@ -159,7 +159,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
                                                    : g.max_pages * g.page_size;
   int64_t splits = desc.num_splits;  // a split count given (descriptor or tuning); 0: the schedule below
   int rows_knob = 0;  // rows per block given by tuning; 0: by the query rows per kv head
-  int tile_knob = 0;  // keys per tile given by tuning; 0: 64
+  int tile_knob = 0;  // keys per tile given by tuning; 0: by the split length (below)
   for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits", "rows", "tile"})) {
     if (kn.key == "tile") {
       need(kn.value == "64" || (kn.value == "128" && g.cache_dtype != dt),
@@ -192,9 +192,6 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
                                  : head_rows >= kWideFromRows ? paged_attention::kWideRowsPerBlock
                                                               : paged_attention::kRowsPerBlock;
   g.row_groups = (head_rows + g.rows_per_block - 1) / g.rows_per_block;
-  // 128-key tiles: only for fp8 caches in 16-row blocks (a 16-bit tile's bytes per stage)
-  if (tile_knob == 128 && !I.rowwise && !I.cudnn && g.rows_per_block == paged_attention::kRowsPerBlock)
-    g.tile_keys = tile_knob;
   if (g.batch > 65535 || g.hkv * g.row_groups > 65535)
     throw Unsupported(kOp + ": at most 65535 requests and 65535 (kv head, " + std::to_string(g.rows_per_block) +
                       "-row group) pairs per call");
@@ -224,6 +221,15 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
       splits = std::min((kWavesPastOne * slots + blocks - 1) / blocks, std::max<int64_t>(1, tiles / kMinTilesPerSplit));
   }
   splits = std::max<int64_t>(1, std::min<int64_t>({splits, tiles, 1024}));
+  // 128-key tiles: only for fp8 caches in 16-row blocks (a 16-bit tile's bytes per stage). By default
+  // where each split keeps four or more 64-key tiles: rounding splits to 128 keys then costs the
+  // schedule little, and the wider tile reads 1.0-1.25x faster (docs/benchmarks.md, fp8 decode);
+  // a short split (one request over many splits) keeps 64 and its parallelism.
+  constexpr int64_t kWideTileFromTiles = 4;
+  const bool tile128_fits = g.cache_dtype != dt && !I.rowwise && !I.cudnn &&
+                            g.rows_per_block == paged_attention::kRowsPerBlock;
+  if (tile128_fits && (tile_knob == 128 || (tile_knob == 0 && (tiles + splits - 1) / splits >= kWideTileFromTiles)))
+    g.tile_keys = 128;
   // Splits are whole kernel tiles (the schedule counts 64-key tiles).
   const int64_t tile_mult = g.tile_keys / paged_attention::kKeysPerTile;
   const int64_t tiles_per_split = ((tiles + splits - 1) / splits + tile_mult - 1) / tile_mult * tile_mult;

@@ -206,6 +206,7 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
     g.attention_factor = float(af);
   }
   g.kv_dtype = desc.kv_cache ? desc.k_cache.dtype : dt;
+  g.scale_per_head = desc.kv_cache && desc.kv_scales && desc.scale_per_head;
   if (!pref.forbid.empty())
     for (Backend b : pref.forbid)
       if (b == Backend::Bespoke) throw Unsupported("rope: the preference forbids the only backend (bespoke)");
