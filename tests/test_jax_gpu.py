@@ -590,6 +590,35 @@ def test_kv_cache_append_through_aliased_outputs():
     np.testing.assert_allclose(np.asarray(out[0, :2]), p[:2] @ (k3[:, 0] * 2), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("fp8", [None, jnp.float8_e4m3fn], ids=["bf16", "e4m3"])
+def test_rope_cache_append_equals_rope_then_append(fp8):
+    """bj.rope with k_cache / v_cache under jax.jit (caches donated): q and k as bj.rope rotates them,
+    the caches' bytes as bj.rope then bj.kv_cache_append write them (fp8: quantized with per-head
+    scales), padding slots untouched."""
+    kq, kk, kv = jax.random.split(jax.random.PRNGKey(11), 3)
+    q = jax.random.normal(kq, (7, 4, 64), jnp.float32).astype(jnp.bfloat16)
+    k = jax.random.normal(kk, (7, 2, 64), jnp.float32).astype(jnp.bfloat16)
+    v = jax.random.normal(kv, (7, 2, 64), jnp.float32).astype(jnp.bfloat16)
+    pos = jnp.asarray([3, 9, 0, 40, 7, 1, 22], jnp.int32)
+    slots = jnp.asarray([0, 5, -1, 11, 2, 30, 17], jnp.int32)
+    cdt = fp8 or jnp.bfloat16
+    scales = dict(k_scale=jnp.asarray([0.5, 0.25], jnp.float32), v_scale=jnp.asarray([0.75, 2.0], jnp.float32)) \
+        if fp8 else {}
+    kc, vc = jnp.zeros((4, 8, 2, 64), cdt), jnp.zeros((4, 8, 2, 64), cdt)
+    rq, rk = bj.rope(q, k, positions=pos)
+    rkc, rvc = bj.kv_cache_append(rk, v, kc, vc, slots, **scales)
+    step = jax.jit(lambda q, k, v, kc, vc, s, p: bj.rope(q, k, positions=p, k_cache=kc, v=v, v_cache=vc,
+                                                         slot_mapping=s, **scales), donate_argnums=(3, 4))
+    gq, gk, gkc, gvc = step(q, k, v, jnp.zeros_like(kc), jnp.zeros_like(vc), slots, pos)
+    np.testing.assert_array_equal(np.asarray(gq), np.asarray(rq))
+    np.testing.assert_array_equal(np.asarray(gk), np.asarray(rk))
+    as_bytes = lambda t: np.asarray(t).view(np.uint8)  # noqa: E731
+    np.testing.assert_array_equal(as_bytes(gkc), as_bytes(rkc))
+    np.testing.assert_array_equal(as_bytes(gvc), as_bytes(rvc))
+    with pytest.raises(baracuda.errors.InvalidArgument, match="the cache append needs k"):
+        bj.rope(q, k_cache=kc, slot_mapping=slots)
+
+
 def test_merge_attention_states_jit():
     oa, ob = rand(3, 4, 5, 64, dtype=np.float32), rand(3, 4, 5, 64, dtype=np.float32)
     la, lb = rand(3, 4, 5, dtype=np.float32) * 3, rand(3, 4, 5, dtype=np.float32) * 3

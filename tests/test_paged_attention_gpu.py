@@ -415,6 +415,17 @@ def test_fp8_caches_every_head_dim(d, dt, fp8):
         want, want_lse = reference(q, kc8.float(), vc8.float(), table, lens)
         check(out, want, dt)
         check(lse, want_lse, torch.float32, "lse", magnitude=8)
+        # both key tiles of fp8 caches, whichever the default took: 128 (each warp 32 keys of a tile), 64
+        for tile in (64, 128):
+            plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(
+                spec(q), spec(kc8), spec(vc8), spec(q), table.shape[1], lse=True, num_splits=splits, kernel="mma"),
+                bc.PlanPreference(tuning=f"tile={tile}"))
+            assert plan.sku.name.endswith(".t128") == (tile == 128), plan.sku.name
+            o2, l2 = torch.full_like(q, float("nan")), torch.full_like(lse, float("nan"))
+            ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+            plan.run(q=q, k_cache=kc8, v_cache=vc8, block_table=table, seq_lens=lens, out=o2, lse=l2, workspace=ws)
+            check(o2, want, dt)
+            check(l2, want_lse, torch.float32, "lse", magnitude=8)
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])

@@ -80,7 +80,7 @@ def test_split_schedule_and_sku():
     with pytest.raises(errors.InvalidArgument, match="splits must be >= 1"):
         bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="splits=0"))
     with pytest.raises(errors.InvalidArgument, match="not a tuning key"):
-        bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="tile=3"))
+        bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="warps=3"))
 
 
 def test_layouts_and_identity():
@@ -104,6 +104,25 @@ def test_rowwise_kernel_takes_f32_and_other_head_dims():
         assert p.sku.name == "paged_attention.decode.rowwise" and p.num_splits == 1 and p.workspace_bytes() == 0
     assert bc.PagedAttentionPlan.select(D()).sku.name.startswith("paged_attention.decode.mma_sync.d128.")
     assert "kernel='rowwise'" in repr(D(kernel="rowwise"))
+
+
+def test_fp8_caches_take_128_key_tiles():
+    """By default where each split keeps 4+ 64-key tiles (one request over many splits keeps 64 and
+    its parallelism; 16-bit caches always 64); by tuning anywhere over an fp8 cache."""
+    fp8 = dict(cdtype=bc.float8_e4m3fn)
+    long_splits = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=4, **fp8))
+    assert long_splits.sku.name.endswith(".float8_e4m3fn_cache.t128"), long_splits.sku.name
+    short_splits = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=64, **fp8))
+    assert short_splits.sku.name.endswith(".s64.float8_e4m3fn_cache"), short_splits.sku.name
+    assert not bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=4)).sku.name.endswith(".t128")
+    for splits in (0, 3):
+        p = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=splits, **fp8), bc.PlanPreference(tuning="tile=128"))
+        assert p.sku.name.endswith(".float8_e4m3fn_cache.t128"), p.sku.name
+        keys = int(p.sku.precision.math.split(" split(s) of ")[1].split()[0])
+        assert keys % 128 == 0 and keys * p.num_splits >= 512 * 16, (keys, p.num_splits)
+    with pytest.raises(errors.InvalidArgument, match="tuning tile must be 64 .or 128 over an fp8 cache., got '128'"):
+        bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="tile=128"))
+    assert not bc.PagedAttentionPlan.select(D(**fp8), bc.PlanPreference(tuning="tile=64")).sku.name.endswith("t64")
 
 
 def test_many_query_rows_take_64_row_blocks():

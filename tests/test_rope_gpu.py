@@ -264,6 +264,72 @@ def test_fused_cache_append_equals_rope_then_append(dt, style, rd, heads_first):
     assert torch.isnan(kc).sum() == torch.isnan(rkc).sum() == (pages * ps - (slots >= 0).sum()) * hkv * d
 
 
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "f16", "f32"])
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("style,rd,scales", [("neox", 0, "per_head"), ("gptj", 32, "per_tensor"), ("neox", 48, None)])
+@pytest.mark.parametrize("heads_first", [False, True])
+def test_fused_append_into_fp8_caches(dt, fp8, style, rd, scales, heads_first):
+    """An fp8 cache takes the rotated k and v quantized exactly as kv_cache_append quantizes them
+    (fp8(x / scale) of the rotated k as stored in q's dtype, saturated), bit for bit, padding slots
+    untouched; partial rotary's pass-through quantized too; scales per kv head, per tensor or none."""
+    g = gen(22)
+    T, hq, hkv, d, pages, ps = 37, 8, 2, 64, 9, 16
+    qkv = (rnd((T, (hq + 2 * hkv) * d), dt, g) * 20).view(T, hq + 2 * hkv, d)  # some values saturate at scale 1
+    pos = torch.randint(0, 500, (T,), generator=g, device=DEV)
+    slots = torch.randperm(pages * ps, generator=g, device=DEV)[:T].int()
+    slots[::7] = -1  # padding
+    n = hkv if scales == "per_head" else 1
+    ks = (torch.rand(n, generator=g, device=DEV) + 0.5) / 4 if scales else None
+    vs = (torch.rand(n, generator=g, device=DEV) + 0.5) / 4 if scales else None
+    shape = (pages, hkv, ps, d) if heads_first else (pages, ps, hkv, d)
+
+    def caches():
+        kc, vc = (torch.full(shape, 0x7f, device=DEV, dtype=torch.uint8).view(fp8) for _ in range(2))  # NaN
+        return (kc.transpose(1, 2), vc.transpose(1, 2)) if heads_first else (kc, vc)
+
+    ref_qkv = qkv.clone()
+    rq, rk, rv = ref_qkv[:, :hq], ref_qkv[:, hq:hq + hkv], ref_qkv[:, hq + hkv:]
+    bc.rope(rq, rk, positions=pos, style=style, rotary_dim=rd or None, inplace=True)
+    rkc, rvc = caches()
+    bc.kv_cache_append(rk, rv, rkc, rvc, slots, k_scale=ks, v_scale=vs)
+
+    q, k, v = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
+    kc, vc = caches()
+    bc.rope(q, k, positions=pos, style=style, rotary_dim=rd or None, inplace=True, k_cache=kc, v=v, v_cache=vc,
+            slot_mapping=slots, k_scale=ks, v_scale=vs)
+    assert torch.equal(qkv, ref_qkv), "q and k rotated in place as rope does, v untouched"
+    as_bytes = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    assert torch.equal(as_bytes(kc), as_bytes(rkc)) and torch.equal(as_bytes(vc), as_bytes(rvc))
+    untouched = (pages * ps - (slots >= 0).sum()) * hkv * d
+    assert (as_bytes(kc) == 0x7f).sum() == untouched and (as_bytes(vc) == 0x7f).sum() == untouched
+
+
+def test_fused_append_scale_rules():
+    q, k, v = torch.randn(5, 4, 64, device=DEV), torch.randn(5, 2, 64, device=DEV), torch.randn(5, 2, 64, device=DEV)
+    kc8 = torch.zeros(2, 8, 2, 64, device=DEV, dtype=torch.float8_e4m3fn)
+    kc = torch.zeros(2, 8, 2, 64, device=DEV)
+    slots = torch.arange(5, device=DEV)
+    one = torch.ones(1, device=DEV)
+    with pytest.raises(errors.InvalidArgument, match="k_scale / v_scale quantize into an fp8 cache"):
+        bc.rope(q, k, inplace=True, k_cache=kc, v=v, v_cache=kc.clone(), slot_mapping=slots, k_scale=one, v_scale=one)
+    with pytest.raises(errors.InvalidDType, match="v_cache is float32; expected k_cache's float8_e4m3fn"):
+        bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc.clone(), slot_mapping=slots)
+    with pytest.raises(errors.InvalidArgument, match="v_scale without k_scale"):
+        bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc8.clone(), slot_mapping=slots, v_scale=one)
+    with pytest.raises(errors.InvalidArgument, match="go with a cache append"):
+        bc.rope(q, k, k_scale=one)
+    with pytest.raises(errors.InvalidArgument, match="k_scale has shape"):
+        bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc8.clone(), slot_mapping=slots,
+                k_scale=torch.ones(3, device=DEV), v_scale=torch.ones(3, device=DEV))
+    with pytest.raises(errors.InvalidDType, match="k_scale is float16; expected float32"):
+        bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc8.clone(), slot_mapping=slots,
+                k_scale=one.half(), v_scale=one)
+    strided = torch.ones(2, 2, device=DEV)[:, 0]  # [kv_heads], stride 2
+    with pytest.raises(errors.InvalidArgument, match="v_scale must be contiguous"):
+        bc.rope(q, k, inplace=True, k_cache=kc8, v=v, v_cache=kc8.clone(), slot_mapping=slots,
+                k_scale=torch.ones(2, device=DEV), v_scale=strided)
+
+
 def test_fused_cache_append_under_compile():
     import baracuda.torch as bt
     q = torch.randn(5, 4, 64, device=DEV)

@@ -47,6 +47,11 @@ REFUSALS = [
      ["v_cache has shape", "k_cache's pages and page_size"]),
     ("append-slots", lambda: D(k_cache=S((10, 16, 2, 128), bc.bfloat16), slot_dtype=bc.float32), errors.InvalidDType,
      ["slot_mapping is float32"]),
+    ("append-scales-16bit", lambda: D(k_cache=S((10, 16, 2, 128), bc.bfloat16), kv_scales=True),
+     errors.InvalidArgument, ["k_scale / v_scale quantize into an fp8 cache", "k_cache is bfloat16"]),
+    ("append-fp8-mixed", lambda: D(k_cache=S((10, 16, 2, 128), bc.float8_e4m3fn), v=S((2, 16, 2, 128), bc.bfloat16),
+                                   v_cache=S((10, 16, 2, 128), bc.float8_e5m2)), errors.InvalidDType,
+     ["v_cache is float8_e5m2; expected k_cache's float8_e4m3fn"]),
 ]
 
 
@@ -70,6 +75,18 @@ def test_sku_and_identity():
     assert D(cache=True, cache_positions=4) == D(cache=True, cache_positions=4, freqs=bc.RopeFrequencies(theta=5.0))
     assert "style=neox" in repr(D())
     assert list(bc.RopePlan.select(D(q=(0, 8, 64), k=None)).descriptor.q.shape) == [0, 8, 64]
+
+
+def test_fp8_cache_append_sku_and_identity():
+    fp8 = dict(k_cache=S((10, 16, 2, 128), bc.float8_e4m3fn), v=S((2, 16, 2, 128), bc.bfloat16),
+               v_cache=S((10, 16, 2, 128), bc.float8_e4m3fn))
+    p = bc.RopePlan.select(D(kv_scales=True, scale_per_head=True, **fp8))
+    assert p.sku.name == "rope.neox.theta.append.float8_e4m3fn_cache"
+    assert "fp8(x / scale)" in p.sku.precision.math and "kv_scales=per_head" in repr(p.descriptor)
+    assert D(**fp8) != D(kv_scales=True, **fp8) != D(kv_scales=True, scale_per_head=True, **fp8)
+    assert D(**fp8) == D(scale_per_head=True, **fp8), "scale_per_head means nothing without scales"
+    with pytest.raises(errors.InvalidArgument, match="kv_scales without k_cache"):
+        D(kv_scales=True)
 
 
 def test_tuning_knobs_in_sku_and_refusals():

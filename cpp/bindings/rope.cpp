@@ -14,13 +14,14 @@ namespace baracuda::py {
 
 namespace {
 
-constexpr int kNumSlots = 11;
+constexpr int kNumSlots = 13;
 const NamedOperand<RopeTensors> kRoles[kNumSlots] = {
     {"q", &RopeTensors::q},         {"k", &RopeTensors::k},         {"q_out", &RopeTensors::q_out},
     {"k_out", &RopeTensors::k_out}, {"cos", &RopeTensors::cos},     {"sin", &RopeTensors::sin},
     {"positions", &RopeTensors::positions}, {"v", &RopeTensors::v}, {"k_cache", &RopeTensors::k_cache},
-    {"v_cache", &RopeTensors::v_cache},     {"slot_mapping", &RopeTensors::slot_mapping}};
-enum { Q, K, Q_OUT, K_OUT, COS, SIN, POSITIONS, V, K_CACHE, V_CACHE, SLOTS };
+    {"v_cache", &RopeTensors::v_cache},     {"slot_mapping", &RopeTensors::slot_mapping},
+    {"k_scale", &RopeTensors::k_scale},     {"v_scale", &RopeTensors::v_scale}};
+enum { Q, K, Q_OUT, K_OUT, COS, SIN, POSITIONS, V, K_CACHE, V_CACHE, SLOTS, K_SCALE, V_SCALE };
 
 struct Operands {
   Imported held[kNumSlots];
@@ -68,7 +69,7 @@ void init_rope(nb::module_& m) {
            [](RopeDescriptor* d, TensorSpec q, std::optional<TensorSpec> k, std::string style, int64_t rotary_dim,
               bool inverse, bool cache, DType cache_dtype, int64_t cache_positions, RopeFrequencies freqs,
               bool positions, DType positions_dtype, std::optional<TensorSpec> k_cache, std::optional<TensorSpec> v,
-              std::optional<TensorSpec> v_cache, DType slot_dtype) {
+              std::optional<TensorSpec> v_cache, DType slot_dtype, bool kv_scales, bool scale_per_head) {
              new (d) RopeDescriptor{};
              if (v.has_value() != v_cache.has_value())
                throw InvalidArgument("RopeDescriptor: v and v_cache go together");
@@ -82,6 +83,9 @@ void init_rope(nb::module_& m) {
                d->v_cache = std::move(*v_cache);
              }
              d->slot_dtype = slot_dtype;
+             if (kv_scales && !d->kv_cache) throw InvalidArgument("RopeDescriptor: kv_scales without k_cache");
+             d->kv_scales = kv_scales;
+             d->scale_per_head = kv_scales && scale_per_head;
              d->q = std::move(q);
              d->has_k = k.has_value();
              if (k) d->k = std::move(*k);
@@ -98,7 +102,8 @@ void init_rope(nb::module_& m) {
            "q"_a, "k"_a = nb::none(), nb::kw_only(), "style"_a = "neox", "rotary_dim"_a = 0, "inverse"_a = false,
            "cache"_a = false, "cache_dtype"_a = DType::Float32, "cache_positions"_a = 0,
            "freqs"_a = RopeFrequencies{}, "positions"_a = false, "positions_dtype"_a = DType::Int64,
-           "k_cache"_a = nb::none(), "v"_a = nb::none(), "v_cache"_a = nb::none(), "slot_dtype"_a = DType::Int64)
+           "k_cache"_a = nb::none(), "v"_a = nb::none(), "v_cache"_a = nb::none(), "slot_dtype"_a = DType::Int64,
+           "kv_scales"_a = false, "scale_per_head"_a = false)
       .def_ro("q", &RopeDescriptor::q)
       .def_prop_ro("k", [](const RopeDescriptor& d) { return d.has_k ? std::optional<TensorSpec>(d.k) : std::nullopt; })
       .def_ro("style", &RopeDescriptor::style)
@@ -110,7 +115,9 @@ void init_rope(nb::module_& m) {
       .def_ro("freqs", &RopeDescriptor::freqs)
       .def_ro("positions", &RopeDescriptor::positions)
       .def_ro("positions_dtype", &RopeDescriptor::positions_dtype)
-      .def_ro("kv_cache", &RopeDescriptor::kv_cache);
+      .def_ro("kv_cache", &RopeDescriptor::kv_cache)
+      .def_ro("kv_scales", &RopeDescriptor::kv_scales)
+      .def_ro("scale_per_head", &RopeDescriptor::scale_per_head);
 
   bind_plan<RopePlan>(m, "RopePlan", "A validated RoPE launch: select once, run many times.")
       .def("workspace_bytes", &RopePlan::workspace_bytes, "Always 0.")
@@ -123,8 +130,9 @@ void init_rope(nb::module_& m) {
              run_imported(plan, ops.views, ops.held[Q], nb::none(), nb::none(), a.stream);
            },
            "kwargs"_a,
-           "run(q=, q_out=, [k=, k_out=, cos=, sin=, positions=], stream=): check the tensors against the descriptor "
-           "and launch on `stream` (default: q's framework's current stream). q_out may be q itself (in place).");
+           "run(q=, q_out=, [k=, k_out=, cos=, sin=, positions=, v=, k_cache=, v_cache=, slot_mapping=, k_scale=, "
+           "v_scale=], stream=): check the tensors against the descriptor and launch on `stream` (default: q's "
+           "framework's current stream). q_out may be q itself (in place).");
 
   def_xla_plan<RopePlan>(m, "rope", kRoles);
 
@@ -157,7 +165,7 @@ void init_rope(nb::module_& m) {
                              freqs.attention_factor})
               key.append(reinterpret_cast<const char*>(&v), sizeof v);
           }
-          for (int i : {Q, K, COS, POSITIONS, V, K_CACHE, V_CACHE, SLOTS}) {
+          for (int i : {Q, K, COS, POSITIONS, V, K_CACHE, V_CACHE, SLOTS, K_SCALE, V_SCALE}) {
             key.push_back(char(ops.held[i].imported));
             if (ops.held[i].imported) append_key(key, ops.held[i].view);
           }
@@ -189,6 +197,11 @@ void init_rope(nb::module_& m) {
                 d.v = spec_of(t.v);
                 d.v_cache = spec_of(t.v_cache);
               }
+              d.kv_scales = ops.held[K_SCALE].imported;
+              if (!d.kv_scales && ops.held[V_SCALE].imported) throw InvalidArgument("rope: v_scale without k_scale");
+              d.scale_per_head = d.kv_scales && t.k_scale.ndim == 1 && t.k_scale.shape[0] > 1;
+            } else if (ops.held[K_SCALE].imported || ops.held[V_SCALE].imported) {
+              throw InvalidArgument("rope: k_scale / v_scale go with a cache append (k_cache)");
             }
             return RopePlan::select(d);
           });
@@ -197,7 +210,7 @@ void init_rope(nb::module_& m) {
         },
         "tensors"_a, "style"_a, "rotary_dim"_a, "inverse"_a, "freqs"_a, "stream"_a = nb::none(),
         "Functional entry: tensors by name (q, q_out, k, k_out, cos, sin, positions, and for the fused cache append "
-        "v, k_cache, v_cache, slot_mapping; None = absent), select "
+        "v, k_cache, v_cache, slot_mapping, and k_scale / v_scale for fp8 caches; None = absent), select "
         "(cached on the parameters and the operands' metadata) and run. Returns the SKU name.");
   m.def("rope_cache_size", [] { return plan_cache<RopePlan>().size(); }, "Plans in the RoPE functional cache.");
 }

@@ -42,20 +42,10 @@ void check(const Api& a, cublasStatus_t s, const char* call) {
   throw CudaError(msg);
 }
 
-// The device's handle, created on first use; lives until exit (destroying at static teardown races
-// the driver).
+// The device's handle, created on first use (its calls serialised by Handle::mu).
 Handle& handle(const Api& a, int device) {
-  static std::mutex m;
-  static std::vector<std::unique_ptr<Handle>> handles;
-  std::lock_guard<std::mutex> g(m);
-  if (device < 0) throw InvalidArgument("cublas handle: negative device");
-  if (size_t(device) >= handles.size()) handles.resize(size_t(device) + 1);
-  if (!handles[size_t(device)]) {
-    auto h = std::make_unique<Handle>();
-    check(a, a.Create(&h->h), "cublasCreate");
-    handles[size_t(device)] = std::move(h);
-  }
-  return *handles[size_t(device)];
+  static dynlib::PerDevice<Handle> handles;
+  return handles.get(device, "cublas handle", [&](int, Handle& h) { check(a, a.Create(&h.h), "cublasCreate"); });
 }
 
 }  // namespace

@@ -55,13 +55,9 @@ const Api& require(const std::string& op) {
 }
 
 cublasLtHandle_t handle(int device) {
-  static std::mutex m;
-  static std::vector<cublasLtHandle_t> handles;
-  std::lock_guard<std::mutex> g(m);
-  if (device < 0) throw InvalidArgument("cublasLt handle: negative device");
-  if (size_t(device) >= handles.size()) handles.resize(device + 1, nullptr);
-  if (!handles[device]) check(require("gemm").Create(&handles[device]), "cublasLtCreate");
-  return handles[device];  // lives until exit: destroying at static teardown races the driver
+  static dynlib::PerDevice<cublasLtHandle_t> handles;
+  return handles.get(device, "cublasLt handle",
+                     [](int, cublasLtHandle_t& h) { check(require("gemm").Create(&h), "cublasLtCreate"); });
 }
 
 void check(cublasStatus_t s, const char* call) {

@@ -3,8 +3,12 @@
 #pragma once
 #include <dlfcn.h>
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "baracuda/errors.h"
 
 // A macro's value as a string literal: the headers' major version in a soname
 // ("libcudnn.so." BARACUDA_STR(CUDNN_MAJOR)).
@@ -60,6 +64,30 @@ Loaded<Api> load(const std::string& soname, const char* env_override, const std:
   L.ok = true;
   return L;
 }
+
+// One T per device (a library handle and what guards it), made by `make(device, t)` on first use and
+// kept until exit: destroying at static teardown races the driver. Thread-safe lookup; the T itself
+// is the caller's to guard.
+template <class T>
+class PerDevice {
+ public:
+  template <class Make>
+  T& get(int device, const char* what, Make&& make) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (device < 0) throw InvalidArgument(std::string(what) + ": negative device");
+    if (size_t(device) >= items_.size()) items_.resize(size_t(device) + 1);
+    if (!items_[size_t(device)]) {
+      auto t = std::make_unique<T>();
+      make(device, *t);  // a throw leaves the slot empty for the next call
+      items_[size_t(device)] = std::move(t);
+    }
+    return *items_[size_t(device)];
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<T>> items_;
+};
 
 // Resolves `name` in `lib` into the function pointer `f`; a missing symbol is appended to `missing`.
 template <class F>

@@ -159,7 +159,14 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
                                                    : g.max_pages * g.page_size;
   int64_t splits = desc.num_splits;  // a split count given (descriptor or tuning); 0: the schedule below
   int rows_knob = 0;  // rows per block given by tuning; 0: by the query rows per kv head
-  for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits", "rows"})) {
+  int tile_knob = 0;  // keys per tile given by tuning; 0: by the split length (below)
+  for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits", "rows", "tile"})) {
+    if (kn.key == "tile") {
+      need(kn.value == "64" || (kn.value == "128" && g.cache_dtype != dt),
+           "tuning tile must be 64 (or 128 over an fp8 cache), got '" + kn.value + "'");
+      tile_knob = int(kn.num());
+      continue;
+    }
     if (kn.key == "rows") {
       need(kn.value == "16" || kn.value == "64", "tuning rows must be 16 or 64, got '" + kn.value + "'");
       rows_knob = int(kn.num());
@@ -214,7 +221,18 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
       splits = std::min((kWavesPastOne * slots + blocks - 1) / blocks, std::max<int64_t>(1, tiles / kMinTilesPerSplit));
   }
   splits = std::max<int64_t>(1, std::min<int64_t>({splits, tiles, 1024}));
-  const int64_t tiles_per_split = (tiles + splits - 1) / splits;
+  // 128-key tiles: only for fp8 caches in 16-row blocks (a 16-bit tile's bytes per stage). By default
+  // where each split keeps four or more 64-key tiles: rounding splits to 128 keys then costs the
+  // schedule little, and the wider tile reads 1.0-1.25x faster (docs/benchmarks.md, fp8 decode);
+  // a short split (one request over many splits) keeps 64 and its parallelism.
+  constexpr int64_t kWideTileFromTiles = 4;
+  const bool tile128_fits = g.cache_dtype != dt && !I.rowwise && !I.cudnn &&
+                            g.rows_per_block == paged_attention::kRowsPerBlock;
+  if (tile128_fits && (tile_knob == 128 || (tile_knob == 0 && (tiles + splits - 1) / splits >= kWideTileFromTiles)))
+    g.tile_keys = 128;
+  // Splits are whole kernel tiles (the schedule counts 64-key tiles).
+  const int64_t tile_mult = g.tile_keys / paged_attention::kKeysPerTile;
+  const int64_t tiles_per_split = ((tiles + splits - 1) / splits + tile_mult - 1) / tile_mult * tile_mult;
   g.splits = int((tiles + tiles_per_split - 1) / tiles_per_split);
   g.split_keys = tiles_per_split * paged_attention::kKeysPerTile;
   I.workspace = I.cudnn ? paged_attention_cudnn::workspace_bytes(*I.cudnn) : paged_attention::workspace_bytes(g);
@@ -233,6 +251,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
                      : std::string(wide ? "paged_attention.prefill" : "paged_attention.decode") + ".mma_sync.d" +
                            std::to_string(g.d) + ".s" + std::to_string(g.splits);
   if (g.cache_dtype != dt) k.name += std::string(".") + dtype_name(g.cache_dtype) + "_cache";
+  if (g.tile_keys != paged_attention::kKeysPerTile) k.name += ".t" + std::to_string(g.tile_keys);
   k.dtypes = {dt, dt, g.cache_dtype, g.cache_dtype};
   k.arch = compiled_archs();
   k.backend = Backend::Bespoke;

@@ -95,6 +95,7 @@ std::string RopeDescriptor::str() const {
     os << ", k_cache=" << k_cache.str();
     if (has_v) os << ", v=" << v.str() << ", v_cache=" << v_cache.str();
     os << ", slot_mapping=" << dtype_name(slot_dtype);
+    if (kv_scales) os << ", kv_scales=" << (scale_per_head ? "per_head" : "per_tensor");
   }
   os << ")";
   return os.str();
@@ -155,7 +156,10 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
   if (desc.kv_cache) {
     need(desc.has_k && !desc.inverse, "the cache append needs k and the forward rotation");
     const std::vector<int64_t>& ks = desc.k.shape;
-    check_paged_cache("rope", desc.k_cache, ks[ks.size() - 2], ks.back(), dt, "k_cache", "k");
+    check_paged_cache("rope", desc.k_cache, ks[ks.size() - 2], ks.back(), dt, "k_cache", "k", true);
+    const bool fp8 = desc.k_cache.dtype != dt;
+    need(!desc.kv_scales || fp8, "k_scale / v_scale quantize into an fp8 cache; this k_cache is " +
+                                     std::string(dtype_name(desc.k_cache.dtype)));
     if (desc.has_v) {
       const auto& vs = desc.v.shape;
       need(vs.size() == qs.size() && std::equal(I.lead.begin(), I.lead.end(), vs.begin()) &&
@@ -165,7 +169,10 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
       if (desc.v.dtype != dt)
         throw InvalidDType("rope: v is " + std::string(dtype_name(desc.v.dtype)) + "; expected " + dtype_name(dt));
       layout_ok(desc.v, "v");
-      check_paged_cache("rope", desc.v_cache, vs[vs.size() - 2], vs.back(), dt, "v_cache", "v");
+      check_paged_cache("rope", desc.v_cache, vs[vs.size() - 2], vs.back(), dt, "v_cache", "v", true);
+      if (desc.v_cache.dtype != desc.k_cache.dtype)
+        throw InvalidDType("rope: v_cache is " + std::string(dtype_name(desc.v_cache.dtype)) + "; expected k_cache's " +
+                           dtype_name(desc.k_cache.dtype));
       need(desc.v_cache.shape[0] == desc.k_cache.shape[0] && desc.v_cache.shape[1] == desc.k_cache.shape[1],
            "v_cache has shape " + shape_str(desc.v_cache.shape) + "; expected k_cache's pages and page_size");
     }
@@ -198,6 +205,8 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
     for (size_t i = 0; i < inv.size(); ++i) g.inv_freq[i] = float(inv[i]);
     g.attention_factor = float(af);
   }
+  g.kv_dtype = desc.kv_cache ? desc.k_cache.dtype : dt;
+  g.scale_per_head = desc.kv_cache && desc.kv_scales && desc.scale_per_head;
   if (!pref.forbid.empty())
     for (Backend b : pref.forbid)
       if (b == Backend::Bespoke) throw Unsupported("rope: the preference forbids the only backend (bespoke)");
@@ -219,7 +228,9 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
   KernelSku& k = I.sku;
   k.category = "rope";
   k.op = desc.inverse ? "rope_backward" : "rope";
-  k.name = "rope." + desc.style + (desc.cache ? ".cache" : ".theta") + (desc.kv_cache ? ".append" : "") + tuned;
+  const bool quantize = desc.kv_cache && desc.k_cache.dtype != dt;
+  k.name = "rope." + desc.style + (desc.cache ? ".cache" : ".theta") + (desc.kv_cache ? ".append" : "") +
+           (quantize ? std::string(".") + dtype_name(desc.k_cache.dtype) + "_cache" : "") + tuned;
   k.layout = "strided";
   k.dtypes = {dt, dt};
   k.arch = compiled_archs();
@@ -229,6 +240,9 @@ RopePlan RopePlan::select(const RopeDescriptor& desc, const PlanPreference& pref
   k.precision.math = desc.cache ? "f32 rotation by the cache's cos / sin, one rounding per output"
                                 : "f32 angle position * inv_freq (inv_freq from double), sincosf, f32 rotation, one "
                                   "rounding per output";
+  if (quantize)
+    k.precision.math += "; the caches fp8(x / scale) with x as stored in q's dtype, saturated to the finite range "
+                        "(kv_cache_append's rounding)";
   return RopePlan(impl);
 }
 
@@ -288,13 +302,20 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
       check_view(op, "v_cache", t.v_cache, D.v_cache, device, "q");
     }
     token_index(t.slot_mapping, "slot_mapping", D.slot_dtype, g.slot_batch, g.slot_seq);
+    const int64_t scale_len = D.scale_per_head ? D.k_cache.shape[2] : 1;
+    check_side_operand(op, t.k_scale, D.kv_scales, "k_scale", DType::Float32, {scale_len},
+                       D.kv_scales ? "the plan was selected with scales" : "the plan was selected without scales", true,
+                       device, "q");
+    check_side_operand(op, t.v_scale, D.kv_scales && D.has_v, "v_scale", DType::Float32, {scale_len},
+                       D.kv_scales && D.has_v ? "the plan was selected with scales and v" : "the plan has no v scale",
+                       true, device, "q");
     g.slots_int32 = D.slot_dtype == DType::Int32;
     g.pages = D.k_cache.shape[0];
     g.page_size = D.k_cache.shape[1];
   }
   check_aliasing(op, {{"q_out", &t.q_out}, {"k_out", &t.k_out}, {"k_cache", &t.k_cache}, {"v_cache", &t.v_cache}},
                  {{"q", &t.q}, {"k", &t.k}, {"v", &t.v}, {"cos", &t.cos}, {"sin", &t.sin}, {"positions", &t.positions},
-                  {"slot_mapping", &t.slot_mapping}},
+                  {"slot_mapping", &t.slot_mapping}, {"k_scale", &t.k_scale}, {"v_scale", &t.v_scale}},
                  {{&t.q_out, &t.q}, {&t.k_out, &t.k}});
 
   rope::Pointers p;
@@ -339,9 +360,19 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
     o.paged_slot = cache.strides[1];
     o.paged_head = cache.strides[2];
   };
+  // An fp8 cache takes a wide access's elements as one store of a quarter / half its bytes, when its
+  // rows and strides allow (cache8_wide), else byte by byte.
+  const bool fp8 = D.kv_cache && g.kv_dtype != g.dtype;
+  const int64_t wide_elems = 16 / esize;
+  AccessWidth cache8;
+  auto fit_cache8 = [&](const void* ptr, std::initializer_list<int64_t> strides) {
+    cache8.fit(ptr);
+    for (int64_t st : strides) cache8.fit(st);  // fp8: one byte per element
+  };
   if (D.kv_cache) {
     paged(p.x[1], t.k_cache);  // the rotated k's second destination: the vector stores must fit it too
-    fit_rows(rot, t.k_cache.data, {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head});
+    if (fp8) fit_cache8(t.k_cache.data, {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head});
+    else fit_rows(rot, t.k_cache.data, {p.x[1].paged_page, p.x[1].paged_slot, p.x[1].paged_head});
     if (D.has_v) {  // v: its cache only, copied as it is (its own vector width)
       rope::Operand& o = p.x[2];
       o = operand(t.v, t.v);
@@ -351,9 +382,18 @@ void RopePlan::run(const RopeTensors& t, void*, int64_t, StreamHandle stream) co
       AccessWidth vw;
       vw.fit(o.copy_dim * esize);
       fit_rows(vw, o.in, {o.in_batch, o.in_seq, o.in_head});
-      fit_rows(vw, o.paged, {o.paged_page, o.paged_slot, o.paged_head});
+      if (fp8) {
+        fit_cache8(o.paged, {o.paged_page, o.paged_slot, o.paged_head});
+      } else {
+        fit_rows(vw, o.paged, {o.paged_page, o.paged_slot, o.paged_head});
+      }
       g.v_wide = vw.bytes == 16;
       p.count = 3;
+    }
+    if (fp8) {
+      g.cache8_wide = cache8.bytes >= wide_elems;
+      p.k_scale = static_cast<const float*>(t.k_scale.data);
+      p.v_scale = D.has_v ? static_cast<const float*>(t.v_scale.data) : nullptr;
     }
   }
   p.slots = t.slot_mapping.data;

@@ -35,7 +35,8 @@ struct Geometry {
   int64_t window_left = -1, window_right = -1;
   bool alibi = false, sinks = false;
   int splits = 1;
-  int64_t split_keys = 0;                           // a multiple of kKeysPerTile
+  int64_t split_keys = 0;                           // a multiple of tile_keys
+  int tile_keys = kKeysPerTile;                     // keys per shared-memory tile: 64, or 128 (fp8 caches)
   // Strides in elements.
   int64_t q_batch = 0, q_token = 0, q_head = 0;
   int64_t out_batch = 0, out_token = 0, out_head = 0;

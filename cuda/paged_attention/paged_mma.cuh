@@ -37,11 +37,11 @@ constexpr int kStages = 2;
 // fp8 caches (FP8): the stages hold the tile's raw bytes (rows of D + 16 bytes: the fragment reads
 // below hit distinct banks), converted to 16 bits in registers after 32-bit shared-memory reads
 // (exact; the scales are folded into the score and the output).
-template <int D, int S, bool FP8 = false, bool WIDE = false> struct Cfg {
-  static constexpr int kWarps = 4, kThreads = 32 * kWarps, BN = 16 * kWarps;
+template <int D, int S, bool FP8 = false, bool WIDE = false, int TILE = kKeysPerTile> struct Cfg {
+  static constexpr int kWarps = 4, kThreads = 32 * kWarps, BN = TILE;
   static constexpr int kRows = WIDE ? kWideRowsPerBlock : kRowsPerBlock;  // query rows per block
   static constexpr int kStates = WIDE ? 1 : kWarps;  // online-softmax states per row to combine
-  static constexpr int kWarpKeys = WIDE ? BN : 16;   // keys of a tile each warp takes
+  static constexpr int kWarpKeys = WIDE ? BN : BN / kWarps;  // keys of a tile each warp takes
   static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
   static constexpr int q_bytes = kRows * LD * 2;
   static constexpr int stage_elems = 2 * BN * LD;  // K then V of one tile
@@ -50,7 +50,8 @@ template <int D, int S, bool FP8 = false, bool WIDE = false> struct Cfg {
   static constexpr int stages_bytes = FP8 ? S * raw_stage_bytes : S * stage_elems * 2;
   static constexpr int combine_bytes = (kStates * kRows * D + 2 * kStates * kRows) * 4;
   static_assert(combine_bytes <= stages_bytes, "the warps' partial states reuse the stages");
-  static_assert(kKeysPerTile % BN == 0, "splits are whole tiles");
+  static_assert(BN % kKeysPerTile == 0 && BN <= kThreads && kWarpKeys % 16 == 0,
+                "whole 64-key tiles (splits are whole tiles), a key's page per thread, 16-key mma steps");
   static constexpr int smem_bytes = q_bytes + stages_bytes;
   // Blocks per SM the registers are capped for (about what shared memory allows); the q
   // fragments stay in registers across tiles except for 256-dim heads (re-read from shared memory).
@@ -67,12 +68,12 @@ struct RowInfo {
 };
 
 // T: q and out; KV: the caches' element type (T, or fp8 e4m3 / e5m2 with p.k_scale / p.v_scale).
-template <class T, class KV, int D, int S, bool WIDE>
-__global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE>::kThreads,
-                                  Cfg<D, S, !std::is_same_v<T, KV>, WIDE>::min_blocks)
+template <class T, class KV, int D, int S, bool WIDE, int TILE>
+__global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>::kThreads,
+                                  Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>::min_blocks)
     paged_mma_kernel(const Geometry g, const Pointers p) {
   constexpr bool FP8 = !std::is_same_v<T, KV>;
-  using C = Cfg<D, S, FP8, WIDE>;
+  using C = Cfg<D, S, FP8, WIDE, TILE>;
   constexpr int LD = C::LD, DT = D / 8, KT = D / 16, BN = C::BN, kThreads = C::kThreads;
   constexpr int RB = C::kRows, NT = C::kWarpKeys / 8;  // block rows; n8 key tiles per warp
   constexpr int R = S + 1;  // the page ring: the tile computing, S - 1 in flight, one looked up ahead
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE>::kThre
   __shared__ int32_t ring_page[R][BN], ring_slot[R][BN];
 
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
-  const int kb = WIDE ? 0 : w * 16, rb = WIDE ? w * 16 : 0;  // the warp's first key of a tile, first row
+  const int kb = WIDE ? 0 : w * C::kWarpKeys, rb = WIDE ? w * 16 : 0;  // the warp's first key of a tile, first row
   const int64_t b = blockIdx.z, hk = blockIdx.y / g.row_groups, r0 = (blockIdx.y % g.row_groups) * RB;
   const int split = blockIdx.x;
   const int64_t rows = g.group * g.sq;
@@ -163,12 +164,16 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE>::kThre
   // FP8 fragments. The reduction over D in S = Q K^T may run in any order both operands share: a
   // thread's four k slots of a 16-wide step (2tq, 2tq + 1, 2tq + 8, 2tq + 9) take the four adjacent
   // bytes at 4tq, so one 32-bit read gives a key's B fragment, and Q's A fragment is read to match.
-  auto load_q_fp8 = [&](unsigned (&a)[4], int kk) {
-    const T* q0 = Qs + (rb + gq) * LD + kk * 16 + tq * 4;
-    a[0] = *reinterpret_cast<const unsigned*>(q0);
-    a[1] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD);
-    a[2] = *reinterpret_cast<const unsigned*>(q0 + 2);
-    a[3] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD + 2);
+  auto load_q = [&](unsigned (&a)[4], int kk) {  // the warp's A fragment of q for k-step kk
+    if constexpr (FP8) {
+      const T* q0 = Qs + (rb + gq) * LD + kk * 16 + tq * 4;
+      a[0] = *reinterpret_cast<const unsigned*>(q0);
+      a[1] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD);
+      a[2] = *reinterpret_cast<const unsigned*>(q0 + 2);
+      a[3] = *reinterpret_cast<const unsigned*>(q0 + 8 * LD + 2);
+    } else {
+      attention::flash::load_a<LD>(a, Qs, rb, kk * 16);
+    }
   };
   // O += P V needs pairs of keys at one column: a thread reads its four keys' rows (2tq, 2tq + 1,
   // 2tq + 8, 2tq + 9) at bytes 4gq..4gq + 3 of a 32-column chunk and byte-permutes them into four n8
@@ -217,10 +222,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE>::kThre
     if constexpr (C::q_in_registers) {
       if (n == 0) {
 #pragma unroll
-        for (int kk = 0; kk < KT; ++kk) {
-          if constexpr (FP8) load_q_fp8(qa[kk], kk);
-          else attention::flash::load_a<LD>(qa[kk], Qs, rb, kk * 16);
-        }
+        for (int kk = 0; kk < KT; ++kk) load_q(qa[kk], kk);
       }
     }
     const T* Ks = stages + st * C::stage_elems;
@@ -233,10 +235,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE>::kThre
     for (int nt = 0; nt < NT; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < KT; ++kk) {
-      if constexpr (!C::q_in_registers) {
-        if constexpr (FP8) load_q_fp8(qa[0], kk);
-        else attention::flash::load_a<LD>(qa[0], Qs, rb, kk * 16);
-      }
+      if constexpr (!C::q_in_registers) load_q(qa[0], kk);
       const int qi = C::q_in_registers ? kk : 0;
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {  // 16 keys: two n8 tiles
@@ -410,21 +409,23 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE>::kThre
   }
 }
 
-template <class T, class KV, int D, bool WIDE> void launch_kernel(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  using C = Cfg<D, kStages, !std::is_same_v<T, KV>, WIDE>;
-  constexpr auto kernel = paged_mma_kernel<T, KV, D, kStages, WIDE>;
+template <class T, class KV, int D, bool WIDE, int TILE>
+void launch_kernel(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  using C = Cfg<D, kStages, !std::is_same_v<T, KV>, WIDE, TILE>;
+  constexpr auto kernel = paged_mma_kernel<T, KV, D, kStages, WIDE, TILE>;
   attention::flash::opt_in_smem<kernel>(C::smem_bytes);
   const dim3 grid(unsigned(g.splits), unsigned(g.hkv * g.row_groups), unsigned(g.batch));
   kernel<<<grid, C::kThreads, C::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), WIDE ? "paged attention prefill launch" : "paged attention decode launch");
 }
 
-template <class T, class KV, bool WIDE> void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+template <class T, class KV, bool WIDE, int TILE>
+void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   switch (g.d) {
-    case 64: return launch_kernel<T, KV, 64, WIDE>(g, p, stream);
-    case 96: return launch_kernel<T, KV, 96, WIDE>(g, p, stream);
-    case 128: return launch_kernel<T, KV, 128, WIDE>(g, p, stream);
-    case 256: return launch_kernel<T, KV, 256, WIDE>(g, p, stream);
+    case 64: return launch_kernel<T, KV, 64, WIDE, TILE>(g, p, stream);
+    case 96: return launch_kernel<T, KV, 96, WIDE, TILE>(g, p, stream);
+    case 128: return launch_kernel<T, KV, 128, WIDE, TILE>(g, p, stream);
+    case 256: return launch_kernel<T, KV, 256, WIDE, TILE>(g, p, stream);
     default: throw Unsupported("paged_attention: head_dim " + std::to_string(g.d) + " (built: 64, 96, 128, 256)");
   }
 }
@@ -433,10 +434,16 @@ template <class T, class KV, bool WIDE> void launch_dim(const Geometry& g, const
 template <bool WIDE> void launch_main(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   auto by_cache = [&](auto tag) {
     using T = typename decltype(tag)::type;
+    // 128-key tiles: fp8 caches with 16-row blocks (a 16-bit tile's bytes per stage)
+    const bool t128 = !WIDE && g.tile_keys == 2 * kKeysPerTile;
     switch (g.cache_dtype) {
-      case DType::Float8E4M3: return launch_dim<T, kernels::e4m3, WIDE>(g, p, stream);
-      case DType::Float8E5M2: return launch_dim<T, kernels::e5m2, WIDE>(g, p, stream);
-      default: return launch_dim<T, T, WIDE>(g, p, stream);
+      case DType::Float8E4M3:
+        return t128 ? launch_dim<T, kernels::e4m3, WIDE, 2 * kKeysPerTile>(g, p, stream)
+                    : launch_dim<T, kernels::e4m3, WIDE, kKeysPerTile>(g, p, stream);
+      case DType::Float8E5M2:
+        return t128 ? launch_dim<T, kernels::e5m2, WIDE, 2 * kKeysPerTile>(g, p, stream)
+                    : launch_dim<T, kernels::e5m2, WIDE, kKeysPerTile>(g, p, stream);
+      default: return launch_dim<T, T, WIDE, kKeysPerTile>(g, p, stream);
     }
   };
   if (g.dtype == DType::BFloat16) by_cache(kernels::TypeTag<__nv_bfloat16>{});
@@ -445,7 +452,7 @@ template <bool WIDE> void launch_main(const Geometry& g, const Pointers& p, cuda
 
 template <class T, int D, bool WIDE> int resident() {
   using C = Cfg<D, kStages, false, WIDE>;
-  constexpr auto kernel = paged_mma_kernel<T, T, D, kStages, WIDE>;  // (fp8 caches: a smaller footprint)
+  constexpr auto kernel = paged_mma_kernel<T, T, D, kStages, WIDE, kKeysPerTile>;  // (fp8 caches: smaller)
   int blocks = 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, C::kThreads, C::smem_bytes) != cudaSuccess) {

@@ -7,6 +7,7 @@
 // (grid.y), each over the same tokens.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "baracuda/errors.h"
 #include "common/cuda_check.h"
@@ -62,6 +63,29 @@ template <class T, int W, bool WIDE> __device__ __forceinline__ void store(T* p,
   }
 }
 
+// W values into an fp8 cache as kv_cache_append rounds them: fp8(x / scale) of x as stored in T,
+// saturated to the finite range; one W-byte store when `vec` (W of 4 or 8), else byte by byte.
+template <class T, int W>
+__device__ __forceinline__ void store_fp8(unsigned char* p, const float (&v)[W], float scale, bool e4m3, bool vec) {
+  unsigned char b[W];
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+    const float x = kernels::to_compute(kernels::from_compute<T>(v[j])) / scale;
+    b[j] = e4m3 ? kernels::from_compute<kernels::e4m3>(x).__x : kernels::from_compute<kernels::e5m2>(x).__x;
+  }
+  if constexpr (W == 8 || W == 4) {
+    if (vec) {
+      using Word = std::conditional_t<W == 8, uint2, uint32_t>;
+      Word w;
+      memcpy(&w, b, W);
+      *reinterpret_cast<Word*>(p) = w;
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < W; ++j) p[j] = b[j];
+}
+
 // Elements per access: 16 bytes when wide; else one element (neox) or one pair (gptj).
 template <class T, bool WIDE, bool GPTJ> constexpr int access_width() { return WIDE ? 16 / int(sizeof(T)) : GPTJ ? 2 : 1; }
 
@@ -114,6 +138,10 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
   const T* in_base = static_cast<const T*>(x.in) + h * x.in_head + elem;
   T* out_base = static_cast<T*>(x.out) + h * x.out_head + elem;
   const int64_t cache_off = h * x.paged_head + elem;
+  // fp8 caches: this item's scale (k's or v's, per kv head or one)
+  const bool fp8 = g.kv_dtype != g.dtype, e4m3 = g.kv_dtype == DType::Float8E4M3;
+  const float* scales = o == 1 ? p.k_scale : o == 2 ? p.v_scale : nullptr;
+  const float qscale = fp8 && scales ? scales[g.scale_per_head ? h : 0] : 1.f;
 
   Raw<T, W, WIDE> a[kTokensInFlight], a2[kTokensInFlight];
   // v's 16-byte items: in a's registers when those are 16 bytes too (an unaligned v row is copied
@@ -147,12 +175,26 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
       cur_out.next();
       T* out = out_base + at.b * x.out_batch + at.s * x.out_seq;
       const bool cached = o >= 1 && append && tok_page[t] >= 0;
-      T* dst = cached ? static_cast<T*>(x.paged) + tok_page[t] * x.paged_page + tok_row[t] * x.paged_slot + cache_off
-                      : nullptr;
-      if (o == 2) {  // v: to its cache only, its bits as they are
+      const int64_t coff = cached ? tok_page[t] * x.paged_page + tok_row[t] * x.paged_slot + cache_off : 0;
+      T* dst = cached && !fp8 ? static_cast<T*>(x.paged) + coff : nullptr;
+      unsigned char* dst8 = cached && fp8 ? static_cast<unsigned char*>(x.paged) + coff : nullptr;
+      if (o == 2) {  // v: to its cache only, its bits as they are (or quantized)
         if (!cached) continue;
-        if (g.v_wide) kernels::stg16(dst, vr(u).u);
-        else *dst = in_base[at.b * x.in_batch + at.s * x.in_seq];
+        if (fp8) {
+          if (g.v_wide) {
+            float vv[VW];
+#pragma unroll
+            for (int j = 0; j < VW; ++j) vv[j] = vr(u).at(j);
+            store_fp8<T, VW>(dst8, vv, qscale, e4m3, g.cache8_wide);
+          } else {
+            const float vv[1] = {kernels::to_compute(in_base[at.b * x.in_batch + at.s * x.in_seq])};
+            store_fp8<T, 1>(dst8, vv, qscale, e4m3, false);
+          }
+        } else if (g.v_wide) {
+          kernels::stg16(dst, vr(u).u);
+        } else {
+          *dst = in_base[at.b * x.in_batch + at.s * x.in_seq];
+        }
         continue;
       }
       const float2* ang = angle + t * half;
@@ -176,9 +218,11 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
       }
       store<T, W, WIDE>(out, r1);
       if (dst) store<T, W, WIDE>(dst, r1);
+      if (dst8) store_fp8<T, W>(dst8, r1, qscale, e4m3, WIDE && g.cache8_wide);
       if constexpr (!GPTJ) {
         store<T, W, WIDE>(out + half, r2);
         if (dst) store<T, W, WIDE>(dst + half, r2);
+        if (dst8) store_fp8<T, W>(dst8 + half, r2, qscale, e4m3, WIDE && g.cache8_wide);
       }
     }
   };
@@ -238,9 +282,16 @@ __global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, con
           const T v = static_cast<const T*>(y.in)[at.b * y.in_batch + at.s * y.in_seq + hh * y.in_head + g.rotary_dim + d];
           if (y.in != y.out)
             static_cast<T*>(y.out)[at.b * y.out_batch + at.s * y.out_seq + hh * y.out_head + g.rotary_dim + d] = v;
-          if (cache && tok_page[t] >= 0)
-            static_cast<T*>(y.paged)[tok_page[t] * y.paged_page + tok_row[t] * y.paged_slot + hh * y.paged_head +
-                                     g.rotary_dim + d] = v;
+          if (cache && tok_page[t] >= 0) {
+            const int64_t ci = tok_page[t] * y.paged_page + tok_row[t] * y.paged_slot + hh * y.paged_head + g.rotary_dim + d;
+            if (g.kv_dtype == g.dtype) {
+              static_cast<T*>(y.paged)[ci] = v;
+            } else {
+              const float vv[1] = {kernels::to_compute(v)};
+              const float sc = p.k_scale ? p.k_scale[g.scale_per_head ? hh : 0] : 1.f;
+              store_fp8<T, 1>(static_cast<unsigned char*>(y.paged) + ci, vv, sc, g.kv_dtype == DType::Float8E4M3, false);
+            }
+          }
         }
       }
     }

@@ -55,6 +55,11 @@ struct Geometry {
   // page_size) (padding) writes nothing to the caches.
   bool slots_int32 = false;
   int64_t slot_batch = 0, slot_seq = 0, pages = 0, page_size = 1;
+  // The caches' dtype: dtype (a copy), or fp8 e4m3 / e5m2: fp8(x / scale) of x as stored in dtype,
+  // saturated, the scale per kv head (scale_per_head) or one (null pointer: 1). cache8_wide: a wide
+  // access's elements go to an fp8 cache as one 4- or 8-byte store.
+  DType kv_dtype = DType::BFloat16;
+  bool scale_per_head = false, cache8_wide = false;
   // Tuning (select's knobs, PlanPreference.tuning "tpb=N,persistent=1"): tokens per block (1..16; 0:
   // the launcher's rule) and a persistent grid (the blocks resident at once, each looping over groups).
   int tokens_per_block = 0;
@@ -68,6 +73,8 @@ struct Pointers {
   const void* sin = nullptr;
   const void* positions = nullptr;
   const void* slots = nullptr;
+  const float* k_scale = nullptr;  // fp8 caches: [kv_heads] or [1]; null: 1
+  const float* v_scale = nullptr;
 };
 
 void rope(const Geometry& g, const Pointers& p, void* stream);

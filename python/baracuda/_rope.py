@@ -3,6 +3,7 @@
 ``rope_frequencies`` gives the scaled inverse frequencies the theta path uses. See
 ``baracuda/rope.h`` for the exact rules.
 """
+import math
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _C, _interop
@@ -49,6 +50,26 @@ def frequencies(theta: float = 10000.0, scaling: Optional[Mapping[str, Any]] = N
     return _C.RopeFrequencies(theta=theta, scaling=rule, **kw)
 
 
+def descriptor(spec, q, k, cos, positions, style: str, rotary_dim: int, freqs, inverse: bool = False, k_cache=None,
+               v=None, v_cache=None, slot_mapping=None, k_scale=None):
+    """The RopeDescriptor of these operands, for the plans the torch fake kernels and the JAX custom
+    calls select (``spec``: the framework's tensor -> TensorSpec; the functional path builds its own in
+    C++ from the imported views)."""
+    cache = {}
+    if k_cache is not None:
+        per_head = k_scale is not None and math.prod(spec(k_scale).shape) > 1
+        cache = dict(k_cache=spec(k_cache), v=None if v is None else spec(v),
+                     v_cache=None if v_cache is None else spec(v_cache), slot_dtype=spec(slot_mapping).dtype,
+                     kv_scales=k_scale is not None, scale_per_head=per_head)
+    cs = None if cos is None else spec(cos)
+    return _C.RopeDescriptor(
+        spec(q), None if k is None else spec(k), style=style, rotary_dim=int(rotary_dim), inverse=bool(inverse),
+        cache=cs is not None, cache_dtype=_C.DType.float32 if cs is None else cs.dtype,
+        cache_positions=int(cs.shape[0]) if cs is not None and len(cs.shape) else 0, freqs=freqs,
+        positions=positions is not None,
+        positions_dtype=_C.DType.int64 if positions is None else spec(positions).dtype, **cache)
+
+
 def rope_frequencies(rotary_dim: int, *, theta: float = 10000.0,
                      scaling: Optional[Mapping[str, Any]] = None) -> Tuple[list, float]:
     """(inv_freq, attention_factor): the rotary_dim / 2 inverse frequencies (after the scaling rule)
@@ -93,6 +114,7 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
          inplace: bool = False, q_out: Optional[DLPackTensor] = None, k_out: Optional[DLPackTensor] = None,
          k_cache: Optional[DLPackTensor] = None, v: Optional[DLPackTensor] = None,
          v_cache: Optional[DLPackTensor] = None, slot_mapping: Optional[DLPackTensor] = None,
+         k_scale: Optional[DLPackTensor] = None, v_scale: Optional[DLPackTensor] = None,
          stream: Stream = None) -> Any:
     """Rotary position embedding of q [tokens, Hq, D] or [B, S, Hq, D] and, in the same launch, k
     (the same leading dims and D, its own head count); any strides with the last dim contiguous.
@@ -101,7 +123,9 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
     ``slot_mapping`` (int32 / int64, q's leading dims) the rotated k is also written to its slot
     (slot // page_size, slot % page_size; slots outside the cache are padding), and ``v`` (k's
     leading dims and heads, its own dim) is copied to ``v_cache``: one launch instead of rope then
-    kv_cache_append, as from a fused qkv projection's views.
+    kv_cache_append, as from a fused qkv projection's views. fp8 caches (e4m3 / e5m2) quantize as
+    kv_cache_append does: fp8(x / scale), saturated, with ``k_scale`` / ``v_scale`` f32 [1] or [Hkv]
+    (default 1).
 
     ``style``: "neox" (rotate-half: Llama, NeoX) or "gptj" (interleaved pairs). ``rotary_dim``: the
     rotated prefix of each head (default all of D; the rest passes through). Angles: position *
@@ -117,6 +141,8 @@ def rope(q: DLPackTensor, k: Optional[DLPackTensor] = None, *, cos: Optional[DLP
         if (v is None) != (v_cache is None):
             raise InvalidArgument("rope: v and v_cache go together (both or neither)")
         cache = {"k_cache": k_cache, "v": v, "v_cache": v_cache, "slot_mapping": slot_mapping}
+    if k_scale is not None or v_scale is not None:  # the core refuses them without a cache append
+        cache = {**(cache or {}), "k_scale": k_scale, "v_scale": v_scale}
     return _run("rope", q, k, cos, sin, positions, style, rotary_dim, theta, scaling, inplace, q_out, k_out, False,
                 stream, cache)
 

@@ -1179,7 +1179,7 @@ class RopeDescriptor:
     Rotary position embedding of q (and k) [tokens or batch, seq, heads, head_dim]: the pair style, rotary_dim, the angles' source (a cos / sin cache, or freqs), positions. Pure data; hashable.
     """
 
-    def __init__(self, q: TensorSpec, k: TensorSpec | None = None, *, style: str = 'neox', rotary_dim: int = 0, inverse: bool = False, cache: bool = False, cache_dtype: DType = DType.float32, cache_positions: int = 0, freqs: RopeFrequencies = ..., positions: bool = False, positions_dtype: DType = DType.int64, k_cache: TensorSpec | None = None, v: TensorSpec | None = None, v_cache: TensorSpec | None = None, slot_dtype: DType = DType.int64) -> None: ...
+    def __init__(self, q: TensorSpec, k: TensorSpec | None = None, *, style: str = 'neox', rotary_dim: int = 0, inverse: bool = False, cache: bool = False, cache_dtype: DType = DType.float32, cache_positions: int = 0, freqs: RopeFrequencies = ..., positions: bool = False, positions_dtype: DType = DType.int64, k_cache: TensorSpec | None = None, v: TensorSpec | None = None, v_cache: TensorSpec | None = None, slot_dtype: DType = DType.int64, kv_scales: bool = False, scale_per_head: bool = False) -> None: ...
 
     def __eq__(self, arg: RopeDescriptor, /) -> bool: ...
 
@@ -1223,6 +1223,12 @@ class RopeDescriptor:
     @property
     def kv_cache(self) -> bool: ...
 
+    @property
+    def kv_scales(self) -> bool: ...
+
+    @property
+    def scale_per_head(self) -> bool: ...
+
 class RopePlan:
     """A validated RoPE launch: select once, run many times."""
 
@@ -1246,7 +1252,7 @@ class RopePlan:
 
     def run(self, **kwargs) -> None:
         """
-        run(q=, q_out=, [k=, k_out=, cos=, sin=, positions=], stream=): check the tensors against the descriptor and launch on `stream` (default: q's framework's current stream). q_out may be q itself (in place).
+        run(q=, q_out=, [k=, k_out=, cos=, sin=, positions=, v=, k_cache=, v_cache=, slot_mapping=, k_scale=, v_scale=], stream=): check the tensors against the descriptor and launch on `stream` (default: q's framework's current stream). q_out may be q itself (in place).
         """
 
 def rope_inv_freq(rotary_dim: int, freqs: RopeFrequencies) -> tuple:
@@ -1256,7 +1262,7 @@ def rope_inv_freq(rotary_dim: int, freqs: RopeFrequencies) -> tuple:
 
 def rope_call(tensors: dict, style: str, rotary_dim: int, inverse: bool, freqs: RopeFrequencies, stream: object | None = None) -> str:
     """
-    Functional entry: tensors by name (q, q_out, k, k_out, cos, sin, positions, and for the fused cache append v, k_cache, v_cache, slot_mapping; None = absent), select (cached on the parameters and the operands' metadata) and run. Returns the SKU name.
+    Functional entry: tensors by name (q, q_out, k, k_out, cos, sin, positions, and for the fused cache append v, k_cache, v_cache, slot_mapping, and k_scale / v_scale for fp8 caches; None = absent), select (cached on the parameters and the operands' metadata) and run. Returns the SKU name.
     """
 
 def rope_cache_size() -> int:

@@ -65,19 +65,25 @@ struct RopeDescriptor {
   // The decode step's append, fused: the rotated k also written to k_cache [pages, page_size,
   // kv_heads, head_dim] (any strides, last dim contiguous: a heads-first cache as its permuted
   // view) and v (q's leading dims + [kv_heads, v_dim]) copied to v_cache, at slot_mapping (int32 /
-  // int64, q's leading dims; slots outside the cache are padding), as kv_cache_append does.
+  // int64, q's leading dims; slots outside the cache are padding), as kv_cache_append does. fp8
+  // caches (e4m3 / e5m2, both the same) quantize as kv_cache_append does: fp8(x / scale), saturated,
+  // x the rotated k as stored in k_out's dtype; with kv_scales, k_scale (and v_scale) float32 [1]
+  // or [kv_heads] (scale_per_head), else 1.
   bool kv_cache = false;
   TensorSpec k_cache;
   bool has_v = false;
   TensorSpec v, v_cache;
   DType slot_dtype = DType::Int64;
+  bool kv_scales = false;
+  bool scale_per_head = false;
   bool operator==(const RopeDescriptor& o) const {
     return q == o.q && has_k == o.has_k && (!has_k || k == o.k) && style == o.style && rotary_dim == o.rotary_dim &&
            inverse == o.inverse && cache == o.cache && (!cache || (cache_dtype == o.cache_dtype &&
            cache_positions == o.cache_positions)) && (cache || freqs == o.freqs) && positions == o.positions &&
            (!positions || positions_dtype == o.positions_dtype) && kv_cache == o.kv_cache &&
            (!kv_cache || (k_cache == o.k_cache && has_v == o.has_v && slot_dtype == o.slot_dtype &&
-                          (!has_v || (v == o.v && v_cache == o.v_cache))));
+                          (!has_v || (v == o.v && v_cache == o.v_cache)) && kv_scales == o.kv_scales &&
+                          (!kv_scales || scale_per_head == o.scale_per_head)));
   }
   std::string str() const;
 };
@@ -88,6 +94,7 @@ struct RopeDescriptor {
 struct RopeTensors {
   TensorView q, k, q_out, k_out, cos, sin, positions;
   TensorView v, k_cache, v_cache, slot_mapping;  // with kv_cache
+  TensorView k_scale, v_scale;                    // with kv_scales (v_scale when v is appended)
 };
 
 class RopePlan {

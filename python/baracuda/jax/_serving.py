@@ -11,6 +11,7 @@ from .. import _C, _interop
 from .._dtypes import dtype as _bc_dtype
 from .._embedding import padding_index as _embedding_padding_index
 from .._kv_cache import check_pairs as _kv_cache_check_pairs
+from .._rope import descriptor as _rope_descriptor
 from .._rope import scaling_fields as _rope_scaling_fields
 from ..errors import InvalidArgument
 from ._mechanism import _launch, _operand, _spec, _spec_of
@@ -19,12 +20,8 @@ from ._mechanism import _launch, _operand, _spec, _spec_of
 
 def _rope_run(q, k, cos, sin, positions, params, inverse):
     style, rotary_dim, (theta, rule, fields) = params
-    desc = _C.RopeDescriptor(
-        _spec_of(q), None if k is None else _spec_of(k), style=style, rotary_dim=rotary_dim, inverse=inverse,
-        cache=cos is not None, cache_dtype=_bc_dtype(cos.dtype) if cos is not None else _C.DType.float32,
-        cache_positions=int(cos.shape[0]) if cos is not None and cos.ndim else 0,
-        freqs=_C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), positions=positions is not None,
-        positions_dtype=_bc_dtype(positions.dtype) if positions is not None else _C.DType.int64)
+    desc = _rope_descriptor(_spec_of, q, k, cos, positions, style, rotary_dim,
+                            _C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), inverse)
     ins = [_operand(r, t) for r, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("positions", positions))
            if t is not None]
     outs = [("q_out", q.shape, q.dtype)] + ([("k_out", k.shape, k.dtype)] if k is not None else [])
@@ -52,15 +49,52 @@ def _rope_bwd(params, res, grads):
 _rope.defvjp(_rope_fwd, _rope_bwd)
 
 
+def _rope_append(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, params, k_scale, v_scale):
+    """The fused decode append (inference: no vjp): (q, k, k_cache[, v_cache]), the caches the
+    custom call's aliased outputs."""
+    style, rotary_dim, (theta, rule, fields) = params
+    desc = _rope_descriptor(_spec_of, q, k, cos, positions, style, rotary_dim,
+                            _C.RopeFrequencies(theta=theta, scaling=rule, **dict(fields)), k_cache=k_cache, v=v,
+                            v_cache=v_cache, slot_mapping=slot_mapping, k_scale=k_scale)
+    ins = [_operand(r, t) for r, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin), ("positions", positions),
+                                       ("v", v), ("slot_mapping", slot_mapping), ("k_scale", k_scale),
+                                       ("v_scale", v_scale)) if t is not None]
+    outs = [("q_out", q.shape, q.dtype), ("k_out", k.shape, k.dtype), ("k_cache", k_cache.shape, k_cache.dtype)]
+    aliases = {len(ins): 2}
+    ins.append(_operand("k_cache", k_cache))
+    if v_cache is not None:
+        outs.append(("v_cache", v_cache.shape, v_cache.dtype))
+        aliases[len(ins)] = 3
+        ins.append(_operand("v_cache", v_cache))
+    return tuple(_launch(desc, _C.RopePlan.select, ins, outs, aliases=aliases))
+
+
 def rope(q, k=None, *, cos=None, sin=None, positions=None, style: str = "neox", rotary_dim=None,
-         theta: float = 10000.0, scaling=None):
+         theta: float = 10000.0, scaling=None, k_cache=None, v=None, v_cache=None, slot_mapping=None, k_scale=None,
+         v_scale=None):
     """baracuda.rope on JAX arrays: q [tokens, Hq, D] or [B, S, Hq, D] and optionally k, rotated in one
     custom call; returns q, or (q, k). Differentiable in q and k (the backward is the inverse
-    rotation); a cos / sin cache is a constant (no gradient flows to it)."""
+    rotation); a cos / sin cache is a constant (no gradient flows to it).
+
+    The decode step's cache append, fused (inference, no gradient): with ``k_cache`` and
+    ``slot_mapping`` (and ``v`` / ``v_cache``; ``k_scale`` / ``v_scale`` for fp8 caches) the rotated k
+    and v also go to their cache slots, as ``kv_cache_append``; returns (q, k, k_cache) or (q, k,
+    k_cache, v_cache), the caches through aliased outputs (donate them under ``jax.jit`` to append
+    in place)."""
     if (cos is None) != (sin is None):
         raise InvalidArgument("rope: cos and sin go together (a cache [positions, rotary_dim / 2] each)")
     theta, rule, fields = _rope_scaling_fields(theta, scaling)
     params = (str(style), int(rotary_dim or 0), (theta, rule, tuple(sorted(fields.items()))))
+    if k_cache is not None or v is not None or v_cache is not None or slot_mapping is not None:
+        if k is None or k_cache is None or slot_mapping is None:
+            raise InvalidArgument("rope: the cache append needs k, k_cache and slot_mapping")
+        if (v is None) != (v_cache is None):
+            raise InvalidArgument("rope: v and v_cache go together (both or neither)")
+        if v_scale is not None and k_scale is None:
+            raise InvalidArgument("rope: v_scale without k_scale")
+        return _rope_append(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, params, k_scale, v_scale)
+    if k_scale is not None or v_scale is not None:
+        raise InvalidArgument("rope: k_scale / v_scale go with a cache append (k_cache)")
     got = _rope(q, k, cos, sin, positions, params)
     return got[0] if k is None else got
 

@@ -220,12 +220,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 def rope(q, k=None, *, cos=None, sin=None, positions=None, style="neox", rotary_dim=None, theta=10000.0, scaling=None,
-         inplace=False, q_out=None, k_out=None, k_cache=None, v=None, v_cache=None, slot_mapping=None):
+         inplace=False, q_out=None, k_out=None, k_cache=None, v=None, v_cache=None, slot_mapping=None, k_scale=None,
+         v_scale=None):
     """baracuda.rope, differentiable (torch.ops.baracuda.rope; the backward is the inverse rotation).
     Same arguments and returns; in place and q_out / k_out are refused under autograd (as torch
     refuses an in-place op on a leaf that requires grad), and a cos / sin cache requiring grad is
     refused (its gradient is not computed). With a KV cache (k_cache, slot_mapping, v / v_cache) it
-    is the inference op torch.ops.baracuda.rope_append: q and k rotated in place, k and v appended."""
+    is the inference op torch.ops.baracuda.rope_append: q and k rotated in place, k and v appended
+    (quantized into fp8 caches with k_scale / v_scale, as kv_cache_append)."""
     if k_cache is not None or slot_mapping is not None or v_cache is not None:
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v)):
             raise InvalidArgument("rope: the KV-cache append is inference (the cache is state, not a graph node): run "
@@ -235,8 +237,10 @@ def rope(q, k=None, *, cos=None, sin=None, positions=None, style="neox", rotary_
                                   "k, k_cache, slot_mapping and inplace=True (no q_out / k_out)")
         theta, rule, params = _rope_ops.freq_args(theta, scaling)
         call("rope_append", q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, int(rotary_dim or 0),
-             float(theta), rule, params)
+             float(theta), rule, params, k_scale, v_scale)
         return q, k
+    if k_scale is not None or v_scale is not None:
+        raise InvalidArgument("rope: k_scale / v_scale go with a cache append (k_cache)")
     if inplace or q_out is not None or k_out is not None:
         raise InvalidArgument("rope: inplace / q_out / k_out with an input that requires grad; autograd cannot track "
                               "the write: drop them (the rotated tensors are returned) or run under torch.no_grad()")

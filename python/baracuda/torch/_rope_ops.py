@@ -45,13 +45,8 @@ def _rope_fake(q, k, cos, sin, positions, style, rotary_dim, theta, rule, params
     qo, ko = _outputs(q, k)
 
     def make():
-        d = _C.RopeDescriptor(_spec(q), _spec(k) if k is not None else None, style=style, rotary_dim=int(rotary_dim),
-                              inverse=bool(inverse), cache=cos is not None,
-                              cache_dtype=_spec(cos).dtype if cos is not None else _C.DType.float32,
-                              cache_positions=int(cos.shape[0]) if cos is not None and cos.dim() else 0,
-                              freqs=_freqs(theta, rule, params), positions=positions is not None,
-                              positions_dtype=_spec(positions).dtype if positions is not None else _C.DType.int64)
-        return _C.RopePlan.select(d)
+        return _C.RopePlan.select(_rope.descriptor(_spec, q, k, cos, positions, style, rotary_dim,
+                                                   _freqs(theta, rule, params), inverse))
 
     validate(("rope", style, int(rotary_dim), float(theta), rule, tuple(params), bool(inverse), cos is None,
               positions is None), [t for t in (q, k, cos, positions) if t is not None], make)
@@ -83,37 +78,34 @@ define("rope",
        _rope_impl, _rope_fake, _rope_backward, _rope_setup)
 
 
-def _rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions):
+def _rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, k_scale, v_scale):
     return {"q": q, "k": k, "q_out": q, "k_out": k, "cos": cos, "sin": sin, "positions": positions, "v": v,
-            "k_cache": k_cache, "v_cache": v_cache, "slot_mapping": slot_mapping}
+            "k_cache": k_cache, "v_cache": v_cache, "slot_mapping": slot_mapping, "k_scale": k_scale,
+            "v_scale": v_scale}
 
 
 def _rope_append_impl(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, rotary_dim, theta, rule,
-                      params):
-    _C.rope_call(_rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions), style,
-                 int(rotary_dim), False, _freqs(theta, rule, params), None)
+                      params, k_scale=None, v_scale=None):
+    _C.rope_call(_rope_append_tensors(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, k_scale, v_scale),
+                 style, int(rotary_dim), False, _freqs(theta, rule, params), None)
 
 
 def _rope_append_fake(q, k, v, k_cache, v_cache, slot_mapping, cos, sin, positions, style, rotary_dim, theta, rule,
-                      params):
+                      params, k_scale=None, v_scale=None):
     def make():
-        return _C.RopePlan.select(_C.RopeDescriptor(
-            _spec(q), _spec(k), style=style, rotary_dim=int(rotary_dim), cache=cos is not None,
-            cache_dtype=_spec(cos).dtype if cos is not None else _C.DType.float32,
-            cache_positions=int(cos.shape[0]) if cos is not None and cos.dim() else 0,
-            freqs=_freqs(theta, rule, params), positions=positions is not None,
-            positions_dtype=_spec(positions).dtype if positions is not None else _C.DType.int64,
-            k_cache=_spec(k_cache), v=None if v is None else _spec(v), v_cache=None if v_cache is None else _spec(v_cache),
-            slot_dtype=_spec(slot_mapping).dtype))
+        return _C.RopePlan.select(_rope.descriptor(_spec, q, k, cos, positions, style, rotary_dim,
+                                                   _freqs(theta, rule, params), k_cache=k_cache, v=v,
+                                                   v_cache=v_cache, slot_mapping=slot_mapping, k_scale=k_scale))
 
-    validate(("rope_append", style, int(rotary_dim), float(theta), rule, tuple(params), cos is None, positions is None),
-             [t for t in (q, k, v, k_cache, v_cache, slot_mapping, cos, positions) if t is not None], make)
+    validate(("rope_append", style, int(rotary_dim), float(theta), rule, tuple(params), cos is None, positions is None,
+              k_scale is None),
+             [t for t in (q, k, v, k_cache, v_cache, slot_mapping, cos, positions, k_scale) if t is not None], make)
 
 
 define("rope_append",
        "(Tensor(a!) q, Tensor(b!) k, Tensor? v, Tensor(c!) k_cache, Tensor(d!)? v_cache, Tensor slot_mapping, "
        "Tensor? cos, Tensor? sin, Tensor? positions, str style, int rotary_dim, float theta, str scaling, "
-       "float[] scaling_params) -> ()",
+       "float[] scaling_params, Tensor? k_scale=None, Tensor? v_scale=None) -> ()",
        _rope_append_impl, _rope_append_fake)
 
 
