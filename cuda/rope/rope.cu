@@ -22,7 +22,10 @@ namespace {
 
 
 constexpr int kThreads = 256;
-constexpr int kTokensInFlight = 4;  // a thread's reads out before its first store
+// A thread's reads out before its first store, and the register cap (blocks of kThreads per SM):
+// three blocks of two tokens in flight beat two of four (tools/rope_probe; docs/benchmarks.md, RoPE).
+constexpr int kTokensInFlight = 2;
+constexpr int kMinBlocksPerSm = 3;
 constexpr int kMaxTokensPerBlock = 16;
 // The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
@@ -104,7 +107,7 @@ struct TokenCursor {
 };
 
 template <class T, bool WIDE, bool GPTJ>
-__global__ void __launch_bounds__(kThreads, 2) rope_kernel(const Geometry g, const Pointers p, int tpb) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const Geometry g, const Pointers p, int tpb) {
   constexpr int W = access_width<T, WIDE, GPTJ>();
   constexpr int VW = 16 / int(sizeof(T));
   extern __shared__ float2 angle[];  // [tpb][half]: (cos, sin), sin already negated for the inverse

@@ -1,0 +1,157 @@
+// A standalone timing of cuda/rope/rope.cu's kernel (bf16, one fused qkv projection; by default the
+// Llama-3-8B prefill: 8192 tokens, 32 / 8 heads, d 128; argv: tokens, q heads, kv heads, head dim), without the package build: probe_rope.sh
+// compiles this file against variants of rope.cu (its compile-time constants rewritten) and runs
+// each, so register caps and tokens in flight are compared in one device call of about a minute.
+// Prints one line per case: microseconds (median of 50, L2 flushed), GB/s, % of a device copy, and a
+// checksum of every written byte (variants must agree bit for bit).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "rope/rope_launch.h"
+
+using namespace baracuda;
+
+#define CK(x)                                                                          \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                    \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+static uint64_t checksum(const void* d, size_t bytes) {
+  std::vector<uint8_t> h(bytes);
+  CK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+  uint64_t x = 1469598103934665603ull;  // FNV-1a
+  for (uint8_t b : h) x = (x ^ b) * 1099511628211ull;
+  return x;
+}
+
+template <class F> static double median_us(F&& launch, void* flush, size_t flush_bytes) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < 55; ++i) {
+    CK(cudaMemsetAsync(flush, i, flush_bytes));  // evicts L2 (60 MB on an H200)
+    CK(cudaEventRecord(a));
+    launch();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 5) t.push_back(ms * 1000.f);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  // tokens, q heads, kv heads, head dim (default the Llama-3-8B prefill)
+  const int T = argc > 1 ? std::atoi(argv[1]) : 8192, hq = argc > 2 ? std::atoi(argv[2]) : 32,
+            hkv = argc > 3 ? std::atoi(argv[3]) : 8, d = argc > 4 ? std::atoi(argv[4]) : 128;
+  const int ps = 16, pages = T / ps + 64;
+  const int heads = hq + 2 * hkv;
+  const size_t qkv_elems = size_t(T) * heads * d, cache_elems = size_t(pages) * ps * hkv * d;
+  std::mt19937 rng(7);
+  std::vector<uint16_t> hqkv(qkv_elems);
+  std::uniform_int_distribution<int> mant(0, 0x7f), expo(0x3c, 0x40);
+  for (auto& v : hqkv) v = uint16_t((rng() & 1) << 15 | expo(rng) << 7 | mant(rng));  // bf16 in [2^-3, 4)
+  std::vector<int64_t> pos(T), slots(size_t(pages) * ps);
+  for (int t = 0; t < T; ++t) pos[t] = t;
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(T);
+
+  void *qkv0, *qkv, *kc, *vc, *dpos, *dslots, *flush, *copy_src, *copy_dst;
+  const size_t flush_bytes = size_t(256) << 20, copy_bytes = size_t(1) << 30;
+  CK(cudaMalloc(&qkv0, qkv_elems * 2));
+  CK(cudaMalloc(&qkv, qkv_elems * 2));
+  CK(cudaMalloc(&kc, cache_elems * 2));
+  CK(cudaMalloc(&vc, cache_elems * 2));
+  CK(cudaMalloc(&dpos, T * 8));
+  CK(cudaMalloc(&dslots, T * 8));
+  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMalloc(&copy_src, copy_bytes));
+  CK(cudaMalloc(&copy_dst, copy_bytes));
+  CK(cudaMemcpy(qkv0, hqkv.data(), qkv_elems * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dpos, pos.data(), T * 8, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dslots, slots.data(), T * 8, cudaMemcpyHostToDevice));
+
+  const double copy_us = median_us([&] { CK(cudaMemcpyAsync(copy_dst, copy_src, copy_bytes, cudaMemcpyDeviceToDevice)); },
+                                   flush, flush_bytes);
+  const double copy_gbs = 2.0 * copy_bytes / copy_us / 1e3;
+
+  rope::Geometry g;
+  g.dtype = DType::BFloat16;
+  g.batch = 1;
+  g.seq = T;
+  g.head_dim = g.rotary_dim = d;
+  for (int i = 0; i < d / 2; ++i) g.inv_freq[i] = float(std::pow(10000.0, -2.0 * i / d));
+  g.positions = true;
+  g.positions_dtype = DType::Int64;
+  g.pos_seq = 1;
+  g.wide = g.v_wide = true;
+  g.slot_seq = 1;
+  g.pages = pages;
+  g.page_size = ps;
+  g.kv_dtype = DType::BFloat16;
+
+  auto operand = [&](int head0, int n) {
+    rope::Operand o;
+    o.in = o.out = static_cast<uint16_t*>(qkv) + size_t(head0) * d;
+    o.in_seq = o.out_seq = int64_t(heads) * d;
+    o.in_head = o.out_head = d;
+    o.heads = n;
+    return o;
+  };
+  auto paged = [&](rope::Operand& o, void* c) {
+    o.paged = c;
+    o.paged_page = int64_t(ps) * hkv * d;
+    o.paged_slot = int64_t(hkv) * d;
+    o.paged_head = d;
+  };
+  for (int append = 0; append < 2; ++append) {
+    for (int tpb : {8, 16}) {
+      rope::Pointers p;
+      p.x[0] = operand(0, hq);
+      p.x[1] = operand(hq, hkv);
+      p.count = 2;
+      p.positions = dpos;
+      if (append) {
+        paged(p.x[1], kc);
+        p.x[2] = operand(hq + hkv, hkv);
+        paged(p.x[2], vc);
+        p.x[2].copy_only = true;
+        p.x[2].copy_dim = d;
+        p.slots = dslots;
+        p.count = 3;
+      }
+      g.tokens_per_block = tpb;
+      CK(cudaMemcpy(qkv, qkv0, qkv_elems * 2, cudaMemcpyDeviceToDevice));
+      CK(cudaMemset(kc, 0, cache_elems * 2));
+      CK(cudaMemset(vc, 0, cache_elems * 2));
+      rope::rope(g, p, nullptr);  // once on fresh data: the checksum
+      CK(cudaDeviceSynchronize());
+      const uint64_t sum = checksum(qkv, qkv_elems * 2) ^ (append ? checksum(kc, cache_elems * 2) * 3 ^
+                                                                     checksum(vc, cache_elems * 2) * 5
+                                                                   : 0);
+      // in place: later launches rotate the rotated values again (same traffic)
+      const double us = median_us([&] { rope::rope(g, p, nullptr); }, flush, flush_bytes);
+      const double bytes = double(T) * (hq + hkv) * d * 2 * 2 + (append ? double(T) * hkv * d * 2 * 3 : 0);
+      std::printf("t%d h%d/%d d%d %-12s tpb %2d: %8.1f us  %6.0f GB/s  %5.1f%% of copy (%0.f GB/s)  checksum %016llx\n",
+                  T, hq, hkv, d, append ? "rope+append" : "rope", tpb, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / copy_gbs,
+                  copy_gbs, (unsigned long long)sum);
+    }
+  }
+  return 0;
+}
