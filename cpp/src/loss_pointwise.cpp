@@ -1,6 +1,7 @@
 // The pointwise losses (MSE, L1, Huber, BCE, KL, ...): validation, broadcast geometry and SKU at
 // select, the checks and launches of run (see loss_internal.h).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "baracuda/errors.h"
@@ -78,34 +79,21 @@ std::vector<int64_t> strides_against(const TensorSpec& s, const std::vector<int6
 // Drops size-1 dims and merges neighbours that are contiguous for every slot into L.dims / L.st.
 void merge_geometry(const std::string& op, const std::vector<int64_t>& full,
                     const std::vector<std::vector<int64_t>>& slot_strides, PwLaunch& L) {
-  std::vector<int64_t> dims;
-  std::vector<std::vector<int64_t>> st(6);
+  MergedDims<6> m;
   for (size_t i = 0; i < full.size(); ++i) {
     if (full[i] == 1) continue;
-    const bool merge = !dims.empty() && [&] {
-      for (int k = 0; k < 6; ++k)
-        if (st[k].back() != slot_strides[k][i] * full[i]) return false;
-      return true;
-    }();
-    if (merge) {
-      dims.back() *= full[i];
-      for (int k = 0; k < 6; ++k) st[k].back() = slot_strides[k][i];
-    } else {
-      dims.push_back(full[i]);
-      for (int k = 0; k < 6; ++k) st[k].push_back(slot_strides[k][i]);
-    }
+    std::array<int64_t, 6> s;
+    for (int k = 0; k < 6; ++k) s[k] = slot_strides[k][i];
+    m.push(full[i], s);
   }
-  if (dims.empty()) {
-    dims.push_back(1);
-    for (int k = 0; k < 6; ++k) st[k].push_back(0);
-  }
-  if (dims.size() > size_t(loss::kPwMaxDims))
-    throw Unsupported(op + ": the operands need " + std::to_string(dims.size()) + " dims after merging; at most " +
+  if (m.rank() == 0) m.push(1, {});
+  if (m.rank() > loss::kPwMaxDims)
+    throw Unsupported(op + ": the operands need " + std::to_string(m.rank()) + " dims after merging; at most " +
                       std::to_string(loss::kPwMaxDims) + " are supported; make them contiguous first");
-  L.nd = int(dims.size());
+  L.nd = m.rank();
   for (int d = 0; d < L.nd; ++d) {
-    L.dims[d] = dims[d];
-    for (int k = 0; k < 6; ++k) L.st[k][d] = st[k][d];
+    L.dims[d] = m.size[d];
+    for (int k = 0; k < 6; ++k) L.st[k][d] = m.stride[d][k];
   }
 }
 }  // namespace

@@ -1,6 +1,7 @@
 // Checks and descriptions every plan family shares: a view against the spec it was selected
 // for, byte ranges for aliasing checks, the compiled-arch string for SKUs.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -69,6 +70,31 @@ struct AccessWidth {
   }
   void fit(const void* p) { fit(int64_t(reinterpret_cast<uintptr_t>(p))); }
 };
+// An iteration space's dims merged where they are contiguous for every operand: push them
+// outermost first (size-1 dims dropped by the caller: their strides say nothing); a dim of n
+// elements folds into the previous one when each operand's previous stride is its stride times n.
+// A stride the caller encodes as 0 for some dims (a reduced dim's output, a kept dim's reduction
+// index) keeps those dims from merging with the others. Elementwise, reduction and the pointwise
+// losses build their launch geometry on it.
+template <int N> struct MergedDims {
+  std::vector<int64_t> size;
+  std::vector<std::array<int64_t, N>> stride;
+  void push(int64_t n, const std::array<int64_t, N>& s) {
+    if (!size.empty()) {
+      bool merge = true;
+      for (int a = 0; a < N && merge; ++a) merge = stride.back()[a] == s[a] * n;
+      if (merge) {
+        size.back() *= n;
+        stride.back() = s;
+        return;
+      }
+    }
+    size.push_back(n);
+    stride.push_back(s);
+  }
+  int rank() const { return int(size.size()); }
+};
+
 // A double as the shortest text an ostream gives it (error messages).
 std::string num_str(double v);
 

@@ -89,10 +89,12 @@ int64_t round256(int64_t b) { return (b + 255) / 256 * 256; }
 
 // The forward geometry: x's dims, which are reduced, and out's stride for each kept x dim.
 // Dims are ordered by x's strides (innermost = smallest) and merged where contiguous for x
-// and for out (kept) or for the logical index (reduced), size-1 dims dropped.
+// and for out (kept) or for the logical index (reduced), size-1 dims dropped: strides {x, out,
+// reduction index}, out's 0 on a reduced dim and the index's 0 on a kept one (so a kept dim never
+// merges with a reduced one: a reduced dim's index stride is 1 or more).
 struct DimInfo {
-  int64_t size, xs, os, ls;
-  bool reduced;
+  int64_t size;
+  std::array<int64_t, 3> st;  // x, out, reduction index
 };
 
 constexpr int64_t kMaxGridX = 2147483647;  // gridDim.x
@@ -112,41 +114,29 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
     if (reduced[d]) { lidx[d] = acc; acc *= shape[d]; }
   std::vector<DimInfo> dims;
   for (int d = 0; d < r; ++d)
-    if (shape[d] != 1) dims.push_back({shape[d], xstrides[d], reduced[d] ? 0 : out_stride_of[d], lidx[d], bool(reduced[d])});
+    if (shape[d] != 1) dims.push_back({shape[d], {xstrides[d], reduced[d] ? 0 : out_stride_of[d], lidx[d]}});
   std::stable_sort(dims.begin(), dims.end(),
-                   [](const DimInfo& a, const DimInfo& b) { return std::llabs(a.xs) > std::llabs(b.xs); });
-  std::vector<DimInfo> merged;
-  for (const auto& d : dims) {
-    if (!merged.empty()) {
-      DimInfo& p = merged.back();
-      const bool same = p.reduced == d.reduced && p.xs == d.xs * d.size &&
-                        (d.reduced ? p.ls == d.ls * d.size : p.os == d.os * d.size);
-      if (same) {
-        p.size *= d.size;
-        p.xs = d.xs; p.os = d.os; p.ls = d.ls;
-        continue;
-      }
-    }
-    merged.push_back(d);
-  }
+                   [](const DimInfo& a, const DimInfo& b) { return std::llabs(a.st[0]) > std::llabs(b.st[0]); });
+  MergedDims<3> merged;
+  for (const auto& d : dims) merged.push(d.size, d.st);
   reduction::Geometry& g = L.g;
   g = reduction::Geometry{};
-  for (int i = int(merged.size()) - 1; i >= 0; --i) {
-    const auto& d = merged[i];
-    if (d.reduced) {
-      g.red_size[g.nred] = d.size; g.red_in[g.nred] = d.xs; g.red_idx[g.nred] = d.ls;
-      g.R *= d.size;
+  for (int i = merged.rank() - 1; i >= 0; --i) {
+    const int64_t size = merged.size[i], xs = merged.stride[i][0];
+    if (merged.stride[i][2] != 0) {  // reduced
+      g.red_size[g.nred] = size; g.red_in[g.nred] = xs; g.red_idx[g.nred] = merged.stride[i][2];
+      g.R *= size;
       ++g.nred;
     } else {
-      g.kept_size[g.nkept] = d.size; g.kept_in[g.nkept] = d.xs; g.kept_out[g.nkept] = d.os;
-      g.K *= d.size;
+      g.kept_size[g.nkept] = size; g.kept_in[g.nkept] = xs; g.kept_out[g.nkept] = merged.stride[i][1];
+      g.K *= size;
       ++g.nkept;
     }
   }
   const size_t es = dtype_size(L.in_dtype);
   const int V = int(std::max<size_t>(1, std::min<size_t>(8, 16 / es)));
-  const bool inner_reduced = !merged.empty() && merged.back().reduced;
-  const bool inner_kept = !merged.empty() && !merged.back().reduced;
+  const bool inner_reduced = merged.rank() > 0 && merged.stride.back()[2] != 0;
+  const bool inner_kept = merged.rank() > 0 && merged.stride.back()[2] == 0;
   if (g.nred == 0) {
     L.path = Path::Strided;
     L.group = 1;
@@ -525,8 +515,7 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
   const auto xs = x.effective_strides();
   const auto gs = desc.grad_out.effective_strides();
   const auto ys = impl->ninputs == 3 ? desc.y.effective_strides() : std::vector<int64_t>(reduced_shape.size(), 0);
-  std::vector<std::array<int64_t, reduction::kBwdArgs>> st;
-  std::vector<int64_t> sz;
+  MergedDims<reduction::kBwdArgs> m;
   for (int d = 0; d < r; ++d) {
     if (x.shape[d] == 1) continue;
     std::array<int64_t, reduction::kBwdArgs> s{out_strides[d], xs[d], 0, 0, 0};
@@ -535,22 +524,14 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
       s[3] = ys[reduced_index[d]];
       s[4] = stat_stride[d];
     }
-    bool merge = !sz.empty();
-    for (int a = 0; a < reduction::kBwdArgs && merge; ++a) merge = st.back()[a] == s[a] * x.shape[d];
-    if (merge) {
-      sz.back() *= x.shape[d];
-      st.back() = s;
-    } else {
-      sz.push_back(x.shape[d]);
-      st.push_back(s);
-    }
+    m.push(x.shape[d], s);
   }
-  B.rank = int(sz.size());
+  B.rank = m.rank();
   B.numel = K * R;
   for (int i = 0; i < B.rank; ++i) {
     const int j = B.rank - 1 - i;  // innermost first
-    B.shape[i] = sz[j];
-    for (int a = 0; a < reduction::kBwdArgs; ++a) B.stride[i][a] = st[j][a];
+    B.shape[i] = m.size[j];
+    for (int a = 0; a < reduction::kBwdArgs; ++a) B.stride[i][a] = m.stride[j][a];
   }
   k.layout = "broadcast_map";
   k.name = std::string("red.backward.map") + (B.has_pre ? "+stats." + path_name(B.pre) : "");
