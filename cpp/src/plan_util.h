@@ -74,8 +74,8 @@ struct AccessWidth {
 // outermost first (size-1 dims dropped by the caller: their strides say nothing); a dim of n
 // elements folds into the previous one when each operand's previous stride is its stride times n.
 // A stride the caller encodes as 0 for some dims (a reduced dim's output, a kept dim's reduction
-// index) keeps those dims from merging with the others. Elementwise, reduction and the pointwise
-// losses build their launch geometry on it.
+// index) keeps those dims from merging with the others. Elementwise, reduction, scan, softmax and
+// the pointwise losses build their launch geometry on it.
 template <int N> struct MergedDims {
   std::vector<int64_t> size;
   std::vector<std::array<int64_t, N>> stride;

@@ -233,7 +233,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   for (int k = 0; k < scan::kOps; ++k) L.axis_stride[k] = ax < 0 ? 0 : strides[k][ax];
   struct Dim {
     int64_t size;
-    int64_t st[scan::kOps];
+    std::array<int64_t, scan::kOps> st;
   };
   std::vector<Dim> dims;
   const int64_t numel = checked_numel(op, "x", x.shape);
@@ -244,28 +244,19 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
     for (int k = 0; k < scan::kOps; ++k) D.st[k] = strides[k][d];
     dims.push_back(D);
   }
-  // Innermost first: by |stride| of the first input, then merge dims that are contiguous for all.
+  // Innermost first: by |stride| of the first input, then merge dims that are contiguous for all
+  // (pushed outermost first).
   std::stable_sort(dims.begin(), dims.end(),
                    [](const Dim& a, const Dim& b) { return std::llabs(a.st[0]) < std::llabs(b.st[0]); });
-  std::vector<Dim> merged;
-  for (const auto& d : dims) {
-    if (!merged.empty()) {
-      Dim& p = merged.back();
-      bool ok = true;
-      for (int k = 0; k < scan::kOps && ok; ++k) ok = d.st[k] == p.st[k] * p.size;
-      if (ok) {
-        p.size *= d.size;
-        continue;
-      }
-    }
-    merged.push_back(d);
-  }
-  L.nrd = int(merged.size());
+  MergedDims<scan::kOps> merged;
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) merged.push(d->size, d->st);
+  L.nrd = merged.rank();
   L.rows = 1;
   for (int i = 0; i < L.nrd; ++i) {
-    L.rsize[i] = merged[i].size;
-    for (int k = 0; k < scan::kOps; ++k) L.rstride[i][k] = merged[i].st[k];
-    L.rows *= merged[i].size;
+    const int j = L.nrd - 1 - i;  // innermost first
+    L.rsize[i] = merged.size[j];
+    for (int k = 0; k < scan::kOps; ++k) L.rstride[i][k] = merged.stride[j][k];
+    L.rows *= merged.size[j];
   }
   if (numel == 0) L.rows = 0;
 

@@ -30,21 +30,19 @@ template <class Launch, size_t N>
 void collapse_rows(Launch& L, const std::vector<int64_t>& shape, int axis, const std::vector<int64_t> (&st)[N]) {
   L.len = axis >= 0 ? shape[axis] : 1;
   for (size_t a = 0; a < N; ++a) L.axis_stride[a] = (axis >= 0 && L.len > 1) ? st[a][axis] : 1;
-  L.nd = 0;
   L.rows = 1;
+  MergedDims<int(N)> m;
   for (int d = 0; d < int(shape.size()); ++d) {
     if (d == axis || shape[d] == 1) continue;
     L.rows *= shape[d];
-    bool merge = L.nd > 0;
-    for (size_t a = 0; a < N && merge; ++a) merge = L.stride[a][L.nd - 1] == st[a][d] * shape[d];
-    if (merge) {
-      L.dims[L.nd - 1] *= shape[d];
-      for (size_t a = 0; a < N; ++a) L.stride[a][L.nd - 1] = st[a][d];
-    } else {
-      L.dims[L.nd] = shape[d];
-      for (size_t a = 0; a < N; ++a) L.stride[a][L.nd] = st[a][d];
-      ++L.nd;
-    }
+    std::array<int64_t, N> s;
+    for (size_t a = 0; a < N; ++a) s[a] = st[a][d];
+    m.push(shape[d], s);
+  }
+  L.nd = m.rank();
+  for (int i = 0; i < L.nd; ++i) {
+    L.dims[i] = m.size[i];
+    for (size_t a = 0; a < N; ++a) L.stride[a][i] = m.stride[i][a];
   }
 }
 
