@@ -1,0 +1,250 @@
+// A standalone timing of the paged tensor-core decode kernel (cuda/paged_attention/paged_mma.cuh)
+// without the package build: probe_paged.sh compiles this file against variants of the header (its
+// constants rewritten) and runs each, so stages, register caps or tile layouts are compared in one
+// device call of a minute or two. The cases are the bench's decode rows (one query token, 32 / 8
+// or 16 / 4 heads, page size 16, pages shuffled), over bf16 and fp8 e4m3 caches, with the split
+// counts `select` gives them on an H200. Per case: microseconds (median of 30, L2 flushed), GB/s
+// of the K / V bytes, % of a device copy, the largest error of 64 sampled rows against a float64
+// reference on the host (the splits merged on the host), and a checksum of the written bytes
+// (variants that keep the math must agree bit for bit).
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "paged_attention/paged_mma.cuh"
+
+using namespace baracuda;
+using namespace baracuda::paged_attention;
+
+#define CK(x)                                                                          \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                    \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+struct Case {
+  const char* name;
+  bool fp8;
+  int d, batch, ctx, hq, hkv, splits, tile;
+};
+
+static uint64_t fnv(const std::vector<uint8_t>& h) {
+  uint64_t x = 1469598103934665603ull;
+  for (uint8_t b : h) x = (x ^ b) * 1099511628211ull;
+  return x;
+}
+template <class T> static std::vector<T> fetch(const void* d, size_t n) {
+  std::vector<T> h(n);
+  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Operand values from a hash of (index, seed), written on the device and recomputed on the host for
+// the reference: uniform in [-1, 1), rounded to the storage type the same way on both sides.
+__host__ __device__ inline float hval(uint64_t i, uint32_t seed) {
+  uint64_t z = i * 0x9E3779B97F4A7C15ull + seed * 0xD1B54A32D192ED03ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return float(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+template <class S> __host__ __device__ inline S to_storage(float x) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) return __float2bfloat16(x);
+  else return S(x);
+}
+template <class S> __global__ void fill(S* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = to_storage<S>(hval(i, seed));
+}
+template <class S> static double stored(size_t i, uint32_t seed) {
+  const S v = to_storage<S>(hval(i, seed));
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) return double(__bfloat162float(v));
+  else return double(float(v));
+}
+
+template <class F> static double median_us(F&& launch, void* flush, size_t flush_bytes) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < 35; ++i) {
+    CK(cudaMemsetAsync(flush, i, flush_bytes));  // evicts L2
+    CK(cudaEventRecord(a));
+    launch();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 5) t.push_back(ms * 1000.f);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <class KV, int D, int TILE>
+static void run_case(const Case& c, void* flush, size_t flush_bytes, double copy_gbs, std::mt19937& rng) {
+  using T = __nv_bfloat16;
+  const int ps = 16, max_pages = c.ctx / ps, group = c.hq / c.hkv;
+  const int64_t pages = int64_t(c.batch) * max_pages;
+  const size_t q_elems = size_t(c.batch) * c.hq * D, cache_elems = size_t(pages) * ps * c.hkv * D;
+  std::vector<int32_t> table(pages), lens(c.batch, c.ctx);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+
+  void *dq, *dk, *dv, *dout, *dtable, *dlens, *dws = nullptr;
+  CK(cudaMalloc(&dq, q_elems * 2));
+  CK(cudaMalloc(&dout, q_elems * 2));
+  CK(cudaMalloc(&dk, cache_elems * sizeof(KV)));
+  CK(cudaMalloc(&dv, cache_elems * sizeof(KV)));
+  CK(cudaMalloc(&dtable, pages * 4));
+  CK(cudaMalloc(&dlens, c.batch * 4));
+  fill<T><<<1024, 256>>>(static_cast<T*>(dq), q_elems, 1);
+  fill<KV><<<4096, 256>>>(static_cast<KV*>(dk), cache_elems, 2);
+  fill<KV><<<4096, 256>>>(static_cast<KV*>(dv), cache_elems, 3);
+  CK(cudaGetLastError());
+  CK(cudaMemcpy(dtable, table.data(), pages * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dlens, lens.data(), c.batch * 4, cudaMemcpyHostToDevice));
+
+  Geometry g;
+  g.dtype = DType::BFloat16;
+  g.cache_dtype = std::is_same_v<KV, T> ? DType::BFloat16 : DType::Float8E4M3;
+  g.d = D;
+  g.batch = c.batch;
+  g.sq = 1;
+  g.hq = c.hq;
+  g.hkv = c.hkv;
+  g.group = group;
+  g.row_groups = (group + kRowsPerBlock - 1) / kRowsPerBlock;
+  g.pages = pages;
+  g.page_size = ps;
+  g.max_pages = max_pages;
+  g.scale = float(1.0 / std::sqrt(double(D)));
+  g.tile_keys = TILE;
+  const int64_t tiles = (c.ctx + kKeysPerTile - 1) / kKeysPerTile, mult = TILE / kKeysPerTile;
+  const int64_t per_split = ((tiles + c.splits - 1) / c.splits + mult - 1) / mult * mult;
+  g.splits = int((tiles + per_split - 1) / per_split);
+  g.split_keys = per_split * kKeysPerTile;
+  g.q_batch = g.out_batch = int64_t(c.hq) * D;
+  g.q_token = g.out_token = int64_t(c.hq) * D;
+  g.q_head = g.out_head = D;
+  g.k_page = g.v_page = int64_t(ps) * c.hkv * D;
+  g.k_slot = g.v_slot = int64_t(c.hkv) * D;
+  g.k_head = g.v_head = D;
+  g.table_row = max_pages;
+  g.table_col = 1;
+  g.seq_lens_stride = 1;
+  Pointers p;
+  p.q = dq;
+  p.k_cache = dk;
+  p.v_cache = dv;
+  p.block_table = static_cast<const int32_t*>(dtable);
+  p.seq_lens = static_cast<const int32_t*>(dlens);
+  p.out = dout;
+  const int64_t ws = workspace_bytes(g);
+  if (ws) {
+    CK(cudaMalloc(&dws, ws));
+    p.partial_out = static_cast<float*>(dws);
+    p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(dws) + partial_lse_offset(g));
+  }
+  auto launch = [&] { launch_kernel<T, KV, D, false, TILE>(g, p, nullptr); };
+  launch();
+  CK(cudaDeviceSynchronize());
+
+  // The written bytes (out, or the split partials), and 64 sampled rows against float64.
+  const size_t rows_total = size_t(c.batch) * c.hq;
+  std::vector<uint8_t> bytes;
+  std::vector<float> po, pl;
+  std::vector<T> out;
+  auto append = [&](const void* d, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(d);
+    bytes.insert(bytes.end(), b, b + n);
+  };
+  if (g.splits > 1) {
+    po = fetch<float>(p.partial_out, size_t(g.splits) * rows_total * D);
+    pl = fetch<float>(p.partial_lse, size_t(g.splits) * rows_total);
+    append(po.data(), po.size() * 4);
+    append(pl.data(), pl.size() * 4);
+  } else {
+    out = fetch<T>(dout, q_elems);
+    append(out.data(), out.size() * 2);
+  }
+  auto kv_at = [&](uint32_t seed, int b, int j, int h, int e) {
+    const size_t i = (size_t(table[size_t(b) * max_pages + j / ps]) * ps + j % ps) * c.hkv * D + size_t(h) * D + e;
+    return stored<KV>(i, seed);
+  };
+  double max_err = 0;
+  std::uniform_int_distribution<int> pick_b(0, c.batch - 1), pick_h(0, c.hq - 1);
+  for (int s = 0; s < 64; ++s) {
+    const int b = pick_b(rng), h = pick_h(rng), kh = h / group;
+    std::vector<double> sc(c.ctx), o(D, 0.0);
+    double m = -1e300, l = 0;
+    for (int j = 0; j < c.ctx; ++j) {
+      double acc = 0;
+      for (int e = 0; e < D; ++e) acc += stored<T>((size_t(b) * c.hq + h) * D + e, 1) * kv_at(2, b, j, kh, e);
+      sc[j] = acc * g.scale;
+      m = std::max(m, sc[j]);
+    }
+    for (int j = 0; j < c.ctx; ++j) {
+      const double w = std::exp(sc[j] - m);
+      l += w;
+      for (int e = 0; e < D; ++e) o[e] += w * kv_at(3, b, j, kh, e);
+    }
+    const size_t row = size_t(b) * c.hq + h;  // sq = 1: (b * sq + 0) * hq + h
+    for (int e = 0; e < D; ++e) {
+      double got;
+      if (g.splits > 1) {  // merge the normalised partials by their log2-domain lse
+        double M = -1e300, L = 0, acc = 0;
+        for (int sp = 0; sp < g.splits; ++sp) M = std::max(M, double(pl[sp * rows_total + row]));
+        for (int sp = 0; sp < g.splits; ++sp) {
+          const double w = std::exp2(double(pl[sp * rows_total + row]) - M);
+          L += w;
+          acc += w * po[(sp * rows_total + row) * D + e];
+        }
+        got = acc / L;
+      } else {
+        got = __bfloat162float(out[row * D + e]);
+      }
+      max_err = std::max(max_err, std::abs(got - o[e] / l));
+    }
+  }
+
+  const double us = median_us(launch, flush, flush_bytes);
+  const double kv_bytes = 2.0 * double(c.batch) * c.ctx * c.hkv * D * sizeof(KV);
+  std::printf("%-34s s%-3d t%-3d %8.1f us %6.0f GB/s %5.1f%% of copy  max err %.1e  checksum %016llx\n", c.name,
+              g.splits, TILE, us, kv_bytes / us / 1e3, 100.0 * kv_bytes / us / 1e3 / copy_gbs, max_err,
+              (unsigned long long)fnv(bytes));
+  for (void* d : {dq, dk, dv, dout, dtable, dlens}) CK(cudaFree(d));
+  if (dws) CK(cudaFree(dws));
+}
+
+int main() {
+  const size_t flush_bytes = size_t(256) << 20, copy_bytes = size_t(1) << 30;
+  void *flush, *src, *dst;
+  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMalloc(&src, copy_bytes));
+  CK(cudaMalloc(&dst, copy_bytes));
+  const double copy_us =
+      median_us([&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); }, flush, flush_bytes);
+  const double copy_gbs = 2.0 * copy_bytes / copy_us / 1e3;
+  CK(cudaFree(src));
+  CK(cudaFree(dst));
+  std::printf("device copy %.0f GB/s\n", copy_gbs);
+  std::mt19937 rng(11);
+  // the bench's rows, with the splits select gives them on an H200 (docs/benchmarks.md, paged decode)
+  run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", false, 128, 32, 8192, 32, 8, 1, 64}, flush, flush_bytes, copy_gbs, rng);
+  run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", false, 128, 64, 8192, 32, 8, 4, 64}, flush, flush_bytes, copy_gbs, rng);
+  run_case<__nv_bfloat16, 64, 64>({"b64 ctx2048 h16/4 d64 bf16", false, 64, 64, 2048, 16, 4, 1, 64}, flush, flush_bytes, copy_gbs, rng);
+  run_case<kernels::e4m3, 128, 128>({"b32 ctx8192 h32/8 d128 fp8", true, 128, 32, 8192, 32, 8, 1, 128}, flush, flush_bytes, copy_gbs, rng);
+  run_case<kernels::e4m3, 128, 128>({"b64 ctx8192 h32/8 d128 fp8", true, 128, 64, 8192, 32, 8, 4, 128}, flush, flush_bytes, copy_gbs, rng);
+  run_case<kernels::e4m3, 128, 128>({"b4 ctx32768 h32/8 d128 fp8", true, 128, 4, 32768, 32, 8, 8, 128}, flush, flush_bytes, copy_gbs, rng);
+  run_case<kernels::e4m3, 64, 128>({"b64 ctx2048 h16/4 d64 fp8", true, 64, 64, 2048, 16, 4, 1, 128}, flush, flush_bytes, copy_gbs, rng);
+  return 0;
+}
