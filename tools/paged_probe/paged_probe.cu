@@ -17,18 +17,10 @@
 #include <vector>
 
 #include "paged_attention/paged_mma.cuh"
+#include "probe_common.cuh"
 
 using namespace baracuda;
 using namespace baracuda::paged_attention;
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                    \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 struct Case {
   const char* name;
@@ -36,14 +28,9 @@ struct Case {
   int d, batch, ctx, hq, hkv, splits, tile;
 };
 
-static uint64_t fnv(const std::vector<uint8_t>& h) {
-  uint64_t x = 1469598103934665603ull;
-  for (uint8_t b : h) x = (x ^ b) * 1099511628211ull;
-  return x;
-}
 template <class T> static std::vector<T> fetch(const void* d, size_t n) {
   std::vector<T> h(n);
-  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  PROBE_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
 }
 
@@ -70,25 +57,6 @@ template <class S> static double stored(size_t i, uint32_t seed) {
   else return double(float(v));
 }
 
-template <class F> static double median_us(F&& launch, void* flush, size_t flush_bytes) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int i = 0; i < 35; ++i) {
-    CK(cudaMemsetAsync(flush, i, flush_bytes));  // evicts L2
-    CK(cudaEventRecord(a));
-    launch();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 5) t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 template <class KV, int D, int TILE>
 static void run_case(const Case& c, void* flush, size_t flush_bytes, double copy_gbs, std::mt19937& rng) {
   using T = __nv_bfloat16;
@@ -100,18 +68,18 @@ static void run_case(const Case& c, void* flush, size_t flush_bytes, double copy
   std::shuffle(table.begin(), table.end(), rng);
 
   void *dq, *dk, *dv, *dout, *dtable, *dlens, *dws = nullptr;
-  CK(cudaMalloc(&dq, q_elems * 2));
-  CK(cudaMalloc(&dout, q_elems * 2));
-  CK(cudaMalloc(&dk, cache_elems * sizeof(KV)));
-  CK(cudaMalloc(&dv, cache_elems * sizeof(KV)));
-  CK(cudaMalloc(&dtable, pages * 4));
-  CK(cudaMalloc(&dlens, c.batch * 4));
+  PROBE_CHECK(cudaMalloc(&dq, q_elems * 2));
+  PROBE_CHECK(cudaMalloc(&dout, q_elems * 2));
+  PROBE_CHECK(cudaMalloc(&dk, cache_elems * sizeof(KV)));
+  PROBE_CHECK(cudaMalloc(&dv, cache_elems * sizeof(KV)));
+  PROBE_CHECK(cudaMalloc(&dtable, pages * 4));
+  PROBE_CHECK(cudaMalloc(&dlens, c.batch * 4));
   fill<T><<<1024, 256>>>(static_cast<T*>(dq), q_elems, 1);
   fill<KV><<<4096, 256>>>(static_cast<KV*>(dk), cache_elems, 2);
   fill<KV><<<4096, 256>>>(static_cast<KV*>(dv), cache_elems, 3);
-  CK(cudaGetLastError());
-  CK(cudaMemcpy(dtable, table.data(), pages * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dlens, lens.data(), c.batch * 4, cudaMemcpyHostToDevice));
+  PROBE_CHECK(cudaGetLastError());
+  PROBE_CHECK(cudaMemcpy(dtable, table.data(), pages * 4, cudaMemcpyHostToDevice));
+  PROBE_CHECK(cudaMemcpy(dlens, lens.data(), c.batch * 4, cudaMemcpyHostToDevice));
 
   Geometry g;
   g.dtype = DType::BFloat16;
@@ -150,13 +118,13 @@ static void run_case(const Case& c, void* flush, size_t flush_bytes, double copy
   p.out = dout;
   const int64_t ws = workspace_bytes(g);
   if (ws) {
-    CK(cudaMalloc(&dws, ws));
+    PROBE_CHECK(cudaMalloc(&dws, ws));
     p.partial_out = static_cast<float*>(dws);
     p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(dws) + partial_lse_offset(g));
   }
   auto launch = [&] { launch_kernel<T, KV, D, false, TILE>(g, p, nullptr); };
   launch();
-  CK(cudaDeviceSynchronize());
+  PROBE_CHECK(cudaDeviceSynchronize());
 
   // The written bytes (out, or the split partials), and 64 sampled rows against float64.
   const size_t rows_total = size_t(c.batch) * c.hq;
@@ -216,26 +184,20 @@ static void run_case(const Case& c, void* flush, size_t flush_bytes, double copy
     }
   }
 
-  const double us = median_us(launch, flush, flush_bytes);
+  const double us = probe::median_us(launch, flush, flush_bytes, 30);
   const double kv_bytes = 2.0 * double(c.batch) * c.ctx * c.hkv * D * sizeof(KV);
   std::printf("%-34s s%-3d t%-3d %8.1f us %6.0f GB/s %5.1f%% of copy  max err %.1e  checksum %016llx\n", c.name,
               g.splits, TILE, us, kv_bytes / us / 1e3, 100.0 * kv_bytes / us / 1e3 / copy_gbs, max_err,
-              (unsigned long long)fnv(bytes));
-  for (void* d : {dq, dk, dv, dout, dtable, dlens}) CK(cudaFree(d));
-  if (dws) CK(cudaFree(dws));
+              (unsigned long long)probe::fnv(bytes.data(), bytes.size()));
+  for (void* d : {dq, dk, dv, dout, dtable, dlens}) PROBE_CHECK(cudaFree(d));
+  if (dws) PROBE_CHECK(cudaFree(dws));
 }
 
 int main() {
-  const size_t flush_bytes = size_t(256) << 20, copy_bytes = size_t(1) << 30;
-  void *flush, *src, *dst;
-  CK(cudaMalloc(&flush, flush_bytes));
-  CK(cudaMalloc(&src, copy_bytes));
-  CK(cudaMalloc(&dst, copy_bytes));
-  const double copy_us =
-      median_us([&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); }, flush, flush_bytes);
-  const double copy_gbs = 2.0 * copy_bytes / copy_us / 1e3;
-  CK(cudaFree(src));
-  CK(cudaFree(dst));
+  const size_t flush_bytes = size_t(256) << 20;  // past L2 (60 MB on an H200)
+  void* flush;
+  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
+  const double copy_gbs = probe::copy_gbs(flush, flush_bytes);
   std::printf("device copy %.0f GB/s\n", copy_gbs);
   std::mt19937 rng(11);
   // the bench's rows, with the splits select gives them on an H200 (docs/benchmarks.md, paged decode)

@@ -26,7 +26,7 @@ for v in "${variants[@]}"; do
     cp cuda/paged_attention/paged_mma.cuh "$WORK/$name/paged_attention/"
   fi
   ( "$NVCC" -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 --expt-relaxed-constexpr --diag-suppress=177,186 \
-      -I"$WORK/$name" -Icpp/include -Icuda -Icpp/src -Xptxas -v tools/paged_probe/paged_probe.cu -o "$WORK/$name/probe" \
+      -I"$WORK/$name" -Icpp/include -Icuda -Icpp/src -Itools -Xptxas -v tools/paged_probe/paged_probe.cu -o "$WORK/$name/probe" \
       > "$WORK/$name/build.log" 2>&1 || echo "variant $name: build failed" ) &
 done
 wait

@@ -14,7 +14,7 @@ variants=("$@")
 (( ${#variants[@]} )) || variants=(3:2 2:4 3:1 2:2)
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 flags=(-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 --expt-relaxed-constexpr --diag-suppress=177,186
-       -Icpp/include -Icuda -Icpp/src)
+       -Icpp/include -Icuda -Icpp/src -Itools)
 for v in "${variants[@]}"; do
   blocks=${v%%:*} tokens=${v##*:}
   sed -e "s/constexpr int kMinBlocksPerSm = [0-9]*;/constexpr int kMinBlocksPerSm = $blocks;/" \

@@ -15,45 +15,10 @@
 #include <random>
 #include <vector>
 
+#include "probe_common.cuh"
 #include "rope/rope_launch.h"
 
 using namespace baracuda;
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                    \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-
-static uint64_t checksum(const void* d, size_t bytes) {
-  std::vector<uint8_t> h(bytes);
-  CK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
-  uint64_t x = 1469598103934665603ull;  // FNV-1a
-  for (uint8_t b : h) x = (x ^ b) * 1099511628211ull;
-  return x;
-}
-
-template <class F> static double median_us(F&& launch, void* flush, size_t flush_bytes) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int i = 0; i < 55; ++i) {
-    CK(cudaMemsetAsync(flush, i, flush_bytes));  // evicts L2 (60 MB on an H200)
-    CK(cudaEventRecord(a));
-    launch();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 5) t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main(int argc, char** argv) {
   // tokens, q heads, kv heads, head dim (default the Llama-3-8B prefill)
@@ -72,24 +37,20 @@ int main(int argc, char** argv) {
   std::shuffle(slots.begin(), slots.end(), rng);
   slots.resize(T);
 
-  void *qkv0, *qkv, *kc, *vc, *dpos, *dslots, *flush, *copy_src, *copy_dst;
-  const size_t flush_bytes = size_t(256) << 20, copy_bytes = size_t(1) << 30;
-  CK(cudaMalloc(&qkv0, qkv_elems * 2));
-  CK(cudaMalloc(&qkv, qkv_elems * 2));
-  CK(cudaMalloc(&kc, cache_elems * 2));
-  CK(cudaMalloc(&vc, cache_elems * 2));
-  CK(cudaMalloc(&dpos, T * 8));
-  CK(cudaMalloc(&dslots, T * 8));
-  CK(cudaMalloc(&flush, flush_bytes));
-  CK(cudaMalloc(&copy_src, copy_bytes));
-  CK(cudaMalloc(&copy_dst, copy_bytes));
-  CK(cudaMemcpy(qkv0, hqkv.data(), qkv_elems * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dpos, pos.data(), T * 8, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dslots, slots.data(), T * 8, cudaMemcpyHostToDevice));
+  void *qkv0, *qkv, *kc, *vc, *dpos, *dslots, *flush;
+  const size_t flush_bytes = size_t(256) << 20;  // past L2 (60 MB on an H200)
+  PROBE_CHECK(cudaMalloc(&qkv0, qkv_elems * 2));
+  PROBE_CHECK(cudaMalloc(&qkv, qkv_elems * 2));
+  PROBE_CHECK(cudaMalloc(&kc, cache_elems * 2));
+  PROBE_CHECK(cudaMalloc(&vc, cache_elems * 2));
+  PROBE_CHECK(cudaMalloc(&dpos, T * 8));
+  PROBE_CHECK(cudaMalloc(&dslots, T * 8));
+  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
+  PROBE_CHECK(cudaMemcpy(qkv0, hqkv.data(), qkv_elems * 2, cudaMemcpyHostToDevice));
+  PROBE_CHECK(cudaMemcpy(dpos, pos.data(), T * 8, cudaMemcpyHostToDevice));
+  PROBE_CHECK(cudaMemcpy(dslots, slots.data(), T * 8, cudaMemcpyHostToDevice));
 
-  const double copy_us = median_us([&] { CK(cudaMemcpyAsync(copy_dst, copy_src, copy_bytes, cudaMemcpyDeviceToDevice)); },
-                                   flush, flush_bytes);
-  const double copy_gbs = 2.0 * copy_bytes / copy_us / 1e3;
+  const double copy_gbs = probe::copy_gbs(flush, flush_bytes);
 
   rope::Geometry g;
   g.dtype = DType::BFloat16;
@@ -137,16 +98,16 @@ int main(int argc, char** argv) {
         p.count = 3;
       }
       g.tokens_per_block = tpb;
-      CK(cudaMemcpy(qkv, qkv0, qkv_elems * 2, cudaMemcpyDeviceToDevice));
-      CK(cudaMemset(kc, 0, cache_elems * 2));
-      CK(cudaMemset(vc, 0, cache_elems * 2));
+      PROBE_CHECK(cudaMemcpy(qkv, qkv0, qkv_elems * 2, cudaMemcpyDeviceToDevice));
+      PROBE_CHECK(cudaMemset(kc, 0, cache_elems * 2));
+      PROBE_CHECK(cudaMemset(vc, 0, cache_elems * 2));
       rope::rope(g, p, nullptr);  // once on fresh data: the checksum
-      CK(cudaDeviceSynchronize());
-      const uint64_t sum = checksum(qkv, qkv_elems * 2) ^ (append ? checksum(kc, cache_elems * 2) * 3 ^
-                                                                     checksum(vc, cache_elems * 2) * 5
+      PROBE_CHECK(cudaDeviceSynchronize());
+      const uint64_t sum = probe::device_fnv(qkv, qkv_elems * 2) ^ (append ? probe::device_fnv(kc, cache_elems * 2) * 3 ^
+                                                                     probe::device_fnv(vc, cache_elems * 2) * 5
                                                                    : 0);
       // in place: later launches rotate the rotated values again (same traffic)
-      const double us = median_us([&] { rope::rope(g, p, nullptr); }, flush, flush_bytes);
+      const double us = probe::median_us([&] { rope::rope(g, p, nullptr); }, flush, flush_bytes);
       const double bytes = double(T) * (hq + hkv) * d * 2 * 2 + (append ? double(T) * hkv * d * 2 * 3 : 0);
       std::printf("t%d h%d/%d d%d %-12s tpb %2d: %8.1f us  %6.0f GB/s  %5.1f%% of copy (%0.f GB/s)  checksum %016llx\n",
                   T, hq, hkv, d, append ? "rope+append" : "rope", tpb, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / copy_gbs,

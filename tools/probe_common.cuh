@@ -1,0 +1,72 @@
+// What the standalone kernel probes (tools/rope_probe, tools/paged_probe) share: a checked CUDA
+// call, the median time of a launch with L2 flushed before each, and a checksum of bytes (variants
+// that keep the math must write the same bits).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define PROBE_CHECK(x)                                                                 \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                    \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+namespace probe {
+
+// Microseconds, the median of `samples` launches after 5 warm-ups, `flush` (bytes past L2)
+// overwritten before each.
+template <class F> double median_us(F&& launch, void* flush, size_t flush_bytes, int samples = 50) {
+  cudaEvent_t a, b;
+  PROBE_CHECK(cudaEventCreate(&a));
+  PROBE_CHECK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < samples + 5; ++i) {
+    PROBE_CHECK(cudaMemsetAsync(flush, i, flush_bytes));
+    PROBE_CHECK(cudaEventRecord(a));
+    launch();
+    PROBE_CHECK(cudaEventRecord(b));
+    PROBE_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    PROBE_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 5) t.push_back(ms * 1000.f);
+  }
+  PROBE_CHECK(cudaEventDestroy(a));
+  PROBE_CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The device's copy bandwidth (GB/s, bytes read plus written) over a 1 GiB buffer.
+inline double copy_gbs(void* flush, size_t flush_bytes) {
+  const size_t n = size_t(1) << 30;
+  void *src, *dst;
+  PROBE_CHECK(cudaMalloc(&src, n));
+  PROBE_CHECK(cudaMalloc(&dst, n));
+  const double us =
+      median_us([&] { PROBE_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice)); }, flush, flush_bytes);
+  PROBE_CHECK(cudaFree(src));
+  PROBE_CHECK(cudaFree(dst));
+  return 2.0 * n / us / 1e3;
+}
+
+// FNV-1a over a device buffer's bytes, and its running form over host bytes.
+inline uint64_t fnv(const void* host, size_t bytes, uint64_t x = 1469598103934665603ull) {
+  const auto* p = static_cast<const uint8_t*>(host);
+  for (size_t i = 0; i < bytes; ++i) x = (x ^ p[i]) * 1099511628211ull;
+  return x;
+}
+inline uint64_t device_fnv(const void* d, size_t bytes) {
+  std::vector<uint8_t> h(bytes);
+  PROBE_CHECK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+  return fnv(h.data(), bytes);
+}
+
+}  // namespace probe
