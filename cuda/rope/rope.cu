@@ -23,7 +23,7 @@ namespace {
 
 constexpr int kThreads = 256;
 // A thread's reads out before its first store, and the register cap (blocks of kThreads per SM):
-// three blocks of two tokens in flight beat two of four (tools/rope_probe; docs/benchmarks.md, RoPE).
+// three blocks of two tokens in flight beat two of four (tools/probe; docs/benchmarks.md, RoPE).
 constexpr int kTokensInFlight = 2;
 constexpr int kMinBlocksPerSm = 3;
 constexpr int kMaxTokensPerBlock = 16;

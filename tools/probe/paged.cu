@@ -1,12 +1,11 @@
-// A standalone timing of the paged tensor-core decode kernel (cuda/paged_attention/paged_mma.cuh)
-// without the package build: probe_paged.sh compiles this file against variants of the header (its
-// constants rewritten) and runs each, so stages, register caps or tile layouts are compared in one
-// device call of a minute or two. The cases are the bench's decode rows (one query token, 32 / 8
-// or 16 / 4 heads, page size 16, pages shuffled), over bf16 and fp8 e4m3 caches, with the split
-// counts `select` gives them on an H200. Per case: microseconds (median of 30, L2 flushed), GB/s
-// of the K / V bytes, % of a device copy, the largest error of 64 sampled rows against a float64
-// reference on the host (the splits merged on the host), and a checksum of the written bytes
-// (variants that keep the math must agree bit for bit).
+// The paged-attention harness of tools/probe/probe.sh: the tensor-core decode kernel of
+// cuda/paged_attention/paged_mma.cuh (a variant of that header, included) on the bench's decode rows
+// (one query token, 32 / 8 or 16 / 4 heads, page size 16, pages shuffled) over bf16 and fp8 e4m3
+// caches, with the split counts `select` gives them on an H200. Per case: microseconds (median of
+// 30, L2 flushed), GB/s of the K / V bytes, % of a device copy, the largest error of 64 sampled rows
+// against a float64 reference on the host (the splits merged on the host), and a checksum of the
+// written bytes.
+//   bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base 'name=sed expression' ...
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -58,7 +57,7 @@ template <class S> static double stored(size_t i, uint32_t seed) {
 }
 
 template <class KV, int D, int TILE>
-static void run_case(const Case& c, void* flush, size_t flush_bytes, double copy_gbs, std::mt19937& rng) {
+static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
   using T = __nv_bfloat16;
   const int ps = 16, max_pages = c.ctx / ps, group = c.hq / c.hkv;
   const int64_t pages = int64_t(c.batch) * max_pages;
@@ -184,29 +183,25 @@ static void run_case(const Case& c, void* flush, size_t flush_bytes, double copy
     }
   }
 
-  const double us = probe::median_us(launch, flush, flush_bytes, 30);
+  const double us = probe::median_us(launch, s.flush, s.flush_bytes, 30);
   const double kv_bytes = 2.0 * double(c.batch) * c.ctx * c.hkv * D * sizeof(KV);
   std::printf("%-34s s%-3d t%-3d %8.1f us %6.0f GB/s %5.1f%% of copy  max err %.1e  checksum %016llx\n", c.name,
-              g.splits, TILE, us, kv_bytes / us / 1e3, 100.0 * kv_bytes / us / 1e3 / copy_gbs, max_err,
+              g.splits, TILE, us, kv_bytes / us / 1e3, 100.0 * kv_bytes / us / 1e3 / s.copy_gbs, max_err,
               (unsigned long long)probe::fnv(bytes.data(), bytes.size()));
   for (void* d : {dq, dk, dv, dout, dtable, dlens}) PROBE_CHECK(cudaFree(d));
   if (dws) PROBE_CHECK(cudaFree(dws));
 }
 
 int main() {
-  const size_t flush_bytes = size_t(256) << 20;  // past L2 (60 MB on an H200)
-  void* flush;
-  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
-  const double copy_gbs = probe::copy_gbs(flush, flush_bytes);
-  std::printf("device copy %.0f GB/s\n", copy_gbs);
+  const probe::Setup s = probe::setup();
   std::mt19937 rng(11);
   // the bench's rows, with the splits select gives them on an H200 (docs/benchmarks.md, paged decode)
-  run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", false, 128, 32, 8192, 32, 8, 1, 64}, flush, flush_bytes, copy_gbs, rng);
-  run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", false, 128, 64, 8192, 32, 8, 4, 64}, flush, flush_bytes, copy_gbs, rng);
-  run_case<__nv_bfloat16, 64, 64>({"b64 ctx2048 h16/4 d64 bf16", false, 64, 64, 2048, 16, 4, 1, 64}, flush, flush_bytes, copy_gbs, rng);
-  run_case<kernels::e4m3, 128, 128>({"b32 ctx8192 h32/8 d128 fp8", true, 128, 32, 8192, 32, 8, 1, 128}, flush, flush_bytes, copy_gbs, rng);
-  run_case<kernels::e4m3, 128, 128>({"b64 ctx8192 h32/8 d128 fp8", true, 128, 64, 8192, 32, 8, 4, 128}, flush, flush_bytes, copy_gbs, rng);
-  run_case<kernels::e4m3, 128, 128>({"b4 ctx32768 h32/8 d128 fp8", true, 128, 4, 32768, 32, 8, 8, 128}, flush, flush_bytes, copy_gbs, rng);
-  run_case<kernels::e4m3, 64, 128>({"b64 ctx2048 h16/4 d64 fp8", true, 64, 64, 2048, 16, 4, 1, 128}, flush, flush_bytes, copy_gbs, rng);
+  run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", false, 128, 32, 8192, 32, 8, 1, 64}, s, rng);
+  run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", false, 128, 64, 8192, 32, 8, 4, 64}, s, rng);
+  run_case<__nv_bfloat16, 64, 64>({"b64 ctx2048 h16/4 d64 bf16", false, 64, 64, 2048, 16, 4, 1, 64}, s, rng);
+  run_case<kernels::e4m3, 128, 128>({"b32 ctx8192 h32/8 d128 fp8", true, 128, 32, 8192, 32, 8, 1, 128}, s, rng);
+  run_case<kernels::e4m3, 128, 128>({"b64 ctx8192 h32/8 d128 fp8", true, 128, 64, 8192, 32, 8, 4, 128}, s, rng);
+  run_case<kernels::e4m3, 128, 128>({"b4 ctx32768 h32/8 d128 fp8", true, 128, 4, 32768, 32, 8, 8, 128}, s, rng);
+  run_case<kernels::e4m3, 64, 128>({"b64 ctx2048 h16/4 d64 fp8", true, 64, 64, 2048, 16, 4, 1, 128}, s, rng);
   return 0;
 }

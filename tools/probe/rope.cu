@@ -1,9 +1,9 @@
-// A standalone timing of cuda/rope/rope.cu's kernel (bf16, one fused qkv projection; by default the
-// Llama-3-8B prefill: 8192 tokens, 32 / 8 heads, d 128; argv: tokens, q heads, kv heads, head dim), without the package build: probe_rope.sh
-// compiles this file against variants of rope.cu (its compile-time constants rewritten) and runs
-// each, so register caps and tokens in flight are compared in one device call of about a minute.
-// Prints one line per case: microseconds (median of 50, L2 flushed), GB/s, % of a device copy, and a
-// checksum of every written byte (variants must agree bit for bit).
+// The RoPE harness of tools/probe/probe.sh: cuda/rope/rope.cu's kernel (a variant of that file,
+// linked in) on one fused qkv projection, bf16, in place, theta angles, int64 positions; by default
+// the Llama-3-8B prefill (argv: tokens, q heads, kv heads, head dim). Per case (RoPE alone, and with
+// the paged-cache append; 8 and 16 tokens per block): microseconds (median of 50, L2 flushed), GB/s,
+// % of a device copy, and a checksum of every written byte.
+//   PROBE_ARGS="8192 32 8 128;16384 16 4 64" bash tools/probe/probe.sh rope cuda/rope/rope.cu base ...
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,20 +37,18 @@ int main(int argc, char** argv) {
   std::shuffle(slots.begin(), slots.end(), rng);
   slots.resize(T);
 
-  void *qkv0, *qkv, *kc, *vc, *dpos, *dslots, *flush;
-  const size_t flush_bytes = size_t(256) << 20;  // past L2 (60 MB on an H200)
+  const probe::Setup su = probe::setup();
+  void *qkv0, *qkv, *kc, *vc, *dpos, *dslots;
   PROBE_CHECK(cudaMalloc(&qkv0, qkv_elems * 2));
   PROBE_CHECK(cudaMalloc(&qkv, qkv_elems * 2));
   PROBE_CHECK(cudaMalloc(&kc, cache_elems * 2));
   PROBE_CHECK(cudaMalloc(&vc, cache_elems * 2));
   PROBE_CHECK(cudaMalloc(&dpos, T * 8));
   PROBE_CHECK(cudaMalloc(&dslots, T * 8));
-  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
   PROBE_CHECK(cudaMemcpy(qkv0, hqkv.data(), qkv_elems * 2, cudaMemcpyHostToDevice));
   PROBE_CHECK(cudaMemcpy(dpos, pos.data(), T * 8, cudaMemcpyHostToDevice));
   PROBE_CHECK(cudaMemcpy(dslots, slots.data(), T * 8, cudaMemcpyHostToDevice));
 
-  const double copy_gbs = probe::copy_gbs(flush, flush_bytes);
 
   rope::Geometry g;
   g.dtype = DType::BFloat16;
@@ -107,11 +105,11 @@ int main(int argc, char** argv) {
                                                                      probe::device_fnv(vc, cache_elems * 2) * 5
                                                                    : 0);
       // in place: later launches rotate the rotated values again (same traffic)
-      const double us = probe::median_us([&] { rope::rope(g, p, nullptr); }, flush, flush_bytes);
+      const double us = probe::median_us([&] { rope::rope(g, p, nullptr); }, su.flush, su.flush_bytes);
       const double bytes = double(T) * (hq + hkv) * d * 2 * 2 + (append ? double(T) * hkv * d * 2 * 3 : 0);
       std::printf("t%d h%d/%d d%d %-12s tpb %2d: %8.1f us  %6.0f GB/s  %5.1f%% of copy (%0.f GB/s)  checksum %016llx\n",
-                  T, hq, hkv, d, append ? "rope+append" : "rope", tpb, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / copy_gbs,
-                  copy_gbs, (unsigned long long)sum);
+                  T, hq, hkv, d, append ? "rope+append" : "rope", tpb, us, bytes / us / 1e3, 100.0 * bytes / us / 1e3 / su.copy_gbs,
+                  su.copy_gbs, (unsigned long long)sum);
     }
   }
   return 0;

@@ -1,6 +1,6 @@
-// What the standalone kernel probes (tools/rope_probe, tools/paged_probe) share: a checked CUDA
-// call, the median time of a launch with L2 flushed before each, and a checksum of bytes (variants
-// that keep the math must write the same bits).
+// What the kernel probes' harnesses (tools/probe/*.cu, built and run by probe.sh) share: a checked
+// CUDA call, the median time of a launch with L2 flushed before each, the device's copy bandwidth,
+// and a checksum of bytes (variants that keep the math must write the same bits).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -55,6 +55,20 @@ inline double copy_gbs(void* flush, size_t flush_bytes) {
   PROBE_CHECK(cudaFree(src));
   PROBE_CHECK(cudaFree(dst));
   return 2.0 * n / us / 1e3;
+}
+
+// What every case needs: a buffer to flush L2 with and the device's copy bandwidth (printed).
+struct Setup {
+  void* flush = nullptr;
+  size_t flush_bytes = size_t(256) << 20;  // past L2 (60 MB on an H200)
+  double copy_gbs = 0;
+};
+inline Setup setup() {
+  Setup s;
+  PROBE_CHECK(cudaMalloc(&s.flush, s.flush_bytes));
+  s.copy_gbs = copy_gbs(s.flush, s.flush_bytes);
+  std::printf("device copy %.0f GB/s\n", s.copy_gbs);
+  return s;
 }
 
 // FNV-1a over a device buffer's bytes, and its running form over host bytes.

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Kernel variants timed without the package build (a device call of a minute or two): a harness
+# (tools/probe/<harness>.cu) is compiled against copies of one source file with sed expressions
+# applied, one build per variant in parallel, then each is run.
+#   bash tools/probe/probe.sh HARNESS FILE [NAME=SED_EXPRESSION | NAME]...
+#     HARNESS  rope | paged | embedding (tools/probe/HARNESS.cu)
+#     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
+#              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
+#     NAME     without "=": the file as it is (the baseline)
+#   PROBE_ARGS="..." runs the harness once per ';'-separated argument list (e.g. shapes).
+# e.g.
+#   bash tools/probe/probe.sh rope cuda/rope/rope.cu base \
+#     'b2t4=s/kMinBlocksPerSm = 3;/kMinBlocksPerSm = 2;/; s/kTokensInFlight = 2;/kTokensInFlight = 4;/'
+# Prints, per variant, ptxas's registers and spill stores of each kernel the harness instantiates,
+# then the harness's lines (each harness prints a checksum of what it wrote: variants that keep the
+# math agree bit for bit).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+(( $# >= 3 )) || { sed -n '2,16p' "$0"; exit 2; }
+harness=$1 file=$2
+shift 2
+[[ -f tools/probe/$harness.cu && -f $file && $file == cuda/* ]] || { echo "no tools/probe/$harness.cu or $file (under cuda/)"; exit 2; }
+WORK="${WORK:-/tmp/probe}/$harness"
+NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+FILT="$(dirname "$NVCC")/cu++filt"
+[[ -x $FILT ]] || FILT="$(command -v c++filt || echo cat)"
+rel=${file#cuda/}
+# Per harness: what it links besides itself (the varied file replaces its original there), and the
+# kernels whose registers are listed.
+case $harness in
+  rope) extra=(cpp/src/dtype.cpp cuda/rope/rope.cu) kernels=rope_kernel ;;
+  paged) extra=() kernels=paged_mma_kernel ;;
+  embedding) extra=(cpp/src/dtype.cpp cuda/embedding/embedding.cu cuda/embedding/embedding_sort.cu cuda/common/radix_sort.cu)
+             kernels=gather_kernel ;;
+  *) extra=() kernels=. ;;
+esac
+names=()
+for v in "$@"; do
+  name=${v%%=*}
+  names+=("$name")
+  dir="$WORK/$name"
+  mkdir -p "$dir/$(dirname "$rel")"
+  if [[ $v == *=* ]]; then
+    sed -e "${v#*=}" "$file" > "$dir/$rel"
+    cmp -s "$file" "$dir/$rel" && { echo "variant $name changes nothing in $file: ${v#*=}"; exit 1; }
+  else
+    cp "$file" "$dir/$rel"
+  fi
+  srcs=(tools/probe/"$harness".cu)
+  for f in "${extra[@]}"; do [[ $f == "$file" ]] && srcs+=("$dir/$rel") || srcs+=("$f"); done
+  [[ $rel == *.cu && " ${extra[*]} " != *" $file "* ]] && srcs+=("$dir/$rel")
+  ( "$NVCC" -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 --expt-relaxed-constexpr --diag-suppress=177,186 \
+      -I"$dir" -Icpp/include -Icuda -Icpp/src -Itools/probe -Xptxas -v "${srcs[@]}" -o "$dir/probe" \
+      > "$dir/build.log" 2>&1 || echo "variant $name: build failed (see $dir/build.log)" ) &
+done
+wait
+for name in "${names[@]}"; do
+  dir="$WORK/$name"
+  echo "== $name"
+  # one line per kernel: its name, then registers and spill stores
+  awk '/Compiling entry function/ { match($0, /_Z[A-Za-z0-9_]+/); k = substr($0, RSTART, RLENGTH); s = "0 bytes spill stores" }
+       k != "" && /spill stores/ { match($0, /[0-9]+ bytes spill stores/); s = substr($0, RSTART, RLENGTH) }
+       k != "" && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print k " " substr($0, RSTART, RLENGTH) ", " s; k = "" }' \
+      "$dir/build.log" | "$FILT" | sed -E 's/\(anonymous namespace\):://g; s/baracuda::[a-z_]*:://g; s/baracuda:://g; s/\([A-Za-z:, ]*\) Used/ Used/; s/^/   /' | grep -E "$kernels" || true
+  [[ -x $dir/probe ]] || { grep -m5 error "$dir/build.log" || true; continue; }
+  IFS=';' read -ra runs <<< "${PROBE_ARGS:-}"
+  (( ${#runs[@]} )) || runs=("")
+  for args in "${runs[@]}"; do
+    # shellcheck disable=SC2086
+    "$dir/probe" $args || echo "variant $name ($args): run failed"
+  done
+done
