@@ -16,4 +16,51 @@ template <class T> constexpr bool is_fp_v = std::is_same_v<T, float> || std::is_
                                             kernels::is_half_v<T>;
 template <class T> constexpr bool is_intlike_v = kernels::is_int_v<T> || std::is_same_v<T, bool>;
 
+// The input dtypes of one translation unit (an op group's kernels split by input kind so that they
+// compile in parallel).
+struct FloatInputs {
+  template <class T> static constexpr bool admits = is_fp_v<T>;
+};
+struct IntInputs {
+  template <class T> static constexpr bool admits = kernels::is_int_v<T>;
+};
+struct IntLikeInputs {  // integers and bool
+  template <class T> static constexpr bool admits = is_intlike_v<T>;
+};
+
+// argmax / argmin over the inputs `In` admits: (value, index) pairs, int64 or int32 out.
+template <class In> void launch_arg_group(const RedLaunch& L, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (In::template admits<T>) {
+      const bool max = L.kind == RedKind::Argmax;
+      if (L.out_dtype == DType::Int64)
+        return max ? kern::launch_reduction(kern::ArgR<T, int64_t, true>{}, L, st)
+                   : kern::launch_reduction(kern::ArgR<T, int64_t, false>{}, L, st);
+      if (L.out_dtype == DType::Int32)
+        return max ? kern::launch_reduction(kern::ArgR<T, int32_t, true>{}, L, st)
+                   : kern::launch_reduction(kern::ArgR<T, int32_t, false>{}, L, st);
+    }
+    no_kernel(L, "argmax/argmin");
+  });
+}
+
+// any / all (bool out) and count_nonzero (int64 out) over the inputs `In` admits.
+template <class In> void launch_bool_group(const RedLaunch& L, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (In::template admits<T>) {
+      if (L.kind == RedKind::Any && L.out_dtype == DType::Bool)
+        return kern::launch_reduction(kern::BoolR<T, bool, 0>{}, L, st);
+      if (L.kind == RedKind::All && L.out_dtype == DType::Bool)
+        return kern::launch_reduction(kern::BoolR<T, bool, 1>{}, L, st);
+      if (L.kind == RedKind::CountNonzero && L.out_dtype == DType::Int64)
+        return kern::launch_reduction(kern::BoolR<T, int64_t, 2>{}, L, st);
+    }
+    no_kernel(L, "any/all/count_nonzero");
+  });
+}
+
 }  // namespace baracuda::reduction
