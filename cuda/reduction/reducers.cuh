@@ -70,15 +70,14 @@ template <class A> __device__ __forceinline__ A fexp(A d) {
 }
 
 // ---- sum / mean / prod / norm2 ------------------------------------------------------------
-template <class T, class O> struct SumR {
-  using A = acc_t<T>;
+// A plain sum of the inputs in accumulator A (the state of sum, mean, and the mean statistic):
+// the reducer's init / add / add_n / merge; the reducer adds its finish.
+template <class T, class A> struct SumState {
   using State = A;
   static constexpr bool kIndex = false;
-  using In = T;
-  using Out = O;
-  bool mean = false;
-  __device__ State init() const { return A(0); }
   static constexpr bool kBulk = true;
+  using In = T;
+  __device__ State init() const { return A(0); }
   __device__ void add(State& s, T v, int64_t) const { s += to_acc<A>(v); }
   template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
     A a[N];
@@ -87,6 +86,13 @@ template <class T, class O> struct SumR {
     s += tree(a, Plus{});
   }
   __device__ void merge(State& a, const State& b) const { a += b; }
+};
+
+template <class T, class O> struct SumR : SumState<T, acc_t<T>> {
+  using A = acc_t<T>;
+  using typename SumState<T, A>::State;
+  using Out = O;
+  bool mean = false;
   __device__ O finish(const State& s, int64_t n) const {
     if constexpr (std::is_floating_point_v<A>) {
       if (mean) return to_out<O>(s / A(n));
@@ -345,23 +351,11 @@ template <class T, class O, int MODE> struct BoolR {  // MODE 0 any, 1 all, 2 co
 };
 
 // ---- statistics for backward plans (out = Stat2<facc_t<T>>) -----------------------------------
-template <class T> struct MeanStatR {
+template <class T> struct MeanStatR : SumState<T, facc_t<T>> {
   using A = facc_t<T>;
-  using State = A;
+  using typename SumState<T, A>::State;
   using O = Stat2<A>;
-  static constexpr bool kIndex = false;
-  using In = T;
   using Out = O;
-  static constexpr bool kBulk = true;
-  __device__ State init() const { return A(0); }
-  __device__ void add(State& s, T v, int64_t) const { s += to_acc<A>(v); }
-  template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
-    A a[N];
-#pragma unroll
-    for (int j = 0; j < N; ++j) a[j] = to_acc<A>(v[j]);
-    s += tree(a, Plus{});
-  }
-  __device__ void merge(State& a, const State& b) const { a += b; }
   __device__ O finish(const State& s, int64_t n) const { return {s / A(n), A(0)}; }
 };
 
