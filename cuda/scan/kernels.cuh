@@ -64,27 +64,23 @@ __device__ __forceinline__ Row make_row(const Args& a, int64_t r, const int (&es
   return row;
 }
 
-template <class S> __device__ __forceinline__ S shfl_up_state(unsigned mask, const S& s, int d, int width) {
+// A state of any trivially copyable type through 32-bit shuffles: `shfl` moves each word.
+template <class S, class F> __device__ __forceinline__ S shfl_words(const S& s, F shfl) {
   constexpr int W = int((sizeof(S) + 3) / 4);
   int w[W];
   memset(w, 0, sizeof w);
   memcpy(w, &s, sizeof(S));
 #pragma unroll
-  for (int i = 0; i < W; ++i) w[i] = __shfl_up_sync(mask, w[i], d, width);
+  for (int i = 0; i < W; ++i) w[i] = shfl(w[i]);
   S r;
   memcpy(&r, w, sizeof(S));
   return r;
 }
+template <class S> __device__ __forceinline__ S shfl_up_state(unsigned mask, const S& s, int d, int width) {
+  return shfl_words(s, [&](int v) { return __shfl_up_sync(mask, v, d, width); });
+}
 template <class S> __device__ __forceinline__ S shfl_state(unsigned mask, const S& s, int src, int width) {
-  constexpr int W = int((sizeof(S) + 3) / 4);
-  int w[W];
-  memset(w, 0, sizeof w);
-  memcpy(w, &s, sizeof(S));
-#pragma unroll
-  for (int i = 0; i < W; ++i) w[i] = __shfl_sync(mask, w[i], src, width);
-  S r;
-  memcpy(&r, w, sizeof(S));
-  return r;
+  return shfl_words(s, [&](int v) { return __shfl_sync(mask, v, src, width); });
 }
 
 // Element sizes of the operand slots for an op (unused slots: 1).
