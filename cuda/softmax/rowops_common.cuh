@@ -102,13 +102,16 @@ template <class V> __device__ __forceinline__ V shfl_x(V v, int o) { return __sh
 // Sums NC compute values and NI integers over the team. Every lane gets the results.
 template <bool WARP, int NC, int NI, class C>
 __device__ __forceinline__ void team_sum(C (&c)[NC], long long (&n)[NI], Scratch<C>& sh) {
+  auto warp_sum = [&] {  // butterfly: every lane gets the warp's sums
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
+    for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
-    for (int q = 0; q < NC; ++q) c[q] += shfl_x(c[q], o);
+      for (int q = 0; q < NC; ++q) c[q] += shfl_x(c[q], o);
 #pragma unroll
-    for (int q = 0; q < NI; ++q) n[q] += shfl_x(n[q], o);
-  }
+      for (int q = 0; q < NI; ++q) n[q] += shfl_x(n[q], o);
+    }
+  };
+  warp_sum();
   if constexpr (!WARP) {
     const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
     __syncthreads();  // the previous reduction's readers are done with the slots
@@ -123,13 +126,7 @@ __device__ __forceinline__ void team_sum(C (&c)[NC], long long (&n)[NI], Scratch
     for (int q = 0; q < NC; ++q) c[q] = l < nw ? sh.c[q][l] : C(0);
 #pragma unroll
     for (int q = 0; q < NI; ++q) n[q] = l < nw ? sh.i[q][l] : 0;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-      for (int q = 0; q < NC; ++q) c[q] += shfl_x(c[q], o);
-#pragma unroll
-      for (int q = 0; q < NI; ++q) n[q] += shfl_x(n[q], o);
-    }
+    warp_sum();
   }
 }
 
