@@ -19,10 +19,7 @@ __global__ void __launch_bounds__(kChanThreads, 4) apply_planes_vec(const ChanNo
   const int64_t P = L.part.P, CL = L.part.chunk;
   for (int64_t task = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); task < L.part.tasks;
        task += int64_t(gridDim.x) * kWarps) {
-    int64_t p, q, n, c;
-    divmod(task, P, q, p);
-    divmod(q, L.C, n, c);
-    const int64_t s0 = p * CL, s1 = min(L.S, s0 + CL);
+    const auto [n, c, p, s0, s1] = plane_chunk(L, task, P, CL);
     const C* e = W.table + 4 * entry_of(L, n, c);
     const C mean = e[0], k1 = e[1], k2 = e[2], k3 = e[3];
     const int64_t xb = n * L.xs[0] + c * L.xs[1];
@@ -74,10 +71,7 @@ __global__ void __launch_bounds__(kChanThreads, 4) apply_planes_scalar(const Cha
   const int64_t P = L.part.P, CL = L.part.chunk;
   for (int64_t task = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * gpw + lane / GW; task < L.part.tasks;
        task += int64_t(gridDim.x) * kWarps * gpw) {
-    int64_t p, q, n, c;
-    divmod(task, P, q, p);
-    divmod(q, L.C, n, c);
-    const int64_t s0 = p * CL, s1 = min(L.S, s0 + CL);
+    const auto [n, c, p, s0, s1] = plane_chunk(L, task, P, CL);
     const C* e = W.table + 4 * entry_of(L, n, c);
     const C mean = e[0], k1 = e[1], k2 = e[2], k3 = e[3];
     const int64_t xb = n * L.xs[0] + c * L.xs[1];

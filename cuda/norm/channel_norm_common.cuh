@@ -105,6 +105,20 @@ __device__ __forceinline__ int64_t row_offset(const ChanNormLaunch& L, const int
   divmod(rr, L.flat_S, q, r);
   return q * st[0] + r * st[2];
 }
+// A plane task of the planes kernels: plane (n, c) and chunk p of its spatial range, [s0, s1)
+// (task = (n * C + c) * P + p; P and the chunk length CL are L.part's, read once by the caller).
+struct PlaneChunk {
+  int64_t n, c, p, s0, s1;
+};
+__device__ __forceinline__ PlaneChunk plane_chunk(const ChanNormLaunch& L, int64_t task, int64_t P, int64_t CL) {
+  PlaneChunk t;
+  int64_t q;
+  divmod(task, P, q, t.p);
+  divmod(q, L.C, t.n, t.c);
+  t.s0 = t.p * CL;
+  t.s1 = min(L.S, t.s0 + CL);
+  return t;
+}
 // Statistic unit of (n, c), and the coefficient-table entry of (n, c).
 __device__ __forceinline__ int64_t unit_of(const ChanNormLaunch& L, int64_t n, int64_t c) {
   if (L.per_channel) return L.fold ? c / L.fold : c;

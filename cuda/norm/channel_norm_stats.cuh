@@ -22,10 +22,7 @@ __global__ void __launch_bounds__(kChanThreads, 4) stats_planes_vec(const ChanNo
   const int64_t P = L.part.P, CL = L.part.chunk;
   for (int64_t task = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); task < L.part.tasks;
        task += int64_t(gridDim.x) * kWarps) {
-    int64_t p, q, n, c;
-    divmod(task, P, q, p);
-    divmod(q, L.C, n, c);
-    const int64_t s0 = p * CL, s1 = min(L.S, s0 + CL);
+    const auto [n, c, p, s0, s1] = plane_chunk(L, task, P, CL);
     const int64_t xb = n * L.xs[0] + c * L.xs[1];
     C a = 0, b = 0, cnt = 0;
     if constexpr (!BWD) {
@@ -106,8 +103,8 @@ __global__ void __launch_bounds__(kChanThreads, 4) stats_planes_scalar(const Cha
        base += int64_t(gridDim.x) * kWarps * gpw) {
     const int64_t task = base + lane / GW;
     const bool active = task < L.part.tasks;
-    int64_t p = 0, q = 0, n = 0, c = 0;
-    if (active) {
+    int64_t p = 0, q = 0, n = 0, c = 0;  // plane_chunk's decode, inactive groups at 0 (spelled out:
+    if (active) {                         // through the helper this kernel's SASS changes)
       divmod(task, P, q, p);
       divmod(q, L.C, n, c);
     }
