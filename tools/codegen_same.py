@@ -13,7 +13,8 @@ neutral.
 cuobjdump: $CUOBJDUMP, on PATH, next to nvcc, or from `pip install nvidia-cuda-cuobjdump` (the
 CPU machine's toolkit has none). Prints one line per kernel that differs (or is only on one side) and
 a count; exits 1 when any does. Headers come from the same tree as the file (the working tree, or
-the revision's, extracted into a temporary directory). PTX_SAME_FLAGS adds nvcc flags (include dirs).
+the revision's, extracted into a temporary directory). CODEGEN_SAME_FLAGS adds nvcc flags (include
+dirs).
 """
 import argparse
 import glob
@@ -24,52 +25,51 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# An anonymous namespace's per-file name in a mangled symbol (its length prefix differs too).
+ANON = re.compile(r"\d*_GLOBAL__N__[0-9a-f]+_\d+_\w*?_cu_[0-9a-f]+")
 
 
-def nvcc():
-    for c in (os.environ.get("NVCC"), "nvcc", "/usr/local/cuda/bin/nvcc"):
-        if c and subprocess.run(["which", c], capture_output=True).returncode == 0:
-            return c
-    sys.exit("codegen_same: no nvcc")
-
-
-def cuobjdump():
-    cands = [os.environ.get("CUOBJDUMP"), "cuobjdump", os.path.join(os.path.dirname(nvcc_path()), "cuobjdump"),
-             "/usr/local/cuda/bin/cuobjdump"]
-    cands += glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "nvidia", "cu*", "bin", "cuobjdump"))
+def first_found(cands):
+    """The first of `cands` that names an executable (on PATH or as a path), else None."""
     for c in cands:
         if c and subprocess.run(["which", c], capture_output=True).returncode == 0:
             return c
     return None
 
 
-def nvcc_path():
-    r = subprocess.run(["which", nvcc()], capture_output=True, text=True)
-    return os.path.realpath(r.stdout.strip())
+def find_nvcc():
+    return first_found([os.environ.get("NVCC"), "nvcc", "/usr/local/cuda/bin/nvcc"]) or sys.exit("codegen_same: no nvcc")
 
 
-def compile_ptx(tree, path, arch, out, sass=False):
+def find_cuobjdump(nvcc):
+    real = os.path.realpath(subprocess.run(["which", nvcc], capture_output=True, text=True).stdout.strip())
+    pip = glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "nvidia", "cu*", "bin", "cuobjdump"))
+    return first_found([os.environ.get("CUOBJDUMP"), "cuobjdump", os.path.join(os.path.dirname(real), "cuobjdump"),
+                        "/usr/local/cuda/bin/cuobjdump", *pip])
+
+
+def compile_to(nvcc, tree, path, arch, out, sass):
+    """path (in tree) compiled to a cubin (sass) or to PTX at `out`."""
     inc = [f"-I{tree}/{d}" for d in ("cpp/include", "cuda", "cpp/src")]
-    extra = os.environ.get("PTX_SAME_FLAGS", "").split()
+    extra = os.environ.get("CODEGEN_SAME_FLAGS", "").split()
     target = ["-gencode", f"arch=compute_{arch},code=sm_{arch}", "-cubin"] if sass else [f"-arch=compute_{arch}", "-ptx"]
-    cmd = [nvcc(), "-O3", "-std=c++17", "--expt-relaxed-constexpr", "--diag-suppress=177,186", *inc, *extra,
+    cmd = [nvcc, "-O3", "-std=c++17", "--expt-relaxed-constexpr", "--diag-suppress=177,186", *inc, *extra,
            *target, os.path.join(tree, path), "-o", out]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"codegen_same: compiling {path} in {tree} failed:\n{r.stderr[-3000:]}")
 
 
-def kernels(ptx_path, shown):
+def ptx_kernels(ptx_path, shown):
     """Each kernel's PTX, normalised, by (normalised) name; `shown` maps those names to the original."""
     text = open(ptx_path).read()
     text = "\n".join(l for l in text.split("\n") if not l.strip().startswith((".loc", "//", ".file", ".reg")))
-    anon = re.compile(r"\d*_GLOBAL__N__[0-9a-f]+_\d+_\w*?_cu_[0-9a-f]+")  # the length prefix differs too
     out = {}
     for part in re.split(r"\n(?=(?:\.visible |\.weak )?\.entry)", text):
         m = re.match(r"(?:\.visible |\.weak )?\.entry\s+(\S+)\(", part)
         if not m:
             continue
-        body = anon.sub("ANON", part)
+        body = ANON.sub("ANON", part)
         names = {}
 
         def rename(mo):
@@ -77,21 +77,21 @@ def kernels(ptx_path, shown):
 
         body = re.sub(r"%(rd|r|f|p|rs|fd|h|hh|b|bd)\d+", rename, body)
         body = re.sub(r"\$L__BB\d+_\d+", "L", body)
-        out[anon.sub("ANON", m.group(1))] = body
-        shown[anon.sub("ANON", m.group(1))] = m.group(1)
+        key = ANON.sub("ANON", m.group(1))
+        out[key] = body
+        shown[key] = m.group(1)
     return out
 
 
-def sass_kernels(cubin, shown):
+def sass_kernels(cuobjdump, cubin, shown):
     """Each kernel's SASS (instructions only), by normalised name."""
-    text = subprocess.run([cuobjdump(), "-sass", cubin], capture_output=True, text=True, check=True).stdout
-    anon = re.compile(r"\d*_GLOBAL__N__[0-9a-f]+_\d+_\w*?_cu_[0-9a-f]+")
+    text = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, check=True).stdout
     out = {}
     for part in re.split(r"\n\s*Function : ", text)[1:]:
         name, _, body = part.partition("\n")
         lines = [re.sub(r"/\*.*?\*/", "", l).strip() for l in body.split("\n")]  # addresses, encodings
-        lines = [anon.sub("ANON", l) for l in lines if l]
-        key = anon.sub("ANON", name.strip())
+        lines = [ANON.sub("ANON", l) for l in lines if l]
+        key = ANON.sub("ANON", name.strip())
         out[key] = "\n".join(lines)
         shown[key] = name.strip()
     return out
@@ -112,7 +112,9 @@ def main():
     ap.add_argument("--arch", default="90", help="compute capability (default 90)")
     ap.add_argument("--ptx", action="store_true", help="compare PTX even when cuobjdump is found")
     a = ap.parse_args()
-    sass = not a.ptx and cuobjdump() is not None
+    nvcc = find_nvcc()
+    cuobjdump = None if a.ptx else find_cuobjdump(nvcc)
+    sass = cuobjdump is not None
     with tempfile.TemporaryDirectory() as tmp:
         old_tree = os.path.join(tmp, "old")
         os.makedirs(old_tree)
@@ -120,17 +122,19 @@ def main():
         if archive.returncode:
             sys.exit(f"codegen_same: git archive {a.rev} failed: {archive.stderr.decode()[-500:]}")
         subprocess.run(["tar", "-x", "-C", old_tree], input=archive.stdout, check=True)
-        compile_ptx(old_tree, a.file, a.arch, os.path.join(tmp, "old.out"), sass)
-        compile_ptx(ROOT, a.file, a.arch, os.path.join(tmp, "new.out"), sass)
-        shown = {}
-        read = sass_kernels if sass else kernels
-        old, new = read(os.path.join(tmp, "old.out"), shown), read(os.path.join(tmp, "new.out"), shown)
+        shown, found = {}, []
+        for tree, out in ((old_tree, "old.out"), (ROOT, "new.out")):
+            compile_to(nvcc, tree, a.file, a.arch, os.path.join(tmp, out), sass)
+            path = os.path.join(tmp, out)
+            found.append(sass_kernels(cuobjdump, path, shown) if sass else ptx_kernels(path, shown))
+    old, new = found
     differ = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     for k, name in zip(differ, demangle([shown[k] for k in differ])):
         where = "differs" if k in old and k in new else ("only at " + a.rev if k in old else "only in the working tree")
         print(f"{where}: {name}")
-    print(f"{len(set(old) & set(new)) - sum(k in old and k in new for k in differ)} of {len(set(old) | set(new))} "
-          f"kernels the same as at {a.rev} ({a.file}, {'SASS sm' if sass else 'PTX compute'}_{a.arch})")
+    same = sum(old[k] == new[k] for k in set(old) & set(new))
+    print(f"{same} of {len(set(old) | set(new))} kernels the same as at {a.rev} ({a.file}, "
+          f"{'SASS sm' if sass else 'PTX compute'}_{a.arch})")
     return 1 if differ else 0
 
 
