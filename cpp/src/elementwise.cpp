@@ -91,33 +91,32 @@ void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::ve
     L.shape[d] = m.size[d];
     for (int a = 0; a < nargs; ++a) L.stride[a][d] = m.stride[d][a];
   }
-  // operand a's stride along merged dim d (outermost first)
-  auto st = [&](int a, int d) { return L.stride[a][d]; };
   // Contiguous: at most one dim left, unit stride for the output and every input, except
   // inputs that are one broadcast element.
   L.contiguous = L.rank <= 1;
   L.scalar_mask = 0;
   if (L.rank == 1) {
-    L.contiguous = st(0, 0) == 1;
+    L.contiguous = L.stride[0][0] == 1;
     for (int a = 1; a < nargs && L.contiguous; ++a) {
-      if (st(a, 0) == 0) L.scalar_mask |= 1u << (a - 1);
-      else L.contiguous = st(a, 0) == 1;
+      if (L.stride[a][0] == 0) L.scalar_mask |= 1u << (a - 1);
+      else L.contiguous = L.stride[a][0] == 1;
     }
   }
   if (!L.contiguous) L.scalar_mask = 0;
   L.inner_contiguous = false;
   const int inner = L.rank - 1;
-  if (!L.contiguous && L.rank >= 2 && st(0, inner) == 1) {
+  if (!L.contiguous && L.rank >= 2 && L.stride[0][inner] == 1) {
     L.inner_contiguous = true;
-    for (int a = 1; a < nargs; ++a) L.inner_contiguous = L.inner_contiguous && (st(a, inner) == 0 || st(a, inner) == 1);
+    for (int a = 1; a < nargs; ++a)
+      L.inner_contiguous = L.inner_contiguous && (L.stride[a][inner] == 0 || L.stride[a][inner] == 1);
   }
   L.index32 = L.numel < (int64_t(1) << 31) - 65536;
   // One input read across its unit-stride dim while the output is written along its own:
   // the tiled transpose kernel.
   L.transpose_dim = -1;
-  if (nargs == 2 && !L.contiguous && !L.inner_contiguous && L.rank >= 2 && st(0, inner) == 1)
+  if (nargs == 2 && !L.contiguous && !L.inner_contiguous && L.rank >= 2 && L.stride[0][inner] == 1)
     for (int d = 0; d < L.rank - 1; ++d)
-      if (st(1, d) == 1 && L.shape[d] > 1) L.transpose_dim = d;
+      if (L.stride[1][d] == 1 && L.shape[d] > 1) L.transpose_dim = d;
 }
 
 std::string math_of(EwCategory c, int kind, DType t) {

@@ -226,13 +226,14 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   // schedule little, and the wider tile reads 1.0-1.25x faster (docs/benchmarks.md, fp8 decode);
   // a short split (one request over many splits) keeps 64 and its parallelism.
   constexpr int64_t kWideTileFromTiles = 4;
+  const int64_t split_tiles = (tiles + splits - 1) / splits;  // 64-key tiles per split
   const bool tile128_fits = g.cache_dtype != dt && !I.rowwise && !I.cudnn &&
                             g.rows_per_block == paged_attention::kRowsPerBlock;
-  if (tile128_fits && (tile_knob == 128 || (tile_knob == 0 && (tiles + splits - 1) / splits >= kWideTileFromTiles)))
+  if (tile128_fits && (tile_knob == 128 || (tile_knob == 0 && split_tiles >= kWideTileFromTiles)))
     g.tile_keys = 128;
   // Splits are whole kernel tiles (the schedule counts 64-key tiles).
   const int64_t tile_mult = g.tile_keys / paged_attention::kKeysPerTile;
-  const int64_t tiles_per_split = ((tiles + splits - 1) / splits + tile_mult - 1) / tile_mult * tile_mult;
+  const int64_t tiles_per_split = (split_tiles + tile_mult - 1) / tile_mult * tile_mult;
   g.splits = int((tiles + tiles_per_split - 1) / tiles_per_split);
   g.split_keys = tiles_per_split * paged_attention::kKeysPerTile;
   I.workspace = I.cudnn ? paged_attention_cudnn::workspace_bytes(*I.cudnn) : paged_attention::workspace_bytes(g);
