@@ -89,6 +89,11 @@ __device__ __forceinline__ void store_fp8(unsigned char* p, const float (&v)[W],
   for (int j = 0; j < W; ++j) p[j] = b[j];
 }
 
+// An fp8 cache's scale for kv head h: per head, one for the tensor, or 1 (no scales given).
+__device__ __forceinline__ float kv_scale(const float* scales, const Geometry& g, int h) {
+  return scales ? scales[g.scale_per_head ? h : 0] : 1.f;
+}
+
 // Elements per access: 16 bytes when wide; else one element (neox) or one pair (gptj).
 template <class T, bool WIDE, bool GPTJ> constexpr int access_width() { return WIDE ? 16 / int(sizeof(T)) : GPTJ ? 2 : 1; }
 
@@ -144,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const G
   // fp8 caches: this item's scale (k's or v's, per kv head or one)
   const bool fp8 = g.kv_dtype != g.dtype, e4m3 = g.kv_dtype == DType::Float8E4M3;
   const float* scales = o == 1 ? p.k_scale : o == 2 ? p.v_scale : nullptr;
-  const float qscale = fp8 && scales ? scales[g.scale_per_head ? h : 0] : 1.f;
+  const float qscale = fp8 ? kv_scale(scales, g, h) : 1.f;
 
   Raw<T, W, WIDE> a[kTokensInFlight], a2[kTokensInFlight];
   // v's 16-byte items: in a's registers when those are 16 bytes too (an unaligned v row is copied
@@ -291,8 +296,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const G
               static_cast<T*>(y.paged)[ci] = v;
             } else {
               const float vv[1] = {kernels::to_compute(v)};
-              const float sc = p.k_scale ? p.k_scale[g.scale_per_head ? hh : 0] : 1.f;
-              store_fp8<T, 1>(static_cast<unsigned char*>(y.paged) + ci, vv, sc, g.kv_dtype == DType::Float8E4M3, false);
+              store_fp8<T, 1>(static_cast<unsigned char*>(y.paged) + ci, vv, kv_scale(p.k_scale, g, hh),
+                              g.kv_dtype == DType::Float8E4M3, false);
             }
           }
         }
