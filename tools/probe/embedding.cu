@@ -55,9 +55,7 @@ static void run_case(int64_t tokens, int64_t vocab, int64_t hidden, int elem_byt
   PROBE_CHECK(cudaMemset(out, 0xff, out_bytes));
   launch();
   PROBE_CHECK(cudaDeviceSynchronize());
-  std::vector<uint8_t> got(out_bytes), tab(table_bytes);
-  PROBE_CHECK(cudaMemcpy(got.data(), out, out_bytes, cudaMemcpyDeviceToHost));
-  PROBE_CHECK(cudaMemcpy(tab.data(), table, table_bytes, cudaMemcpyDeviceToHost));
+  const std::vector<uint8_t> got = probe::to_host<uint8_t>(out, out_bytes), tab = probe::to_host<uint8_t>(table, table_bytes);
   const size_t row = size_t(hidden) * elem_bytes;
   bool ok = true;
   for (int64_t t = 0; t < tokens && ok; ++t) ok = std::memcmp(&got[t * row], &tab[idx[t] * row], row) == 0;

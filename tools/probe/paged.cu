@@ -21,17 +21,10 @@
 using namespace baracuda;
 using namespace baracuda::paged_attention;
 
-struct Case {
+struct Case {  // the cache type, head dim and key tile are run_case's template arguments
   const char* name;
-  bool fp8;
-  int d, batch, ctx, hq, hkv, splits, tile;
+  int batch, ctx, hq, hkv, splits;
 };
-
-template <class T> static std::vector<T> fetch(const void* d, size_t n) {
-  std::vector<T> h(n);
-  PROBE_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return h;
-}
 
 // Operand values from a hash of (index, seed), written on the device and recomputed on the host for
 // the reference: uniform in [-1, 1), rounded to the storage type the same way on both sides.
@@ -135,12 +128,12 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
     bytes.insert(bytes.end(), b, b + n);
   };
   if (g.splits > 1) {
-    po = fetch<float>(p.partial_out, size_t(g.splits) * rows_total * D);
-    pl = fetch<float>(p.partial_lse, size_t(g.splits) * rows_total);
+    po = probe::to_host<float>(p.partial_out, size_t(g.splits) * rows_total * D);
+    pl = probe::to_host<float>(p.partial_lse, size_t(g.splits) * rows_total);
     append(po.data(), po.size() * 4);
     append(pl.data(), pl.size() * 4);
   } else {
-    out = fetch<T>(dout, q_elems);
+    out = probe::to_host<T>(dout, q_elems);
     append(out.data(), out.size() * 2);
   }
   auto kv_at = [&](uint32_t seed, int b, int j, int h, int e) {
@@ -196,12 +189,12 @@ int main() {
   const probe::Setup s = probe::setup();
   std::mt19937 rng(11);
   // the bench's rows, with the splits select gives them on an H200 (docs/benchmarks.md, paged decode)
-  run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", false, 128, 32, 8192, 32, 8, 1, 64}, s, rng);
-  run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", false, 128, 64, 8192, 32, 8, 4, 64}, s, rng);
-  run_case<__nv_bfloat16, 64, 64>({"b64 ctx2048 h16/4 d64 bf16", false, 64, 64, 2048, 16, 4, 1, 64}, s, rng);
-  run_case<kernels::e4m3, 128, 128>({"b32 ctx8192 h32/8 d128 fp8", true, 128, 32, 8192, 32, 8, 1, 128}, s, rng);
-  run_case<kernels::e4m3, 128, 128>({"b64 ctx8192 h32/8 d128 fp8", true, 128, 64, 8192, 32, 8, 4, 128}, s, rng);
-  run_case<kernels::e4m3, 128, 128>({"b4 ctx32768 h32/8 d128 fp8", true, 128, 4, 32768, 32, 8, 8, 128}, s, rng);
-  run_case<kernels::e4m3, 64, 128>({"b64 ctx2048 h16/4 d64 fp8", true, 64, 64, 2048, 16, 4, 1, 128}, s, rng);
+  run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", 32, 8192, 32, 8, 1}, s, rng);
+  run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", 64, 8192, 32, 8, 4}, s, rng);
+  run_case<__nv_bfloat16, 64, 64>({"b64 ctx2048 h16/4 d64 bf16", 64, 2048, 16, 4, 1}, s, rng);
+  run_case<kernels::e4m3, 128, 128>({"b32 ctx8192 h32/8 d128 fp8", 32, 8192, 32, 8, 1}, s, rng);
+  run_case<kernels::e4m3, 128, 128>({"b64 ctx8192 h32/8 d128 fp8", 64, 8192, 32, 8, 4}, s, rng);
+  run_case<kernels::e4m3, 128, 128>({"b4 ctx32768 h32/8 d128 fp8", 4, 32768, 32, 8, 8}, s, rng);
+  run_case<kernels::e4m3, 64, 128>({"b64 ctx2048 h16/4 d64 fp8", 64, 2048, 16, 4, 1}, s, rng);
   return 0;
 }

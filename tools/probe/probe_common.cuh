@@ -77,9 +77,14 @@ inline uint64_t fnv(const void* host, size_t bytes, uint64_t x = 146959810393466
   for (size_t i = 0; i < bytes; ++i) x = (x ^ p[i]) * 1099511628211ull;
   return x;
 }
+// n elements of type T copied from the device.
+template <class T> std::vector<T> to_host(const void* d, size_t n) {
+  std::vector<T> h(n);
+  PROBE_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
 inline uint64_t device_fnv(const void* d, size_t bytes) {
-  std::vector<uint8_t> h(bytes);
-  PROBE_CHECK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+  const std::vector<uint8_t> h = to_host<uint8_t>(d, bytes);
   return fnv(h.data(), bytes);
 }
 
