@@ -226,7 +226,7 @@ def test_cudnn_prefill_fp8_caches(fp8, scales, heads_first):
                                   out=torch.full_like(q, float("nan")), **scale_args)
     check(out, want, torch.bfloat16)
     assert torch.equal(torch.isfinite(lse), fin)
-    check(lse[fin], want_lse[fin], torch.float16, "lse")
+    check(lse[fin], want_lse[fin], torch.float16, "lse", magnitude=2)  # scaled keys rounded to bf16 in the pool
     desc = bc.PagedAttentionDescriptor(spec(q), spec(kc8), spec(vc8), spec(q), table.shape[1],
                                        kv_scales=ks is not None, scale_per_head=scales == "head")
     plan = bc.PagedAttentionPlan.select(desc)
