@@ -193,6 +193,62 @@ def test_cudnn_prefill(opts, dt, heads_first):
 
 
 @pytest.mark.skipif(not HAS_CUDNN, reason="no cuDNN backend in this build")
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("scales", ["none", "tensor", "head"])
+@pytest.mark.parametrize("heads_first", [False, True], ids=["nhd", "hnd"])
+def test_cudnn_prefill_fp8_caches(fp8, scales, heads_first):
+    """A chunked prefill over fp8 caches on cuDNN: the table's pages dequantized (times per-tensor or
+    per-head scales) into a bf16 pool in the workspace. NaN bytes in every slot no request reaches
+    (past each length, the spare pages) stay out of the output; GQA, an empty request, rows that see
+    no key, lse, both layouts, against the f64 reference on the dequantized values. 'auto' takes it
+    from 64 tokens within its workspace budget, the tensor cores past it; f16 q is refused."""
+    lens = [300, 70, 50, 0]
+    q, kc, vc, table, seq_lens = make_case(61, 4, 70, 8, 2, 128, 16, lens, heads_first=heads_first)
+    ks = vs = None
+    if scales != "none":
+        n = 2 if scales == "head" else 1
+        ks = (torch.rand(n, generator=gen(62), device=DEV) + 0.5) / 16
+        vs = (torch.rand(n, generator=gen(63), device=DEV) + 0.5) / 16
+    kc8 = (kc.float() / (1 if ks is None else ks.view(-1, 1))).to(fp8)  # keeps the (heads-first) strides
+    vc8 = (vc.float() / (1 if vs is None else vs.view(-1, 1))).to(fp8)
+    kq = kc8.float() * (1 if ks is None else ks.view(-1, 1))
+    vq = vc8.float() * (1 if vs is None else vs.view(-1, 1))
+    used = torch.zeros(kc.shape[:2], dtype=torch.bool, device=DEV)
+    for b, n in enumerate(lens):
+        j = torch.arange(n, device=DEV)
+        used[table[b, j // 16].long(), j % 16] = True
+    for c in (kc8, vc8):
+        c.view(torch.uint8)[~used] = 0x7F  # NaN in both formats
+    want, want_lse = reference(q, kq, vq, table, seq_lens)
+    fin = torch.isfinite(want_lse)
+    scale_args = dict(k_scale=ks, v_scale=vs)
+    out, lse = bc.paged_attention(q, kc8, vc8, table, seq_lens, return_lse=True, kernel="cudnn",
+                                  out=torch.full_like(q, float("nan")), **scale_args)
+    check(out, want, torch.bfloat16)
+    assert torch.equal(torch.isfinite(lse), fin)
+    check(lse[fin], want_lse[fin], torch.float16, "lse", magnitude=2)  # scaled keys rounded to bf16 in the pool
+    desc = bc.PagedAttentionDescriptor(spec(q), spec(kc8), spec(vc8), spec(q), table.shape[1],
+                                       kv_scales=ks is not None, scale_per_head=scales == "head")
+    plan = bc.PagedAttentionPlan.select(desc)
+    assert plan.sku.backend == bc.Backend.cudnn and plan.sku.name.endswith("_cache"), plan.sku.name
+    pool = 4 * 4 * table.shape[1] * 16 * 2 * 128  # bf16 K and V for every page the table addresses
+    assert plan.workspace_bytes() >= pool
+    small = bc.PagedAttentionPlan.select(desc, bc.PlanPreference(workspace_limit=pool - 1))
+    assert "mma_sync" in small.sku.name, small.sku.name
+    o2 = torch.full_like(q, float("nan"))
+    ws = torch.empty(max(1, small.workspace_bytes()), dtype=torch.uint8, device=DEV)
+    small.run(q=q, k_cache=kc8, v_cache=vc8, block_table=table, seq_lens=seq_lens, out=o2, workspace=ws,
+              **scale_args)
+    check(o2, want, torch.bfloat16)
+    with pytest.raises(errors.Unsupported, match="workspace_limit"):
+        bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(
+            spec(q), spec(kc8), spec(vc8), spec(q), table.shape[1], kernel="cudnn", kv_scales=ks is not None,
+            scale_per_head=scales == "head"), bc.PlanPreference(workspace_limit=pool - 1))
+    with pytest.raises(errors.Unsupported, match="bfloat16 q only"):
+        bc.paged_attention(q.half(), kc8, vc8, table, seq_lens, kernel="cudnn", **scale_args)
+
+
+@pytest.mark.skipif(not HAS_CUDNN, reason="no cuDNN backend in this build")
 def test_cudnn_decode_and_graph_replay():
     """kernel='cudnn' for one-token decode of 256 (request, kv head) pairs over a 4096-key cache at head
     dim 128, against the f64 reference and replayed from a CUDA graph for new lengths; 'auto' keeps

@@ -175,10 +175,23 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
     need(kn.num() >= 1, "tuning splits must be >= 1, got '" + kn.value + "'");
     splits = kn.num();
   }
-  if (desc.kernel == "cudnn" ||
-      (desc.kernel == "auto" && g.sq >= kCudnnPrefillTokens && pref.allows(Backend::Cudnn))) {
+  // Over fp8 caches cuDNN reads a bf16 copy of the table's pages (dequantized in the workspace: 4
+  // bytes per cached element, K and V, for every column of the table). "auto" takes it within the
+  // preference's workspace limit, else within kFp8PoolBudget: a serving engine's table is often as wide as
+  // the longest request allowed, and its prefill should not ask for gigabytes of scratch.
+  constexpr int64_t kFp8PoolBudget = int64_t(1) << 30;
+  const double pool_bytes = g.cache_dtype != dt ? 4.0 * g.batch * g.max_pages * g.page_size * g.hkv * g.d : 0;
+  const double auto_budget = double(pref.workspace_limit >= 0 ? pref.workspace_limit : kFp8PoolBudget);
+  if (desc.kernel == "cudnn" || (desc.kernel == "auto" && g.sq >= kCudnnPrefillTokens &&
+                                 pref.allows(Backend::Cudnn) && pool_bytes <= auto_budget)) {
     std::string why = "the preference forbids cuDNN";
     if (pref.allows(Backend::Cudnn)) I.cudnn = paged_attention_cudnn::build(desc, g, why);
+    const int64_t bytes = I.cudnn ? paged_attention_cudnn::workspace_bytes(*I.cudnn) : 0;
+    if (pref.workspace_limit >= 0 && bytes > pref.workspace_limit) {
+      why = "its workspace (" + std::to_string(bytes) + " bytes) exceeds the preference's workspace_limit (" +
+            std::to_string(pref.workspace_limit) + ")";
+      I.cudnn = nullptr;
+    }
     if (!I.cudnn && desc.kernel == "cudnn") throw Unsupported(kOp + ": kernel='cudnn' is not available: " + why);
   }
 
@@ -274,8 +287,12 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   pg.bit_stable = true;
   if (I.cudnn) {
     k.name = "paged_attention.cudnn.d" + std::to_string(g.d);
+    if (g.cache_dtype != dt) k.name += std::string(".") + dtype_name(g.cache_dtype) + "_cache";
     k.backend = Backend::Cudnn;
-    pg.math = "cuDNN " + attention_cudnn::library_version() + " fused attention over the pages (16-bit inputs, f32 "
+    pg.math = (g.cache_dtype != dt ? std::string("the table's fp8 pages dequantized into a bf16 pool in the workspace "
+                                                 "(times their scales, rounded once), then ")
+                                   : std::string()) +
+              "cuDNN " + attention_cudnn::library_version() + " fused attention over the pages (16-bit inputs, f32 "
               "softmax and accumulation), the block table and lengths read on the device";
   }
   return PagedAttentionPlan(impl);
@@ -312,16 +329,21 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   small(t.v_scale, D.kv_scales, "v_scale", DType::Float32, {scale_len},
         D.kv_scales ? "the descriptor has kv_scales=True" : "the descriptor has no scales", true);
 
-  // The mma kernel's 16-byte row accesses: every row start of q and the caches.
-  if (!I.rowwise && !I.cudnn)
+  // The mma kernel's 16-byte row accesses: every row start of q and the caches; the fp8 pool's
+  // 8-byte reads of the caches (cuDNN reads q itself).
+  const bool pooled = I.cudnn && g.cache_dtype != g.dtype;
+  const std::string access = pooled ? "8" : "16";
+  if ((!I.rowwise && !I.cudnn) || pooled)
     for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
+      if (pooled && v == &t.q) continue;
       AccessWidth w;
       w.fit(v->data);
       for (int d = 0; d + 1 < v->ndim; ++d)
         if (v->shape[d] > 1) w.fit(v->strides[d] * int64_t(dtype_size(v->dtype)));
-      if (w.bytes < 16)
-        throw InvalidArgument(kOp + ": " + name + " needs a 16-byte aligned data pointer and strides that are "
-                                                  "multiples of 16 bytes (its rows are read 16 bytes at a time)");
+      if (w.bytes < (pooled ? 8 : 16))
+        throw InvalidArgument(kOp + ": " + name + " needs a " + access + "-byte aligned data pointer and strides "
+                              "that are multiples of " + access + " bytes (its rows are read " + access +
+                              " bytes at a time)");
     }
   const int r = t.q.ndim;
   g.q_batch = t.q.strides[0];

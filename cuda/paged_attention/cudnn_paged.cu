@@ -2,8 +2,10 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "common/cuda_check.h"
+#include "common/dtype_traits.cuh"
 #include "paged_attention/paged_attention_launch.h"
 
 namespace baracuda::paged_attention {
@@ -20,7 +22,46 @@ __global__ void prepare_kernel(const Geometry g, const Pointers p, const CudnnPa
   }
   for (int64_t j = threadIdx.x; j < g.max_pages; j += blockDim.x) {
     const int32_t page = p.block_table[b * g.table_row + j * g.table_col];
-    m.table[b * g.max_pages + j] = page >= 0 && page < g.pages ? page : 0;
+    m.table[b * g.max_pages + j] = m.k_pool ? int32_t(b * g.max_pages + j) : page >= 0 && page < g.pages ? page : 0;
+  }
+}
+
+// One block per (request, table column): the page's keys and values, times their scales, rounded once
+// to bf16 in pool page b * max_pages + j; 8 fp8 values (one 8-byte read) per thread and step. Zeros
+// past the request's length (cuDNN's padding mask drops those scores, but a NaN value would still
+// reach p v) and for a page outside [0, pages).
+template <class F8>
+__global__ void dequantize_kernel(const Geometry g, const Pointers p, const CudnnPaged m) {
+  const int64_t bj = blockIdx.x, b = bj / g.max_pages, j = bj - b * g.max_pages;
+  const int64_t capacity = g.max_pages * g.page_size;
+  const int64_t n = p.seq_lens[b * g.seq_lens_stride];
+  const int64_t len = n < 0 ? 0 : n > capacity ? capacity : n;
+  const int32_t page = p.block_table[b * g.table_row + j * g.table_col];
+  const bool valid = page >= 0 && page < g.pages;
+  const int head_chunks = g.d / 8, slot_chunks = int(g.hkv) * head_chunks, chunks = int(g.page_size) * slot_chunks;
+  for (int kv = 0; kv < 2; ++kv) {
+    const auto* src = static_cast<const uint8_t*>(kv ? p.v_cache : p.k_cache) +
+                      page * (kv ? g.v_page : g.k_page);
+    const int64_t slot_stride = kv ? g.v_slot : g.k_slot, head_stride = kv ? g.v_head : g.k_head;
+    const float* scale = kv ? p.v_scale : p.k_scale;
+    auto* dst = static_cast<uint4*>(kv ? m.v_pool : m.k_pool) + bj * chunks;
+    for (int e = threadIdx.x; e < chunks; e += blockDim.x) {
+      const int slot = e / slot_chunks, r = e - slot * slot_chunks, h = r / head_chunks, c = (r - h * head_chunks) * 8;
+      uint4 out = {0, 0, 0, 0};
+      if (valid && j * g.page_size + slot < len) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(src + slot * slot_stride + h * head_stride + c);
+        const float s = scale ? scale[h * p.scale_stride] : 1.f;
+        uint32_t* o = &out.x;
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t bits = (i < 2 ? raw.x : raw.y) >> (16 * (i & 1));
+          const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
+              __nv_fp8x2_storage_t(bits & 0xffffu), std::is_same_v<F8, kernels::e4m3> ? __NV_E4M3 : __NV_E5M2)));
+          const __nv_bfloat162 v = __floats2bfloat162_rn(f.x * s, f.y * s);
+          o[i] = *reinterpret_cast<const uint32_t*>(&v);
+        }
+      }
+      dst[e] = out;
+    }
   }
 }
 
@@ -50,6 +91,11 @@ void cudnn_paged_prepare(const Geometry& g, const Pointers& p, const CudnnPaged&
   if (g.batch == 0) return;
   prepare_kernel<<<unsigned(g.batch), 128, 0, static_cast<cudaStream_t>(stream)>>>(g, p, m);
   cuda_check(cudaGetLastError(), "cudnn_paged_prepare launch");
+  if (!m.k_pool || g.max_pages == 0) return;
+  const auto dequantize = g.cache_dtype == DType::Float8E4M3 ? dequantize_kernel<kernels::e4m3>
+                                                             : dequantize_kernel<kernels::e5m2>;
+  dequantize<<<unsigned(g.batch * g.max_pages), 256, 0, static_cast<cudaStream_t>(stream)>>>(g, p, m);
+  cuda_check(cudaGetLastError(), "cudnn_paged_prepare dequantize launch");
 }
 
 void cudnn_paged_finish(const Geometry& g, const Pointers& p, void* stream) {

@@ -88,7 +88,13 @@ struct CudnnPaged {
   int32_t* seq_len_q = nullptr;   // [batch]: sq
   int32_t* seq_len_kv = nullptr;  // [batch]: seq_lens clamped to [0, max_pages * page_size]
   int32_t* table = nullptr;       // [batch, max_pages] contiguous: block_table, an entry outside [0, pages) as 0
+  // fp8 caches: the pages the table names, dequantized into q's dtype (bf16), page b * max_pages + j
+  // of request b's column j ([batch * max_pages, page_size, hkv, d] contiguous), and `table` the
+  // identity onto them. Slots past a request's length and pages outside [0, pages) hold zeros.
+  void* k_pool = nullptr;
+  void* v_pool = nullptr;
 };
+// The lengths and the table; with pools, the dequantized pages too.
 void cudnn_paged_prepare(const Geometry& g, const Pointers& p, const CudnnPaged& m, void* stream);
 // A query row that sees no key (its request shorter than the queries reach back, or a window past its
 // keys): out 0 and lse -inf (the sink's logit with sinks), as the decode kernels write it. 16-bit out.

@@ -55,8 +55,10 @@ template <int D, int S, bool FP8 = false, bool WIDE = false, int TILE = kKeysPer
   static constexpr int smem_bytes = q_bytes + stages_bytes;
   // Blocks per SM the registers are capped for (about what shared memory allows); the q
   // fragments stay in registers across tiles except for 256-dim heads (re-read from shared memory).
-  static constexpr int min_blocks =
-      WIDE ? (D <= 128 ? 2 : 1) : S == 2 ? (D <= 64 ? 4 : D <= 128 ? 3 : 1) : (D <= 64 ? 3 : D <= 128 ? 2 : 1);
+  // fp8 at d64 takes 3 (4 spilled its conversions: 4.5% slower, docs/benchmark-notes.md).
+  static constexpr int min_blocks = WIDE     ? (D <= 128 ? 2 : 1)
+                                    : S == 2 ? (D <= 64 ? (FP8 ? 3 : 4) : D <= 128 ? 3 : 1)
+                                             : (D <= 64 ? 3 : D <= 128 ? 2 : 1);
   static constexpr bool q_in_registers = D <= 128;
 };
 

@@ -42,11 +42,14 @@ def paged_attention(q: DLPackTensor, k_cache: DLPackTensor, v_cache: DLPackTenso
     and ``num_splits`` (0: chosen) set how long contexts are split across blocks. ``kernel``:
     "auto", "mma" (tensor cores: bf16 / f16, head dims 64, 96, 128, 256), "rowwise" (CUDA cores:
     also f32 and any head dim up to 256; one split) or "cudnn" (cuDNN's fused attention over the
-    pages, what "auto" takes where built for a prefill of 64 or more tokens: bf16 / f16, no softcap,
-    ALiBi or fp8; a page id outside the cache reads page 0 there). fp8 caches (e4m3 / e5m2, written by
-    ``kv_cache_append`` from bf16 / f16 / f32 keys) run on the tensor cores for bf16 / f16 q (converted
-    to 16 bits in shared memory), else on the rowwise kernel: keys and values are the
-    cache times ``k_scale`` / ``v_scale`` (f32 [1] or [Hkv], the append's scales; 1 when not given).
+    pages, what "auto" takes where built for a prefill of 64 or more tokens: bf16 / f16, no softcap
+    or ALiBi; a page id outside the cache reads page 0 there). fp8 caches (e4m3 / e5m2, written by
+    ``kv_cache_append`` from bf16 / f16 / f32 keys) run on the tensor cores for bf16 / f16 q
+    (converted to 16 bits in registers), else on the rowwise kernel; for a prefill under bf16 q,
+    cuDNN reads a bf16 copy of the table's pages made in the workspace (4 bytes per element the
+    table addresses, K and V; "auto" takes it up to 1 GiB, or the preference's workspace limit).
+    Keys and values are the cache times ``k_scale`` / ``v_scale`` (f32 [1] or [Hkv], the append's
+    scales; 1 when not given).
     Returns out (q's shape), or (out, lse [B, Hq, Sq] f32) with ``return_lse``."""
     fn = "paged_attention"
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),

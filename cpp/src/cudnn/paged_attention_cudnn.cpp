@@ -49,6 +49,10 @@ struct Graphs {
   PagedAttentionDescriptor desc;
   paged_attention::Geometry geo;
   int64_t k_page = 0, k_slot = 0, k_head = 0, v_page = 0, v_slot = 0, v_head = 0;
+  // fp8 caches: cuDNN reads a bf16 pool of the table's pages (CudnnPaged::k_pool), `pool_pages` of
+  // them, at these offsets of the workspace; 16-bit caches: the caches themselves.
+  bool pooled = false;
+  int64_t pool_pages = 0, k_pool_at = 0, v_pool_at = 0;
   int64_t seq_at = 0, table_at = 0, aux = 0, workspace = 0;
   mutable std::mutex mu;
   mutable std::map<std::pair<int, Layout>, std::shared_ptr<fe::graph::Graph>> graphs;
@@ -72,8 +76,8 @@ struct Graphs {
     auto q = tensor("q", kQ, {B, hq, sq, d}, {L.q_batch, L.q_head, L.q_token, 1});
     // The caches as cuDNN's containers [pages, kv heads, page_size, d]: our [pages, page_size, kv heads,
     // d] (or heads-first) seen through its strides.
-    auto k = tensor("k_cache", kK, {g.pages, hkv, g.page_size, d}, {k_page, k_head, k_slot, 1});
-    auto v = tensor("v_cache", kV, {g.pages, hkv, g.page_size, d}, {v_page, v_head, v_slot, 1});
+    auto k = tensor("k_cache", kK, {pool_pages, hkv, g.page_size, d}, {k_page, k_head, k_slot, 1});
+    auto v = tensor("v_cache", kV, {pool_pages, hkv, g.page_size, d}, {v_page, v_head, v_slot, 1});
     auto a = fe::graph::SDPA_attributes().set_name("paged_attention").set_generate_stats(desc.lse).set_attn_scale(
         g.scale);
     a.set_padding_mask(true)
@@ -122,7 +126,8 @@ struct Graphs {
 
 std::string rule_out(const PagedAttentionDescriptor& desc, const paged_attention::Geometry& g) {
   if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return "cuDNN takes float16 / bfloat16 q";
-  if (desc.k_cache.dtype != g.dtype) return "cuDNN takes caches of q's dtype (no fp8 caches)";
+  if (desc.k_cache.dtype != g.dtype && g.dtype != DType::BFloat16)
+    return "cuDNN takes fp8 caches under bfloat16 q only (dequantized to q's dtype; float16 could overflow)";
   if (g.softcap > 0 || g.alibi) return "cuDNN takes per-request lengths only without softcap or ALiBi";
   if (g.d % 8 != 0 || g.d > 256) return "cuDNN takes head dims that are multiples of 8, up to 256";
   if (g.batch == 0 || g.hq == 0 || g.sq == 0 || g.max_pages == 0) return "an empty operand";
@@ -138,12 +143,22 @@ std::shared_ptr<const Graphs> build(const PagedAttentionDescriptor& desc, const 
   auto G = std::make_shared<Graphs>();
   G->desc = desc;
   G->geo = g;
-  const auto ks = desc.k_cache.effective_strides(), vs = desc.v_cache.effective_strides();
-  G->k_page = ks[0], G->k_slot = ks[1], G->k_head = ks[2];
-  G->v_page = vs[0], G->v_slot = vs[1], G->v_head = vs[2];
   G->seq_at = 0;
   G->table_at = align256(2 * g.batch * int64_t(sizeof(int32_t)));
   G->aux = G->table_at + align256(g.batch * g.max_pages * int64_t(sizeof(int32_t)));
+  G->pooled = desc.k_cache.dtype != g.dtype;
+  if (G->pooled) {
+    G->pool_pages = g.batch * g.max_pages;
+    const int64_t slot = g.hkv * g.d, page = g.page_size * slot, bytes = align256(G->pool_pages * page * 2);
+    G->k_page = G->v_page = page, G->k_slot = G->v_slot = slot, G->k_head = G->v_head = g.d;
+    G->k_pool_at = G->aux, G->v_pool_at = G->aux + bytes;
+    G->aux += 2 * bytes;
+  } else {
+    const auto ks = desc.k_cache.effective_strides(), vs = desc.v_cache.effective_strides();
+    G->pool_pages = g.pages;
+    G->k_page = ks[0], G->k_slot = ks[1], G->k_head = ks[2];
+    G->v_page = vs[0], G->v_slot = vs[1], G->v_head = vs[2];
+  }
   const auto qs = desc.q.effective_strides(), os = desc.out.effective_strides();  // [B, Sq, H, D] or [B, H, D]
   const Layout L = layout_of(g.sq, g.hq, qs[0], qs.size() == 4 ? qs[1] : 0, qs[qs.size() - 2], os[0],
                              os.size() == 4 ? os[1] : 0, os[os.size() - 2]);
@@ -182,9 +197,12 @@ void run(const Graphs& G, const paged_attention::Geometry& g, const paged_attent
   m.seq_len_q = reinterpret_cast<int32_t*>(aux + G.seq_at);
   m.seq_len_kv = m.seq_len_q + g.batch;
   m.table = reinterpret_cast<int32_t*>(aux + G.table_at);
+  if (G.pooled) m.k_pool = aux + G.k_pool_at, m.v_pool = aux + G.v_pool_at;
   paged_attention::cudnn_paged_prepare(g, p, m, stream);
   std::unordered_map<int64_t, void*> pack = {
-      {kQ, const_cast<void*>(p.q)},         {kK, const_cast<void*>(p.k_cache)}, {kV, const_cast<void*>(p.v_cache)},
+      {kQ, const_cast<void*>(p.q)},
+      {kK, G.pooled ? m.k_pool : const_cast<void*>(p.k_cache)},
+      {kV, G.pooled ? m.v_pool : const_cast<void*>(p.v_cache)},
       {kO, p.out},                          {kSeqLenQ, m.seq_len_q},             {kSeqLenKV, m.seq_len_kv},
       {kTableK, m.table},                   {kTableV, m.table}};
   if (G.desc.lse) pack[kStats] = p.lse;

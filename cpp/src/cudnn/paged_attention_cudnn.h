@@ -14,9 +14,9 @@ namespace baracuda::paged_attention_cudnn {
 
 struct Graphs;  // the case's graph, one per device and out-stride pattern
 
-// "" when cuDNN may take the case by our rules (16-bit q and caches of its dtype, head dim a multiple
-// of 8 up to 256, no softcap or ALiBi: cuDNN takes per-request lengths only without a score modifier),
-// else why not.
+// "" when cuDNN may take the case by our rules (16-bit q and caches of its dtype, or bf16 q over fp8
+// caches through a dequantized pool; head dim a multiple of 8 up to 256, no softcap or ALiBi: cuDNN
+// takes per-request lengths only without a score modifier), else why not.
 std::string rule_out(const PagedAttentionDescriptor& desc, const paged_attention::Geometry& g);
 // Loads cuDNN and builds the case's graph on the current device; null with `why` when cuDNN is not
 // available or refuses it. `g` holds the descriptor's geometry; the strides come from the specs.
@@ -25,7 +25,8 @@ std::shared_ptr<const Graphs> build(const PagedAttentionDescriptor& desc, const 
 int64_t workspace_bytes(const Graphs& graphs);
 // Runs on `stream`: `g` with the run's strides, `p` the checked operands. The workspace starts with
 // the per-request lengths and a sanitised copy of the block table (entries outside [0, pages) read
-// page 0, never out of bounds), written on the device: a captured run replays for new tables.
+// page 0, never out of bounds), written on the device: a captured run replays for new tables. Over
+// fp8 caches it then holds the bf16 pool of the table's pages (paged_attention_launch.h, CudnnPaged).
 void run(const Graphs& graphs, const paged_attention::Geometry& g, const paged_attention::Pointers& p,
          void* workspace, int64_t workspace_size, StreamHandle stream, int device);
 
