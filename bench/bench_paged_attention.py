@@ -35,11 +35,18 @@ PAGE = 16
 # sizes, a batch-1 latency row, speculative decoding with 4 tokens, a long context, Llama-3-70B's
 # 64 / 8 heads, a 64-dim small model; 32 new tokens (128 rows per kv head: where "auto" starts
 # taking 64-row blocks); then chunked prefills (128 / 512 new tokens against cached pages:
-# compute-bound, cuDNN's paged attention under "auto" for 16-bit caches; read their time, not their GB/s).
+# compute-bound, cuDNN's paged attention under "auto"; read their time, not their GB/s), the first again
+# with a block table four times wider than the contexts (an engine's table sized for its longest
+# request: the optional 7th field, the table's keys).
 SHAPES = [(32, 8192, 1, 32, 8, 128), (64, 8192, 1, 32, 8, 128), (1, 2048, 1, 32, 8, 128), (32, 8192, 4, 32, 8, 128),
           (4, 32768, 1, 32, 8, 128), (128, 1024, 1, 32, 8, 128), (16, 4096, 1, 64, 8, 128),
           (64, 2048, 1, 16, 4, 64), (32, 4096, 32, 32, 8, 128), (8, 2048, 128, 32, 8, 128),
-          (4, 4096, 512, 32, 8, 128)]
+          (4, 4096, 512, 32, 8, 128), (8, 2048, 128, 32, 8, 128, 8192)]
+
+
+def shape_key(shape):
+    key = "b{} ctx{} q{} h{}/{} d{}".format(*shape[:6])
+    return key + (f" tbl{shape[6]}" if len(shape) > 6 else "")
 
 
 def spec(t):
@@ -52,12 +59,13 @@ def torch_decode(q, k, v, mask):
 
 
 def run_row(shape, args, copy_gbs, splits=0, tuning=""):
-    b, ctx, sq, hq, hk, d = shape
+    b, ctx, sq, hq, hk, d = shape[:6]
     fp8 = torch.float8_e4m3fn if args.fp8 else None
     dt = {"bf16": BF, "f16": torch.float16}[args.dtype]
     kv_bytes = 2 * b * ctx * hk * d * (1 if fp8 else 2)
     nsets = C.rotation_sets(kv_bytes, min_sets=2)
     pages_per = (ctx + PAGE - 1) // PAGE
+    cols = (shape[6] + PAGE - 1) // PAGE if len(shape) > 6 else pages_per  # the table's columns
     sets = []
     for _ in range(nsets):
         if args.heads_first:  # [pages, Hkv, page_size, D] as its permuted view
@@ -69,20 +77,21 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
         if fp8:  # an fp8 e4m3 cache (scales 1); torch reads the same values as q's dtype
             kc, vc = kc.to(fp8), vc.to(fp8)
         order = torch.arange(b * pages_per, device=DEV) if args.in_order else torch.randperm(b * pages_per, device=DEV)
-        table = order.to(torch.int32).view(b, pages_per)
+        table = torch.zeros(b, cols, dtype=torch.int32, device=DEV)  # columns past the keys: page 0, never read
+        table[:, :pages_per] = order.to(torch.int32).view(b, pages_per)
         q = torch.randn(b, sq, hq, d, device=DEV, dtype=dt)
         sets.append((q, kc, vc, table, torch.empty_like(q)))
     seq_lens = torch.full((b,), ctx, dtype=torch.int32, device=DEV)
     q0, kc0, vc0, t0, o0 = sets[0]
     plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q0), spec(kc0), spec(vc0), spec(o0),
-                                                                     pages_per, num_splits=splits,
+                                                                     cols, num_splits=splits,
                                                                      kernel=args.kernel),
                                         bc.PlanPreference(tuning=tuning))
     ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
 
     def unpaged(kc, table):  # [B, Hkv, S, D], the same keys in order
         kc = kc.to(dt) if fp8 else kc
-        return kc[table.long()].reshape(b, pages_per * PAGE, hk, d)[:, :ctx].transpose(1, 2).contiguous()
+        return kc[table[:, :pages_per].long()].reshape(b, pages_per * PAGE, hk, d)[:, :ctx].transpose(1, 2).contiguous()
 
     # torch's inputs: the same keys unpaged; only the first set is kept for the check, the rest rotate
     tsets = []
@@ -105,7 +114,7 @@ def run_row(shape, args, copy_gbs, splits=0, tuning=""):
     sets = tsets = None  # the benches' closures hold them
     C.free_memory()
     suffix = (" fp8" if fp8 else "") + (f" {args.dtype}" if args.dtype != "bf16" else "") + (f" {args.kernel}" if args.kernel != "auto" else "") + (f" s{splits}" if splits else "") + (f" {tuning}" if tuning else "") + (" hf" if args.heads_first else "") + (" ordered" if args.in_order else "")
-    return C.bandwidth_row(f"b{b} ctx{ctx} q{sq} h{hq}/{hk} d{d}" + suffix, plan.sku.name, ok, err, tm, kv_bytes,
+    return C.bandwidth_row(shape_key(shape) + suffix, plan.sku.name, ok, err, tm, kv_bytes,
                            copy_gbs)
 
 
@@ -123,7 +132,7 @@ def main():
     copy = C.copy_bandwidth(iters=20 if args.quick else 50, passes=args.passes)
     rows, t0 = [], time.time()
     for s in SHAPES:
-        key = f"b{s[0]} ctx{s[1]} q{s[2]} h{s[3]}/{s[4]} d{s[5]}"
+        key = shape_key(s)
         if not re.search(args.rows, key):
             continue
         for splits, tuning in ((int(v), t) for v in args.splits.split(",") for t in args.tuning.split(";")):

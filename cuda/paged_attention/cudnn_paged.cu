@@ -15,33 +15,43 @@ namespace {
 __global__ void prepare_kernel(const Geometry g, const Pointers p, const CudnnPaged m) {
   const int64_t b = blockIdx.x;
   const int64_t capacity = g.max_pages * g.page_size;
+  const int64_t n = p.seq_lens[b * g.seq_lens_stride];
+  const int64_t len = n < 0 ? 0 : n > capacity ? capacity : n;
   if (threadIdx.x == 0) {
-    const int64_t n = p.seq_lens[b * g.seq_lens_stride];
-    m.seq_len_kv[b] = int32_t(n < 0 ? 0 : n > capacity ? capacity : n);
+    m.seq_len_kv[b] = int32_t(len);
     m.seq_len_q[b] = int32_t(g.sq);
   }
   for (int64_t j = threadIdx.x; j < g.max_pages; j += blockDim.x) {
-    const int32_t page = p.block_table[b * g.table_row + j * g.table_col];
-    m.table[b * g.max_pages + j] = m.k_pool ? int32_t(b * g.max_pages + j) : page >= 0 && page < g.pages ? page : 0;
+    if (m.k_pool) {  // the pool's page of this column, or its zero page past the request's keys
+      m.table[b * g.max_pages + j] = int32_t(j * g.page_size < len ? b * g.max_pages + j : g.batch * g.max_pages);
+    } else {
+      const int32_t page = p.block_table[b * g.table_row + j * g.table_col];
+      m.table[b * g.max_pages + j] = page >= 0 && page < g.pages ? page : 0;
+    }
   }
 }
 
-// One block per (request, table column): the page's keys and values, times their scales, rounded once
-// to bf16 in pool page b * max_pages + j; 8 fp8 values (one 8-byte read) per thread and step. Zeros
-// past the request's length (cuDNN's padding mask drops those scores, but a NaN value would still
-// reach p v) and for a page outside [0, pages).
+// One block per (request, table column) holding keys: the page's keys and values, times their
+// scales, rounded once to bf16 in pool page b * max_pages + j; 8 fp8 values (one 8-byte read) per
+// thread and step. Zeros past the request's length in its last page (cuDNN's padding mask drops
+// those scores, but a NaN value would still reach p v) and for a page outside [0, pages). The last
+// block zeroes the pool's zero page, which the table gives every column past a request's keys, so a
+// table wider than the contexts costs no writes.
 template <class F8>
 __global__ void dequantize_kernel(const Geometry g, const Pointers p, const CudnnPaged m) {
   const int64_t bj = blockIdx.x, b = bj / g.max_pages, j = bj - b * g.max_pages;
+  const bool zero_page = b == g.batch;
   const int64_t capacity = g.max_pages * g.page_size;
-  const int64_t n = p.seq_lens[b * g.seq_lens_stride];
+  const int64_t n = zero_page ? 0 : p.seq_lens[b * g.seq_lens_stride];
   const int64_t len = n < 0 ? 0 : n > capacity ? capacity : n;
-  const int32_t page = p.block_table[b * g.table_row + j * g.table_col];
+  if (!zero_page && j * g.page_size >= len) return;
+  const int32_t page = zero_page ? -1 : p.block_table[b * g.table_row + j * g.table_col];
   const bool valid = page >= 0 && page < g.pages;
+  const int64_t pg = valid ? page : 0;
   const int head_chunks = g.d / 8, slot_chunks = int(g.hkv) * head_chunks, chunks = int(g.page_size) * slot_chunks;
   for (int kv = 0; kv < 2; ++kv) {
     const auto* src = static_cast<const uint8_t*>(kv ? p.v_cache : p.k_cache) +
-                      page * (kv ? g.v_page : g.k_page);
+                      pg * (kv ? g.v_page : g.k_page);
     const int64_t slot_stride = kv ? g.v_slot : g.k_slot, head_stride = kv ? g.v_head : g.k_head;
     const float* scale = kv ? p.v_scale : p.k_scale;
     auto* dst = static_cast<uint4*>(kv ? m.v_pool : m.k_pool) + bj * chunks;
@@ -52,6 +62,7 @@ __global__ void dequantize_kernel(const Geometry g, const Pointers p, const Cudn
         const uint2 raw = *reinterpret_cast<const uint2*>(src + slot * slot_stride + h * head_stride + c);
         const float s = scale ? scale[h * p.scale_stride] : 1.f;
         uint32_t* o = &out.x;
+#pragma unroll
         for (int i = 0; i < 4; ++i) {
           const uint32_t bits = (i < 2 ? raw.x : raw.y) >> (16 * (i & 1));
           const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
@@ -94,7 +105,7 @@ void cudnn_paged_prepare(const Geometry& g, const Pointers& p, const CudnnPaged&
   if (!m.k_pool || g.max_pages == 0) return;
   const auto dequantize = g.cache_dtype == DType::Float8E4M3 ? dequantize_kernel<kernels::e4m3>
                                                              : dequantize_kernel<kernels::e5m2>;
-  dequantize<<<unsigned(g.batch * g.max_pages), 256, 0, static_cast<cudaStream_t>(stream)>>>(g, p, m);
+  dequantize<<<unsigned(g.batch * g.max_pages + 1), 256, 0, static_cast<cudaStream_t>(stream)>>>(g, p, m);
   cuda_check(cudaGetLastError(), "cudnn_paged_prepare dequantize launch");
 }
 

@@ -89,8 +89,9 @@ struct CudnnPaged {
   int32_t* seq_len_kv = nullptr;  // [batch]: seq_lens clamped to [0, max_pages * page_size]
   int32_t* table = nullptr;       // [batch, max_pages] contiguous: block_table, an entry outside [0, pages) as 0
   // fp8 caches: the pages the table names, dequantized into q's dtype (bf16), page b * max_pages + j
-  // of request b's column j ([batch * max_pages, page_size, hkv, d] contiguous), and `table` the
-  // identity onto them. Slots past a request's length and pages outside [0, pages) hold zeros.
+  // of request b's column j ([batch * max_pages + 1, page_size, hkv, d] contiguous), and `table`
+  // onto them: a column past the request's keys onto the last page, all zeros. Slots past a
+  // request's length and pages outside [0, pages) hold zeros.
   void* k_pool = nullptr;
   void* v_pool = nullptr;
 };

@@ -148,7 +148,7 @@ std::shared_ptr<const Graphs> build(const PagedAttentionDescriptor& desc, const 
   G->aux = G->table_at + align256(g.batch * g.max_pages * int64_t(sizeof(int32_t)));
   G->pooled = desc.k_cache.dtype != g.dtype;
   if (G->pooled) {
-    G->pool_pages = g.batch * g.max_pages;
+    G->pool_pages = g.batch * g.max_pages + 1;  // + the zero page (columns past a request's keys)
     const int64_t slot = g.hkv * g.d, page = g.page_size * slot, bytes = align256(G->pool_pages * page * 2);
     G->k_page = G->v_page = page, G->k_slot = G->v_slot = slot, G->k_head = G->v_head = g.d;
     G->k_pool_at = G->aux, G->v_pool_at = G->aux + bytes;
