@@ -185,15 +185,18 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
   cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");
 }
 
-// The tiles: 64 or 128 query rows (one or two warpgroups) x 64 keys (flash_sm90_forward_tiles).
+// The tiles (flash_sm90_forward_tiles): 64 or 128 query rows (one or two warpgroups) x 64 keys, or
+// 64 x 128 keys (one warpgroup).
+template <class T, int D> void launch_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  if (g.tile_bn == 128) return launch_sm90<T, Sm90Config<T, D, 128, 1>>(g, p, stream);
+  if (g.tile_bm == 128) return launch_sm90<T, Sm90Config<T, D, 64, 2>>(g, p, stream);
+  return launch_sm90<T, Sm90Config<T, D, 64, 1>>(g, p, stream);
+}
 template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  const bool two = g.tile_bm == 128;
   if constexpr (head_dim_built(64))
-    if (g.d == 64) return two ? launch_sm90<T, Sm90Config<T, 64, 64, 2>>(g, p, stream)
-                              : launch_sm90<T, Sm90Config<T, 64, 64, 1>>(g, p, stream);
+    if (g.d == 64) return launch_tile<T, 64>(g, p, stream);
   if constexpr (head_dim_built(128))
-    if (g.d == 128) return two ? launch_sm90<T, Sm90Config<T, 128, 64, 2>>(g, p, stream)
-                               : launch_sm90<T, Sm90Config<T, 128, 64, 1>>(g, p, stream);
+    if (g.d == 128) return launch_tile<T, 128>(g, p, stream);
   throw Unsupported("attention: no sm90 flash forward for head dim " + std::to_string(g.d));
 }
 

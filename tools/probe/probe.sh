@@ -3,7 +3,7 @@
 # (tools/probe/<harness>.cu) is compiled against copies of one source file with sed expressions
 # applied, one build per variant in parallel, then each is run.
 #   bash tools/probe/probe.sh HARNESS FILE [NAME=SED_EXPRESSION | NAME]...
-#     HARNESS  rope | paged | embedding (tools/probe/HARNESS.cu)
+#     HARNESS  rope | paged | embedding | attention (tools/probe/HARNESS.cu)
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
 #     NAME     without "=": the file as it is (the baseline)
@@ -25,10 +25,19 @@ NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 FILT="$(dirname "$NVCC")/cu++filt"
 [[ -x $FILT ]] || FILT="$(command -v c++filt || echo cat)"
 rel=${file#cuda/}
-# Per harness: what it links besides itself (the varied file replaces its original there), and the
-# kernels whose registers are listed.
+# Per harness: what it links besides itself (the varied file replaces its original there), the
+# kernels whose registers are listed, and extra compiler flags (the architecture, headers).
+flags=(-gencode arch=compute_90,code=sm_90)
 case $harness in
   rope) extra=(cpp/src/dtype.cpp cuda/rope/rope.cu) kernels=rope_kernel ;;
+  attention)
+    # wgmma needs sm_90a; CuTe's headers from the nvidia-cutlass wheel (installed from the carried
+    # .whl/ when the Python has none).
+    inc=$(python3 -c 'import cutlass_library, os; print(os.path.dirname(cutlass_library.__file__) + "/source/include")' \
+          2>/dev/null) || { python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl >&2 &&
+          inc=$(python3 -c 'import cutlass_library, os; print(os.path.dirname(cutlass_library.__file__) + "/source/include")'); }
+    extra=(cuda/fa2/flash_fwd_sm90.cu) kernels=flash_fwd_sm90_kernel
+    flags=(-gencode arch=compute_90a,code=sm_90a -DBARACUDA_HAVE_CUTLASS=1 -I"$inc") ;;
   paged) extra=() kernels=paged_mma_kernel ;;
   embedding) extra=(cpp/src/dtype.cpp cuda/embedding/embedding.cu cuda/embedding/embedding_sort.cu cuda/common/radix_sort.cu)
              kernels=gather_kernel ;;
@@ -49,7 +58,7 @@ for v in "$@"; do
   srcs=(tools/probe/"$harness".cu)
   for f in "${extra[@]}"; do [[ $f == "$file" ]] && srcs+=("$dir/$rel") || srcs+=("$f"); done
   [[ $rel == *.cu && " ${extra[*]} " != *" $file "* ]] && srcs+=("$dir/$rel")
-  ( "$NVCC" -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 --expt-relaxed-constexpr --diag-suppress=177,186 \
+  ( "$NVCC" -O3 -std=c++17 "${flags[@]}" --expt-relaxed-constexpr --diag-suppress=177,186 \
       -I"$dir" -Icpp/include -Icuda -Icpp/src -Itools/probe -Xptxas -v "${srcs[@]}" -o "$dir/probe" \
       > "$dir/build.log" 2>&1 || echo "variant $name: build failed (see $dir/build.log)" ) &
 done
