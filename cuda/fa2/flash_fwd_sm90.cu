@@ -48,6 +48,9 @@ template <class T, int D_, int BN_, int WG_> struct Sm90Config {
   using MmaO = decltype(make_tiled_mma(
       SM90::GMMA::rs_op_selector<E, E, float, Shape<_64, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<WG>, _1, _1>>{}));
+  // Blocks per SM the registers are capped for: one warpgroup at d128 took 252 registers (2 blocks);
+  // at 3 (168, 152 bytes of spills) it is 8% faster (tools/probe attention, docs/benchmark-notes.md).
+  static constexpr int min_blocks = WG == 1 ? 3 : 1;
   static constexpr int q_elems = BM * D, k_elems = BN * D;
   static constexpr int smem_bytes = (q_elems + 2 * k_elems) * int(sizeof(T)) + 1024;  // + alignment slack
 };
@@ -70,7 +73,7 @@ __device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t
 }
 
 template <class T, class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
   constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM, TH = Cfg::kThreads;
   constexpr int NT = BN / 8, DT = D / 8;
   using E = typename Cfg::E;
@@ -185,18 +188,15 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
   cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");
 }
 
-// The tiles (flash_sm90_forward_tiles): 64 or 128 query rows (one or two warpgroups) x 64 keys, or
-// 64 x 128 keys (one warpgroup).
-template <class T, int D> void launch_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  if (g.tile_bn == 128) return launch_sm90<T, Sm90Config<T, D, 128, 1>>(g, p, stream);
-  if (g.tile_bm == 128) return launch_sm90<T, Sm90Config<T, D, 64, 2>>(g, p, stream);
-  return launch_sm90<T, Sm90Config<T, D, 64, 1>>(g, p, stream);
-}
+// The tiles: 64 or 128 query rows (one or two warpgroups) x 64 keys (flash_sm90_forward_tiles).
 template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  const bool two = g.tile_bm == 128;
   if constexpr (head_dim_built(64))
-    if (g.d == 64) return launch_tile<T, 64>(g, p, stream);
+    if (g.d == 64) return two ? launch_sm90<T, Sm90Config<T, 64, 64, 2>>(g, p, stream)
+                              : launch_sm90<T, Sm90Config<T, 64, 64, 1>>(g, p, stream);
   if constexpr (head_dim_built(128))
-    if (g.d == 128) return launch_tile<T, 128>(g, p, stream);
+    if (g.d == 128) return two ? launch_sm90<T, Sm90Config<T, 128, 64, 2>>(g, p, stream)
+                               : launch_sm90<T, Sm90Config<T, 128, 64, 1>>(g, p, stream);
   throw Unsupported("attention: no sm90 flash forward for head dim " + std::to_string(g.d));
 }
 
