@@ -362,7 +362,7 @@ def _wgmma_available(d, tile):
         return False
 
 
-@pytest.mark.parametrize("tile", ["w64n64", "w128n64"])
+@pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
 @pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("rule", [dict(), dict(causal=True)] + RULES,
@@ -370,8 +370,9 @@ def _wgmma_available(d, tile):
 @pytest.mark.parametrize("sq,sk,hq,hkv", [(200, 333, 4, 2), (1, 129, 8, 1), (127, 64, 4, 4), (1000, 1000, 2, 1)])
 def test_flash_forward_wgmma(tile, dt, d, rule, sq, sk, hq, hkv):
     """The sm_90a forward (tiles 'w64n64' / 'w128n64': one or two warpgroups, S = Q K^T and O = P V on
-    warpgroup MMA) against the float64 reference: every score rule, GQA / MQA, lengths below, at and
-    past a tile, both 16-bit dtypes."""
+    warpgroup MMA; 'w128n128': a producer warpgroup and two consumers over a two-stage ring) against
+    the float64 reference: every score rule, GQA / MQA, lengths below, at and past a tile, both
+    16-bit dtypes."""
     if not _wgmma_available(d, tile):
         pytest.skip("no sm_90a flash kernel in this build or on this device")
     g = gen(d + sq + sk + hq)
@@ -393,7 +394,7 @@ def test_flash_forward_wgmma(tile, dt, d, rule, sq, sk, hq, hkv):
     check_lse(lse, wlse)
 
 
-@pytest.mark.parametrize("tile", ["w64n64", "w128n64"])
+@pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_flash_forward_wgmma_one_tile_parts(tile, d):
     """The sm_90a forward's two products apart, on one 64-key tile, so that a failure says which:

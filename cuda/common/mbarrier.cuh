@@ -21,6 +21,10 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
+// One plain arrival (the phase completes when `count` of them, and any expected bytes, are in).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
 // Waits until the phase of parity `parity` (0, 1, 0, ... for the barrier's 1st, 2nd, 3rd phase)
 // has completed; its bulk copies' and st.async's data are then visible to the caller.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
@@ -55,6 +59,7 @@ __device__ __forceinline__ void bulk_copy_span(void* dst, const void* src, unsig
 #else  // before sm_90: the kernels that use these never run there (they trap or are not picked)
 __device__ __forceinline__ void mbar_init(uint64_t*, unsigned) {}
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t*, unsigned) {}
+__device__ __forceinline__ void mbar_arrive(uint64_t*) {}
 __device__ __forceinline__ void mbar_wait(uint64_t*, unsigned) {}
 __device__ __forceinline__ void bulk_copy_g2s(void*, const void*, unsigned, uint64_t*) {}
 __device__ __forceinline__ void bulk_copy_span(void*, const void*, unsigned, uint64_t*) {}

@@ -15,7 +15,8 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv) {
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
   // On sm_90 the Hopper kernel's one-warpgroup tile first: it beats every mma.sync tile at d128 and
   // matches or beats them at d64 (docs/benchmarks.md, flash forward tiles).
-  if (flash_sm90_forward_supported(dtype, d, dv)) out.insert(out.end(), {{64, 64, true}, {128, 64, true}});
+  if (flash_sm90_forward_supported(dtype, d, dv))
+    out.insert(out.end(), {{64, 64, true}, {128, 64, true}, {128, 128, true}});  // w128n128: warp-specialized
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) out.push_back({r.bm, r.bn});
   return out;

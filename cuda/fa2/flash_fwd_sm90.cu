@@ -5,7 +5,8 @@
 // second product: the same per-warp layout as mma.sync's) and V from shared memory as an MN-major
 // operand. Tiles arrive by cp.async (K of the next tile in flight while this tile's P V runs), as in
 // the mma.sync kernel; the score rule, the online softmax and the epilogue are that kernel's.
-// A first Hopper kernel: no TMA, no warp specialization, no overlap of softmax with the products.
+// A first Hopper kernel: no TMA, no overlap of softmax with the products within a warpgroup; the
+// w128n128 tile is warp-specialized (a producer warpgroup, two consumers: below).
 #include "attention/attention_launch.h"
 #include "baracuda/errors.h"
 #include "plan_util.h"
@@ -16,6 +17,9 @@
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "common/mbarrier.cuh"
 
 #include "common/fast_exp.cuh"
 #include "fa2/flash_common.cuh"
@@ -58,12 +62,14 @@ template <class T, int D_, int BN_, int WG_> struct Sm90Config {
 // Rows [r0, r0 + ROWS) of an operand (row stride `stride`, D contiguous) into a swizzled tile seen
 // as `tile` (row, col), or as (col, row) when TRANSPOSED (V as the MN-major operand); 16-byte chunks
 // (eight elements stay contiguous under the 128-byte swizzle), rows at or past `n` zero-filled.
-template <int ROWS, int D, bool TRANSPOSED, int kThreads, class Tile, class T>
+// UNROLL: copies in flight per loop step (0: all; the warp-specialized producer keeps few registers).
+template <int ROWS, int D, bool TRANSPOSED, int kThreads, int UNROLL = 0, class Tile, class T>
 __device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
-  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks;
+  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks, kSteps = kTotal / kThreads;
+  constexpr int kUnroll = UNROLL == 0 ? kSteps : UNROLL;
   static_assert(kTotal % kThreads == 0, "whole passes of the block");
-#pragma unroll
-  for (int it = 0; it < kTotal / kThreads; ++it) {
+#pragma unroll kUnroll
+  for (int it = 0; it < kSteps; ++it) {
     const int c = int(threadIdx.x) + it * kThreads, r = c / kChunks, cc = c % kChunks;
     const bool in = r0 + r < n;
     const T* src = base + (in ? (r0 + r) * stride : 0) + cc * 8;
@@ -180,23 +186,182 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90
   store_rows<T, DT>([&](int i) -> float& { return tOrO(i); }, m, l, g, p, s, b, h, i0 + w * 16, sink_log2);
 }
 
+// The warp-specialized forward (tile w128n128): warpgroup 0 is the producer, copying Q once and then
+// each K / V tile into a ring of S shared-memory stages (cp.async; once its copies land, a proxy fence
+// and an mbarrier arrival mark the stage full); warpgroups 1 and 2 are consumers of 64 query rows each,
+// running S = Q K^T, the score rule, the online softmax and O += P V on every full stage, then marking
+// it empty for the producer's next tile. Registers move from the producer to the consumers
+// (setmaxnreg); no block-wide barrier inside the loop, so one consumer's softmax overlaps the
+// other's products and the next tile's copies.
+template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
+  static constexpr int D = D_, BN = BN_, S = S_, BM = 128, kThreads = 384;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 64K
+  static constexpr int kProducerUnroll = 4;                        // copies per loop step: fits 40 registers
+  using E = typename CuteType<T>::type;
+  using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, Int<D>>{}));  // a consumer's
+  using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
+  using LayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, Shape<Int<D>, Int<BN>>{}));
+  using MmaS = decltype(make_tiled_mma(
+      SM90::GMMA::ss_op_selector<E, E, float, Shape<_64, Int<BN>, Int<D>>, GMMA::Major::K, GMMA::Major::K>()));
+  using MmaO = decltype(make_tiled_mma(
+      SM90::GMMA::rs_op_selector<E, E, float, Shape<_64, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>()));
+  static constexpr int q_elems = 64 * D, k_elems = BN * D;
+  // Q (two 64-row tiles), S stages of K and of V, then the barriers; + 1024 for the alignment.
+  static constexpr int tiles_bytes = (2 * q_elems + 2 * S * k_elems) * int(sizeof(T));
+  static constexpr int smem_bytes = tiles_bytes + (2 * S + 1) * 8 + 1024;
+};
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, S = Cfg::S, NT = BN / 8, DT = D / 8;
+  using E = typename Cfg::E;
+  extern __shared__ unsigned char smem_raw[];
+  T* Qs = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* Ks = Qs + 2 * Cfg::q_elems;  // S stages
+  T* Vs = Ks + S * Cfg::k_elems;  // S stages
+  uint64_t* full = reinterpret_cast<uint64_t*>(Vs + S * Cfg::k_elems);
+  uint64_t* empty = full + S;
+  uint64_t* q_full = empty + S;
+  const typename Cfg::LayoutQ lq{};
+  const typename Cfg::LayoutK lk{};
+  const typename Cfg::LayoutVt lv{};
+
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  int64_t i0, i_last, nb_lo, nb_hi;
+  if (!query_tile<Cfg::BM, BN>(g, s, i0, i_last, nb_lo, nb_hi)) return;
+  const int64_t hk = h / (g.hq / g.hkv);
+  // warp-uniform for the compiler (setmaxnreg applies per warpgroup)
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0), tid = int(threadIdx.x) % 128;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) {
+      kernels::mbar_init(&full[i], 128);   // the producer's threads
+      kernels::mbar_init(&empty[i], 256);  // the consumers' threads
+    }
+    kernels::mbar_init(q_full, 128);
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer (its threads are threadIdx.x 0..127, what load_swizzled indexes by)
+    cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (nb_lo >= nb_hi) return;
+    const T* qb = row_ptr<T>(p.q, b, s.q_begin, h);
+    const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
+    const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
+    auto publish = [](uint64_t* bar) {  // this thread's copies landed, then visible to wgmma
+      kernels::cp_async_commit();
+      kernels::cp_async_wait<0>();
+      cutlass::arch::fence_view_async_shared();
+      kernels::mbar_arrive(bar);
+    };
+    for (int c = 0; c < 2; ++c) {
+      Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Qs + c * Cfg::q_elems)), lq);
+      load_swizzled<64, D, false, 128, Cfg::kProducerUnroll>(sQ, qb, p.q.row, i0 + 64 * c, s.sq);
+    }
+    publish(q_full);
+    for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+      const int64_t k = nb - nb_lo;
+      const int st = int(k % S);
+      if (k >= S) kernels::mbar_wait(&empty[st], unsigned(k / S - 1));  // the consumers are done with it
+      Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks + st * Cfg::k_elems)), lk);
+      Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + st * Cfg::k_elems)), lv);
+      load_swizzled<BN, D, false, 128, Cfg::kProducerUnroll>(sK, kb, p.k.row, nb * BN, s.sk);
+      load_swizzled<BN, D, true, 128, Cfg::kProducerUnroll>(sVt, vb, p.v.row, nb * BN, s.sk);
+      publish(&full[st]);
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+  const int c = wg - 1, w = tid >> 5;
+  const int64_t row0 = i0 + 64 * c + 16 * w;  // this warp's first query row
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Qs + c * Cfg::q_elems)), lq);
+  const Score score(g, p, b, h);
+  const bool plain = score.plain();
+  typename Cfg::MmaS mma_s;
+  typename Cfg::MmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(tid);
+  auto thr_o = mma_o.get_thread_slice(tid);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);
+  Tensor tSrS = partition_fragment_C(mma_s, Shape<_64, Int<BN>>{});
+  Tensor tOrO = partition_fragment_C(mma_o, Shape<_64, Int<D>>{});
+  Tensor tOrP = make_tensor<E>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<BN / 16>>>{});
+  static_assert(decltype(size(tSrS))::value == NT * 4, "S fragment: 4 per n-tile");
+  static_assert(decltype(size(tOrO))::value == DT * 4, "O fragment: 4 per n-tile");
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < DT * 4; ++i) tOrO(i) = 0.f;
+  if (nb_lo < nb_hi) kernels::mbar_wait(q_full, 0);
+  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+    const int64_t k = nb - nb_lo, j0 = nb * BN;
+    const int st = int(k % S);
+    kernels::mbar_wait(&full[st], unsigned(k / S));
+    cutlass::arch::fence_view_async_shared();
+    Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks + st * Cfg::k_elems)), lk);
+    Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + st * Cfg::k_elems)), lv);
+    Tensor tSrK = thr_s.partition_fragment_B(sK);
+    Tensor tOrV = thr_o.partition_fragment_B(sVt);
+
+    warpgroup_fence_operand(tSrS);
+    warpgroup_arrive();
+    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll
+    for (int kb_ = 0; kb_ < size<2>(tSrQ); ++kb_) {
+      cute::gemm(mma_s, tSrQ(_, _, kb_), tSrK(_, _, kb_), tSrS);
+      mma_s.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+
+    const bool full_tile = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
+    const bool fast = full_tile && plain;
+    const float f = fast ? score.scale_log2 : 1.f;
+    auto sc = [&](int i) -> float& { return tSrS(i); };
+    auto oc = [&](int i) -> float& { return tOrO(i); };
+    if (!fast) apply_score_rule<NT>(sc, g, s, score, full_tile, row0, j0);
+    online_softmax<NT, DT>(sc, oc, m, l, f);
+#pragma unroll
+    for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(tSrS(i));
+
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+#pragma unroll
+    for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    kernels::mbar_arrive(&empty[st]);  // this thread's products have read the stage
+  }
+
+  const float sink_log2 = g.sinks ? static_cast<const float*>(p.sinks)[h] * kLog2e : -INFINITY;
+  store_rows<T, DT>([&](int i) -> float& { return tOrO(i); }, m, l, g, p, s, b, h, row0, sink_log2);
+}
+
 template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  constexpr auto kernel = flash_fwd_sm90_kernel<T, Cfg>;
+  constexpr auto kernel = [] {
+    if constexpr (Cfg::kThreads == 384) return flash_fwd_sm90_ws_kernel<T, Cfg>;
+    else return flash_fwd_sm90_kernel<T, Cfg>;
+  }();
   opt_in_smem<kernel>(Cfg::smem_bytes);
   const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
   kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");
 }
 
-// The tiles: 64 or 128 query rows (one or two warpgroups) x 64 keys (flash_sm90_forward_tiles).
+// The tiles (flash_sm90_forward_tiles): 64 or 128 query rows (one or two warpgroups) x 64 keys, or
+// the warp-specialized 128 x 128 (two consumer warpgroups, two stages).
+template <class T, int D> void launch_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  if (g.tile_bn == 128) return launch_sm90<T, Sm90WsConfig<T, D, 128, 2>>(g, p, stream);
+  if (g.tile_bm == 128) return launch_sm90<T, Sm90Config<T, D, 64, 2>>(g, p, stream);
+  return launch_sm90<T, Sm90Config<T, D, 64, 1>>(g, p, stream);
+}
 template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  const bool two = g.tile_bm == 128;
   if constexpr (head_dim_built(64))
-    if (g.d == 64) return two ? launch_sm90<T, Sm90Config<T, 64, 64, 2>>(g, p, stream)
-                              : launch_sm90<T, Sm90Config<T, 64, 64, 1>>(g, p, stream);
+    if (g.d == 64) return launch_tile<T, 64>(g, p, stream);
   if constexpr (head_dim_built(128))
-    if (g.d == 128) return two ? launch_sm90<T, Sm90Config<T, 128, 64, 2>>(g, p, stream)
-                               : launch_sm90<T, Sm90Config<T, 128, 64, 1>>(g, p, stream);
+    if (g.d == 128) return launch_tile<T, 128>(g, p, stream);
   throw Unsupported("attention: no sm90 flash forward for head dim " + std::to_string(g.d));
 }
 
