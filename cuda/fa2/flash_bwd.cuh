@@ -25,6 +25,35 @@ __device__ __forceinline__ float lse_log2(const Pointers& p, int64_t idx) {
   return l == -INFINITY ? INFINITY : l * kLog2e;
 }
 
+// The two products both kernels start from, over one warp's 16 rows and an N-wide tile of the other
+// side: x = A1 B1^T and y = A2 B2^T (A1 / A2 at rows r0.. of row-major tiles, B1 / B2 stored [n][k]),
+// in one loop over D so each k-step loads its two A fragments once. grad_q: S = Q K^T, dP = dO V^T;
+// grad_k / grad_v: S^T = K Q^T, dP^T = V dO^T.
+template <class T, int N, int D, int LD>
+__device__ __forceinline__ void two_products(float (&x)[N / 8][4], float (&y)[N / 8][4], const T* a1, const T* a2,
+                                             const T* b1, const T* b2, int r0) {
+#pragma unroll
+  for (int nt = 0; nt < N / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[nt][e] = y[nt][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    unsigned f1[4], f2[4];
+    load_a<LD>(f1, a1, r0, kk * 16);
+    load_a<LD>(f2, a2, r0, kk * 16);
+#pragma unroll
+    for (int np = 0; np < N / 16; ++np) {
+      unsigned g1[4], g2[4];
+      load_b<LD>(g1, b1, np * 16, kk * 16);
+      load_b<LD>(g2, b2, np * 16, kk * 16);
+      kernels::mma16816<T>(x[2 * np], f1, g1[0], g1[1]);
+      kernels::mma16816<T>(x[2 * np + 1], f1, g1[2], g1[3]);
+      kernels::mma16816<T>(y[2 * np], f2, g2[0], g2[1]);
+      kernels::mma16816<T>(y[2 * np + 1], f2, g2[2], g2[3]);
+    }
+  }
+}
+
 template <int D_, int BN_> struct DqConfig {
   static constexpr int D = D_, BN = BN_, BM = 16 * kWarps, LD = D + 8;
   template <class T> static constexpr int smem_bytes() { return (2 * BM + 4 * BN) * LD * int(sizeof(T)); }
@@ -83,26 +112,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
     const T* V = Vs + stage * BN * LD;
 
     float sc[NT][4], dp[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sc[nt][e] = dp[nt][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned aq[4], ao[4];
-      load_a<LD>(aq, Qs, w * 16, kk * 16);
-      load_a<LD>(ao, dOs, w * 16, kk * 16);
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        unsigned bk[4], bv[4];
-        load_b<LD>(bk, K, np * 16, kk * 16);
-        load_b<LD>(bv, V, np * 16, kk * 16);
-        kernels::mma16816<T>(sc[2 * np], aq, bk[0], bk[1]);
-        kernels::mma16816<T>(sc[2 * np + 1], aq, bk[2], bk[3]);
-        kernels::mma16816<T>(dp[2 * np], ao, bv[0], bv[1]);
-        kernels::mma16816<T>(dp[2 * np + 1], ao, bv[2], bv[3]);
-      }
-    }
+    two_products<T, BN, D, LD>(sc, dp, Qs, dOs, K, V, w * 16);
     const int64_t j0 = nb * BN;
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     if (full && plain) {  // p = exp2(s * scale_log2 - lse2): one FFMA and the exp
@@ -210,26 +220,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     const Score score(g, p, b, h);
 
     float st[NQ][4], dpt[NQ][4];
-#pragma unroll
-    for (int nt = 0; nt < NQ; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned ak[4], av[4];
-      load_a<LD>(ak, Ks, w * 16, kk * 16);
-      load_a<LD>(av, Vs, w * 16, kk * 16);
-#pragma unroll
-      for (int np = 0; np < NQ / 2; ++np) {
-        unsigned bq[4], bo[4];
-        load_b<LD>(bq, Q, np * 16, kk * 16);
-        load_b<LD>(bo, dO, np * 16, kk * 16);
-        kernels::mma16816<T>(st[2 * np], ak, bq[0], bq[1]);
-        kernels::mma16816<T>(st[2 * np + 1], ak, bq[2], bq[3]);
-        kernels::mma16816<T>(dpt[2 * np], av, bo[0], bo[1]);
-        kernels::mma16816<T>(dpt[2 * np + 1], av, bo[2], bo[3]);
-      }
-    }
+    two_products<T, BMQ, D, LD>(st, dpt, Ks, Vs, Q, dO, w * 16);
     const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
     const bool fast = full && score.plain();
 #pragma unroll
