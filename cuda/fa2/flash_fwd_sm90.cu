@@ -197,6 +197,9 @@ template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
   static constexpr int D = D_, BN = BN_, S = S_, BM = 128, kThreads = 384;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 64K
   static constexpr int kProducerUnroll = 4;                        // copies per loop step: fits 40 registers
+  // The consumers take turns issuing S = Q K^T (named barriers 1 and 2), so that one's softmax runs
+  // while the other's product does (FlashAttention-3's ping-pong); off: whenever each is ready.
+  static constexpr bool kPingPong = false;
   using E = typename CuteType<T>::type;
   using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, Int<D>>{}));  // a consumer's
   using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
@@ -292,11 +295,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
   for (int i = 0; i < DT * 4; ++i) tOrO(i) = 0.f;
+  // Ping-pong: consumer c syncs on barrier 1 + c before its S product and then lets the other go
+  // (arrives on the other's); consumer 1 opens consumer 0's first turn and skips its last arrival, so
+  // every barrier's arrivals match its syncs.
+  // (Literal barrier ids: a register id makes ptxas reserve all 16.)
+  auto turn_sync = [&] {
+    if constexpr (Cfg::kPingPong) {
+      if (c == 0) asm volatile("bar.sync 1, 256;" ::: "memory");
+      else asm volatile("bar.sync 2, 256;" ::: "memory");
+    }
+  };
+  auto turn_pass = [&](bool last) {
+    if constexpr (Cfg::kPingPong) {
+      if (c == 0) asm volatile("bar.arrive 2, 256;" ::: "memory");
+      else if (!last) asm volatile("bar.arrive 1, 256;" ::: "memory");
+    }
+  };
+  if (Cfg::kPingPong && c == 1 && nb_lo < nb_hi) asm volatile("bar.arrive 1, 256;" ::: "memory");
   if (nb_lo < nb_hi) kernels::mbar_wait(q_full, 0);
   for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
     const int64_t k = nb - nb_lo, j0 = nb * BN;
     const int st = int(k % S);
     kernels::mbar_wait(&full[st], unsigned(k / S));
+    turn_sync();
     cutlass::arch::fence_view_async_shared();
     Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks + st * Cfg::k_elems)), lk);
     Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + st * Cfg::k_elems)), lv);
@@ -312,6 +333,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
       mma_s.accumulate_ = GMMA::ScaleOut::One;
     }
     warpgroup_commit_batch();
+    turn_pass(nb + 1 == nb_hi);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
 
