@@ -7,7 +7,8 @@
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
 #     NAME     without "=": the file as it is (the baseline)
-#   PROBE_ARGS="..." runs the harness once per ';'-separated argument list (e.g. shapes).
+#   PROBE_ARGS="..." runs the harness once per ';'-separated argument list (e.g. shapes); each run
+#   is stopped after PROBE_TIMEOUT seconds (default 120: a variant that hangs costs no more).
 # e.g.
 #   bash tools/probe/probe.sh rope cuda/rope/rope.cu base \
 #     'b2t4=s/kMinBlocksPerSm = 3;/kMinBlocksPerSm = 2;/; s/kTokensInFlight = 2;/kTokensInFlight = 4;/'
@@ -76,6 +77,6 @@ for name in "${names[@]}"; do
   (( ${#runs[@]} )) || runs=("")
   for args in "${runs[@]}"; do
     # shellcheck disable=SC2086
-    "$dir/probe" $args || echo "variant $name ($args): run failed"
+    timeout "${PROBE_TIMEOUT:-120}" "$dir/probe" $args || echo "variant $name ($args): run failed or hung (PROBE_TIMEOUT)"
   done
 done
