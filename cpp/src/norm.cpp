@@ -290,15 +290,7 @@ void NormPlan::run(const NormTensors& t, void* workspace, int64_t workspace_size
     return *rs;
   };
   auto param = [&](const TensorView& v, const std::optional<DType>& want, const std::string& name) {
-    if (v.dtype != *want)
-      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + ", the plan was selected for " +
-                         dtype_name(*want));
-    if (v.ndim != 1 || v.shape[0] != I.H)
-      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected (" +
-                            std::to_string(I.H) + ",) (x's last dimension)");
-    if (I.H > 1 && v.strides[0] != 1)
-      throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[0]) + "; unit stride is required");
-    same_device(v, name);
+    check_feature_vector(op, v, *want, name, I.H, "x's last dimension", "the dtype the plan was selected for", device);
   };
   auto stats = [&](const TensorView& v, const std::string& name) {
     const DType sd = stats_dtype(dt);

@@ -318,15 +318,7 @@ void ChannelNormPlan::run(const ChannelNormTensors& t, void* workspace, int64_t 
       throw InvalidArgument(op + ": " + name + " has overlapping elements (strides " + shape_str(v.strides, v.ndim) + ")");
   };
   auto vec_c = [&](const TensorView& v, DType want, const std::string& name, const std::string& what) {
-    if (v.dtype != want)
-      throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + ", expected " + dtype_name(want) +
-                         " (" + what + ")");
-    if (v.ndim != 1 || v.shape[0] != I.C)
-      throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected (" +
-                            std::to_string(I.C) + ",) (x's channels)");
-    if (I.C > 1 && v.strides[0] != 1)
-      throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[0]) + "; unit stride is required");
-    same_device(v, name);
+    check_feature_vector(op, v, want, name, I.C, "x's channels", what, device);
   };
   auto stats = [&](const TensorView& v, const std::string& name) {
     const DType sd = stats_dtype_of(dt);

@@ -220,6 +220,19 @@ bool compiled_for(int min_arch) {
   return false;
 }
 
+void check_feature_vector(const std::string& op, const TensorView& v, DType want, const std::string& name, int64_t n,
+                          const std::string& n_of, const std::string& dtype_of, int device) {
+  if (v.dtype != want)
+    throw InvalidDType(op + ": " + name + " is " + std::string(dtype_name(v.dtype)) + "; expected " + dtype_name(want) +
+                       " (" + dtype_of + ")");
+  if (v.ndim != 1 || v.shape[0] != n)
+    throw InvalidArgument(op + ": " + name + " has shape " + shape_str(v.shape, v.ndim) + "; expected (" +
+                          std::to_string(n) + ",) (" + n_of + ")");
+  if (n > 1 && v.strides[0] != 1)
+    throw Unsupported(op + ": " + name + " has stride " + std::to_string(v.strides[0]) + "; unit stride is required");
+  check_same_device(op, v, device, name);
+}
+
 void check_side_operand(const std::string& op, const TensorView& v, bool needed, const std::string& name, DType want,
                         const std::vector<int64_t>& shape, const std::string& why, bool contiguous, int device,
                         const char* device_owner) {

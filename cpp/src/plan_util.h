@@ -43,6 +43,11 @@ bool shape_is(const TensorView& v, const std::vector<int64_t>& shape);
 // dtype and shape, on `device`, last dim contiguous, no negative stride; throws naming `name`.
 void check_like(const std::string& op, const TensorView& v, const TensorSpec& like, const std::string& name,
                 const char* of, int device, const char* device_owner);
+// A per-feature vector (a norm's weight, bias or their gradients, a channel norm's running
+// statistics): dtype `want` (`dtype_of` says whose dtype that is), shape (n,) (`n_of` says what n
+// is), unit stride when n > 1, on `device`; throws naming `name`.
+void check_feature_vector(const std::string& op, const TensorView& v, DType want, const std::string& name, int64_t n,
+                          const std::string& n_of, const std::string& dtype_of, int device);
 // A side operand (a table, offsets, slopes, lse) of a fixed dtype and shape: present exactly when
 // `needed` (check_presence with `why`), then its dtype, shape, layout (row-major contiguous when
 // `contiguous`, else any non-negative strides) and device; throws naming it.

@@ -95,7 +95,38 @@ Knobs read_knobs(const PlanPreference& pref) {
 
 bool clusters_compiled() { return compiled_for(90); }  // a build arch of sm_90 or later
 
-
+// The rules both plans' operands share, with the descriptor's role names (names[i] for input i).
+// Inputs of one dtype the kernels take (f16 / bf16 / f32 / f64), out the same; returns it.
+DType same_dtype(const std::string& op, const SoftmaxDescriptor& desc, const std::vector<std::string>& names, int nin) {
+  const DType dt = desc.inputs[0].dtype;
+  if (!softmax::has_kernel(dt))
+    throw InvalidDType(op + ": " + names[0] + " is " + dtype_name(dt) + "; supported: f16, bf16, f32, f64");
+  for (int i = 1; i < nin; ++i)
+    if (desc.inputs[i].dtype != dt)
+      throw InvalidDType(op + ": " + names[i] + " is " + dtype_name(desc.inputs[i].dtype) + " but " + names[0] +
+                         " is " + dtype_name(dt) + "; cast one first (baracuda.cast)");
+  if (desc.out.dtype != dt)
+    throw InvalidDType(op + ": out must be " + std::string(dtype_name(dt)) + ", got " + dtype_name(desc.out.dtype));
+  return dt;
+}
+// Every input and out of `shape`.
+void same_shape(const std::string& op, const SoftmaxDescriptor& desc, const std::vector<std::string>& names, int nin,
+                const std::vector<int64_t>& shape) {
+  for (int i = 1; i < nin; ++i)
+    if (desc.inputs[i].shape != shape)
+      throw InvalidArgument(op + ": " + names[i] + " must have the shape of " + names[0] + " " + shape_str(shape) +
+                            ", got " + shape_str(desc.inputs[i].shape));
+  if (desc.out.shape != shape)
+    throw InvalidArgument(op + ": out must have shape " + shape_str(shape) + ", got " + shape_str(desc.out.shape));
+}
+// The axis in range for a rank-r operand (a scalar has one axis).
+void axis_in_range(const std::string& op, int64_t axis, int r, const std::string& name) {
+  const int rr = std::max(r, 1);
+  if (axis < -rr || axis >= rr)
+    throw InvalidArgument(op + ": axis " + std::to_string(axis) + " is out of range for " + name + " of rank " +
+                          std::to_string(r) + "; expected [" + std::to_string(-rr) + ", " + std::to_string(rr - 1) +
+                          "]");
+}
 
 }  // namespace
 
@@ -164,14 +195,7 @@ SoftmaxPlan select_rowop(const SoftmaxDescriptor& desc, const PlanPreference& pr
       throw InvalidDType(op + ": out is " + std::string(dtype_name(dt)) +
                          "; supported: f32 (the noise of f16 / bf16 / f32 logits), f64 (of f64 logits)");
   } else {
-    if (!softmax::has_kernel(dt))
-      throw InvalidDType(op + ": " + names[0] + " is " + dtype_name(dt) + "; supported: f16, bf16, f32, f64");
-    for (int i = 1; i < nin; ++i)
-      if (desc.inputs[i].dtype != dt)
-        throw InvalidDType(op + ": " + names[i] + " is " + dtype_name(desc.inputs[i].dtype) + " but " + names[0] +
-                           " is " + dtype_name(dt) + "; cast one first (baracuda.cast)");
-    if (desc.out.dtype != dt)
-      throw InvalidDType(op + ": out must be " + std::string(dtype_name(dt)) + ", got " + dtype_name(desc.out.dtype));
+    same_dtype(op, desc, names, nin);
     for (const auto& so : desc.soft_out)
       if (so.dtype != dt)
         throw InvalidDType(op + ": soft_out must be " + std::string(dtype_name(dt)) + ", got " + dtype_name(so.dtype));
@@ -179,21 +203,12 @@ SoftmaxPlan select_rowop(const SoftmaxDescriptor& desc, const PlanPreference& pr
 
   // Shapes.
   const auto& shape = noise ? desc.out.shape : desc.inputs[0].shape;
-  for (int i = 1; i < nin; ++i)
-    if (desc.inputs[i].shape != shape)
-      throw InvalidArgument(op + ": " + names[i] + " must have the shape of " + names[0] + " " + shape_str(shape) +
-                            ", got " + shape_str(desc.inputs[i].shape));
-  if (desc.out.shape != shape)
-    throw InvalidArgument(op + ": out must have shape " + shape_str(shape) + ", got " + shape_str(desc.out.shape));
+  same_shape(op, desc, names, nin, shape);
   for (const auto& so : desc.soft_out)
     if (so.shape != shape)
       throw InvalidArgument(op + ": soft_out must have shape " + shape_str(shape) + ", got " + shape_str(so.shape));
   const int r = int(shape.size());
-  const int rr = std::max(r, 1);
-  if (!noise && (desc.axis < -rr || desc.axis >= rr))
-    throw InvalidArgument(op + ": axis " + std::to_string(desc.axis) + " is out of range for " + names[0] +
-                          " of rank " + std::to_string(r) + "; expected [" + std::to_string(-rr) + ", " +
-                          std::to_string(rr - 1) + "]");
+  if (!noise) axis_in_range(op, desc.axis, r, names[0]);
   const auto out_st = desc.out.effective_strides();
   if (!non_overlapping(desc.out.shape, out_st))
     throw InvalidArgument(op + ": out has overlapping elements (strides " + shape_str(out_st) + " for shape " +
@@ -397,30 +412,13 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
   check_spec(desc.out, "out");
 
   // Dtypes: f16, bf16, f32, f64; every operand the same.
-  const DType dt = desc.inputs[0].dtype;
-  if (!softmax::has_kernel(dt))
-    throw InvalidDType(op + ": " + names[0] + " is " + dtype_name(dt) + "; supported: f16, bf16, f32, f64");
-  for (int i = 1; i < nin; ++i)
-    if (desc.inputs[i].dtype != dt)
-      throw InvalidDType(op + ": " + names[i] + " is " + dtype_name(desc.inputs[i].dtype) + " but " + names[0] +
-                         " is " + dtype_name(dt) + "; cast one first (baracuda.cast)");
-  if (desc.out.dtype != dt)
-    throw InvalidDType(op + ": out must be " + std::string(dtype_name(dt)) + ", got " + dtype_name(desc.out.dtype));
+  const DType dt = same_dtype(op, desc, names, nin);
 
   // Shapes.
   const auto& shape = desc.inputs[0].shape;
-  for (int i = 1; i < nin; ++i)
-    if (desc.inputs[i].shape != shape)
-      throw InvalidArgument(op + ": " + names[i] + " must have the shape of " + names[0] + " " + shape_str(shape) +
-                            ", got " + shape_str(desc.inputs[i].shape));
-  if (desc.out.shape != shape)
-    throw InvalidArgument(op + ": out must have shape " + shape_str(shape) + ", got " + shape_str(desc.out.shape));
+  same_shape(op, desc, names, nin, shape);
   const int r = int(shape.size());
-  const int rr = std::max(r, 1);
-  if (desc.axis < -rr || desc.axis >= rr)
-    throw InvalidArgument(op + ": axis " + std::to_string(desc.axis) + " is out of range for " + names[0] +
-                          " of rank " + std::to_string(r) + "; expected [" + std::to_string(-rr) + ", " +
-                          std::to_string(rr - 1) + "]");
+  axis_in_range(op, desc.axis, r, names[0]);
   const int axis = r == 0 ? -1 : int(desc.axis < 0 ? desc.axis + r : desc.axis);
   const auto out_st = desc.out.effective_strides();
   if (!non_overlapping(desc.out.shape, out_st))

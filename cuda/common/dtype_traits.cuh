@@ -45,16 +45,24 @@ template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
   else return static_cast<T>(v);
 }
 
-// Two fp8 values (the low byte first) as a packed pair of T (f16 or bf16), for mma fragments: one
-// cvt on sm_89+ (and through f32 for bf16); exact, NaN and inf kept.
+// Two fp8 values (the low byte first) as f16 bits: one cvt on sm_89+; exact, NaN and inf kept.
+template <class F8> __device__ __forceinline__ __half2_raw fp8x2_to_half2(uint32_t bits) {
+  static_assert(is_fp8_v<F8>);
+  return __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(bits & 0xffffu),
+                                    std::is_same_v<F8, e4m3> ? __NV_E4M3 : __NV_E5M2);
+}
+// The same as two floats (exact).
+template <class F8> __device__ __forceinline__ float2 fp8x2_to_float2(uint32_t bits) {
+  return __half22float2(__half2(fp8x2_to_half2<F8>(bits)));
+}
+// Two fp8 values as a packed pair of T (f16 or bf16), for mma fragments (through f32 for bf16); exact.
 template <class T, class F8> __device__ __forceinline__ uint32_t fp8x2_to_pair(uint32_t bits) {
-  static_assert(is_fp8_v<F8> && is_half_v<T>);
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(bits & 0xffffu),
-                                                   std::is_same_v<F8, e4m3> ? __NV_E4M3 : __NV_E5M2);
+  static_assert(is_half_v<T>);
   if constexpr (std::is_same_v<T, f16>) {
+    const __half2_raw h = fp8x2_to_half2<F8>(bits);
     return uint32_t(h.x) | (uint32_t(h.y) << 16);
   } else {
-    const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(__half2(h)));
+    const __nv_bfloat162 b = __float22bfloat162_rn(fp8x2_to_float2<F8>(bits));
     return *reinterpret_cast<const uint32_t*>(&b);
   }
 }

@@ -100,17 +100,6 @@ GroupedChoice choose(const GroupedGemvArgs& a) {
   return r;
 }
 
-std::string variant_name(const GroupedGemvArgs& a, const GemvCfg& c) {
-  std::string s = "grouped_gemv.";
-  s += c.path == GemvPath::Mma ? "mma" : "fma";
-  s += ".m" + std::to_string(c.mt);
-  s += ".n" + std::to_string(gemv_rows_per_block(c));
-  s += c.vec ? ".vec16" : ".scalar";
-  s += ".splitk" + std::to_string(c.kw);
-  if (a.alpha == 0.0f || a.K == 0) s += ".k0";
-  return s;
-}
-
 }  // namespace
 }  // namespace detail
 
@@ -164,7 +153,7 @@ const char* grouped_gemv_variant(const GroupedGemvArgs& a) {
   try {
     if (!grouped_gemv_supported(a)) s = "grouped_gemv.unsupported";
     else if (a.E == 0 || a.N == 0 || a.T == 0) s = "grouped_gemv.empty";
-    else s = detail::variant_name(a, detail::choose(a).c);
+    else s = detail::gemv_variant_name("grouped_gemv", detail::choose(a).c, a.alpha == 0.0f || a.K == 0);
     std::lock_guard<std::mutex> lock(mu);
     return names.insert(s).first->c_str();
   } catch (...) {

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "common/cuda_check.h"
@@ -98,6 +99,9 @@ int gemv_device_sms();
 using GemvOccupancyQuery = int (*)(const GemvCfg&);
 int gemv_cached_occupancy(int family, DType dt, const GemvCfg& c, int dev, const GemvOccupancyQuery (&by_dtype)[3]);
 int gemv_current_device();  // -1 without a device (select-time calls on a machine without a GPU)
+// A configuration's SKU suffix after `family` ("gemv_lowm", "grouped_gemv"): path, rows, access, split;
+// ".k0" when the product is all zeros (alpha 0 or K 0).
+std::string gemv_variant_name(const char* family, const GemvCfg& c, bool k0);
 int gemv_pow2_at_least(int64_t m);
 
 // ---------------------------------------------------------------------------------------

@@ -213,18 +213,18 @@ GemvCfg model_cfg(const GemvLowMArgs& a, GemvCfg c, int64_t K, int dev) {
   return c;
 }
 
-std::string variant_name(const GemvLowMArgs& a, const GemvCfg& c) {
-  std::string s = "gemv_lowm.";
+}  // namespace
+
+std::string gemv_variant_name(const char* family, const GemvCfg& c, bool k0) {
+  std::string s = std::string(family) + ".";
   s += c.path == GemvPath::Mma ? "mma" : "fma";
   s += ".m" + std::to_string(c.mt);
   s += ".n" + std::to_string(gemv_rows_per_block(c));
   s += c.vec ? ".vec16" : ".scalar";
   s += ".splitk" + std::to_string(c.kw);
-  if (a.alpha == 0.0f || a.K == 0) s += ".k0";
+  if (k0) s += ".k0";
   return s;
 }
-
-}  // namespace
 
 // For the grouped kernels (gemv_grouped.cu): the dense model's choice, and the SM count.
 GemvCfg gemv_model_cfg(const GemvLowMArgs& a) { return choose_cfg_model(a); }
@@ -262,7 +262,7 @@ const char* gemv_lowm_variant(const GemvLowMArgs& a) {
   try {
     if (!gemv_lowm_supported(a)) s = "gemv_lowm.unsupported";
     else if (a.M == 0 || a.N == 0) s = "gemv_lowm.empty";
-    else s = detail::variant_name(a, detail::choose_cfg(a));
+    else s = detail::gemv_variant_name("gemv_lowm", detail::choose_cfg(a), a.alpha == 0.0f || a.K == 0);
     std::lock_guard<std::mutex> lock(mu);
     return names.insert(s).first->c_str();
   } catch (...) {

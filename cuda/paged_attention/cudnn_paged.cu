@@ -2,7 +2,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <type_traits>
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
@@ -64,9 +63,7 @@ __global__ void dequantize_kernel(const Geometry g, const Pointers p, const Cudn
         uint32_t* o = &out.x;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const uint32_t bits = (i < 2 ? raw.x : raw.y) >> (16 * (i & 1));
-          const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
-              __nv_fp8x2_storage_t(bits & 0xffffu), std::is_same_v<F8, kernels::e4m3> ? __NV_E4M3 : __NV_E5M2)));
+          const float2 f = kernels::fp8x2_to_float2<F8>((i < 2 ? raw.x : raw.y) >> (16 * (i & 1)));
           const __nv_bfloat162 v = __floats2bfloat162_rn(f.x * s, f.y * s);
           o[i] = *reinterpret_cast<const uint32_t*>(&v);
         }

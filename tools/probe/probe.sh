@@ -3,7 +3,7 @@
 # (tools/probe/<harness>.cu) is compiled against copies of one source file with sed expressions
 # applied, one build per variant in parallel, then each is run.
 #   bash tools/probe/probe.sh HARNESS FILE [NAME=SED_EXPRESSION | NAME]...
-#     HARNESS  rope | paged | embedding | attention (tools/probe/HARNESS.cu)
+#     HARNESS  rope | paged | embedding | attention | attention_bwd (tools/probe/HARNESS.cu)
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
 #     NAME     without "=": the file as it is (the baseline)
@@ -40,6 +40,7 @@ case $harness in
     extra=(cuda/fa2/flash_fwd_sm90.cu) kernels=flash_fwd_sm90_kernel
     flags=(-gencode arch=compute_90a,code=sm_90a -DBARACUDA_HAVE_CUTLASS=1 -I"$inc") ;;
   paged) extra=() kernels=paged_mma_kernel ;;
+  attention_bwd) extra=() kernels=flash_bwd ;;
   embedding) extra=(cpp/src/dtype.cpp cuda/embedding/embedding.cu cuda/embedding/embedding_sort.cu cuda/common/radix_sort.cu)
              kernels=gather_kernel ;;
   *) extra=() kernels=. ;;

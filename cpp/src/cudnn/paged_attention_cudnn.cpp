@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <cudnn_frontend.h>
 
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <mutex>
@@ -149,6 +150,10 @@ std::shared_ptr<const Graphs> build(const PagedAttentionDescriptor& desc, const 
   G->pooled = desc.k_cache.dtype != g.dtype;
   if (G->pooled) {
     G->pool_pages = g.batch * g.max_pages + 1;  // + the zero page (columns past a request's keys)
+    if (G->pool_pages > INT32_MAX) {  // one dequantizing block per page (a 31-bit grid)
+      why = "the fp8 pool of " + std::to_string(G->pool_pages) + " pages is past 2^31 - 1";
+      return nullptr;
+    }
     const int64_t slot = g.hkv * g.d, page = g.page_size * slot, bytes = align256(G->pool_pages * page * 2);
     G->k_page = G->v_page = page, G->k_slot = G->v_slot = slot, G->k_head = G->v_head = g.d;
     G->k_pool_at = G->aux, G->v_pool_at = G->aux + bytes;
