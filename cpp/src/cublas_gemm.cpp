@@ -18,7 +18,7 @@ constexpr const char* kSoname = "libcublas.so." BARACUDA_STR(CUBLAS_VER_MAJOR);
 const dynlib::Loaded<Api>& loaded() {
   static const dynlib::Loaded<Api> L = dynlib::load<Api>(
       kSoname, nullptr, "cuBLAS",
-      "Install it with `pip install nvidia-cublas` (torch and JAX bring it).",
+      "Install it with `pip install " BARACUDA_CUBLAS_WHEEL "` (torch and JAX bring it).",
       [](void* lib, Api& a, std::string& missing) {
         dynlib::bind(lib, "cublasCreate_v2", a.Create, missing);
         dynlib::bind(lib, "cublasSetStream_v2", a.SetStream, missing);

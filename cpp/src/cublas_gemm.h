@@ -2,7 +2,7 @@
 // Only its strided-batched GEMM is used: for tf32, where cuBLAS's own kernel selection reaches
 // Hopper's tf32 kernels in layouts for which cuBLASLt's heuristic offers none (docs/benchmarks.md, GEMM).
 #pragma once
-#include <cublas_api.h>
+#include <cublas_v2.h>  // defines CUBLASAPI, then includes cublas_api.h (CUDA 12 requires it)
 
 #include <string>
 

@@ -19,7 +19,7 @@ const dynlib::Loaded<Api>& loaded() {
   // a function-local static: loaded once, thread-safe
   static const dynlib::Loaded<Api> L = dynlib::load<Api>(
       kSoname, "BARACUDA_CUBLASLT", "cuBLASLt",
-      "Install it with `pip install nvidia-cublas` (torch and JAX bring it), or set BARACUDA_CUBLASLT to the "
+      "Install it with `pip install " BARACUDA_CUBLAS_WHEEL "` (torch and JAX bring it), or set BARACUDA_CUBLASLT to the "
       "library's path.",
       [](void* lib, Api& a, std::string& missing) {
         dynlib::bind(lib, "cublasLtCreate", a.Create, missing);

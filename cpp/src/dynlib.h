@@ -15,6 +15,19 @@
 #define BARACUDA_STR2(x) #x
 #define BARACUDA_STR(x) BARACUDA_STR2(x)
 
+// The pip wheels of NVIDIA's libraries for the CUDA major version this build targets, named in the
+// "install it with" hints: from CUDA 13 cuBLAS is one package ("nvidia-cublas"), before it one per
+// major ("nvidia-cublas-cu12"); cuDNN is per major in both ("nvidia-cudnn-cu12", "-cu13").
+#include <cuda_runtime_api.h>
+#if CUDART_VERSION >= 13000
+#define BARACUDA_CUDA_MAJOR_STR "13"
+#define BARACUDA_CUBLAS_WHEEL "nvidia-cublas"
+#else
+#define BARACUDA_CUDA_MAJOR_STR "12"
+#define BARACUDA_CUBLAS_WHEEL "nvidia-cublas-cu12"
+#endif
+#define BARACUDA_CUDNN_WHEEL "nvidia-cudnn-cu" BARACUDA_CUDA_MAJOR_STR
+
 namespace baracuda::dynlib {
 
 // A directory searched after the loader's own path (the Python package registers the nvidia-*

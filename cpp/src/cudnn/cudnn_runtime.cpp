@@ -28,7 +28,7 @@ struct Api {
 
 dynlib::Loaded<Api> load() {
   auto L = dynlib::load<Api>(kSoname, "BARACUDA_CUDNN", "cuDNN",
-                             "Install it with `pip install nvidia-cudnn-cu13` (torch brings it), or set "
+                             "Install it with `pip install " BARACUDA_CUDNN_WHEEL "` (torch brings it), or set "
                              "BARACUDA_CUDNN to the library's path.",
                              [](void* lib, Api& a, std::string& missing) {
                                dynlib::bind(lib, "cudnnCreate", a.Create, missing);
