@@ -332,7 +332,7 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
   // The mma kernel's 16-byte row accesses: every row start of q and the caches; the fp8 pool's
   // 8-byte reads of the caches (cuDNN reads q itself).
   const bool pooled = I.cudnn && g.cache_dtype != g.dtype;
-  const std::string access = pooled ? "8" : "16";
+  const int64_t access = pooled ? 8 : 16;  // bytes per read
   if ((!I.rowwise && !I.cudnn) || pooled)
     for (auto [v, name] : {std::pair{&t.q, "q"}, {&t.k_cache, "k_cache"}, {&t.v_cache, "v_cache"}}) {
       if (pooled && v == &t.q) continue;
@@ -340,10 +340,11 @@ void PagedAttentionPlan::run(const PagedAttentionTensors& t, void* workspace, in
       w.fit(v->data);
       for (int d = 0; d + 1 < v->ndim; ++d)
         if (v->shape[d] > 1) w.fit(v->strides[d] * int64_t(dtype_size(v->dtype)));
-      if (w.bytes < (pooled ? 8 : 16))
-        throw InvalidArgument(kOp + ": " + name + " needs a " + access + "-byte aligned data pointer and strides "
-                              "that are multiples of " + access + " bytes (its rows are read " + access +
-                              " bytes at a time)");
+      if (w.bytes < access) {
+        const std::string n = std::to_string(access);
+        throw InvalidArgument(kOp + ": " + name + " needs a " + n + "-byte aligned data pointer and strides that are "
+                              "multiples of " + n + " bytes (its rows are read " + n + " bytes at a time)");
+      }
     }
   const int r = t.q.ndim;
   g.q_batch = t.q.strides[0];
