@@ -35,6 +35,22 @@ template <class Desc> void set_grad_loss(Desc& d, const std::optional<TensorSpec
   d.grad_loss = grad_loss ? *grad_loss : TensorSpec{{}, d.input.dtype, {}};
 }
 
+// A descriptor's __init__: the fields every kind has (grad_input defaults to input's spec).
+template <class Desc>
+void init_common(Desc* d, std::string op, TensorSpec input, TensorSpec target, const std::optional<TensorSpec>& weight,
+                 std::string reduction, const std::optional<TensorSpec>& grad_loss,
+                 const std::optional<TensorSpec>& grad_input) {
+  new (d) Desc{};
+  d->op = std::move(op);
+  d->input = std::move(input);
+  d->target = std::move(target);
+  d->has_weight = weight.has_value();
+  if (weight) d->weight = *weight;
+  d->reduction = std::move(reduction);
+  d->grad_input = grad_input ? *grad_input : d->input;
+  set_grad_loss(*d, grad_loss);
+}
+
 // The fields the three descriptors share, read-only from Python.
 template <class Desc> void def_common_fields(nb::class_<Desc>& c) {
   c.def_ro("op", &Desc::op)
@@ -58,19 +74,12 @@ void init_loss(nb::module_& m) {
          [](CrossEntropyLossDescriptor* d, std::string op, TensorSpec input, TensorSpec target,
             std::optional<TensorSpec> weight, std::string reduction, int64_t ignore_index, double label_smoothing,
             bool with_grad, bool has_grad_loss, std::optional<TensorSpec> grad_input, std::optional<TensorSpec> grad_loss) {
-           new (d) CrossEntropyLossDescriptor{};
-           d->op = std::move(op);
-           d->input = std::move(input);
-           d->target = std::move(target);
-           d->has_weight = weight.has_value();
-           if (weight) d->weight = *weight;
-           d->reduction = std::move(reduction);
+           init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
+                       grad_loss, grad_input);
+           d->has_grad_loss = d->has_grad_loss || has_grad_loss;
            d->ignore_index = ignore_index;
            d->label_smoothing = label_smoothing;
            d->with_grad = with_grad;
-           d->has_grad_loss = has_grad_loss;
-           d->grad_input = grad_input ? *grad_input : d->input;
-           set_grad_loss(*d, grad_loss);
          },
          "op"_a, "input"_a, "target"_a, "weight"_a = nb::none(), "reduction"_a = "mean", "ignore_index"_a = -100,
          "label_smoothing"_a = 0.0, "with_grad"_a = false, "has_grad_loss"_a = false, "grad_input"_a = nb::none(),
@@ -92,20 +101,13 @@ void init_loss(nb::module_& m) {
             std::optional<TensorSpec> weight, std::vector<TensorSpec> extra, std::string reduction, double param,
             bool log_target, bool log_input, bool full, std::optional<TensorSpec> grad_loss,
             std::optional<TensorSpec> grad_input, std::vector<std::string> wrt, std::vector<TensorSpec> grads) {
-           new (d) PointwiseLossDescriptor{};
-           d->op = std::move(op);
-           d->input = std::move(input);
-           d->target = std::move(target);
-           d->has_weight = weight.has_value();
-           if (weight) d->weight = *weight;
+           init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
+                       grad_loss, grad_input);
            d->extra = std::move(extra);
-           d->reduction = std::move(reduction);
            d->param = param;
            d->log_target = log_target;
            d->log_input = log_input;
            d->full = full;
-           set_grad_loss(*d, grad_loss);
-           d->grad_input = grad_input ? *grad_input : d->input;
            d->wrt = std::move(wrt);
            d->grads = std::move(grads);
          },
@@ -131,20 +133,13 @@ void init_loss(nb::module_& m) {
              std::vector<TensorSpec> extra, std::string reduction, double margin, double p, double eps, bool swap,
              std::optional<TensorSpec> grad_loss, std::optional<TensorSpec> grad_input, std::vector<std::string> wrt,
              std::vector<TensorSpec> grads) {
-            new (d) RowLossDescriptor{};
-            d->op = std::move(op);
-            d->input = std::move(input);
-            d->target = std::move(target);
-            d->has_weight = weight.has_value();
-            if (weight) d->weight = *weight;
+            init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
+                        grad_loss, grad_input);
             d->extra = std::move(extra);
-            d->reduction = std::move(reduction);
             d->margin = margin;
             d->p = p;
             d->eps = eps;
             d->swap = swap;
-            set_grad_loss(*d, grad_loss);
-            d->grad_input = grad_input ? *grad_input : d->input;
             d->wrt = std::move(wrt);
             d->grads = std::move(grads);
           },

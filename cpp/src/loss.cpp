@@ -333,6 +333,21 @@ LossKind loss_kind(const std::string& op) {
 
 static LossPlan select_spec(const LossSpec& desc, AnyLossDescriptor public_desc, const PlanPreference& pref);
 
+// The fields every kind's descriptor has.
+template <class Desc> LossSpec common_spec(const Desc& d) {
+  LossSpec s;
+  s.op = d.op;
+  s.input = d.input;
+  s.target = d.target;
+  s.has_weight = d.has_weight;
+  s.weight = d.weight;
+  s.reduction = d.reduction;
+  s.has_grad_loss = d.has_grad_loss;
+  s.grad_loss = d.grad_loss;
+  s.grad_input = d.grad_input;
+  return s;
+}
+
 // Each descriptor's op must be of its kind; the error names the descriptor that takes it.
 static void check_kind(const std::string& op, LossKind want, const char* desc_name) {
   const LossKind k = loss_kind(op);
@@ -343,39 +358,21 @@ static void check_kind(const std::string& op, LossKind want, const char* desc_na
 
 LossPlan LossPlan::select(const CrossEntropyLossDescriptor& d, const PlanPreference& pref) {
   check_kind(d.op, LossKind::CrossEntropy, "CrossEntropyLossDescriptor");
-  LossSpec s;
-  s.op = d.op;
-  s.input = d.input;
-  s.target = d.target;
-  s.has_weight = d.has_weight;
-  s.weight = d.weight;
-  s.reduction = d.reduction;
+  LossSpec s = common_spec(d);
   s.ignore_index = d.ignore_index;
   s.label_smoothing = d.label_smoothing;
   s.with_grad = d.with_grad;
-  s.has_grad_loss = d.has_grad_loss;
-  s.grad_loss = d.grad_loss;
-  s.grad_input = d.grad_input;
   return select_spec(s, AnyLossDescriptor(d), pref);
 }
 
 LossPlan LossPlan::select(const PointwiseLossDescriptor& d, const PlanPreference& pref) {
   check_kind(d.op, LossKind::Pointwise, "PointwiseLossDescriptor");
-  LossSpec s;
-  s.op = d.op;
-  s.input = d.input;
-  s.target = d.target;
-  s.has_weight = d.has_weight;
-  s.weight = d.weight;
+  LossSpec s = common_spec(d);
   s.extra = d.extra;
-  s.reduction = d.reduction;
   s.param = d.param;
   s.log_target = d.log_target;
   s.log_input = d.log_input;
   s.full = d.full;
-  s.has_grad_loss = d.has_grad_loss;
-  s.grad_loss = d.grad_loss;
-  s.grad_input = d.grad_input;
   s.wrt = d.wrt;
   s.grads = d.grads;
   return select_spec(s, AnyLossDescriptor(d), pref);
@@ -383,21 +380,12 @@ LossPlan LossPlan::select(const PointwiseLossDescriptor& d, const PlanPreference
 
 LossPlan LossPlan::select(const RowLossDescriptor& d, const PlanPreference& pref) {
   check_kind(d.op, LossKind::Row, "RowLossDescriptor");
-  LossSpec s;
-  s.op = d.op;
-  s.input = d.input;
-  s.target = d.target;
-  s.has_weight = d.has_weight;
-  s.weight = d.weight;
+  LossSpec s = common_spec(d);
   s.extra = d.extra;
-  s.reduction = d.reduction;
   s.param = d.margin;
   s.p = d.p;
   s.eps = d.eps;
   s.swap = d.swap;
-  s.has_grad_loss = d.has_grad_loss;
-  s.grad_loss = d.grad_loss;
-  s.grad_input = d.grad_input;
   s.wrt = d.wrt;
   s.grads = d.grads;
   return select_spec(s, AnyLossDescriptor(d), pref);
