@@ -162,7 +162,7 @@ def test_cross_entropy_cluster_path(n, v, dt):
     for smoothing in (0.0, 0.1):
         gbase = R.poison((n, width), dt)
         g = gbase[:, :v]
-        plan = bc.LossPlan.select(bc.LossDescriptor("cross_entropy", spec(x), spec(t), label_smoothing=smoothing,
+        plan = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("cross_entropy", spec(x), spec(t), label_smoothing=smoothing,
                                                     with_grad=True, grad_input=spec(g)))
         if torch.cuda.get_device_capability()[0] >= 9 and "sm_9" in plan.sku.arch:
             assert plan.sku.layout == "rows_cluster", plan.sku.precision.math
@@ -197,7 +197,7 @@ def test_cross_entropy_stream_path(n, v, dt, monkeypatch):
         t[1] = t[2] = 0  # not ignored: the NaN reaches the loss
         t[3] = -100
     spec = lambda a: bc.TensorSpec(tuple(a.shape), bc.dtype(a.dtype), [int(s) for s in a.stride()])  # noqa: E731
-    plan = bc.LossPlan.select(bc.LossDescriptor("cross_entropy", spec(x), spec(t), reduction="none"))
+    plan = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("cross_entropy", spec(x), spec(t), reduction="none"))
     assert plan.sku.layout == "rows_stream", plan.sku.precision.math
     lse_dt = torch.float64 if dt == torch.float64 else torch.float32
     lse = R.poison((n,), lse_dt)
@@ -493,7 +493,7 @@ def _pw_layout(name, pos, kw, reduction):
     s = lambda t: bc.TensorSpec(tuple(t.shape), _BC_DT[t.dtype], list(t.stride()))  # noqa: E731
     extra = [s(kw["pos_weight"])] if "pos_weight" in kw else []
     w = s(kw["weight"]) if "weight" in kw else None
-    return bc.LossPlan.select(bc.LossDescriptor(name, s(pos[0]), s(pos[1]), w, reduction, extra=extra)).sku.layout
+    return bc.LossPlan.select(bc.PointwiseLossDescriptor(name, s(pos[0]), s(pos[1]), w, extra=extra, reduction=reduction)).sku.layout
 
 
 @pytest.mark.parametrize("name", ["mse_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits"])

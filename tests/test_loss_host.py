@@ -20,7 +20,7 @@ def refused(exc, fn, *needles):
 
 def ce(shape=(8192, 128256), dt=bf16, **kw):
     grad = S(shape, dt) if kw.get("with_grad") else None
-    return bc.LossPlan.select(bc.LossDescriptor("cross_entropy", S(shape, dt), S((shape[0],), bc.int64),
+    return bc.LossPlan.select(bc.CrossEntropyLossDescriptor("cross_entropy", S(shape, dt), S((shape[0],), bc.int64),
                                                 grad_input=grad, **kw))
 
 
@@ -50,7 +50,7 @@ def test_cross_entropy_cluster_selection(monkeypatch):
     # rows beyond 16 CTAs of 2048 vectors: chunked
     assert ce((1024, 600000)).sku.layout != "rows_cluster"
     # rows that are not 16-byte aligned: no vectors, no cluster
-    odd = bc.LossPlan.select(bc.LossDescriptor("cross_entropy", S((4096, 1001), f32, [1001, 1]),
+    odd = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("cross_entropy", S((4096, 1001), f32, [1001, 1]),
                                                S((4096,), bc.int64)))
     assert odd.sku.layout != "rows_cluster"
 
@@ -75,7 +75,7 @@ def test_cross_entropy_knobs(monkeypatch):
     with pytest.raises(errors.InvalidArgument, match="'bogus' in the environment variable BARACUDA_CE_CFG"):
         ce()
     monkeypatch.delenv("BARACUDA_CE_CFG")
-    d = bc.LossDescriptor("cross_entropy", S((8192, 128256), bf16), S((8192,), bc.int64))
+    d = bc.CrossEntropyLossDescriptor("cross_entropy", S((8192, 128256), bf16), S((8192,), bc.int64))
     assert bc.LossPlan.select(d, bc.PlanPreference(tuning="path=chunked")).sku.layout != "rows_stream"
     assert ce(with_grad=True).sku.layout == "rows_cluster"
 
@@ -83,8 +83,8 @@ def test_cross_entropy_knobs(monkeypatch):
 def pw(op, shape=(4, 5), dt=f32, target=None, weight=None, extra=(), reduction="mean", grad=False, grad_loss=None,
        **kw):
     t = target if target is not None else S(shape, dt)
-    return bc.LossPlan.select(bc.LossDescriptor(
-        op, S(shape, dt), t, weight, reduction, extra=list(extra), grad_input=S(shape, dt) if grad else None,
+    return bc.LossPlan.select(bc.PointwiseLossDescriptor(
+        op, S(shape, dt), t, weight, reduction=reduction, extra=list(extra), grad_input=S(shape, dt) if grad else None,
         grad_loss=grad_loss, **kw))
 
 
@@ -151,29 +151,29 @@ def test_pointwise_refusals():
     refused(errors.InvalidArgument, lambda: pw("mse_loss_backward", grad=True, reduction="none",
                                                grad_loss=S((), f32)), "grad_loss must have shape (4, 5)")
     # a broadcast input's gradient is summed to its shape (no longer refused)
-    summed = bc.LossPlan.select(bc.LossDescriptor(
+    summed = bc.LossPlan.select(bc.PointwiseLossDescriptor(
         "mse_loss_backward", S((5,), f32), S((4, 5), f32), grad_input=S((5,), f32), grad_loss=S((), f32)))
     assert summed.sku.layout == "pointwise_reduce" and "summed over its broadcast dims" in summed.sku.precision.math
-    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.PointwiseLossDescriptor(
         "mse_loss_backward", S((4, 5), f32), S((4, 5), f32), grad_input=S((4, 5), f32, [0, 1]),
         grad_loss=S((), f32))), "overlapping")
     refused(errors.InvalidArgument, lambda: pw("hinge"), "unknown op", "mse_loss")
 
 
 def test_nll_select_and_refusals():
-    d = bc.LossDescriptor("nll_loss", S((64, 10), f32), S((64,), bc.int32), S((10,), f32))
+    d = bc.CrossEntropyLossDescriptor("nll_loss", S((64, 10), f32), S((64,), bc.int32), S((10,), f32))
     p = bc.LossPlan.select(d)
     assert p.sku.layout == "rows" and p.sku.op == "nll_loss" and p.sku.dtypes[-1] == bc.int32
     assert p.workspace_bytes() >= 256
-    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.CrossEntropyLossDescriptor(
         "nll_loss", S((64, 10, 3), f32), S((64,), bc.int64))), "[N, C]")
-    refused(errors.InvalidDType, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.InvalidDType, lambda: bc.LossPlan.select(bc.CrossEntropyLossDescriptor(
         "nll_loss", S((64, 10), f32), S((64,), f32))), "target is float32")
-    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.CrossEntropyLossDescriptor(
         "nll_loss", S((64, 10), f32), S((64,), bc.int64), S((9,), f32))), "weight must have shape [10]")
-    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.CrossEntropyLossDescriptor(
         "nll_loss_backward", S((64, 10), f32), S((64,), bc.int64), grad_input=S((64, 10), f32))), "grad_loss")
-    b = bc.LossPlan.select(bc.LossDescriptor("nll_loss_backward", S((64, 10), f32), S((64,), bc.int64),
+    b = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("nll_loss_backward", S((64, 10), f32), S((64,), bc.int64),
                                              reduction="none", grad_input=S((64, 10), f32),
                                              grad_loss=S((64,), f32)))
     assert b.sku.op == "nll_loss_backward"
@@ -202,7 +202,7 @@ def row_desc(op, shape=(8, 100), dt=f32, reduction="mean", target=None, weight=N
         extra = [S(shape, dt)] if base in ("cosine_embedding_loss", "triplet_margin_loss") else []
     if op.endswith("_backward") and grad_loss is None:
         grad_loss = S((n,) if reduction == "none" and n is not None else (), dt)
-    return bc.LossDescriptor(op, S(shape, dt), target, weight, reduction, extra=list(extra), grad_loss=grad_loss,
+    return bc.RowLossDescriptor(op, S(shape, dt), target, weight, reduction=reduction, extra=list(extra), grad_loss=grad_loss,
                              **kw)
 
 
@@ -238,10 +238,10 @@ def test_row_geometry():
     assert "4-element 16-byte vector" in row("multi_margin_loss", (8, 1000)).sku.precision.math
     # a column-strided operand, a row stride that is not 16-byte aligned: one element per load
     tr = S((8, 100), f32, [1, 8])
-    assert "one element per load" in bc.LossPlan.select(bc.LossDescriptor(
+    assert "one element per load" in bc.LossPlan.select(bc.RowLossDescriptor(
         "cosine_embedding_loss", tr, S((8,), I64), extra=[S((8, 100), f32)])).sku.precision.math
     odd = S((8, 100), f32, [101, 1])
-    assert "one element per load" in bc.LossPlan.select(bc.LossDescriptor(
+    assert "one element per load" in bc.LossPlan.select(bc.RowLossDescriptor(
         "triplet_margin_loss", odd, S((8, 100), f32), extra=[S((8, 100), f32)])).sku.precision.math
     # single samples [D] / [C]
     assert row("cosine_embedding_loss", (100,), target=S((), f32)).sku.layout == "rows_warp"
@@ -273,7 +273,7 @@ def test_row_backward_wrt():
                                                 grads=[S((8, 99), f32)]), "must have the shape of positive")
     refused(errors.InvalidArgument, lambda: row("triplet_margin_loss_backward", wrt=["negative"],
                                                 grads=[S((8, 100), f32, [0, 1])]), "overlapping")
-    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.RowLossDescriptor(
         "multi_margin_loss_backward", S((8, 10), f32), S((8,), I64))), "grad_loss is required")
     refused(errors.InvalidArgument, lambda: row("multi_margin_loss_backward", reduction="none",
                                                 grad_loss=S((), f32)), "grad_loss must have shape")
@@ -301,7 +301,7 @@ def test_row_refusals():
     refused(errors.InvalidArgument, lambda: row("multi_margin_loss", weight=S((99,), f32)), "weight must have shape")
     refused(errors.InvalidDType, lambda: row("multi_margin_loss", weight=S((100,), f64)), "weight is float64")
     refused(errors.InvalidArgument, lambda: row("multi_margin_loss", reduction="batchmean"), "reduction 'batchmean'")
-    refused(errors.InvalidArgument, lambda: row("multi_margin_loss", param=float("inf")), "margin")
+    refused(errors.InvalidArgument, lambda: row("multi_margin_loss", margin=float("inf")), "margin")
     refused(errors.InvalidArgument, lambda: row("multilabel_margin_loss", target=S((8, 99), I64)),
             "target must have the shape of input")
     refused(errors.InvalidDType, lambda: row("multilabel_margin_loss", target=S((8, 100), f32)), "target is float32")
@@ -323,8 +323,8 @@ def test_row_refusals():
 # ---- gradients w.r.t. the other operands of the pointwise losses ---------------------------------------
 def test_pointwise_wrt_select():
     def sel(op, shape=(4, 5), target=None, extra=(), wrt=(), grads=(), reduction="mean", **kw):
-        return bc.LossPlan.select(bc.LossDescriptor(
-            op, S(shape, f32), target if target is not None else S(shape, f32), None, reduction, extra=list(extra),
+        return bc.LossPlan.select(bc.PointwiseLossDescriptor(
+            op, S(shape, f32), target if target is not None else S(shape, f32), None, reduction=reduction, extra=list(extra),
             grad_loss=S(shape if reduction == "none" else (), f32), wrt=list(wrt), grads=list(grads), **kw))
     # mean / sum: the target's gradient of an odd loss runs on the vector path (negated)
     assert sel("mse_loss_backward", wrt=["input", "target"]).sku.layout == "pointwise_contiguous"
@@ -338,8 +338,8 @@ def test_pointwise_wrt_select():
             param=1e-6)
     assert g.sku.layout == "pointwise_rows+pointwise_reduce_rows" and g.workspace_bytes() == 0
     assert "16-byte vectors along the row" in g.sku.precision.math
-    fwd = bc.LossPlan.select(bc.LossDescriptor("gaussian_nll_loss", S((64, 256), f32), S((64, 256), f32), None,
-                                               "mean", extra=[S((64,), f32)], param=1e-6))
+    fwd = bc.LossPlan.select(bc.PointwiseLossDescriptor("gaussian_nll_loss", S((64, 256), f32), S((64, 256), f32), None,
+                                               reduction="mean", extra=[S((64,), f32)], param=1e-6))
     assert fwd.sku.layout == "pointwise_rows" and "rows: 4-element 16-byte vector" in fwd.sku.precision.math
     odd = sel("gaussian_nll_loss_backward", (64, 257), extra=[S((64,), f32)], wrt=["input", "var"], param=1e-6)
     assert odd.sku.layout == "pointwise_strided+pointwise_reduce"
@@ -366,7 +366,7 @@ def test_pointwise_wrt_select():
     for op in ("hinge_embedding_loss_backward", "soft_margin_loss_backward"):
         refused(errors.InvalidArgument, lambda: sel(op, wrt=["target"]), "wrt 'target' is not a differentiable")
     refused(errors.InvalidArgument, lambda: sel("mse_loss_backward", wrt=["var"]), "expected one of input, target")
-    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.InvalidArgument, lambda: bc.LossPlan.select(bc.PointwiseLossDescriptor(
         "mse_loss", S((4, 5), f32), S((4, 5), f32), wrt=["target"])), "wrt / grads")
     refused(errors.InvalidArgument, lambda: sel("mse_loss_backward", wrt=["target"], grads=[S((4,), f32)]),
             "must have the shape of target")
@@ -395,12 +395,12 @@ def test_registry_lists_the_row_losses():
 
 
 def test_descriptor_identity():
-    a = bc.LossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.5)
-    b = bc.LossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.5)
-    c = bc.LossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.7)
+    a = bc.PointwiseLossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.5)
+    b = bc.PointwiseLossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.5)
+    c = bc.PointwiseLossDescriptor("huber_loss", S((4, 5), f32), S((4, 5), f32), param=0.7)
     assert a == b and hash(a) == hash(b) and a != c
-    k1 = bc.LossDescriptor("kl_div", S((4, 5), f32), S((4, 5), f32), log_target=True)
-    k2 = bc.LossDescriptor("kl_div", S((4, 5), f32), S((4, 5), f32))
+    k1 = bc.PointwiseLossDescriptor("kl_div", S((4, 5), f32), S((4, 5), f32), log_target=True)
+    k2 = bc.PointwiseLossDescriptor("kl_div", S((4, 5), f32), S((4, 5), f32))
     assert k1 != k2 and k1.log_target and not k2.log_target
 
 
@@ -550,7 +550,7 @@ def test_cross_entropy_run_refuses_aliasing_and_unselected_tensors():
     plain = ce((N, V), f32, reduction="none")
     refused(errors.InvalidArgument, lambda: plain.run(x, t, lse, ws, out=out, grad_input=g), "grad_input is given")
     # the backward may write the gradient over the logits (same view), not over what it reads
-    bwd = bc.LossPlan.select(bc.LossDescriptor("cross_entropy_backward", S((N, V), f32), S((N,), i64),
+    bwd = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("cross_entropy_backward", S((N, V), f32), S((N,), i64),
                                                reduction="none", has_grad_loss=True, grad_input=S((N, V), f32)))
     bws = fake((max(bwd.workspace_bytes(), 1),), bc.uint8, k=5)
     refused(errors.InvalidArgument, lambda: bwd.run(x, t, fake((N,), k=4, offset=64), bws, grad_input=g,
@@ -561,12 +561,12 @@ def test_cross_entropy_run_refuses_aliasing_and_unselected_tensors():
 
 def test_nll_pointwise_row_and_ctc_runs_refuse_aliasing():
     # nll_loss: a per-row out with stride 0 would collapse the rows
-    nll = bc.LossPlan.select(bc.LossDescriptor("nll_loss", S((64, 10), f32), S((64,), i64), reduction="none"))
+    nll = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("nll_loss", S((64, 10), f32), S((64,), i64), reduction="none"))
     ws = fake((max(nll.workspace_bytes(), 256),), bc.uint8, k=5)
     refused(errors.InvalidArgument, lambda: nll.run(fake((64, 10)), fake((64,), i64, k=1), None, ws,
                                                     out=fake((64,), k=3, strides=[0])), "out has overlapping elements")
     # pointwise, reduction none: out may be the input itself, not a shifted view of it
-    mse = bc.LossPlan.select(bc.LossDescriptor("mse_loss", S((64, 10), f32), S((64, 10), f32), reduction="none"))
+    mse = bc.LossPlan.select(bc.PointwiseLossDescriptor("mse_loss", S((64, 10), f32), S((64, 10), f32), reduction="none"))
     refused(errors.InvalidArgument, lambda: mse.run(fake((64, 10)), fake((64, 10), k=1), None, None,
                                                     out=fake((64, 10), k=0, offset=4)),
             "out overlaps input without being the same view")
@@ -575,7 +575,7 @@ def test_nll_pointwise_row_and_ctc_runs_refuse_aliasing():
                                                     out=fake((64, 10), k=0, offset=4)),
             "out overlaps input without being the same view")
     # pointwise backward: a gradient over the (scalar) upstream gradient every thread reads
-    mse_b = bc.LossPlan.select(bc.LossDescriptor("mse_loss_backward", S((64, 10), f32), S((64, 10), f32),
+    mse_b = bc.LossPlan.select(bc.PointwiseLossDescriptor("mse_loss_backward", S((64, 10), f32), S((64, 10), f32),
                                                  grad_loss=S((), f32), grad_input=S((64, 10), f32)))
     refused(errors.InvalidArgument, lambda: mse_b.run(fake((64, 10)), fake((64, 10), k=1), None, None,
                                                       grad_input=fake((64, 10), k=3), grad_loss=fake((), k=3)),
@@ -596,3 +596,30 @@ def test_nll_pointwise_row_and_ctc_runs_refuse_aliasing():
     refused(errors.InvalidArgument, lambda: p.run(fake((50, 4, 20)), fake((4, 7), i64, k=1), fake((4,), i64, k=2),
                                                   fake((4,), i64, k=2, offset=64), la, None,
                                                   out=fake((4,), k=3, strides=[0])), "out has overlapping elements")
+
+
+def test_each_kind_has_its_descriptor():
+    S = bc.TensorSpec
+    x, t, ti = S((8, 100), f32), S((8, 100), f32), S((8,), bc.int64)
+    cases = [(bc.CrossEntropyLossDescriptor("cross_entropy", x, ti), "rows"),
+             (bc.CrossEntropyLossDescriptor("nll_loss", x, ti), "rows"),
+             (bc.PointwiseLossDescriptor("mse_loss", x, t), "pointwise"),
+             (bc.RowLossDescriptor("multi_margin_loss", x, ti, margin=0.5), "rows")]
+    for d, layout in cases:
+        p = bc.LossPlan.select(d)
+        assert p.sku.layout.startswith(layout), (d, p.sku.layout)
+        assert type(p.descriptor) is type(d) and p.descriptor == d and hash(p.descriptor) == hash(d)
+        assert d.op in repr(d) and type(d).__name__ in repr(d)
+    # an op given to another kind's descriptor names the one that takes it
+    for d, want in [(bc.PointwiseLossDescriptor("cross_entropy", x, ti), "CrossEntropyLossDescriptor"),
+                    (bc.CrossEntropyLossDescriptor("mse_loss", x, t), "PointwiseLossDescriptor"),
+                    (bc.PointwiseLossDescriptor("triplet_margin_loss", x, t), "RowLossDescriptor"),
+                    (bc.RowLossDescriptor("huber_loss_backward", x, t), "PointwiseLossDescriptor")]:
+        refused(errors.InvalidArgument, lambda d=d: bc.LossPlan.select(d), type(d).__name__, want)
+    # fields read back; descriptors of different kinds never compare equal
+    r = bc.RowLossDescriptor("triplet_margin_loss", x, t, extra=[x], margin=1.5, p=1.0, eps=1e-3, swap=True)
+    assert (r.margin, r.p, r.eps, r.swap, r.weight, r.grad_loss) == (1.5, 1.0, 1e-3, True, None, None)
+    assert r != bc.RowLossDescriptor("triplet_margin_loss", x, t, extra=[x], margin=1.5, p=1.0, eps=1e-3)
+    c = bc.CrossEntropyLossDescriptor("cross_entropy", x, ti, S((100,), f32), label_smoothing=0.1, ignore_index=3)
+    assert (c.weight, c.label_smoothing, c.ignore_index) == (S((100,), f32), 0.1, 3)
+    assert bc.PointwiseLossDescriptor("l1_loss", x, t) != bc.RowLossDescriptor("l1_loss", x, t)

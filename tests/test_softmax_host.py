@@ -258,7 +258,7 @@ def test_philox_reference_known_answers():
 def ce(shape=(8, 1000), dt=bf16, tdt=bc.int64, weight=None, op="cross_entropy", **kw):
     n = shape[0]
     grad = kw.pop("grad_input", None)
-    d = bc.LossDescriptor(op, S(shape, dt), S((n,), tdt), weight, grad_input=grad, **kw)
+    d = bc.CrossEntropyLossDescriptor(op, S(shape, dt), S((n,), tdt), weight, grad_input=grad, **kw)
     return bc.LossPlan.select(d)
 
 
@@ -282,7 +282,7 @@ def test_cross_entropy_refusals():
     refused(errors.InvalidArgument, lambda: ce(label_smoothing=1.5), "label_smoothing")
     refused(errors.InvalidArgument, lambda: ce(weight=S((999,), bf16)), "weight must have shape")
     refused(errors.InvalidDType, lambda: ce(weight=S((1000,), f32)), "weight is float32")
-    refused(errors.Unsupported, lambda: bc.LossPlan.select(bc.LossDescriptor(
+    refused(errors.Unsupported, lambda: bc.LossPlan.select(bc.CrossEntropyLossDescriptor(
         "cross_entropy", S((8, 1000), f32, [1, 8]), S((8,), bc.int64))), "unit stride")
     refused(errors.InvalidArgument, lambda: ce(op="cross_entropy_backward", grad_input=S((8, 1000), bf16)),
             "grad_loss is required")

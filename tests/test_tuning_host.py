@@ -23,7 +23,7 @@ SELECTS = {
         bc.ScanDescriptor("cumsum", [S((64, 4096), f32)], [S((64, 4096), f32)], -1), pref),
     "norm": lambda pref: bc.NormPlan.select(bc.NormDescriptor("rms_norm", S((64, 4096), bf16), bf16), pref),
     "cross_entropy": lambda pref: bc.LossPlan.select(
-        bc.LossDescriptor("cross_entropy", S((64, 32000), bf16), S((64,), bc.int64)), pref),
+        bc.CrossEntropyLossDescriptor("cross_entropy", S((64, 32000), bf16), S((64,), bc.int64)), pref),
     "matmul": lambda pref: bc.GemmPlan.select(
         bc.GemmDescriptor(S((4, 4096), bf16), S((4096, 4096), bf16, (1, 4096)), S((4, 4096), bf16)), pref),
 }

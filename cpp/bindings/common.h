@@ -155,6 +155,7 @@ template <class Tensors> struct NamedOperand {
 template <class Desc> nb::class_<Desc> bind_descriptor(nb::module_& m, const char* name, const char* doc) {
   nb::class_<Desc> c(m, name, doc);
   c.def("__eq__", [](const Desc& a, const Desc& b) { return a == b; })
+      .def("__eq__", [](const Desc&, nb::handle) { return false; })  // another type: unequal, not a TypeError
       .def("__hash__", [](const Desc& d) { return std::hash<std::string>{}(d.str()); })
       .def("__repr__", &Desc::str);
   return c;

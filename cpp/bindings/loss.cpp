@@ -2,6 +2,7 @@
 // loss_call for the others), whose plans share the core's loss cache.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "baracuda/errors.h"
@@ -14,90 +15,144 @@ namespace baracuda::py {
 
 namespace {
 
-// What every functional loss entry's descriptor takes from its operands the same way.
-LossDescriptor base_descriptor(const std::string& op, const Imported& x, const Imported& t, const Imported& w,
-                               const std::string& reduction, int64_t ignore_index) {
-  LossDescriptor d;
+// What every loss descriptor takes from its functional entry's operands the same way.
+template <class Desc>
+Desc base_descriptor(const std::string& op, const Imported& x, const Imported& t, const Imported& w,
+                     const std::string& reduction) {
+  Desc d;
   d.op = op;
   d.input = spec_of(x.view);
   d.target = spec_of(t.view);
   d.has_weight = w.imported;
   if (w.imported) d.weight = spec_of(w.view);
   d.reduction = reduction;
-  d.ignore_index = ignore_index;
   return d;
+}
+
+// The upstream gradient's spec when given; else [] of input's dtype (has_grad_loss says which).
+template <class Desc> void set_grad_loss(Desc& d, const std::optional<TensorSpec>& grad_loss) {
+  d.has_grad_loss = d.has_grad_loss || grad_loss.has_value();
+  d.grad_loss = grad_loss ? *grad_loss : TensorSpec{{}, d.input.dtype, {}};
+}
+
+// A descriptor's __init__: the fields every kind has (grad_input defaults to input's spec).
+template <class Desc>
+void init_common(Desc* d, std::string op, TensorSpec input, TensorSpec target, const std::optional<TensorSpec>& weight,
+                 std::string reduction, const std::optional<TensorSpec>& grad_loss,
+                 const std::optional<TensorSpec>& grad_input) {
+  new (d) Desc{};
+  d->op = std::move(op);
+  d->input = std::move(input);
+  d->target = std::move(target);
+  d->has_weight = weight.has_value();
+  if (weight) d->weight = *weight;
+  d->reduction = std::move(reduction);
+  d->grad_input = grad_input ? *grad_input : d->input;
+  set_grad_loss(*d, grad_loss);
+}
+
+// The fields the three descriptors share, read-only from Python.
+template <class Desc> void def_common_fields(nb::class_<Desc>& c) {
+  c.def_ro("op", &Desc::op)
+      .def_ro("input", &Desc::input)
+      .def_ro("target", &Desc::target)
+      .def_prop_ro("weight", [](const Desc& d) { return d.has_weight ? std::optional<TensorSpec>(d.weight) : std::nullopt; })
+      .def_ro("reduction", &Desc::reduction)
+      .def_prop_ro("grad_loss",
+                   [](const Desc& d) { return d.has_grad_loss ? std::optional<TensorSpec>(d.grad_loss) : std::nullopt; });
 }
 
 }  // namespace
 
 void init_loss(nb::module_& m) {
-  bind_descriptor<LossDescriptor>(m, "LossDescriptor",
-                             "A loss: 'cross_entropy' (optionally with_grad), 'nll_loss', or a pointwise loss "
-                             "(mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, "
-                             "binary_cross_entropy_with_logits, kl_div, poisson_nll_loss, gaussian_nll_loss, "
-                             "margin_ranking_loss, hinge_embedding_loss, soft_margin_loss), a row loss "
-                             "(cosine_embedding_loss, multi_margin_loss, multilabel_margin_loss, "
-                             "multilabel_soft_margin_loss, triplet_margin_loss), or '<op>_backward'. "
-                             "extra: [pos_weight] / [var] / [input2] / [negative]; param: delta / beta / margin / eps; "
-                             "p, eps, swap: multi margin / triplet; grad_loss: the spec of the upstream gradient "
-                             "(backward); wrt: the operands to differentiate (default ['input']) and grads the spec of "
-                             "each gradient. Pure data; hashable; the plan-cache key.")
-      .def("__init__",
-           [](LossDescriptor* d, std::string op, TensorSpec input, TensorSpec target, std::optional<TensorSpec> weight,
-              std::string reduction, int64_t ignore_index, double label_smoothing, bool with_grad, bool has_grad_loss,
-              std::optional<TensorSpec> grad_input, std::vector<TensorSpec> extra, double param, bool log_target,
-              bool log_input, bool full, std::optional<TensorSpec> grad_loss, double p, double eps, bool swap,
-              std::vector<std::string> wrt, std::vector<TensorSpec> grads) {
-             new (d) LossDescriptor{};
-             d->op = std::move(op);
-             d->input = std::move(input);
-             d->target = std::move(target);
-             d->has_weight = weight.has_value();
-             if (weight) d->weight = *weight;
-             d->reduction = std::move(reduction);
-             d->ignore_index = ignore_index;
-             d->label_smoothing = label_smoothing;
-             d->with_grad = with_grad;
-             d->has_grad_loss = has_grad_loss;
-             d->grad_input = grad_input ? *grad_input : d->input;
-             d->extra = std::move(extra);
-             d->param = param;
-             d->log_target = log_target;
-             d->log_input = log_input;
-             d->full = full;
-             if (grad_loss) {
-               d->has_grad_loss = true;
-               d->grad_loss = *grad_loss;
-             } else {
-               d->grad_loss = TensorSpec{{}, d->input.dtype, {}};
-             }
-             d->p = p;
-             d->eps = eps;
-             d->swap = swap;
-             d->wrt = std::move(wrt);
-             d->grads = std::move(grads);
-           },
-           "op"_a, "input"_a, "target"_a, "weight"_a = nb::none(), "reduction"_a = "mean", "ignore_index"_a = -100,
-           "label_smoothing"_a = 0.0, "with_grad"_a = false, "has_grad_loss"_a = false, "grad_input"_a = nb::none(),
-           "extra"_a = std::vector<TensorSpec>{}, "param"_a = 0.0, "log_target"_a = false, "log_input"_a = true,
-           "full"_a = false, "grad_loss"_a = nb::none(), "p"_a = 2.0, "eps"_a = 1e-6, "swap"_a = false,
-           "wrt"_a = std::vector<std::string>{}, "grads"_a = std::vector<TensorSpec>{})
-      .def_ro("op", &LossDescriptor::op)
-      .def_ro("input", &LossDescriptor::input)
-      .def_ro("target", &LossDescriptor::target)
-      .def_ro("reduction", &LossDescriptor::reduction)
-      .def_ro("ignore_index", &LossDescriptor::ignore_index)
-      .def_ro("label_smoothing", &LossDescriptor::label_smoothing)
-      .def_ro("with_grad", &LossDescriptor::with_grad)
-      .def_ro("extra", &LossDescriptor::extra)
-      .def_ro("param", &LossDescriptor::param)
-      .def_ro("log_target", &LossDescriptor::log_target)
-      .def_ro("log_input", &LossDescriptor::log_input)
-      .def_ro("full", &LossDescriptor::full)
-      .def_ro("p", &LossDescriptor::p)
-      .def_ro("eps", &LossDescriptor::eps)
-      .def_ro("swap", &LossDescriptor::swap)
-      .def_ro("wrt", &LossDescriptor::wrt);
+  auto ce = bind_descriptor<CrossEntropyLossDescriptor>(
+      m, "CrossEntropyLossDescriptor",
+      "cross_entropy over logits [N, V] (with_grad: the gradient in the same call) or nll_loss over "
+      "log-probabilities [N, C], and their '<op>_backward'; class-index targets [N]. Pure data; hashable; "
+      "the plan-cache key.");
+  ce.def("__init__",
+         [](CrossEntropyLossDescriptor* d, std::string op, TensorSpec input, TensorSpec target,
+            std::optional<TensorSpec> weight, std::string reduction, int64_t ignore_index, double label_smoothing,
+            bool with_grad, bool has_grad_loss, std::optional<TensorSpec> grad_input, std::optional<TensorSpec> grad_loss) {
+           init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
+                       grad_loss, grad_input);
+           d->has_grad_loss = d->has_grad_loss || has_grad_loss;
+           d->ignore_index = ignore_index;
+           d->label_smoothing = label_smoothing;
+           d->with_grad = with_grad;
+         },
+         "op"_a, "input"_a, "target"_a, "weight"_a = nb::none(), "reduction"_a = "mean", "ignore_index"_a = -100,
+         "label_smoothing"_a = 0.0, "with_grad"_a = false, "has_grad_loss"_a = false, "grad_input"_a = nb::none(),
+         "grad_loss"_a = nb::none());
+  def_common_fields(ce);
+  ce.def_ro("ignore_index", &CrossEntropyLossDescriptor::ignore_index)
+      .def_ro("label_smoothing", &CrossEntropyLossDescriptor::label_smoothing)
+      .def_ro("with_grad", &CrossEntropyLossDescriptor::with_grad);
+
+  auto pw = bind_descriptor<PointwiseLossDescriptor>(
+      m, "PointwiseLossDescriptor",
+      "A pointwise loss (mse_loss, l1_loss, huber_loss, smooth_l1_loss, binary_cross_entropy, "
+      "binary_cross_entropy_with_logits, kl_div, poisson_nll_loss, gaussian_nll_loss, margin_ranking_loss, "
+      "hinge_embedding_loss, soft_margin_loss) or its '<op>_backward'. extra: [pos_weight] / [var] / [input2]; "
+      "param: delta / beta / margin / eps; grad_loss: the upstream gradient's spec (backward); wrt: the operands "
+      "to differentiate (default ['input']) and grads the spec of each gradient. Pure data; hashable.");
+  pw.def("__init__",
+         [](PointwiseLossDescriptor* d, std::string op, TensorSpec input, TensorSpec target,
+            std::optional<TensorSpec> weight, std::vector<TensorSpec> extra, std::string reduction, double param,
+            bool log_target, bool log_input, bool full, std::optional<TensorSpec> grad_loss,
+            std::optional<TensorSpec> grad_input, std::vector<std::string> wrt, std::vector<TensorSpec> grads) {
+           init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
+                       grad_loss, grad_input);
+           d->extra = std::move(extra);
+           d->param = param;
+           d->log_target = log_target;
+           d->log_input = log_input;
+           d->full = full;
+           d->wrt = std::move(wrt);
+           d->grads = std::move(grads);
+         },
+         "op"_a, "input"_a, "target"_a, "weight"_a = nb::none(), "extra"_a = std::vector<TensorSpec>{},
+         "reduction"_a = "mean", "param"_a = 0.0, "log_target"_a = false, "log_input"_a = true, "full"_a = false,
+         "grad_loss"_a = nb::none(), "grad_input"_a = nb::none(), "wrt"_a = std::vector<std::string>{},
+         "grads"_a = std::vector<TensorSpec>{});
+  def_common_fields(pw);
+  pw.def_ro("extra", &PointwiseLossDescriptor::extra)
+      .def_ro("param", &PointwiseLossDescriptor::param)
+      .def_ro("log_target", &PointwiseLossDescriptor::log_target)
+      .def_ro("log_input", &PointwiseLossDescriptor::log_input)
+      .def_ro("full", &PointwiseLossDescriptor::full)
+      .def_ro("wrt", &PointwiseLossDescriptor::wrt);
+
+  auto row = bind_descriptor<RowLossDescriptor>(
+      m, "RowLossDescriptor",
+      "A row loss (cosine_embedding_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, "
+      "triplet_margin_loss) or its '<op>_backward'. extra: [input2] / [negative]; p, eps, swap: multi margin / "
+      "triplet; grad_loss, wrt, grads as PointwiseLossDescriptor's. Pure data; hashable.");
+  row.def("__init__",
+          [](RowLossDescriptor* d, std::string op, TensorSpec input, TensorSpec target, std::optional<TensorSpec> weight,
+             std::vector<TensorSpec> extra, std::string reduction, double margin, double p, double eps, bool swap,
+             std::optional<TensorSpec> grad_loss, std::optional<TensorSpec> grad_input, std::vector<std::string> wrt,
+             std::vector<TensorSpec> grads) {
+            init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
+                        grad_loss, grad_input);
+            d->extra = std::move(extra);
+            d->margin = margin;
+            d->p = p;
+            d->eps = eps;
+            d->swap = swap;
+            d->wrt = std::move(wrt);
+            d->grads = std::move(grads);
+          },
+          "op"_a, "input"_a, "target"_a, "weight"_a = nb::none(), "extra"_a = std::vector<TensorSpec>{},
+          "reduction"_a = "mean", "margin"_a = 0.0, "p"_a = 2.0, "eps"_a = 1e-6, "swap"_a = false,
+          "grad_loss"_a = nb::none(), "grad_input"_a = nb::none(), "wrt"_a = std::vector<std::string>{}, "grads"_a = std::vector<TensorSpec>{});
+  def_common_fields(row);
+  row.def_ro("extra", &RowLossDescriptor::extra)
+      .def_ro("margin", &RowLossDescriptor::margin)
+      .def_ro("p", &RowLossDescriptor::p)
+      .def_ro("eps", &RowLossDescriptor::eps)
+      .def_ro("swap", &RowLossDescriptor::swap)
+      .def_ro("wrt", &RowLossDescriptor::wrt);
 
   bind_plan<LossPlan>(m, "LossPlan", "A validated loss launch: select once, run many times.")
       .def("workspace_bytes", &LossPlan::workspace_bytes, "Bytes of 256-byte aligned scratch run() needs.")
@@ -110,7 +165,7 @@ void init_loss(nb::module_& m) {
              LossTensors T;
              T.input = x.view;
              T.target = t.view;
-             const bool fwd = plan.descriptor().op == "cross_entropy";
+             const bool fwd = plan.op() == "cross_entropy";
              Imported l;
              if (!lse.is_none()) { l = import_tensor(lse, "lse", fwd); T.lse = l.view; }
              Imported o, w, g, gl;
@@ -162,7 +217,8 @@ void init_loss(nb::module_& m) {
             if (i->imported) append_key(key, i->view);
           }
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            LossDescriptor d = base_descriptor("cross_entropy", x, t, w, reduction, ignore_index);
+            auto d = base_descriptor<CrossEntropyLossDescriptor>("cross_entropy", x, t, w, reduction);
+            d.ignore_index = ignore_index;
             d.label_smoothing = label_smoothing;
             d.with_grad = g.imported;
             d.grad_input = g.imported ? spec_of(g.view) : d.input;
@@ -219,21 +275,49 @@ void init_loss(nb::module_& m) {
           key.push_back(char(gs.size()));
           for (const Imported& e : gs) add(e);
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            LossDescriptor d = base_descriptor(op, x, t, w, reduction, ignore_index);
-            d.has_grad_loss = gl.imported;
-            d.grad_input = g.imported ? spec_of(g.view) : d.input;
-            for (const Imported& e : ex) d.extra.push_back(spec_of(e.view));
-            d.param = param;
-            d.log_target = log_target;
-            d.log_input = log_input;
-            d.full = full;
-            d.grad_loss = gl.imported ? spec_of(gl.view) : TensorSpec{{}, d.input.dtype, {}};
-            d.p = p;
-            d.eps = eps;
-            d.swap = swap;
-            d.wrt = wrt;
-            for (const Imported& e : gs) d.grads.push_back(spec_of(e.view));
-            return LossPlan::select(d);
+            const std::optional<TensorSpec> gls = gl.imported ? std::optional<TensorSpec>(spec_of(gl.view)) : std::nullopt;
+            const TensorSpec gi = g.imported ? spec_of(g.view) : spec_of(x.view);
+            std::vector<TensorSpec> exs, gss;
+            for (const Imported& e : ex) exs.push_back(spec_of(e.view));
+            for (const Imported& e : gs) gss.push_back(spec_of(e.view));
+            switch (loss_kind(op)) {
+              case LossKind::CrossEntropy: {  // nll_loss (cross_entropy has its own entry)
+                auto d = base_descriptor<CrossEntropyLossDescriptor>(op, x, t, w, reduction);
+                d.ignore_index = ignore_index;
+                d.grad_input = gi;
+                set_grad_loss(d, gls);
+                if (!wrt.empty() || !gss.empty())
+                  throw InvalidArgument(op + ": wrt / grads name the gradients of a backward; they are for the "
+                                             "pointwise and row losses' <op>_backward");
+                return LossPlan::select(d);
+              }
+              case LossKind::Row: {
+                auto d = base_descriptor<RowLossDescriptor>(op, x, t, w, reduction);
+                d.extra = exs;
+                d.margin = param;
+                d.p = p;
+                d.eps = eps;
+                d.swap = swap;
+                set_grad_loss(d, gls);
+                d.grad_input = gi;
+                d.wrt = wrt;
+                d.grads = gss;
+                return LossPlan::select(d);
+              }
+              default: {  // pointwise; an unknown op is named by select
+                auto d = base_descriptor<PointwiseLossDescriptor>(op, x, t, w, reduction);
+                d.extra = exs;
+                d.param = param;
+                d.log_target = log_target;
+                d.log_input = log_input;
+                d.full = full;
+                set_grad_loss(d, gls);
+                d.grad_input = gi;
+                d.wrt = wrt;
+                d.grads = gss;
+                return LossPlan::select(d);
+              }
+            }
           });
           LossTensors T;
           T.input = x.view;

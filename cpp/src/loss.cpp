@@ -75,7 +75,8 @@ bool ce_cluster_geometry(int64_t nv, int64_t vec, const CeKnobs& kn, CeLaunch& L
 }  // namespace
 
 struct LossPlan::Impl {
-  LossDescriptor desc;
+  AnyLossDescriptor public_desc;  // what the caller selected with
+  LossSpec desc;
   int which = 0;  // 0 cross-entropy, 1 pointwise, 2 nll, 3 row losses
   loss::PwLaunch pw;
   loss::RowLaunch row;
@@ -88,24 +89,54 @@ struct LossPlan::Impl {
   DType lse_dtype = DType::Float32;
 };
 
-std::string LossDescriptor::str() const {
-  std::ostringstream os;
-  os << "LossDescriptor(" << op << ", input=" << input.str() << ", target=" << target.str();
-  if (has_weight) os << ", weight=" << weight.str();
-  os << ", reduction=" << reduction << ", ignore_index=" << ignore_index << ", label_smoothing=" << label_smoothing;
-  if (with_grad) os << ", with_grad";
-  if (has_grad_loss) os << ", grad_loss";
-  if (with_grad || op != "cross_entropy") os << ", grad_input=" << grad_input.str();
-  for (size_t i = 0; i < extra.size(); ++i) os << ", extra" << i << "=" << extra[i].str();
-  os << ", param=" << param << ", log_target=" << log_target << ", log_input=" << log_input << ", full=" << full;
-  if (has_grad_loss) os << ", grad_loss_spec=" << grad_loss.str();
-  os << ", p=" << p << ", eps=" << eps << ", swap=" << swap;
+namespace {
+void put_specs(std::ostringstream& os, const char* name, const std::vector<TensorSpec>& v) {
+  for (size_t i = 0; i < v.size(); ++i) os << ", " << name << i << "=" << v[i].str();
+}
+void put_grads(std::ostringstream& os, bool has_grad_loss, const TensorSpec& grad_loss,
+               const std::vector<std::string>& wrt, const std::vector<TensorSpec>& grads) {
+  if (has_grad_loss) os << ", grad_loss=" << grad_loss.str();
   if (!wrt.empty()) {
     os << ", wrt=[";
     for (size_t i = 0; i < wrt.size(); ++i) os << (i ? ", " : "") << wrt[i];
     os << "]";
   }
-  for (size_t i = 0; i < grads.size(); ++i) os << ", grad" << i << "=" << grads[i].str();
+  put_specs(os, "grad", grads);
+}
+}  // namespace
+
+std::string CrossEntropyLossDescriptor::str() const {
+  std::ostringstream os;
+  os << "CrossEntropyLossDescriptor(" << op << ", input=" << input.str() << ", target=" << target.str();
+  if (has_weight) os << ", weight=" << weight.str();
+  os << ", reduction=" << reduction << ", ignore_index=" << ignore_index << ", label_smoothing=" << label_smoothing;
+  if (with_grad) os << ", with_grad";
+  if (with_grad || op != "cross_entropy") os << ", grad_input=" << grad_input.str();
+  if (has_grad_loss) os << ", grad_loss=" << grad_loss.str();
+  os << ")";
+  return os.str();
+}
+
+std::string PointwiseLossDescriptor::str() const {
+  std::ostringstream os;
+  os << "PointwiseLossDescriptor(" << op << ", input=" << input.str() << ", target=" << target.str();
+  if (has_weight) os << ", weight=" << weight.str();
+  put_specs(os, "extra", extra);
+  os << ", reduction=" << reduction << ", param=" << param << ", log_target=" << log_target
+     << ", log_input=" << log_input << ", full=" << full << ", grad_input=" << grad_input.str();
+  put_grads(os, has_grad_loss, grad_loss, wrt, grads);
+  os << ")";
+  return os.str();
+}
+
+std::string RowLossDescriptor::str() const {
+  std::ostringstream os;
+  os << "RowLossDescriptor(" << op << ", input=" << input.str() << ", target=" << target.str();
+  if (has_weight) os << ", weight=" << weight.str();
+  put_specs(os, "extra", extra);
+  os << ", reduction=" << reduction << ", margin=" << margin << ", p=" << p << ", eps=" << eps << ", swap=" << swap
+     << ", grad_input=" << grad_input.str();
+  put_grads(os, has_grad_loss, grad_loss, wrt, grads);
   os << ")";
   return os.str();
 }
@@ -124,7 +155,7 @@ std::string loss_op_list() {
 
 // Class-index losses (cross-entropy, NLL): target [N] int64 / int32, optional weight [C] in the
 // input's dtype.
-void check_class_targets(const LossDescriptor& desc, int64_t N, int64_t C) {
+void check_class_targets(const LossSpec& desc, int64_t N, int64_t C) {
   const std::string& op = desc.op;
   const TensorSpec& x = desc.input;
   const TensorSpec& t = desc.target;
@@ -156,7 +187,7 @@ Reduction parse_reduction(const std::string& op, const std::string& r, bool batc
   throw InvalidArgument(op + ": reduction '" + r + "' is not one of none, mean, sum" +
                         (batchmean_ok ? ", batchmean" : ""));
 }
-static void select_nll(const LossDescriptor& desc, LossPlan::Impl& I) {
+static void select_nll(const LossSpec& desc, LossPlan::Impl& I) {
   const std::string& op = desc.op;
   const bool bwd = op == "nll_loss_backward";
   NllLaunch& L = I.nll;
@@ -248,7 +279,7 @@ void check_unselected(const std::string& op, const LossTensors& T, bool weight, 
 }
 
 static void run_nll(const LossPlan::Impl& I, const LossTensors& T, void* ws, int64_t wsn, StreamHandle stream) {
-  const LossDescriptor& d = I.desc;
+  const LossSpec& d = I.desc;
   const std::string& op = d.op;
   const int device = T.input.device;
   NllLaunch L = I.nll;
@@ -286,13 +317,92 @@ static void run_nll(const LossPlan::Impl& I, const LossTensors& T, void* ws, int
   loss::nll_launch(L, stream);
 }
 
-LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref) {
+namespace {
+std::string base_of(const std::string& op) {
+  return op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0 ? op.substr(0, op.size() - 9) : op;
+}
+}  // namespace
+
+LossKind loss_kind(const std::string& op) {
+  const std::string base = base_of(op);
+  if (base == "cross_entropy" || base == "nll_loss") return LossKind::CrossEntropy;
+  if (is_pointwise_loss(base)) return LossKind::Pointwise;
+  if (is_row_loss(base)) return LossKind::Row;
+  return LossKind::Unknown;
+}
+
+static LossPlan select_spec(const LossSpec& desc, AnyLossDescriptor public_desc, const PlanPreference& pref);
+
+// The fields every kind's descriptor has.
+template <class Desc> LossSpec common_spec(const Desc& d) {
+  LossSpec s;
+  s.op = d.op;
+  s.input = d.input;
+  s.target = d.target;
+  s.has_weight = d.has_weight;
+  s.weight = d.weight;
+  s.reduction = d.reduction;
+  s.has_grad_loss = d.has_grad_loss;
+  s.grad_loss = d.grad_loss;
+  s.grad_input = d.grad_input;
+  return s;
+}
+
+// Each descriptor's op must be of its kind; the error names the descriptor that takes it.
+static void check_kind(const std::string& op, LossKind want, const char* desc_name) {
+  const LossKind k = loss_kind(op);
+  if (k == want || k == LossKind::Unknown) return;  // unknown ops: select names the known ones
+  static const char* const kNames[] = {"CrossEntropyLossDescriptor", "PointwiseLossDescriptor", "RowLossDescriptor"};
+  throw InvalidArgument(std::string(desc_name) + ": op '" + op + "' is described by " + kNames[int(k)]);
+}
+
+LossPlan LossPlan::select(const CrossEntropyLossDescriptor& d, const PlanPreference& pref) {
+  check_kind(d.op, LossKind::CrossEntropy, "CrossEntropyLossDescriptor");
+  LossSpec s = common_spec(d);
+  s.ignore_index = d.ignore_index;
+  s.label_smoothing = d.label_smoothing;
+  s.with_grad = d.with_grad;
+  return select_spec(s, AnyLossDescriptor(d), pref);
+}
+
+LossPlan LossPlan::select(const PointwiseLossDescriptor& d, const PlanPreference& pref) {
+  check_kind(d.op, LossKind::Pointwise, "PointwiseLossDescriptor");
+  LossSpec s = common_spec(d);
+  s.extra = d.extra;
+  s.param = d.param;
+  s.log_target = d.log_target;
+  s.log_input = d.log_input;
+  s.full = d.full;
+  s.wrt = d.wrt;
+  s.grads = d.grads;
+  return select_spec(s, AnyLossDescriptor(d), pref);
+}
+
+LossPlan LossPlan::select(const RowLossDescriptor& d, const PlanPreference& pref) {
+  check_kind(d.op, LossKind::Row, "RowLossDescriptor");
+  LossSpec s = common_spec(d);
+  s.extra = d.extra;
+  s.param = d.margin;
+  s.p = d.p;
+  s.eps = d.eps;
+  s.swap = d.swap;
+  s.wrt = d.wrt;
+  s.grads = d.grads;
+  return select_spec(s, AnyLossDescriptor(d), pref);
+}
+
+LossPlan LossPlan::select(const AnyLossDescriptor& d, const PlanPreference& pref) {
+  return std::visit([&](const auto& x) { return LossPlan::select(x, pref); }, d);
+}
+
+static LossPlan select_spec(const LossSpec& desc, AnyLossDescriptor public_desc, const PlanPreference& pref) {
+  using Impl = LossPlan::Impl;
   auto impl = std::make_shared<Impl>();
+  impl->public_desc = std::move(public_desc);
   impl->desc = desc;
   const std::string& op = desc.op;
-  const std::string base = op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0 ? op.substr(0, op.size() - 9) : op;
-  const bool known = base == "cross_entropy" || base == "nll_loss" || is_pointwise_loss(base) || is_row_loss(base);
-  if (!known)
+  const std::string base = base_of(op);
+  if (loss_kind(op) == LossKind::Unknown)
     throw InvalidArgument("loss: unknown op '" + op + "'; expected one of " + loss_op_list() +
                           " (or <op>_backward)");
   if (!pref.allows(Backend::Bespoke))
@@ -444,7 +554,8 @@ LossPlan LossPlan::select(const LossDescriptor& desc, const PlanPreference& pref
 }
 
 const KernelSku& LossPlan::sku() const { return impl_->sku; }
-const LossDescriptor& LossPlan::descriptor() const { return impl_->desc; }
+const AnyLossDescriptor& LossPlan::descriptor() const { return impl_->public_desc; }
+const std::string& LossPlan::op() const { return impl_->desc.op; }
 int64_t LossPlan::workspace_bytes() const { return impl_->workspace; }
 
 void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size, StreamHandle stream) const {
@@ -453,7 +564,7 @@ void LossPlan::run(const LossTensors& T, void* workspace, int64_t workspace_size
     return run_pointwise_loss(I.desc, I.pw, I.pw_grads, I.grads, I.workspace, T, workspace, workspace_size, stream);
   if (I.which == 2) return run_nll(I, T, workspace, workspace_size, stream);
   if (I.which == 3) return run_row_loss(I.desc, I.row, I.grads, I.workspace, T, workspace, workspace_size, stream);
-  const LossDescriptor& d = I.desc;
+  const LossSpec& d = I.desc;
   const std::string& op = d.op;
   const bool fwd = op == "cross_entropy", grad = !fwd || d.with_grad;
   const int64_t N = I.L.n;

@@ -98,7 +98,7 @@ void merge_geometry(const std::string& op, const std::vector<int64_t>& full,
 }
 }  // namespace
 
-void select_pointwise_loss(const LossDescriptor& desc, const std::string& base, loss::PwLaunch& launch,
+void select_pointwise_loss(const LossSpec& desc, const std::string& base, loss::PwLaunch& launch,
                            std::vector<loss::PwLaunch>& grad_launches, std::vector<GradRequest>& grads, KernelSku& sku,
                            int64_t& workspace) {
   const std::string& op = desc.op;
@@ -420,7 +420,7 @@ bool rows_aligned(const PwLaunch& P) {
 
 }  // namespace
 
-void run_pointwise_loss(const LossDescriptor& d, const loss::PwLaunch& launch,
+void run_pointwise_loss(const LossSpec& d, const loss::PwLaunch& launch,
                         const std::vector<loss::PwLaunch>& grad_launches, const std::vector<GradRequest>& grads,
                         int64_t workspace_need, const LossTensors& T, void* ws, int64_t wsn, StreamHandle stream) {
   const std::string& op = d.op;

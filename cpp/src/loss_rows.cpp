@@ -18,7 +18,7 @@ using loss::RowKind;
 using loss::RowLaunch;
 
 // ---- wrt ------------------------------------------------------------------------------------------
-std::vector<GradRequest> resolve_wrt(const LossDescriptor& desc, const std::vector<std::vector<std::string>>& slot_names,
+std::vector<GradRequest> resolve_wrt(const LossSpec& desc, const std::vector<std::vector<std::string>>& slot_names,
                                      const std::vector<const TensorSpec*>& slot_specs) {
   const std::string& op = desc.op;
   std::vector<GradRequest> out;
@@ -69,7 +69,7 @@ std::vector<GradRequest> resolve_wrt(const LossDescriptor& desc, const std::vect
   return out;
 }
 
-std::vector<const TensorView*> grad_views(const LossDescriptor& desc, const LossTensors& t) {
+std::vector<const TensorView*> grad_views(const LossSpec& desc, const LossTensors& t) {
   std::vector<const TensorView*> v;
   if (desc.wrt.empty()) {
     v.push_back(&t.grad_input);
@@ -117,13 +117,13 @@ std::pair<int64_t, int64_t> row_strides(const TensorSpec& s) {
   return {st[0], st[1]};
 }
 // The loss's shape for reduction none.
-std::vector<int64_t> none_shape(const LossDescriptor& d, RowKind k, int64_t n) {
+std::vector<int64_t> none_shape(const LossSpec& d, RowKind k, int64_t n) {
   if (k == RowKind::MultiMargin) return d.target.shape.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{n};
   return d.input.shape.size() == 2 ? std::vector<int64_t>{n} : std::vector<int64_t>{};
 }
 }  // namespace
 
-void select_row_loss(const LossDescriptor& desc, const std::string& base, RowLaunch& L,
+void select_row_loss(const LossSpec& desc, const std::string& base, RowLaunch& L,
                      std::vector<GradRequest>& grads, KernelSku& sku, int64_t& workspace) {
   const std::string& op = desc.op;
   const bool bwd = base != op;
@@ -348,7 +348,7 @@ void select_row_loss(const LossDescriptor& desc, const std::string& base, RowLau
   pg.bit_stable = true;
 }
 
-void run_row_loss(const LossDescriptor& d, const RowLaunch& L0, const std::vector<GradRequest>& grads, int64_t need,
+void run_row_loss(const LossSpec& d, const RowLaunch& L0, const std::vector<GradRequest>& grads, int64_t need,
                   const LossTensors& T, void* ws, int64_t wsn, StreamHandle stream) {
   const std::string& op = d.op;
   const int device = T.input.device;

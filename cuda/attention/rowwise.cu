@@ -7,6 +7,7 @@
 
 #include "attention/attention_common.cuh"
 #include "common/block_reduce.cuh"
+#include "common/compute_math.cuh"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/online_softmax.cuh"
@@ -21,12 +22,7 @@ using kernels::to_compute;
 constexpr int kWarps = 4;
 constexpr int kPerLane = int(kRowwiseMaxHeadDim / 32);
 
-// libm's exp in the compute type (online_softmax.cuh's, with no 16-bit fast path: C is f32 or f64)
-template <class C> __device__ __forceinline__ C cexp(C v) { return kernels::xexp<C, C>(v); }
-template <class C> __device__ __forceinline__ C ctanh(C v) {
-  if constexpr (std::is_same_v<C, double>) return tanh(v);
-  else return tanhf(v);
-}
+namespace cmath = kernels::cmath;  // libm's exp / tanh in the compute type (f32 or f64)
 
 // The score of one (query, key) pair from its dot product, and d score / d dot (the backward).
 template <class C> struct ScoreRule {
@@ -40,7 +36,7 @@ template <class C> struct ScoreRule {
     C s = dot * scale;
     C d = scale;
     if (softcap > C(0)) {
-      const C t = ctanh(s / softcap);
+      const C t = cmath::tanh(s / softcap);
       s = softcap * t;
       d = scale * (C(1) - t * t);
     }
@@ -84,8 +80,8 @@ __global__ void __launch_bounds__(kWarps * 32) rowwise_fwd_kernel(Geometry g, Po
     if (j < hi) sc = rule(dot_row(qs[w], row_ptr<T>(p.k, b, s.k_begin + j, hk), g.d), i + s.off, j);
     const C mn = kernels::cmax(m, kernels::group_max<32>(sc));
     if (mn == kernels::ninf<C>()) continue;
-    const C corr = cexp(m - mn);
-    const C pj = cexp(sc - mn);
+    const C corr = cmath::exp(m - mn);
+    const C pj = cmath::exp(sc - mn);
     l = l * corr + kernels::warp_sum(pj);
 #pragma unroll
     for (int t = 0; t < kPerLane; ++t) acc[t] *= corr;
@@ -102,8 +98,8 @@ __global__ void __launch_bounds__(kWarps * 32) rowwise_fwd_kernel(Geometry g, Po
   if (g.sinks) {
     const C sink = sink_of<C>(g, p, h);
     const C mn = kernels::cmax(m, sink);
-    const C corr = m == kernels::ninf<C>() ? C(0) : cexp(m - mn);
-    l = l * corr + cexp(sink - mn);
+    const C corr = m == kernels::ninf<C>() ? C(0) : cmath::exp(m - mn);
+    l = l * corr + cmath::exp(sink - mn);
 #pragma unroll
     for (int t = 0; t < kPerLane; ++t) acc[t] *= corr;
     m = mn;
@@ -135,7 +131,7 @@ __global__ void __launch_bounds__(kWarps * 32) rowwise_delta_kernel(Geometry g, 
 
 // p and d(score) of one visible pair, from the saved lse (a row with lse = -inf saw nothing).
 template <class C> __device__ __forceinline__ C prob(C score, C lse) {
-  return lse == kernels::ninf<C>() ? C(0) : cexp(score - lse);
+  return lse == kernels::ninf<C>() ? C(0) : cmath::exp(score - lse);
 }
 
 template <class T>

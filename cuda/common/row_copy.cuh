@@ -1,10 +1,12 @@
 // Row-gather building blocks (embedding rows, MoE token permutation): a group of tpr threads per
-// row (the row's vectors rounded up to a power of two, at most a warp), W-byte words, four loads in
-// flight per thread, read through the read-only path.
+// row (the row's vectors rounded up to a power of two, at most a warp), W-byte words, several loads
+// in flight per thread (through shared memory for 16-byte words, else four in registers).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "common/async_copy.cuh"
 
 namespace baracuda::kernels {
 
@@ -35,9 +37,35 @@ __device__ __forceinline__ RowLane row_lane(int tpr_log2) {
           tpr};
 }
 
+// 16-byte words go through a ring of shared memory slots (cp.async), kStagedWords reads out per thread
+// without holding them in registers: 2-4% faster than four in registers on the embedding rows (8 or 12
+// slots alike; tools/probe, docs/benchmarks.md, Embedding). Blocks of at most kStagedThreads threads.
+constexpr int kStagedWords = 8;
+constexpr int kStagedThreads = 256;
+
 // dst[v] = src[v] for the words v = lane, lane + tpr, ... below nvec.
 template <int W>
 __device__ __forceinline__ void copy_words(void* dst_row, const void* src_row, int64_t nvec, int lane, int tpr) {
+  if constexpr (W == 16) {
+    __shared__ uint4 ring[kStagedWords][kStagedThreads];
+    uint4* __restrict__ dst = static_cast<uint4*>(dst_row);
+    const uint4* __restrict__ src = static_cast<const uint4*>(src_row);
+    int64_t vi = lane;
+#pragma unroll
+    for (int u = 0; u < kStagedWords; ++u, vi += tpr) {
+      if (vi < nvec) cp_async16(&ring[u][threadIdx.x], src + vi);
+      cp_async_commit();
+    }
+    int slot = 0;
+    for (int64_t vo = lane; vo < nvec; vo += tpr, vi += tpr) {
+      cp_async_wait<kStagedWords - 1>();
+      dst[vo] = ring[slot][threadIdx.x];
+      if (vi < nvec) cp_async16(&ring[slot][threadIdx.x], src + vi);
+      cp_async_commit();
+      slot = slot + 1 == kStagedWords ? 0 : slot + 1;
+    }
+    return;
+  }
   using Word = typename WordOf<W>::type;
   constexpr int kInFlight = 4;
   Word* __restrict__ dst = static_cast<Word*>(dst_row);

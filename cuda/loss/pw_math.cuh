@@ -10,31 +10,16 @@
 #include <limits>
 
 #include "common/cuda_check.h"
+#include "common/compute_math.cuh"
 #include "common/dtype_traits.cuh"
 #include "loss/loss_common.cuh"
 #include "loss/loss_launch.h"
 
 namespace baracuda::loss::detail {
 
-constexpr int kPwUnroll = 4;
+namespace cmath = kernels::cmath;
 
-template <class A> __device__ __forceinline__ A xlog1p(A v) {
-  if constexpr (std::is_same_v<A, double>) return log1p(v);
-  else return log1pf(v);
-}
-template <class A> __device__ __forceinline__ A xabs(A v) {
-  if constexpr (std::is_same_v<A, double>) return fabs(v);
-  else return fabsf(v);
-}
-template <class A> __device__ __forceinline__ A ex(A v) {
-  if constexpr (std::is_same_v<A, double>) return exp(v);
-  else return expf(v);
-}
-// max(v, 0) that keeps NaN (torch's clamp_min).
-template <class A> __device__ __forceinline__ A relu_nan(A v) { return v > A(0) ? v : (v != v ? v : A(0)); }
-template <class A> __device__ __forceinline__ A sgn(A v) {
-  return v > A(0) ? A(1) : (v < A(0) ? A(-1) : (v != v ? v : A(0)));
-}
+constexpr int kPwUnroll = 4;
 
 // Per-element offsets of the six operand slots for broadcast-shape index i (row-major).
 __device__ __forceinline__ void pw_offsets(const PwLaunch& L, int64_t i, int64_t (&off)[6]) {
@@ -95,33 +80,33 @@ template <PwKind K, class A> __device__ __forceinline__ A pw_value_k(const PwLau
       const A x = a - b;
       return x * x;
     }
-    case PwKind::L1: return xabs(a - b);
+    case PwKind::L1: return cmath::abs(a - b);
     case PwKind::Huber: {
-      const A z = xabs(a - b);
+      const A z = cmath::abs(a - b);
       return z < p0 ? A(0.5) * z * z : p0 * (z - A(0.5) * p0);
     }
     case PwKind::SmoothL1: {
-      const A z = xabs(a - b);
+      const A z = cmath::abs(a - b);
       if (p0 == A(0)) return z;
       return z < p0 ? A(0.5) * z * z / p0 : z - A(0.5) * p0;
     }
     case PwKind::Bce: {  // c: weight (1 when absent); logs clamped at -100 as torch
-      const A l1 = cmax(xlog(a), A(-100)), l0 = cmax(xlog1p(-a), A(-100));
+      const A l1 = cmax(xlog(a), A(-100)), l0 = cmax(cmath::log1p(-a), A(-100));
       const A v = (b - A(1)) * l0 - b * l1;
       return (a != a) ? a : c * v;  // cmax drops NaN: keep a NaN input
     }
     case PwKind::BceLogits: {  // c: weight, d: pos_weight (1 when absent)
       const A lw = L.d ? (d - A(1)) * b + A(1) : A(1);
-      const A sp = xlog1p(ex(-xabs(a))) + relu_nan(-a);  // softplus(-a)
+      const A sp = cmath::log1p(cmath::exp(-cmath::abs(a))) + cmath::relu_nan(-a);  // softplus(-a)
       return c * ((A(1) - b) * a + lw * sp);
     }
     case PwKind::KlDiv: {  // a: log-probabilities; b: probabilities (log-probabilities with log_target)
-      if (L.f0) return ex(b) * (b - a);
+      if (L.f0) return cmath::exp(b) * (b - a);
       const A xl = (b == A(0)) ? A(0) : b * xlog(b);
       return xl - b * a;
     }
     case PwKind::PoissonNll: {  // f0: log_input, f1: full, p0: eps
-      A v = L.f0 ? ex(a) - b * a : a - b * xlog(a + p0);
+      A v = L.f0 ? cmath::exp(a) - b * a : a - b * xlog(a + p0);
       if (L.f1 && b > A(1)) v += b * xlog(b) - b + A(0.5) * xlog(A(2) * A(3.14159265358979323846) * b);
       return v;
     }
@@ -132,13 +117,13 @@ template <PwKind K, class A> __device__ __forceinline__ A pw_value_k(const PwLau
       if (L.f1) v += A(0.5) * xlog(A(2) * A(3.14159265358979323846));
       return v;
     }
-    case PwKind::MarginRanking: return relu_nan(-b * (a - c) + p0);  // c: input2, b: target
+    case PwKind::MarginRanking: return cmath::relu_nan(-b * (a - c) + p0);  // c: input2, b: target
     case PwKind::HingeEmbedding: {
-      const A m = b != A(1) ? relu_nan(p0 - a) : A(0);
+      const A m = b != A(1) ? cmath::relu_nan(p0 - a) : A(0);
       const A s = b != A(-1) ? a : A(0);
       return m + s;
     }
-    case PwKind::SoftMargin: return xlog1p(ex(-b * a));
+    case PwKind::SoftMargin: return cmath::log1p(cmath::exp(-b * a));
   }
   return A(0);
 }
@@ -148,14 +133,14 @@ template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_k(const PwLau
   const A p0 = A(L.p0);
   switch (K) {
     case PwKind::Mse: return A(2) * (a - b);
-    case PwKind::L1: return sgn(a - b);
+    case PwKind::L1: return cmath::sgn(a - b);
     case PwKind::Huber: {
       const A x = a - b;
       return x <= -p0 ? -p0 : (x >= p0 ? p0 : x);
     }
     case PwKind::SmoothL1: {
       const A x = a - b;
-      if (p0 == A(0)) return sgn(x);
+      if (p0 == A(0)) return cmath::sgn(x);
       return x <= -p0 ? A(-1) : (x >= p0 ? A(1) : x / p0);
     }
     case PwKind::Bce: {
@@ -164,11 +149,11 @@ template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_k(const PwLau
     }
     case PwKind::BceLogits: {
       const A lw = L.d ? (d - A(1)) * b + A(1) : A(1);
-      const A sig_neg = A(1) / (A(1) + ex(a));  // sigmoid(-a)
+      const A sig_neg = A(1) / (A(1) + cmath::exp(a));  // sigmoid(-a)
       return c * ((A(1) - b) - lw * sig_neg);
     }
-    case PwKind::KlDiv: return L.f0 ? -ex(b) : -b;
-    case PwKind::PoissonNll: return L.f0 ? ex(a) - b : A(1) - b / (a + p0);
+    case PwKind::KlDiv: return L.f0 ? -cmath::exp(b) : -b;
+    case PwKind::PoissonNll: return L.f0 ? cmath::exp(a) - b : A(1) - b / (a + p0);
     case PwKind::GaussianNll: {
       const A var = c < p0 ? p0 : c;
       return (a - b) / var;
@@ -186,7 +171,7 @@ template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_k(const PwLau
       return g;
     }
     case PwKind::SoftMargin: {
-      const A z = ex(-b * a);
+      const A z = cmath::exp(-b * a);
       return -b * z / (A(1) + z);
     }
   }
@@ -201,14 +186,14 @@ template <PwKind K, class A> __device__ __forceinline__ A pw_deriv_b_k(const PwL
     case PwKind::L1:
     case PwKind::Huber:
     case PwKind::SmoothL1: return -pw_deriv_k<K, A>(L, a, b, c, d);  // odd in a - b (ties included)
-    case PwKind::Bce: return (a != a) ? a : -c * (xlog(a) - xlog1p(-a));  // -w logit(a), unclamped (torch)
+    case PwKind::Bce: return (a != a) ? a : -c * (xlog(a) - cmath::log1p(-a));  // -w logit(a), unclamped (torch)
     case PwKind::BceLogits: {
-      const A sp = xlog1p(ex(-xabs(a))) + relu_nan(-a);  // softplus(-a)
+      const A sp = cmath::log1p(cmath::exp(-cmath::abs(a))) + cmath::relu_nan(-a);  // softplus(-a)
       return c * ((L.d ? d - A(1) : A(0)) * sp - a);
     }
     case PwKind::KlDiv:  // log_target: exp(b) (b - a + 1); else log(b) + 1 - a (b = 0: 0 / 0 = NaN, as
                          // torch's xlogy gradient)
-      if (L.f0) return ex(b) * (b - a + A(1));
+      if (L.f0) return cmath::exp(b) * (b - a + A(1));
       return b == A(0) ? qnan<A>() : xlog(b) + A(1) - a;
     case PwKind::PoissonNll: {
       A g = L.f0 ? -a : -xlog(a + A(L.p0));

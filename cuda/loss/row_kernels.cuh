@@ -25,42 +25,18 @@
 #include <limits>
 
 #include "common/cuda_check.h"
+#include "common/compute_math.cuh"
 #include "common/dtype_traits.cuh"
 #include "loss/loss_common.cuh"
 #include "loss/row_launch.h"
 
 namespace baracuda::loss::detail {
 
-template <class A> __device__ __forceinline__ A r_abs(A v) {
-  if constexpr (std::is_same_v<A, double>) return fabs(v);
-  else return fabsf(v);
-}
-template <class A> __device__ __forceinline__ A r_exp(A v) {
-  if constexpr (std::is_same_v<A, double>) return exp(v);
-  else return expf(v);
-}
-template <class A> __device__ __forceinline__ A r_log1p(A v) {
-  if constexpr (std::is_same_v<A, double>) return log1p(v);
-  else return log1pf(v);
-}
-template <class A> __device__ __forceinline__ A r_sqrt(A v) {
-  if constexpr (std::is_same_v<A, double>) return sqrt(v);
-  else return sqrtf(v);
-}
-template <class A> __device__ __forceinline__ A r_pow(A v, A e) {
-  if constexpr (std::is_same_v<A, double>) return pow(v, e);
-  else return powf(v, e);
-}
-// max(v, 0) that keeps NaN (torch's clamp_min).
-template <class A> __device__ __forceinline__ A r_relu(A v) { return v > A(0) ? v : (v != v ? v : A(0)); }
-template <class A> __device__ __forceinline__ A r_sgn(A v) {
-  return v > A(0) ? A(1) : (v < A(0) ? A(-1) : (v != v ? v : A(0)));
-}
-// softplus(v) = log(1 + exp(v)), stably.
-template <class A> __device__ __forceinline__ A r_softplus(A v) { return r_log1p(r_exp(-r_abs(v))) + r_relu(v); }
+namespace cmath = kernels::cmath;
+
 template <class A> __device__ __forceinline__ A r_sigmoid(A v) {
-  if (v >= A(0)) return A(1) / (A(1) + r_exp(-v));
-  const A e = r_exp(v);
+  if (v >= A(0)) return A(1) / (A(1) + cmath::exp(-v));
+  const A e = cmath::exp(v);
   return e / (A(1) + e);
 }
 
@@ -190,12 +166,12 @@ __device__ void row_cosine(const RowLaunch& L, int64_t i, int lane, acc_of<T>* s
   dot = group_sum<G>(dot, sh);
   m1 = group_sum<G>(m1, sh) + A(L.eps);
   m2 = group_sum<G>(m2, sh) + A(L.eps);
-  const A denom = r_sqrt(m1 * m2);
+  const A denom = cmath::sqrt(m1 * m2);
   const A cosv = dot / denom;
   const A y = row_value<T>(L, i * L.t_rs);
   const A margin = A(L.margin);
   if constexpr (!B) {
-    const A loss = (y == A(1) ? A(1) - cosv : A(0)) + (y == A(-1) ? r_relu(cosv - margin) : A(0));
+    const A loss = (y == A(1) ? A(1) - cosv : A(0)) + (y == A(-1) ? cmath::relu_nan(cosv - margin) : A(0));
     if (lane == 0) row_put_loss<T>(L, i, loss);
     return;
   }
@@ -287,7 +263,7 @@ __device__ void row_multilabel_soft(const RowLaunch& L, int64_t i, int lane, acc
         gx[j] = gs * wj * (r_sigmoid(x) - t);
         gt[j] = -gs * wj * x;
       } else if (in) {
-        s += wj * (t * r_softplus(-x) + (A(1) - t) * r_softplus(x));
+        s += wj * (t * cmath::softplus(-x) + (A(1) - t) * cmath::softplus(x));
       }
     }
     if (B && L.want[0]) row_st<T, V>(L, 0, i, c0, gx);
@@ -303,20 +279,20 @@ __device__ void row_multilabel_soft(const RowLaunch& L, int64_t i, int lane, acc
 // loss = max(margin + d_ap - d_an, 0). The norm's derivative as torch's norm backward.
 template <class A> __device__ __forceinline__ A norm_term(A v, A p) {
   if (p == A(2)) return v * v;
-  if (p == A(1)) return r_abs(v);
-  return r_pow(r_abs(v), p);
+  if (p == A(1)) return cmath::abs(v);
+  return cmath::pow(cmath::abs(v), p);
 }
 template <class A> __device__ __forceinline__ A norm_root(A s, A p) {
-  if (p == A(2)) return r_sqrt(s);
+  if (p == A(2)) return cmath::sqrt(s);
   if (p == A(1)) return s;
-  return r_pow(s, A(1) / p);
+  return cmath::pow(s, A(1) / p);
 }
 // d ||v||_p / d v_k for the norm `nrm` of v.
 template <class A> __device__ __forceinline__ A norm_deriv(A vk, A nrm, A p) {
   if (p == A(2)) return nrm == A(0) ? A(0) : vk / nrm;
-  if (p == A(1)) return r_sgn(vk);
-  if (p < A(1)) return vk == A(0) ? A(0) : r_sgn(vk) * r_pow(r_abs(vk), p - A(1)) * r_pow(nrm, A(1) - p);
-  return nrm == A(0) ? A(0) : r_sgn(vk) * r_pow(r_abs(vk), p - A(1)) / r_pow(nrm, p - A(1));
+  if (p == A(1)) return cmath::sgn(vk);
+  if (p < A(1)) return vk == A(0) ? A(0) : cmath::sgn(vk) * cmath::pow(cmath::abs(vk), p - A(1)) * cmath::pow(nrm, A(1) - p);
+  return nrm == A(0) ? A(0) : cmath::sgn(vk) * cmath::pow(cmath::abs(vk), p - A(1)) / cmath::pow(nrm, p - A(1));
 }
 
 template <class T, int V, int G, bool B>
@@ -340,7 +316,7 @@ __device__ void row_triplet(const RowLaunch& L, int64_t i, int lane, acc_of<T>* 
   const A dneg = !L.swap ? dn : dn != dn ? dn : ds != ds ? ds : ds < dn ? ds : dn;  // NaN propagates
   const A v = A(L.margin) + dp - dneg;
   if constexpr (!B) {
-    if (lane == 0) row_put_loss<T>(L, i, r_relu(v));
+    if (lane == 0) row_put_loss<T>(L, i, cmath::relu_nan(v));
     return;
   }
   const A gr = row_grad_scale<T>(L, i) * (v >= A(0) ? A(1) : A(0));

@@ -1,7 +1,8 @@
 // RoPE: a block takes a run of consecutive tokens, and each of its threads one fixed item of a token
 // (16 bytes of both halves of a pair set of one q or k head, or 16 bytes of v for its cache): the item's
-// role and offsets are decoded once, then the thread walks the block's tokens, kTokensInFlight reads
-// out before the first store. The first reads go out before the block computes each token's angles
+// role and offsets are decoded once, then the thread walks the block's tokens, several tokens' reads
+// out ahead of its stores (16-byte accesses through a ring in shared memory, element accesses in
+// registers). The first reads go out before the block computes each token's angles
 // into shared memory (shared by every head of q and k). With a paged KV cache the rotated k also goes
 // to the token's slot and v is copied to its own. Items past one block's threads take more blocks
 // (grid.y), each over the same tokens.
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include "baracuda/errors.h"
+#include "common/async_copy.cuh"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
@@ -22,10 +24,15 @@ namespace {
 
 
 constexpr int kThreads = 256;
-// A thread's reads out before its first store, and the register cap (blocks of kThreads per SM):
-// three blocks of two tokens in flight beat two of four (tools/probe; docs/benchmarks.md, RoPE).
+// Element accesses (unaligned rows): a thread's reads out in registers before its first store, and
+// the register cap (blocks of kThreads per SM): three blocks of two tokens in flight beat two of four.
 constexpr int kTokensInFlight = 2;
 constexpr int kMinBlocksPerSm = 3;
+// 16-byte accesses go through shared memory by cp.async instead: a thread has kStagedTokens tokens'
+// reads out at once without holding them in registers (a ring of slots), four blocks per SM; 4:4
+// beat 8:3, 6:4, 3:5 and 2:6 (tools/probe; docs/benchmarks.md, RoPE).
+constexpr int kStagedTokens = 4;
+constexpr int kStagedMinBlocksPerSm = 4;
 constexpr int kMaxTokensPerBlock = 16;
 // The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
@@ -112,10 +119,13 @@ struct TokenCursor {
 };
 
 template <class T, bool WIDE, bool GPTJ>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const Geometry g, const Pointers p, int tpb) {
+__global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinBlocksPerSm) rope_kernel(const Geometry g, const Pointers p, int tpb) {
   constexpr int W = access_width<T, WIDE, GPTJ>();
   constexpr int VW = 16 / int(sizeof(T));
   extern __shared__ float2 angle[];  // [tpb][half]: (cos, sin), sin already negated for the inverse
+  // WIDE: then the ring [kStagedTokens][2][blockDim.x] of 16-byte reads (a thread's first and second
+  // access of a token; 16-byte strides across threads: no bank conflicts)
+  uint4* const ring = reinterpret_cast<uint4*>(angle + ((tpb * (g.rotary_dim / 2) + 1) & ~1));
   __shared__ int64_t tok_page[kMaxTokensPerBlock], tok_row[kMaxTokensPerBlock];  // cache slot (page -1: none)
   const int half = g.rotary_dim / 2;
   const int64_t tokens = g.batch * g.seq;
@@ -174,11 +184,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const G
       }
     }
   };
-  auto finish = [&](int t0) {
-#pragma unroll
-    for (int u = 0; u < kTokensInFlight; ++u) {
-      const int t = t0 + u;
-      if (o < 0 || t >= ntok) break;
+  // Token t's item from the registers of slot u: rotated (or v copied) and stored.
+  auto finish_token = [&](int u, int t) {
+    {
       const TokenCursor at = cur_out;
       cur_out.next();
       T* out = out_base + at.b * x.out_batch + at.s * x.out_seq;
@@ -187,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const G
       T* dst = cached && !fp8 ? static_cast<T*>(x.paged) + coff : nullptr;
       unsigned char* dst8 = cached && fp8 ? static_cast<unsigned char*>(x.paged) + coff : nullptr;
       if (o == 2) {  // v: to its cache only, its bits as they are (or quantized)
-        if (!cached) continue;
+        if (!cached) return;
         if (fp8) {
           if (g.v_wide) {
             float vv[VW];
@@ -203,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const G
         } else {
           *dst = in_base[at.b * x.in_batch + at.s * x.in_seq];
         }
-        continue;
+        return;
       }
       const float2* ang = angle + t * half;
       float r1[W], r2[W];
@@ -234,12 +242,47 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const G
       }
     }
   };
+  auto finish = [&](int t0) {
+#pragma unroll
+    for (int u = 0; u < kTokensInFlight; ++u) {
+      if (o < 0 || t0 + u >= ntok) break;
+      finish_token(u, t0 + u);
+    }
+  };
+  // WIDE: token t's reads into ring slot t % kStagedTokens (one commit group per token, empty past
+  // the group's tokens, so that a constant wait finds token t's group done).
+  auto stage = [&](int t) {
+    if (o >= 0 && t < ntok) {
+      const T* in = in_base + cur.b * x.in_batch + cur.s * x.in_seq;
+      cur.next();
+      uint4* slot = ring + (t % kStagedTokens) * 2 * blockDim.x + threadIdx.x;
+      if (o != 2) {
+        kernels::cp_async16(slot, in);
+        if constexpr (!GPTJ) kernels::cp_async16(slot + blockDim.x, in + half);
+      } else if (g.v_wide) {
+        kernels::cp_async16(slot, in);
+      }
+    }
+    kernels::cp_async_commit();
+  };
+  auto unstage = [&](int t) {
+    if constexpr (WIDE) {
+      const uint4* slot = ring + (t % kStagedTokens) * 2 * blockDim.x + threadIdx.x;
+      a[0].u = slot[0];
+      if constexpr (!GPTJ) a2[0].u = slot[blockDim.x];
+    }
+  };
   for (tok0 = int64_t(blockIdx.x) * tpb; tok0 < tokens; tok0 += int64_t(gridDim.x) * tpb) {
     ntok = int(tokens - tok0 < tpb ? tokens - tok0 : tpb);
     cur = TokenCursor(tok0, g.seq);
     cur_out = cur;
     // The first tokens' reads go out before the angles are computed: they do not depend on them.
-    load(0);
+    if constexpr (WIDE) {
+#pragma unroll
+      for (int t = 0; t < kStagedTokens; ++t) stage(t);
+    } else {
+      load(0);
+    }
 
     for (int i = threadIdx.x; i < ntok * half; i += blockDim.x) {
       const int t = i / half, j = i - t * half;
@@ -272,10 +315,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) rope_kernel(const G
       tok_row[threadIdx.x] = real ? row : 0;
     }
     __syncthreads();
-    finish(0);
-    for (int t0 = kTokensInFlight; t0 < ntok; t0 += kTokensInFlight) {
-      load(t0);
-      finish(t0);
+    if constexpr (WIDE) {
+      for (int t = 0; t < ntok; ++t) {
+        kernels::cp_async_wait<kStagedTokens - 1>();
+        if (o >= 0) {
+          unstage(t);
+          finish_token(0, t);
+        }
+        stage(t + kStagedTokens);
+      }
+    } else {
+      finish(0);
+      for (int t0 = kTokensInFlight; t0 < ntok; t0 += kTokensInFlight) {
+        load(t0);
+        finish(t0);
+      }
     }
 
     if (g.rotary_dim < g.head_dim && blockIdx.y == 0) {  // the pass-through part, when out of place or cached
@@ -328,11 +382,13 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   const int tpb = g.tokens_per_block > 0 ? std::min(g.tokens_per_block, kMaxTokensPerBlock)
                                          : int(std::clamp<int64_t>(tokens * ny / 264, 1, kDefaultTokensPerBlock));
   const int64_t groups = (tokens + tpb - 1) / tpb;
-  const size_t smem = size_t(tpb) * half * sizeof(float2);
+  const size_t smem = size_t((tpb * half + 1) & ~1) * sizeof(float2) +
+                      (g.wide ? size_t(kStagedTokens) * 2 * threads * sizeof(uint4) : 0);
   auto st = static_cast<cudaStream_t>(stream);
   auto go = [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto launch = [&](auto kernel) {
+      allow_dynamic_smem(kernel, smem, "rope shared memory");
       int64_t gx = groups;
       if (g.persistent) {
         int dev = 0, sms = 0, per_sm = 0;

@@ -8,21 +8,19 @@
 // Half types compute in f32 with the f32 noise, f64 in f64 with the f64 noise. A row with NaN,
 // +inf, or only -inf gives NaN (soft and hard), like softmax.
 #pragma once
+#include "common/compute_math.cuh"
 #include "common/philox.cuh"
 #include "softmax/rowops_common.cuh"
 
 namespace baracuda::softmax::rowops {
 
-template <class C> __device__ __forceinline__ C xexp(C v) {
-  if constexpr (std::is_same_v<C, double>) return exp(v);
-  else return expf(v);
-}
+namespace cmath = kernels::cmath;
 
 // exp(z - m) of an element, capped at 1 (libm exp is not correctly rounded: exp of a tiny negative
 // could exceed 1, and the rounded maximum of y_soft must be the one at z == m). -inf gives 0.
 template <class C> __device__ __forceinline__ C gexp(C z, C m) {
   if (z == ninf<C>()) return C(0);
-  const C e = xexp(z - m);
+  const C e = cmath::exp(z - m);
   return e > C(1) ? C(1) : e;  // NaN stays NaN
 }
 
@@ -30,16 +28,16 @@ template <class C> __device__ __forceinline__ C gexp(C z, C m) {
 // A NaN z poisons the sum; +inf makes the max +inf (the row is NaN below); padding is (-inf, 0).
 template <class C> __device__ __forceinline__ void online_add(C& m, C& s, C z) {
   if (z > m) {
-    s = s * xexp(m - z) + C(1);  // m = -inf: s * 0 + 1
+    s = s * cmath::exp(m - z) + C(1);  // m = -inf: s * 0 + 1
     m = z;
   } else if (z != ninf<C>()) {
-    s += xexp(z - m);
+    s += cmath::exp(z - m);
   }
 }
 template <class C> __device__ __forceinline__ void combine(C& m, C& s, C m2, C s2) {
   const C mm = m > m2 ? m : m2;
-  const C a = m == mm ? C(1) : xexp(m - mm);
-  const C b = m2 == mm ? C(1) : xexp(m2 - mm);
+  const C a = m == mm ? C(1) : cmath::exp(m - mm);
+  const C b = m2 == mm ? C(1) : cmath::exp(m2 - mm);
   s = s * a + s2 * b;
   m = mm;
 }

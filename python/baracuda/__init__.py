@@ -71,7 +71,7 @@ from ._softmax import FUNCTIONS as _SOFTMAX_FUNCTIONS  # noqa: E402
 
 _OPS.update(_SOFTMAX_FUNCTIONS)
 
-from ._C import LossDescriptor, LossPlan  # noqa: F401,E402
+from ._C import CrossEntropyLossDescriptor, PointwiseLossDescriptor, RowLossDescriptor, LossPlan  # noqa: F401,E402
 from ._C import CtcLossDescriptor, CtcLossPlan  # noqa: F401,E402
 from ._loss import FUNCTIONS as _LOSS_FUNCTIONS  # noqa: E402
 from ._loss_ctc import FUNCTIONS as _CTC_FUNCTIONS  # noqa: E402

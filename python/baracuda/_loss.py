@@ -49,9 +49,9 @@ def _plan(op, logits, target, weight, reduction, ignore_index, label_smoothing, 
            _key(logits, target, weight, grad_input))
 
     def make():
-        d = _C.LossDescriptor(op, _spec(logits), _spec(target), None if weight is None else _spec(weight),
-                              reduction, int(ignore_index), float(label_smoothing), bool(with_grad),
-                              grad_loss is not None, None if grad_input is None else _spec(grad_input))
+        d = _C.CrossEntropyLossDescriptor(op, _spec(logits), _spec(target), None if weight is None else _spec(weight),
+                                          reduction, int(ignore_index), float(label_smoothing), bool(with_grad),
+                                          grad_loss is not None, None if grad_input is None else _spec(grad_input))
         return _C.LossPlan.select(d)
 
     return _CACHE.get(key, make)
@@ -166,12 +166,16 @@ def _gen_plan(op, input, target, weight, extra, reduction, param, log_target, lo
            _key(input, target, weight, grad_out, grad_input, *extra), tuple(wrt), _key(*grads))
 
     def make():
-        d = _C.LossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
-                              reduction, int(ignore_index), 0.0, False, grad_out is not None,
-                              None if grad_input is None else _spec(grad_input), [_spec(e) for e in extra],
-                              float(param), bool(log_target), bool(log_input), bool(full),
-                              None if grad_out is None else _spec(grad_out), wrt=list(wrt),
-                              grads=[_spec(g) for g in grads])
+        w = None if weight is None else _spec(weight)
+        gl = None if grad_out is None else _spec(grad_out)
+        gi = None if grad_input is None else _spec(grad_input)
+        if op.startswith("nll_loss"):
+            d = _C.CrossEntropyLossDescriptor(op, _spec(input), _spec(target), w, reduction, int(ignore_index),
+                                              grad_input=gi, grad_loss=gl)
+        else:
+            d = _C.PointwiseLossDescriptor(op, _spec(input), _spec(target), w, [_spec(e) for e in extra], reduction,
+                                           float(param), bool(log_target), bool(log_input), bool(full), gl, gi,
+                                           wrt=list(wrt), grads=[_spec(g) for g in grads])
         return _C.LossPlan.select(d)
 
     return _CACHE.get(key, make)
@@ -482,11 +486,10 @@ def _row_plan(op, input, target, weight, extra, reduction, margin, p, eps, swap,
            _key(input, target, weight, grad_out, *extra), _key(*grads))
 
     def make():
-        d = _C.LossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
-                              reduction, -100, 0.0, False, grad_out is not None, None, [_spec(e) for e in extra],
-                              float(margin), False, True, False, None if grad_out is None else _spec(grad_out),
-                              p=float(p), eps=float(eps), swap=bool(swap), wrt=list(wrt),
-                              grads=[_spec(g) for g in grads])
+        d = _C.RowLossDescriptor(op, _spec(input), _spec(target), None if weight is None else _spec(weight),
+                                 [_spec(e) for e in extra], reduction, float(margin), float(p), float(eps), bool(swap),
+                                 None if grad_out is None else _spec(grad_out), wrt=list(wrt),
+                                 grads=[_spec(g) for g in grads])
         return _C.LossPlan.select(d)
 
     return _CACHE.get(key, make)

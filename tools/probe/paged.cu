@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -95,9 +96,12 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
   g.q_batch = g.out_batch = int64_t(c.hq) * D;
   g.q_token = g.out_token = int64_t(c.hq) * D;
   g.q_head = g.out_head = D;
+  // the caches' layout: [pages, page_size, Hkv, D], or heads first ([pages, Hkv, page_size, D]) when the
+  // environment has PAGED_HEADS_FIRST=1
+  const bool heads_first = std::getenv("PAGED_HEADS_FIRST") && std::getenv("PAGED_HEADS_FIRST")[0] == '1';
   g.k_page = g.v_page = int64_t(ps) * c.hkv * D;
-  g.k_slot = g.v_slot = int64_t(c.hkv) * D;
-  g.k_head = g.v_head = D;
+  g.k_slot = g.v_slot = heads_first ? D : int64_t(c.hkv) * D;
+  g.k_head = g.v_head = heads_first ? int64_t(ps) * D : D;
   g.table_row = max_pages;
   g.table_col = 1;
   g.seq_lens_stride = 1;
@@ -137,7 +141,8 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
     append(out.data(), out.size() * 2);
   }
   auto kv_at = [&](uint32_t seed, int b, int j, int h, int e) {
-    const size_t i = (size_t(table[size_t(b) * max_pages + j / ps]) * ps + j % ps) * c.hkv * D + size_t(h) * D + e;
+    const size_t page = size_t(table[size_t(b) * max_pages + j / ps]);
+    const size_t i = heads_first ? ((page * c.hkv + h) * ps + j % ps) * D + e : (page * ps + j % ps) * c.hkv * D + size_t(h) * D + e;
     return stored<KV>(i, seed);
   };
   double max_err = 0;
@@ -188,6 +193,7 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
 int main() {
   const probe::Setup s = probe::setup();
   std::mt19937 rng(11);
+  if (std::getenv("PAGED_HEADS_FIRST")) std::printf("caches heads first: [pages, Hkv, page_size, D]\n");
   // the bench's rows, with the splits select gives them on an H200 (docs/benchmarks.md, paged decode)
   run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", 32, 8192, 32, 8, 1}, s, rng);
   run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", 64, 8192, 32, 8, 4}, s, rng);

@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     o.paged_head = d;
   };
   for (int append = 0; append < 2; ++append) {
-    for (int tpb : {8, 16}) {
+    for (int tpb : {4, 8, 16}) {
       rope::Pointers p;
       p.x[0] = operand(0, hq);
       p.x[1] = operand(hq, hkv);

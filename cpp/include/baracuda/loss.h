@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "baracuda/plan.h"
@@ -50,45 +51,95 @@
 
 namespace baracuda {
 
-struct LossDescriptor {
-  std::string op;               // "cross_entropy" | "cross_entropy_backward"
-  TensorSpec input;             // logits [N, V]; unit stride along V
-  TensorSpec target;            // [N] int64 or int32
+// A loss is described by the descriptor of its kind (the three below, and CtcLossDescriptor); each
+// holds only what its kind reads. "<op>_backward" of each describes the gradient (see above).
+
+// cross_entropy over logits [N, V] and nll_loss over log-probabilities [N, C]; class-index targets.
+struct CrossEntropyLossDescriptor {
+  std::string op = "cross_entropy";  // cross_entropy | cross_entropy_backward | nll_loss | nll_loss_backward
+  TensorSpec input;                  // [N, V] (cross_entropy: unit stride along V)
+  TensorSpec target;                 // [N] int64 or int32
   bool has_weight = false;
-  TensorSpec weight;            // [V], logits dtype
-  std::string reduction = "mean";  // "none" | "mean" | "sum"
+  TensorSpec weight;                 // [V], input's dtype
+  std::string reduction = "mean";    // "none" | "mean" | "sum"
   int64_t ignore_index = -100;
-  double label_smoothing = 0.0;
-  bool with_grad = false;       // cross_entropy: also write grad_input in the same call
-  bool has_grad_loss = false;   // upstream gradient given ([] for mean / sum, [N] for none); else 1
-  TensorSpec grad_input;        // spec of the gradient output (with_grad / backward): [N, V], logits dtype
-  // Pointwise losses (see the table above).
-  std::vector<TensorSpec> extra;  // pos_weight / var / input2
-  double param = 0.0;             // delta, beta, margin or eps
-  bool log_target = false;        // kl_div
-  bool log_input = true;          // poisson_nll_loss
-  bool full = false;              // poisson_nll_loss, gaussian_nll_loss
-  TensorSpec grad_loss;           // pointwise / nll backward: spec of grad_loss ([] for mean / sum)
-  // Row losses (param is the margin).
-  double p = 2.0;                 // multi_margin_loss: 1 or 2; triplet_margin_loss: the norm degree
-  double eps = 1e-6;              // triplet_margin_loss
-  bool swap = false;              // triplet_margin_loss
-  // Backward: the operands to differentiate, by name (empty: {"input"}), and the spec of each
-  // gradient in the same order (empty: grad_input for {"input"}; else each operand's shape and
-  // dtype, contiguous).
-  std::vector<std::string> wrt;
-  std::vector<TensorSpec> grads;
-  bool operator==(const LossDescriptor& o) const {
+  double label_smoothing = 0.0;      // cross_entropy
+  bool with_grad = false;            // cross_entropy: also write grad_input in the same call
+  bool has_grad_loss = false;        // upstream gradient given ([] for mean / sum, [N] for none); else 1
+  TensorSpec grad_loss;              // nll_loss_backward: its spec ([] for mean / sum)
+  TensorSpec grad_input;             // with_grad / backward: [N, V], input's dtype
+  bool operator==(const CrossEntropyLossDescriptor& o) const {
     return op == o.op && input == o.input && target == o.target && has_weight == o.has_weight &&
            (!has_weight || weight == o.weight) && reduction == o.reduction && ignore_index == o.ignore_index &&
            label_smoothing == o.label_smoothing && with_grad == o.with_grad && has_grad_loss == o.has_grad_loss &&
-           ((!with_grad && op == "cross_entropy") || grad_input == o.grad_input) && extra == o.extra &&
-           param == o.param && log_target == o.log_target && log_input == o.log_input && full == o.full &&
-           (!has_grad_loss || grad_loss == o.grad_loss) && p == o.p && eps == o.eps && swap == o.swap &&
-           wrt == o.wrt && grads == o.grads;
+           ((!with_grad && op == "cross_entropy") || grad_input == o.grad_input) &&
+           (!has_grad_loss || grad_loss == o.grad_loss);
   }
   std::string str() const;
 };
+
+// The pointwise losses of the table above (mse_loss ... soft_margin_loss): input, target and the
+// extra operand broadcast together.
+struct PointwiseLossDescriptor {
+  std::string op;                    // e.g. "mse_loss", "huber_loss_backward"
+  TensorSpec input, target;
+  bool has_weight = false;
+  TensorSpec weight;                 // binary_cross_entropy(_with_logits)
+  std::vector<TensorSpec> extra;     // [pos_weight] / [var] / [input2]
+  std::string reduction = "mean";    // "none" | "mean" | "sum" (kl_div also "batchmean")
+  double param = 0.0;                // delta, beta, margin or eps
+  bool log_target = false;           // kl_div
+  bool log_input = true;             // poisson_nll_loss
+  bool full = false;                 // poisson_nll_loss, gaussian_nll_loss
+  bool has_grad_loss = false;
+  TensorSpec grad_loss;              // backward: the upstream gradient's spec ([] for mean / sum)
+  TensorSpec grad_input;             // backward without wrt: input's shape and dtype
+  // Backward: the operands to differentiate by name (empty: {"input"}), and each gradient's spec.
+  std::vector<std::string> wrt;
+  std::vector<TensorSpec> grads;
+  bool operator==(const PointwiseLossDescriptor& o) const {
+    return op == o.op && input == o.input && target == o.target && has_weight == o.has_weight &&
+           (!has_weight || weight == o.weight) && extra == o.extra && reduction == o.reduction && param == o.param &&
+           log_target == o.log_target && log_input == o.log_input && full == o.full &&
+           has_grad_loss == o.has_grad_loss && (!has_grad_loss || grad_loss == o.grad_loss) &&
+           grad_input == o.grad_input && wrt == o.wrt && grads == o.grads;
+  }
+  std::string str() const;
+};
+
+// The row losses of the table above (cosine_embedding_loss ... triplet_margin_loss): one sample
+// per row.
+struct RowLossDescriptor {
+  std::string op;                    // e.g. "multi_margin_loss", "triplet_margin_loss_backward"
+  TensorSpec input, target;
+  bool has_weight = false;
+  TensorSpec weight;                 // [C]: multi_margin_loss, multilabel_soft_margin_loss
+  std::vector<TensorSpec> extra;     // [input2] / [negative]
+  std::string reduction = "mean";    // "none" | "mean" | "sum"
+  double margin = 0.0;
+  double p = 2.0;                    // multi_margin_loss: 1 or 2; triplet_margin_loss: the norm degree
+  double eps = 1e-6;                 // triplet_margin_loss
+  bool swap = false;                 // triplet_margin_loss
+  bool has_grad_loss = false;
+  TensorSpec grad_loss;              // backward: the upstream gradient's spec ([] for mean / sum)
+  TensorSpec grad_input;             // backward without wrt: input's shape and dtype
+  std::vector<std::string> wrt;      // as PointwiseLossDescriptor's
+  std::vector<TensorSpec> grads;
+  bool operator==(const RowLossDescriptor& o) const {
+    return op == o.op && input == o.input && target == o.target && has_weight == o.has_weight &&
+           (!has_weight || weight == o.weight) && extra == o.extra && reduction == o.reduction &&
+           margin == o.margin && p == o.p && eps == o.eps && swap == o.swap && has_grad_loss == o.has_grad_loss &&
+           (!has_grad_loss || grad_loss == o.grad_loss) && grad_input == o.grad_input && wrt == o.wrt &&
+           grads == o.grads;
+  }
+  std::string str() const;
+};
+
+using AnyLossDescriptor = std::variant<CrossEntropyLossDescriptor, PointwiseLossDescriptor, RowLossDescriptor>;
+
+// Which descriptor an op name (with or without "_backward") belongs to; Unknown for none.
+enum class LossKind { CrossEntropy, Pointwise, Row, Unknown };
+LossKind loss_kind(const std::string& op);
 
 // The tensors of one run. Absent optional operands have data == nullptr.
 struct LossTensors {
@@ -103,9 +154,13 @@ struct LossTensors {
 
 class LossPlan {
  public:
-  static LossPlan select(const LossDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  static LossPlan select(const CrossEntropyLossDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  static LossPlan select(const PointwiseLossDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  static LossPlan select(const RowLossDescriptor& desc, const PlanPreference& pref = PlanPreference{});
+  static LossPlan select(const AnyLossDescriptor& desc, const PlanPreference& pref = PlanPreference{});
   const KernelSku& sku() const;
-  const LossDescriptor& descriptor() const;
+  const AnyLossDescriptor& descriptor() const;  // the one it was selected from
+  const std::string& op() const;
   int64_t workspace_bytes() const;  // 256-byte aligned scratch run() needs
   void run(const LossTensors& t, void* workspace, int64_t workspace_size, StreamHandle stream = nullptr) const;
 

@@ -342,9 +342,9 @@ def linear(x, weight, bias=None, activation: str = "none"):
 # ---- cross-entropy ------------------------------------------------------------------------------
 
 def _ce_desc(op, logits, target, ignore_index, label_smoothing, reduction, grad_input=False):
-    return _C.LossDescriptor(op, _spec_of(logits), _spec_of(target), None, reduction, int(ignore_index),
-                             float(label_smoothing), False, grad_input,
-                             _spec_of(logits) if grad_input else None)
+    return _C.CrossEntropyLossDescriptor(op, _spec_of(logits), _spec_of(target), None, reduction, int(ignore_index),
+                                         float(label_smoothing), False, grad_input,
+                                         _spec_of(logits) if grad_input else None)
 
 
 def _ce_forward(logits, target, ignore_index, label_smoothing, reduction):
