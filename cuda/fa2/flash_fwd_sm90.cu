@@ -200,6 +200,9 @@ template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
   // The consumers take turns issuing S = Q K^T (named barriers 1 and 2), so that one's softmax runs
   // while the other's product does (FlashAttention-3's ping-pong); off: whenever each is ready.
   static constexpr bool kPingPong = false;
+  // The producer's copies mark a stage full by cp.async.mbarrier.arrive (the barrier completes when
+  // they land; the producer moves on: S tiles in flight); off: it waits for its copies, then arrives.
+  static constexpr bool kAsyncArrive = true;
   using E = typename CuteType<T>::type;
   using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, Int<D>>{}));  // a consumer's
   using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
@@ -251,11 +254,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
     const T* qb = row_ptr<T>(p.q, b, s.q_begin, h);
     const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
     const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
-    auto publish = [](uint64_t* bar) {  // this thread's copies landed, then visible to wgmma
-      kernels::cp_async_commit();
-      kernels::cp_async_wait<0>();
-      cutlass::arch::fence_view_async_shared();
-      kernels::mbar_arrive(bar);
+    auto publish = [](uint64_t* bar) {  // the stage is full once this thread's copies have landed
+      if constexpr (Cfg::kAsyncArrive) {
+        cutlass::arch::cpasync_barrier_arrive_noinc(bar);  // counts as this thread's arrival when they land
+      } else {
+        kernels::cp_async_commit();
+        kernels::cp_async_wait<0>();
+        cutlass::arch::fence_view_async_shared();
+        kernels::mbar_arrive(bar);
+      }
     };
     for (int c = 0; c < 2; ++c) {
       Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Qs + c * Cfg::q_elems)), lq);
@@ -272,6 +279,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
       load_swizzled<BN, D, true, 128, Cfg::kProducerUnroll>(sVt, vb, p.v.row, nb * BN, s.sk);
       publish(&full[st]);
     }
+    kernels::cp_async_wait<0>();  // no copy of an exited thread left in flight
     return;
   }
 
