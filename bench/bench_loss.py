@@ -60,7 +60,7 @@ def run_row(kind, shape, args, copy_gbs, cfg=None, with_torch=True):
     s0 = sets[0]
     fused = kind == "fused"
     desc = bc.CrossEntropyLossDescriptor("cross_entropy", spec(s0["x"]), spec(s0["t"]), with_grad=fused,
-                             grad_input=spec(s0["g"]) if fused else None)
+                                         grad_input=spec(s0["g"]) if fused else None)
     plan = bc.LossPlan.select(desc, bc.PlanPreference(tuning=cfg or ""))
     ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
 

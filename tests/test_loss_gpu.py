@@ -162,8 +162,9 @@ def test_cross_entropy_cluster_path(n, v, dt):
     for smoothing in (0.0, 0.1):
         gbase = R.poison((n, width), dt)
         g = gbase[:, :v]
-        plan = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("cross_entropy", spec(x), spec(t), label_smoothing=smoothing,
-                                                    with_grad=True, grad_input=spec(g)))
+        plan = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("cross_entropy", spec(x), spec(t),
+                                                                label_smoothing=smoothing, with_grad=True,
+                                                                grad_input=spec(g)))
         if torch.cuda.get_device_capability()[0] >= 9 and "sm_9" in plan.sku.arch:
             assert plan.sku.layout == "rows_cluster", plan.sku.precision.math
         lse = R.poison((n,), lse_dt)

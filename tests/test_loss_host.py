@@ -202,8 +202,8 @@ def row_desc(op, shape=(8, 100), dt=f32, reduction="mean", target=None, weight=N
         extra = [S(shape, dt)] if base in ("cosine_embedding_loss", "triplet_margin_loss") else []
     if op.endswith("_backward") and grad_loss is None:
         grad_loss = S((n,) if reduction == "none" and n is not None else (), dt)
-    return bc.RowLossDescriptor(op, S(shape, dt), target, weight, reduction=reduction, extra=list(extra), grad_loss=grad_loss,
-                             **kw)
+    return bc.RowLossDescriptor(op, S(shape, dt), target, weight, reduction=reduction, extra=list(extra),
+                                grad_loss=grad_loss, **kw)
 
 
 def row(op, *a, **kw):
@@ -324,7 +324,8 @@ def test_row_refusals():
 def test_pointwise_wrt_select():
     def sel(op, shape=(4, 5), target=None, extra=(), wrt=(), grads=(), reduction="mean", **kw):
         return bc.LossPlan.select(bc.PointwiseLossDescriptor(
-            op, S(shape, f32), target if target is not None else S(shape, f32), None, reduction=reduction, extra=list(extra),
+            op, S(shape, f32), target if target is not None else S(shape, f32), None, reduction=reduction,
+            extra=list(extra),
             grad_loss=S(shape if reduction == "none" else (), f32), wrt=list(wrt), grads=list(grads), **kw))
     # mean / sum: the target's gradient of an odd loss runs on the vector path (negated)
     assert sel("mse_loss_backward", wrt=["input", "target"]).sku.layout == "pointwise_contiguous"
@@ -561,12 +562,14 @@ def test_cross_entropy_run_refuses_aliasing_and_unselected_tensors():
 
 def test_nll_pointwise_row_and_ctc_runs_refuse_aliasing():
     # nll_loss: a per-row out with stride 0 would collapse the rows
-    nll = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("nll_loss", S((64, 10), f32), S((64,), i64), reduction="none"))
+    nll = bc.LossPlan.select(bc.CrossEntropyLossDescriptor("nll_loss", S((64, 10), f32), S((64,), i64),
+                                                           reduction="none"))
     ws = fake((max(nll.workspace_bytes(), 256),), bc.uint8, k=5)
     refused(errors.InvalidArgument, lambda: nll.run(fake((64, 10)), fake((64,), i64, k=1), None, ws,
                                                     out=fake((64,), k=3, strides=[0])), "out has overlapping elements")
     # pointwise, reduction none: out may be the input itself, not a shifted view of it
-    mse = bc.LossPlan.select(bc.PointwiseLossDescriptor("mse_loss", S((64, 10), f32), S((64, 10), f32), reduction="none"))
+    mse = bc.LossPlan.select(bc.PointwiseLossDescriptor("mse_loss", S((64, 10), f32), S((64, 10), f32),
+                                                        reduction="none"))
     refused(errors.InvalidArgument, lambda: mse.run(fake((64, 10)), fake((64, 10), k=1), None, None,
                                                     out=fake((64, 10), k=0, offset=4)),
             "out overlaps input without being the same view")

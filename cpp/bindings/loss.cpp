@@ -56,10 +56,13 @@ template <class Desc> void def_common_fields(nb::class_<Desc>& c) {
   c.def_ro("op", &Desc::op)
       .def_ro("input", &Desc::input)
       .def_ro("target", &Desc::target)
-      .def_prop_ro("weight", [](const Desc& d) { return d.has_weight ? std::optional<TensorSpec>(d.weight) : std::nullopt; })
+      .def_prop_ro("weight",
+                   [](const Desc& d) { return d.has_weight ? std::optional<TensorSpec>(d.weight) : std::nullopt; })
       .def_ro("reduction", &Desc::reduction)
       .def_prop_ro("grad_loss",
-                   [](const Desc& d) { return d.has_grad_loss ? std::optional<TensorSpec>(d.grad_loss) : std::nullopt; });
+                   [](const Desc& d) {
+                     return d.has_grad_loss ? std::optional<TensorSpec>(d.grad_loss) : std::nullopt;
+                   });
 }
 
 }  // namespace
@@ -73,7 +76,8 @@ void init_loss(nb::module_& m) {
   ce.def("__init__",
          [](CrossEntropyLossDescriptor* d, std::string op, TensorSpec input, TensorSpec target,
             std::optional<TensorSpec> weight, std::string reduction, int64_t ignore_index, double label_smoothing,
-            bool with_grad, bool has_grad_loss, std::optional<TensorSpec> grad_input, std::optional<TensorSpec> grad_loss) {
+            bool with_grad, bool has_grad_loss, std::optional<TensorSpec> grad_input,
+            std::optional<TensorSpec> grad_loss) {
            init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
                        grad_loss, grad_input);
            d->has_grad_loss = d->has_grad_loss || has_grad_loss;
@@ -129,7 +133,8 @@ void init_loss(nb::module_& m) {
       "triplet_margin_loss) or its '<op>_backward'. extra: [input2] / [negative]; p, eps, swap: multi margin / "
       "triplet; grad_loss, wrt, grads as PointwiseLossDescriptor's. Pure data; hashable.");
   row.def("__init__",
-          [](RowLossDescriptor* d, std::string op, TensorSpec input, TensorSpec target, std::optional<TensorSpec> weight,
+          [](RowLossDescriptor* d, std::string op, TensorSpec input, TensorSpec target,
+             std::optional<TensorSpec> weight,
              std::vector<TensorSpec> extra, std::string reduction, double margin, double p, double eps, bool swap,
              std::optional<TensorSpec> grad_loss, std::optional<TensorSpec> grad_input, std::vector<std::string> wrt,
              std::vector<TensorSpec> grads) {
@@ -145,7 +150,8 @@ void init_loss(nb::module_& m) {
           },
           "op"_a, "input"_a, "target"_a, "weight"_a = nb::none(), "extra"_a = std::vector<TensorSpec>{},
           "reduction"_a = "mean", "margin"_a = 0.0, "p"_a = 2.0, "eps"_a = 1e-6, "swap"_a = false,
-          "grad_loss"_a = nb::none(), "grad_input"_a = nb::none(), "wrt"_a = std::vector<std::string>{}, "grads"_a = std::vector<TensorSpec>{});
+          "grad_loss"_a = nb::none(), "grad_input"_a = nb::none(), "wrt"_a = std::vector<std::string>{},
+          "grads"_a = std::vector<TensorSpec>{});
   def_common_fields(row);
   row.def_ro("extra", &RowLossDescriptor::extra)
       .def_ro("margin", &RowLossDescriptor::margin)
@@ -275,7 +281,8 @@ void init_loss(nb::module_& m) {
           key.push_back(char(gs.size()));
           for (const Imported& e : gs) add(e);
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            const std::optional<TensorSpec> gls = gl.imported ? std::optional<TensorSpec>(spec_of(gl.view)) : std::nullopt;
+            const std::optional<TensorSpec> gls =
+                gl.imported ? std::optional<TensorSpec>(spec_of(gl.view)) : std::nullopt;
             const TensorSpec gi = g.imported ? spec_of(g.view) : spec_of(x.view);
             std::vector<TensorSpec> exs, gss;
             for (const Imported& e : ex) exs.push_back(spec_of(e.view));
