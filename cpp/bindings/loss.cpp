@@ -15,40 +15,28 @@ namespace baracuda::py {
 
 namespace {
 
-// What every loss descriptor takes from its functional entry's operands the same way.
+// The fields every kind's descriptor has, for its __init__ and the functional entries: grad_input
+// defaults to input's spec; grad_loss, when not given, to [] of input's dtype (has_grad_loss false).
 template <class Desc>
-Desc base_descriptor(const std::string& op, const Imported& x, const Imported& t, const Imported& w,
-                     const std::string& reduction) {
+Desc common_descriptor(std::string op, TensorSpec input, TensorSpec target, const std::optional<TensorSpec>& weight,
+                       std::string reduction, const std::optional<TensorSpec>& grad_loss,
+                       const std::optional<TensorSpec>& grad_input) {
   Desc d;
-  d.op = op;
-  d.input = spec_of(x.view);
-  d.target = spec_of(t.view);
-  d.has_weight = w.imported;
-  if (w.imported) d.weight = spec_of(w.view);
-  d.reduction = reduction;
+  d.op = std::move(op);
+  d.input = std::move(input);
+  d.target = std::move(target);
+  d.has_weight = weight.has_value();
+  if (weight) d.weight = *weight;
+  d.reduction = std::move(reduction);
+  d.grad_input = grad_input ? *grad_input : d.input;
+  d.has_grad_loss = grad_loss.has_value();
+  d.grad_loss = grad_loss ? *grad_loss : TensorSpec{{}, d.input.dtype, {}};
   return d;
 }
 
-// The upstream gradient's spec when given; else [] of input's dtype (has_grad_loss says which).
-template <class Desc> void set_grad_loss(Desc& d, const std::optional<TensorSpec>& grad_loss) {
-  d.has_grad_loss = d.has_grad_loss || grad_loss.has_value();
-  d.grad_loss = grad_loss ? *grad_loss : TensorSpec{{}, d.input.dtype, {}};
-}
-
-// A descriptor's __init__: the fields every kind has (grad_input defaults to input's spec).
-template <class Desc>
-void init_common(Desc* d, std::string op, TensorSpec input, TensorSpec target, const std::optional<TensorSpec>& weight,
-                 std::string reduction, const std::optional<TensorSpec>& grad_loss,
-                 const std::optional<TensorSpec>& grad_input) {
-  new (d) Desc{};
-  d->op = std::move(op);
-  d->input = std::move(input);
-  d->target = std::move(target);
-  d->has_weight = weight.has_value();
-  if (weight) d->weight = *weight;
-  d->reduction = std::move(reduction);
-  d->grad_input = grad_input ? *grad_input : d->input;
-  set_grad_loss(*d, grad_loss);
+// An imported operand's spec, or none when the caller passed none.
+std::optional<TensorSpec> spec_if(const Imported& i) {
+  return i.imported ? std::optional<TensorSpec>(spec_of(i.view)) : std::nullopt;
 }
 
 // The fields the three descriptors share, read-only from Python.
@@ -78,8 +66,9 @@ void init_loss(nb::module_& m) {
             std::optional<TensorSpec> weight, std::string reduction, int64_t ignore_index, double label_smoothing,
             bool with_grad, bool has_grad_loss, std::optional<TensorSpec> grad_input,
             std::optional<TensorSpec> grad_loss) {
-           init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
-                       grad_loss, grad_input);
+           new (d) CrossEntropyLossDescriptor(common_descriptor<CrossEntropyLossDescriptor>(
+               std::move(op), std::move(input), std::move(target), weight, std::move(reduction), grad_loss,
+               grad_input));
            d->has_grad_loss = d->has_grad_loss || has_grad_loss;
            d->ignore_index = ignore_index;
            d->label_smoothing = label_smoothing;
@@ -105,8 +94,9 @@ void init_loss(nb::module_& m) {
             std::optional<TensorSpec> weight, std::vector<TensorSpec> extra, std::string reduction, double param,
             bool log_target, bool log_input, bool full, std::optional<TensorSpec> grad_loss,
             std::optional<TensorSpec> grad_input, std::vector<std::string> wrt, std::vector<TensorSpec> grads) {
-           init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
-                       grad_loss, grad_input);
+           new (d) PointwiseLossDescriptor(common_descriptor<PointwiseLossDescriptor>(
+               std::move(op), std::move(input), std::move(target), weight, std::move(reduction), grad_loss,
+               grad_input));
            d->extra = std::move(extra);
            d->param = param;
            d->log_target = log_target;
@@ -138,8 +128,9 @@ void init_loss(nb::module_& m) {
              std::vector<TensorSpec> extra, std::string reduction, double margin, double p, double eps, bool swap,
              std::optional<TensorSpec> grad_loss, std::optional<TensorSpec> grad_input, std::vector<std::string> wrt,
              std::vector<TensorSpec> grads) {
-            init_common(d, std::move(op), std::move(input), std::move(target), weight, std::move(reduction),
-                        grad_loss, grad_input);
+            new (d) RowLossDescriptor(common_descriptor<RowLossDescriptor>(
+                std::move(op), std::move(input), std::move(target), weight, std::move(reduction), grad_loss,
+                grad_input));
             d->extra = std::move(extra);
             d->margin = margin;
             d->p = p;
@@ -223,12 +214,11 @@ void init_loss(nb::module_& m) {
             if (i->imported) append_key(key, i->view);
           }
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            auto d = base_descriptor<CrossEntropyLossDescriptor>("cross_entropy", x, t, w, reduction);
+            auto d = common_descriptor<CrossEntropyLossDescriptor>("cross_entropy", spec_of(x.view), spec_of(t.view),
+                                                                   spec_if(w), reduction, std::nullopt, spec_if(g));
             d.ignore_index = ignore_index;
             d.label_smoothing = label_smoothing;
             d.with_grad = g.imported;
-            d.grad_input = g.imported ? spec_of(g.view) : d.input;
-            d.grad_loss = TensorSpec{{}, d.input.dtype, {}};
             return LossPlan::select(d);
           });
           LossTensors T;
@@ -281,45 +271,40 @@ void init_loss(nb::module_& m) {
           key.push_back(char(gs.size()));
           for (const Imported& e : gs) add(e);
           const LossPlan plan = plan_cache<LossPlan>().get(key, [&] {
-            const std::optional<TensorSpec> gls =
-                gl.imported ? std::optional<TensorSpec>(spec_of(gl.view)) : std::nullopt;
-            const TensorSpec gi = g.imported ? spec_of(g.view) : spec_of(x.view);
+            auto common = [&](auto kind) {
+              return common_descriptor<decltype(kind)>(op, spec_of(x.view), spec_of(t.view), spec_if(w), reduction,
+                                                       spec_if(gl), spec_if(g));
+            };
             std::vector<TensorSpec> exs, gss;
             for (const Imported& e : ex) exs.push_back(spec_of(e.view));
             for (const Imported& e : gs) gss.push_back(spec_of(e.view));
             switch (loss_kind(op)) {
               case LossKind::CrossEntropy: {  // nll_loss (cross_entropy has its own entry)
-                auto d = base_descriptor<CrossEntropyLossDescriptor>(op, x, t, w, reduction);
+                auto d = common(CrossEntropyLossDescriptor{});
                 d.ignore_index = ignore_index;
-                d.grad_input = gi;
-                set_grad_loss(d, gls);
                 if (!wrt.empty() || !gss.empty())
                   throw InvalidArgument(op + ": wrt / grads name the gradients of a backward; they are for the "
                                              "pointwise and row losses' <op>_backward");
                 return LossPlan::select(d);
               }
               case LossKind::Row: {
-                auto d = base_descriptor<RowLossDescriptor>(op, x, t, w, reduction);
+                auto d = common(RowLossDescriptor{});
                 d.extra = exs;
                 d.margin = param;
                 d.p = p;
                 d.eps = eps;
                 d.swap = swap;
-                set_grad_loss(d, gls);
-                d.grad_input = gi;
                 d.wrt = wrt;
                 d.grads = gss;
                 return LossPlan::select(d);
               }
               default: {  // pointwise; an unknown op is named by select
-                auto d = base_descriptor<PointwiseLossDescriptor>(op, x, t, w, reduction);
+                auto d = common(PointwiseLossDescriptor{});
                 d.extra = exs;
                 d.param = param;
                 d.log_target = log_target;
                 d.log_input = log_input;
                 d.full = full;
-                set_grad_loss(d, gls);
-                d.grad_input = gi;
                 d.wrt = wrt;
                 d.grads = gss;
                 return LossPlan::select(d);

@@ -407,7 +407,8 @@ static LossPlan select_spec(const LossSpec& desc, AnyLossDescriptor public_desc,
                           " (or <op>_backward)");
   if (!pref.allows(Backend::Bespoke))
     throw Unsupported(op + ": the only backend for losses is 'bespoke', and the preference forbids it");
-  if ((!desc.wrt.empty() || !desc.grads.empty()) && (base == op || base == "cross_entropy" || base == "nll_loss"))
+  // (cross-entropy / nll descriptors have no wrt: only a forward of the other kinds can carry one)
+  if ((!desc.wrt.empty() || !desc.grads.empty()) && base == op)
     throw InvalidArgument(op + ": wrt / grads name the gradients of a backward; they are for the pointwise and row "
                                "losses' <op>_backward");
   if (base == "nll_loss") {

@@ -180,8 +180,8 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   // preference's workspace limit, else within kFp8PoolBudget: a serving engine's table is often as wide as
   // the longest request allowed, and its prefill should not ask for gigabytes of scratch.
   constexpr int64_t kFp8PoolBudget = int64_t(1) << 30;
-  const double pool_bytes = g.cache_dtype != dt ? 4.0 * g.batch * g.max_pages * g.page_size * g.hkv * g.d : 0;
-  const double auto_budget = double(pref.workspace_limit >= 0 ? pref.workspace_limit : kFp8PoolBudget);
+  const int64_t pool_bytes = g.cache_dtype != dt ? 2 * paged_attention_cudnn::fp8_pool_bytes(g) : 0;
+  const int64_t auto_budget = pref.workspace_limit >= 0 ? pref.workspace_limit : kFp8PoolBudget;
   if (desc.kernel == "cudnn" || (desc.kernel == "auto" && g.sq >= kCudnnPrefillTokens &&
                                  pref.allows(Backend::Cudnn) && pool_bytes <= auto_budget)) {
     std::string why = "the preference forbids cuDNN";

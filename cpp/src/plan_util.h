@@ -22,6 +22,8 @@ inline bool ranges_overlap(std::pair<uintptr_t, uintptr_t> a, std::pair<uintptr_
 bool views_may_overlap(const TensorView& a, const TensorView& b);
 // Same pointer, element size, shape and strides of non-size-1 dims (an in-place operand).
 bool same_view(const TensorView& a, const TensorView& b);
+// n rounded up to a multiple of 256: workspace regions start 256-byte aligned.
+constexpr int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 // True when no two in-bounds indices of (shape, strides) address the same element.
 bool non_overlapping(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
 

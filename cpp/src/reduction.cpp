@@ -85,7 +85,6 @@ std::string axes_str(const std::vector<int64_t>& a) {
 }
 
 
-int64_t round256(int64_t b) { return (b + 255) / 256 * 256; }
 
 // The forward geometry: x's dims, which are reduced, and out's stride for each kept x dim.
 // Dims are ordered by x's strides (innermost = smallest) and merged where contiguous for x
@@ -205,7 +204,7 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
 
 int64_t partial_bytes(const RedLaunch& L) {
   if (L.splits <= 1) return 0;
-  return round256(L.g.K * int64_t(L.splits) * reduction::state_bytes(L.kind, L.in_dtype, L.out_dtype));
+  return align256(L.g.K * int64_t(L.splits) * reduction::state_bytes(L.kind, L.in_dtype, L.out_dtype));
 }
 
 // Lower the split count until the partials fit `limit` (one split needs none).
@@ -507,8 +506,8 @@ ReductionPlan ReductionPlan::select(const ReductionDescriptor& desc, const PlanP
     P.out_dtype = dt;
     build_geometry(P, x.shape, x.effective_strides(), reduced, stat_stride, tuning(pref));
     refuse_oversized_grid(op, x, P);
-    fit_workspace(P, pref.workspace_limit < 0 ? -1 : std::max<int64_t>(0, pref.workspace_limit - round256(K * reduction::stat_bytes(dt))));
-    impl->stats_bytes = round256(K * reduction::stat_bytes(dt));
+    fit_workspace(P, pref.workspace_limit < 0 ? -1 : std::max<int64_t>(0, pref.workspace_limit - align256(K * reduction::stat_bytes(dt))));
+    impl->stats_bytes = align256(K * reduction::stat_bytes(dt));
     impl->workspace = impl->stats_bytes + partial_bytes(P);
   }
   // The map: every operand's stride per x dim, grad_out / y mapped through the reduced shape.

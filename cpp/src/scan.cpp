@@ -56,7 +56,6 @@ std::string join_names(const std::vector<DType>& v) {
   return s;
 }
 
-int64_t round256(int64_t b) { return (b + 255) / 256 * 256; }
 
 // Tuning knobs: BARACUDA_SCAN_CFG="threads=256,group=0,vec=1,pf=1,cvec=1,split=-1,min_seg=4096,
 // target=8448,col_min_seg=16,col_target=270336" (read at select()).
@@ -323,7 +322,7 @@ ScanPlan ScanPlan::select(const ScanDescriptor& desc, const PlanPreference& pref
   }
   if (L.nseg <= 1) { L.nseg = 1; L.seg = 0; }
   auto ws_of = [&](const ScanLaunch& l) {
-    return l.nseg > 1 ? round256(l.rows * l.nseg * scan::state_bytes(kind, dt, odt)) : int64_t(0);
+    return l.nseg > 1 ? align256(l.rows * l.nseg * scan::state_bytes(kind, dt, odt)) : int64_t(0);
   };
   // Fit the workspace limit by halving the segments.
   while (L.nseg > 1 && pref.workspace_limit >= 0 && ws_of(L) > pref.workspace_limit) {

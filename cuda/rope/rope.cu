@@ -37,6 +37,10 @@ constexpr int kMaxTokensPerBlock = 16;
 // The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
 
+// float2 angle slots of a block's tokens in shared memory, rounded up to an even count so that the
+// ring of 16-byte reads after them starts 16-byte aligned.
+__host__ __device__ constexpr int angle_slots(int tpb, int half) { return (tpb * half + 1) & ~1; }
+
 template <class C> __device__ __forceinline__ float cache_at(const void* p, DType t, int64_t i) {
   return t == DType::Float32 ? static_cast<const float*>(p)[i] : kernels::to_compute(static_cast<const C*>(p)[i]);
 }
@@ -119,13 +123,14 @@ struct TokenCursor {
 };
 
 template <class T, bool WIDE, bool GPTJ>
-__global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinBlocksPerSm) rope_kernel(const Geometry g, const Pointers p, int tpb) {
+__global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinBlocksPerSm)
+    rope_kernel(const Geometry g, const Pointers p, int tpb) {
   constexpr int W = access_width<T, WIDE, GPTJ>();
   constexpr int VW = 16 / int(sizeof(T));
   extern __shared__ float2 angle[];  // [tpb][half]: (cos, sin), sin already negated for the inverse
   // WIDE: then the ring [kStagedTokens][2][blockDim.x] of 16-byte reads (a thread's first and second
   // access of a token; 16-byte strides across threads: no bank conflicts)
-  uint4* const ring = reinterpret_cast<uint4*>(angle + ((tpb * (g.rotary_dim / 2) + 1) & ~1));
+  uint4* const ring = reinterpret_cast<uint4*>(angle + angle_slots(tpb, g.rotary_dim / 2));
   __shared__ int64_t tok_page[kMaxTokensPerBlock], tok_row[kMaxTokensPerBlock];  // cache slot (page -1: none)
   const int half = g.rotary_dim / 2;
   const int64_t tokens = g.batch * g.seq;
@@ -186,60 +191,58 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
   };
   // Token t's item from the registers of slot u: rotated (or v copied) and stored.
   auto finish_token = [&](int u, int t) {
-    {
-      const TokenCursor at = cur_out;
-      cur_out.next();
-      T* out = out_base + at.b * x.out_batch + at.s * x.out_seq;
-      const bool cached = o >= 1 && append && tok_page[t] >= 0;
-      const int64_t coff = cached ? tok_page[t] * x.paged_page + tok_row[t] * x.paged_slot + cache_off : 0;
-      T* dst = cached && !fp8 ? static_cast<T*>(x.paged) + coff : nullptr;
-      unsigned char* dst8 = cached && fp8 ? static_cast<unsigned char*>(x.paged) + coff : nullptr;
-      if (o == 2) {  // v: to its cache only, its bits as they are (or quantized)
-        if (!cached) return;
-        if (fp8) {
-          if (g.v_wide) {
-            float vv[VW];
+    const TokenCursor at = cur_out;
+    cur_out.next();
+    T* out = out_base + at.b * x.out_batch + at.s * x.out_seq;
+    const bool cached = o >= 1 && append && tok_page[t] >= 0;
+    const int64_t coff = cached ? tok_page[t] * x.paged_page + tok_row[t] * x.paged_slot + cache_off : 0;
+    T* dst = cached && !fp8 ? static_cast<T*>(x.paged) + coff : nullptr;
+    unsigned char* dst8 = cached && fp8 ? static_cast<unsigned char*>(x.paged) + coff : nullptr;
+    if (o == 2) {  // v: to its cache only, its bits as they are (or quantized)
+      if (!cached) return;
+      if (fp8) {
+        if (g.v_wide) {
+          float vv[VW];
 #pragma unroll
-            for (int j = 0; j < VW; ++j) vv[j] = vr(u).at(j);
-            store_fp8<T, VW>(dst8, vv, qscale, e4m3, g.cache8_wide);
-          } else {
-            const float vv[1] = {kernels::to_compute(in_base[at.b * x.in_batch + at.s * x.in_seq])};
-            store_fp8<T, 1>(dst8, vv, qscale, e4m3, false);
-          }
-        } else if (g.v_wide) {
-          kernels::stg16(dst, vr(u).u);
+          for (int j = 0; j < VW; ++j) vv[j] = vr(u).at(j);
+          store_fp8<T, VW>(dst8, vv, qscale, e4m3, g.cache8_wide);
         } else {
-          *dst = in_base[at.b * x.in_batch + at.s * x.in_seq];
+          const float vv[1] = {kernels::to_compute(in_base[at.b * x.in_batch + at.s * x.in_seq])};
+          store_fp8<T, 1>(dst8, vv, qscale, e4m3, false);
         }
-        return;
-      }
-      const float2* ang = angle + t * half;
-      float r1[W], r2[W];
-      if constexpr (GPTJ) {
-#pragma unroll
-        for (int v = 0; v < W / 2; ++v) {
-          const float2 cs = ang[(c * W) / 2 + v];
-          const float x1 = a[u].at(2 * v), x2 = a[u].at(2 * v + 1);
-          r1[2 * v] = x1 * cs.x - x2 * cs.y;
-          r1[2 * v + 1] = x2 * cs.x + x1 * cs.y;
-        }
+      } else if (g.v_wide) {
+        kernels::stg16(dst, vr(u).u);
       } else {
+        *dst = in_base[at.b * x.in_batch + at.s * x.in_seq];
+      }
+      return;
+    }
+    const float2* ang = angle + t * half;
+    float r1[W], r2[W];
+    if constexpr (GPTJ) {
 #pragma unroll
-        for (int v = 0; v < W; ++v) {
-          const float2 cs = ang[c * W + v];
-          const float x1 = a[u].at(v), x2 = a2[u].at(v);
-          r1[v] = x1 * cs.x - x2 * cs.y;
-          r2[v] = x2 * cs.x + x1 * cs.y;
-        }
+      for (int v = 0; v < W / 2; ++v) {
+        const float2 cs = ang[(c * W) / 2 + v];
+        const float x1 = a[u].at(2 * v), x2 = a[u].at(2 * v + 1);
+        r1[2 * v] = x1 * cs.x - x2 * cs.y;
+        r1[2 * v + 1] = x2 * cs.x + x1 * cs.y;
       }
-      store<T, W, WIDE>(out, r1);
-      if (dst) store<T, W, WIDE>(dst, r1);
-      if (dst8) store_fp8<T, W>(dst8, r1, qscale, e4m3, WIDE && g.cache8_wide);
-      if constexpr (!GPTJ) {
-        store<T, W, WIDE>(out + half, r2);
-        if (dst) store<T, W, WIDE>(dst + half, r2);
-        if (dst8) store_fp8<T, W>(dst8 + half, r2, qscale, e4m3, WIDE && g.cache8_wide);
+    } else {
+#pragma unroll
+      for (int v = 0; v < W; ++v) {
+        const float2 cs = ang[c * W + v];
+        const float x1 = a[u].at(v), x2 = a2[u].at(v);
+        r1[v] = x1 * cs.x - x2 * cs.y;
+        r2[v] = x2 * cs.x + x1 * cs.y;
       }
+    }
+    store<T, W, WIDE>(out, r1);
+    if (dst) store<T, W, WIDE>(dst, r1);
+    if (dst8) store_fp8<T, W>(dst8, r1, qscale, e4m3, WIDE && g.cache8_wide);
+    if constexpr (!GPTJ) {
+      store<T, W, WIDE>(out + half, r2);
+      if (dst) store<T, W, WIDE>(dst + half, r2);
+      if (dst8) store_fp8<T, W>(dst8 + half, r2, qscale, e4m3, WIDE && g.cache8_wide);
     }
   };
   auto finish = [&](int t0) {
@@ -251,11 +254,12 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
   };
   // WIDE: token t's reads into ring slot t % kStagedTokens (one commit group per token, empty past
   // the group's tokens, so that a constant wait finds token t's group done).
+  auto ring_slot = [&](int t) { return ring + (t % kStagedTokens) * 2 * blockDim.x + threadIdx.x; };
   auto stage = [&](int t) {
     if (o >= 0 && t < ntok) {
       const T* in = in_base + cur.b * x.in_batch + cur.s * x.in_seq;
       cur.next();
-      uint4* slot = ring + (t % kStagedTokens) * 2 * blockDim.x + threadIdx.x;
+      uint4* slot = ring_slot(t);
       if (o != 2) {
         kernels::cp_async16(slot, in);
         if constexpr (!GPTJ) kernels::cp_async16(slot + blockDim.x, in + half);
@@ -267,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
   };
   auto unstage = [&](int t) {
     if constexpr (WIDE) {
-      const uint4* slot = ring + (t % kStagedTokens) * 2 * blockDim.x + threadIdx.x;
+      const uint4* slot = ring_slot(t);
       a[0].u = slot[0];
       if constexpr (!GPTJ) a2[0].u = slot[blockDim.x];
     }
@@ -382,7 +386,7 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   const int tpb = g.tokens_per_block > 0 ? std::min(g.tokens_per_block, kMaxTokensPerBlock)
                                          : int(std::clamp<int64_t>(tokens * ny / 264, 1, kDefaultTokensPerBlock));
   const int64_t groups = (tokens + tpb - 1) / tpb;
-  const size_t smem = size_t((tpb * half + 1) & ~1) * sizeof(float2) +
+  const size_t smem = size_t(angle_slots(tpb, half)) * sizeof(float2) +
                       (g.wide ? size_t(kStagedTokens) * 2 * threads * sizeof(uint4) : 0);
   auto st = static_cast<cudaStream_t>(stream);
   auto go = [&](auto tag) {

@@ -14,6 +14,7 @@
 
 #include "baracuda/errors.h"
 #include "cudnn/cudnn_runtime.h"
+#include "plan_util.h"
 
 namespace baracuda::attention_cudnn {
 
@@ -352,7 +353,6 @@ std::string library_version() {
 
 namespace {
 
-int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
 // The graph's dims and flags, and the layout of CudnnPadding's arrays in the workspace.
 void shape(Graphs& G) {

@@ -14,6 +14,7 @@
 #include "baracuda/errors.h"
 #include "cudnn/attention_cudnn.h"
 #include "cudnn/cudnn_runtime.h"
+#include "plan_util.h"
 
 namespace baracuda::paged_attention_cudnn {
 
@@ -23,7 +24,6 @@ namespace {
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqLenQ, kSeqLenKV, kTableK, kTableV, kSink };
 
-int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
 // q / out strides (batch, token, head) in elements: the graph's layout of [B, Hq, Sq, D].
 struct Layout {
@@ -149,12 +149,12 @@ std::shared_ptr<const Graphs> build(const PagedAttentionDescriptor& desc, const 
   G->aux = G->table_at + align256(g.batch * g.max_pages * int64_t(sizeof(int32_t)));
   G->pooled = desc.k_cache.dtype != g.dtype;
   if (G->pooled) {
-    G->pool_pages = g.batch * g.max_pages + 1;  // + the zero page (columns past a request's keys)
+    G->pool_pages = fp8_pool_pages(g);
     if (G->pool_pages > INT32_MAX) {  // one dequantizing block per page (a 31-bit grid)
       why = "the fp8 pool of " + std::to_string(G->pool_pages) + " pages is past 2^31 - 1";
       return nullptr;
     }
-    const int64_t slot = g.hkv * g.d, page = g.page_size * slot, bytes = align256(G->pool_pages * page * 2);
+    const int64_t slot = g.hkv * g.d, page = g.page_size * slot, bytes = fp8_pool_bytes(g);
     G->k_page = G->v_page = page, G->k_slot = G->v_slot = slot, G->k_head = G->v_head = g.d;
     G->k_pool_at = G->aux, G->v_pool_at = G->aux + bytes;
     G->aux += 2 * bytes;

@@ -9,6 +9,7 @@
 
 #include "baracuda/paged_attention.h"
 #include "paged_attention/paged_attention_launch.h"
+#include "plan_util.h"
 
 namespace baracuda::paged_attention_cudnn {
 
@@ -23,6 +24,12 @@ std::string rule_out(const PagedAttentionDescriptor& desc, const paged_attention
 std::shared_ptr<const Graphs> build(const PagedAttentionDescriptor& desc, const paged_attention::Geometry& g,
                                     std::string& why);
 int64_t workspace_bytes(const Graphs& graphs);
+// Over fp8 caches: the pages of the bf16 pool cuDNN reads (every column of the table, plus the zero
+// page for columns past a request's keys), and the workspace bytes of one of its two pools (K, V).
+inline int64_t fp8_pool_pages(const paged_attention::Geometry& g) { return g.batch * g.max_pages + 1; }
+inline int64_t fp8_pool_bytes(const paged_attention::Geometry& g) {
+  return align256(fp8_pool_pages(g) * g.page_size * g.hkv * g.d * 2);
+}
 // Runs on `stream`: `g` with the run's strides, `p` the checked operands. The workspace starts with
 // the per-request lengths and a sanitised copy of the block table (entries outside [0, pages) read
 // page 0, never out of bounds), written on the device: a captured run replays for new tables. Over
