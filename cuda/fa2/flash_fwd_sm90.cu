@@ -195,7 +195,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90
 // other's products and the next tile's copies.
 template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
   static constexpr int D = D_, BN = BN_, S = S_, BM = 128, kThreads = 384;
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 64K
+  // 128 x 40 + 256 x 232 <= 384 x 168 (what the launch holds: setmaxnreg.inc hangs past it). kOverlap
+  // wants 240 for the consumers (104 bytes of spills at d128 even so), which leaves the producer 24.
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kProducerUnroll = 4;                        // copies per loop step: fits 40 registers
   // The consumers take turns issuing S = Q K^T (named barriers 1 and 2), so that one's softmax runs
   // while the other's product does (FlashAttention-3's ping-pong); off: whenever each is ready.
@@ -203,6 +205,11 @@ template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
   // The producer's copies mark a stage full by cp.async.mbarrier.arrive (the barrier completes when
   // they land; the producer moves on: S tiles in flight); off: it waits for its copies, then arrives.
   static constexpr bool kAsyncArrive = true;
+  // Each consumer issues tile j's S = Q K^T and tile j - 1's O += P V back to back, and runs tile j's
+  // softmax while the second product does (FlashAttention-3's intra-warpgroup overlap); O's rescale
+  // waits for that product. Off: each product waited for before the softmax.
+  static constexpr bool kOverlap = false;
+  static_assert(!(kOverlap && kPingPong), "one schedule of the consumers' products at a time");
   using E = typename CuteType<T>::type;
   using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, Int<D>>{}));  // a consumer's
   using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
@@ -319,6 +326,86 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
       else if (!last) asm volatile("bar.arrive 1, 256;" ::: "memory");
     }
   };
+  // The overlapped schedule (kOverlap): S_j and the previous tile's P V in flight together; tile j's
+  // softmax runs while P V does, then O is rescaled and P_j takes the registers P V has read.
+  auto consume_overlapped = [&] {
+    if (nb_lo >= nb_hi) return;
+    kernels::mbar_wait(q_full, 0);
+    int prev = 0;  // the stage whose V the pending P V reads
+    for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+      const int64_t k = nb - nb_lo, j0 = nb * BN;
+      const int st = int(k % S);
+      kernels::mbar_wait(&full[st], unsigned(k / S));
+      cutlass::arch::fence_view_async_shared();
+      Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks + st * Cfg::k_elems)), lk);
+      Tensor tSrK = thr_s.partition_fragment_B(sK);
+      Tensor tOrV = thr_o.partition_fragment_B(  // the previous tile's V
+          make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + prev * Cfg::k_elems)), lv));
+      warpgroup_fence_operand(tSrS);
+      warpgroup_arrive();
+      mma_s.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll
+      for (int kb_ = 0; kb_ < size<2>(tSrQ); ++kb_) {
+        cute::gemm(mma_s, tSrQ(_, _, kb_), tSrK(_, _, kb_), tSrS);
+        mma_s.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      if (k > 0) {
+        warpgroup_fence_operand(tOrO);
+        warpgroup_arrive();
+#pragma unroll
+        for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
+        warpgroup_commit_batch();
+        warpgroup_wait<1>();  // S_j is in; P V may still run
+      } else {
+        warpgroup_wait<0>();
+      }
+      warpgroup_fence_operand(tSrS);
+
+      const bool full_tile = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
+      const bool fast = full_tile && plain;
+      const float f = fast ? score.scale_log2 : 1.f;
+      auto sc = [&](int i) -> float& { return tSrS(i); };
+      auto oc = [&](int i) -> float& { return tOrO(i); };
+      if (!fast) apply_score_rule<NT>(sc, g, s, score, full_tile, row0, j0);
+      const float m_old[2] = {m[0], m[1]};
+      online_softmax<NT, 0>(sc, oc, m, l, f);  // O's rescale below, once P V has written it
+      // Unconditional (nothing is in flight on the first tile): ptxas sees P V retired on every path
+      // into P's conversion below, else it serializes the products.
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      {
+        Tensor tOrPu = recast<uint32_t>(tOrP);  // P's next values written only after this wait
+        warpgroup_fence_operand(tOrPu);
+      }
+      if (k > 0) kernels::mbar_arrive(&empty[prev]);  // this thread's products have read that stage
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {  // online_softmax's correction, from the maxima before and after
+        const float corr = kernels::ex2_ftz(m_old[hf] - (m[hf] == -INFINITY ? 0.f : m[hf]));
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          tOrO(dt * 4 + hf * 2) *= corr;
+          tOrO(dt * 4 + hf * 2 + 1) *= corr;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(tSrS(i));
+      prev = st;
+    }
+    Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + prev * Cfg::k_elems)), lv);
+    Tensor tOrV = thr_o.partition_fragment_B(sVt);
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+#pragma unroll
+    for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    kernels::mbar_arrive(&empty[prev]);
+  };
+  if constexpr (Cfg::kOverlap) {
+    consume_overlapped();
+  } else {
   if (Cfg::kPingPong && c == 1 && nb_lo < nb_hi) asm volatile("bar.arrive 1, 256;" ::: "memory");
   if (nb_lo < nb_hi) kernels::mbar_wait(q_full, 0);
   for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
@@ -365,6 +452,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
     kernels::mbar_arrive(&empty[st]);  // this thread's products have read the stage
   }
 
+  }
   const float sink_log2 = g.sinks ? static_cast<const float*>(p.sinks)[h] * kLog2e : -INFINITY;
   store_rows<T, DT>([&](int i) -> float& { return tOrO(i); }, m, l, g, p, s, b, h, row0, sink_log2);
 }
