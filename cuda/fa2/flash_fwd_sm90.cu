@@ -5,8 +5,9 @@
 // second product: the same per-warp layout as mma.sync's) and V from shared memory as an MN-major
 // operand. Tiles arrive by cp.async (K of the next tile in flight while this tile's P V runs), as in
 // the mma.sync kernel; the score rule, the online softmax and the epilogue are that kernel's.
-// A first Hopper kernel: no TMA, no overlap of softmax with the products within a warpgroup; the
-// w128n128 tile is warp-specialized (a producer warpgroup, two consumers: below).
+// A first Hopper kernel: no overlap of softmax with the products within a warpgroup; the w128n128
+// tile is warp-specialized (a producer warpgroup, two consumers: below), its tiles by TMA on dense
+// batches.
 #include "attention/attention_launch.h"
 #include "baracuda/errors.h"
 #include "plan_util.h"
@@ -14,6 +15,7 @@
 #if defined(BARACUDA_HAVE_CUTLASS)
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/mma_atom.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
@@ -210,6 +212,9 @@ template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
   // waits for that product. Off: each product waited for before the softmax.
   static constexpr bool kOverlap = false;
   static_assert(!(kOverlap && kPingPong), "one schedule of the consumers' products at a time");
+  // Tiles by TMA: one producer thread issues a tile's copy (the TMA unit swizzles it into the layout
+  // the products read) on dense batches whose addresses and strides allow; else cp.async as above.
+  static constexpr bool kTma = true;
   using E = typename CuteType<T>::type;
   using LayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<_64, Int<D>>{}));  // a consumer's
   using LayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<BN>, Int<D>>{}));
@@ -224,8 +229,43 @@ template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
   static constexpr int smem_bytes = tiles_bytes + (2 * S + 1) * 8 + 1024;
 };
 
+// The TMA copies of the warp-specialized tile: q / k as (rows, D, heads, batch) and v as
+// (D, rows, heads, batch) (the MN-major operand), element strides of the operand, D contiguous.
+// Rows past the tensor come in as zeros: dense batches only (a packed sequence's neighbours, or keys
+// past seqused_k, would come in as they are, where the cp.async path zero-fills).
+template <class T, class Cfg> struct WsTma {
+  using E = typename Cfg::E;
+  static constexpr int D = Cfg::D;
+  static auto rows_major(const T* ptr, int64_t rows, int64_t heads, int64_t batch, const Operand& o) {
+    return make_tensor(make_gmem_ptr(reinterpret_cast<const E*>(ptr)),
+                       make_layout(make_shape(int32_t(rows), Int<D>{}, int32_t(heads), int32_t(batch)),
+                                   make_stride(o.row, _1{}, o.head, o.batch)));
+  }
+  static auto d_major(const T* ptr, int64_t rows, int64_t heads, int64_t batch, const Operand& o) {
+    return make_tensor(make_gmem_ptr(reinterpret_cast<const E*>(ptr)),
+                       make_layout(make_shape(Int<D>{}, int32_t(rows), int32_t(heads), int32_t(batch)),
+                                   make_stride(_1{}, o.row, o.head, o.batch)));
+  }
+  using Q = decltype(make_tma_copy(SM90_TMA_LOAD{}, rows_major(nullptr, 1, 1, 1, Operand{}), typename Cfg::LayoutQ{}));
+  using K = decltype(make_tma_copy(SM90_TMA_LOAD{}, rows_major(nullptr, 1, 1, 1, Operand{}), typename Cfg::LayoutK{}));
+  using V = decltype(make_tma_copy(SM90_TMA_LOAD{}, d_major(nullptr, 1, 1, 1, Operand{}), typename Cfg::LayoutVt{}));
+  Q q;
+  K k;
+  V v;
+  bool on = false;
+};
+// TMA's conditions on an operand: a 16-byte aligned start, strides of whole 16-byte units, and
+// extents within 32 bits.
+inline bool tma_operand_ok(const Operand& o, int64_t elem, int64_t rows, int64_t heads, int64_t batch) {
+  auto a16 = [&](int64_t v) { return (v * elem) % 16 == 0; };
+  const int64_t lim = (int64_t(1) << 31) - 1;
+  return reinterpret_cast<uintptr_t>(o.data) % 16 == 0 && a16(o.row) && a16(o.head) && a16(o.batch) && rows <= lim &&
+         heads <= lim && batch <= lim;
+}
+
 template <class T, class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geometry g, Pointers p) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_fwd_sm90_ws_kernel(Geometry g, Pointers p, const __grid_constant__ WsTma<T, Cfg> tma) {
   constexpr int D = Cfg::D, BN = Cfg::BN, S = Cfg::S, NT = BN / 8, DT = D / 8;
   using E = typename Cfg::E;
   extern __shared__ unsigned char smem_raw[];
@@ -246,18 +286,53 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
   const int64_t hk = h / (g.hq / g.hkv);
   // warp-uniform for the compiler (setmaxnreg applies per warpgroup)
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0), tid = int(threadIdx.x) % 128;
+  const bool by_tma = Cfg::kTma && tma.on;
   if (threadIdx.x == 0) {
     for (int i = 0; i < S; ++i) {
-      kernels::mbar_init(&full[i], 128);   // the producer's threads
-      kernels::mbar_init(&empty[i], 256);  // the consumers' threads
+      kernels::mbar_init(&full[i], by_tma ? 1 : 128);  // the producer's issuing thread, or all its threads
+      kernels::mbar_init(&empty[i], 256);              // the consumers' threads
     }
-    kernels::mbar_init(q_full, 128);
+    kernels::mbar_init(q_full, by_tma ? 1 : 128);
   }
   __syncthreads();
 
   if (wg == 0) {  // the producer (its threads are threadIdx.x 0..127, what load_swizzled indexes by)
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
     if (nb_lo >= nb_hi) return;
+    if constexpr (Cfg::kTma) {
+      if (by_tma) {
+        if (tid != 0) return;
+        // Q's two 64-row tiles, then each K / V tile once the consumers have released its stage.
+        Tensor mQ = tma.q.get_tma_tensor(make_shape(int32_t(g.sq), Int<D>{}, int32_t(g.hq), int32_t(g.batch)));
+        Tensor mK = tma.k.get_tma_tensor(make_shape(int32_t(g.sk), Int<D>{}, int32_t(g.hkv), int32_t(g.batch)));
+        Tensor mV = tma.v.get_tma_tensor(make_shape(Int<D>{}, int32_t(g.sk), int32_t(g.hkv), int32_t(g.batch)));
+        Tensor gQ = local_tile(mQ(_, _, h, b), Shape<_64, Int<D>>{}, make_coord(_, _0{}));     // (64, D, q tiles)
+        Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BN>, Int<D>>{}, make_coord(_, _0{}));  // (BN, D, tiles)
+        Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<D>, Int<BN>>{}, make_coord(_0{}, _));  // (D, BN, tiles)
+        auto cq = tma.q.get_slice(_0{});
+        auto ck = tma.k.get_slice(_0{});
+        auto cv = tma.v.get_slice(_0{});
+        Tensor tQg = group_modes<0, 3>(cq.partition_S(gQ));
+        Tensor tKg = group_modes<0, 3>(ck.partition_S(gK));
+        Tensor tVg = group_modes<0, 3>(cv.partition_S(gV));
+        kernels::mbar_arrive_expect_tx(q_full, unsigned(2 * Cfg::q_elems * sizeof(T)));
+        for (int c = 0; c < 2; ++c) {
+          Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Qs + c * Cfg::q_elems)), lq);
+          copy(tma.q.with(*q_full), tQg(_, int(i0 / 64) + c), group_modes<0, 3>(cq.partition_D(sQ)));
+        }
+        for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+          const int64_t k = nb - nb_lo;
+          const int st = int(k % S);
+          if (k >= S) kernels::mbar_wait(&empty[st], unsigned(k / S - 1));
+          Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Ks + st * Cfg::k_elems)), lk);
+          Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + st * Cfg::k_elems)), lv);
+          kernels::mbar_arrive_expect_tx(&full[st], unsigned(2 * Cfg::k_elems * sizeof(T)));
+          copy(tma.k.with(full[st]), tKg(_, int(nb)), group_modes<0, 3>(ck.partition_D(sK)));
+          copy(tma.v.with(full[st]), tVg(_, int(nb)), group_modes<0, 3>(cv.partition_D(sVt)));
+        }
+        return;
+      }
+    }
     const T* qb = row_ptr<T>(p.q, b, s.q_begin, h);
     const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
     const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
@@ -458,13 +533,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_fwd_sm90_ws_kernel(Geo
 }
 
 template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  constexpr auto kernel = [] {
-    if constexpr (Cfg::kThreads == 384) return flash_fwd_sm90_ws_kernel<T, Cfg>;
-    else return flash_fwd_sm90_kernel<T, Cfg>;
-  }();
-  opt_in_smem<kernel>(Cfg::smem_bytes);
   const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
-  kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p);
+  if constexpr (Cfg::kThreads == 384) {
+    constexpr auto kernel = flash_fwd_sm90_ws_kernel<T, Cfg>;
+    opt_in_smem<kernel>(Cfg::smem_bytes);
+    using Tma = WsTma<T, Cfg>;
+    Tma tma{};
+    const int64_t es = int64_t(sizeof(T));
+    if (Cfg::kTma && !g.varlen && !g.has_seqused_k && tma_operand_ok(p.q, es, g.sq, g.hq, g.batch) &&
+        tma_operand_ok(p.k, es, g.sk, g.hkv, g.batch) && tma_operand_ok(p.v, es, g.sk, g.hkv, g.batch)) {
+      auto ptr = [](const Operand& o) { return static_cast<const T*>(o.data); };
+      tma.q = make_tma_copy(SM90_TMA_LOAD{}, Tma::rows_major(ptr(p.q), g.sq, g.hq, g.batch, p.q), typename Cfg::LayoutQ{});
+      tma.k = make_tma_copy(SM90_TMA_LOAD{}, Tma::rows_major(ptr(p.k), g.sk, g.hkv, g.batch, p.k), typename Cfg::LayoutK{});
+      tma.v = make_tma_copy(SM90_TMA_LOAD{}, Tma::d_major(ptr(p.v), g.sk, g.hkv, g.batch, p.v), typename Cfg::LayoutVt{});
+      tma.on = true;
+    }
+    kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p, tma);
+  } else {
+    constexpr auto kernel = flash_fwd_sm90_kernel<T, Cfg>;
+    opt_in_smem<kernel>(Cfg::smem_bytes);
+    kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p);
+  }
   cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");
 }
 
