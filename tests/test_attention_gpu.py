@@ -396,6 +396,43 @@ def test_flash_forward_wgmma(tile, dt, d, rule, sq, sk, hq, hkv):
 
 @pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
 @pytest.mark.parametrize("d", [64, 128])
+def test_flash_forward_wgmma_varlen(tile, d):
+    """Packed sequences (an empty one, keys past seqused_k) on the sm_90a tiles: the warp-specialized
+    tile copies them by cp.async (TMA would bring a neighbour's rows where the sequence ends), dense
+    batches by TMA; a BHSD view (head-major strides) takes TMA too."""
+    if not _wgmma_available(d, tile):
+        pytest.skip("no sm_90a flash kernel in this build or on this device")
+    dt = torch.bfloat16
+    g = gen(d + len(tile))
+    lq, lk = [5, 0, 130, 64], [9, 3, 200, 64]
+    cu_q = torch.tensor([0] + list(torch.tensor(lq).cumsum(0)), dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device=DEV)
+    used = torch.tensor([9, 2, 150, 64], dtype=torch.int32, device=DEV)
+    q, k, v = rnd((sum(lq), 8, d), dt, g), rnd((sum(lk), 2, d), dt, g), rnd((sum(lk), 2, d), dt, g)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
+    for seqused in (None, used):
+        out = torch.full(q.shape, float("nan"), device=DEV, dtype=dt)
+        plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention", spec(q), spec(k), spec(v), spec(out), causal=True, varlen=True, batch=len(lq),
+            max_seqlen_q=max(lq), max_seqlen_k=max(lk), seqused_k=seqused is not None, tile=tile))
+        assert tile in plan.sku.name
+        extra = {} if seqused is None else {"seqused_k": seqused}
+        plan.run(q=q, k=k, v=v, out=out, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **extra)
+        want, _ = ref_attention(q, k, v, causal=True, cu_q=cu_q, cu_k=cu_k, seqused_k=seqused)
+        check_close(out, want, dt, f"{tile} varlen seqused={seqused is not None}")
+    # [B, H, S, D] memory seen as [B, S, H, D]: strided rows and heads
+    qh, kh, vh = (rnd((2, hh, s_, d), dt, g) for hh, s_ in ((8, 150), (2, 260), (2, 260)))
+    q, k, v = (t.transpose(1, 2) for t in (qh, kh, vh))
+    out = torch.full(q.shape, float("nan"), device=DEV, dtype=dt)
+    plan = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q), spec(k), spec(v), spec(out),
+                                                          tile=tile))
+    plan.run(q=q, k=k, v=v, out=out)
+    want, _ = ref_attention(q, k, v)
+    check_close(out, want, dt, f"{tile} BHSD view")
+
+
+@pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
+@pytest.mark.parametrize("d", [64, 128])
 def test_flash_forward_wgmma_one_tile_parts(tile, d):
     """The sm_90a forward's two products apart, on one 64-key tile, so that a failure says which:
     q = 0 gives uniform P, so out is the mean of v's rows (O = P V alone); v = the identity's rows
