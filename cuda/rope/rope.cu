@@ -36,6 +36,10 @@ constexpr int kStagedMinBlocksPerSm = 4;
 constexpr int kMaxTokensPerBlock = 16;
 // The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
+// RoPE alone (no cache append, 16-byte accesses) on batches that give at least 32 tokens per block
+// at about two blocks per SM: four tokens per block beat eight by 1.3-4.6 points of copy; with the
+// append, eight beat four by 7-8 (docs/benchmarks.md, RoPE).
+constexpr int kRotateOnlyTokensPerBlock = 4, kRotateOnlyMinTokens = 32;
 
 // float2 angle slots of a block's tokens in shared memory, rounded up to an even count so that the
 // ring of 16-byte reads after them starts 16-byte aligned.
@@ -383,8 +387,11 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   if (p.count == 3) items += p.x[2].heads * (g.v_wide ? p.x[2].copy_dim / vw : p.x[2].copy_dim);
   const int ny = (items + kThreads - 1) / kThreads;
   const int threads = std::max(64, ((items + ny - 1) / ny + 31) / 32 * 32);
-  const int tpb = g.tokens_per_block > 0 ? std::min(g.tokens_per_block, kMaxTokensPerBlock)
-                                         : int(std::clamp<int64_t>(tokens * ny / 264, 1, kDefaultTokensPerBlock));
+  const int64_t per_slot = tokens * ny / 264;  // tokens per block at about two blocks per SM
+  const bool rotate_only = g.wide && !(p.count >= 2 && p.x[1].paged);
+  int tpb = int(std::clamp<int64_t>(per_slot, 1, kDefaultTokensPerBlock));
+  if (rotate_only && per_slot >= kRotateOnlyMinTokens) tpb = kRotateOnlyTokensPerBlock;
+  if (g.tokens_per_block > 0) tpb = std::min(g.tokens_per_block, kMaxTokensPerBlock);
   const int64_t groups = (tokens + tpb - 1) / tpb;
   const size_t smem = size_t(angle_slots(tpb, half)) * sizeof(float2) +
                       (g.wide ? size_t(kStagedTokens) * 2 * threads * sizeof(uint4) : 0);
