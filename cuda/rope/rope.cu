@@ -37,8 +37,8 @@ constexpr int kMaxTokensPerBlock = 16;
 // The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
 // RoPE alone (no cache append, 16-byte accesses) on batches that give at least 32 tokens per block
-// at about two blocks per SM: four tokens per block beat eight by 1.3-4.6 points of copy; with the
-// append, eight beat four by 7-8 (docs/benchmarks.md, RoPE).
+// at about two blocks per SM: four tokens per block beat eight there, and lose with the append
+// (docs/benchmarks.md, RoPE).
 constexpr int kRotateOnlyTokensPerBlock = 4, kRotateOnlyMinTokens = 32;
 
 // float2 angle slots of a block's tokens in shared memory, rounded up to an even count so that the
