@@ -181,8 +181,9 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   }
 
   // The kernel: flash where it covers the case, else rowwise.
+  const bool dense = !g.varlen && !g.has_seqused_k;
   const std::vector<attention::FlashTile> tiles =
-      flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv) : std::vector<attention::FlashTile>{};
+      flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv, dense) : std::vector<attention::FlashTile>{};
   auto tile_name = [](const attention::FlashTile& t) {
     return (t.wgmma ? "w" : "m") + std::to_string(t.bm) + "n" + std::to_string(t.bn);
   };

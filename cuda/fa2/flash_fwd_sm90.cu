@@ -189,8 +189,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90
 }
 
 // The warp-specialized forward (tile w128n128): warpgroup 0 is the producer, copying Q once and then
-// each K / V tile into a ring of S shared-memory stages (cp.async; once its copies land, a proxy fence
-// and an mbarrier arrival mark the stage full); warpgroups 1 and 2 are consumers of 64 query rows each,
+// each K / V tile into a ring of S shared-memory stages (by TMA on dense batches, one thread issuing a
+// tile, the barrier counting its bytes; else cp.async, whose arrival on the stage's mbarrier marks it
+// full once the copies land); warpgroups 1 and 2 are consumers of 64 query rows each,
 // running S = Q K^T, the score rule, the online softmax and O += P V on every full stage, then marking
 // it empty for the producer's next tile. Registers move from the producer to the consumers
 // (setmaxnreg); no block-wide barrier inside the loop, so one consumer's softmax overlaps the
@@ -227,6 +228,7 @@ template <class T, int D_, int BN_, int S_> struct Sm90WsConfig {
   // Q (two 64-row tiles), S stages of K and of V, then the barriers; + 1024 for the alignment.
   static constexpr int tiles_bytes = (2 * q_elems + 2 * S * k_elems) * int(sizeof(T));
   static constexpr int smem_bytes = tiles_bytes + (2 * S + 1) * 8 + 1024;
+  static_assert(smem_bytes <= 227 * 1024, "past the shared memory an sm_90 block may have");
 };
 
 // The TMA copies of the warp-specialized tile: q / k as (rows, D, heads, batch) and v as
@@ -558,9 +560,9 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
 }
 
 // The tiles (flash_sm90_forward_tiles): 64 or 128 query rows (one or two warpgroups) x 64 keys, or
-// the warp-specialized 128 x 128 (two consumer warpgroups, two stages).
+// the warp-specialized 128 x 128 (two consumer warpgroups, three stages: 224 KB of tiles at d128).
 template <class T, int D> void launch_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  if (g.tile_bn == 128) return launch_sm90<T, Sm90WsConfig<T, D, 128, 2>>(g, p, stream);
+  if (g.tile_bn == 128) return launch_sm90<T, Sm90WsConfig<T, D, 128, 3>>(g, p, stream);
   if (g.tile_bm == 128) return launch_sm90<T, Sm90Config<T, D, 64, 2>>(g, p, stream);
   return launch_sm90<T, Sm90Config<T, D, 64, 1>>(g, p, stream);
 }
