@@ -2,6 +2,7 @@
 // SKU, and run().
 #include "baracuda/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -181,9 +182,14 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   }
 
   // The kernel: flash where it covers the case, else rowwise.
-  const bool dense = !g.varlen && !g.has_seqused_k;
+  // The warp-specialized tile first where its TMA loads apply (dense batches) unless a mask leaves
+  // each query 512 keys or fewer: 128-key tiles then waste more of their work on masked keys
+  // (docs/benchmarks.md, session 42: s512 causal, window 128).
+  const int64_t key_span = std::min(g.sk, g.window_left >= 0 ? g.window_left : g.sk);
+  const bool masked = g.window_left >= 0 || g.window_right >= 0;
+  const bool ws_first = !g.varlen && !g.has_seqused_k && !(masked && key_span <= 512);
   const std::vector<attention::FlashTile> tiles =
-      flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv, dense) : std::vector<attention::FlashTile>{};
+      flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv, ws_first) : std::vector<attention::FlashTile>{};
   auto tile_name = [](const attention::FlashTile& t) {
     return (t.wgmma ? "w" : "m") + std::to_string(t.bm) + "n" + std::to_string(t.bn);
   };

@@ -63,13 +63,13 @@ struct Pointers {
 
 // The flash kernels (cuda/fa2, BARACUDA_ENABLE_FA2): bf16 / f16, head dims 64, 96, 128, 256,
 // d == dv; every operand's rows 16-byte aligned. The tile shapes (query rows x key rows per block)
-// compiled for a head dim, the default first (empty: not covered). dense: the batch is neither packed
-// (varlen) nor cut by seqused_k, so that the warp-specialized tile's TMA loads apply.
+// compiled for a head dim, the default first (empty: not covered). warp_specialized_first: the sm_90a
+// w128n128 first (the caller's rule: its TMA loads apply and no short mask), else w64n64.
 struct FlashTile {
   int bm = 0, bn = 0;
   bool wgmma = false;  // the Hopper kernel (warpgroup MMA, sm_90a), named "w<bm>n<bn>"; else mma.sync, "m<bm>n<bn>"
 };
-std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool dense);
+std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);
 // The sm_90a forward (cuda/fa2/flash_fwd_sm90.cu, built with CUTLASS's CuTe for a 90 architecture):
 // bf16 / f16, d == dv in {64, 128}, on an sm_90 device; flash_forward runs it for a wgmma tile.

@@ -10,15 +10,15 @@ extern template void backward<kernels::bf16>(const Geometry&, const Pointers&, c
 extern template void backward<kernels::f16>(const Geometry&, const Pointers&, cudaStream_t);
 }  // namespace flash
 
-std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool dense) {
+std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first) {
   std::vector<FlashTile> out;
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
-  // On sm_90 the Hopper kernels first: the warp-specialized w128n128 where its loads go by TMA (dense
-  // batches), else the one-warpgroup w64n64 (by cp.async the w128n128 falls a shade behind it); both
-  // beat every mma.sync tile (docs/benchmarks.md, flash forward tiles).
+  // On sm_90 the Hopper kernels first: the warp-specialized w128n128 (1.3-1.6x w64n64 where its loads
+  // go by TMA) or the one-warpgroup w64n64; both beat every mma.sync tile at d128 (docs/benchmarks.md,
+  // flash forward tiles).
   if (flash_sm90_forward_supported(dtype, d, dv)) {
     const FlashTile w64n64{64, 64, true}, w128n64{128, 64, true}, w128n128{128, 128, true};
-    if (dense) out.insert(out.end(), {w128n128, w64n64, w128n64});
+    if (warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});
     else out.insert(out.end(), {w64n64, w128n64, w128n128});
   }
   for (const flash::TileRow& r : flash::kForwardTiles)
