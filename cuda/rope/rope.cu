@@ -36,9 +36,9 @@ constexpr int kStagedMinBlocksPerSm = 4;
 constexpr int kMaxTokensPerBlock = 16;
 // The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
-// RoPE alone in place (no cache append, 16-byte accesses) on batches that give at least 32 tokens
-// per block at about two blocks per SM: four tokens per block beat eight there, and lose with the
-// append (docs/benchmarks.md, RoPE; out of place is not measured yet, and keeps eight).
+// RoPE alone (no cache append, 16-byte accesses; in place or not) on batches that give at least 32
+// tokens per block at about two blocks per SM: four tokens per block beat eight there, and lose with
+// the append (docs/benchmarks.md, RoPE).
 constexpr int kRotateOnlyTokensPerBlock = 4, kRotateOnlyMinTokens = 32;
 
 // float2 angle slots of a block's tokens in shared memory, rounded up to an even count so that the
@@ -388,8 +388,8 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   const int ny = (items + kThreads - 1) / kThreads;
   const int threads = std::max(64, ((items + ny - 1) / ny + 31) / 32 * 32);
   const int64_t per_slot = tokens * ny / 264;  // tokens per block at about two blocks per SM
-  const bool in_place = p.x[0].in == p.x[0].out && (p.count < 2 || p.x[1].in == p.x[1].out);
-  const bool rotate_only = g.wide && in_place && !(p.count >= 2 && p.x[1].paged);
+  const bool appends = p.count == 3 || (p.count >= 2 && p.x[1].paged);  // a cache write besides the rotation
+  const bool rotate_only = g.wide && !appends;
   int tpb = int(std::clamp<int64_t>(per_slot, 1, kDefaultTokensPerBlock));
   if (rotate_only && per_slot >= kRotateOnlyMinTokens) tpb = kRotateOnlyTokensPerBlock;
   if (g.tokens_per_block > 0) tpb = std::min(g.tokens_per_block, kMaxTokensPerBlock);
