@@ -21,11 +21,7 @@ T0=$(date +%s)
 left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 summary=()
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader || true
-# Carried wheels (git-ignored .whl/, named in the call's carry): the device has no network. The
-# headers the optional backends build against: nvidia-cutlass, nvidia-cudnn-frontend (cp312).
-for w in .whl/*.whl; do
-  [[ -f "$w" ]] && python3 -m pip install -q --no-index --no-deps "$w" >> "$WORK/carried_wheels.log" 2>&1
-done
+bash tools/carried_wheels.sh "$WORK/carried_wheels.log"
 if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   tb=$(date +%s)
   if BARACUDA_CUDA_ARCHS="${BARACUDA_CUDA_ARCHS:-90}" python3 -m pip install --no-build-isolation --no-deps -v . \
