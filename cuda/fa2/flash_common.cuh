@@ -166,6 +166,19 @@ __device__ __forceinline__ void apply_score_rule(S&& sc, const Geometry& g, cons
     }
 }
 
+// One warp's score step on the tile of keys [j0, j_last] for the block's queries [i0, i_last]: a plain
+// score on a tile needing no mask returns f = scale * log2(e) for online_softmax's FFMA; otherwise the
+// rule runs here (masked scores -inf) and f = 1.
+template <int NT, class S>
+__device__ __forceinline__ float score_tile(S&& sc, const Geometry& g, const Seq& s, const Score& score, bool plain,
+                                            int64_t i0, int64_t i_last, int64_t row0, int64_t j0, int64_t j_last) {
+  const bool full = tile_inside(g, s, i0, i_last, j0, j_last);
+  const bool fast = full && plain;
+  const float f = fast ? score.scale_log2 : 1.f;
+  if (!fast) apply_score_rule<NT>(sc, g, s, score, full, row0, j0);
+  return f;
+}
+
 // The online softmax step of one tile: x = f * s, the running max m and sum l of the two rows, the
 // scores replaced by p = exp2(x - m), the output rescaled.
 template <int NT, int DT, class S, class O>

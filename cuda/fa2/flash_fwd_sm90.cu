@@ -80,6 +80,21 @@ __device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t
   }
 }
 
+// S = Q K^T of one warpgroup, issued and committed (the caller waits): the first k-block
+// overwrites S, the rest accumulate.
+template <class Mma, class TQ, class TK, class TS>
+__device__ __forceinline__ void issue_qk(Mma& mma, const TQ& tSrQ, const TK& tSrK, TS& tSrS) {
+  warpgroup_fence_operand(tSrS);
+  warpgroup_arrive();
+  mma.accumulate_ = GMMA::ScaleOut::Zero;
+#pragma unroll
+  for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+    cute::gemm(mma, tSrQ(_, _, kb), tSrK(_, _, kb), tSrS);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+}
+
 template <class T, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
   constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM, TH = Cfg::kThreads;
@@ -144,15 +159,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90
     cutlass::arch::fence_view_async_shared();  // cp.async's writes, before wgmma reads them
     __syncthreads();                           // Q and this K tile are in
 
-    warpgroup_fence_operand(tSrS);
-    warpgroup_arrive();
-    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll
-    for (int kb_ = 0; kb_ < size<2>(tSrQ); ++kb_) {
-      cute::gemm(mma_s, tSrQ(_, _, kb_), tSrK(_, _, kb_), tSrS);
-      mma_s.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
+    issue_qk(mma_s, tSrQ, tSrK, tSrS);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
     __syncthreads();  // every warp is done with this K tile
@@ -160,12 +167,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90
     kernels::cp_async_commit();
 
     // Scores in the log2 domain, x = f * s (flash_fwd.cuh's rule).
-    const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-    const bool fast = full && plain;
-    const float f = fast ? score.scale_log2 : 1.f;
     auto sc = [&](int i) -> float& { return tSrS(i); };
     auto oc = [&](int i) -> float& { return tOrO(i); };
-    if (!fast) apply_score_rule<NT>(sc, g, s, score, full, i0 + w * 16, j0);
+    const float f = score_tile<NT>(sc, g, s, score, plain, i0, i_last, i0 + w * 16, j0, j0 + BN - 1);
     online_softmax<NT, DT>(sc, oc, m, l, f);
 #pragma unroll
     for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(tSrS(i));  // the C fragments' order (flash_common.cuh)
@@ -418,15 +422,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Tensor tSrK = thr_s.partition_fragment_B(sK);
       Tensor tOrV = thr_o.partition_fragment_B(  // the previous tile's V
           make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + prev * Cfg::k_elems)), lv));
-      warpgroup_fence_operand(tSrS);
-      warpgroup_arrive();
-      mma_s.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll
-      for (int kb_ = 0; kb_ < size<2>(tSrQ); ++kb_) {
-        cute::gemm(mma_s, tSrQ(_, _, kb_), tSrK(_, _, kb_), tSrS);
-        mma_s.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
+      issue_qk(mma_s, tSrQ, tSrK, tSrS);
       if (k > 0) {
         warpgroup_fence_operand(tOrO);
         warpgroup_arrive();
@@ -439,12 +435,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       warpgroup_fence_operand(tSrS);
 
-      const bool full_tile = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-      const bool fast = full_tile && plain;
-      const float f = fast ? score.scale_log2 : 1.f;
       auto sc = [&](int i) -> float& { return tSrS(i); };
       auto oc = [&](int i) -> float& { return tOrO(i); };
-      if (!fast) apply_score_rule<NT>(sc, g, s, score, full_tile, row0, j0);
+      const float f = score_tile<NT>(sc, g, s, score, plain, i0, i_last, row0, j0, j0 + BN - 1);
       const float m_old[2] = {m[0], m[1]};
       online_softmax<NT, 0>(sc, oc, m, l, f);  // O's rescale below, once P V has written it
       // Unconditional (nothing is in flight on the first tile): ptxas sees P V retired on every path
@@ -496,25 +489,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     Tensor tSrK = thr_s.partition_fragment_B(sK);
     Tensor tOrV = thr_o.partition_fragment_B(sVt);
 
-    warpgroup_fence_operand(tSrS);
-    warpgroup_arrive();
-    mma_s.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll
-    for (int kb_ = 0; kb_ < size<2>(tSrQ); ++kb_) {
-      cute::gemm(mma_s, tSrQ(_, _, kb_), tSrK(_, _, kb_), tSrS);
-      mma_s.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
+    issue_qk(mma_s, tSrQ, tSrK, tSrS);
     turn_pass(nb + 1 == nb_hi);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
 
-    const bool full_tile = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-    const bool fast = full_tile && plain;
-    const float f = fast ? score.scale_log2 : 1.f;
     auto sc = [&](int i) -> float& { return tSrS(i); };
     auto oc = [&](int i) -> float& { return tOrO(i); };
-    if (!fast) apply_score_rule<NT>(sc, g, s, score, full_tile, row0, j0);
+    const float f = score_tile<NT>(sc, g, s, score, plain, i0, i_last, row0, j0, j0 + BN - 1);
     online_softmax<NT, DT>(sc, oc, m, l, f);
 #pragma unroll
     for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(tSrS(i));
