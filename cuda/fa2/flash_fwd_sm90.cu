@@ -95,6 +95,16 @@ __device__ __forceinline__ void issue_qk(Mma& mma, const TQ& tSrQ, const TK& tSr
   warpgroup_commit_batch();
 }
 
+// O += P V of one warpgroup (P from registers), issued and committed (the caller waits).
+template <class Mma, class TP, class TV, class TO>
+__device__ __forceinline__ void issue_pv(Mma& mma, const TP& tOrP, const TV& tOrV, TO& tOrO) {
+  warpgroup_fence_operand(tOrO);
+  warpgroup_arrive();
+#pragma unroll
+  for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
+  warpgroup_commit_batch();
+}
+
 template <class T, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
   constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM, TH = Cfg::kThreads;
@@ -177,11 +187,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90
     kernels::cp_async_wait<1>();
     cutlass::arch::fence_view_async_shared();
     __syncthreads();  // this V tile is in
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-#pragma unroll
-    for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
-    warpgroup_commit_batch();
+    issue_pv(mma_o, tOrP, tOrV, tOrO);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     __syncthreads();  // every warp is done with this V tile
@@ -424,11 +430,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + prev * Cfg::k_elems)), lv));
       issue_qk(mma_s, tSrQ, tSrK, tSrS);
       if (k > 0) {
-        warpgroup_fence_operand(tOrO);
-        warpgroup_arrive();
-#pragma unroll
-        for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
-        warpgroup_commit_batch();
+        issue_pv(mma_o, tOrP, tOrV, tOrO);
         warpgroup_wait<1>();  // S_j is in; P V may still run
       } else {
         warpgroup_wait<0>();
@@ -464,11 +466,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     Tensor sVt = make_tensor(make_smem_ptr(reinterpret_cast<E*>(Vs + prev * Cfg::k_elems)), lv);
     Tensor tOrV = thr_o.partition_fragment_B(sVt);
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-#pragma unroll
-    for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
-    warpgroup_commit_batch();
+    issue_pv(mma_o, tOrP, tOrV, tOrO);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     kernels::mbar_arrive(&empty[prev]);
@@ -501,11 +499,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < NT * 4; ++i) tOrP(i) = E(tSrS(i));
 
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-#pragma unroll
-    for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma_o, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
-    warpgroup_commit_batch();
+    issue_pv(mma_o, tOrP, tOrV, tOrO);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     kernels::mbar_arrive(&empty[st]);  // this thread's products have read the stage
