@@ -184,10 +184,11 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   // The kernel: flash where it covers the case, else rowwise.
   // The warp-specialized tile first where its TMA loads apply (dense batches) unless a mask leaves
   // each query 512 keys or fewer: 128-key tiles then waste more of their work on masked keys
-  // (docs/benchmarks.md, session 42: s512 causal, window 128).
+  // (docs/benchmarks.md, session 42: s512 causal, window 128); nor for 64 queries or fewer, where
+  // its second consumer would have no rows (w64n64 does the same work at three blocks per SM).
   const int64_t key_span = std::min(g.sk, g.window_left >= 0 ? g.window_left : g.sk);
   const bool masked = g.window_left >= 0 || g.window_right >= 0;
-  const bool ws_first = !g.varlen && !g.has_seqused_k && !(masked && key_span <= 512);
+  const bool ws_first = !g.varlen && !g.has_seqused_k && g.sq > 64 && !(masked && key_span <= 512);
   const std::vector<attention::FlashTile> tiles =
       flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv, ws_first) : std::vector<attention::FlashTile>{};
   auto tile_name = [](const attention::FlashTile& t) {
