@@ -431,6 +431,29 @@ def test_flash_forward_wgmma_varlen(tile, d):
     check_close(out, want, dt, f"{tile} BHSD view")
 
 
+@pytest.mark.parametrize("tile", ["w64n64", "w128n128"])
+def test_flash_forward_wgmma_broadcast_kv(tile):
+    """k / v broadcast by stride 0 (expanded over the batch, then over the kv heads): the
+    warp-specialized tile's TMA descriptors take no zero stride, so it loads those by cp.async."""
+    d = 128
+    if not _wgmma_available(d, tile):
+        pytest.skip("no sm_90a flash kernel in this build or on this device")
+    dt = torch.bfloat16
+    g = gen(len(tile) + 5)
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
+    q = rnd((3, 200, 8, d), dt, g)
+    for k0, v0, shape in (((1, 300, 2, d), (1, 300, 2, d), (3, 300, 2, d)),
+                          ((3, 300, 1, d), (3, 300, 1, d), (3, 300, 4, d))):
+        k, v = rnd(k0, dt, g).expand(shape), rnd(v0, dt, g).expand(shape)
+        for causal in (False, True):
+            out = torch.full(q.shape, float("nan"), device=DEV, dtype=dt)
+            plan = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q), spec(k), spec(v), spec(out),
+                                                                  causal=causal, tile=tile))
+            plan.run(q=q, k=k, v=v, out=out)
+            want, _ = ref_attention(q, k, v, causal=causal)
+            check_close(out, want, dt, f"{tile} k / v {shape} by stride 0, causal={causal}")
+
+
 @pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_flash_forward_wgmma_one_tile_parts(tile, d):

@@ -268,11 +268,15 @@ template <class T, class Cfg> struct WsTma {
 };
 // TMA's conditions on an operand: a 16-byte aligned start, strides of whole 16-byte units, and
 // extents within 32 bits.
+// What cuTensorMapEncodeTiled takes (a refused descriptor would not fail until the kernel's loads,
+// so anything else loads by cp.async): a 16-byte aligned base, strides non-zero multiples of 16
+// bytes under 2^40 (a stride-0 broadcast, e.g. k / v expanded over the batch, is not one), dims
+// under 2^31.
 inline bool tma_operand_ok(const Operand& o, int64_t elem, int64_t rows, int64_t heads, int64_t batch) {
-  auto a16 = [&](int64_t v) { return (v * elem) % 16 == 0; };
+  auto stride_ok = [&](int64_t v) { return v > 0 && (v * elem) % 16 == 0 && v * elem < (int64_t(1) << 40); };
   const int64_t lim = (int64_t(1) << 31) - 1;
-  return reinterpret_cast<uintptr_t>(o.data) % 16 == 0 && a16(o.row) && a16(o.head) && a16(o.batch) && rows <= lim &&
-         heads <= lim && batch <= lim;
+  return reinterpret_cast<uintptr_t>(o.data) % 16 == 0 && stride_ok(o.row) && stride_ok(o.head) &&
+         stride_ok(o.batch) && rows <= lim && heads <= lim && batch <= lim;
 }
 
 template <class T, class Cfg>
