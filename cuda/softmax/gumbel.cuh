@@ -173,50 +173,27 @@ __global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) gumbel_fwd(Ge
 }
 
 // gx = y_soft * (gy - sum(gy * y_soft)) * inv_tau
+template <class C> struct GumbelBackwardRule {
+  C inv_tau, d;
+  __device__ __forceinline__ void reset() { d = 0; }
+  __device__ __forceinline__ void add(const C (&gy)[4], const C (&y)[4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) d += gy[j] * y[j];
+  }
+  template <bool WARP> __device__ __forceinline__ void finish(Scratch<C>& sh) { d = team_sum1<WARP>(d, sh); }
+  __device__ __forceinline__ void grad(const C (&gy)[4], const C (&y)[4], C (&gx)[4]) const {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) gx[j] = y[j] * (gy[j] - d) * inv_tau;
+  }
+};
 template <class T, bool WARP, int K, bool REG>
 __global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) gumbel_bwd(Geo g, T* __restrict__ gx, const T* __restrict__ gy,
                                                    const T* __restrict__ ys, double inv_tau_d) {
   using C = compute_t<T>;
   __shared__ Scratch<C> sh;
   const Team<WARP> tm;
-  const C inv_tau = C(inv_tau_d);
-  const int64_t nch = (g.len + 3) / 4;
-  const int nk = REG ? K : int((nch + tm.size - 1) / tm.size);
-  for (int64_t row = tm.first; row < g.rows; row += tm.step) {
-    int64_t o[4];
-    row_offsets(g, row, o);
-    const T* ar = gy + o[1];
-    const T* br = ys + o[2];
-    C a[REG ? K : 1][4], b[REG ? K : 1][4];
-    C d = 0;
-#pragma unroll
-    for (int k = 0; k < (REG ? K : nk); ++k) {
-      const int64_t i0 = 4 * (int64_t(k) * tm.size + tm.lane);
-      C(&ak)[4] = a[REG ? k : 0];
-      C(&bk)[4] = b[REG ? k : 0];
-      load4<T>(ar, g.ax[1], i0, g.len, ak, C(0));
-      load4<T>(br, g.ax[2], i0, g.len, bk, C(0));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) d += ak[j] * bk[j];
-    }
-    d = team_sum1<WARP>(d, sh);
-    T* orow = gx + o[0];
-#pragma unroll
-    for (int k = 0; k < (REG ? K : nk); ++k) {
-      const int64_t i0 = 4 * (int64_t(k) * tm.size + tm.lane);
-      if (i0 >= g.len) continue;
-      C(&ak)[4] = a[REG ? k : 0];
-      C(&bk)[4] = b[REG ? k : 0];
-      if constexpr (!REG) {
-        load4<T>(ar, g.ax[1], i0, g.len, ak, C(0));
-        load4<T>(br, g.ax[2], i0, g.len, bk, C(0));
-      }
-      C y[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) y[j] = bk[j] * (ak[j] - d) * inv_tau;
-      store4<T>(orow, g.ax[0], i0, g.len, y);
-    }
-  }
+  GumbelBackwardRule<C> rule{C(inv_tau_d), C(0)};
+  row_backward<T, WARP, K, REG>(tm, g, gx, gy, ys, rule, sh);
 }
 
 // The noise field itself, written to out (f32 or f64) at its strides: a thread per 4 logical

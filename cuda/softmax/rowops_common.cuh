@@ -194,6 +194,53 @@ template <bool WARP> struct Team {
   }
 };
 
+// The backward of a row op over gy (ax[1]) and its forward output y (ax[2]) into gx (ax[0]), in
+// two passes over each row: pass 1 loads every 4-chunk of both (kept in registers when REG) into
+// the op's statistic (`R::add`), `R::finish` reduces it over the team, pass 2 writes
+// gx = `R::grad` chunk by chunk (re-reading the chunks when !REG). R: the op's per-row rule,
+// reset at every row. The geometry by value: a reference to the kernel's parameter makes nvcc
+// copy it to local memory first.
+template <class T, bool WARP, int K, bool REG, class R>
+__device__ __forceinline__ void row_backward(const Team<WARP>& tm, Geo g, T* gx, const T* gy, const T* y,
+                                             R& rule, Scratch<compute_t<T>>& sh) {
+  using C = compute_t<T>;
+  const int64_t nch = (g.len + 3) / 4;
+  const int nk = REG ? K : int((nch + tm.size - 1) / tm.size);
+  for (int64_t row = tm.first; row < g.rows; row += tm.step) {
+    int64_t o[4];
+    row_offsets(g, row, o);
+    const T* ar = gy + o[1];
+    const T* br = y + o[2];
+    C a[REG ? K : 1][4], b[REG ? K : 1][4];
+    rule.reset();
+#pragma unroll
+    for (int k = 0; k < (REG ? K : nk); ++k) {
+      const int64_t i0 = 4 * (int64_t(k) * tm.size + tm.lane);
+      C(&ak)[4] = a[REG ? k : 0];
+      C(&bk)[4] = b[REG ? k : 0];
+      load4<T>(ar, g.ax[1], i0, g.len, ak, C(0));
+      load4<T>(br, g.ax[2], i0, g.len, bk, C(0));
+      rule.add(ak, bk);
+    }
+    rule.template finish<WARP>(sh);
+    T* orow = gx + o[0];
+#pragma unroll
+    for (int k = 0; k < (REG ? K : nk); ++k) {
+      const int64_t i0 = 4 * (int64_t(k) * tm.size + tm.lane);
+      if (i0 >= g.len) continue;
+      C(&ak)[4] = a[REG ? k : 0];
+      C(&bk)[4] = b[REG ? k : 0];
+      if constexpr (!REG) {
+        load4<T>(ar, g.ax[1], i0, g.len, ak, C(0));
+        load4<T>(br, g.ax[2], i0, g.len, bk, C(0));
+      }
+      C out[4];
+      rule.grad(ak, bk, out);
+      store4<T>(orow, g.ax[0], i0, g.len, out);
+    }
+  }
+}
+
 inline unsigned grid_of(int64_t blocks) {
   return unsigned(blocks < 1 ? 1 : (blocks > (int64_t(1) << 30) ? (int64_t(1) << 30) : blocks));
 }

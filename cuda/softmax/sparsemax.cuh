@@ -139,55 +139,39 @@ __global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) sparsemax_fwd
   }
 }
 
+// gx = [y > 0] * (gy - mean_{y > 0}(gy))
+template <class C> struct SparsemaxBackwardRule {
+  C sum[1], mean;
+  long long cnt[1];
+  __device__ __forceinline__ void reset() {
+    sum[0] = 0;
+    cnt[0] = 0;
+  }
+  __device__ __forceinline__ void add(const C (&gy)[4], const C (&y)[4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (y[j] > C(0)) {
+        sum[0] += gy[j];
+        ++cnt[0];
+      }
+  }
+  template <bool WARP> __device__ __forceinline__ void finish(Scratch<C>& sh) {
+    team_sum<WARP, 1, 1>(sum, cnt, sh);
+    mean = cnt[0] > 0 ? sum[0] / C(cnt[0]) : C(0);
+  }
+  __device__ __forceinline__ void grad(const C (&gy)[4], const C (&y)[4], C (&gx)[4]) const {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) gx[j] = y[j] > C(0) ? gy[j] - mean : C(0);
+  }
+};
 template <class T, bool WARP, int K, bool REG>
 __global__ void __launch_bounds__(WARP ? 256 : 1024, WARP ? 4 : 1) sparsemax_bwd(Geo g, T* __restrict__ gx, const T* __restrict__ gy,
                                                       const T* __restrict__ y) {
   using C = compute_t<T>;
   __shared__ Scratch<C> sh;
   const Team<WARP> tm;
-  const int64_t nch = (g.len + 3) / 4;
-  const int nk = REG ? K : int((nch + tm.size - 1) / tm.size);
-  for (int64_t row = tm.first; row < g.rows; row += tm.step) {
-    int64_t o[4];
-    row_offsets(g, row, o);
-    const T* ar = gy + o[1];
-    const T* br = y + o[2];
-    C a[REG ? K : 1][4], b[REG ? K : 1][4];
-    C sum[1] = {0};
-    long long cnt[1] = {0};
-#pragma unroll
-    for (int k = 0; k < (REG ? K : nk); ++k) {
-      const int64_t i0 = 4 * (int64_t(k) * tm.size + tm.lane);
-      C(&ak)[4] = a[REG ? k : 0];
-      C(&bk)[4] = b[REG ? k : 0];
-      load4<T>(ar, g.ax[1], i0, g.len, ak, C(0));
-      load4<T>(br, g.ax[2], i0, g.len, bk, C(0));
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (bk[j] > C(0)) {
-          sum[0] += ak[j];
-          ++cnt[0];
-        }
-    }
-    team_sum<WARP, 1, 1>(sum, cnt, sh);
-    const C mean = cnt[0] > 0 ? sum[0] / C(cnt[0]) : C(0);
-    T* orow = gx + o[0];
-#pragma unroll
-    for (int k = 0; k < (REG ? K : nk); ++k) {
-      const int64_t i0 = 4 * (int64_t(k) * tm.size + tm.lane);
-      if (i0 >= g.len) continue;
-      C(&ak)[4] = a[REG ? k : 0];
-      C(&bk)[4] = b[REG ? k : 0];
-      if constexpr (!REG) {
-        load4<T>(ar, g.ax[1], i0, g.len, ak, C(0));
-        load4<T>(br, g.ax[2], i0, g.len, bk, C(0));
-      }
-      C r[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) r[j] = bk[j] > C(0) ? ak[j] - mean : C(0);
-      store4<T>(orow, g.ax[0], i0, g.len, r);
-    }
-  }
+  SparsemaxBackwardRule<C> rule;
+  row_backward<T, WARP, K, REG>(tm, g, gx, gy, y, rule, sh);
 }
 
 template <class T, bool WARP, int K, bool REG>
