@@ -4,7 +4,8 @@
 # then the wheels are installed in turn and the same command run A B A B ... (a clock or machine
 # drift shows as a round-to-round difference, not as a verdict). Make the patch here with
 #   git diff -- cuda cpp > ab.patch        (untracked, so the device copy carries it; not committed)
-# then on the device machine:
+# then on the device machine (the call carrying .whl, so that both builds have the CUTLASS / cuDNN
+# headers; tools/carried_wheels.sh installs them):
 #   DEADLINE=580 bash tools/ab_check.sh ab.patch "python3 bench/bench_norm.py --family row --kind bwd"
 # The command sees AB_VARIANT=A / B. Logs: $OUT/ab_A<round>.log, $OUT/ab_B<round>.log; the last TAIL lines of each are printed.
 set -uo pipefail
