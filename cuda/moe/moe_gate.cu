@@ -5,8 +5,10 @@
 #include <climits>
 #include <cmath>
 
+#include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/online_softmax.cuh"
 #include "moe/moe_launch.h"
 
 namespace baracuda::moe {
@@ -14,19 +16,11 @@ namespace baracuda::moe {
 namespace {
 
 using kernels::TypeTag;
+using kernels::warp_sum;
 
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-  return v;
-}
+__device__ __forceinline__ float warp_max(float v) { return kernels::group_max<32>(v); }  // fmaxf: a NaN lane loses
 
 // A candidate: selection value, expert (or group) id, score. The order is total (ids differ), so
 // the butterfly leaves the same winner in every lane.
