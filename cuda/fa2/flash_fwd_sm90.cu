@@ -525,9 +525,12 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
     if (Cfg::kTma && !g.varlen && !g.has_seqused_k && tma_operand_ok(p.q, es, g.sq, g.hq, g.batch) &&
         tma_operand_ok(p.k, es, g.sk, g.hkv, g.batch) && tma_operand_ok(p.v, es, g.sk, g.hkv, g.batch)) {
       auto ptr = [](const Operand& o) { return static_cast<const T*>(o.data); };
-      tma.q = make_tma_copy(SM90_TMA_LOAD{}, Tma::rows_major(ptr(p.q), g.sq, g.hq, g.batch, p.q), typename Cfg::LayoutQ{});
-      tma.k = make_tma_copy(SM90_TMA_LOAD{}, Tma::rows_major(ptr(p.k), g.sk, g.hkv, g.batch, p.k), typename Cfg::LayoutK{});
-      tma.v = make_tma_copy(SM90_TMA_LOAD{}, Tma::d_major(ptr(p.v), g.sk, g.hkv, g.batch, p.v), typename Cfg::LayoutVt{});
+      tma.q = make_tma_copy(SM90_TMA_LOAD{}, Tma::rows_major(ptr(p.q), g.sq, g.hq, g.batch, p.q),
+                            typename Cfg::LayoutQ{});
+      tma.k = make_tma_copy(SM90_TMA_LOAD{}, Tma::rows_major(ptr(p.k), g.sk, g.hkv, g.batch, p.k),
+                            typename Cfg::LayoutK{});
+      tma.v = make_tma_copy(SM90_TMA_LOAD{}, Tma::d_major(ptr(p.v), g.sk, g.hkv, g.batch, p.v),
+                            typename Cfg::LayoutVt{});
       tma.on = true;
     }
     kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p, tma);
