@@ -44,7 +44,7 @@ struct Geometry {
   int64_t lse_batch = 0, lse_head = 0;
   int64_t total_q = 0, total_k = 0;  // varlen: rows of q and of k / v
   int tile_bm = 0, tile_bn = 0;  // the flash forward's tile (flash_forward_tiles)
-  bool tile_wgmma = false;       // that tile on the sm_90a kernel (flash_fwd_sm90.cu)
+  bool tile_wgmma = false;       // that tile on the sm_90a kernel (flash_fwd_sm90.cuh)
 };
 
 struct Pointers {
@@ -71,7 +71,7 @@ struct FlashTile {
 };
 std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);
-// The sm_90a forward (cuda/fa2/flash_fwd_sm90.cu, built with CUTLASS's CuTe for a 90 architecture):
+// The sm_90a forward (cuda/fa2/flash_fwd_sm90.cu{,h}, built with CUTLASS's CuTe for a 90 architecture):
 // bf16 / f16, d == dv in {64, 128}, on an sm_90 device; flash_forward runs it for a wgmma tile.
 bool flash_sm90_forward_supported(DType dtype, int64_t d, int64_t dv);
 void flash_sm90_forward(const Geometry& g, const Pointers& p, void* stream);

@@ -1,11 +1,11 @@
-// The attention harness of tools/probe/probe.sh: the sm_90a flash forward of cuda/fa2/flash_fwd_sm90.cu
+// The attention harness of tools/probe/probe.sh: the sm_90a flash forward of cuda/fa2/flash_fwd_sm90.cuh
 // (a variant of that file) on dense bf16 [B, S, H, D] q / k / v (GQA by the kv heads), causal or not.
 // Per case: microseconds (median of 20, L2 flushed), TFLOP/s (4 B H S S D, halved when causal), the
 // largest error against a reference kernel (f32, one block per row) on 64 rows of each head of the
 // first sequence, and a checksum of the output (variants that keep the math write the same bits).
 // Arguments: B S H HKV D CAUSAL BM BN (the tile: 64 64, 128 64, or 128 128 the warp-specialized), e.g.
 //   PROBE_ARGS="8 2048 16 16 128 0 64 64;4 4096 32 8 128 1 64 64" bash tools/probe/probe.sh attention \
-//     cuda/fa2/flash_fwd_sm90.cu base 'b3=s/__launch_bounds__(Cfg::kThreads)/__launch_bounds__(Cfg::kThreads, 3)/'
+//     cuda/fa2/flash_fwd_sm90.cuh base 'b3=s/__launch_bounds__(Cfg::kThreads)/__launch_bounds__(Cfg::kThreads, 3)/'
 #include <cuda_bf16.h>
 
 #include <cmath>
