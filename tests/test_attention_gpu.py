@@ -34,6 +34,11 @@ def rnd(shape, dt, g, scale=1.0):
     return (torch.randn(shape, generator=g, device=DEV, dtype=torch.float64) * scale).to(dt)
 
 
+def spec(t):
+    """t's TensorSpec with its own strides (views as they are, no copy)."""
+    return bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))
+
+
 def ref_seq(q, k, v, *, scale, causal, top_left, window, softcap, slopes, sinks):
     """One sequence in float64: q [sq, Hq, D], k / v [sk, Hkv, D]. Returns out [sq, Hq, Dv], lse [Hq, sq]."""
     q, k, v = q.double(), k.double(), v.double()
@@ -409,7 +414,6 @@ def test_flash_forward_wgmma_varlen(tile, d):
     cu_k = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device=DEV)
     used = torch.tensor([9, 2, 150, 64], dtype=torch.int32, device=DEV)
     q, k, v = rnd((sum(lq), 8, d), dt, g), rnd((sum(lk), 2, d), dt, g), rnd((sum(lk), 2, d), dt, g)
-    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
     for seqused in (None, used):
         out = torch.full(q.shape, float("nan"), device=DEV, dtype=dt)
         plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
@@ -440,7 +444,6 @@ def test_flash_forward_wgmma_broadcast_kv(tile):
         pytest.skip("no sm_90a flash kernel in this build or on this device")
     dt = torch.bfloat16
     g = gen(len(tile) + 5)
-    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
     q = rnd((3, 200, 8, d), dt, g)
     for k0, v0, shape in (((1, 300, 2, d), (1, 300, 2, d), (3, 300, 2, d)),
                           ((3, 300, 1, d), (3, 300, 1, d), (3, 300, 4, d))):
@@ -558,7 +561,7 @@ needs_cudnn = pytest.mark.skipif(not HAS_CUDNN, reason="no cuDNN backend in this
 
 def _plan(q, k, v, out, **kw):
     return bc.AttentionPlan.select(bc.AttentionDescriptor(
-        "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride())) for t in (q, k, v, out)),
+        "attention", *map(spec, (q, k, v, out)),
         **kw))
 
 
@@ -775,7 +778,7 @@ def test_cudnn_packed_forward_backward(dt, d, hq, hkv, rule):
     check_close(out, want, dt, f"cudnn packed {rule}")
     check_lse(lse, wlse)
     plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
-        "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride())) for t in (q, k, v, out)),
+        "attention", *map(spec, (q, k, v, out)),
         varlen=True, batch=len(lq), max_seqlen_q=max(lq), max_seqlen_k=max(lk), causal=rule.get("causal", False)))
     assert plan.sku.backend == bc.Backend.cudnn and plan.sku.layout == "varlen"
     gout = rnd(out.shape, dt, g)
@@ -861,7 +864,6 @@ def test_cudnn_packed_graph_replay_and_buckets():
     q, k, v = rnd((total, hq, d), dt, g), rnd((total, hkv, d), dt, g), rnd((total, hkv, d), dt, g)
     out = torch.empty_like(q)
     lse = torch.empty((hq, total), device=DEV)
-    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
     plan = bc.AttentionPlan.select(bc.AttentionDescriptor("attention", spec(q), spec(k), spec(v), spec(out),
                                                           causal=True, varlen=True, batch=B, max_seqlen_q=300,
                                                           max_seqlen_k=300, lse=True, kernel="cudnn"))

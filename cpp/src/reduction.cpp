@@ -84,8 +84,6 @@ std::string axes_str(const std::vector<int64_t>& a) {
   return s + "]";
 }
 
-
-
 // The forward geometry: x's dims, which are reduced, and out's stride for each kept x dim.
 // Dims are ordered by x's strides (innermost = smallest) and merged where contiguous for x
 // and for out (kept) or for the logical index (reduced), size-1 dims dropped: strides {x, out,

@@ -56,7 +56,6 @@ std::string join_names(const std::vector<DType>& v) {
   return s;
 }
 
-
 // Tuning knobs: BARACUDA_SCAN_CFG="threads=256,group=0,vec=1,pf=1,cvec=1,split=-1,min_seg=4096,
 // target=8448,col_min_seg=16,col_target=270336" (read at select()).
 struct Knobs {

@@ -265,8 +265,6 @@ template <class T, class Cfg> struct WsTma {
   V v;
   bool on = false;
 };
-// TMA's conditions on an operand: a 16-byte aligned start, strides of whole 16-byte units, and
-// extents within 32 bits.
 // What cuTensorMapEncodeTiled takes (a refused descriptor would not fail until the kernel's loads,
 // so anything else loads by cp.async): a 16-byte aligned base, strides non-zero multiples of 16
 // bytes under 2^40 (a stride-0 broadcast, e.g. k / v expanded over the batch, is not one), dims

@@ -353,7 +353,6 @@ std::string library_version() {
 
 namespace {
 
-
 // The graph's dims and flags, and the layout of CudnnPadding's arrays in the workspace.
 void shape(Graphs& G) {
   const attention::Geometry& g = G.geo;

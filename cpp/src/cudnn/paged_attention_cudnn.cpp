@@ -24,7 +24,6 @@ namespace {
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kSeqLenQ, kSeqLenKV, kTableK, kTableV, kSink };
 
-
 // q / out strides (batch, token, head) in elements: the graph's layout of [B, Hq, Sq, D].
 struct Layout {
   int64_t q_batch, q_token, q_head, out_batch, out_token, out_head;
