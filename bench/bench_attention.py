@@ -5,7 +5,7 @@
     python3 bench/bench_attention.py               # the grid below, forward and backward
     python3 bench/bench_attention.py --quick       # fewer samples
     python3 bench/bench_attention.py --rows 'd128' # regex on the row keys
-    python3 bench/bench_attention.py --tiles       # also every compiled flash forward tile (w...: sm_90a)
+    python3 bench/bench_attention.py --tiles       # also every compiled flash tile (w...: sm_90a)
     python3 bench/bench_attention.py --rows varlen # packed sequences (equal and mixed lengths), fwd + bwd
     python3 bench/bench_attention.py --rows sinks  # gpt-oss attention sinks (full and sliding window)
     python3 bench/bench_attention.py --rows 'softcap|alibi'  # Gemma-2's softcap, ALiBi slopes
@@ -90,13 +90,11 @@ class Row:
                 self.run_fwd(i)
             self.gout = [torch.randn((b, s, hq, d), device=DEV, dtype=BF) for _ in range(self.n)]
             self.grads = [torch.empty_like(t) for t in self.sets[0]]
-            self.bwd = bc.AttentionPlan.select(bc.AttentionDescriptor(
-                "attention_backward", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal))
-            self.bwd_flash = bc.AttentionPlan.select(bc.AttentionDescriptor(
-                "attention_backward", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal, kernel="flash"))
-            self.bwd_det = bc.AttentionPlan.select(bc.AttentionDescriptor(
-                "attention_backward", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal,
-                deterministic=True))
+            def bwd_plan(**kw):
+                return bc.AttentionPlan.select(bc.AttentionDescriptor(
+                    "attention_backward", spec(q), spec(k), spec(v), spec(self.outs[0]), causal=causal,
+                    tile=tile or "auto", **kw))
+            self.bwd, self.bwd_flash, self.bwd_det = bwd_plan(), bwd_plan(kernel="flash"), bwd_plan(deterministic=True)
             self.ws = torch.empty(max(p.workspace_bytes() for p in (self.bwd, self.bwd_flash, self.bwd_det)) + 256,
                                   device=DEV, dtype=torch.uint8)
 
@@ -288,7 +286,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", default=None)
-    ap.add_argument("--tiles", action="store_true", help="every compiled flash forward tile (forward rows)")
+    ap.add_argument("--tiles", action="store_true", help="every compiled flash tile (forward and backward rows)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--passes", type=int, default=2)
     args = ap.parse_args()
@@ -300,6 +298,7 @@ def main():
     if args.tiles:
         tiles = {d: ["m64n64", "m128n32", "w64n64", "w128n64", "w128n128"] for d in (64, 128)}  # w: sm_90a
         cases += [(c, False, t) for c in grid(dims=(64, 128)) for t in tiles[c[4]]]
+        cases += [(c, True, t) for c in grid(dims=(64, 128)) for t in ("m64n64", "w64n64")]  # w: sm_90a
     rows = []
     for case, backward, tile in cases:
         key = key_of(case, backward, tile)

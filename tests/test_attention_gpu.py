@@ -490,6 +490,62 @@ def test_flash_forward_wgmma_one_tile_parts(tile, d):
         check_close(out[:, i:i + 1], want[:, i:i + 1], dt, f"{tile}: P row {i} (S = Q K^T, softmax)")
 
 
+@pytest.mark.parametrize("tile", ["w64n64", "m64n64"])
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("case", BACKWARD_CASES + [dict(window=(40, -1), causal_alignment="top_left")],
+                         ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
+@pytest.mark.parametrize("sq,sk,hq,hkv,bhsd", [(97, 141, 8, 2, False), (200, 64, 4, 4, True), (1, 129, 4, 1, False)])
+def test_flash_backward_tiles(tile, dt, d, case, sq, sk, hq, hkv, bhsd):
+    """The flash backward's tiles by name ('w64n64': the sm_90a kernels, every product on warpgroup
+    MMA; 'm64n64': mma.sync) against autograd of the float64 reference, into NaN-poisoned gradients,
+    then bitwise equal over a repeat: every score rule, GQA / MQA, one query, one key tile, BHSD views."""
+    if not HAS_FLASH:
+        pytest.skip("no flash kernels in this build")
+    g = gen(d + sq + sk + hq + len(case))
+    if bhsd:  # [B, H, S, D] memory seen as [B, S, H, D]
+        q, k, v = (rnd((2, hh, s_, d), dt, g).transpose(1, 2) for hh, s_ in ((hq, sq), (hkv, sk), (hkv, sk)))
+    else:
+        q, k, v = rnd((2, sq, hq, d), dt, g), rnd((2, sk, hkv, d), dt, g), rnd((2, sk, hkv, d), dt, g)
+    kw, ref = _rule_inputs(case, hq, g, dt, 2)
+    out, lse = bc.attention(q, k, v, return_lse=True, **kw)
+    gout = rnd(out.shape, dt, g)
+    wl, wr = kw.get("window", (-1, -1))
+    try:
+        plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
+            "attention_backward", spec(q), spec(k), spec(v), spec(out), tile=tile, causal=kw.get("causal", False),
+            causal_alignment=kw.get("causal_alignment", "bottom_right"), window_left=wl, window_right=wr,
+            softcap=kw.get("softcap", 0.0), scale=kw.get("scale"), alibi=int("alibi_slopes" in kw),
+            sinks="sinks" in kw))
+    except errors.InvalidArgument:
+        pytest.skip(f"no {tile} flash backward in this build or on this device")
+    assert plan.sku.name == f"attention.flash_backward.{tile}.d{d}"
+    ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
+    extras = {n: kw[n] for n in ("alibi_slopes", "sinks") if n in kw}
+
+    def backward():
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        more = {}
+        if "sinks" in kw:
+            grads.append(torch.full_like(kw["sinks"], float("nan")))
+            more["grad_sinks"] = grads[-1]
+        plan.run(q=q, k=k, v=v, out=out, lse=lse, grad_out=gout, grad_q=grads[0], grad_k=grads[1], grad_v=grads[2],
+                 workspace=ws, **extras, **more)
+        return grads
+
+    grads = backward()
+    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
+    if "sinks" in ref:
+        ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
+        leaves.append(ref["sinks"])
+    want, _ = ref_attention(*leaves[:3], **ref)
+    for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads,
+                          torch.autograd.grad(want, leaves, gout.double())):
+        check_close(a, b, dt, f"{tile} {name} {case}", GRAD_TOL)
+    for a, b in zip(grads, backward()):
+        assert torch.equal(a, b), f"the {tile} backward is not bitwise reproducible"
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_backward_varlen(kernel):
     dt = torch.float32 if kernel == "rowwise" else torch.bfloat16

@@ -52,6 +52,8 @@ REFUSALS = [
     ("flash-bwd-d256", lambda: D(op="attention_backward", q=(1, 4, 2, 256), k=(1, 4, 2, 256), kernel="flash"),
      errors.Unsupported, ["head_dim 64, 96 or 128"]),
     ("tile", lambda: D(tile="m1n1"), errors.InvalidArgument, ["tile 'm1n1'", "m64n64"]),
+    ("tile-bwd", lambda: D(op="attention_backward", tile="m128n32"), errors.InvalidArgument,
+     ["tile 'm128n32'", "the flash backward has", "m64n64"]),
     ("too-wide", lambda: D(q=(1, 4, 2, 320), k=(1, 4, 2, 320), dtype=f32), errors.Unsupported,
      ["head_dim 320 is above 256"]),
     ("workspace", lambda: D(op="attention_backward"), None, None),
@@ -89,7 +91,9 @@ def test_kernel_choice_and_sku():
     odd = D(q=(2, 100, 8, 128), qs=(102408, 1028, 128, 1))
     assert select_ours(odd).sku.name == "attention.rowwise.forward"
     b = select_ours(D(op="attention_backward"))
-    assert b.sku.name == "attention.flash_backward.d128"
+    # the sm_90a tile first on an H100 / H200, else the mma.sync one
+    assert b.sku.name in ("attention.flash_backward.w64n64.d128", "attention.flash_backward.m64n64.d128")
+    assert select_ours(D(op="attention_backward", tile="m64n64")).sku.name == "attention.flash_backward.m64n64.d128"
     assert b.workspace_bytes() == 2 * 8 * 100 * 4  # delta: one f32 per query row
     assert select_ours(D(op="attention_backward", q=(1, 4, 2, 256), k=(1, 4, 2, 256))).sku.name == \
         "attention.rowwise.backward"

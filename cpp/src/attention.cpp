@@ -190,7 +190,9 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   const bool masked = g.window_left >= 0 || g.window_right >= 0;
   const bool ws_first = !g.varlen && !g.has_seqused_k && g.sq > 64 && !(masked && key_span <= 512);
   const std::vector<attention::FlashTile> tiles =
-      flash_compiled() ? attention::flash_forward_tiles(dt, g.d, g.dv, ws_first) : std::vector<attention::FlashTile>{};
+      !flash_compiled() ? std::vector<attention::FlashTile>{}
+      : I.backward      ? attention::flash_backward_tiles(dt, g.d, g.dv)
+                        : attention::flash_forward_tiles(dt, g.d, g.dv, ws_first);
   auto tile_name = [](const attention::FlashTile& t) {
     return (t.wgmma ? "w" : "m") + std::to_string(t.bm) + "n" + std::to_string(t.bn);
   };
@@ -204,7 +206,8 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
       if (tile_name(t) == desc.tile) tile = t, found = true;
     }
     if (!found)
-      throw InvalidArgument(op + ": tile '" + desc.tile + "' is not compiled for this case; the flash forward has " +
+      throw InvalidArgument(op + ": tile '" + desc.tile + "' is not compiled for this case; the flash " +
+                            (I.backward ? "backward" : "forward") + " has " +
                             (names.empty() ? std::string("none") : names) + " (or 'auto')");
   }
   auto aligned = [](const TensorSpec& s) {
@@ -213,8 +216,7 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
     return true;
   };
   const bool strides_ok = aligned(desc.q) && aligned(desc.k) && aligned(desc.v) && aligned(desc.out);
-  const bool flash_ok = strides_ok && (I.backward ? flash_compiled() && attention::flash_backward_supported(dt, g.d, g.dv)
-                                                  : !tiles.empty());
+  const bool flash_ok = strides_ok && !tiles.empty();
   if (desc.kernel != "auto" && desc.kernel != "cudnn" && desc.kernel != "flash" && desc.kernel != "rowwise")
     throw InvalidArgument(op + ": kernel must be 'auto', 'cudnn', 'flash' or 'rowwise', got '" + desc.kernel + "'");
   // cuDNN first where it takes the case (its fused kernels outrun ours: docs/benchmarks.md), unless
@@ -263,7 +265,7 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   k.op = op;
   k.layout = desc.varlen ? "varlen" : "bshd";
   k.name = !I.flash     ? "attention.rowwise." + std::string(I.backward ? "backward" : "forward")
-           : I.backward ? "attention.flash_backward.d" + std::to_string(g.d)
+           : I.backward ? "attention.flash_backward." + tile_name(tile) + ".d" + std::to_string(g.d)
                         : "attention.flash." + tile_name(tile) + ".d" + std::to_string(g.d);
   k.dtypes = {dt, dt, dt, dt};
   k.arch = compiled_archs();

@@ -43,8 +43,8 @@ struct Geometry {
   // lse [batch, hq, sq] (dense) or [hq, total_q] (varlen), contiguous, f32 (f64 for f64).
   int64_t lse_batch = 0, lse_head = 0;
   int64_t total_q = 0, total_k = 0;  // varlen: rows of q and of k / v
-  int tile_bm = 0, tile_bn = 0;  // the flash forward's tile (flash_forward_tiles)
-  bool tile_wgmma = false;       // that tile on the sm_90a kernel (flash_fwd_sm90.cuh)
+  int tile_bm = 0, tile_bn = 0;  // the flash tile (flash_forward_tiles / flash_backward_tiles)
+  bool tile_wgmma = false;       // that tile on the sm_90a kernels (flash_{fwd,bwd}_sm90.cuh)
 };
 
 struct Pointers {
@@ -71,12 +71,16 @@ struct FlashTile {
 };
 std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);
-// The sm_90a forward (cuda/fa2/flash_fwd_sm90.cu{,h}, built with CUTLASS's CuTe for a 90 architecture):
-// bf16 / f16, d == dv in {64, 128}, on an sm_90 device; flash_forward runs it for a wgmma tile.
-bool flash_sm90_forward_supported(DType dtype, int64_t d, int64_t dv);
+// The sm_90a kernels (cuda/fa2/flash_sm90.cu, flash_{fwd,bwd}_sm90.cuh; built with CUTLASS's CuTe for a
+// 90 architecture): bf16 / f16, d == dv in {64, 128}, on an sm_90 device; flash_forward and
+// flash_backward run them for a wgmma tile.
+bool flash_sm90_supported(DType dtype, int64_t d, int64_t dv);
 void flash_sm90_forward(const Geometry& g, const Pointers& p, void* stream);
+void flash_sm90_backward(const Geometry& g, const Pointers& p, void* stream);
 // The flash backward (bf16 / f16, d == dv in {64, 96, 128}): delta, grad_q, grad_k / grad_v, grad_sinks.
-bool flash_backward_supported(DType dtype, int64_t d, int64_t dv);
+// Its tiles, named by grad_q's (query rows x key rows per block), the default first: the sm_90a
+// w64n64, then the mma.sync m64n64 (empty: not covered).
+std::vector<FlashTile> flash_backward_tiles(DType dtype, int64_t d, int64_t dv);
 void flash_backward(const Geometry& g, const Pointers& p, void* stream);
 
 // Around the cuDNN backend's padded and packed (ragged) graphs (cpp/src/cudnn/attention_cudnn.cpp),

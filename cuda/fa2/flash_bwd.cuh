@@ -25,6 +25,110 @@ __device__ __forceinline__ float lse_log2(const Pointers& p, int64_t idx) {
   return l == -INFINITY ? INFINITY : l * kLog2e;
 }
 
+// What the mma.sync kernels below and the warpgroup-MMA ones (flash_bwd_sm90.cuh) share: both hold
+// one warp's 16 rows of a tile as C fragments, element 4 nt + e of a thread at row r0 + gq + 8 (e >> 1),
+// column 8 nt + 2 tq + (e & 1); accessors `x(i)` return those elements (float&).
+
+// lse (log2 domain) and delta of this thread's two query rows row0 + gq (+ 8); rows past the
+// sequence see no key.
+__device__ __forceinline__ void query_row_stats(float (&lse2)[2], float (&delta)[2], const Geometry& g,
+                                                const Pointers& p, const Seq& s, int64_t b, int64_t h, int64_t row0) {
+  const int gq = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int64_t i = row0 + gq + hf * 8;
+    const bool in = i < s.sq;
+    const int64_t li = lse_index(g, s, b, h, in ? i : 0);
+    lse2[hf] = in ? lse_log2(p, li) : INFINITY;
+    delta[hf] = in ? static_cast<const float*>(p.delta)[li] : 0.f;
+  }
+}
+
+// grad_q's side: S = Q K^T of queries row0.. and keys j0 + (8 NT columns) becomes dS = P (dP -
+// delta) dscore in place, from dP = dO V^T. `full`: the tile needs no mask.
+template <int NT, class SC, class DP>
+__device__ __forceinline__ void grad_scores(SC&& sc, DP&& dp, const Geometry& g, const Seq& s, const Score& score,
+                                            bool full, bool plain, const float (&lse2)[2], const float (&delta)[2],
+                                            int64_t row0, int64_t j0) {
+  const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+  if (full && plain) {  // p = exp2(s * scale_log2 - lse2): one FFMA and the exp
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& x = sc(nt * 4 + e);
+        const float pr = kernels::ex2_ftz(fmaf(x, score.scale_log2, -lse2[e >> 1]));
+        x = pr * (dp(nt * 4 + e) - delta[e >> 1]) * score.scale;
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hf = e >> 1;
+        const int64_t pos = row0 + gq + hf * 8 + s.off, j = j0 + nt * 8 + 2 * tq + (e & 1);
+        float& x = sc(nt * 4 + e);
+        float dscore;
+        const float y = score(x, pos, j, dscore);
+        const float pr = (full || visible(g, s, pos, j)) ? kernels::ex2_ftz(y - lse2[hf]) : 0.f;
+        x = pr * (dp(nt * 4 + e) - delta[hf]) * dscore;
+      }
+  }
+}
+
+// grad_k / grad_v's side, transposed: S^T = K Q^T of keys krow0.. and queries i0 + (8 NQ columns)
+// becomes P^T in place, and dP^T = V dO^T becomes dS^T; each column's lse and delta read here.
+// `full`: every query of the tile is in the sequence and the tile needs no mask.
+template <int NQ, class ST, class DPT>
+__device__ __forceinline__ void grad_scores_transposed(ST&& st, DPT&& dpt, const Geometry& g, const Pointers& p,
+                                                       const Seq& s, const Score& score, bool full, int64_t b,
+                                                       int64_t h, int64_t i0, int64_t krow0) {
+  const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+  const bool fast = full && score.plain();
+#pragma unroll
+  for (int nt = 0; nt < NQ; ++nt) {
+#pragma unroll
+    for (int ce = 0; ce < 2; ++ce) {  // this thread's two query columns of the n-tile
+      const int64_t i = i0 + nt * 8 + 2 * tq + ce;
+      const bool in = i < s.sq;
+      const int64_t li = lse_index(g, s, b, h, in ? i : 0);
+      const float l2 = in ? lse_log2(p, li) : INFINITY;
+      const float dl = in ? static_cast<const float*>(p.delta)[li] : 0.f;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {  // key rows gq, gq + 8
+        const int e = nt * 4 + hf * 2 + ce;
+        float pr, dscore = score.scale;
+        if (fast) {
+          pr = kernels::ex2_ftz(fmaf(st(e), score.scale_log2, -l2));
+        } else {
+          const int64_t j = krow0 + gq + hf * 8, pos = i + s.off;
+          const float x = score(st(e), pos, j, dscore);
+          pr = (full || (in && visible(g, s, pos, j))) ? kernels::ex2_ftz(x - l2) : 0.f;
+        }
+        st(e) = pr;
+        dpt(e) = pr * (dpt(e) - dl) * dscore;
+      }
+    }
+  }
+}
+
+// This warp's rows r0 + gq (+ 8) below `rows` of a gradient (row `first + r` of operand `o`, head h),
+// rounded to T.
+template <class T, int DT, class X>
+__device__ __forceinline__ void store_grad_rows(X&& x, const Operand& o, int64_t b, int64_t first, int64_t h,
+                                                int64_t r0, int64_t rows) {
+  const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int64_t r = r0 + gq + hf * 8;
+    if (r >= rows) continue;
+    T* row = row_ptr_mut<T>(o, b, first + r, h);
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+      *reinterpret_cast<unsigned*>(row + dt * 8 + 2 * tq) = kernels::pack2<T>(x(dt * 4 + hf * 2), x(dt * 4 + hf * 2 + 1));
+  }
+}
+
 // The two products both kernels start from, over one warp's 16 rows and an N-wide tile of the other
 // side: x = A1 B1^T and y = A2 B2^T (A1 / A2 at rows r0.. of row-major tiles, B1 / B2 stored [n][k]),
 // in one loop over D so each k-step loads its two A fragments once. grad_q: S = Q K^T, dP = dO V^T;
@@ -54,9 +158,9 @@ __device__ __forceinline__ void two_products(float (&x)[N / 8][4], float (&y)[N 
   }
 }
 
-template <int D_, int BN_> struct DqConfig {
-  static constexpr int D = D_, BN = BN_, BM = 16 * kWarps, LD = D + 8;
-  template <class T> static constexpr int smem_bytes() { return (2 * BM + 4 * BN) * LD * int(sizeof(T)); }
+template <class T, int D_, int BN_> struct DqConfig {
+  static constexpr int D = D_, BN = BN_, BM = 16 * kWarps, LD = D + 8, kThreads = kWarps * 32;
+  static constexpr int smem_bytes = (2 * BM + 4 * BN) * LD * int(sizeof(T));
 };
 
 template <class T, class Cfg>
@@ -78,14 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
   const bool plain = score.plain();
 
   float lse2[2], delta[2];
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int64_t i = i0 + w * 16 + gq + hf * 8;
-    const bool in = i < s.sq;
-    const int64_t li = lse_index(g, s, b, h, in ? i : 0);
-    lse2[hf] = in ? lse_log2(p, li) : INFINITY;
-    delta[hf] = in ? static_cast<const float*>(p.delta)[li] : 0.f;
-  }
+  query_row_stats(lse2, delta, g, p, s, b, h, i0 + w * 16);
   float dq[DT][4];
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.f;
@@ -115,27 +212,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
     two_products<T, BN, D, LD>(sc, dp, Qs, dOs, K, V, w * 16);
     const int64_t j0 = nb * BN;
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-    if (full && plain) {  // p = exp2(s * scale_log2 - lse2): one FFMA and the exp
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float pr = kernels::ex2_ftz(fmaf(sc[nt][e], score.scale_log2, -lse2[e >> 1]));
-          sc[nt][e] = pr * (dp[nt][e] - delta[e >> 1]) * score.scale;  // dS
-        }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int hf = e >> 1;
-          const int64_t pos = i0 + w * 16 + gq + hf * 8 + s.off, j = j0 + nt * 8 + 2 * tq + (e & 1);
-          float dscore;
-          const float x = score(sc[nt][e], pos, j, dscore);
-          const float pr = (full || visible(g, s, pos, j)) ? kernels::ex2_ftz(x - lse2[hf]) : 0.f;
-          sc[nt][e] = pr * (dp[nt][e] - delta[hf]) * dscore;  // dS
-        }
-    }
+    grad_scores<NT>([&](int i) -> float& { return sc[i >> 2][i & 3]; }, [&](int i) -> float& { return dp[i >> 2][i & 3]; },
+                    g, s, score, full, plain, lse2, delta, i0 + w * 16, j0);
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
       unsigned a[4];
@@ -151,20 +229,12 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
     __syncthreads();  // this stage is free for the load two tiles ahead
   }
   kernels::cp_async_wait<0>();
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int64_t i = i0 + w * 16 + gq + hf * 8;
-    if (i >= s.sq) continue;
-    T* row = row_ptr_mut<T>(p.grad_q, b, s.q_begin + i, h);
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-      *reinterpret_cast<unsigned*>(row + dt * 8 + 2 * tq) = kernels::pack2<T>(dq[dt][hf * 2], dq[dt][hf * 2 + 1]);
-  }
+  store_grad_rows<T, DT>([&](int i) -> float& { return dq[i >> 2][i & 3]; }, p.grad_q, b, s.q_begin, h, i0 + w * 16, s.sq);
 }
 
-template <int D_, int BMQ_> struct DkvConfig {
-  static constexpr int D = D_, BMQ = BMQ_, BN = 16 * kWarps, LD = D + 8;
-  template <class T> static constexpr int smem_bytes() { return (2 * BN + 4 * BMQ) * LD * int(sizeof(T)); }
+template <class T, int D_, int BMQ_> struct DkvConfig {
+  static constexpr int D = D_, BMQ = BMQ_, BN = 16 * kWarps, LD = D + 8, kThreads = kWarps * 32;
+  static constexpr int smem_bytes = (2 * BN + 4 * BMQ) * LD * int(sizeof(T));
 };
 
 template <class T, class Cfg>
@@ -222,32 +292,9 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     float st[NQ][4], dpt[NQ][4];
     two_products<T, BMQ, D, LD>(st, dpt, Ks, Vs, Q, dO, w * 16);
     const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
-    const bool fast = full && score.plain();
-#pragma unroll
-    for (int nt = 0; nt < NQ; ++nt) {
-#pragma unroll
-      for (int ce = 0; ce < 2; ++ce) {  // this thread's two query columns of the n-tile
-        const int64_t i = i0 + nt * 8 + 2 * tq + ce;
-        const bool in = i < s.sq;
-        const int64_t li = lse_index(g, s, b, h, in ? i : 0);
-        const float l2 = in ? lse_log2(p, li) : INFINITY;
-        const float dl = in ? static_cast<const float*>(p.delta)[li] : 0.f;
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {  // key rows gq, gq + 8
-          const int e = hf * 2 + ce;
-          float pr, dscore = score.scale;
-          if (fast) {
-            pr = kernels::ex2_ftz(fmaf(st[nt][e], score.scale_log2, -l2));
-          } else {
-            const int64_t j = j0 + w * 16 + gq + hf * 8, pos = i + s.off;
-            const float x = score(st[nt][e], pos, j, dscore);
-            pr = (full || (in && visible(g, s, pos, j))) ? kernels::ex2_ftz(x - l2) : 0.f;
-          }
-          st[nt][e] = pr;
-          dpt[nt][e] = pr * (dpt[nt][e] - dl) * dscore;
-        }
-      }
-    }
+    grad_scores_transposed<NQ>([&](int i) -> float& { return st[i >> 2][i & 3]; },
+                               [&](int i) -> float& { return dpt[i >> 2][i & 3]; }, g, p, s, score, full, b, h, i0,
+                               j0 + w * 16);
 #pragma unroll
     for (int kc = 0; kc < BMQ / 16; ++kc) {
       unsigned ap[4], as[4];
@@ -267,44 +314,39 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     __syncthreads();
   }
   kernels::cp_async_wait<0>();
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int64_t j = j0 + w * 16 + gq + hf * 8;
-    if (j >= rows_k) continue;
-    T* rk = row_ptr_mut<T>(p.grad_k, b, s.k_begin + j, hk);
-    T* rv = row_ptr_mut<T>(p.grad_v, b, s.k_begin + j, hk);
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt) {
-      *reinterpret_cast<unsigned*>(rk + dt * 8 + 2 * tq) = kernels::pack2<T>(dk[dt][hf * 2], dk[dt][hf * 2 + 1]);
-      *reinterpret_cast<unsigned*>(rv + dt * 8 + 2 * tq) = kernels::pack2<T>(dv[dt][hf * 2], dv[dt][hf * 2 + 1]);
-    }
-  }
+  store_grad_rows<T, DT>([&](int i) -> float& { return dk[i >> 2][i & 3]; }, p.grad_k, b, s.k_begin, hk, j0 + w * 16,
+                         rows_k);
+  store_grad_rows<T, DT>([&](int i) -> float& { return dv[i >> 2][i & 3]; }, p.grad_v, b, s.k_begin, hk, j0 + w * 16,
+                         rows_k);
 }
 
-template <class T, class Dq, class Dkv> void launch_backward(const Geometry& g, const Pointers& p, cudaStream_t st) {
-  constexpr auto dq = flash_bwd_dq_kernel<T, Dq>;
-  constexpr auto dkv = flash_bwd_dkv_kernel<T, Dkv>;
-  constexpr int dq_smem = Dq::template smem_bytes<T>(), dkv_smem = Dkv::template smem_bytes<T>();
-  opt_in_smem<dq>(dq_smem);
-  opt_in_smem<dkv>(dkv_smem);
+// grad_q's blocks (Dq::BM query rows of one head), then grad_k / grad_v's (Dkv::BN key rows of one kv
+// head); the mma.sync kernels here or the warpgroup-MMA ones (flash_bwd_sm90.cuh).
+template <auto dq, auto dkv, class Dq, class Dkv>
+void launch_backward_kernels(const Geometry& g, const Pointers& p, cudaStream_t st) {
+  opt_in_smem<dq>(Dq::smem_bytes);
+  opt_in_smem<dkv>(Dkv::smem_bytes);
   if (g.sq > 0)
-    dq<<<dim3(unsigned((g.sq + Dq::BM - 1) / Dq::BM), unsigned(g.hq), unsigned(g.batch)), kWarps * 32, dq_smem, st>>>(
-        g, p);
+    dq<<<dim3(unsigned((g.sq + Dq::BM - 1) / Dq::BM), unsigned(g.hq), unsigned(g.batch)), Dq::kThreads, Dq::smem_bytes,
+         st>>>(g, p);
   if (g.sk > 0)
-    dkv<<<dim3(unsigned((g.sk + Dkv::BN - 1) / Dkv::BN), unsigned(g.hkv), unsigned(g.batch)), kWarps * 32, dkv_smem,
-          st>>>(g, p);
+    dkv<<<dim3(unsigned((g.sk + Dkv::BN - 1) / Dkv::BN), unsigned(g.hkv), unsigned(g.batch)), Dkv::kThreads,
+          Dkv::smem_bytes, st>>>(g, p);
   cuda_check(cudaGetLastError(), "attention flash backward launch");
+}
+template <class T, class Dq, class Dkv> void launch_backward(const Geometry& g, const Pointers& p, cudaStream_t st) {
+  launch_backward_kernels<flash_bwd_dq_kernel<T, Dq>, flash_bwd_dkv_kernel<T, Dkv>, Dq, Dkv>(g, p, st);
 }
 
 // The tiles of each head dim: key tiles of 64 for grad_q; query tiles of 64 (D 64) or 32 (wider:
 // grad_k and grad_v both stay in registers) for grad_k / grad_v.
 template <class T> void backward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   if constexpr (head_dim_built(64))
-    if (g.d == 64) return launch_backward<T, DqConfig<64, 64>, DkvConfig<64, 64>>(g, p, stream);
+    if (g.d == 64) return launch_backward<T, DqConfig<T, 64, 64>, DkvConfig<T, 64, 64>>(g, p, stream);
   if constexpr (head_dim_built(96))
-    if (g.d == 96) return launch_backward<T, DqConfig<96, 64>, DkvConfig<96, 32>>(g, p, stream);
+    if (g.d == 96) return launch_backward<T, DqConfig<T, 96, 64>, DkvConfig<T, 96, 32>>(g, p, stream);
   if constexpr (head_dim_built(128))
-    if (g.d == 128) return launch_backward<T, DqConfig<128, 64>, DkvConfig<128, 32>>(g, p, stream);
+    if (g.d == 128) return launch_backward<T, DqConfig<T, 128, 64>, DkvConfig<T, 128, 32>>(g, p, stream);
   throw Unsupported("attention: no flash backward for head dim " + std::to_string(g.d));
 }
 

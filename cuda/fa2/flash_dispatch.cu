@@ -16,7 +16,7 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, b
   // On sm_90 the Hopper kernels first: the warp-specialized w128n128 (1.3-1.6x w64n64 where its loads
   // go by TMA) or the one-warpgroup w64n64; both beat every mma.sync tile at d128 (docs/benchmarks.md,
   // flash forward tiles).
-  if (flash_sm90_forward_supported(dtype, d, dv)) {
+  if (flash_sm90_supported(dtype, d, dv)) {
     const FlashTile w64n64{64, 64, true}, w128n64{128, 64, true}, w128n128{128, 128, true};
     if (warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});
     else out.insert(out.end(), {w64n64, w128n64, w128n128});
@@ -34,16 +34,22 @@ void flash_forward(const Geometry& g, const Pointers& p, void* stream) {
   else flash::forward<kernels::f16>(g, p, st);
 }
 
-bool flash_backward_supported(DType dtype, int64_t d, int64_t dv) {
-  return (dtype == DType::BFloat16 || dtype == DType::Float16) && d == dv && (d == 64 || d == 96 || d == 128) &&
-         flash::head_dim_built(int(d));
+std::vector<FlashTile> flash_backward_tiles(DType dtype, int64_t d, int64_t dv) {
+  std::vector<FlashTile> out;
+  if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv || !(d == 64 || d == 96 || d == 128) ||
+      !flash::head_dim_built(int(d)))
+    return out;
+  if (flash_sm90_supported(dtype, d, dv)) out.push_back({64, 64, true});
+  out.push_back({64, 64});
+  return out;
 }
 
 void flash_backward(const Geometry& g, const Pointers& p, void* stream) {
   if (g.batch == 0 || g.hq == 0) return;
   backward_delta(g, p, stream);
   auto st = static_cast<cudaStream_t>(stream);
-  if (g.dtype == DType::BFloat16) flash::backward<kernels::bf16>(g, p, st);
+  if (g.tile_wgmma) flash_sm90_backward(g, p, stream);
+  else if (g.dtype == DType::BFloat16) flash::backward<kernels::bf16>(g, p, st);
   else flash::backward<kernels::f16>(g, p, st);
   backward_sinks(g, p, stream);
 }

@@ -10,33 +10,14 @@
 // batches.
 //
 // The kernels, for the per-dtype translation units flash_fwd_{bf16,f16}_sm90.cu (parallel compiles);
-// flash_fwd_sm90.cu holds the entry points. Built only with CUTLASS's CuTe for a 90 architecture.
+// flash_sm90.cu holds the entry points. Built only with CUTLASS's CuTe for a 90 architecture.
 #pragma once
-#include "attention/attention_launch.h"
-#include "baracuda/errors.h"
-#include "plan_util.h"
-
-#include <cute/arch/mma_sm90.hpp>
-#include <cute/atom/mma_atom.hpp>
-#include <cute/atom/copy_traits_sm90_tma.hpp>
-#include <cute/atom/mma_traits_sm90_gmma.hpp>
-#include <cute/tensor.hpp>
-#include <cutlass/arch/barrier.h>
-#include <cutlass/arch/reg_reconfig.h>
-
-#include "common/mbarrier.cuh"
-
-#include "common/fast_exp.cuh"
-#include "fa2/flash_common.cuh"
+#include "fa2/flash_sm90_common.cuh"
 
 namespace baracuda::attention::flash {
 namespace {
 
 using namespace cute;
-
-template <class T> struct CuteType;
-template <> struct CuteType<kernels::bf16> { using type = cutlass::bfloat16_t; };
-template <> struct CuteType<kernels::f16> { using type = cutlass::half_t; };
 
 template <class T, int D_, int BN_, int WG_> struct Sm90Config {
   static constexpr int D = D_, BN = BN_, WG = WG_, BM = 64 * WG_, kThreads = 128 * WG_;
@@ -59,50 +40,6 @@ template <class T, int D_, int BN_, int WG_> struct Sm90Config {
   static constexpr int q_elems = BM * D, k_elems = BN * D;
   static constexpr int smem_bytes = (q_elems + 2 * k_elems) * int(sizeof(T)) + 1024;  // + alignment slack
 };
-
-// Rows [r0, r0 + ROWS) of an operand (row stride `stride`, D contiguous) into a swizzled tile seen
-// as `tile` (row, col), or as (col, row) when TRANSPOSED (V as the MN-major operand); 16-byte chunks
-// (eight elements stay contiguous under the 128-byte swizzle), rows at or past `n` zero-filled.
-// UNROLL: copies in flight per loop step (0: all; the warp-specialized producer keeps few registers).
-template <int ROWS, int D, bool TRANSPOSED, int kThreads, int UNROLL = 0, class Tile, class T>
-__device__ __forceinline__ void load_swizzled(Tile& tile, const T* base, int64_t stride, int64_t r0, int64_t n) {
-  constexpr int kChunks = D / 8, kTotal = ROWS * kChunks, kSteps = kTotal / kThreads;
-  constexpr int kUnroll = UNROLL == 0 ? kSteps : UNROLL;
-  static_assert(kTotal % kThreads == 0, "whole passes of the block");
-#pragma unroll kUnroll
-  for (int it = 0; it < kSteps; ++it) {
-    const int c = int(threadIdx.x) + it * kThreads, r = c / kChunks, cc = c % kChunks;
-    const bool in = r0 + r < n;
-    const T* src = base + (in ? (r0 + r) * stride : 0) + cc * 8;
-    auto* dst = raw_pointer_cast(TRANSPOSED ? &tile(cc * 8, r) : &tile(r, cc * 8));
-    kernels::cp_async16_zfill(reinterpret_cast<T*>(dst), src, in);
-  }
-}
-
-// S = Q K^T of one warpgroup, issued and committed (the caller waits): the first k-block
-// overwrites S, the rest accumulate.
-template <class Mma, class TQ, class TK, class TS>
-__device__ __forceinline__ void issue_qk(Mma& mma, const TQ& tSrQ, const TK& tSrK, TS& tSrS) {
-  warpgroup_fence_operand(tSrS);
-  warpgroup_arrive();
-  mma.accumulate_ = GMMA::ScaleOut::Zero;
-#pragma unroll
-  for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
-    cute::gemm(mma, tSrQ(_, _, kb), tSrK(_, _, kb), tSrS);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-}
-
-// O += P V of one warpgroup (P from registers), issued and committed (the caller waits).
-template <class Mma, class TP, class TV, class TO>
-__device__ __forceinline__ void issue_pv(Mma& mma, const TP& tOrP, const TV& tOrV, TO& tOrO) {
-  warpgroup_fence_operand(tOrO);
-  warpgroup_arrive();
-#pragma unroll
-  for (int kc = 0; kc < size<2>(tOrP); ++kc) cute::gemm(mma, tOrP(_, _, kc), tOrV(_, _, kc), tOrO);
-  warpgroup_commit_batch();
-}
 
 template <class T, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90_kernel(Geometry g, Pointers p) {
@@ -143,9 +80,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_fwd_sm90
   Tensor tOrV = thr_o.partition_fragment_B(sVt);
   Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
   Tensor tOrO = partition_fragment_C(mma_o, Shape<Int<BM>, Int<D>>{});
-  // P as the A operand of O = P V, per k-block of 16 keys: ((2, 2, 2), 1, BN / 16), the order of
-  // the S accumulator (element 8 kc + j is n-tile 2 kc + j / 4's C element j % 4).
-  Tensor tOrP = make_tensor<E>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<BN / 16>>>{});
+  Tensor tOrP = a_fragment<E, BN>();  // P as the A operand of O = P V
   static_assert(decltype(size(tSrS))::value == NT * 4, "S fragment: 4 per n-tile");
   static_assert(decltype(size(tOrO))::value == DT * 4, "O fragment: 4 per n-tile");
 
@@ -391,7 +326,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   Tensor tSrQ = thr_s.partition_fragment_A(sQ);
   Tensor tSrS = partition_fragment_C(mma_s, Shape<_64, Int<BN>>{});
   Tensor tOrO = partition_fragment_C(mma_o, Shape<_64, Int<D>>{});
-  Tensor tOrP = make_tensor<E>(Layout<Shape<Shape<_2, _2, _2>, _1, Int<BN / 16>>>{});
+  Tensor tOrP = a_fragment<E, BN>();
   static_assert(decltype(size(tSrS))::value == NT * 4, "S fragment: 4 per n-tile");
   static_assert(decltype(size(tOrO))::value == DT * 4, "O fragment: 4 per n-tile");
 

@@ -18,7 +18,7 @@
 #include "probe_common.cuh"
 
 namespace baracuda {
-int current_device_cc() { return 90; }  // flash_sm90_forward_supported's (the harness runs on sm_90)
+int current_device_cc() { return 90; }  // flash_sm90_supported's (the harness runs on sm_90)
 }  // namespace baracuda
 
 using namespace baracuda;

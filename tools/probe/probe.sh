@@ -38,7 +38,7 @@ case $harness in
           2>/dev/null) || { python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl >&2 &&
           inc=$(python3 -c 'import cutlass_library, os; print(os.path.dirname(cutlass_library.__file__) + "/source/include")'); }
     [[ -n $inc && -d $inc/cute ]] || { echo "attention: no CuTe headers (carry .whl/ with the nvidia-cutlass wheel)"; exit 2; }
-    extra=(cuda/fa2/flash_fwd_sm90.cu cuda/fa2/flash_fwd_bf16_sm90.cu cuda/fa2/flash_fwd_f16_sm90.cu)
+    extra=(cuda/fa2/flash_sm90.cu cuda/fa2/flash_fwd_bf16_sm90.cu cuda/fa2/flash_fwd_f16_sm90.cu)
     kernels=flash_fwd_sm90
     flags=(-gencode arch=compute_90a,code=sm_90a -DBARACUDA_HAVE_CUTLASS=1 -I"$inc") ;;
   paged) extra=() kernels=paged_mma_kernel ;;

@@ -51,7 +51,7 @@ struct AttentionDescriptor {
   bool lse = false;                // forward: write lse (the backward needs it)
   bool deterministic = false;      // require a bitwise-reproducible kernel
   std::string kernel = "auto";     // "auto" | "flash" | "rowwise": which of our kernels
-  std::string tile = "auto";       // the flash forward's tile, "auto" or "m<rows>n<keys>" (e.g. "m128n32")
+  std::string tile = "auto";       // the flash tile, "auto" or "m<rows>n<keys>" / "w<rows>n<keys>" (sm_90a)
   bool operator==(const AttentionDescriptor& o) const {
     return op == o.op && q == o.q && k == o.k && v == o.v && out == o.out && scale == o.scale && causal == o.causal &&
            causal_alignment == o.causal_alignment && window_left == o.window_left && window_right == o.window_right &&

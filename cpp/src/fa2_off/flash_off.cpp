@@ -12,7 +12,7 @@ namespace {
 }  // namespace
 
 std::vector<FlashTile> flash_forward_tiles(DType, int64_t, int64_t, bool) { return {}; }
-bool flash_backward_supported(DType, int64_t, int64_t) { return false; }
+std::vector<FlashTile> flash_backward_tiles(DType, int64_t, int64_t) { return {}; }
 void flash_forward(const Geometry&, const Pointers&, void*) { no_flash(); }
 void flash_backward(const Geometry&, const Pointers&, void*) { no_flash(); }
 

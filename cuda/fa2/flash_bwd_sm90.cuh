@@ -1,0 +1,272 @@
+// The flash backward on Hopper's warpgroup MMA (sm_90a): flash_bwd.cuh's two kernels, no atomics
+// (every gradient summed in a fixed order: bitwise reproducible), with their products on wgmma.
+//   grad_q:         WG warpgroups of 64 query rows of one head; over the visible key tiles of BN,
+//                   S = Q K^T and dP = dO V^T (Q, dO, K, V from shared memory, K-major), dS in
+//                   registers, dQ += dS K (dS as the register A operand, K read as the MN-major B).
+//   grad_k, grad_v: WG warpgroups of 64 key rows of one kv head; over every query head of the group
+//                   and the query tiles of BMQ that see the keys, S^T = K Q^T and dP^T = V dO^T, then
+//                   dV += P^T dO and dK += dS^T Q (P^T, dS^T from registers; dO, Q MN-major).
+// One shared-memory tile serves both forms of an operand: the 128-byte swizzle of a K-major [rows, D]
+// tile, read through a transposed layout, is the canonical MN-major one. Tiles arrive by cp.async,
+// the next one in flight while this one's products run (two stages); the score rule and the
+// elementwise steps are flash_bwd.cuh's. Built only with CUTLASS's CuTe for a 90 architecture.
+#pragma once
+#include "fa2/flash_bwd.cuh"
+#include "fa2/flash_sm90_common.cuh"
+
+namespace baracuda::attention::flash {
+namespace {
+
+using namespace cute;
+
+// A [ROWS, D] tile (D contiguous, 128-byte swizzle) and its (D, ROWS) view: the MN-major B operand
+// of a product that sums over the tile's rows.
+template <class E, int ROWS, int D> struct SwizzledRows {
+  using Layout = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<E>{}, Shape<Int<ROWS>, Int<D>>{}));
+  using Transposed =
+      decltype(composition(Layout{}, make_layout(make_shape(Int<D>{}, Int<ROWS>{}), make_stride(Int<ROWS>{}, _1{}))));
+};
+
+// The two products of each kernel: one 64-row atom per warpgroup, the warpgroups stacked along M
+// (warp w holds rows 16 w..); the first from shared memory (N = the tile's other side, summing over
+// D), the second from registers (N = D, summing over the N of the first).
+template <class E, int WG, int N, int D> struct BwdMmas {
+  using First = decltype(make_tiled_mma(
+      SM90::GMMA::ss_op_selector<E, E, float, Shape<_64, Int<N>, Int<D>>, GMMA::Major::K, GMMA::Major::K>(),
+      Layout<Shape<Int<WG>, _1, _1>>{}));
+  using Second = decltype(make_tiled_mma(
+      SM90::GMMA::rs_op_selector<E, E, float, Shape<_64, Int<D>, Int<N>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<WG>, _1, _1>>{}));
+};
+
+template <class T, int D_, int BN_, int WG_> struct Sm90DqConfig {
+  static constexpr int D = D_, BN = BN_, WG = WG_, BM = 64 * WG_, kThreads = 128 * WG_;
+  using E = typename CuteType<T>::type;
+  using LayoutQ = typename SwizzledRows<E, BM, D>::Layout;  // Q and dO
+  using LayoutK = typename SwizzledRows<E, BN, D>::Layout;  // K and V
+  using LayoutKt = typename SwizzledRows<E, BN, D>::Transposed;
+  using Mmas = BwdMmas<E, WG, BN, D>;
+  static constexpr int q_elems = BM * D, k_elems = BN * D;
+  // Q, dO, then two stages of K and of V; + 1024 for the alignment.
+  static constexpr int smem_bytes = (2 * q_elems + 4 * k_elems) * int(sizeof(T)) + 1024;
+  static constexpr int min_blocks = 2;
+};
+
+template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
+  static constexpr int D = D_, BMQ = BMQ_, WG = WG_, BN = 64 * WG_, kThreads = 128 * WG_;
+  using E = typename CuteType<T>::type;
+  using LayoutK = typename SwizzledRows<E, BN, D>::Layout;    // K and V
+  using LayoutQ = typename SwizzledRows<E, BMQ, D>::Layout;   // Q and dO
+  using LayoutQt = typename SwizzledRows<E, BMQ, D>::Transposed;
+  using Mmas = BwdMmas<E, WG, BMQ, D>;
+  static constexpr int q_elems = BMQ * D, k_elems = BN * D;
+  // K, V, then two stages of Q and of dO; + 1024 for the alignment.
+  static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 1024;
+  static constexpr int min_blocks = 1;  // dK and dV stay in registers
+};
+
+template <class E, class Layout, class T> __device__ __forceinline__ auto smem_tile(T* ptr) {
+  return make_tensor(make_smem_ptr(reinterpret_cast<E*>(ptr)), Layout{});
+}
+template <class T> __device__ __forceinline__ T* aligned_1024(unsigned char* raw) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_sm90_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, BM = Cfg::BM, TH = Cfg::kThreads, NT = BN / 8, DT = D / 8;
+  using E = typename Cfg::E;
+  using LQ = typename Cfg::LayoutQ;
+  using LK = typename Cfg::LayoutK;
+  extern __shared__ unsigned char smem_raw[];
+  T* Qs = aligned_1024<T>(smem_raw);
+  T* dOs = Qs + Cfg::q_elems;
+  T* Ks = dOs + Cfg::q_elems;  // two stages
+  T* Vs = Ks + 2 * Cfg::k_elems;
+  Tensor sQ = smem_tile<E, LQ>(Qs);
+  Tensor sdO = smem_tile<E, LQ>(dOs);
+
+  const int w = threadIdx.x >> 5;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  int64_t i0, i_last, nb_lo, nb_hi;
+  if (!query_tile<BM, BN>(g, s, i0, i_last, nb_lo, nb_hi)) return;
+  const int64_t hk = h / (g.hq / g.hkv), row0 = i0 + w * 16;
+  const Score score(g, p, b, h);
+  const bool plain = score.plain();
+  float lse2[2], delta[2];
+  query_row_stats(lse2, delta, g, p, s, b, h, row0);
+
+  typename Cfg::Mmas::First mma_s;
+  typename Cfg::Mmas::Second mma_dq;
+  auto thr_s = mma_s.get_thread_slice(threadIdx.x);
+  auto thr_dq = mma_dq.get_thread_slice(threadIdx.x);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);  // descriptors
+  Tensor tSrdO = thr_s.partition_fragment_A(sdO);
+  Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+  Tensor tSrdP = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+  Tensor tQrdQ = partition_fragment_C(mma_dq, Shape<Int<BM>, Int<D>>{});
+  Tensor tQrdS = a_fragment<E, BN>();
+  static_assert(decltype(size(tSrS))::value == NT * 4 && decltype(size(tQrdQ))::value == DT * 4, "4 per n-tile");
+#pragma unroll
+  for (int i = 0; i < DT * 4; ++i) tQrdQ(i) = 0.f;
+
+  const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
+  const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
+  auto load_kv = [&](int64_t nb, int stage) {
+    Tensor sK = smem_tile<E, LK>(Ks + stage * Cfg::k_elems);
+    Tensor sV = smem_tile<E, LK>(Vs + stage * Cfg::k_elems);
+    load_swizzled<BN, D, false, TH>(sK, kb, p.k.row, nb * BN, s.sk);
+    load_swizzled<BN, D, false, TH>(sV, vb, p.v.row, nb * BN, s.sk);
+  };
+  if (nb_lo < nb_hi) {
+    load_swizzled<BM, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
+    load_swizzled<BM, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+    load_kv(nb_lo, 0);
+    kernels::cp_async_commit();
+  }
+  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
+    const int stage = int(nb - nb_lo) & 1;
+    if (nb + 1 < nb_hi) load_kv(nb + 1, stage ^ 1);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();  // cp.async's writes, before wgmma reads them
+    __syncthreads();
+    Tensor tSrK = thr_s.partition_fragment_B(smem_tile<E, LK>(Ks + stage * Cfg::k_elems));
+    Tensor tSrV = thr_s.partition_fragment_B(smem_tile<E, LK>(Vs + stage * Cfg::k_elems));
+    Tensor tQrKt = thr_dq.partition_fragment_B(smem_tile<E, typename Cfg::LayoutKt>(Ks + stage * Cfg::k_elems));
+
+    issue_qk(mma_s, tSrQ, tSrK, tSrS);
+    issue_qk(mma_s, tSrdO, tSrV, tSrdP);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    warpgroup_fence_operand(tSrdP);
+    const int64_t j0 = nb * BN;
+    const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
+    grad_scores<NT>([&](int i) -> float& { return tSrS(i); }, [&](int i) -> float& { return tSrdP(i); }, g, s,
+                    score, full, plain, lse2, delta, row0, j0);
+#pragma unroll
+    for (int i = 0; i < NT * 4; ++i) tQrdS(i) = E(tSrS(i));
+    issue_pv(mma_dq, tQrdS, tQrKt, tQrdQ);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tQrdQ);
+    __syncthreads();  // this stage is free for the load two tiles ahead
+  }
+  kernels::cp_async_wait<0>();
+  store_grad_rows<T, DT>([&](int i) -> float& { return tQrdQ(i); }, p.grad_q, b, s.q_begin, h, row0, s.sq);
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_sm90_kernel(Geometry g, Pointers p) {
+  constexpr int D = Cfg::D, BMQ = Cfg::BMQ, BN = Cfg::BN, TH = Cfg::kThreads, NQ = BMQ / 8, DT = D / 8;
+  using E = typename Cfg::E;
+  using LK = typename Cfg::LayoutK;
+  using LQ = typename Cfg::LayoutQ;
+  using LQt = typename Cfg::LayoutQt;
+  extern __shared__ unsigned char smem_raw[];
+  T* Ks = aligned_1024<T>(smem_raw);
+  T* Vs = Ks + Cfg::k_elems;
+  T* Qs = Vs + Cfg::k_elems;  // two stages
+  T* dOs = Qs + 2 * Cfg::q_elems;
+  Tensor sK = smem_tile<E, LK>(Ks);
+  Tensor sV = smem_tile<E, LK>(Vs);
+
+  const int w = threadIdx.x >> 5;
+  const int64_t b = blockIdx.z, hk = blockIdx.y;
+  const Seq s = sequence(g, p, b);
+  const int64_t rows_k = s.rows_k;
+  const int64_t j0 = int64_t(blockIdx.x) * BN, krow0 = j0 + w * 16;
+  if (j0 >= rows_k) return;
+  const int64_t group = g.hq / g.hkv;
+
+  typename Cfg::Mmas::First mma_s;
+  typename Cfg::Mmas::Second mma_kv;
+  auto thr_s = mma_s.get_thread_slice(threadIdx.x);
+  auto thr_kv = mma_kv.get_thread_slice(threadIdx.x);
+  Tensor tSrK = thr_s.partition_fragment_A(sK);  // descriptors
+  Tensor tSrV = thr_s.partition_fragment_A(sV);
+  Tensor tSrSt = partition_fragment_C(mma_s, Shape<Int<BN>, Int<BMQ>>{});
+  Tensor tSrdPt = partition_fragment_C(mma_s, Shape<Int<BN>, Int<BMQ>>{});
+  Tensor tKVrdK = partition_fragment_C(mma_kv, Shape<Int<BN>, Int<D>>{});
+  Tensor tKVrdV = partition_fragment_C(mma_kv, Shape<Int<BN>, Int<D>>{});
+  Tensor tKVrPt = a_fragment<E, BMQ>();
+  Tensor tKVrdSt = a_fragment<E, BMQ>();
+  static_assert(decltype(size(tSrSt))::value == NQ * 4 && decltype(size(tKVrdK))::value == DT * 4, "4 per n-tile");
+#pragma unroll
+  for (int i = 0; i < DT * 4; ++i) tKVrdK(i) = tKVrdV(i) = 0.f;
+
+  int64_t ilo = 0, ihi = 0, unused;
+  if (j0 < s.sk) {
+    visible_queries(g, s, j0, ilo, unused);
+    visible_queries(g, s, min(j0 + BN, s.sk) - 1, unused, ihi);
+  }
+  const int64_t t_lo = ilo / BMQ, ntiles = ihi > ilo ? (ihi + BMQ - 1) / BMQ - t_lo : 0;
+  const int64_t total = group * ntiles;
+  auto load_q = [&](int64_t it, int stage) {
+    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    Tensor sQ = smem_tile<E, LQ>(Qs + stage * Cfg::q_elems);
+    Tensor sdO = smem_tile<E, LQ>(dOs + stage * Cfg::q_elems);
+    load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
+    load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+  };
+  if (total > 0) {
+    load_swizzled<BN, D, false, TH>(sK, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
+    load_swizzled<BN, D, false, TH>(sV, row_ptr<T>(p.v, b, s.k_begin, hk), p.v.row, j0, s.sk);
+    load_q(0, 0);
+    kernels::cp_async_commit();
+  }
+  for (int64_t it = 0; it < total; ++it) {
+    const int stage = int(it & 1);
+    if (it + 1 < total) load_q(it + 1, stage ^ 1);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();
+    T* Q = Qs + stage * Cfg::q_elems;
+    T* dO = dOs + stage * Cfg::q_elems;
+    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    const Score score(g, p, b, h);
+
+    issue_qk(mma_s, tSrK, thr_s.partition_fragment_B(smem_tile<E, LQ>(Q)), tSrSt);
+    issue_qk(mma_s, tSrV, thr_s.partition_fragment_B(smem_tile<E, LQ>(dO)), tSrdPt);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrSt);
+    warpgroup_fence_operand(tSrdPt);
+    const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
+    grad_scores_transposed<NQ>([&](int i) -> float& { return tSrSt(i); }, [&](int i) -> float& { return tSrdPt(i); },
+                               g, p, s, score, full, b, h, i0, krow0);
+#pragma unroll
+    for (int i = 0; i < NQ * 4; ++i) {
+      tKVrPt(i) = E(tSrSt(i));
+      tKVrdSt(i) = E(tSrdPt(i));
+    }
+    issue_pv(mma_kv, tKVrPt, thr_kv.partition_fragment_B(smem_tile<E, LQt>(dO)), tKVrdV);
+    issue_pv(mma_kv, tKVrdSt, thr_kv.partition_fragment_B(smem_tile<E, LQt>(Q)), tKVrdK);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tKVrdV);
+    warpgroup_fence_operand(tKVrdK);
+    __syncthreads();
+  }
+  kernels::cp_async_wait<0>();
+  store_grad_rows<T, DT>([&](int i) -> float& { return tKVrdK(i); }, p.grad_k, b, s.k_begin, hk, krow0, rows_k);
+  store_grad_rows<T, DT>([&](int i) -> float& { return tKVrdV(i); }, p.grad_v, b, s.k_begin, hk, krow0, rows_k);
+}
+
+template <class T, class Dq, class Dkv> void launch_backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t st) {
+  launch_backward_kernels<flash_bwd_dq_sm90_kernel<T, Dq>, flash_bwd_dkv_sm90_kernel<T, Dkv>, Dq, Dkv>(g, p, st);
+}
+
+}  // namespace
+
+// The entry of each dtype's translation unit (explicitly instantiated there): grad_q over key tiles
+// of 64, grad_k / grad_v over query tiles of 64, one warpgroup per block.
+template <class T> void backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  if constexpr (head_dim_built(64))
+    if (g.d == 64) return launch_backward_sm90<T, Sm90DqConfig<T, 64, 64, 1>, Sm90DkvConfig<T, 64, 64, 1>>(g, p, stream);
+  if constexpr (head_dim_built(128))
+    if (g.d == 128)
+      return launch_backward_sm90<T, Sm90DqConfig<T, 128, 64, 1>, Sm90DkvConfig<T, 128, 64, 1>>(g, p, stream);
+  throw Unsupported("attention: no sm90 flash backward for head dim " + std::to_string(g.d));
+}
+
+}  // namespace baracuda::attention::flash
