@@ -44,12 +44,12 @@ __device__ __forceinline__ void query_row_stats(float (&lse2)[2], float (&delta)
   }
 }
 
-// grad_q's side: S = Q K^T of queries row0.. and keys j0 + (8 NT columns) becomes dS = P (dP -
-// delta) dscore in place, from dP = dO V^T. `full`: the tile needs no mask.
-template <int NT, class SC, class DP>
-__device__ __forceinline__ void grad_scores(SC&& sc, DP&& dp, const Geometry& g, const Seq& s, const Score& score,
-                                            bool full, bool plain, const float (&lse2)[2], const float (&delta)[2],
-                                            int64_t row0, int64_t j0) {
+// grad_q's side, in two passes (the warpgroup-MMA kernel runs the first while dP = dO V^T is still in
+// flight): S = Q K^T of queries row0.. and keys j0 + (8 NT columns) becomes P dscore in place, then
+// dS = P dscore (dP - delta). `full`: the tile needs no mask.
+template <int NT, class SC>
+__device__ __forceinline__ void scaled_probs(SC&& sc, const Geometry& g, const Seq& s, const Score& score, bool full,
+                                             bool plain, const float (&lse2)[2], int64_t row0, int64_t j0) {
   const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
   if (full && plain) {  // p = exp2(s * scale_log2 - lse2): one FFMA and the exp
 #pragma unroll
@@ -57,59 +57,84 @@ __device__ __forceinline__ void grad_scores(SC&& sc, DP&& dp, const Geometry& g,
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float& x = sc(nt * 4 + e);
-        const float pr = kernels::ex2_ftz(fmaf(x, score.scale_log2, -lse2[e >> 1]));
-        x = pr * (dp(nt * 4 + e) - delta[e >> 1]) * score.scale;
+        x = kernels::ex2_ftz(fmaf(x, score.scale_log2, -lse2[e >> 1])) * score.scale;
       }
   } else {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int hf = e >> 1;
-        const int64_t pos = row0 + gq + hf * 8 + s.off, j = j0 + nt * 8 + 2 * tq + (e & 1);
+        const int64_t pos = row0 + gq + (e >> 1) * 8 + s.off, j = j0 + nt * 8 + 2 * tq + (e & 1);
         float& x = sc(nt * 4 + e);
         float dscore;
         const float y = score(x, pos, j, dscore);
-        const float pr = (full || visible(g, s, pos, j)) ? kernels::ex2_ftz(y - lse2[hf]) : 0.f;
-        x = pr * (dp(nt * 4 + e) - delta[hf]) * dscore;
+        x = (full || visible(g, s, pos, j)) ? kernels::ex2_ftz(y - lse2[e >> 1]) * dscore : 0.f;
       }
   }
 }
+template <int NT, class SC, class DP, class OUT>
+__device__ __forceinline__ void grad_scores(SC&& sc, DP&& dp, const float (&delta)[2], OUT&& out) {
+#pragma unroll
+  for (int i = 0; i < NT * 4; ++i) out(i, sc(i) * (dp(i) - delta[(i >> 1) & 1]));
+}
 
-// grad_k / grad_v's side, transposed: S^T = K Q^T of keys krow0.. and queries i0 + (8 NQ columns)
-// becomes P^T in place, and dP^T = V dO^T becomes dS^T; each column's lse and delta read here.
-// `full`: every query of the tile is in the sequence and the tile needs no mask.
-template <int NQ, class ST, class DPT>
-__device__ __forceinline__ void grad_scores_transposed(ST&& st, DPT&& dpt, const Geometry& g, const Pointers& p,
-                                                       const Seq& s, const Score& score, bool full, int64_t b,
-                                                       int64_t h, int64_t i0, int64_t krow0) {
+// grad_k / grad_v's side, transposed: S^T = K Q^T of keys krow0.. and queries i0 + (8 NQ columns), and
+// dP^T = V dO^T. Query column c's stats come from lse2_of(c, in) / delta_of(c, in) (`in`: the query is
+// in the sequence). prob_transposed: one element's probability, and d score / d (q . k).
+__device__ __forceinline__ float prob_transposed(float dot, bool fast, bool full, bool in, float l2, int64_t i,
+                                                 int64_t j, const Geometry& g, const Seq& s, const Score& score,
+                                                 float& dscore) {
+  dscore = score.scale;
+  if (fast) return kernels::ex2_ftz(fmaf(dot, score.scale_log2, -l2));
+  const int64_t pos = i + s.off;
+  const float x = score(dot, pos, j, dscore);
+  return (full || (in && visible(g, s, pos, j))) ? kernels::ex2_ftz(x - l2) : 0.f;
+}
+// Each element e of this thread, with its query column c = 8 (e / 4) + 2 tq + (e % 2) and key row.
+template <int NQ, class F> __device__ __forceinline__ void each_transposed(F&& f) {
   const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NQ; ++nt)
+#pragma unroll
+    for (int ce = 0; ce < 2; ++ce)  // this thread's two query columns of the n-tile
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)  // key rows gq, gq + 8
+        f(nt * 4 + hf * 2 + ce, nt * 8 + 2 * tq + ce, gq + hf * 8);
+}
+// In one pass (the mma.sync kernel): S^T becomes P^T and dP^T becomes dS^T.
+template <int NQ, class ST, class DPT, class LSE, class DELTA>
+__device__ __forceinline__ void grad_scores_transposed(ST&& st, DPT&& dpt, LSE&& lse2_of, DELTA&& delta_of,
+                                                       const Geometry& g, const Seq& s, const Score& score, bool full,
+                                                       int64_t i0, int64_t krow0) {
   const bool fast = full && score.plain();
-#pragma unroll
-  for (int nt = 0; nt < NQ; ++nt) {
-#pragma unroll
-    for (int ce = 0; ce < 2; ++ce) {  // this thread's two query columns of the n-tile
-      const int64_t i = i0 + nt * 8 + 2 * tq + ce;
-      const bool in = i < s.sq;
-      const int64_t li = lse_index(g, s, b, h, in ? i : 0);
-      const float l2 = in ? lse_log2(p, li) : INFINITY;
-      const float dl = in ? static_cast<const float*>(p.delta)[li] : 0.f;
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {  // key rows gq, gq + 8
-        const int e = nt * 4 + hf * 2 + ce;
-        float pr, dscore = score.scale;
-        if (fast) {
-          pr = kernels::ex2_ftz(fmaf(st(e), score.scale_log2, -l2));
-        } else {
-          const int64_t j = krow0 + gq + hf * 8, pos = i + s.off;
-          const float x = score(st(e), pos, j, dscore);
-          pr = (full || (in && visible(g, s, pos, j))) ? kernels::ex2_ftz(x - l2) : 0.f;
-        }
-        st(e) = pr;
-        dpt(e) = pr * (dpt(e) - dl) * dscore;
-      }
-    }
-  }
+  each_transposed<NQ>([&](int e, int c, int r) {
+    const int64_t i = i0 + c;
+    const bool in = i < s.sq;
+    float dscore;
+    const float pr = prob_transposed(st(e), fast, full, in, lse2_of(c, in), i, krow0 + r, g, s, score, dscore);
+    st(e) = pr;
+    dpt(e) = pr * (dpt(e) - delta_of(c, in)) * dscore;
+  });
+}
+// In two (the warpgroup-MMA kernel, the first while dP^T's product is in flight): S^T becomes P^T
+// dscore, P^T itself handed to keep(e, p); then dS^T = P^T dscore (dP^T - delta) handed to out(e, ds).
+template <int NQ, class ST, class KEEP, class LSE>
+__device__ __forceinline__ void probs_transposed(ST&& st, KEEP&& keep, LSE&& lse2_of, const Geometry& g, const Seq& s,
+                                                 const Score& score, bool full, int64_t i0, int64_t krow0) {
+  const bool fast = full && score.plain();
+  each_transposed<NQ>([&](int e, int c, int r) {
+    const int64_t i = i0 + c;
+    const bool in = i < s.sq;
+    float dscore;
+    const float pr = prob_transposed(st(e), fast, full, in, lse2_of(c, in), i, krow0 + r, g, s, score, dscore);
+    keep(e, pr);
+    st(e) = pr * dscore;
+  });
+}
+template <int NQ, class ST, class DPT, class DELTA, class OUT>
+__device__ __forceinline__ void grad_scores_from_probs(ST&& st, DPT&& dpt, DELTA&& delta_of, const Seq& s, int64_t i0,
+                                                       OUT&& out) {
+  each_transposed<NQ>([&](int e, int c, int) { out(e, st(e) * (dpt(e) - delta_of(c, i0 + c < s.sq))); });
 }
 
 // This warp's rows r0 + gq (+ 8) below `rows` of a gradient (row `first + r` of operand `o`, head h),
@@ -212,8 +237,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
     two_products<T, BN, D, LD>(sc, dp, Qs, dOs, K, V, w * 16);
     const int64_t j0 = nb * BN;
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-    grad_scores<NT>([&](int i) -> float& { return sc[i >> 2][i & 3]; }, [&](int i) -> float& { return dp[i >> 2][i & 3]; },
-                    g, s, score, full, plain, lse2, delta, i0 + w * 16, j0);
+    auto scs = [&](int i) -> float& { return sc[i >> 2][i & 3]; };
+    scaled_probs<NT>(scs, g, s, score, full, plain, lse2, i0 + w * 16, j0);
+    grad_scores<NT>(scs, [&](int i) -> float& { return dp[i >> 2][i & 3]; }, delta,
+                    [&](int i, float ds) { sc[i >> 2][i & 3] = ds; });
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
       unsigned a[4];
@@ -292,9 +319,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     float st[NQ][4], dpt[NQ][4];
     two_products<T, BMQ, D, LD>(st, dpt, Ks, Vs, Q, dO, w * 16);
     const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
-    grad_scores_transposed<NQ>([&](int i) -> float& { return st[i >> 2][i & 3]; },
-                               [&](int i) -> float& { return dpt[i >> 2][i & 3]; }, g, p, s, score, full, b, h, i0,
-                               j0 + w * 16);
+    grad_scores_transposed<NQ>(
+        [&](int i) -> float& { return st[i >> 2][i & 3]; }, [&](int i) -> float& { return dpt[i >> 2][i & 3]; },
+        [&](int c, bool in) { return in ? lse_log2(p, lse_index(g, s, b, h, i0 + c)) : INFINITY; },
+        [&](int c, bool in) { return in ? static_cast<const float*>(p.delta)[lse_index(g, s, b, h, i0 + c)] : 0.f; },
+        g, s, score, full, i0, j0 + w * 16);
 #pragma unroll
     for (int kc = 0; kc < BMQ / 16; ++kc) {
       unsigned ap[4], as[4];

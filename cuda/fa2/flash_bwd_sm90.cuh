@@ -50,6 +50,9 @@ template <class T, int D_, int BN_, int WG_> struct Sm90DqConfig {
   // Q, dO, then two stages of K and of V; + 1024 for the alignment.
   static constexpr int smem_bytes = (2 * q_elems + 4 * k_elems) * int(sizeof(T)) + 1024;
   static constexpr int min_blocks = 2;
+  // The exps of P run while dP's product is still in flight (two passes over the tile); off: both
+  // products waited for first.
+  static constexpr bool kOverlap = true;
 };
 
 template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
@@ -60,9 +63,15 @@ template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
   using LayoutQt = typename SwizzledRows<E, BMQ, D>::Transposed;
   using Mmas = BwdMmas<E, WG, BMQ, D>;
   static constexpr int q_elems = BMQ * D, k_elems = BN * D;
-  // K, V, then two stages of Q and of dO; + 1024 for the alignment.
-  static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 1024;
+  // The query tile's lse and delta staged in shared memory with its Q / dO (a load per column from
+  // global memory otherwise).
+  static constexpr bool kStatsInSmem = true;
+  // As Sm90DqConfig's: P^T's exps while dP^T's product runs, dS^T while dV's does.
+  static constexpr bool kOverlap = true;
+  // K, V, two stages of Q and of dO, then two of the stats; + 1024 for the alignment.
+  static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 4 * BMQ * 4 + 1024;
   static constexpr int min_blocks = 1;  // dK and dV stay in registers
+  static_assert(kThreads >= 2 * BMQ, "one thread per staged lse / delta");
 };
 
 template <class E, class Layout, class T> __device__ __forceinline__ auto smem_tile(T* ptr) {
@@ -138,15 +147,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_s
 
     issue_qk(mma_s, tSrQ, tSrK, tSrS);
     issue_qk(mma_s, tSrdO, tSrV, tSrdP);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tSrS);
-    warpgroup_fence_operand(tSrdP);
     const int64_t j0 = nb * BN;
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-    grad_scores<NT>([&](int i) -> float& { return tSrS(i); }, [&](int i) -> float& { return tSrdP(i); }, g, s,
-                    score, full, plain, lse2, delta, row0, j0);
-#pragma unroll
-    for (int i = 0; i < NT * 4; ++i) tQrdS(i) = E(tSrS(i));
+    auto sc = [&](int i) -> float& { return tSrS(i); };
+    if constexpr (Cfg::kOverlap) {
+      warpgroup_wait<1>();  // S is in; dP may still run
+      warpgroup_fence_operand(tSrS);
+      scaled_probs<NT>(sc, g, s, score, full, plain, lse2, row0, j0);
+      warpgroup_wait<0>();
+    } else {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      scaled_probs<NT>(sc, g, s, score, full, plain, lse2, row0, j0);
+    }
+    warpgroup_fence_operand(tSrdP);
+    grad_scores<NT>(sc, [&](int i) -> float& { return tSrdP(i); }, delta, [&](int i, float ds) { tQrdS(i) = E(ds); });
     issue_pv(mma_dq, tQrdS, tQrKt, tQrdQ);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tQrdQ);
@@ -168,6 +183,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
   T* Vs = Ks + Cfg::k_elems;
   T* Qs = Vs + Cfg::k_elems;  // two stages
   T* dOs = Qs + 2 * Cfg::q_elems;
+  float* sLse = reinterpret_cast<float*>(dOs + 2 * Cfg::q_elems);  // two stages of BMQ
+  float* sDelta = sLse + 2 * BMQ;
   Tensor sK = smem_tile<E, LK>(Ks);
   Tensor sV = smem_tile<E, LK>(Vs);
 
@@ -208,6 +225,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
     Tensor sdO = smem_tile<E, LQ>(dOs + stage * Cfg::q_elems);
     load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
     load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+    if constexpr (Cfg::kStatsInSmem) {
+      const int c = int(threadIdx.x) % BMQ;  // lse by the first BMQ threads, delta by the next
+      const bool in = i0 + c < s.sq;
+      const int64_t li = lse_index(g, s, b, h, in ? i0 + c : 0);
+      if (threadIdx.x < BMQ) kernels::cp_async4_zfill(sLse + stage * BMQ + c, static_cast<const float*>(p.lse) + li, in);
+      else if (threadIdx.x < 2 * BMQ)
+        kernels::cp_async4_zfill(sDelta + stage * BMQ + c, static_cast<const float*>(p.delta) + li, in);
+    }
   };
   if (total > 0) {
     load_swizzled<BN, D, false, TH>(sK, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
@@ -227,20 +252,46 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
     const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
     const Score score(g, p, b, h);
 
+    // The query column c's stats: staged, or from global memory.
+    const float* lse_s = sLse + stage * BMQ;
+    const float* delta_s = sDelta + stage * BMQ;
+    auto lse2_of = [&](int c, bool in) {
+      if constexpr (Cfg::kStatsInSmem) {
+        const float l = lse_s[c];
+        return in && l != -INFINITY ? l * kLog2e : INFINITY;
+      } else {
+        return in ? lse_log2(p, lse_index(g, s, b, h, i0 + c)) : INFINITY;
+      }
+    };
+    auto delta_of = [&](int c, bool in) {
+      if constexpr (Cfg::kStatsInSmem) return in ? delta_s[c] : 0.f;
+      else return in ? static_cast<const float*>(p.delta)[lse_index(g, s, b, h, i0 + c)] : 0.f;
+    };
+    auto st = [&](int i) -> float& { return tSrSt(i); };
+    auto dpt = [&](int i) -> float& { return tSrdPt(i); };
+
     issue_qk(mma_s, tSrK, thr_s.partition_fragment_B(smem_tile<E, LQ>(Q)), tSrSt);
     issue_qk(mma_s, tSrV, thr_s.partition_fragment_B(smem_tile<E, LQ>(dO)), tSrdPt);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tSrSt);
-    warpgroup_fence_operand(tSrdPt);
     const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
-    grad_scores_transposed<NQ>([&](int i) -> float& { return tSrSt(i); }, [&](int i) -> float& { return tSrdPt(i); },
-                               g, p, s, score, full, b, h, i0, krow0);
+    if constexpr (Cfg::kOverlap) {
+      warpgroup_wait<1>();  // S^T is in; dP^T may still run
+      warpgroup_fence_operand(tSrSt);
+      probs_transposed<NQ>(st, [&](int i, float pr) { tKVrPt(i) = E(pr); }, lse2_of, g, s, score, full, i0, krow0);
+      issue_pv(mma_kv, tKVrPt, thr_kv.partition_fragment_B(smem_tile<E, LQt>(dO)), tKVrdV);
+      warpgroup_wait<1>();  // dP^T is in; dV may still run
+      warpgroup_fence_operand(tSrdPt);
+      grad_scores_from_probs<NQ>(st, dpt, delta_of, s, i0, [&](int i, float ds) { tKVrdSt(i) = E(ds); });
+    } else {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrSt);
+      warpgroup_fence_operand(tSrdPt);
+      grad_scores_transposed<NQ>(st, dpt, lse2_of, delta_of, g, s, score, full, i0, krow0);
 #pragma unroll
-    for (int i = 0; i < NQ * 4; ++i) {
-      tKVrPt(i) = E(tSrSt(i));
-      tKVrdSt(i) = E(tSrdPt(i));
+      for (int i = 0; i < NQ * 4; ++i) tKVrPt(i) = E(tSrSt(i));
+      issue_pv(mma_kv, tKVrPt, thr_kv.partition_fragment_B(smem_tile<E, LQt>(dO)), tKVrdV);
+#pragma unroll
+      for (int i = 0; i < NQ * 4; ++i) tKVrdSt(i) = E(tSrdPt(i));
     }
-    issue_pv(mma_kv, tKVrPt, thr_kv.partition_fragment_B(smem_tile<E, LQt>(dO)), tKVrdV);
     issue_pv(mma_kv, tKVrdSt, thr_kv.partition_fragment_B(smem_tile<E, LQt>(Q)), tKVrdK);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tKVrdV);
@@ -259,13 +310,14 @@ template <class T, class Dq, class Dkv> void launch_backward_sm90(const Geometry
 }  // namespace
 
 // The entry of each dtype's translation unit (explicitly instantiated there): grad_q over key tiles
-// of 64, grad_k / grad_v over query tiles of 64, one warpgroup per block.
+// of 64, grad_k / grad_v over query tiles of 64 (32 at d128: dK and dV take 128 registers, and 64
+// spilled: 1.3x slower, docs/benchmarks.md), one warpgroup per block.
 template <class T> void backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   if constexpr (head_dim_built(64))
     if (g.d == 64) return launch_backward_sm90<T, Sm90DqConfig<T, 64, 64, 1>, Sm90DkvConfig<T, 64, 64, 1>>(g, p, stream);
   if constexpr (head_dim_built(128))
     if (g.d == 128)
-      return launch_backward_sm90<T, Sm90DqConfig<T, 128, 64, 1>, Sm90DkvConfig<T, 128, 64, 1>>(g, p, stream);
+      return launch_backward_sm90<T, Sm90DqConfig<T, 128, 64, 1>, Sm90DkvConfig<T, 128, 32, 1>>(g, p, stream);
   throw Unsupported("attention: no sm90 flash backward for head dim " + std::to_string(g.d));
 }
 

@@ -1,5 +1,6 @@
 // The attention-backward harness of tools/probe/probe.sh: the flash backward of cuda/fa2/flash_bwd.cuh
-// (a variant of that header, included: grad_q, then grad_k / grad_v) on dense bf16 [B, S, H, D]
+// (a variant of that header, included: grad_q, then grad_k / grad_v; attention_bwd_sm90 includes this
+// file for the sm_90a kernels of flash_bwd_sm90.cuh) on dense bf16 [B, S, H, D]
 // operands, GQA by the kv heads, causal or not. The forward (out, lse) runs first on the mma.sync
 // kernel (flash_fwd_tiles.cuh, tile m64n64), and delta = rowsum(grad_out * out) on a kernel of the
 // harness. Per case: microseconds of the backward (median of 20, L2 flushed), TFLOP/s (10 B H S S D,
@@ -19,6 +20,9 @@
 
 #include "fa2/flash_bwd.cuh"
 #include "fa2/flash_fwd_tiles.cuh"
+#if defined(PROBE_BWD_SM90)  // attention_bwd_sm90.cu: the warpgroup-MMA kernels
+#include "fa2/flash_bwd_sm90.cuh"
+#endif
 #include "probe_common.cuh"
 
 using namespace baracuda;
@@ -88,7 +92,11 @@ static auto prepare(const Case& c, Buffers& d, Geometry& g, Pointers& p) {
   PROBE_CHECK(cudaGetLastError());
   PROBE_CHECK(cudaDeviceSynchronize());
   return [g, p] {
+#if defined(PROBE_BWD_SM90)
+    flash::backward_sm90<bf16>(g, p, nullptr);
+#else
     flash::backward<bf16>(g, p, nullptr);
+#endif
   };
 }
 

@@ -3,7 +3,7 @@
 # (tools/probe/<harness>.cu) is compiled against copies of one source file with sed expressions
 # applied, one build per variant in parallel, then each is run.
 #   bash tools/probe/probe.sh HARNESS FILE [NAME=SED_EXPRESSION | NAME]...
-#     HARNESS  rope | paged | embedding | attention | attention_bwd (tools/probe/HARNESS.cu)
+#     HARNESS  rope | paged | embedding | attention | attention_bwd | attention_bwd_sm90 (tools/probe/HARNESS.cu)
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
 #     NAME     without "=": the file as it is (the baseline)
@@ -31,16 +31,19 @@ rel=${file#cuda/}
 flags=(-gencode arch=compute_90,code=sm_90)
 case $harness in
   rope) extra=(cpp/src/dtype.cpp cuda/rope/rope.cu) kernels=rope_kernel ;;
-  attention)
+  attention | attention_bwd_sm90)
     # wgmma needs sm_90a; CuTe's headers from the nvidia-cutlass wheel (installed from the carried
     # .whl/ when the Python has none).
     inc=$(python3 -c 'import cutlass_library, os; print(os.path.dirname(cutlass_library.__file__) + "/source/include")' \
           2>/dev/null) || { python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl >&2 &&
           inc=$(python3 -c 'import cutlass_library, os; print(os.path.dirname(cutlass_library.__file__) + "/source/include")'); }
-    [[ -n $inc && -d $inc/cute ]] || { echo "attention: no CuTe headers (carry .whl/ with the nvidia-cutlass wheel)"; exit 2; }
-    extra=(cuda/fa2/flash_sm90.cu cuda/fa2/flash_fwd_bf16_sm90.cu cuda/fa2/flash_fwd_f16_sm90.cu)
-    kernels=flash_fwd_sm90
-    flags=(-gencode arch=compute_90a,code=sm_90a -DBARACUDA_HAVE_CUTLASS=1 -I"$inc") ;;
+    [[ -n $inc && -d $inc/cute ]] || { echo "$harness: no CuTe headers (carry .whl/ with the nvidia-cutlass wheel)"; exit 2; }
+    flags=(-gencode arch=compute_90a,code=sm_90a -DBARACUDA_HAVE_CUTLASS=1 -I"$inc")
+    if [[ $harness == attention ]]; then
+      extra=(cuda/fa2/flash_sm90.cu cuda/fa2/flash_fwd_bf16_sm90.cu cuda/fa2/flash_fwd_f16_sm90.cu) kernels=flash_fwd_sm90
+    else
+      extra=() kernels=flash_bwd
+    fi ;;
   paged) extra=() kernels=paged_mma_kernel ;;
   attention_bwd) extra=() kernels=flash_bwd ;;
   embedding) extra=(cpp/src/dtype.cpp cuda/embedding/embedding.cu cuda/embedding/embedding_sort.cu cuda/common/radix_sort.cu)
