@@ -90,16 +90,14 @@ __device__ __forceinline__ float prob_transposed(float dot, bool fast, bool full
   const float x = score(dot, pos, j, dscore);
   return (full || (in && visible(g, s, pos, j))) ? kernels::ex2_ftz(x - l2) : 0.f;
 }
-// Each element e of this thread, with its query column c = 8 (e / 4) + 2 tq + (e % 2) and key row.
-template <int NQ, class F> __device__ __forceinline__ void each_transposed(F&& f) {
-  const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+// Each query column c = 8 nt + 2 tq + ce of this thread, with e0 = 4 nt + ce: its elements e0 + 2 hf
+// sit at key rows gq + 8 hf. The column's stats are read once for both.
+template <int NQ, class F> __device__ __forceinline__ void each_column(F&& f) {
+  const int tq = threadIdx.x & 3;
 #pragma unroll
   for (int nt = 0; nt < NQ; ++nt)
 #pragma unroll
-    for (int ce = 0; ce < 2; ++ce)  // this thread's two query columns of the n-tile
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)  // key rows gq, gq + 8
-        f(nt * 4 + hf * 2 + ce, nt * 8 + 2 * tq + ce, gq + hf * 8);
+    for (int ce = 0; ce < 2; ++ce) f(nt * 8 + 2 * tq + ce, nt * 4 + ce);
 }
 // In one pass (the mma.sync kernel): S^T becomes P^T and dP^T becomes dS^T.
 template <int NQ, class ST, class DPT, class LSE, class DELTA>
@@ -107,13 +105,19 @@ __device__ __forceinline__ void grad_scores_transposed(ST&& st, DPT&& dpt, LSE&&
                                                        const Geometry& g, const Seq& s, const Score& score, bool full,
                                                        int64_t i0, int64_t krow0) {
   const bool fast = full && score.plain();
-  each_transposed<NQ>([&](int e, int c, int r) {
+  const int gq = (threadIdx.x & 31) >> 2;
+  each_column<NQ>([&](int c, int e0) {
     const int64_t i = i0 + c;
     const bool in = i < s.sq;
-    float dscore;
-    const float pr = prob_transposed(st(e), fast, full, in, lse2_of(c, in), i, krow0 + r, g, s, score, dscore);
-    st(e) = pr;
-    dpt(e) = pr * (dpt(e) - delta_of(c, in)) * dscore;
+    const float l2 = lse2_of(c, in), dl = delta_of(c, in);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int e = e0 + 2 * hf;
+      float dscore;
+      const float pr = prob_transposed(st(e), fast, full, in, l2, i, krow0 + gq + 8 * hf, g, s, score, dscore);
+      st(e) = pr;
+      dpt(e) = pr * (dpt(e) - dl) * dscore;
+    }
   });
 }
 // In two (the warpgroup-MMA kernel, the first while dP^T's product is in flight): S^T becomes P^T
@@ -122,19 +126,29 @@ template <int NQ, class ST, class KEEP, class LSE>
 __device__ __forceinline__ void probs_transposed(ST&& st, KEEP&& keep, LSE&& lse2_of, const Geometry& g, const Seq& s,
                                                  const Score& score, bool full, int64_t i0, int64_t krow0) {
   const bool fast = full && score.plain();
-  each_transposed<NQ>([&](int e, int c, int r) {
+  const int gq = (threadIdx.x & 31) >> 2;
+  each_column<NQ>([&](int c, int e0) {
     const int64_t i = i0 + c;
     const bool in = i < s.sq;
-    float dscore;
-    const float pr = prob_transposed(st(e), fast, full, in, lse2_of(c, in), i, krow0 + r, g, s, score, dscore);
-    keep(e, pr);
-    st(e) = pr * dscore;
+    const float l2 = lse2_of(c, in);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int e = e0 + 2 * hf;
+      float dscore;
+      const float pr = prob_transposed(st(e), fast, full, in, l2, i, krow0 + gq + 8 * hf, g, s, score, dscore);
+      keep(e, pr);
+      st(e) = pr * dscore;
+    }
   });
 }
 template <int NQ, class ST, class DPT, class DELTA, class OUT>
 __device__ __forceinline__ void grad_scores_from_probs(ST&& st, DPT&& dpt, DELTA&& delta_of, const Seq& s, int64_t i0,
                                                        OUT&& out) {
-  each_transposed<NQ>([&](int e, int c, int) { out(e, st(e) * (dpt(e) - delta_of(c, i0 + c < s.sq))); });
+  each_column<NQ>([&](int c, int e0) {
+    const float dl = delta_of(c, i0 + c < s.sq);
+    out(e0, st(e0) * (dpt(e0) - dl));
+    out(e0 + 2, st(e0 + 2) * (dpt(e0 + 2) - dl));
+  });
 }
 
 // This warp's rows r0 + gq (+ 8) below `rows` of a gradient (row `first + r` of operand `o`, head h),
@@ -321,8 +335,14 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
     grad_scores_transposed<NQ>(
         [&](int i) -> float& { return st[i >> 2][i & 3]; }, [&](int i) -> float& { return dpt[i >> 2][i & 3]; },
-        [&](int c, bool in) { return in ? lse_log2(p, lse_index(g, s, b, h, i0 + c)) : INFINITY; },
-        [&](int c, bool in) { return in ? static_cast<const float*>(p.delta)[lse_index(g, s, b, h, i0 + c)] : 0.f; },
+        [&](int c, bool in) {  // an unconditional load (of row 0 for a column past the sequence)
+          const float l2 = lse_log2(p, lse_index(g, s, b, h, in ? i0 + c : 0));
+          return in ? l2 : INFINITY;
+        },
+        [&](int c, bool in) {
+          const float dl = static_cast<const float*>(p.delta)[lse_index(g, s, b, h, in ? i0 + c : 0)];
+          return in ? dl : 0.f;
+        },
         g, s, score, full, i0, j0 + w * 16);
 #pragma unroll
     for (int kc = 0; kc < BMQ / 16; ++kc) {

@@ -310,11 +310,11 @@ template <class T, class Dq, class Dkv> void launch_backward_sm90(const Geometry
 }  // namespace
 
 // The entry of each dtype's translation unit (explicitly instantiated there): grad_q over key tiles
-// of 64, grad_k / grad_v over query tiles of 64 (32 at d128: dK and dV take 128 registers, and 64
-// spilled: 1.3x slower, docs/benchmarks.md), one warpgroup per block.
+// of 64, grad_k / grad_v over query tiles of 32 (64 spilled at d128, and ran 1.3x slower; 1.06-1.09x
+// slower at d64: docs/benchmarks.md), one warpgroup per block.
 template <class T> void backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   if constexpr (head_dim_built(64))
-    if (g.d == 64) return launch_backward_sm90<T, Sm90DqConfig<T, 64, 64, 1>, Sm90DkvConfig<T, 64, 64, 1>>(g, p, stream);
+    if (g.d == 64) return launch_backward_sm90<T, Sm90DqConfig<T, 64, 64, 1>, Sm90DkvConfig<T, 64, 32, 1>>(g, p, stream);
   if constexpr (head_dim_built(128))
     if (g.d == 128)
       return launch_backward_sm90<T, Sm90DqConfig<T, 128, 64, 1>, Sm90DkvConfig<T, 128, 32, 1>>(g, p, stream);
