@@ -273,6 +273,27 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
   store_grad_rows<T, DT>([&](int i) -> float& { return dq[i >> 2][i & 3]; }, p.grad_q, b, s.q_begin, h, i0 + w * 16, s.sq);
 }
 
+// grad_k / grad_v's walk for the key rows [j0, j0 + bn): the query tiles of BMQ rows that see them, for
+// each head of the kv head's group in turn; step `it` (of `total`) is query head head(it), rows from
+// row0(it).
+template <int BMQ> struct QueryTiles {
+  int64_t t_lo = 0, ntiles = 0, total = 0, head0 = 0;
+  __device__ __forceinline__ QueryTiles(const Geometry& g, const Seq& s, int64_t j0, int64_t bn, int64_t hk,
+                                        int64_t group) {
+    int64_t ilo = 0, ihi = 0, unused;
+    if (j0 < s.sk) {
+      visible_queries(g, s, j0, ilo, unused);
+      visible_queries(g, s, min(j0 + bn, s.sk) - 1, unused, ihi);
+    }
+    t_lo = ilo / BMQ;
+    ntiles = ihi > ilo ? (ihi + BMQ - 1) / BMQ - t_lo : 0;
+    total = group * ntiles;
+    head0 = hk * group;
+  }
+  __device__ __forceinline__ int64_t head(int64_t it) const { return head0 + it / ntiles; }
+  __device__ __forceinline__ int64_t row0(int64_t it) const { return (t_lo + it % ntiles) * BMQ; }
+};
+
 template <class T, int D_, int BMQ_> struct DkvConfig {
   static constexpr int D = D_, BMQ = BMQ_, BN = 16 * kWarps, LD = D + 8, kThreads = kWarps * 32;
   static constexpr int smem_bytes = (2 * BN + 4 * BMQ) * LD * int(sizeof(T));
@@ -301,15 +322,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
 
-  int64_t ilo = 0, ihi = 0, unused;
-  if (j0 < s.sk) {
-    visible_queries(g, s, j0, ilo, unused);
-    visible_queries(g, s, min(j0 + BN, s.sk) - 1, unused, ihi);
-  }
-  const int64_t t_lo = ilo / BMQ, ntiles = ihi > ilo ? (ihi + BMQ - 1) / BMQ - t_lo : 0;
-  const int64_t total = group * ntiles;
+  const QueryTiles<BMQ> walk(g, s, j0, BN, hk, group);
+  const int64_t total = walk.total;
   auto load_q = [&](int64_t it, int stage) {
-    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    const int64_t h = walk.head(it), i0 = walk.row0(it);
     load_tile<BMQ, D, LD>(Qs + stage * BMQ * LD, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
     load_tile<BMQ, D, LD>(dOs + stage * BMQ * LD, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
   };
@@ -327,7 +343,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     __syncthreads();
     const T* Q = Qs + stage * BMQ * LD;
     const T* dO = dOs + stage * BMQ * LD;
-    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    const int64_t h = walk.head(it), i0 = walk.row0(it);
     const Score score(g, p, b, h);
 
     float st[NQ][4], dpt[NQ][4];

@@ -212,15 +212,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
 #pragma unroll
   for (int i = 0; i < DT * 4; ++i) tKVrdK(i) = tKVrdV(i) = 0.f;
 
-  int64_t ilo = 0, ihi = 0, unused;
-  if (j0 < s.sk) {
-    visible_queries(g, s, j0, ilo, unused);
-    visible_queries(g, s, min(j0 + BN, s.sk) - 1, unused, ihi);
-  }
-  const int64_t t_lo = ilo / BMQ, ntiles = ihi > ilo ? (ihi + BMQ - 1) / BMQ - t_lo : 0;
-  const int64_t total = group * ntiles;
+  const QueryTiles<BMQ> walk(g, s, j0, BN, hk, group);
+  const int64_t total = walk.total;
   auto load_q = [&](int64_t it, int stage) {
-    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    const int64_t h = walk.head(it), i0 = walk.row0(it);
     Tensor sQ = smem_tile<E, LQ>(Qs + stage * Cfg::q_elems);
     Tensor sdO = smem_tile<E, LQ>(dOs + stage * Cfg::q_elems);
     load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
@@ -249,7 +244,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
     __syncthreads();
     T* Q = Qs + stage * Cfg::q_elems;
     T* dO = dOs + stage * Cfg::q_elems;
-    const int64_t h = hk * group + it / ntiles, i0 = (t_lo + it % ntiles) * BMQ;
+    const int64_t h = walk.head(it), i0 = walk.row0(it);
     const Score score(g, p, b, h);
 
     // The query column c's stats: staged, or from global memory.
