@@ -197,6 +197,29 @@ __device__ __forceinline__ void two_products(float (&x)[N / 8][4], float (&y)[N 
   }
 }
 
+// The backward kernels' two-stage cp.async pipeline over steps [0, n): first() issues the copies the
+// block reads throughout and step 0's, load(t, stage) step t's; once step t's have landed (each thread
+// then runs landed(), e.g. a proxy fence for wgmma, before the block barrier) body(t, stage) runs with
+// step t + 1's in flight, and a second barrier frees the stage for the copies two steps on.
+template <class First, class Load, class Landed, class Body>
+__device__ __forceinline__ void pipelined_steps(int64_t n, First&& first, Load&& load, Landed&& landed, Body&& body) {
+  if (n > 0) {
+    first();
+    kernels::cp_async_commit();
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const int stage = int(t & 1);
+    if (t + 1 < n) load(t + 1, stage ^ 1);
+    kernels::cp_async_commit();
+    kernels::cp_async_wait<1>();
+    landed();
+    __syncthreads();
+    body(t, stage);
+    __syncthreads();
+  }
+  kernels::cp_async_wait<0>();
+}
+
 template <class T, int D_, int BN_> struct DqConfig {
   static constexpr int D = D_, BN = BN_, BM = 16 * kWarps, LD = D + 8, kThreads = kWarps * 32;
   static constexpr int smem_bytes = (2 * BM + 4 * BN) * LD * int(sizeof(T));
@@ -228,28 +251,22 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
 
   const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
   const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
-  if (nb_lo < nb_hi) {
+  auto load_kv = [&](int64_t t, int stage) {
+    load_tile<BN, D, LD>(Ks + stage * BN * LD, kb, p.k.row, (nb_lo + t) * BN, s.sk);
+    load_tile<BN, D, LD>(Vs + stage * BN * LD, vb, p.v.row, (nb_lo + t) * BN, s.sk);
+  };
+  auto first = [&] {
     load_tile<BM, D, LD>(Qs, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
     load_tile<BM, D, LD>(dOs, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
-    load_tile<BN, D, LD>(Ks, kb, p.k.row, nb_lo * BN, s.sk);
-    load_tile<BN, D, LD>(Vs, vb, p.v.row, nb_lo * BN, s.sk);
-    kernels::cp_async_commit();
-  }
-  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
-    const int stage = int(nb - nb_lo) & 1;
-    if (nb + 1 < nb_hi) {
-      load_tile<BN, D, LD>(Ks + (stage ^ 1) * BN * LD, kb, p.k.row, (nb + 1) * BN, s.sk);
-      load_tile<BN, D, LD>(Vs + (stage ^ 1) * BN * LD, vb, p.v.row, (nb + 1) * BN, s.sk);
-    }
-    kernels::cp_async_commit();
-    kernels::cp_async_wait<1>();
-    __syncthreads();
+    load_kv(0, 0);
+  };
+  pipelined_steps(nb_hi - nb_lo, first, load_kv, [] {}, [&](int64_t t, int stage) {
     const T* K = Ks + stage * BN * LD;
     const T* V = Vs + stage * BN * LD;
 
     float sc[NT][4], dp[NT][4];
     two_products<T, BN, D, LD>(sc, dp, Qs, dOs, K, V, w * 16);
-    const int64_t j0 = nb * BN;
+    const int64_t j0 = (nb_lo + t) * BN;
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     auto scs = [&](int i) -> float& { return sc[i >> 2][i & 3]; };
     scaled_probs<NT>(scs, g, s, score, full, plain, lse2, i0 + w * 16, j0);
@@ -267,9 +284,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
         kernels::mma16816<T>(dq[2 * dd + 1], a, bf[2], bf[3]);
       }
     }
-    __syncthreads();  // this stage is free for the load two tiles ahead
-  }
-  kernels::cp_async_wait<0>();
+  });
   store_grad_rows<T, DT>([&](int i) -> float& { return dq[i >> 2][i & 3]; }, p.grad_q, b, s.q_begin, h, i0 + w * 16, s.sq);
 }
 
@@ -323,24 +338,17 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
 
   const QueryTiles<BMQ> walk(g, s, j0, BN, hk, group);
-  const int64_t total = walk.total;
   auto load_q = [&](int64_t it, int stage) {
     const int64_t h = walk.head(it), i0 = walk.row0(it);
     load_tile<BMQ, D, LD>(Qs + stage * BMQ * LD, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
     load_tile<BMQ, D, LD>(dOs + stage * BMQ * LD, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
   };
-  if (total > 0) {
+  auto first = [&] {
     load_tile<BN, D, LD>(Ks, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
     load_tile<BN, D, LD>(Vs, row_ptr<T>(p.v, b, s.k_begin, hk), p.v.row, j0, s.sk);
     load_q(0, 0);
-    kernels::cp_async_commit();
-  }
-  for (int64_t it = 0; it < total; ++it) {
-    const int stage = int(it & 1);
-    if (it + 1 < total) load_q(it + 1, stage ^ 1);
-    kernels::cp_async_commit();
-    kernels::cp_async_wait<1>();
-    __syncthreads();
+  };
+  pipelined_steps(walk.total, first, load_q, [] {}, [&](int64_t it, int stage) {
     const T* Q = Qs + stage * BMQ * LD;
     const T* dO = dOs + stage * BMQ * LD;
     const int64_t h = walk.head(it), i0 = walk.row0(it);
@@ -376,9 +384,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
         kernels::mma16816<T>(dk[2 * dd + 1], as, bq[2], bq[3]);
       }
     }
-    __syncthreads();
-  }
-  kernels::cp_async_wait<0>();
+  });
   store_grad_rows<T, DT>([&](int i) -> float& { return dk[i >> 2][i & 3]; }, p.grad_k, b, s.k_begin, hk, j0 + w * 16,
                          rows_k);
   store_grad_rows<T, DT>([&](int i) -> float& { return dv[i >> 2][i & 3]; }, p.grad_v, b, s.k_begin, hk, j0 + w * 16,

@@ -122,32 +122,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_s
 
   const T* kb = row_ptr<T>(p.k, b, s.k_begin, hk);
   const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
-  auto load_kv = [&](int64_t nb, int stage) {
+  auto load_kv = [&](int64_t t, int stage) {
     Tensor sK = smem_tile<E, LK>(Ks + stage * Cfg::k_elems);
     Tensor sV = smem_tile<E, LK>(Vs + stage * Cfg::k_elems);
-    load_swizzled<BN, D, false, TH>(sK, kb, p.k.row, nb * BN, s.sk);
-    load_swizzled<BN, D, false, TH>(sV, vb, p.v.row, nb * BN, s.sk);
+    load_swizzled<BN, D, false, TH>(sK, kb, p.k.row, (nb_lo + t) * BN, s.sk);
+    load_swizzled<BN, D, false, TH>(sV, vb, p.v.row, (nb_lo + t) * BN, s.sk);
   };
-  if (nb_lo < nb_hi) {
+  auto first = [&] {
     load_swizzled<BM, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
     load_swizzled<BM, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
-    load_kv(nb_lo, 0);
-    kernels::cp_async_commit();
-  }
-  for (int64_t nb = nb_lo; nb < nb_hi; ++nb) {
-    const int stage = int(nb - nb_lo) & 1;
-    if (nb + 1 < nb_hi) load_kv(nb + 1, stage ^ 1);
-    kernels::cp_async_commit();
-    kernels::cp_async_wait<1>();
-    cutlass::arch::fence_view_async_shared();  // cp.async's writes, before wgmma reads them
-    __syncthreads();
+    load_kv(0, 0);
+  };
+  // cp.async's writes, then a proxy fence before wgmma reads them
+  auto landed = [] { cutlass::arch::fence_view_async_shared(); };
+  pipelined_steps(nb_hi - nb_lo, first, load_kv, landed, [&](int64_t t, int stage) {
     Tensor tSrK = thr_s.partition_fragment_B(smem_tile<E, LK>(Ks + stage * Cfg::k_elems));
     Tensor tSrV = thr_s.partition_fragment_B(smem_tile<E, LK>(Vs + stage * Cfg::k_elems));
     Tensor tQrKt = thr_dq.partition_fragment_B(smem_tile<E, typename Cfg::LayoutKt>(Ks + stage * Cfg::k_elems));
 
     issue_qk(mma_s, tSrQ, tSrK, tSrS);
     issue_qk(mma_s, tSrdO, tSrV, tSrdP);
-    const int64_t j0 = nb * BN;
+    const int64_t j0 = (nb_lo + t) * BN;
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     auto sc = [&](int i) -> float& { return tSrS(i); };
     if constexpr (Cfg::kOverlap) {
@@ -165,9 +160,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_s
     issue_pv(mma_dq, tQrdS, tQrKt, tQrdQ);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tQrdQ);
-    __syncthreads();  // this stage is free for the load two tiles ahead
-  }
-  kernels::cp_async_wait<0>();
+  });
   store_grad_rows<T, DT>([&](int i) -> float& { return tQrdQ(i); }, p.grad_q, b, s.q_begin, h, row0, s.sq);
 }
 
@@ -213,7 +206,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
   for (int i = 0; i < DT * 4; ++i) tKVrdK(i) = tKVrdV(i) = 0.f;
 
   const QueryTiles<BMQ> walk(g, s, j0, BN, hk, group);
-  const int64_t total = walk.total;
   auto load_q = [&](int64_t it, int stage) {
     const int64_t h = walk.head(it), i0 = walk.row0(it);
     Tensor sQ = smem_tile<E, LQ>(Qs + stage * Cfg::q_elems);
@@ -229,19 +221,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
         kernels::cp_async4_zfill(sDelta + stage * BMQ + c, static_cast<const float*>(p.delta) + li, in);
     }
   };
-  if (total > 0) {
+  auto first = [&] {
     load_swizzled<BN, D, false, TH>(sK, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
     load_swizzled<BN, D, false, TH>(sV, row_ptr<T>(p.v, b, s.k_begin, hk), p.v.row, j0, s.sk);
     load_q(0, 0);
-    kernels::cp_async_commit();
-  }
-  for (int64_t it = 0; it < total; ++it) {
-    const int stage = int(it & 1);
-    if (it + 1 < total) load_q(it + 1, stage ^ 1);
-    kernels::cp_async_commit();
-    kernels::cp_async_wait<1>();
-    cutlass::arch::fence_view_async_shared();
-    __syncthreads();
+  };
+  auto landed = [] { cutlass::arch::fence_view_async_shared(); };
+  pipelined_steps(walk.total, first, load_q, landed, [&](int64_t it, int stage) {
     T* Q = Qs + stage * Cfg::q_elems;
     T* dO = dOs + stage * Cfg::q_elems;
     const int64_t h = walk.head(it), i0 = walk.row0(it);
@@ -291,9 +277,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
     warpgroup_wait<0>();
     warpgroup_fence_operand(tKVrdV);
     warpgroup_fence_operand(tKVrdK);
-    __syncthreads();
-  }
-  kernels::cp_async_wait<0>();
+  });
   store_grad_rows<T, DT>([&](int i) -> float& { return tKVrdK(i); }, p.grad_k, b, s.k_begin, hk, krow0, rows_k);
   store_grad_rows<T, DT>([&](int i) -> float& { return tKVrdV(i); }, p.grad_v, b, s.k_begin, hk, krow0, rows_k);
 }
