@@ -25,8 +25,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# An anonymous namespace's per-file name in a mangled symbol (its length prefix differs too).
-ANON = re.compile(r"\d*_GLOBAL__N__[0-9a-f]+_\d+_\w*?_cu_[0-9a-f]+")
+# An anonymous namespace's per-file name in a mangled symbol (its length prefix differs too), with the
+# per-compilation number nvcc may append (`..._cu_<hash>_<n>`, then the next name's length: the digits
+# run together, so all of them go; both sides lose the same).
+ANON = re.compile(r"\d*_GLOBAL__N__[0-9a-f]+_\d+_\w*?_cu_[0-9a-f]+(?:_\d+)?")
 
 
 def first_found(cands):
