@@ -27,6 +27,8 @@ if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   if BARACUDA_CUDA_ARCHS="${BARACUDA_CUDA_ARCHS:-90}" python3 -m pip install --no-build-isolation --no-deps -v . \
        > "$WORK/build.log" 2>&1; then
     summary+=("build: ok $(( $(date +%s) - tb )) s")
+    # The device build's longest units (issue 22 bounds the 16-core build: its critical path).
+    summary+=("$(python3 tools/slowest_tus.py --top 5 2>&1 | tee "$OUT/slowest_tus.txt")")
   else
     tail -n 60 "$WORK/build.log"
     echo "build: FAILED after $(( $(date +%s) - tb )) s"
