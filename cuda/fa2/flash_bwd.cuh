@@ -199,7 +199,7 @@ __device__ __forceinline__ void two_products(float (&x)[N / 8][4], float (&y)[N 
 
 // The backward kernels' two-stage cp.async pipeline over steps [0, n): first() issues the copies the
 // block reads throughout and step 0's, load(t, stage) step t's; once step t's have landed (each thread
-// then runs landed(), e.g. a proxy fence for wgmma, before the block barrier) body(t, stage) runs with
+// then runs landed(t, stage), e.g. a proxy fence for wgmma, before the block barrier) body(t, stage) runs with
 // step t + 1's in flight, and a second barrier frees the stage for the copies two steps on.
 template <class First, class Load, class Landed, class Body>
 __device__ __forceinline__ void pipelined_steps(int64_t n, First&& first, Load&& load, Landed&& landed, Body&& body) {
@@ -212,7 +212,7 @@ __device__ __forceinline__ void pipelined_steps(int64_t n, First&& first, Load&&
     if (t + 1 < n) load(t + 1, stage ^ 1);
     kernels::cp_async_commit();
     kernels::cp_async_wait<1>();
-    landed();
+    landed(t, stage);
     __syncthreads();
     body(t, stage);
     __syncthreads();
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
     load_tile<BM, D, LD>(dOs, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
     load_kv(0, 0);
   };
-  pipelined_steps(nb_hi - nb_lo, first, load_kv, [] {}, [&](int64_t t, int stage) {
+  pipelined_steps(nb_hi - nb_lo, first, load_kv, [](int64_t, int) {}, [&](int64_t t, int stage) {
     const T* K = Ks + stage * BN * LD;
     const T* V = Vs + stage * BN * LD;
 
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     load_tile<BN, D, LD>(Vs, row_ptr<T>(p.v, b, s.k_begin, hk), p.v.row, j0, s.sk);
     load_q(0, 0);
   };
-  pipelined_steps(walk.total, first, load_q, [] {}, [&](int64_t it, int stage) {
+  pipelined_steps(walk.total, first, load_q, [](int64_t, int) {}, [&](int64_t it, int stage) {
     const T* Q = Qs + stage * BMQ * LD;
     const T* dO = dOs + stage * BMQ * LD;
     const int64_t h = walk.head(it), i0 = walk.row0(it);
@@ -392,9 +392,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
 }
 
 // grad_q's blocks (Dq::BM query rows of one head), then grad_k / grad_v's (Dkv::BN key rows of one kv
-// head); the mma.sync kernels here or the warpgroup-MMA ones (flash_bwd_sm90.cuh).
-template <auto dq, auto dkv, class Dq, class Dkv>
-void launch_backward_kernels(const Geometry& g, const Pointers& p, cudaStream_t st) {
+// head, `extra` its further arguments); the mma.sync kernels here or the warpgroup-MMA ones
+// (flash_bwd_sm90.cuh).
+template <auto dq, auto dkv, class Dq, class Dkv, class... DkvExtra>
+void launch_backward_kernels(const Geometry& g, const Pointers& p, cudaStream_t st, const DkvExtra&... extra) {
   opt_in_smem<dq>(Dq::smem_bytes);
   opt_in_smem<dkv>(Dkv::smem_bytes);
   if (g.sq > 0)
@@ -402,7 +403,7 @@ void launch_backward_kernels(const Geometry& g, const Pointers& p, cudaStream_t 
          st>>>(g, p);
   if (g.sk > 0)
     dkv<<<dim3(unsigned((g.sk + Dkv::BN - 1) / Dkv::BN), unsigned(g.hkv), unsigned(g.batch)), Dkv::kThreads,
-          Dkv::smem_bytes, st>>>(g, p);
+          Dkv::smem_bytes, st>>>(g, p, extra...);
   cuda_check(cudaGetLastError(), "attention flash backward launch");
 }
 template <class T, class Dq, class Dkv> void launch_backward(const Geometry& g, const Pointers& p, cudaStream_t st) {

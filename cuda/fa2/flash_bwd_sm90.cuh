@@ -68,8 +68,12 @@ template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
   static constexpr bool kStatsInSmem = true;
   // As Sm90DqConfig's: P^T's exps while dP^T's product runs, dS^T while dV's does.
   static constexpr bool kOverlap = true;
-  // K, V, two stages of Q and of dO, then two of the stats; + 1024 for the alignment.
-  static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 4 * BMQ * 4 + 1024;
+  // Q / dO tiles by TMA on dense batches (one thread issues them; an mbarrier per stage counts their
+  // bytes), which spares every thread the cp.async address math; packed sequences and seqused_k keep
+  // cp.async. Written for session 44's probe, not yet run on a GPU: off (its code is not instantiated).
+  static constexpr bool kTma = false;
+  // K, V, two stages of Q and of dO, two of the stats, two mbarriers; + 1024 for the alignment.
+  static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 4 * BMQ * 4 + 2 * 8 + 1024;
   static constexpr int min_blocks = 1;  // dK and dV stay in registers
   static_assert(kThreads >= 2 * BMQ, "one thread per staged lse / delta");
 };
@@ -80,6 +84,20 @@ template <class E, class Layout, class T> __device__ __forceinline__ auto smem_t
 template <class T> __device__ __forceinline__ T* aligned_1024(unsigned char* raw) {
   return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
 }
+
+// The grad_k / grad_v kernel's TMA copies of Q and dO tiles (Cfg::kTma; `on` where the batch and
+// operands allow), or nothing.
+template <class T, class Cfg> struct DkvTma {
+  using E = typename Cfg::E;
+  using Copy = decltype(make_tma_copy(SM90_TMA_LOAD{}, tma_rows_major<E, Cfg::D>((const T*)nullptr, 1, 1, 1, Operand{}),
+                                      typename Cfg::LayoutQ{}));
+  Copy q, dout;
+  bool on = false;
+};
+struct NoTma {
+  bool on = false;
+};
+template <class T, class Cfg> using DkvTmaOf = std::conditional_t<Cfg::kTma, DkvTma<T, Cfg>, NoTma>;
 
 template <class T, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_sm90_kernel(Geometry g, Pointers p) {
@@ -134,7 +152,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_s
     load_kv(0, 0);
   };
   // cp.async's writes, then a proxy fence before wgmma reads them
-  auto landed = [] { cutlass::arch::fence_view_async_shared(); };
+  auto landed = [](int64_t, int) { cutlass::arch::fence_view_async_shared(); };
   pipelined_steps(nb_hi - nb_lo, first, load_kv, landed, [&](int64_t t, int stage) {
     Tensor tSrK = thr_s.partition_fragment_B(smem_tile<E, LK>(Ks + stage * Cfg::k_elems));
     Tensor tSrV = thr_s.partition_fragment_B(smem_tile<E, LK>(Vs + stage * Cfg::k_elems));
@@ -165,7 +183,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_s
 }
 
 template <class T, class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_sm90_kernel(Geometry g, Pointers p) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
+    flash_bwd_dkv_sm90_kernel(Geometry g, Pointers p, const __grid_constant__ DkvTmaOf<T, Cfg> tma) {
   constexpr int D = Cfg::D, BMQ = Cfg::BMQ, BN = Cfg::BN, TH = Cfg::kThreads, NQ = BMQ / 8, DT = D / 8;
   using E = typename Cfg::E;
   using LK = typename Cfg::LayoutK;
@@ -178,6 +197,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
   T* dOs = Qs + 2 * Cfg::q_elems;
   float* sLse = reinterpret_cast<float*>(dOs + 2 * Cfg::q_elems);  // two stages of BMQ
   float* sDelta = sLse + 2 * BMQ;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sDelta + 2 * BMQ);  // per stage, the TMA path's
   Tensor sK = smem_tile<E, LK>(Ks);
   Tensor sV = smem_tile<E, LK>(Vs);
 
@@ -206,12 +226,41 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
   for (int i = 0; i < DT * 4; ++i) tKVrdK(i) = tKVrdV(i) = 0.f;
 
   const QueryTiles<BMQ> walk(g, s, j0, BN, hk, group);
+  const bool by_tma = tma.on;
+  if constexpr (Cfg::kTma) {
+    if (by_tma && threadIdx.x == 0) {
+      kernels::mbar_init(&full[0], 1);
+      kernels::mbar_init(&full[1], 1);
+    }
+    __syncthreads();
+  }
   auto load_q = [&](int64_t it, int stage) {
     const int64_t h = walk.head(it), i0 = walk.row0(it);
     Tensor sQ = smem_tile<E, LQ>(Qs + stage * Cfg::q_elems);
     Tensor sdO = smem_tile<E, LQ>(dOs + stage * Cfg::q_elems);
-    load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
-    load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+    if constexpr (Cfg::kTma) {
+      if (by_tma) {
+        if (threadIdx.x == 0) {  // rows past the tensor come in as zeros
+          kernels::mbar_arrive_expect_tx(&full[stage], unsigned(2 * Cfg::q_elems * sizeof(T)));
+          const auto shape = make_shape(int32_t(g.sq), Int<D>{}, int32_t(g.hq), int32_t(g.batch));
+          Tensor gQ = local_tile(tma.q.get_tma_tensor(shape)(_, _, h, b), Shape<Int<BMQ>, Int<D>>{}, make_coord(_, _0{}));
+          Tensor gdO =
+              local_tile(tma.dout.get_tma_tensor(shape)(_, _, h, b), Shape<Int<BMQ>, Int<D>>{}, make_coord(_, _0{}));
+          auto cq = tma.q.get_slice(_0{});
+          auto co = tma.dout.get_slice(_0{});
+          copy(tma.q.with(full[stage]), group_modes<0, 3>(cq.partition_S(gQ))(_, int(i0 / BMQ)),
+               group_modes<0, 3>(cq.partition_D(sQ)));
+          copy(tma.dout.with(full[stage]), group_modes<0, 3>(co.partition_S(gdO))(_, int(i0 / BMQ)),
+               group_modes<0, 3>(co.partition_D(sdO)));
+        }
+      } else {
+        load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
+        load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+      }
+    } else {
+      load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
+      load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+    }
     if constexpr (Cfg::kStatsInSmem) {
       const int c = int(threadIdx.x) % BMQ;  // lse by the first BMQ threads, delta by the next
       const bool in = i0 + c < s.sq;
@@ -226,7 +275,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
     load_swizzled<BN, D, false, TH>(sV, row_ptr<T>(p.v, b, s.k_begin, hk), p.v.row, j0, s.sk);
     load_q(0, 0);
   };
-  auto landed = [] { cutlass::arch::fence_view_async_shared(); };
+  auto landed = [&](int64_t it, int stage) {
+    cutlass::arch::fence_view_async_shared();
+    if constexpr (Cfg::kTma)
+      if (by_tma) kernels::mbar_wait(&full[stage], unsigned((it >> 1) & 1));  // the stage's (it / 2)-th use
+  };
   pipelined_steps(walk.total, first, load_q, landed, [&](int64_t it, int stage) {
     T* Q = Qs + stage * Cfg::q_elems;
     T* dO = dOs + stage * Cfg::q_elems;
@@ -283,7 +336,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dkv_
 }
 
 template <class T, class Dq, class Dkv> void launch_backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t st) {
-  launch_backward_kernels<flash_bwd_dq_sm90_kernel<T, Dq>, flash_bwd_dkv_sm90_kernel<T, Dkv>, Dq, Dkv>(g, p, st);
+  DkvTmaOf<T, Dkv> tma{};
+  if constexpr (Dkv::kTma) {
+    const int64_t es = int64_t(sizeof(T));
+    if (!g.varlen && !g.has_seqused_k && tma_operand_ok(p.q, es, g.sq, g.hq, g.batch) &&
+        tma_operand_ok(p.grad_out, es, g.sq, g.hq, g.batch)) {
+      auto rows = [&](const Operand& o) {
+        return tma_rows_major<typename Dkv::E, Dkv::D>(static_cast<const T*>(o.data), g.sq, g.hq, g.batch, o);
+      };
+      tma.q = make_tma_copy(SM90_TMA_LOAD{}, rows(p.q), typename Dkv::LayoutQ{});
+      tma.dout = make_tma_copy(SM90_TMA_LOAD{}, rows(p.grad_out), typename Dkv::LayoutQ{});
+      tma.on = true;
+    }
+  }
+  launch_backward_kernels<flash_bwd_dq_sm90_kernel<T, Dq>, flash_bwd_dkv_sm90_kernel<T, Dkv>, Dq, Dkv>(g, p, st, tma);
 }
 
 }  // namespace

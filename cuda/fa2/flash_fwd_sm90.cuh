@@ -183,9 +183,7 @@ template <class T, class Cfg> struct WsTma {
   using E = typename Cfg::E;
   static constexpr int D = Cfg::D;
   static auto rows_major(const T* ptr, int64_t rows, int64_t heads, int64_t batch, const Operand& o) {
-    return make_tensor(make_gmem_ptr(reinterpret_cast<const E*>(ptr)),
-                       make_layout(make_shape(int32_t(rows), Int<D>{}, int32_t(heads), int32_t(batch)),
-                                   make_stride(o.row, _1{}, o.head, o.batch)));
+    return tma_rows_major<E, D>(ptr, rows, heads, batch, o);
   }
   static auto d_major(const T* ptr, int64_t rows, int64_t heads, int64_t batch, const Operand& o) {
     return make_tensor(make_gmem_ptr(reinterpret_cast<const E*>(ptr)),
@@ -200,17 +198,6 @@ template <class T, class Cfg> struct WsTma {
   V v;
   bool on = false;
 };
-// What cuTensorMapEncodeTiled takes (a refused descriptor would not fail until the kernel's loads,
-// so anything else loads by cp.async): a 16-byte aligned base, strides non-zero multiples of 16
-// bytes under 2^40 (a stride-0 broadcast, e.g. k / v expanded over the batch, is not one), dims
-// under 2^31.
-inline bool tma_operand_ok(const Operand& o, int64_t elem, int64_t rows, int64_t heads, int64_t batch) {
-  auto stride_ok = [&](int64_t v) { return v > 0 && (v * elem) % 16 == 0 && v * elem < (int64_t(1) << 40); };
-  const int64_t lim = (int64_t(1) << 31) - 1;
-  return reinterpret_cast<uintptr_t>(o.data) % 16 == 0 && stride_ok(o.row) && stride_ok(o.head) &&
-         stride_ok(o.batch) && rows <= lim && heads <= lim && batch <= lim;
-}
-
 template <class T, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_sm90_ws_kernel(Geometry g, Pointers p, const __grid_constant__ WsTma<T, Cfg> tma) {

@@ -73,6 +73,25 @@ __device__ __forceinline__ void issue_pv(Mma& mma, const TP& tOrP, const TV& tOr
   warpgroup_commit_batch();
 }
 
+// An operand (q / k / v / grad_out) as the TMA copies see it: (rows, D, heads, batch), element strides,
+// D contiguous.
+template <class E, int D, class T>
+auto tma_rows_major(const T* ptr, int64_t rows, int64_t heads, int64_t batch, const Operand& o) {
+  return make_tensor(make_gmem_ptr(reinterpret_cast<const E*>(ptr)),
+                     make_layout(make_shape(int32_t(rows), Int<D>{}, int32_t(heads), int32_t(batch)),
+                                 make_stride(o.row, _1{}, o.head, o.batch)));
+}
+// What cuTensorMapEncodeTiled takes (a refused descriptor would not fail until the kernel's loads,
+// so anything else loads by cp.async): a 16-byte aligned base, strides non-zero multiples of 16
+// bytes under 2^40 (a stride-0 broadcast, e.g. k / v expanded over the batch, is not one), dims
+// under 2^31.
+inline bool tma_operand_ok(const Operand& o, int64_t elem, int64_t rows, int64_t heads, int64_t batch) {
+  auto stride_ok = [&](int64_t v) { return v > 0 && (v * elem) % 16 == 0 && v * elem < (int64_t(1) << 40); };
+  const int64_t lim = (int64_t(1) << 31) - 1;
+  return reinterpret_cast<uintptr_t>(o.data) % 16 == 0 && stride_ok(o.row) && stride_ok(o.head) &&
+         stride_ok(o.batch) && rows <= lim && heads <= lim && batch <= lim;
+}
+
 // A C fragment of N columns (4 elements per 8-column n-tile), rounded to 16 bits, as the A operand
 // of a product summing over those columns, per k-block of 16: ((2, 2, 2), 1, N / 16), element 8 kc + j
 // being n-tile 2 kc + j / 4's C element j % 4 (the per-warp layout of mma.sync's fragments).
