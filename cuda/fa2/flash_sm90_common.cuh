@@ -63,9 +63,13 @@ __device__ __forceinline__ void issue_qk(Mma& mma, const TQ& tSrQ, const TK& tSr
   warpgroup_commit_batch();
 }
 
-// O += P V of one warpgroup (P from registers), issued and committed (the caller waits).
+// O += P V of one warpgroup (P from registers), issued and committed (the caller waits). P's 16-bit
+// pairs are packed before the fence: packed after it, ptxas injects a second warpgroup.arrive
+// (C7519; the grad_k / grad_v kernel, whose P^T conversion runs while another product is in flight).
 template <class Mma, class TP, class TV, class TO>
-__device__ __forceinline__ void issue_pv(Mma& mma, const TP& tOrP, const TV& tOrV, TO& tOrO) {
+__device__ __forceinline__ void issue_pv(Mma& mma, TP& tOrP, const TV& tOrV, TO& tOrO) {
+  Tensor packed = recast<uint32_t>(tOrP);
+  warpgroup_fence_operand(packed);
   warpgroup_fence_operand(tOrO);
   warpgroup_arrive();
 #pragma unroll
