@@ -99,32 +99,11 @@ template <int NQ, class F> __device__ __forceinline__ void each_column(F&& f) {
 #pragma unroll
     for (int ce = 0; ce < 2; ++ce) f(nt * 8 + 2 * tq + ce, nt * 4 + ce);
 }
-// In one pass (the mma.sync kernel): S^T becomes P^T and dP^T becomes dS^T.
-template <int NQ, class ST, class DPT, class LSE, class DELTA>
-__device__ __forceinline__ void grad_scores_transposed(ST&& st, DPT&& dpt, LSE&& lse2_of, DELTA&& delta_of,
-                                                       const Geometry& g, const Seq& s, const Score& score, bool full,
-                                                       int64_t i0, int64_t krow0) {
-  const bool fast = full && score.plain();
-  const int gq = (threadIdx.x & 31) >> 2;
-  each_column<NQ>([&](int c, int e0) {
-    const int64_t i = i0 + c;
-    const bool in = i < s.sq;
-    const float l2 = lse2_of(c, in), dl = delta_of(c, in);
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int e = e0 + 2 * hf;
-      float dscore;
-      const float pr = prob_transposed(st(e), fast, full, in, l2, i, krow0 + gq + 8 * hf, g, s, score, dscore);
-      st(e) = pr;
-      dpt(e) = pr * (dpt(e) - dl) * dscore;
-    }
-  });
-}
-// In two (the warpgroup-MMA kernel, the first while dP^T's product is in flight): S^T becomes P^T
-// dscore, P^T itself handed to keep(e, p); then dS^T = P^T dscore (dP^T - delta) handed to out(e, ds).
-template <int NQ, class ST, class KEEP, class LSE>
-__device__ __forceinline__ void probs_transposed(ST&& st, KEEP&& keep, LSE&& lse2_of, const Geometry& g, const Seq& s,
-                                                 const Score& score, bool full, int64_t i0, int64_t krow0) {
+// Each element e of this thread's S^T (query columns in turn, the column's lse read once for its two
+// key rows gq, gq + 8) with its probability and d score / d (q . k): f(e, p, dscore).
+template <int NQ, class ST, class LSE, class F>
+__device__ __forceinline__ void each_prob_transposed(ST&& st, LSE&& lse2_of, const Geometry& g, const Seq& s,
+                                                     const Score& score, bool full, int64_t i0, int64_t krow0, F&& f) {
   const bool fast = full && score.plain();
   const int gq = (threadIdx.x & 31) >> 2;
   each_column<NQ>([&](int c, int e0) {
@@ -136,9 +115,34 @@ __device__ __forceinline__ void probs_transposed(ST&& st, KEEP&& keep, LSE&& lse
       const int e = e0 + 2 * hf;
       float dscore;
       const float pr = prob_transposed(st(e), fast, full, in, l2, i, krow0 + gq + 8 * hf, g, s, score, dscore);
-      keep(e, pr);
-      st(e) = pr * dscore;
+      f(e, pr, dscore);
     }
+  });
+}
+// In one pass (the mma.sync kernel): S^T becomes P^T and dP^T becomes dS^T.
+template <int NQ, class ST, class DPT, class LSE, class DELTA>
+__device__ __forceinline__ void grad_scores_transposed(ST&& st, DPT&& dpt, LSE&& lse2_of, DELTA&& delta_of,
+                                                       const Geometry& g, const Seq& s, const Score& score, bool full,
+                                                       int64_t i0, int64_t krow0) {
+  float dl;  // the column's delta, read beside its lse
+  auto stats = [&](int c, bool in) {
+    const float l2 = lse2_of(c, in);
+    dl = delta_of(c, in);
+    return l2;
+  };
+  each_prob_transposed<NQ>(st, stats, g, s, score, full, i0, krow0, [&](int e, float pr, float dscore) {
+    st(e) = pr;
+    dpt(e) = pr * (dpt(e) - dl) * dscore;
+  });
+}
+// In two (the warpgroup-MMA kernel, the first while dP^T's product is in flight): S^T becomes P^T
+// dscore, P^T itself handed to keep(e, p); then dS^T = P^T dscore (dP^T - delta) handed to out(e, ds).
+template <int NQ, class ST, class KEEP, class LSE>
+__device__ __forceinline__ void probs_transposed(ST&& st, KEEP&& keep, LSE&& lse2_of, const Geometry& g, const Seq& s,
+                                                 const Score& score, bool full, int64_t i0, int64_t krow0) {
+  each_prob_transposed<NQ>(st, lse2_of, g, s, score, full, i0, krow0, [&](int e, float pr, float dscore) {
+    keep(e, pr);
+    st(e) = pr * dscore;
   });
 }
 template <int NQ, class ST, class DPT, class DELTA, class OUT>

@@ -63,9 +63,6 @@ template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
   using LayoutQt = typename SwizzledRows<E, BMQ, D>::Transposed;
   using Mmas = BwdMmas<E, WG, BMQ, D>;
   static constexpr int q_elems = BMQ * D, k_elems = BN * D;
-  // The query tile's lse and delta staged in shared memory with its Q / dO (a load per column from
-  // global memory otherwise).
-  static constexpr bool kStatsInSmem = true;
   // As Sm90DqConfig's: P^T's exps while dP^T's product runs, dS^T while dV's does.
   static constexpr bool kOverlap = true;
   // Q / dO tiles by TMA on dense batches (one thread issues them; an mbarrier per stage counts their
@@ -163,16 +160,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks) flash_bwd_dq_s
     const int64_t j0 = (nb_lo + t) * BN;
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
     auto sc = [&](int i) -> float& { return tSrS(i); };
-    if constexpr (Cfg::kOverlap) {
-      warpgroup_wait<1>();  // S is in; dP may still run
-      warpgroup_fence_operand(tSrS);
-      scaled_probs<NT>(sc, g, s, score, full, plain, lse2, row0, j0);
-      warpgroup_wait<0>();
-    } else {
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tSrS);
-      scaled_probs<NT>(sc, g, s, score, full, plain, lse2, row0, j0);
-    }
+    warpgroup_wait<Cfg::kOverlap ? 1 : 0>();  // S is in; with kOverlap dP may still run
+    warpgroup_fence_operand(tSrS);
+    scaled_probs<NT>(sc, g, s, score, full, plain, lse2, row0, j0);
+    warpgroup_wait<0>();
     warpgroup_fence_operand(tSrdP);
     grad_scores<NT>(sc, [&](int i) -> float& { return tSrdP(i); }, delta, [&](int i, float ds) { tQrdS(i) = E(ds); });
     issue_pv(mma_dq, tQrdS, tQrKt, tQrdQ);
@@ -261,14 +252,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
       load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
       load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
     }
-    if constexpr (Cfg::kStatsInSmem) {
-      const int c = int(threadIdx.x) % BMQ;  // lse by the first BMQ threads, delta by the next
-      const bool in = i0 + c < s.sq;
-      const int64_t li = lse_index(g, s, b, h, in ? i0 + c : 0);
-      if (threadIdx.x < BMQ) kernels::cp_async4_zfill(sLse + stage * BMQ + c, static_cast<const float*>(p.lse) + li, in);
-      else if (threadIdx.x < 2 * BMQ)
-        kernels::cp_async4_zfill(sDelta + stage * BMQ + c, static_cast<const float*>(p.delta) + li, in);
-    }
+    // The tile's lse and delta beside it (read from global memory per column, d64 ran 20% slower).
+    const int c = int(threadIdx.x) % BMQ;  // lse by the first BMQ threads, delta by the next
+    const bool in = i0 + c < s.sq;
+    const int64_t li = lse_index(g, s, b, h, in ? i0 + c : 0);
+    if (threadIdx.x < BMQ) kernels::cp_async4_zfill(sLse + stage * BMQ + c, static_cast<const float*>(p.lse) + li, in);
+    else if (threadIdx.x < 2 * BMQ)
+      kernels::cp_async4_zfill(sDelta + stage * BMQ + c, static_cast<const float*>(p.delta) + li, in);
   };
   auto first = [&] {
     load_swizzled<BN, D, false, TH>(sK, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
@@ -286,21 +276,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
     const int64_t h = walk.head(it), i0 = walk.row0(it);
     const Score score(g, p, b, h);
 
-    // The query column c's stats: staged, or from global memory.
+    // The query column c's stats, staged.
     const float* lse_s = sLse + stage * BMQ;
     const float* delta_s = sDelta + stage * BMQ;
     auto lse2_of = [&](int c, bool in) {
-      if constexpr (Cfg::kStatsInSmem) {
-        const float l = lse_s[c];
-        return in && l != -INFINITY ? l * kLog2e : INFINITY;
-      } else {
-        return in ? lse_log2(p, lse_index(g, s, b, h, i0 + c)) : INFINITY;
-      }
+      const float l = lse_s[c];
+      return in && l != -INFINITY ? l * kLog2e : INFINITY;
     };
-    auto delta_of = [&](int c, bool in) {
-      if constexpr (Cfg::kStatsInSmem) return in ? delta_s[c] : 0.f;
-      else return in ? static_cast<const float*>(p.delta)[lse_index(g, s, b, h, i0 + c)] : 0.f;
-    };
+    auto delta_of = [&](int c, bool in) { return in ? delta_s[c] : 0.f; };
     auto st = [&](int i) -> float& { return tSrSt(i); };
     auto dpt = [&](int i) -> float& { return tSrdPt(i); };
 
