@@ -284,17 +284,45 @@ BACKWARD_CASES = [
 ]
 
 
-def check_backward(q, k, v, case, g, kernel, deterministic=False):
+def check_backward(q, k, v, case, g, kernel, deterministic=False, tile=None):
     """attention_backward with `kernel` (into NaN-poisoned gradients) against autograd of the float64
-    reference, then a second run that must give the same bits (our kernels always; cuDNN's when
-    deterministic)."""
+    reference, then a second run (poisoned again) that must give the same bits (our kernels always;
+    cuDNN's when deterministic). With `tile`: that flash backward tile through the plan API (skips
+    where it is not offered), the SKU naming it."""
     dt = q.dtype
     kw, ref = _rule_inputs(case, q.shape[2], g, dt, q.shape[0])
     out, lse = bc.attention(q, k, v, return_lse=True, **kw)
     gout = rnd(out.shape, dt, g)
-    poisoned = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-    grads = bc.attention_backward(gout, q, k, v, out, lse, grad_q=poisoned[0], grad_k=poisoned[1],
-                                  grad_v=poisoned[2], kernel=kernel, deterministic=deterministic, **kw)
+    if tile is None:
+        def backward():
+            poisoned = {f"grad_{n}": torch.full_like(t, float("nan")) for n, t in zip("qkv", (q, k, v))}
+            return bc.attention_backward(gout, q, k, v, out, lse, kernel=kernel, deterministic=deterministic,
+                                         **poisoned, **kw)
+    else:
+        wl, wr = kw.get("window", (-1, -1))
+        try:
+            plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
+                "attention_backward", spec(q), spec(k), spec(v), spec(out), tile=tile, causal=kw.get("causal", False),
+                causal_alignment=kw.get("causal_alignment", "bottom_right"), window_left=wl, window_right=wr,
+                softcap=kw.get("softcap", 0.0), scale=kw.get("scale"), alibi=int("alibi_slopes" in kw),
+                sinks="sinks" in kw, deterministic=deterministic))
+        except errors.InvalidArgument:
+            pytest.skip(f"no {tile} flash backward in this build or on this device")
+        assert plan.sku.name == f"attention.flash_backward.{tile}.d{q.shape[-1]}"
+        ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
+        extras = {n: kw[n] for n in ("alibi_slopes", "sinks") if n in kw}
+
+        def backward():
+            grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+            more = {}
+            if "sinks" in kw:
+                grads.append(torch.full_like(kw["sinks"], float("nan")))
+                more["grad_sinks"] = grads[-1]
+            plan.run(q=q, k=k, v=v, out=out, lse=lse, grad_out=gout, grad_q=grads[0], grad_k=grads[1],
+                     grad_v=grads[2], workspace=ws, **extras, **more)
+            return grads
+    label = tile or kernel
+    grads = backward()
     leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
     if "sinks" in ref:
         ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
@@ -303,12 +331,11 @@ def check_backward(q, k, v, case, g, kernel, deterministic=False):
     wgrads = torch.autograd.grad(want, leaves, gout.double())
     assert len(grads) == len(wgrads)
     for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads, wgrads):
-        check_close(a, b, dt, f"{kernel} {name}", GRAD_TOL)
+        check_close(a, b, dt, f"{label} {name} {case}", GRAD_TOL)
     if kernel == "cudnn" and not deterministic:
         return
-    again = bc.attention_backward(gout, q, k, v, out, lse, kernel=kernel, deterministic=deterministic, **kw)
-    for a, b in zip(grads, again):
-        assert torch.equal(a, b), f"the {kernel} backward is not bitwise reproducible"
+    for a, b in zip(grads, backward()):
+        assert torch.equal(a, b), f"the {label} backward is not bitwise reproducible"
 
 
 @pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64], ids=str)
@@ -507,43 +534,7 @@ def test_flash_backward_tiles(tile, dt, d, case, sq, sk, hq, hkv, bhsd):
         q, k, v = (rnd((2, hh, s_, d), dt, g).transpose(1, 2) for hh, s_ in ((hq, sq), (hkv, sk), (hkv, sk)))
     else:
         q, k, v = rnd((2, sq, hq, d), dt, g), rnd((2, sk, hkv, d), dt, g), rnd((2, sk, hkv, d), dt, g)
-    kw, ref = _rule_inputs(case, hq, g, dt, 2)
-    out, lse = bc.attention(q, k, v, return_lse=True, **kw)
-    gout = rnd(out.shape, dt, g)
-    wl, wr = kw.get("window", (-1, -1))
-    try:
-        plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
-            "attention_backward", spec(q), spec(k), spec(v), spec(out), tile=tile, causal=kw.get("causal", False),
-            causal_alignment=kw.get("causal_alignment", "bottom_right"), window_left=wl, window_right=wr,
-            softcap=kw.get("softcap", 0.0), scale=kw.get("scale"), alibi=int("alibi_slopes" in kw),
-            sinks="sinks" in kw))
-    except errors.InvalidArgument:
-        pytest.skip(f"no {tile} flash backward in this build or on this device")
-    assert plan.sku.name == f"attention.flash_backward.{tile}.d{d}"
-    ws = torch.empty(plan.workspace_bytes(), device=DEV, dtype=torch.uint8)
-    extras = {n: kw[n] for n in ("alibi_slopes", "sinks") if n in kw}
-
-    def backward():
-        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
-        more = {}
-        if "sinks" in kw:
-            grads.append(torch.full_like(kw["sinks"], float("nan")))
-            more["grad_sinks"] = grads[-1]
-        plan.run(q=q, k=k, v=v, out=out, lse=lse, grad_out=gout, grad_q=grads[0], grad_k=grads[1], grad_v=grads[2],
-                 workspace=ws, **extras, **more)
-        return grads
-
-    grads = backward()
-    leaves = [t.detach().clone().double().requires_grad_() for t in (q, k, v)]
-    if "sinks" in ref:
-        ref["sinks"] = ref["sinks"].detach().clone().double().requires_grad_()
-        leaves.append(ref["sinks"])
-    want, _ = ref_attention(*leaves[:3], **ref)
-    for name, a, b in zip(("grad_q", "grad_k", "grad_v", "grad_sinks"), grads,
-                          torch.autograd.grad(want, leaves, gout.double())):
-        check_close(a, b, dt, f"{tile} {name} {case}", GRAD_TOL)
-    for a, b in zip(grads, backward()):
-        assert torch.equal(a, b), f"the {tile} backward is not bitwise reproducible"
+    check_backward(q, k, v, case, g, "flash", tile=tile)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -168,7 +168,8 @@ __device__ __forceinline__ void store_grad_rows(X&& x, const Operand& o, int64_t
     T* row = row_ptr_mut<T>(o, b, first + r, h);
 #pragma unroll
     for (int dt = 0; dt < DT; ++dt)
-      *reinterpret_cast<unsigned*>(row + dt * 8 + 2 * tq) = kernels::pack2<T>(x(dt * 4 + hf * 2), x(dt * 4 + hf * 2 + 1));
+      *reinterpret_cast<unsigned*>(row + dt * 8 + 2 * tq) =
+          kernels::pack2<T>(x(dt * 4 + hf * 2), x(dt * 4 + hf * 2 + 1));
   }
 }
 
@@ -289,7 +290,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
       }
     }
   });
-  store_grad_rows<T, DT>([&](int i) -> float& { return dq[i >> 2][i & 3]; }, p.grad_q, b, s.q_begin, h, i0 + w * 16, s.sq);
+  store_grad_rows<T, DT>([&](int i) -> float& { return dq[i >> 2][i & 3]; }, p.grad_q, b, s.q_begin, h, i0 + w * 16,
+                         s.sq);
 }
 
 // grad_k / grad_v's walk for the key rows [j0, j0 + bn): the query tiles of BMQ rows that see them, for

@@ -234,7 +234,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
         if (threadIdx.x == 0) {  // rows past the tensor come in as zeros
           kernels::mbar_arrive_expect_tx(&full[stage], unsigned(2 * Cfg::q_elems * sizeof(T)));
           const auto shape = make_shape(int32_t(g.sq), Int<D>{}, int32_t(g.hq), int32_t(g.batch));
-          Tensor gQ = local_tile(tma.q.get_tma_tensor(shape)(_, _, h, b), Shape<Int<BMQ>, Int<D>>{}, make_coord(_, _0{}));
+          Tensor gQ =
+              local_tile(tma.q.get_tma_tensor(shape)(_, _, h, b), Shape<Int<BMQ>, Int<D>>{}, make_coord(_, _0{}));
           Tensor gdO =
               local_tile(tma.dout.get_tma_tensor(shape)(_, _, h, b), Shape<Int<BMQ>, Int<D>>{}, make_coord(_, _0{}));
           auto cq = tma.q.get_slice(_0{});
@@ -318,7 +319,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
   store_grad_rows<T, DT>([&](int i) -> float& { return tKVrdV(i); }, p.grad_v, b, s.k_begin, hk, krow0, rows_k);
 }
 
-template <class T, class Dq, class Dkv> void launch_backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t st) {
+template <class T, class Dq, class Dkv>
+void launch_backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t st) {
   DkvTmaOf<T, Dkv> tma{};
   if constexpr (Dkv::kTma) {
     const int64_t es = int64_t(sizeof(T));
@@ -342,7 +344,8 @@ template <class T, class Dq, class Dkv> void launch_backward_sm90(const Geometry
 // slower at d64: docs/benchmarks.md), one warpgroup per block.
 template <class T> void backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   if constexpr (head_dim_built(64))
-    if (g.d == 64) return launch_backward_sm90<T, Sm90DqConfig<T, 64, 64, 1>, Sm90DkvConfig<T, 64, 32, 1>>(g, p, stream);
+    if (g.d == 64)
+      return launch_backward_sm90<T, Sm90DqConfig<T, 64, 64, 1>, Sm90DkvConfig<T, 64, 32, 1>>(g, p, stream);
   if constexpr (head_dim_built(128))
     if (g.d == 128)
       return launch_backward_sm90<T, Sm90DqConfig<T, 128, 64, 1>, Sm90DkvConfig<T, 128, 32, 1>>(g, p, stream);
