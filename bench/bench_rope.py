@@ -109,7 +109,7 @@ def run_append_row(shape, args, copy_gbs):
     read and written, k and v written to the cache, v read."""
     t, hq, hk, d = shape
     pages = (t + 15) // 16 * 2
-    set_bytes = (2 * (hq + hk) * d + 2 * hk * d) * t * 2
+    set_bytes = (2 * (hq + hk) * d + 3 * hk * d) * t * 2  # bf16: q, k twice; k's cache, v and v's cache once
     nsets = C.rotation_sets(set_bytes)
     sets = []
     for _ in range(nsets):

@@ -1,4 +1,4 @@
-// 16-byte (and 4-byte) global -> shared copies through cp.async (sm_80+; a plain copy before), one PTX
+// 16-byte (and 4- / 8-byte) global -> shared copies through cp.async (sm_80+; a plain copy before), one PTX
 // instruction each, so that a caller's base pointer plus a constant offset stays one register
 // and an immediate (the __pipeline_memcpy_async intrinsics let NVVM fold the offset into a
 // 64-bit multiply per copy, and branch around each conditional copy).
@@ -45,6 +45,15 @@ __device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, bo
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(pred ? 4 : 0) : "memory");
 #else
   *static_cast<unsigned*>(smem) = pred ? *static_cast<const unsigned*>(gmem) : 0u;
+#endif
+}
+// An 8-byte copy when `pred`, else 8 zero bytes (through L1, as the 4-byte one).
+__device__ __forceinline__ void cp_async8_zfill(void* smem, const void* gmem, bool pred) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(pred ? 8 : 0) : "memory");
+#else
+  *static_cast<uint2*>(smem) = pred ? *static_cast<const uint2*>(gmem) : make_uint2(0, 0);
 #endif
 }
 // Closes the group of copies issued since the last commit.

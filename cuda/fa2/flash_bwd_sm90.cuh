@@ -67,8 +67,8 @@ template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
   static constexpr bool kOverlap = true;
   // Q / dO tiles by TMA on dense batches (one thread issues them; an mbarrier per stage counts their
   // bytes), which spares every thread the cp.async address math; packed sequences and seqused_k keep
-  // cp.async. Not yet run on a GPU: off (its code is not instantiated; tools/probe attention_bwd_sm90).
-  static constexpr bool kTma = false;
+  // cp.async. 0-2% faster than cp.async alone, the same bits (docs/benchmarks.md, backward).
+  static constexpr bool kTma = true;
   // K, V, two stages of Q and of dO, two of the stats, two mbarriers; + 1024 for the alignment.
   static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 4 * BMQ * 4 + 2 * 8 + 1024;
   static constexpr int min_blocks = 1;  // dK and dV stay in registers

@@ -36,10 +36,10 @@ constexpr int kStagedMinBlocksPerSm = 4;
 constexpr int kMaxTokensPerBlock = 16;
 // The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
-// RoPE alone (no cache append, 16-byte accesses; in place or not) on batches that give at least 32
-// tokens per block at about two blocks per SM: four tokens per block beat eight there, and lose with
-// the append (docs/benchmarks.md, RoPE).
-constexpr int kRotateOnlyTokensPerBlock = 4, kRotateOnlyMinTokens = 32;
+// 16-byte accesses on batches that give at least 32 tokens per block at about two blocks per SM:
+// four tokens per block (more, shorter blocks) beat eight there, with the cache append or without,
+// since a group's positions and slots are read ahead of its tokens (docs/benchmarks.md, RoPE).
+constexpr int kWideTokensPerBlock = 4, kWideMinTokens = 32;
 
 // float2 angle slots of a block's tokens in shared memory, rounded up to an even count so that the
 // ring of 16-byte reads after them starts 16-byte aligned.
@@ -136,6 +136,8 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
   // access of a token; 16-byte strides across threads: no bank conflicts)
   uint4* const ring = reinterpret_cast<uint4*>(angle + angle_slots(tpb, g.rotary_dim / 2));
   __shared__ int64_t tok_page[kMaxTokensPerBlock], tok_row[kMaxTokensPerBlock];  // cache slot (page -1: none)
+  // The group's positions and slot-mapping entries as read (int32 in an entry's low half)
+  __shared__ int64_t tok_pos_raw[kMaxTokensPerBlock], tok_slot_raw[kMaxTokensPerBlock];
   const int half = g.rotary_dim / 2;
   const int64_t tokens = g.batch * g.seq;
   int64_t tok0 = 0;  // the block's group of tokens (a persistent grid loops over several)
@@ -284,22 +286,46 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
     ntok = int(tokens - tok0 < tpb ? tokens - tok0 : tpb);
     cur = TokenCursor(tok0, g.seq);
     cur_out = cur;
-    // The first tokens' reads go out before the angles are computed: they do not depend on them.
+    // The group's positions and slots go out first, in a commit group of their own, then the first
+    // tokens' reads: the angles wait for the small reads only, and are computed while the tokens'
+    // are in flight.
+    const bool meta = g.positions || append;
+    if (meta && int(threadIdx.x) < ntok) {
+      TokenCursor at(tok0 + threadIdx.x, g.seq);
+      if (g.positions) {
+        const int64_t pi = at.b * g.pos_batch + at.s * g.pos_seq;
+        if (g.positions_dtype == DType::Int32)
+          kernels::cp_async4_zfill(&tok_pos_raw[threadIdx.x], static_cast<const int32_t*>(p.positions) + pi, true);
+        else
+          kernels::cp_async8_zfill(&tok_pos_raw[threadIdx.x], static_cast<const int64_t*>(p.positions) + pi, true);
+      }
+      if (append) {
+        const int64_t si = at.b * g.slot_batch + at.s * g.slot_seq;
+        if (g.slots_int32)
+          kernels::cp_async4_zfill(&tok_slot_raw[threadIdx.x], static_cast<const int32_t*>(p.slots) + si, true);
+        else
+          kernels::cp_async8_zfill(&tok_slot_raw[threadIdx.x], static_cast<const int64_t*>(p.slots) + si, true);
+      }
+    }
+    kernels::cp_async_commit();
     if constexpr (WIDE) {
 #pragma unroll
       for (int t = 0; t < kStagedTokens; ++t) stage(t);
+      kernels::cp_async_wait<kStagedTokens>();
     } else {
       load(0);
+      kernels::cp_async_wait<0>();
     }
+    if (meta) __syncthreads();  // the positions and slots of every thread's reads are in place
 
     for (int i = threadIdx.x; i < ntok * half; i += blockDim.x) {
       const int t = i / half, j = i - t * half;
-      TokenCursor at(tok0 + t, g.seq);
-      int64_t pos = at.s;
+      int64_t pos = 0;
       if (g.positions) {
-        const int64_t pi = at.b * g.pos_batch + at.s * g.pos_seq;
-        pos = g.positions_dtype == DType::Int32 ? int64_t(static_cast<const int32_t*>(p.positions)[pi])
-                                                : static_cast<const int64_t*>(p.positions)[pi];
+        pos = g.positions_dtype == DType::Int32 ? int64_t(reinterpret_cast<const int32_t*>(&tok_pos_raw[t])[0])
+                                                : tok_pos_raw[t];
+      } else {
+        pos = TokenCursor(tok0 + t, g.seq).s;
       }
       float cs, sn;
       if (g.cache) {
@@ -315,10 +341,10 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
       angle[i] = make_float2(cs, g.inverse ? -sn : sn);
     }
     if (append && int(threadIdx.x) < ntok) {
-      TokenCursor at(tok0 + threadIdx.x, g.seq);
+      const int64_t slot = g.slots_int32 ? int64_t(reinterpret_cast<const int32_t*>(&tok_slot_raw[threadIdx.x])[0])
+                                         : tok_slot_raw[threadIdx.x];
       int64_t page, row;
-      const bool real = kernels::paged_slot(p.slots, g.slots_int32, at.b * g.slot_batch + at.s * g.slot_seq, g.pages,
-                                            g.page_size, page, row);
+      const bool real = kernels::paged_slot_of(slot, g.pages, g.page_size, page, row);
       tok_page[threadIdx.x] = real ? page : -1;
       tok_row[threadIdx.x] = real ? row : 0;
     }
@@ -388,10 +414,8 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   const int ny = (items + kThreads - 1) / kThreads;
   const int threads = std::max(64, ((items + ny - 1) / ny + 31) / 32 * 32);
   const int64_t per_slot = tokens * ny / 264;  // tokens per block at about two blocks per SM
-  const bool appends = p.count == 3 || (p.count >= 2 && p.x[1].paged);  // a cache write besides the rotation
-  const bool rotate_only = g.wide && !appends;
   int tpb = int(std::clamp<int64_t>(per_slot, 1, kDefaultTokensPerBlock));
-  if (rotate_only && per_slot >= kRotateOnlyMinTokens) tpb = kRotateOnlyTokensPerBlock;
+  if (g.wide && per_slot >= kWideMinTokens) tpb = kWideTokensPerBlock;
   if (g.tokens_per_block > 0) tpb = std::min(g.tokens_per_block, kMaxTokensPerBlock);
   const int64_t groups = (tokens + tpb - 1) / tpb;
   const size_t smem = size_t(angle_slots(tpb, half)) * sizeof(float2) +

@@ -1,7 +1,7 @@
 // The RoPE harness of tools/probe/probe.sh: cuda/rope/rope.cu's kernel (a variant of that file,
 // linked in) on one fused qkv projection, bf16, in place, theta angles, int64 positions; by default
 // the Llama-3-8B prefill (argv: tokens, q heads, kv heads, head dim). Per case (RoPE alone, and with
-// the paged-cache append; 8 and 16 tokens per block): microseconds (median of 50, L2 flushed), GB/s,
+// the paged-cache append; 2 to 16 tokens per block): microseconds (median of 50, L2 flushed), GB/s,
 // % of a device copy, and a checksum of every written byte.
 //   PROBE_ARGS="8192 32 8 128;16384 16 4 64" bash tools/probe/probe.sh rope cuda/rope/rope.cu base ...
 #include <cuda_runtime.h>
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     o.paged_head = d;
   };
   for (int append = 0; append < 2; ++append) {
-    for (int tpb : {4, 8, 16}) {
+    for (int tpb : {2, 4, 6, 8, 16}) {
       rope::Pointers p;
       p.x[0] = operand(0, hq);
       p.x[1] = operand(hq, hkv);
