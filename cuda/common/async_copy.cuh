@@ -5,6 +5,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 namespace baracuda::kernels {
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -38,23 +40,24 @@ __device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, b
   *static_cast<uint4*>(smem) = pred ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
 #endif
 }
-// A 4-byte copy when `pred`, else 4 zero bytes (cp.async.ca: 4-byte copies go through L1).
-__device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, bool pred) {
+// A 4- or 8-byte copy when `pred`, else N zero bytes (cp.async.ca: copies under 16 bytes go
+// through L1).
+template <int N> __device__ __forceinline__ void cp_async_small_zfill(void* smem, const void* gmem, bool pred) {
+  static_assert(N == 4 || N == 8, "cp.async.ca copies 4, 8 or 16 bytes");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(pred ? 4 : 0) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(gmem), "n"(N), "r"(pred ? N : 0)
+               : "memory");
 #else
-  *static_cast<unsigned*>(smem) = pred ? *static_cast<const unsigned*>(gmem) : 0u;
+  using Word = std::conditional_t<N == 4, unsigned, unsigned long long>;
+  *static_cast<Word*>(smem) = pred ? *static_cast<const Word*>(gmem) : Word(0);
 #endif
 }
-// An 8-byte copy when `pred`, else 8 zero bytes (through L1, as the 4-byte one).
+__device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, bool pred) {
+  cp_async_small_zfill<4>(smem, gmem, pred);
+}
 __device__ __forceinline__ void cp_async8_zfill(void* smem, const void* gmem, bool pred) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(pred ? 8 : 0) : "memory");
-#else
-  *static_cast<uint2*>(smem) = pred ? *static_cast<const uint2*>(gmem) : make_uint2(0, 0);
-#endif
+  cp_async_small_zfill<8>(smem, gmem, pred);
 }
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() {
