@@ -369,3 +369,36 @@ def test_tuned_plans_give_the_same_bits(tuning, shape, rd, style):
         plan.run(q=q, k=k, q_out=qo, k_out=ko, positions=pos)
         outs.append((qo, ko))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+@pytest.mark.parametrize("tuning", ["", "tpb=3", "tpb=16,persistent=1", "tpb=1,persistent=1"])
+@pytest.mark.parametrize("pdt,sdt", [(torch.int64, torch.int64), (torch.int32, torch.int32), (torch.int32, torch.int64)])
+def test_append_over_batches_and_groups(tuning, pdt, sdt):
+    """The fused cache append over a [B, S] batch, positions and slots strided [B, S] views (read ahead
+    of each token group), padding slots, on every grid the tuning knobs give (one group per block,
+    several per block, a persistent grid): q and k against float64, each cache slot holding exactly the
+    rotated k and v's bits, padding slots untouched."""
+    g = gen(41)
+    B, S, hq, hkv, d, pages, ps = 2, 37, 8, 2, 128, 12, 16
+    qkv = rnd((B, S, hq + 2 * hkv, d), torch.bfloat16, g)
+    q, k, v = qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv[:, :, hq + hkv:]
+    pos = torch.randint(0, 4096, (B, 2 * S), generator=g, device=DEV).to(pdt)[:, ::2]
+    slots = torch.randperm(pages * ps, generator=g, device=DEV)[:2 * B * S].view(B, 2 * S).to(sdt)[:, 1::2]
+    slots[0, ::5] = -1  # padding
+    kc, vc = (torch.full((pages, ps, hkv, d), float("nan"), device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    spec = lambda t: bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), tuple(t.stride()))  # noqa: E731
+    desc = bc.RopeDescriptor(spec(q), spec(k), style="neox", freqs=bc.RopeFrequencies(theta=10000.0),
+                             positions=True, positions_dtype=bc.dtype(pdt), k_cache=spec(kc), v=spec(v),
+                             v_cache=spec(vc), slot_dtype=bc.dtype(sdt))
+    plan = bc.RopePlan.select(desc, bc.PlanPreference(tuning=tuning))
+    qo, ko = poisoned_like(q), poisoned_like(k)
+    plan.run(q=q, k=k, q_out=qo, k_out=ko, positions=pos, v=v, k_cache=kc, v_cache=vc, slot_mapping=slots)
+    inv, af = bc.rope_frequencies(d, theta=10000.0)
+    cos, sin = ref_angles(pos.long(), inv, af)
+    close(qo, ref_rope(q, cos, sin, "neox", d), torch.bfloat16, f"q ({tuning or 'default'})")
+    close(ko, ref_rope(k, cos, sin, "neox", d), torch.bfloat16, f"k ({tuning or 'default'})")
+    real = slots >= 0
+    at = slots[real].long()
+    assert torch.equal(kc.view(-1, hkv, d)[at], ko[real]), "k's cache rows: the rotated k, bit for bit"
+    assert torch.equal(vc.view(-1, hkv, d)[at], v[real]), "v's cache rows: v's bits"
+    assert torch.isnan(kc).sum() == torch.isnan(vc).sum() == (pages * ps - int(real.sum())) * hkv * d
