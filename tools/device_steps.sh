@@ -29,6 +29,7 @@ if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
     summary+=("build: ok $(( $(date +%s) - tb )) s")
     # The device build's longest units (issue 22 bounds the 16-core build: its critical path).
     summary+=("$(python3 tools/slowest_tus.py --top 5 2>&1 | tee "$OUT/slowest_tus.txt")")
+    cp build/*/.ninja_log "$OUT/ninja_log.txt" 2>/dev/null  # the whole timeline, for tools/slowest_tus.py here
   else
     tail -n 60 "$WORK/build.log"
     echo "build: FAILED after $(( $(date +%s) - tb )) s"

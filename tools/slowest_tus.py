@@ -9,8 +9,8 @@ import os
 import sys
 
 
-def entries(path):
-    """(seconds, target) of each output in the log's newest build; a target rebuilt keeps its last time."""
+def intervals(path):
+    """{target: (start s, end s)} of each output in the log; a target rebuilt keeps its last run."""
     last = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -19,9 +19,33 @@ def entries(path):
             parts = line.rstrip("\n").split("\t")
             if len(parts) < 4:
                 continue
-            start, end, target = int(parts[0]), int(parts[1]), parts[3]
-            last[target] = (end - start) / 1000.0
-    return sorted(((s, t) for t, s in last.items()), reverse=True)
+            last[parts[3]] = (int(parts[0]) / 1000.0, int(parts[1]) / 1000.0)
+    return last
+
+
+def entries(path):
+    """(seconds, target) of each output in the log's newest build, slowest first."""
+    return sorted(((e - s, t) for t, (s, e) in intervals(path).items()), reverse=True)
+
+
+def tail(spans):
+    """(span, peak jobs, tail seconds, units running in the tail): the tail is the end of the build
+    during which fewer than half the peak number of jobs ran (a clean build's critical path shows
+    there as one or two long units started late)."""
+    events = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()])
+    running, peak, t_half = 0, 0, None
+    for t, d in events:
+        running += d
+        peak = max(peak, running)
+    running = 0
+    for t, d in events:
+        running += d
+        if running * 2 >= peak:
+            t_half = t  # the last moment at least half the peak ran
+    end = max(e for _, e in spans.values())
+    start = min(s for s, _ in spans.values())
+    late = sorted((e - s, n) for n, (s, e) in spans.items() if e > t_half)
+    return end - start, peak, end - t_half, [n for _, n in reversed(late)][:3]
 
 
 def main():
@@ -41,6 +65,9 @@ def main():
         print(f"{log}: {len(rows)} outputs, {total / 60:.1f} CPU-minutes of compile and link in all; slowest:")
         for s, t in rows[:args.top]:
             print(f"  {s:8.1f} s  {t}")
+        span, peak, tail_s, late = tail(intervals(log))
+        print(f"  span {span:.1f} s at up to {peak} jobs; the last {tail_s:.1f} s ran under half of them"
+              + (f" (the longest then: {', '.join(os.path.basename(n) for n in late)})" if late else ""))
     return 0
 
 
