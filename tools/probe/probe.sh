@@ -2,11 +2,13 @@
 # Kernel variants timed without the package build (a device call of a minute or two): a harness
 # (tools/probe/<harness>.cu) is compiled against copies of one source file with sed expressions
 # applied, one build per variant in parallel, then each is run.
-#   bash tools/probe/probe.sh HARNESS FILE [NAME=SED_EXPRESSION | NAME]...
+#   bash tools/probe/probe.sh HARNESS FILE [NAME=SED_EXPRESSION | NAME@PATH | NAME]...
 #     HARNESS  rope | paged | embedding | attention | attention_bwd | attention_bwd_sm90 (tools/probe/HARNESS.cu)
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
 #     NAME     without "=": the file as it is (the baseline)
+#     NAME@PATH  the file at PATH in its place (a rewrite kept beside the tree, e.g. the version at
+#              another commit: git show REV:FILE > /tmp/old.cu)
 #   PROBE_ARGS="..." runs the harness once per ';'-separated argument list (e.g. shapes); each run
 #   is stopped after PROBE_TIMEOUT seconds (default 120: a variant that hangs costs no more).
 # e.g.
@@ -52,11 +54,14 @@ case $harness in
 esac
 names=()
 for v in "$@"; do
-  name=${v%%=*}
+  if [[ $v != *=* && $v == *@* ]]; then name=${v%%@*}; else name=${v%%=*}; fi
   names+=("$name")
   dir="$WORK/$name"
   mkdir -p "$dir/$(dirname "$rel")"
-  if [[ $v == *=* ]]; then
+  if [[ $v != *=* && $v == *@* ]]; then  # NAME@PATH: another version of the whole file
+    [[ -f ${v#*@} ]] || { echo "variant $name: no file ${v#*@}"; exit 2; }
+    cp "${v#*@}" "$dir/$rel"
+  elif [[ $v == *=* ]]; then
     sed -e "${v#*=}" "$file" > "$dir/$rel"
     cmp -s "$file" "$dir/$rel" && { echo "variant $name changes nothing in $file: ${v#*=}"; exit 1; }
   else
