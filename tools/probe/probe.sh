@@ -7,8 +7,8 @@
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
 #     NAME     without "=": the file as it is (the baseline)
-#     NAME@PATH  the file at PATH in its place (a rewrite kept beside the tree, e.g. the version at
-#              another commit: git show REV:FILE > /tmp/old.cu)
+#     NAME@PATH  the file at PATH in its place, PATH in the working tree (untracked files travel to
+#              the device), e.g. the version at another commit: git show REV:FILE > tools/probe/.old.cu
 #   PROBE_ARGS="..." runs the harness once per ';'-separated argument list (e.g. shapes); each run
 #   is stopped after PROBE_TIMEOUT seconds (default 120: a variant that hangs costs no more).
 # e.g.
