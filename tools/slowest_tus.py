@@ -65,6 +65,8 @@ def main():
         print(f"{log}: {len(rows)} outputs, {total / 60:.1f} CPU-minutes of compile and link in all; slowest:")
         for s, t in rows[:args.top]:
             print(f"  {s:8.1f} s  {t}")
+        if not rows:
+            continue
         span, peak, tail_s, late = tail(intervals(log))
         print(f"  span {span:.1f} s at up to {peak} jobs; the last {tail_s:.1f} s ran under half of them"
               + (f" (the longest then: {', '.join(os.path.basename(n) for n in late)})" if late else ""))
