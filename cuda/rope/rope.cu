@@ -104,6 +104,16 @@ __device__ __forceinline__ void store_fp8(unsigned char* p, const float (&v)[W],
   for (int j = 0; j < W; ++j) p[j] = b[j];
 }
 
+// Entry i of an int32 or int64 index tensor (positions, slot mapping) into a shared-memory slot by
+// cp.async (an int32 in the slot's low half), and the entry read back from its slot.
+__device__ __forceinline__ void cp_async_index(int64_t* slot, const void* src, bool int32, int64_t i) {
+  if (int32) kernels::cp_async4_zfill(slot, static_cast<const int32_t*>(src) + i, true);
+  else kernels::cp_async8_zfill(slot, static_cast<const int64_t*>(src) + i, true);
+}
+__device__ __forceinline__ int64_t index_in(const int64_t& slot, bool int32) {
+  return int32 ? int64_t(reinterpret_cast<const int32_t*>(&slot)[0]) : slot;
+}
+
 // An fp8 cache's scale for kv head h: per head, one for the tensor, or 1 (no scales given).
 __device__ __forceinline__ float kv_scale(const float* scales, const Geometry& g, int h) {
   return scales ? scales[g.scale_per_head ? h : 0] : 1.f;
@@ -292,20 +302,11 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
     const bool meta = g.positions || append;
     if (meta && int(threadIdx.x) < ntok) {
       TokenCursor at(tok0 + threadIdx.x, g.seq);
-      if (g.positions) {
-        const int64_t pi = at.b * g.pos_batch + at.s * g.pos_seq;
-        if (g.positions_dtype == DType::Int32)
-          kernels::cp_async4_zfill(&tok_pos_raw[threadIdx.x], static_cast<const int32_t*>(p.positions) + pi, true);
-        else
-          kernels::cp_async8_zfill(&tok_pos_raw[threadIdx.x], static_cast<const int64_t*>(p.positions) + pi, true);
-      }
-      if (append) {
-        const int64_t si = at.b * g.slot_batch + at.s * g.slot_seq;
-        if (g.slots_int32)
-          kernels::cp_async4_zfill(&tok_slot_raw[threadIdx.x], static_cast<const int32_t*>(p.slots) + si, true);
-        else
-          kernels::cp_async8_zfill(&tok_slot_raw[threadIdx.x], static_cast<const int64_t*>(p.slots) + si, true);
-      }
+      if (g.positions)
+        cp_async_index(&tok_pos_raw[threadIdx.x], p.positions, g.positions_dtype == DType::Int32,
+                       at.b * g.pos_batch + at.s * g.pos_seq);
+      if (append)
+        cp_async_index(&tok_slot_raw[threadIdx.x], p.slots, g.slots_int32, at.b * g.slot_batch + at.s * g.slot_seq);
     }
     kernels::cp_async_commit();
     if constexpr (WIDE) {
@@ -320,13 +321,8 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
 
     for (int i = threadIdx.x; i < ntok * half; i += blockDim.x) {
       const int t = i / half, j = i - t * half;
-      int64_t pos = 0;
-      if (g.positions) {
-        pos = g.positions_dtype == DType::Int32 ? int64_t(reinterpret_cast<const int32_t*>(&tok_pos_raw[t])[0])
-                                                : tok_pos_raw[t];
-      } else {
-        pos = TokenCursor(tok0 + t, g.seq).s;
-      }
+      const int64_t pos = g.positions ? index_in(tok_pos_raw[t], g.positions_dtype == DType::Int32)
+                                      : int64_t(TokenCursor(tok0 + t, g.seq).s);
       float cs, sn;
       if (g.cache) {
         const int64_t row = (pos < 0 ? 0 : pos >= g.cache_positions ? g.cache_positions - 1 : pos) * half;
@@ -341,10 +337,9 @@ __global__ void __launch_bounds__(kThreads, WIDE ? kStagedMinBlocksPerSm : kMinB
       angle[i] = make_float2(cs, g.inverse ? -sn : sn);
     }
     if (append && int(threadIdx.x) < ntok) {
-      const int64_t slot = g.slots_int32 ? int64_t(reinterpret_cast<const int32_t*>(&tok_slot_raw[threadIdx.x])[0])
-                                         : tok_slot_raw[threadIdx.x];
       int64_t page, row;
-      const bool real = kernels::paged_slot_of(slot, g.pages, g.page_size, page, row);
+      const bool real =
+          kernels::paged_slot_of(index_in(tok_slot_raw[threadIdx.x], g.slots_int32), g.pages, g.page_size, page, row);
       tok_page[threadIdx.x] = real ? page : -1;
       tok_row[threadIdx.x] = real ? row : 0;
     }
