@@ -1,5 +1,6 @@
 """The slowest translation units of the last build, from ninja's log, so compile-time growth is seen
-when it happens (.ci/run prints them after the install).
+when it happens (.ci/run prints them after the install); then the CPU time by family and the build's
+span with its tail (the end of the build that ran under half the peak jobs).
 
     python tools/slowest_tus.py [--top 10] [build dir or .ninja_log ...]   (default: build/*/.ninja_log)
 """
@@ -26,6 +27,15 @@ def intervals(path):
 def entries(path):
     """(seconds, target) of each output in the log's newest build, slowest first."""
     return sorted(((e - s, t) for t, (s, e) in intervals(path).items()), reverse=True)
+
+
+def family(target):
+    """cuda/<family> or cpp/<dir> of an object file's source, else the target's own name (a link)."""
+    parts = target.split("/")
+    for root in ("cuda", "cpp"):
+        if root in parts[:-1]:
+            return root + "/" + parts[parts.index(root) + 1]
+    return os.path.basename(target)
 
 
 def tail(spans):
@@ -67,6 +77,11 @@ def main():
             print(f"  {s:8.1f} s  {t}")
         if not rows:
             continue
+        by = {}
+        for sec, t in rows:
+            by[family(t)] = by.get(family(t), 0.0) + sec
+        top = sorted(by.items(), key=lambda kv: -kv[1])[:6]
+        print("  by family: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in top))
         span, peak, tail_s, late = tail(intervals(log))
         print(f"  span {span:.1f} s at up to {peak} jobs; the last {tail_s:.1f} s ran under half of them"
               + (f" (the longest then: {', '.join(os.path.basename(n) for n in late)})" if late else ""))
