@@ -43,17 +43,17 @@ def tail(spans):
     during which fewer than half the peak number of jobs ran (a clean build's critical path shows
     there as one or two long units started late)."""
     events = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()])
-    running, peak, t_half = 0, 0, None
+    running, peak = 0, 0
     for t, d in events:
         running += d
         peak = max(peak, running)
-    running = 0
-    for t, d in events:
-        running += d
-        if running * 2 >= peak:
-            t_half = t  # the last moment at least half the peak ran
     end = max(e for _, e in spans.values())
     start = min(s for s, _ in spans.values())
+    running, t_half = 0, start
+    for t, d in events:
+        before, running = running, running + d
+        if before * 2 >= peak > running * 2:
+            t_half = t  # the jobs fell under half the peak here (the last such fall starts the tail)
     late = sorted((e - s, n) for n, (s, e) in spans.items() if e > t_half)
     return end - start, peak, end - t_half, [n for _, n in reversed(late)][:3]
 
