@@ -54,11 +54,13 @@ case $harness in
 esac
 names=()
 for v in "$@"; do
-  if [[ $v != *=* && $v == *@* ]]; then name=${v%%@*}; else name=${v%%=*}; fi
+  whole=0  # NAME@PATH: another version of the whole file
+  [[ $v != *=* && $v == *@* ]] && whole=1
+  if ((whole)); then name=${v%%@*}; else name=${v%%=*}; fi
   names+=("$name")
   dir="$WORK/$name"
   mkdir -p "$dir/$(dirname "$rel")"
-  if [[ $v != *=* && $v == *@* ]]; then  # NAME@PATH: another version of the whole file
+  if ((whole)); then
     [[ -f ${v#*@} ]] || { echo "variant $name: no file ${v#*@}"; exit 2; }
     cp "${v#*@}" "$dir/$rel"
   elif [[ $v == *=* ]]; then
