@@ -229,6 +229,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
     const int64_t h = walk.head(it), i0 = walk.row0(it);
     Tensor sQ = smem_tile<E, LQ>(Qs + stage * Cfg::q_elems);
     Tensor sdO = smem_tile<E, LQ>(dOs + stage * Cfg::q_elems);
+    auto load_by_threads = [&] {  // cp.async: packed sequences, seqused_k, or TMA compiled out
+      load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
+      load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+    };
     if constexpr (Cfg::kTma) {
       if (by_tma) {
         if (threadIdx.x == 0) {  // rows past the tensor come in as zeros
@@ -246,12 +250,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
                group_modes<0, 3>(co.partition_D(sdO)));
         }
       } else {
-        load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
-        load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+        load_by_threads();
       }
     } else {
-      load_swizzled<BMQ, D, false, TH>(sQ, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
-      load_swizzled<BMQ, D, false, TH>(sdO, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+      load_by_threads();
     }
     // The tile's lse and delta beside it (read from global memory per column, d64 ran 20% slower).
     const int c = int(threadIdx.x) % BMQ;  // lse by the first BMQ threads, delta by the next
