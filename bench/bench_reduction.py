@@ -35,7 +35,8 @@ import baracuda as bc  # noqa: E402
 DEV = "cuda"
 BF = torch.bfloat16
 # ||ours - torch|| / ||torch||: both accumulate in f32 and round once to bf16 (orders differ).
-TOL = {"sum": 1e-2, "mean": 1e-2, "amax": 0.0, "var": 2e-2, "logsumexp": 1e-2, "argmax": 0.0}
+TOL = {"sum": 1e-2, "mean": 1e-2, "amax": 0.0, "amin": 0.0, "var": 2e-2, "logsumexp": 1e-2, "argmax": 0.0,
+       "argmin": 0.0}
 
 
 @dataclass
@@ -63,6 +64,9 @@ def cases():
     out.append(Case("row/var/bf16/8192x16384", "var", (8192, 16384), 1))
     out.append(Case("row/logsumexp/bf16/8192x16384", "logsumexp", (8192, 16384), 1))
     out.append(Case("row/argmax/bf16/8192x16384", "argmax", (8192, 16384), 1))
+    # The min direction runs the max kernels on reversed keys (one select per element).
+    out.append(Case("row/amin/bf16/8192x16384", "amin", (8192, 16384), 1, target=0.85))
+    out.append(Case("row/argmin/bf16/8192x16384", "argmin", (8192, 16384), 1))
     return out
 
 
@@ -73,19 +77,23 @@ def torch_fn(op, x, dim, out):
         return torch.mean(x, dim, out=out)
     if op == "amax":
         return torch.amax(x, dim, out=out) if dim is not None else torch.amax(x)
+    if op == "amin":
+        return torch.amin(x, dim, out=out) if dim is not None else torch.amin(x)
     if op == "var":
         return torch.var(x, dim)
     if op == "logsumexp":
         return torch.logsumexp(x, dim)
     if op == "argmax":
         return torch.argmax(x, dim)
+    if op == "argmin":
+        return torch.argmin(x, dim)
     raise KeyError(op)
 
 
 def run_case(c: Case, args, copy_gbs):
     row = {"key": c.key, "op": c.op, "shape": "x".join(map(str, c.shape)), "dim": c.dim, "error": None}
     try:
-        dt_out = torch.int64 if c.op == "argmax" else BF
+        dt_out = torch.int64 if c.op in ("argmax", "argmin") else BF
         axes = [] if c.dim is None else [c.dim]
         oshape = tuple(s for i, s in enumerate(c.shape) if c.dim is not None and i != c.dim % len(c.shape))
         # A positive mean keeps long sums far from 0, so the relative check measures rounding only.
@@ -113,7 +121,7 @@ def run_case(c: Case, args, copy_gbs):
             C.poison_(outs[i])
             plan.run(outs[i], xs[i], workspace=ws_arg)
             ref = torch_fn(c.op, xs[i], c.dim, None)
-            if c.op == "argmax":
+            if c.op in ("argmax", "argmin"):
                 err = float((outs[i] != ref).float().mean().item())
             else:
                 err = C.rel_err(outs[i], ref)
@@ -125,7 +133,7 @@ def run_case(c: Case, args, copy_gbs):
         ours = C.GpuBench(lambda i: plan.run(outs[i], xs[i], workspace=ws_arg), nsets, inner=inner, graph=c.small,
                           warmup=args.warmup)
         tout = [torch.empty(oshape, device=DEV, dtype=dt_out) for _ in range(nsets)]
-        use_out = c.op in ("sum", "mean", "amax") and c.dim is not None
+        use_out = c.op in ("sum", "mean", "amax", "amin") and c.dim is not None
         theirs = C.GpuBench(lambda i: torch_fn(c.op, xs[i], c.dim, tout[i] if use_out else None), nsets, inner=inner,
                             graph=c.small, warmup=args.warmup)
         t = C.measure({"ours": ours, "torch": theirs}, iters=args.iters, passes=args.passes)

@@ -49,3 +49,20 @@ def test_the_printed_report(tmp_path):
     empty = subprocess.run([sys.executable, str(ROOT / "tools" / "slowest_tus.py"),
                             str(_log(tmp_path, "# ninja log v5\n"))], capture_output=True, text=True, check=True)
     assert "0 outputs" in empty.stdout and "span" not in empty.stdout
+
+
+def test_the_slow_units_written_for_cmake(tmp_path):
+    out = tmp_path / "slow_units.cmake"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "slowest_tus.py"), "--write-order", str(out),
+                    "--min-seconds", "30", str(_log(tmp_path))], capture_output=True, text=True, check=True)
+    body = out.read_text().split("set(BARACUDA_SLOW_UNITS\n", 1)[1]
+    # the compile units of 30 s or more, slowest first, as source paths; links are not units
+    assert body == "  cuda/elementwise/unary_f32.cu\n  cpp/src/plan.cpp\n  cuda/rope/rope.cu\n)\n"
+
+
+def test_the_checked_in_slow_units_are_sources_of_this_tree():
+    text = (ROOT / "cmake" / "slow_units.cmake").read_text()
+    units = text.split("set(BARACUDA_SLOW_UNITS\n", 1)[1].split(")", 1)[0].split()
+    assert len(units) >= 10 and len(set(units)) == len(units)
+    missing = [u for u in units if not (ROOT / u).is_file()]
+    assert not missing, f"cmake/slow_units.cmake names units this tree lacks (regenerate it): {missing}"

@@ -3,6 +3,10 @@ when it happens (.ci/run prints them after the install); then the CPU time by fa
 span with its tail (the end of the build that ran under half the peak jobs).
 
     python tools/slowest_tus.py [--top 10] [build dir or .ninja_log ...]   (default: build/*/.ninja_log)
+    python tools/slowest_tus.py --write-order cmake/slow_units.cmake DEVICE_NINJA_LOG
+
+--write-order writes the units that took --min-seconds or more, slowest first, as the CMake list
+CMakeLists.txt builds first (regenerate it from a clean 16-core device build's log when units move).
 """
 import argparse
 import glob
@@ -58,16 +62,42 @@ def tail(spans):
     return end - start, peak, end - t_half, [n for _, n in reversed(late)][:3]
 
 
+def source_of(target):
+    """The source path (relative to the project) an object file was compiled from, else None."""
+    if not target.endswith(".o") or ".dir/" not in target:
+        return None
+    return target.split(".dir/", 1)[1][:-2]
+
+
+def slow_units_cmake(rows, min_seconds):
+    """cmake/slow_units.cmake's text: the compile units of `rows` that took min_seconds or more."""
+    units = [(sec, source_of(t)) for sec, t in rows if source_of(t) and sec >= min_seconds]
+    lines = [
+        "# Written by tools/slowest_tus.py --write-order from a clean 16-core device build's ninja log:",
+        f"# the units that took {min_seconds:g} s or more, slowest first. CMakeLists.txt lists them first in",
+        "# their targets, so ninja starts them first and the build does not end on one started late.",
+        "set(BARACUDA_SLOW_UNITS",
+    ] + [f"  {u}" for _, u in units] + [")", ""]
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--write-order", metavar="FILE", help="write the slow units, slowest first, as a CMake list")
+    ap.add_argument("--min-seconds", type=float, default=25.0, help="--write-order: the units at least this slow")
     args = ap.parse_args()
     paths = args.paths or glob.glob("build/*/.ninja_log")
     logs = [os.path.join(p, ".ninja_log") if os.path.isdir(p) else p for p in paths]
     logs = [p for p in logs if os.path.isfile(p)]
     if not logs:
         print("slowest_tus: no .ninja_log found (nothing built here yet?)")
+        return 0
+    if args.write_order:
+        with open(args.write_order, "w", encoding="utf-8") as f:
+            f.write(slow_units_cmake(entries(logs[0]), args.min_seconds))
+        print(f"slowest_tus: wrote {args.write_order} from {logs[0]}")
         return 0
     for log in logs:
         rows = entries(log)

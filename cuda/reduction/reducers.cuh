@@ -142,32 +142,41 @@ template <class T, class O> struct Norm2R {
   __device__ O finish(const State& s, int64_t) const { return to_out<O>(sqrt(s)); }
 };
 
+// ---- max / min as one kernel ----------------------------------------------------------------
+// The min-style reducers fold the largest order key, where a min's key reverses the order:
+// negation for floats (NaN stays NaN, -0 and +0 stay equal), ~x for integers (no overflow). The
+// key is its own inverse, so a value comes back by keying it again. One instantiation per dtype
+// serves both directions, at one select per element.
+template <class C> __device__ __forceinline__ C order_key(C x, bool reverse) {
+  if constexpr (std::is_floating_point_v<C>) return reverse ? -x : x;
+  else return reverse ? C(~x) : x;
+}
+
 // ---- amax / amin (NaN propagates, as torch) -----------------------------------------------
-template <class T, class O, bool MAX> struct ExtremeR {
+template <class T, class O> struct ExtremeR {
   using C = compute_t<T>;
-  using State = C;
+  using State = C;  // the order key of the extreme so far
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
+  bool min = false;
   __device__ State init() const {
-    if constexpr (std::is_floating_point_v<C>)
-      return MAX ? -cuda::std::numeric_limits<C>::infinity() : cuda::std::numeric_limits<C>::infinity();
-    else
-      return MAX ? cuda::std::numeric_limits<C>::lowest() : cuda::std::numeric_limits<C>::max();
+    if constexpr (std::is_floating_point_v<C>) return -cuda::std::numeric_limits<C>::infinity();
+    else return cuda::std::numeric_limits<C>::lowest();
   }
   static constexpr bool kBulk = true;
-  __device__ static void fold(State& s, C v) {
-    if ((MAX ? v > s : v < s) || is_nan(v)) s = v;
+  __device__ static void fold(State& s, C k) {
+    if (k > s || is_nan(k)) s = k;
   }
-  __device__ void add(State& s, T v, int64_t) const { fold(s, to_compute(v)); }
+  __device__ void add(State& s, T v, int64_t) const { fold(s, order_key(to_compute(v), min)); }
   template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
     C a[N];
 #pragma unroll
-    for (int j = 0; j < N; ++j) a[j] = to_compute(v[j]);
-    fold(s, tree(a, [](C x, C y) { return ((MAX ? y > x : y < x) || is_nan(y)) ? y : x; }));
+    for (int j = 0; j < N; ++j) a[j] = order_key(to_compute(v[j]), min);
+    fold(s, tree(a, [](C x, C y) { return (y > x || is_nan(y)) ? y : x; }));
   }
   __device__ void merge(State& a, const State& b) const { fold(a, b); }
-  __device__ O finish(const State& s, int64_t) const { return to_out<O>(s); }
+  __device__ O finish(const State& s, int64_t) const { return to_out<O>(order_key(s, min)); }
 };
 
 // ---- logsumexp: running (max, sum of exp(x - max)) -------------------------------------------
@@ -278,12 +287,13 @@ template <class T, class O> struct VarR {
 };
 
 // ---- argmax / argmin: (value, index); NaN is the extreme; ties go to the first index --------
-template <class T, class O, bool MAX> struct ArgR {
+template <class T, class O> struct ArgR {
   using C = compute_t<T>;
-  struct State { C v; int64_t i; };
+  struct State { C v; int64_t i; };  // v: the order key (order_key above) of the best value so far
   static constexpr bool kIndex = true;
   using In = T;
   using Out = O;
+  bool min = false;  // argmin
   __device__ State init() const { return {C(0), -1}; }
   __device__ static bool better(const State& b, const State& a) {  // does b replace a?
     if (b.i < 0) return false;
@@ -291,11 +301,11 @@ template <class T, class O, bool MAX> struct ArgR {
     const bool bn = is_nan(b.v), an = is_nan(a.v);
     if (bn || an) return bn && (!an || b.i < a.i);
     if (b.v == a.v) return b.i < a.i;
-    return MAX ? b.v > a.v : b.v < a.v;
+    return b.v > a.v;
   }
   static constexpr bool kBulk = true;
   __device__ void add(State& s, T v, int64_t idx) const {
-    const State b{to_compute(v), idx};
+    const State b{order_key(to_compute(v), min), idx};
     if (better(b, s)) s = b;
   }
   // ORDERED chunks: a tree over (value, position) where the left side always holds the smaller
@@ -308,12 +318,12 @@ template <class T, class O, bool MAX> struct ArgR {
       C a[N];
       int p[N];
 #pragma unroll
-      for (int j = 0; j < N; ++j) { a[j] = to_compute(v[j]); p[j] = j; }
+      for (int j = 0; j < N; ++j) { a[j] = order_key(to_compute(v[j]), min); p[j] = j; }
 #pragma unroll
       for (int w = 1; w < N; w *= 2) {
 #pragma unroll
         for (int j = 0; j + w < N; j += 2 * w) {
-          const bool right = (MAX ? a[j + w] > a[j] : a[j + w] < a[j]) || (is_nan(a[j + w]) && !is_nan(a[j]));
+          const bool right = a[j + w] > a[j] || (is_nan(a[j + w]) && !is_nan(a[j]));
           if (right) { a[j] = a[j + w]; p[j] = p[j + w]; }
         }
       }
@@ -328,25 +338,26 @@ template <class T, class O, bool MAX> struct ArgR {
 };
 
 // ---- any / all / count_nonzero ----------------------------------------------------------------
-template <class T, class O, int MODE> struct BoolR {  // MODE 0 any, 1 all, 2 count
-  using State = std::conditional_t<MODE == 2, int64_t, int32_t>;
+// any and all share one kernel: any(x) = !all(!x) (`any` inverts each element's test and the
+// result); COUNT: count_nonzero.
+template <class T, class O, bool COUNT> struct BoolR {
+  using State = std::conditional_t<COUNT, int64_t, int32_t>;
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
-  __device__ State init() const { return MODE == 1 ? 1 : 0; }
+  bool any = false;
+  __device__ State init() const { return COUNT ? 0 : 1; }
   __device__ void add(State& s, T v, int64_t) const {
-    if constexpr (MODE == 0) s |= State(nonzero(v));
-    else if constexpr (MODE == 1) s &= State(nonzero(v));
-    else s += State(nonzero(v));
+    if constexpr (COUNT) s += State(nonzero(v));
+    else s &= State(nonzero(v) != any);
   }
   __device__ void merge(State& a, const State& b) const {
-    if constexpr (MODE == 0) a |= b;
-    else if constexpr (MODE == 1) a &= b;
-    else a += b;
+    if constexpr (COUNT) a += b;
+    else a &= b;
   }
   __device__ O finish(const State& s, int64_t) const {
-    if constexpr (MODE == 2) return O(s);
-    else return s != 0;
+    if constexpr (COUNT) return O(s);
+    else return (s != 0) != any;
   }
 };
 
@@ -359,24 +370,23 @@ template <class T> struct MeanStatR : SumState<T, facc_t<T>> {
   __device__ O finish(const State& s, int64_t n) const { return {s / A(n), A(0)}; }
 };
 
-template <class T, bool MAX> struct ExtremeCountStatR {
+template <class T> struct ExtremeCountStatR {
   using A = facc_t<T>;
-  struct State { A m, c; };
+  struct State { A m, c; };  // m: the extreme's order key (order_key above), c: its count
   using O = Stat2<A>;
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
-  __device__ State init() const {
-    return {MAX ? -cuda::std::numeric_limits<A>::infinity() : cuda::std::numeric_limits<A>::infinity(), A(0)};
-  }
+  bool min = false;
+  __device__ State init() const { return {-cuda::std::numeric_limits<A>::infinity(), A(0)}; }
   __device__ static void fold(State& s, A m, A c) {
     if (is_nan(s.m)) return;
-    if (is_nan(m) || (MAX ? m > s.m : m < s.m)) { s.m = m; s.c = c; }
+    if (is_nan(m) || m > s.m) { s.m = m; s.c = c; }
     else if (m == s.m) s.c += c;
   }
-  __device__ void add(State& s, T v, int64_t) const { fold(s, to_acc<A>(v), A(1)); }
+  __device__ void add(State& s, T v, int64_t) const { fold(s, order_key(to_acc<A>(v), min), A(1)); }
   __device__ void merge(State& a, const State& b) const { fold(a, b.m, b.c); }
-  __device__ O finish(const State& s, int64_t) const { return {s.m, s.c}; }
+  __device__ O finish(const State& s, int64_t) const { return {order_key(s.m, min), s.c}; }
 };
 
 template <class T> struct ProdZeroStatR {

@@ -11,7 +11,8 @@ void launch(const ScanLaunch& L, void* stream) {
     case ScanKind::Cumsum: return fp ? launch_sum_float(L, stream) : launch_sum_int(L, stream);
     case ScanKind::CumsumBackward: return launch_sum_float(L, stream);
     case ScanKind::Cumprod: return launch_prod(L, stream);
-    case ScanKind::Cummax: case ScanKind::Cummin: return launch_ext(L, stream);
+    case ScanKind::Cummax: return launch_cummax(L, stream);
+    case ScanKind::Cummin: return launch_cummin(L, stream);
     case ScanKind::Logcumsumexp: return launch_lcse(L, stream);
     default: return launch_bwd(L, stream);
   }

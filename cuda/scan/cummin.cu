@@ -1,0 +1,8 @@
+// cummin: values (exact) and int64 indices (the shared launcher is in tu_common.cuh).
+#include "scan/tu_common.cuh"
+
+namespace baracuda::scan {
+
+void launch_cummin(const ScanLaunch& L, void* stream) { launch_ext<false>(L, stream); }
+
+}  // namespace baracuda::scan
