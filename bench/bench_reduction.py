@@ -57,6 +57,8 @@ def cases():
     for n in (64, 512):
         for op in ("sum", "amax"):
             out.append(Case(f"short/{op}/bf16/{1 << 20}x{n}", op, (1 << 20, n), 1))
+    for op in ("argmax", "argmin"):
+        out.append(Case(f"short/{op}/bf16/{1 << 20}x64", op, (1 << 20, 64), 1))
     out.append(Case("long/sum/bf16/262144", "sum", (262144,), None, small=True))
     out.append(Case("long/sum/bf16/1x256Mi", "sum", (1 << 28,), None))
     out.append(Case("lead/sum/bf16/16384x8192/axis0", "sum", (16384, 8192), 0, target=0.75))

@@ -34,14 +34,14 @@ template <class T> int64_t state_bytes_t(RedKind k, DType out) {
   switch (k) {
     case RedKind::Sum: case RedKind::Mean: return sizeof(typename SumR<T, T>::State);
     case RedKind::Prod: return sizeof(typename ProdR<T, T>::State);
-    case RedKind::Amax: case RedKind::Amin: return sizeof(typename ExtremeR<T, T>::State);
+    case RedKind::Amax: case RedKind::Amin: return sizeof(typename ExtremeR<T, T, true>::State);
     case RedKind::Norm2: return sizeof(typename Norm2R<T, T>::State);
     case RedKind::Logsumexp: return sizeof(typename LogSumExpR<T, T>::State);
     case RedKind::Var: case RedKind::Std: return sizeof(typename VarR<T, T>::State);
     case RedKind::Argmax: case RedKind::Argmin:
       return i32 ? sizeof(typename ArgR<T, int32_t>::State) : sizeof(typename ArgR<T, int64_t>::State);
-    case RedKind::Any: case RedKind::All: return sizeof(typename BoolR<T, bool, false>::State);
-    case RedKind::CountNonzero: return sizeof(typename BoolR<T, int64_t, true>::State);
+    case RedKind::Any: case RedKind::All: return sizeof(typename BoolR<T, bool, 0>::State);
+    case RedKind::CountNonzero: return sizeof(typename BoolR<T, int64_t, 2>::State);
     case RedKind::MeanStat: return sizeof(typename MeanStatR<T>::State);
     case RedKind::MaxCountStat: case RedKind::MinCountStat: return sizeof(typename ExtremeCountStatR<T>::State);
     case RedKind::ProdZeroStat: return sizeof(typename ProdZeroStatR<T>::State);

@@ -10,7 +10,10 @@ void launch_extreme(const RedLaunch& L, void* stream) {
   dispatch_dtype(L.in_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_fp_v<T> || is_int_v<T>) {
-      if (L.out_dtype == L.in_dtype) return launch_reduction(ExtremeR<T, T>{L.kind == RedKind::Amin}, L, st);
+      if (L.out_dtype == L.in_dtype) {
+        if (L.kind == RedKind::Amax) return launch_reduction(ExtremeR<T, T, true>{}, L, st);
+        return launch_reduction(ExtremeR<T, T, false>{}, L, st);
+      }
     }
     no_kernel(L, "amax/amin");
   });

@@ -143,40 +143,42 @@ template <class T, class O> struct Norm2R {
 };
 
 // ---- max / min as one kernel ----------------------------------------------------------------
-// The min-style reducers fold the largest order key, where a min's key reverses the order:
-// negation for floats (NaN stays NaN, -0 and +0 stay equal), ~x for integers (no overflow). The
-// key is its own inverse, so a value comes back by keying it again. One instantiation per dtype
-// serves both directions, at one select per element.
+// argmin and the amin backward statistic fold the largest order key, where a min's key reverses the
+// order: negation for floats (NaN stays NaN, -0 and +0 stay equal), ~x for integers (no overflow).
+// The key is its own inverse, so a value comes back by keying it again. One instantiation per dtype
+// serves both directions, at one select per element. amax / amin keep a kernel each: the select
+// slowed amax on short rows (docs/benchmarks.md, build times).
 template <class C> __device__ __forceinline__ C order_key(C x, bool reverse) {
   if constexpr (std::is_floating_point_v<C>) return reverse ? -x : x;
   else return reverse ? C(~x) : x;
 }
 
 // ---- amax / amin (NaN propagates, as torch) -----------------------------------------------
-template <class T, class O> struct ExtremeR {
+template <class T, class O, bool MAX> struct ExtremeR {
   using C = compute_t<T>;
-  using State = C;  // the order key of the extreme so far
+  using State = C;
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
-  bool min = false;
   __device__ State init() const {
-    if constexpr (std::is_floating_point_v<C>) return -cuda::std::numeric_limits<C>::infinity();
-    else return cuda::std::numeric_limits<C>::lowest();
+    if constexpr (std::is_floating_point_v<C>)
+      return MAX ? -cuda::std::numeric_limits<C>::infinity() : cuda::std::numeric_limits<C>::infinity();
+    else
+      return MAX ? cuda::std::numeric_limits<C>::lowest() : cuda::std::numeric_limits<C>::max();
   }
   static constexpr bool kBulk = true;
-  __device__ static void fold(State& s, C k) {
-    if (k > s || is_nan(k)) s = k;
+  __device__ static void fold(State& s, C v) {
+    if ((MAX ? v > s : v < s) || is_nan(v)) s = v;
   }
-  __device__ void add(State& s, T v, int64_t) const { fold(s, order_key(to_compute(v), min)); }
+  __device__ void add(State& s, T v, int64_t) const { fold(s, to_compute(v)); }
   template <bool ORDERED, int N, class IdxF> __device__ void add_n(State& s, const T (&v)[N], IdxF) const {
     C a[N];
 #pragma unroll
-    for (int j = 0; j < N; ++j) a[j] = order_key(to_compute(v[j]), min);
-    fold(s, tree(a, [](C x, C y) { return (y > x || is_nan(y)) ? y : x; }));
+    for (int j = 0; j < N; ++j) a[j] = to_compute(v[j]);
+    fold(s, tree(a, [](C x, C y) { return ((MAX ? y > x : y < x) || is_nan(y)) ? y : x; }));
   }
   __device__ void merge(State& a, const State& b) const { fold(a, b); }
-  __device__ O finish(const State& s, int64_t) const { return to_out<O>(order_key(s, min)); }
+  __device__ O finish(const State& s, int64_t) const { return to_out<O>(s); }
 };
 
 // ---- logsumexp: running (max, sum of exp(x - max)) -------------------------------------------
@@ -338,26 +340,25 @@ template <class T, class O> struct ArgR {
 };
 
 // ---- any / all / count_nonzero ----------------------------------------------------------------
-// any and all share one kernel: any(x) = !all(!x) (`any` inverts each element's test and the
-// result); COUNT: count_nonzero.
-template <class T, class O, bool COUNT> struct BoolR {
-  using State = std::conditional_t<COUNT, int64_t, int32_t>;
+template <class T, class O, int MODE> struct BoolR {  // MODE 0 any, 1 all, 2 count
+  using State = std::conditional_t<MODE == 2, int64_t, int32_t>;
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
-  bool any = false;
-  __device__ State init() const { return COUNT ? 0 : 1; }
+  __device__ State init() const { return MODE == 1 ? 1 : 0; }
   __device__ void add(State& s, T v, int64_t) const {
-    if constexpr (COUNT) s += State(nonzero(v));
-    else s &= State(nonzero(v) != any);
+    if constexpr (MODE == 0) s |= State(nonzero(v));
+    else if constexpr (MODE == 1) s &= State(nonzero(v));
+    else s += State(nonzero(v));
   }
   __device__ void merge(State& a, const State& b) const {
-    if constexpr (COUNT) a += b;
-    else a &= b;
+    if constexpr (MODE == 0) a |= b;
+    else if constexpr (MODE == 1) a &= b;
+    else a += b;
   }
   __device__ O finish(const State& s, int64_t) const {
-    if constexpr (COUNT) return O(s);
-    else return (s != 0) != any;
+    if constexpr (MODE == 2) return O(s);
+    else return s != 0;
   }
 };
 

@@ -48,10 +48,12 @@ template <class In> void launch_bool_group(const RedLaunch& L, void* stream) {
   kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (In::template admits<T>) {
-      if ((L.kind == RedKind::Any || L.kind == RedKind::All) && L.out_dtype == DType::Bool)
-        return kern::launch_reduction(kern::BoolR<T, bool, false>{L.kind == RedKind::Any}, L, st);
+      if (L.kind == RedKind::Any && L.out_dtype == DType::Bool)
+        return kern::launch_reduction(kern::BoolR<T, bool, 0>{}, L, st);
+      if (L.kind == RedKind::All && L.out_dtype == DType::Bool)
+        return kern::launch_reduction(kern::BoolR<T, bool, 1>{}, L, st);
       if (L.kind == RedKind::CountNonzero && L.out_dtype == DType::Int64)
-        return kern::launch_reduction(kern::BoolR<T, int64_t, true>{}, L, st);
+        return kern::launch_reduction(kern::BoolR<T, int64_t, 2>{}, L, st);
     }
     no_kernel(L, "any/all/count_nonzero");
   });
