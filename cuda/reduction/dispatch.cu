@@ -39,11 +39,11 @@ template <class T> int64_t state_bytes_t(RedKind k, DType out) {
     case RedKind::Logsumexp: return sizeof(typename LogSumExpR<T, T>::State);
     case RedKind::Var: case RedKind::Std: return sizeof(typename VarR<T, T>::State);
     case RedKind::Argmax: case RedKind::Argmin:
-      return i32 ? sizeof(typename ArgR<T, int32_t>::State) : sizeof(typename ArgR<T, int64_t>::State);
+      return i32 ? sizeof(typename ArgR<T, int32_t, true>::State) : sizeof(typename ArgR<T, int64_t, true>::State);
     case RedKind::Any: case RedKind::All: return sizeof(typename BoolR<T, bool, 0>::State);
     case RedKind::CountNonzero: return sizeof(typename BoolR<T, int64_t, 2>::State);
     case RedKind::MeanStat: return sizeof(typename MeanStatR<T>::State);
-    case RedKind::MaxCountStat: case RedKind::MinCountStat: return sizeof(typename ExtremeCountStatR<T>::State);
+    case RedKind::MaxCountStat: case RedKind::MinCountStat: return sizeof(typename ExtremeCountStatR<T, true>::State);
     case RedKind::ProdZeroStat: return sizeof(typename ProdZeroStatR<T>::State);
   }
   return 32;

@@ -142,17 +142,6 @@ template <class T, class O> struct Norm2R {
   __device__ O finish(const State& s, int64_t) const { return to_out<O>(sqrt(s)); }
 };
 
-// ---- max / min as one kernel ----------------------------------------------------------------
-// argmin and the amin backward statistic fold the largest order key, where a min's key reverses the
-// order: negation for floats (NaN stays NaN, -0 and +0 stay equal), ~x for integers (no overflow).
-// The key is its own inverse, so a value comes back by keying it again. One instantiation per dtype
-// serves both directions, at one select per element. amax / amin keep a kernel each: the select
-// slowed amax on short rows (docs/benchmarks.md, build times).
-template <class C> __device__ __forceinline__ C order_key(C x, bool reverse) {
-  if constexpr (std::is_floating_point_v<C>) return reverse ? -x : x;
-  else return reverse ? C(~x) : x;
-}
-
 // ---- amax / amin (NaN propagates, as torch) -----------------------------------------------
 template <class T, class O, bool MAX> struct ExtremeR {
   using C = compute_t<T>;
@@ -289,13 +278,12 @@ template <class T, class O> struct VarR {
 };
 
 // ---- argmax / argmin: (value, index); NaN is the extreme; ties go to the first index --------
-template <class T, class O> struct ArgR {
+template <class T, class O, bool MAX> struct ArgR {
   using C = compute_t<T>;
-  struct State { C v; int64_t i; };  // v: the order key (order_key above) of the best value so far
+  struct State { C v; int64_t i; };
   static constexpr bool kIndex = true;
   using In = T;
   using Out = O;
-  bool min = false;  // argmin
   __device__ State init() const { return {C(0), -1}; }
   __device__ static bool better(const State& b, const State& a) {  // does b replace a?
     if (b.i < 0) return false;
@@ -303,11 +291,11 @@ template <class T, class O> struct ArgR {
     const bool bn = is_nan(b.v), an = is_nan(a.v);
     if (bn || an) return bn && (!an || b.i < a.i);
     if (b.v == a.v) return b.i < a.i;
-    return b.v > a.v;
+    return MAX ? b.v > a.v : b.v < a.v;
   }
   static constexpr bool kBulk = true;
   __device__ void add(State& s, T v, int64_t idx) const {
-    const State b{order_key(to_compute(v), min), idx};
+    const State b{to_compute(v), idx};
     if (better(b, s)) s = b;
   }
   // ORDERED chunks: a tree over (value, position) where the left side always holds the smaller
@@ -320,12 +308,12 @@ template <class T, class O> struct ArgR {
       C a[N];
       int p[N];
 #pragma unroll
-      for (int j = 0; j < N; ++j) { a[j] = order_key(to_compute(v[j]), min); p[j] = j; }
+      for (int j = 0; j < N; ++j) { a[j] = to_compute(v[j]); p[j] = j; }
 #pragma unroll
       for (int w = 1; w < N; w *= 2) {
 #pragma unroll
         for (int j = 0; j + w < N; j += 2 * w) {
-          const bool right = a[j + w] > a[j] || (is_nan(a[j + w]) && !is_nan(a[j]));
+          const bool right = (MAX ? a[j + w] > a[j] : a[j + w] < a[j]) || (is_nan(a[j + w]) && !is_nan(a[j]));
           if (right) { a[j] = a[j + w]; p[j] = p[j + w]; }
         }
       }
@@ -371,23 +359,24 @@ template <class T> struct MeanStatR : SumState<T, facc_t<T>> {
   __device__ O finish(const State& s, int64_t n) const { return {s / A(n), A(0)}; }
 };
 
-template <class T> struct ExtremeCountStatR {
+template <class T, bool MAX> struct ExtremeCountStatR {
   using A = facc_t<T>;
-  struct State { A m, c; };  // m: the extreme's order key (order_key above), c: its count
+  struct State { A m, c; };
   using O = Stat2<A>;
   static constexpr bool kIndex = false;
   using In = T;
   using Out = O;
-  bool min = false;
-  __device__ State init() const { return {-cuda::std::numeric_limits<A>::infinity(), A(0)}; }
+  __device__ State init() const {
+    return {MAX ? -cuda::std::numeric_limits<A>::infinity() : cuda::std::numeric_limits<A>::infinity(), A(0)};
+  }
   __device__ static void fold(State& s, A m, A c) {
     if (is_nan(s.m)) return;
-    if (is_nan(m) || m > s.m) { s.m = m; s.c = c; }
+    if (is_nan(m) || (MAX ? m > s.m : m < s.m)) { s.m = m; s.c = c; }
     else if (m == s.m) s.c += c;
   }
-  __device__ void add(State& s, T v, int64_t) const { fold(s, order_key(to_acc<A>(v), min), A(1)); }
+  __device__ void add(State& s, T v, int64_t) const { fold(s, to_acc<A>(v), A(1)); }
   __device__ void merge(State& a, const State& b) const { fold(a, b.m, b.c); }
-  __device__ O finish(const State& s, int64_t) const { return {order_key(s.m, min), s.c}; }
+  __device__ O finish(const State& s, int64_t) const { return {s.m, s.c}; }
 };
 
 template <class T> struct ProdZeroStatR {

@@ -13,8 +13,8 @@ void launch_stats(const RedLaunch& L, void* stream) {
     if constexpr (is_fp_v<T>) {
       switch (L.kind) {
         case RedKind::MeanStat: return launch_reduction(MeanStatR<T>{}, L, st);
-        case RedKind::MaxCountStat: case RedKind::MinCountStat:
-          return launch_reduction(ExtremeCountStatR<T>{L.kind == RedKind::MinCountStat}, L, st);
+        case RedKind::MaxCountStat: return launch_reduction(ExtremeCountStatR<T, true>{}, L, st);
+        case RedKind::MinCountStat: return launch_reduction(ExtremeCountStatR<T, false>{}, L, st);
         case RedKind::ProdZeroStat: return launch_reduction(ProdZeroStatR<T>{}, L, st);
         default: break;
       }

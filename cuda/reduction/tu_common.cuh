@@ -34,9 +34,13 @@ template <class In> void launch_arg_group(const RedLaunch& L, void* stream) {
   kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (In::template admits<T>) {
-      const bool min = L.kind == RedKind::Argmin;
-      if (L.out_dtype == DType::Int64) return kern::launch_reduction(kern::ArgR<T, int64_t>{min}, L, st);
-      if (L.out_dtype == DType::Int32) return kern::launch_reduction(kern::ArgR<T, int32_t>{min}, L, st);
+      const bool max = L.kind == RedKind::Argmax;
+      if (L.out_dtype == DType::Int64)
+        return max ? kern::launch_reduction(kern::ArgR<T, int64_t, true>{}, L, st)
+                   : kern::launch_reduction(kern::ArgR<T, int64_t, false>{}, L, st);
+      if (L.out_dtype == DType::Int32)
+        return max ? kern::launch_reduction(kern::ArgR<T, int32_t, true>{}, L, st)
+                   : kern::launch_reduction(kern::ArgR<T, int32_t, false>{}, L, st);
     }
     no_kernel(L, "argmax/argmin");
   });
