@@ -49,10 +49,11 @@ template <class T, int D_, int BN_, int WG_> struct Sm90DqConfig {
   static constexpr int q_elems = BM * D, k_elems = BN * D;
   // Q, dO, then two stages of K and of V; + 1024 for the alignment.
   static constexpr int smem_bytes = (2 * q_elems + 4 * k_elems) * int(sizeof(T)) + 1024;
-  static constexpr int min_blocks = 2;
+  // Three blocks per SM at D 64 (153 registers), two above.
+  static constexpr int min_blocks = D_ > 64 ? 2 : 3;
   // The exps of P run while dP's product is still in flight (two passes over the tile); off: both
-  // products waited for first.
-  static constexpr bool kOverlap = true;
+  // products waited for first (at D 64, as fast under three blocks' register cap).
+  static constexpr bool kOverlap = D_ > 64;
 };
 
 template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
@@ -63,15 +64,18 @@ template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
   using LayoutQt = typename SwizzledRows<E, BMQ, D>::Transposed;
   using Mmas = BwdMmas<E, WG, BMQ, D>;
   static constexpr int q_elems = BMQ * D, k_elems = BN * D;
-  // As Sm90DqConfig's: P^T's exps while dP^T's product runs, dS^T while dV's does.
-  static constexpr bool kOverlap = true;
+  // As Sm90DqConfig's: P^T's exps while dP^T's product runs, dS^T while dV's does. Off at D 64,
+  // where its live registers would cost blocks per SM (docs/benchmarks.md, backward).
+  static constexpr bool kOverlap = D_ > 64;
   // Q / dO tiles by TMA on dense batches (one thread issues them; an mbarrier per stage counts their
   // bytes), which spares every thread the cp.async address math; packed sequences and seqused_k keep
   // cp.async. 0-2% faster than cp.async alone, the same bits (docs/benchmarks.md, backward).
   static constexpr bool kTma = true;
   // K, V, two stages of Q and of dO, two of the stats, two mbarriers; + 1024 for the alignment.
   static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 4 * BMQ * 4 + 2 * 8 + 1024;
-  static constexpr int min_blocks = 1;  // dK and dV stay in registers
+  // dK and dV stay in registers: one block's worth of cap at D 128 (two fit, 251 registers), four
+  // blocks per SM at D 64 (128 registers, 12 bytes of spills; faster than three unspilled).
+  static constexpr int min_blocks = D_ > 64 ? 1 : 4;
   static_assert(kThreads >= 2 * BMQ, "one thread per staged lse / delta");
 };
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "fa2/flash_bwd.cuh"
@@ -107,10 +108,10 @@ static std::vector<bf16> random_bf16(size_t n, std::mt19937& rng) {
   return h;
 }
 
-// The small case against float64 on the host: P = softmax(scale q k^T) (causal: j <= i), dV = P^T dO,
+// The small case against float64 on the host (head dim 128, or 64 with PROBE_ARGS=check): P = softmax(scale q k^T) (causal: j <= i), dV = P^T dO,
 // dP = dO V^T, dS = P (dP - rowsum(dO o)), dQ = scale dS K, dK = scale dS^T Q (summed over a group).
-static void check_small(const probe::Setup&) {
-  const Case c{1, 150, 4, 2, 128, true};
+static void check_small(const probe::Setup&, int head_dim = 128) {
+  const Case c{1, 150, 4, 2, head_dim, true};
   std::mt19937 rng(7);
   const auto hq = random_bf16(c.nq(), rng), hk = random_bf16(c.nk(), rng), hv = random_bf16(c.nk(), rng),
              hgo = random_bf16(c.nq(), rng);
@@ -170,7 +171,7 @@ static void check_small(const probe::Setup&) {
     }
     return e;
   };
-  std::printf("check b1 s150 h4/2 d128 causal vs float64: max err grad_q %.1e grad_k %.1e grad_v %.1e\n",
+  std::printf("check b1 s150 h4/2 d%d causal vs float64: max err grad_q %.1e grad_k %.1e grad_v %.1e\n", D,
               err(gq, rq), err(gk, rk), err(gv, rv));
   release(d);
 }
@@ -208,6 +209,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   check_small(su);
+  if (argc == 2 && std::string(argv[1]) == "check") {  // PROBE_ARGS=check: the float64 checks alone
+    check_small(su, 64);
+    return 0;
+  }
   run_case({8, 2048, 16, 16, 128, false}, su);
   run_case({8, 2048, 16, 16, 128, true}, su);
   run_case({4, 4096, 32, 8, 128, false}, su);
