@@ -3,7 +3,8 @@
 # their targets, so ninja starts them first and the build does not end on one started late.
 set(BARACUDA_SLOW_UNITS
   cpp/src/cudnn/attention_cudnn.cpp
-  cuda/paged_attention/paged_prefill.cu
+  cuda/paged_attention/paged_prefill_bf16.cu
+  cuda/paged_attention/paged_prefill_f16.cu
   cpp/src/cudnn/paged_attention_cudnn.cpp
   cuda/reduction/arg_float.cu
   cuda/gemm/grouped_sm90.cu

@@ -9,6 +9,10 @@ neutral.
 
     python3 tools/codegen_same.py cuda/paged_attention/paged_decode.cu            # against HEAD
     python3 tools/codegen_same.py cuda/rope/rope.cu --rev main --arch 90 --ptx
+    python3 tools/codegen_same.py cuda/scan/cummax.cu cuda/scan/cummin.cu --was cuda/scan/ext.cu
+
+Several files compare the kernels of all of them together; --was names the files at the revision
+to compare with when a split or a rename moved the kernels (default: the same paths).
 
 cuobjdump: $CUOBJDUMP, on PATH, next to nvcc, or from `pip install nvidia-cuda-cuobjdump` (the
 CPU machine's toolkit has none). Prints one line per kernel that differs (or is only on one side) and
@@ -109,7 +113,8 @@ def demangle(names):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", help="a .cu file, relative to the repository root")
+    ap.add_argument("files", nargs="+", help=".cu files, relative to the repository root")
+    ap.add_argument("--was", nargs="+", help="the files at --rev to compare with (default: the same paths)")
     ap.add_argument("--rev", default="HEAD", help="the git revision to compare against (default HEAD)")
     ap.add_argument("--arch", default="90", help="compute capability (default 90)")
     ap.add_argument("--ptx", action="store_true", help="compare PTX even when cuobjdump is found")
@@ -125,17 +130,21 @@ def main():
             sys.exit(f"codegen_same: git archive {a.rev} failed: {archive.stderr.decode()[-500:]}")
         subprocess.run(["tar", "-x", "-C", old_tree], input=archive.stdout, check=True)
         shown, found = {}, []
-        for tree, out in ((old_tree, "old.out"), (ROOT, "new.out")):
-            compile_to(nvcc, tree, a.file, a.arch, os.path.join(tmp, out), sass)
-            path = os.path.join(tmp, out)
-            found.append(sass_kernels(cuobjdump, path, shown) if sass else ptx_kernels(path, shown))
+        for tree, files, tag in ((old_tree, a.was or a.files, "old"), (ROOT, a.files, "new")):
+            kernels = {}
+            for i, f in enumerate(files):
+                path = os.path.join(tmp, f"{tag}{i}.out")
+                compile_to(nvcc, tree, f, a.arch, path, sass)
+                for k, v in (sass_kernels(cuobjdump, path, shown) if sass else ptx_kernels(path, shown)).items():
+                    kernels.setdefault(k, v)  # a kernel in several files: the first one's
+            found.append(kernels)
     old, new = found
     differ = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     for k, name in zip(differ, demangle([shown[k] for k in differ])):
         where = "differs" if k in old and k in new else ("only at " + a.rev if k in old else "only in the working tree")
         print(f"{where}: {name}")
     same = sum(old[k] == new[k] for k in set(old) & set(new))
-    print(f"{same} of {len(set(old) | set(new))} kernels the same as at {a.rev} ({a.file}, "
+    print(f"{same} of {len(set(old) | set(new))} kernels the same as at {a.rev} ({' '.join(a.files)}, "
           f"{'SASS sm' if sass else 'PTX compute'}_{a.arch})")
     return 1 if differ else 0
 

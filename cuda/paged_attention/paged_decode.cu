@@ -1,5 +1,5 @@
 // The 16-row (decode) kernels, the split merge and the entry point; the kernel itself is
-// paged_mma.cuh, its 64-row (prefill) instantiations paged_prefill.cu.
+// paged_mma.cuh, its 64-row (prefill) instantiations paged_prefill_{bf16,f16}.cu.
 #include "paged_attention/paged_mma.cuh"
 
 namespace baracuda::paged_attention {
@@ -39,13 +39,17 @@ template <class T> __global__ void merge_kernel(const Geometry g, const Pointers
 }  // namespace
 
 int resident_blocks_per_sm(DType dtype, int d, int rows_per_block) {
-  return rows_per_block == kWideRowsPerBlock ? resident_wide(dtype, d) : resident_blocks<false>(dtype, d);
+  const bool bf16 = dtype == DType::BFloat16;
+  if (rows_per_block == kWideRowsPerBlock) return bf16 ? resident_wide_bf16(d) : resident_wide_f16(d);
+  return bf16 ? resident_blocks<__nv_bfloat16, false>(d) : resident_blocks<__half, false>(d);
 }
 
 void decode(const Geometry& g, const Pointers& p, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  if (g.rows_per_block == kWideRowsPerBlock) launch_wide(g, p, s);
-  else launch_main<false>(g, p, s);
+  const bool bf16 = g.dtype == DType::BFloat16;
+  if (g.rows_per_block == kWideRowsPerBlock) bf16 ? launch_wide_bf16(g, p, s) : launch_wide_f16(g, p, s);
+  else if (bf16) launch_main<__nv_bfloat16, false>(g, p, s);
+  else launch_main<__half, false>(g, p, s);
   if (g.splits > 1) {
     const unsigned threads = g.d >= 128 ? 128 : 64;
     if (g.dtype == DType::BFloat16) merge_kernel<__nv_bfloat16><<<unsigned(g.batch * g.sq * g.hq), threads, 0, s>>>(g, p);

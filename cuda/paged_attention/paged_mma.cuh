@@ -1,8 +1,9 @@
-// The tensor-core kernel of attention over a paged KV cache (the contract: paged_attention_launch.h),
-// included by paged_decode.cu (16-row blocks) and paged_prefill.cu (64-row blocks). A block of four
-// warps takes the query rows of one kv head (the group's q heads times the request's query tokens)
-// and one split of its keys. Tiles of 64 keys stream through two shared-memory stages (cp.async,
-// the next tile in flight while this one computes; each key's page looked up in the block table).
+// The tensor-core kernel of attention over a paged KV cache (the contract:
+// paged_attention_launch.h), included by paged_decode.cu (16-row blocks) and
+// paged_prefill_{bf16,f16}.cu (64-row blocks). A block of four warps takes the query rows of one kv
+// head (the group's q heads times the request's query tokens) and one split of its keys. Tiles of
+// 64 keys stream through two shared-memory stages (cp.async, the next tile in flight while this one
+// computes; each key's page looked up in the block table).
 // Decode (16 rows): each warp takes 16 keys of a tile, and the four warps' states are combined at
 // the end. Prefill (64 rows, WIDE): each warp takes 16 rows over the whole tile, so a key is read
 // once per 64 rows. S = Q K^T and O += P V with mma.sync m16n8k16, an online softmax per warp in the
@@ -441,24 +442,19 @@ void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   }
 }
 
-// The main kernel for g's query dtype and cache dtype (the merge of several splits is the caller's).
-template <bool WIDE> void launch_main(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  auto by_cache = [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    // 128-key tiles: fp8 caches with 16-row blocks (a 16-bit tile's bytes per stage)
-    const bool t128 = !WIDE && g.tile_keys == 2 * kKeysPerTile;
-    switch (g.cache_dtype) {
-      case DType::Float8E4M3:
-        return t128 ? launch_dim<T, kernels::e4m3, WIDE, 2 * kKeysPerTile>(g, p, stream)
-                    : launch_dim<T, kernels::e4m3, WIDE, kKeysPerTile>(g, p, stream);
-      case DType::Float8E5M2:
-        return t128 ? launch_dim<T, kernels::e5m2, WIDE, 2 * kKeysPerTile>(g, p, stream)
-                    : launch_dim<T, kernels::e5m2, WIDE, kKeysPerTile>(g, p, stream);
-      default: return launch_dim<T, T, WIDE, kKeysPerTile>(g, p, stream);
-    }
-  };
-  if (g.dtype == DType::BFloat16) by_cache(kernels::TypeTag<__nv_bfloat16>{});
-  else by_cache(kernels::TypeTag<__half>{});
+// The main kernel for query dtype T and g's cache dtype (the merge of several splits is the caller's).
+template <class T, bool WIDE> void launch_main(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  // 128-key tiles: fp8 caches with 16-row blocks (a 16-bit tile's bytes per stage)
+  const bool t128 = !WIDE && g.tile_keys == 2 * kKeysPerTile;
+  switch (g.cache_dtype) {
+    case DType::Float8E4M3:
+      return t128 ? launch_dim<T, kernels::e4m3, WIDE, 2 * kKeysPerTile>(g, p, stream)
+                  : launch_dim<T, kernels::e4m3, WIDE, kKeysPerTile>(g, p, stream);
+    case DType::Float8E5M2:
+      return t128 ? launch_dim<T, kernels::e5m2, WIDE, 2 * kKeysPerTile>(g, p, stream)
+                  : launch_dim<T, kernels::e5m2, WIDE, kKeysPerTile>(g, p, stream);
+    default: return launch_dim<T, T, WIDE, kKeysPerTile>(g, p, stream);
+  }
 }
 
 template <class T, int D, bool WIDE> int resident() {
@@ -473,24 +469,23 @@ template <class T, int D, bool WIDE> int resident() {
   return blocks;
 }
 
-template <bool WIDE> int resident_blocks(DType dtype, int d) {
-  auto by_dim = [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    switch (d) {
-      case 64: return resident<T, 64, WIDE>();
-      case 96: return resident<T, 96, WIDE>();
-      case 128: return resident<T, 128, WIDE>();
-      case 256: return resident<T, 256, WIDE>();
-      default: return 0;
-    }
-  };
-  return dtype == DType::BFloat16 ? by_dim(kernels::TypeTag<__nv_bfloat16>{}) : by_dim(kernels::TypeTag<__half>{});
+template <class T, bool WIDE> int resident_blocks(int d) {
+  switch (d) {
+    case 64: return resident<T, 64, WIDE>();
+    case 96: return resident<T, 96, WIDE>();
+    case 128: return resident<T, 128, WIDE>();
+    case 256: return resident<T, 256, WIDE>();
+    default: return 0;
+  }
 }
 
 }  // namespace
 
-// The 64-row kernels, built in paged_prefill.cu (a separate file: the two halves compile in parallel).
-void launch_wide(const Geometry& g, const Pointers& p, cudaStream_t stream);
-int resident_wide(DType dtype, int d);
+// The 64-row kernels, built per query dtype in paged_prefill_bf16.cu and paged_prefill_f16.cu (files
+// of their own, so they compile in parallel with the 16-row ones).
+void launch_wide_bf16(const Geometry& g, const Pointers& p, cudaStream_t stream);
+void launch_wide_f16(const Geometry& g, const Pointers& p, cudaStream_t stream);
+int resident_wide_bf16(int d);
+int resident_wide_f16(int d);
 
 }  // namespace baracuda::paged_attention
