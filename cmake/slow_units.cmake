@@ -7,8 +7,10 @@ set(BARACUDA_SLOW_UNITS
   cuda/paged_attention/paged_prefill_f16.cu
   cpp/src/cudnn/paged_attention_cudnn.cpp
   cuda/reduction/arg_float.cu
+  cuda/reduction/arg_half.cu
   cuda/gemm/grouped_sm90.cu
   cuda/reduction/arg_int.cu
+  cuda/reduction/arg_int_narrow.cu
   cuda/scan/cummin.cu
   cuda/scan/cummax.cu
   cuda/reduction/stats.cu
@@ -18,7 +20,6 @@ set(BARACUDA_SLOW_UNITS
   cuda/fa2/flash_fwd_f16_sm90.cu
   cuda/scan/prod.cu
   cuda/fa2/flash_fwd_bf16_sm90.cu
-  cuda/elementwise/ternary_backward.cu
   cuda/reduction/extreme.cu
   cuda/reduction/norm.cu
   cuda/elementwise/unary_bf16.cu

@@ -1,8 +1,32 @@
-// Ternary kernels: where for every real dtype, clamp / lerp / addcmul / addcdiv / fma for the float
-// ones (their derivatives are in ternary_backward.cu, a unit of its own so the two compile in parallel).
-#include "elementwise/ternary_impl.cuh"
+// Ternary kernels (where for every real dtype; clamp/lerp/addcmul/addcdiv/fma) and their
+// derivatives for the float dtypes.
+#include "elementwise/launchers.h"
+#include "elementwise/launch.cuh"
+#include "elementwise/map_reduce.cuh"
+#include "elementwise/ternary_ops.cuh"
 
 namespace baracuda::elementwise::kern {
+
+using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
+
+template <class T> void ternary_launch(const elementwise::EwLaunch& L, void* s) {
+  const auto kind = static_cast<elementwise::TernaryKind>(L.kind);
+  if (kind == elementwise::TernaryKind::Where) launch_map<T, bool, T, T>(WhereFn<T>{}, L, s, "ew_where");
+  else launch_map<T, T, T, T>(TernaryFn<T>{kind, compute_t<T>(L.p[0])}, L, s, "ew_ternary");
+}
+
+template <class T> void ternary_backward_launch(const elementwise::EwLaunch& L, void* s) {
+  const auto kind = static_cast<elementwise::TernaryKind>(L.kind);
+  using A = acc_t<T>;
+  const compute_t<T> value = compute_t<T>(L.p[0]);
+  if (kind == elementwise::TernaryKind::Where) {  // inputs: (gy, cond)
+    if (L.map_reduce) launch_map_reduce<A, T, T, bool>(WhereBackwardFn<T, A>{L.wrt}, L, s);
+    else launch_map<T, T, bool>(WhereBackwardFn<T, T>{L.wrt}, L, s, "ew_where_backward");
+  } else {
+    if (L.map_reduce) launch_map_reduce<A, T, T, T, T, T>(TernaryBackwardFn<T, A>{kind, value, L.wrt}, L, s);
+    else launch_map<T, T, T, T, T>(TernaryBackwardFn<T, T>{kind, value, L.wrt}, L, s, "ew_ternary_backward");
+  }
+}
 
 template void ternary_launch<bool>(const elementwise::EwLaunch&, void*);
 template void ternary_launch<int8_t>(const elementwise::EwLaunch&, void*);
@@ -15,5 +39,9 @@ template void ternary_launch<f16>(const elementwise::EwLaunch&, void*);
 template void ternary_launch<bf16>(const elementwise::EwLaunch&, void*);
 template void ternary_launch<float>(const elementwise::EwLaunch&, void*);
 template void ternary_launch<double>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<f16>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<bf16>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<float>(const elementwise::EwLaunch&, void*);
+template void ternary_backward_launch<double>(const elementwise::EwLaunch&, void*);
 
 }  // namespace baracuda::elementwise::kern

@@ -16,7 +16,12 @@ void launch(const RedLaunch& L, void* stream) {
     case RedKind::Amax: case RedKind::Amin: return launch_extreme(L, stream);
     case RedKind::Norm2: case RedKind::Logsumexp: return launch_norm(L, stream);
     case RedKind::Var: case RedKind::Std: return launch_var(L, stream);
-    case RedKind::Argmax: case RedKind::Argmin: return fp ? launch_arg_float(L, stream) : launch_arg_int(L, stream);
+    case RedKind::Argmax: case RedKind::Argmin:
+      switch (L.in_dtype) {
+        case DType::Float16: case DType::BFloat16: return launch_arg_half(L, stream);
+        case DType::Int8: case DType::UInt8: case DType::Int16: return launch_arg_int_narrow(L, stream);
+        default: return fp ? launch_arg_float(L, stream) : launch_arg_int(L, stream);
+      }
     case RedKind::Any: case RedKind::All: case RedKind::CountNonzero:
       return fp ? launch_bool_float(L, stream) : launch_bool_int(L, stream);
     default: return launch_stats(L, stream);

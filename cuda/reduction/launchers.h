@@ -11,8 +11,10 @@ void launch_prod(const RedLaunch& L, void* stream);        // Prod: floats, inte
 void launch_extreme(const RedLaunch& L, void* stream);     // Amax, Amin: floats, integers
 void launch_norm(const RedLaunch& L, void* stream);        // Norm2, Logsumexp: floats
 void launch_var(const RedLaunch& L, void* stream);         // Var, Std: floats
-void launch_arg_float(const RedLaunch& L, void* stream);   // Argmax, Argmin: floats
-void launch_arg_int(const RedLaunch& L, void* stream);     // Argmax, Argmin: integers
+void launch_arg_half(const RedLaunch& L, void* stream);        // Argmax, Argmin: f16, bf16
+void launch_arg_float(const RedLaunch& L, void* stream);       // Argmax, Argmin: f32, f64
+void launch_arg_int(const RedLaunch& L, void* stream);         // Argmax, Argmin: int32, int64, uint32
+void launch_arg_int_narrow(const RedLaunch& L, void* stream);  // Argmax, Argmin: int8, uint8, int16
 void launch_bool_float(const RedLaunch& L, void* stream);  // Any, All, CountNonzero: floats
 void launch_bool_int(const RedLaunch& L, void* stream);    // Any, All, CountNonzero: integers, bool
 void launch_stats(const RedLaunch& L, void* stream);       // MeanStat, Max/MinCountStat, ProdZeroStat: floats

@@ -21,11 +21,22 @@ template <class T> constexpr bool is_intlike_v = kernels::is_int_v<T> || std::is
 struct FloatInputs {
   template <class T> static constexpr bool admits = is_fp_v<T>;
 };
-struct IntInputs {
-  template <class T> static constexpr bool admits = kernels::is_int_v<T>;
-};
 struct IntLikeInputs {  // integers and bool
   template <class T> static constexpr bool admits = is_intlike_v<T>;
+};
+// argmax / argmin in four units, so that none is among the build's longest (docs/benchmarks.md,
+// build times).
+struct HalfInputs {  // f16, bf16
+  template <class T> static constexpr bool admits = kernels::is_half_v<T>;
+};
+struct WideFloatInputs {  // f32, f64
+  template <class T> static constexpr bool admits = std::is_same_v<T, float> || std::is_same_v<T, double>;
+};
+struct NarrowIntInputs {  // int8, uint8, int16
+  template <class T> static constexpr bool admits = kernels::is_int_v<T> && sizeof(T) <= 2;
+};
+struct WideIntInputs {  // int32, int64, uint32
+  template <class T> static constexpr bool admits = kernels::is_int_v<T> && sizeof(T) >= 4;
 };
 
 // argmax / argmin over the inputs `In` admits: (value, index) pairs, int64 or int32 out.

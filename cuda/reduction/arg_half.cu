@@ -1,0 +1,9 @@
+// argmax / argmin of f16 / bf16 inputs: (value, index) pairs; NaN is the extreme; ties take the
+// first index. Output int64 or int32.
+#include "reduction/tu_common.cuh"
+
+namespace baracuda::reduction {
+
+void launch_arg_half(const RedLaunch& L, void* stream) { launch_arg_group<HalfInputs>(L, stream); }
+
+}  // namespace baracuda::reduction
