@@ -7,7 +7,8 @@
 // halved when causal: the five products of the backward counted once), and a checksum of grad_q,
 // grad_k and grad_v (variants that keep the math write the same bits). Without arguments it first
 // checks a small case against a float64 backward on the host (the largest error of each gradient),
-// then times the bench's d128 rows. Arguments: B S H HKV D CAUSAL, e.g.
+// then times the bench's d128 rows; `check` alone runs that check at d128 and d64 and stops.
+// Arguments: B S H HKV D CAUSAL, e.g.
 //   PROBE_ARGS="8 2048 16 16 128 0;4 4096 32 8 128 1" bash tools/probe/probe.sh attention_bwd \
 //     cuda/fa2/flash_bwd.cuh base 'q64=s/DkvConfig<128, 32>/DkvConfig<128, 64>/'
 #include <cuda_bf16.h>
@@ -108,8 +109,9 @@ static std::vector<bf16> random_bf16(size_t n, std::mt19937& rng) {
   return h;
 }
 
-// The small case against float64 on the host (head dim 128, or 64 with PROBE_ARGS=check): P = softmax(scale q k^T) (causal: j <= i), dV = P^T dO,
-// dP = dO V^T, dS = P (dP - rowsum(dO o)), dQ = scale dS K, dK = scale dS^T Q (summed over a group).
+// The small case against float64 on the host (head dim 128, or 64 too with PROBE_ARGS=check):
+// P = softmax(scale q k^T) (causal: j <= i), dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO o)),
+// dQ = scale dS K, dK = scale dS^T Q (summed over a group).
 static void check_small(const probe::Setup&, int head_dim = 128) {
   const Case c{1, 150, 4, 2, head_dim, true};
   std::mt19937 rng(7);
