@@ -360,21 +360,25 @@ def test_flash_backward_against_autograd(dt, d, case):
 
 
 @pytest.mark.skipif(not HAS_FLASH, reason="no flash kernels in this build")
-@pytest.mark.parametrize("d,tile", [(64, "m64n64"), (64, "m128n32"), (128, "m128n32"), (128, "m64n64")])
+@pytest.mark.parametrize("d,tile", [(64, "m128n64"), (64, "m64n64"), (64, "m128n32"), (128, "m128n64"), (128, "m128n32"),
+                                    (128, "m64n64")])
 def test_flash_forward_tiles(d, tile):
     dt = torch.bfloat16
     g = gen(d)
     q, k, v = rnd((2, 200, 4, d), dt, g), rnd((2, 333, 2, d), dt, g), rnd((2, 333, 2, d), dt, g)
-    for kw in (dict(causal=True), dict(window=(50, 10)), dict()):
+    # The last two take each tile's general score kernel (a softcap, a negative scale); the others
+    # its plain-score one.
+    for kw in (dict(causal=True), dict(window=(50, 10)), dict(), dict(causal=True, softcap=5.0), dict(scale=-0.05)):
         out = torch.full((2, 200, 4, d), float("nan"), device=DEV, dtype=dt)
         lse = torch.empty((2, 4, 200), device=DEV)
         plan = bc.AttentionPlan.select(bc.AttentionDescriptor(
             "attention", *(bc.TensorSpec(tuple(t.shape), bc.dtype(t.dtype), ()) for t in (q, k, v, out)), lse=True,
             tile=tile, causal=kw.get("causal", False), window_left=kw.get("window", (-1, -1))[0],
-            window_right=kw.get("window", (-1, -1))[1]))
+            window_right=kw.get("window", (-1, -1))[1], softcap=kw.get("softcap", 0.0), scale=kw.get("scale")))
         assert plan.sku.name == f"attention.flash.{tile}.d{d}"
         plan.run(q=q, k=k, v=v, out=out, lse=lse)
-        want, wlse = ref_attention(q, k, v, causal=kw.get("causal", False), window=kw.get("window", (-1, -1)))
+        want, wlse = ref_attention(q, k, v, causal=kw.get("causal", False), window=kw.get("window", (-1, -1)),
+                                   softcap=kw.get("softcap", 0.0), scale=kw.get("scale"))
         check_close(out, want, dt, f"tile {tile} {kw}")
         check_lse(lse, wlse)
     with pytest.raises(errors.InvalidArgument, match="tile"):

@@ -91,7 +91,7 @@ def hopper_tiles():
 @pytest.mark.skipif(not FLASH, reason="no flash kernels in this build")
 def test_kernel_choice_and_sku():
     """Among our kernels (cuDNN forbidden: on a GPU machine it would take the plain cases)."""
-    first = "w64n64" if hopper_tiles() else "m64n64"  # short masked spans and varlen: w64n64 before w128n128
+    first = "w64n64" if hopper_tiles() else "m128n64"  # short masked spans and varlen: w64n64 before w128n128
     p = select_ours(D(causal=True))
     assert p.sku.name == f"attention.flash.{first}.d128" and p.sku.category == "attention"
     assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0

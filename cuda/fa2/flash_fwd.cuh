@@ -23,7 +23,9 @@ template <class T, int D_, int BN_, int MT_> struct FwdConfig {
   static constexpr int smem_bytes = (BM + 2 * BN) * LD * int(sizeof(T));
 };
 
-template <class T, class Cfg>
+// kPlain: a plain score (no softcap / ALiBi, scale > 0; Score::plain), compiled apart so the rule's
+// registers leave the loop: the masked tiles only mask, and m128n64 at D 128 fits without spills.
+template <class T, class Cfg, bool kPlain>
 __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Pointers p) {
   constexpr int D = Cfg::D, BN = Cfg::BN, MT = Cfg::MT, BM = Cfg::BM, LD = Cfg::LD;
   constexpr int NT = BN / 8, DT = D / 8;  // n-tiles of S, of O
@@ -44,7 +46,6 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
   const T* vb = row_ptr<T>(p.v, b, s.k_begin, hk);
 
   const Score score(g, p, b, h);
-  const bool plain = score.plain();
 
   float o[MT][DT][4];
   float m[MT][2], l[MT][2];
@@ -97,13 +98,15 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
     // inside every row's window and the sequence keeps s and folds f = scale * log2(e) into the
     // exp's FFMA; otherwise x is computed (masked ones -inf) and f = 1.
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-    const bool fast = full && plain;
-    const float f = fast ? score.scale_log2 : 1.f;
+    const bool fast = full && kPlain;
+    const float f = fast || kPlain ? score.scale_log2 : 1.f;
     if (!fast)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        apply_score_rule<NT>([&](int i) -> float& { return sc[mt][i >> 2][i & 3]; }, g, s, score, full,
-                             i0 + (mt * kWarps + w) * 16, j0);
+      for (int mt = 0; mt < MT; ++mt) {
+        auto x = [&](int i) -> float& { return sc[mt][i >> 2][i & 3]; };
+        if constexpr (kPlain) mask_tile<NT>(x, g, s, i0 + (mt * kWarps + w) * 16, j0);
+        else apply_score_rule<NT>(x, g, s, score, full, i0 + (mt * kWarps + w) * 16, j0);
+      }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
       online_softmax<NT, DT>([&](int i) -> float& { return sc[mt][i >> 2][i & 3]; },
@@ -164,12 +167,16 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
   }
 }
 
-template <class T, class Cfg> void launch_forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  constexpr auto kernel = flash_fwd_kernel<T, Cfg>;
+template <class T, class Cfg, bool kPlain> void launch_forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  constexpr auto kernel = flash_fwd_kernel<T, Cfg, kPlain>;
   opt_in_smem<kernel>(Cfg::smem_bytes);
   const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
   kernel<<<grid, kWarps * 32, Cfg::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), "attention flash forward launch");
+}
+template <class T, class Cfg> void launch_forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  if (plain_score(g)) launch_forward<T, Cfg, true>(g, p, stream);
+  else launch_forward<T, Cfg, false>(g, p, stream);
 }
 
 // Defined per dtype (flash_fwd_bf16.cu, flash_fwd_f16.cu).

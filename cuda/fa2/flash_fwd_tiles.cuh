@@ -6,13 +6,14 @@
 namespace baracuda::attention::flash {
 
 // {head dim, query rows, key rows} per block; the first row of a head dim is its default. bm 64 is
-// 16 query rows per warp; bm 128 is 32 (every K / V fragment feeds two mma, 32-key tiles keep the
-// accumulators in registers); D 256 takes 32-key tiles to fit shared memory.
+// 16 query rows per warp; bm 128 is 32 (every K / V fragment feeds two mma). m128n64 holds its
+// accumulators in registers with the plain-score kernel (flash_fwd.cuh's kPlain); D 256 takes
+// 32-key tiles to fit shared memory.
 struct TileRow {
   int d, bm, bn;
 };
-constexpr TileRow kForwardTiles[] = {{64, 64, 64}, {64, 128, 32}, {96, 64, 64},
-                                     {128, 64, 64}, {128, 128, 32}, {256, 64, 32}};
+constexpr TileRow kForwardTiles[] = {{64, 128, 64},  {64, 64, 64},  {64, 128, 32},  {96, 64, 64},
+                                     {128, 128, 64}, {128, 64, 64}, {128, 128, 32}, {256, 64, 32}};
 constexpr int kNumForwardTiles = int(sizeof(kForwardTiles) / sizeof(kForwardTiles[0]));
 
 template <class T, int I = 0> void forward_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
