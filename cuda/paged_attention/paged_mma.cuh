@@ -442,18 +442,21 @@ void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   }
 }
 
+// One cache dtype KV: 128-key tiles where the plan asked for them, which only fp8 caches with 16-row
+// blocks do (a 16-bit tile's bytes per stage); the 64-row blocks never do, so they build none.
+template <class T, class KV, bool WIDE>
+void launch_cache(const Geometry& g, const Pointers& p, cudaStream_t stream) {
+  if constexpr (!WIDE && !std::is_same_v<T, KV>)
+    if (g.tile_keys == 2 * kKeysPerTile) return launch_dim<T, KV, WIDE, 2 * kKeysPerTile>(g, p, stream);
+  launch_dim<T, KV, WIDE, kKeysPerTile>(g, p, stream);
+}
+
 // The main kernel for query dtype T and g's cache dtype (the merge of several splits is the caller's).
 template <class T, bool WIDE> void launch_main(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  // 128-key tiles: fp8 caches with 16-row blocks (a 16-bit tile's bytes per stage)
-  const bool t128 = !WIDE && g.tile_keys == 2 * kKeysPerTile;
   switch (g.cache_dtype) {
-    case DType::Float8E4M3:
-      return t128 ? launch_dim<T, kernels::e4m3, WIDE, 2 * kKeysPerTile>(g, p, stream)
-                  : launch_dim<T, kernels::e4m3, WIDE, kKeysPerTile>(g, p, stream);
-    case DType::Float8E5M2:
-      return t128 ? launch_dim<T, kernels::e5m2, WIDE, 2 * kKeysPerTile>(g, p, stream)
-                  : launch_dim<T, kernels::e5m2, WIDE, kKeysPerTile>(g, p, stream);
-    default: return launch_dim<T, T, WIDE, kKeysPerTile>(g, p, stream);
+    case DType::Float8E4M3: return launch_cache<T, kernels::e4m3, WIDE>(g, p, stream);
+    case DType::Float8E5M2: return launch_cache<T, kernels::e5m2, WIDE>(g, p, stream);
+    default: return launch_cache<T, T, WIDE>(g, p, stream);
   }
 }
 
