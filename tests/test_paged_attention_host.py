@@ -193,3 +193,32 @@ def test_merge_plan_and_refusals():
     with pytest.raises(errors.Unsupported, match="out must be contiguous along head_dim"):
         bc.AttentionMergePlan.select(_merge_desc(out=S((6, 4, 64), bc.bfloat16, (256, 1, 4))))
     assert "merge_attention_states" in bc.__all__ and callable(bc.merge_attention_states)
+
+
+def test_e4m3_software_decode_is_exact():
+    """The sm_80 path of cuda/common/dtype_traits.cuh's e4m3x2_to_half2_sw (sm_89+ use the cvt), step
+    by step in numpy for every byte pair's two lanes: a byte's exponent and mantissa moved into f16's
+    fields, times 2^8 in f16, NaN bytes to 0x7fff; against the format's definition (bias 7, subnormals
+    at exponent 0, no inf, NaN at S.1111.111), bit for bit."""
+    np = pytest.importorskip("numpy")
+
+    def by_definition(b):
+        s = -1.0 if b & 0x80 else 1.0
+        e, m = (b >> 3) & 0xF, b & 0x7
+        if e == 0xF and m == 0x7:
+            return np.uint16(0x7FFF)
+        v = s * (m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+        return np.array(v, dtype=np.float16).view(np.uint16)
+
+    bits = np.arange(1 << 16, dtype=np.uint32)  # byte 0 in the low lane, byte 1 in the high one
+    w = ((bits & 0xFF) << 8) | ((bits & 0xFF00) << 16)
+    mag = (w & 0x7F007F00) >> 1
+    lo = ((w & 0x8000) | (mag & 0xFFFF)).astype(np.uint16)
+    hi = (((w >> 16) & 0x8000) | (mag >> 16)).astype(np.uint16)
+    k256 = np.float16(256)
+    rlo = (lo.view(np.float16) * k256).view(np.uint16).copy()
+    rhi = (hi.view(np.float16) * k256).view(np.uint16).copy()
+    rlo[(mag & 0xFFFF) == 0x3F80] = 0x7FFF
+    rhi[(mag >> 16) == 0x3F80] = 0x7FFF
+    want = np.array([by_definition(b) for b in range(256)], dtype=np.uint16)
+    assert np.array_equal(rlo, want[bits & 0xFF]) and np.array_equal(rhi, want[bits >> 8])

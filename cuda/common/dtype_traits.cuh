@@ -45,9 +45,30 @@ template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
   else return static_cast<T>(v);
 }
 
+// Two e4m3 values as f16 bits without sm_89's cvt: a byte's exponent and mantissa moved into f16's
+// fields give its value / 2^8 exactly, normal or subnormal (the biases differ by 8), so one f16x2
+// multiply by 256 finishes it; the NaN bytes (0x7f, 0xff) give 0x7fff, as cuda_fp8's own software
+// path does. Branch-free where that path loops per subnormal (5x the sm_80 compile time of the
+// paged kernels, which convert every cache fragment).
+__device__ __forceinline__ __half2_raw e4m3x2_to_half2_sw(uint32_t bits) {
+  const uint32_t w = ((bits & 0xffu) << 8) | ((bits & 0xff00u) << 16);  // each byte atop a 16-bit lane
+  const uint32_t mag = (w & 0x7f007f00u) >> 1;                            // into f16's exponent / mantissa
+  __half2_raw h;
+  h.x = uint16_t((w & 0x8000u) | (mag & 0xffffu));
+  h.y = uint16_t(((w >> 16) & 0x8000u) | (mag >> 16));
+  const __half_raw k256{0x5c00};  // 2^8
+  __half2_raw r = __hmul2(__half2(h), __half2(__half(k256), __half(k256)));
+  if ((mag & 0xffffu) == 0x3f80u) r.x = 0x7fff;
+  if ((mag >> 16) == 0x3f80u) r.y = 0x7fff;
+  return r;
+}
+
 // Two fp8 values (the low byte first) as f16 bits: one cvt on sm_89+; exact, NaN and inf kept.
 template <class F8> __device__ __forceinline__ __half2_raw fp8x2_to_half2(uint32_t bits) {
   static_assert(is_fp8_v<F8>);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  if constexpr (std::is_same_v<F8, e4m3>) return e4m3x2_to_half2_sw(bits);
+#endif
   return __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(bits & 0xffffu),
                                     std::is_same_v<F8, e4m3> ? __NV_E4M3 : __NV_E5M2);
 }
