@@ -3,8 +3,8 @@
 # (tools/probe/<harness>.cu) is compiled against copies of one source file with sed expressions
 # applied, one build per variant in parallel, then each is run.
 #   bash tools/probe/probe.sh HARNESS FILE [NAME=SED_EXPRESSION | NAME@PATH | NAME]...
-#     HARNESS  rope | paged | embedding | attention | attention_mma | attention_bwd | attention_bwd_sm90
-#              (tools/probe/HARNESS.cu)
+#     HARNESS  rope | paged | embedding | attention | attention_mma | attention_bwd | attention_bwd_sm90 |
+#              fp8_decode (tools/probe/HARNESS.cu)
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
 #     NAME     without "=": the file as it is (the baseline)
@@ -49,6 +49,7 @@ case $harness in
     fi ;;
   paged) extra=() kernels=paged_mma_kernel ;;
   attention_mma) extra=() kernels=flash_fwd_kernel ;;
+  fp8_decode) extra=() kernels=decode_both ;;
   attention_bwd) extra=() kernels=flash_bwd ;;
   embedding) extra=(cpp/src/dtype.cpp cuda/embedding/embedding.cu cuda/embedding/embedding_sort.cu cuda/common/radix_sort.cu)
              kernels=gather_kernel ;;
