@@ -91,9 +91,15 @@ def hopper_tiles():
 @pytest.mark.skipif(not FLASH, reason="no flash kernels in this build")
 def test_kernel_choice_and_sku():
     """Among our kernels (cuDNN forbidden: on a GPU machine it would take the plain cases)."""
-    first = "w64n64" if hopper_tiles() else "m128n64"  # short masked spans and varlen: w64n64 before w128n128
+    hopper = hopper_tiles()
+    # short masked spans and varlen: w64n64 before w128n128; the mma.sync forward: m128n64 first for a
+    # plain score, m64n64 for a softcap / ALiBi / negative scale (and the mma.sync backward's one tile)
+    plain_first = "w64n64" if hopper else "m128n64"
+    first = "w64n64" if hopper else "m64n64"
     p = select_ours(D(causal=True))
-    assert p.sku.name == f"attention.flash.{first}.d128" and p.sku.category == "attention"
+    assert p.sku.name == f"attention.flash.{plain_first}.d128" and p.sku.category == "attention"
+    for general in (dict(softcap=30.0), dict(scale=-0.1), dict(alibi=1)):
+        assert select_ours(D(causal=True, **general)).sku.name == f"attention.flash.{first}.d128", general
     assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0
     assert select_ours(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
     assert select_ours(D(kernel="rowwise")).sku.name == "attention.rowwise.forward"
@@ -111,7 +117,7 @@ def test_kernel_choice_and_sku():
     v = select_ours(bc.AttentionDescriptor(
         "attention", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16), S((300, 8, 64), f16),
         varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300))
-    assert v.sku.layout == "varlen" and v.sku.name == f"attention.flash.{first}.d64"
+    assert v.sku.layout == "varlen" and v.sku.name == f"attention.flash.{plain_first}.d64"
     assert select_ours(bc.AttentionDescriptor(
         "attention_backward", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16),
         S((300, 8, 64), f16), varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300)).workspace_bytes() == 8 * 300 * 4

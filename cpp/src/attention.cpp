@@ -192,7 +192,7 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   const std::vector<attention::FlashTile> tiles =
       !flash_compiled() ? std::vector<attention::FlashTile>{}
       : I.backward      ? attention::flash_backward_tiles(dt, g.d, g.dv)
-                        : attention::flash_forward_tiles(dt, g.d, g.dv, ws_first);
+                        : attention::flash_forward_tiles(dt, g.d, g.dv, ws_first, g.plain_score());
   auto tile_name = [](const attention::FlashTile& t) {
     return (t.wgmma ? "w" : "m") + std::to_string(t.bm) + "n" + std::to_string(t.bn);
   };

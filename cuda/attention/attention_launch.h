@@ -45,6 +45,9 @@ struct Geometry {
   int64_t total_q = 0, total_k = 0;  // varlen: rows of q and of k / v
   int tile_bm = 0, tile_bn = 0;  // the flash tile (flash_forward_tiles / flash_backward_tiles)
   bool tile_wgmma = false;       // that tile on the sm_90a kernels (flash_{fwd,bwd}_sm90.cuh)
+  // The score is q . k * scale alone (no softcap, no ALiBi, a positive scale in f32): the mma.sync
+  // forward's plain-score kernel (cuda/fa2/flash_fwd.cuh) and its tile order.
+  bool plain_score() const { return !(softcap > 0) && !alibi && float(scale) > 0.f; }
 };
 
 struct Pointers {
@@ -65,11 +68,14 @@ struct Pointers {
 // d == dv; every operand's rows 16-byte aligned. The tile shapes (query rows x key rows per block)
 // compiled for a head dim, the default first (empty: not covered). warp_specialized_first: the sm_90a
 // w128n128 first (the caller's rule: its TMA loads apply and no short mask), else w64n64.
+// plain_score (Geometry::plain_score): the mma.sync tiles' first is m128n64 at d 64 / 128 for a
+// plain score, m64n64 otherwise (the general kernel spills at m128n64; not measured).
 struct FlashTile {
   int bm = 0, bn = 0;
   bool wgmma = false;  // the Hopper kernel (warpgroup MMA, sm_90a), named "w<bm>n<bn>"; else mma.sync, "m<bm>n<bn>"
 };
-std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first);
+std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first,
+                                           bool plain_score);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);
 // The sm_90a kernels (cuda/fa2/flash_sm90.cu, flash_{fwd,bwd}_sm90.cuh; built with CUTLASS's CuTe for a
 // 90 architecture): bf16 / f16, d == dv in {64, 128}, on an sm_90 device; flash_forward and

@@ -150,9 +150,6 @@ __device__ __forceinline__ bool visible(const Geometry& g, const Seq& s, int64_t
 // output tile as C fragments, element 4 nt + e of a thread at row row0 + gq + 8 (e >> 1), column
 // 8 nt + 2 tq + (e & 1). `sc(i)` / `o(i)` return those elements (float&).
 
-// Score::plain from the host's geometry (what selects a kernel's plain-score instantiation).
-inline bool plain_score(const Geometry& g) { return !(g.softcap > 0) && !g.alibi && float(g.scale) > 0.f; }
-
 // A plain score's tile that needs a mask: the hidden scores -inf, the others kept (raw dots; the
 // caller's online softmax scales them).
 template <int NT, class S>

@@ -175,7 +175,7 @@ template <class T, class Cfg, bool kPlain> void launch_forward(const Geometry& g
   cuda_check(cudaGetLastError(), "attention flash forward launch");
 }
 template <class T, class Cfg> void launch_forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  if (plain_score(g)) launch_forward<T, Cfg, true>(g, p, stream);
+  if (g.plain_score()) launch_forward<T, Cfg, true>(g, p, stream);
   else launch_forward<T, Cfg, false>(g, p, stream);
 }
 
