@@ -39,7 +39,7 @@ DTYPES = {
     "argmin": [F16, F32, I8, I32],
     "any": [BF16, F32, U8, I32, BOOL],
     "all": [F16, F32, I8, I32, BOOL],
-    "count_nonzero": [BF16, F32, I32, BOOL],
+    "count_nonzero": [BF16, F32, U8, I32, BOOL],
 }
 # (shape, dim, keepdim): rows (short, long, split), columns (split and not), middle, multiple, all
 CASES = [

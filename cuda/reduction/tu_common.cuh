@@ -57,12 +57,27 @@ template <class In> void launch_arg_group(const RedLaunch& L, void* stream) {
   });
 }
 
+// any / all / count_nonzero see only whether an element is zero, so integers and bool of one width
+// share a kernel (bool and uint8 run int8's, uint32 int32's): the same bytes, the same answers.
+template <class T> struct BoolGroupInput {
+  using type = T;
+};
+template <> struct BoolGroupInput<bool> {
+  using type = int8_t;
+};
+template <> struct BoolGroupInput<uint8_t> {
+  using type = int8_t;
+};
+template <> struct BoolGroupInput<uint32_t> {
+  using type = int32_t;
+};
+
 // any / all (bool out) and count_nonzero (int64 out) over the inputs `In` admits.
 template <class In> void launch_bool_group(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (In::template admits<T>) {
+    using T = typename BoolGroupInput<typename decltype(tag)::type>::type;
+    if constexpr (In::template admits<typename decltype(tag)::type>) {
       if (L.kind == RedKind::Any && L.out_dtype == DType::Bool)
         return kern::launch_reduction(kern::BoolR<T, bool, 0>{}, L, st);
       if (L.kind == RedKind::All && L.out_dtype == DType::Bool)
