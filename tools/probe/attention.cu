@@ -1,6 +1,7 @@
 // The attention harness of tools/probe/probe.sh: the sm_90a flash forward of cuda/fa2/flash_fwd_sm90.cuh
 // (a variant of that file); the cases and what each prints: attention_fwd.cuh.
-// Arguments: B S H HKV D CAUSAL BM BN (the tile: 64 64, 128 64, or 128 128 the warp-specialized), e.g.
+// Arguments: B S H HKV D CAUSAL BM BN [SOFTCAP] (the tile: 64 64, 128 64, or 128 128 the
+// warp-specialized), e.g.
 //   PROBE_ARGS="8 2048 16 16 128 0 64 64;4 4096 32 8 128 1 64 64" bash tools/probe/probe.sh attention \
 //     cuda/fa2/flash_fwd_sm90.cuh base 'b3=s/__launch_bounds__(Cfg::kThreads)/__launch_bounds__(Cfg::kThreads, 3)/'
 #include "attention_fwd.cuh"

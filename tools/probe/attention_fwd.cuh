@@ -21,7 +21,7 @@ using bf16 = __nv_bfloat16;
 
 // out[i] of head h, sequence 0, for the sampled rows (row = blockIdx.x * step), f32 throughout.
 __global__ void reference_rows(const bf16* q, const bf16* k, const bf16* v, float* out, int S, int H, int HKV, int D,
-                               bool causal, int step) {
+                               bool causal, int step, float softcap) {
   extern __shared__ float p[];  // [S]
   __shared__ float red[32];
   const int i = blockIdx.x * step, h = blockIdx.y, hk = h / (H / HKV);
@@ -32,7 +32,7 @@ __global__ void reference_rows(const bf16* q, const bf16* k, const bf16* v, floa
     float s = 0.f;
     for (int c = 0; c < D; ++c)
       s += __bfloat162float(q[(size_t(i) * H + h) * D + c]) * __bfloat162float(k[(size_t(j) * HKV + hk) * D + c]);
-    p[j] = s * scale;
+    p[j] = softcap > 0.f ? softcap * tanhf(s * scale / softcap) : s * scale;
     mx = fmaxf(mx, p[j]);
   }
   for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -58,7 +58,7 @@ __global__ void reference_rows(const bf16* q, const bf16* k, const bf16* v, floa
 // One case through `forward` (the kernel under test: the sm_90a one, or the mma.sync one with
 // wgmma false).
 template <class Forward>
-void run_case(int B, int S, int H, int HKV, int D, bool causal, int bm, int bn, bool wgmma, Forward forward,
+void run_case(int B, int S, int H, int HKV, int D, bool causal, int bm, int bn, float softcap, bool wgmma, Forward forward,
               const Setup& su) {
   const size_t nq = size_t(B) * S * H * D, nk = size_t(B) * S * HKV * D;
   std::vector<bf16> hq(nq), hk(nk), hv(nk);
@@ -82,6 +82,7 @@ void run_case(int B, int S, int H, int HKV, int D, bool causal, int bm, int bn, 
   g.dtype = DType::BFloat16;
   g.batch = B, g.sq = g.sk = S, g.hq = H, g.hkv = HKV, g.d = g.dv = D;
   g.scale = 1.0 / std::sqrt(double(D));
+  g.softcap = softcap;  // > 0: the general score kernels
   g.window_right = causal ? 0 : -1;
   g.lse_batch = int64_t(H) * S, g.lse_head = S;
   g.tile_bm = bm, g.tile_bn = bn, g.tile_wgmma = wgmma;
@@ -99,7 +100,7 @@ void run_case(int B, int S, int H, int HKV, int D, bool causal, int bm, int bn, 
   const int rows = 64, step = S / rows;
   float* ref;
   PROBE_CHECK(cudaMalloc(&ref, size_t(H) * rows * D * 4));
-  reference_rows<<<dim3(rows, H), 256, S * 4>>>(q, k, v, ref, S, H, HKV, D, causal, step);
+  reference_rows<<<dim3(rows, H), 256, S * 4>>>(q, k, v, ref, S, H, HKV, D, causal, step, softcap);
   PROBE_CHECK(cudaGetLastError());
   const std::vector<float> want = to_host<float>(ref, size_t(H) * rows * D);
   const std::vector<bf16> got = to_host<bf16>(out, nq);
@@ -115,24 +116,27 @@ void run_case(int B, int S, int H, int HKV, int D, bool causal, int bm, int bn, 
 
   const double us = median_us(launch, su.flush, su.flush_bytes, 20);
   const double flops = 4.0 * B * H * double(S) * S * D / (causal ? 2 : 1);
-  std::printf("b%d s%d h%d/%d d%d %-6s %c%dn%d: %9.1f us %6.0f TFLOP/s  max err %.1e  checksum %016llx\n", B, S, H,
-              HKV, D, causal ? "causal" : "", wgmma ? 'w' : 'm', bm, bn, us, flops / us / 1e6, err, (unsigned long long)sum);
+  std::printf("b%d s%d h%d/%d d%d %-6s%s %c%dn%d: %9.1f us %6.0f TFLOP/s  max err %.1e  checksum %016llx\n", B, S, H,
+              HKV, D, causal ? "causal" : "", softcap > 0.f ? " softcap" : "", wgmma ? 'w' : 'm', bm, bn, us,
+              flops / us / 1e6, err, (unsigned long long)sum);
   for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)lse, (void*)ref}) PROBE_CHECK(cudaFree(ptr));
 }
 
-// Arguments B S H HKV D CAUSAL BM BN: one case; none: `defaults` (each {B, S, H, HKV, D, causal, bm, bn}).
+// Arguments B S H HKV D CAUSAL BM BN [SOFTCAP]: one case (a softcap > 0 takes the general score
+// kernels); none: `defaults` (each {B, S, H, HKV, D, causal, bm, bn}).
 struct Case {
   int b, s, h, hkv, d, causal, bm, bn;
 };
 template <class Forward>
 int forward_main(int argc, char** argv, bool wgmma, Forward forward, std::initializer_list<Case> defaults) {
   const Setup su = setup();
-  if (argc == 9) {
+  if (argc == 9 || argc == 10) {
     run_case(std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]),
-             std::atoi(argv[6]) != 0, std::atoi(argv[7]), std::atoi(argv[8]), wgmma, forward, su);
+             std::atoi(argv[6]) != 0, std::atoi(argv[7]), std::atoi(argv[8]), argc == 10 ? float(std::atof(argv[9])) : 0.f,
+             wgmma, forward, su);
     return 0;
   }
-  for (const Case& c : defaults) run_case(c.b, c.s, c.h, c.hkv, c.d, c.causal != 0, c.bm, c.bn, wgmma, forward, su);
+  for (const Case& c : defaults) run_case(c.b, c.s, c.h, c.hkv, c.d, c.causal != 0, c.bm, c.bn, 0.f, wgmma, forward, su);
   return 0;
 }
 

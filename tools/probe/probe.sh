@@ -43,7 +43,9 @@ case $harness in
     [[ -n $inc && -d $inc/cute ]] || { echo "$harness: no CuTe headers (carry .whl/ with the nvidia-cutlass wheel)"; exit 2; }
     flags=(-gencode arch=compute_90a,code=sm_90a -DBARACUDA_HAVE_CUTLASS=1 -I"$inc")
     if [[ $harness == attention ]]; then
-      extra=(cuda/fa2/flash_sm90.cu cuda/fa2/flash_fwd_bf16_sm90.cu cuda/fa2/flash_fwd_f16_sm90.cu) kernels=flash_fwd_sm90
+      # flash_sm90.cu holds the backward entry points too, so the backward units link with it
+      extra=(cuda/fa2/flash_sm90.cu cuda/fa2/flash_fwd_bf16_sm90.cu cuda/fa2/flash_fwd_f16_sm90.cu
+             cuda/fa2/flash_bwd_bf16_sm90.cu cuda/fa2/flash_bwd_f16_sm90.cu) kernels=flash_fwd_sm90
     else
       extra=() kernels=flash_bwd
     fi ;;
