@@ -94,13 +94,12 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
     if (nb + 1 < nb_hi) load_tile<BN, D, LD>(Ks, kb, p.k.row, j0 + BN, s.sk);
     kernels::cp_async_commit();
 
-    // Scores in the log2 domain, x = f * s: a plain score (no softcap / ALiBi, scale > 0) on a tile
-    // inside every row's window and the sequence keeps s and folds f = scale * log2(e) into the
-    // exp's FFMA; otherwise x is computed (masked ones -inf) and f = 1.
+    // Scores in the log2 domain, x = f * s: the plain-score kernel keeps s and folds f = scale *
+    // log2(e) into the exp's FFMA, masking (-inf) only a tile not inside every row's window and the
+    // sequence; the general kernel computes x by the rule (masked ones -inf) and f = 1.
     const bool full = tile_inside(g, s, i0, i_last, j0, j0 + BN - 1);
-    const bool fast = full && kPlain;
-    const float f = fast || kPlain ? score.scale_log2 : 1.f;
-    if (!fast)
+    const float f = kPlain ? score.scale_log2 : 1.f;
+    if (!(kPlain && full))
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         auto x = [&](int i) -> float& { return sc[mt][i >> 2][i & 3]; };
