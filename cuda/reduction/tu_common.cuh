@@ -76,8 +76,9 @@ template <> struct BoolGroupInput<uint32_t> {
 template <class In> void launch_bool_group(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
-    using T = typename BoolGroupInput<typename decltype(tag)::type>::type;
-    if constexpr (In::template admits<typename decltype(tag)::type>) {
+    using Src = typename decltype(tag)::type;
+    using T = typename BoolGroupInput<Src>::type;  // the kernel's element type
+    if constexpr (In::template admits<Src>) {
       if (L.kind == RedKind::Any && L.out_dtype == DType::Bool)
         return kern::launch_reduction(kern::BoolR<T, bool, 0>{}, L, st);
       if (L.kind == RedKind::All && L.out_dtype == DType::Bool)
