@@ -33,18 +33,6 @@ template <> struct ComputeOf<e4m3> { using type = float; };
 template <> struct ComputeOf<e5m2> { using type = float; };
 template <class T> using compute_t = typename ComputeOf<T>::type;
 
-template <class T> __device__ __forceinline__ compute_t<T> to_compute(T v) {
-  if constexpr (is_half_v<T> || is_fp8_v<T>) return static_cast<float>(v);
-  else return v;
-}
-// Round a compute value to storage (round-to-nearest-even; fp8 saturates to finite).
-template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
-  if constexpr (std::is_same_v<T, f16>) return __float2half_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(static_cast<float>(v));
-  else if constexpr (is_fp8_v<T>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-
 // Two e4m3 values as f16 bits without sm_89's cvt: a byte's exponent and mantissa moved into f16's
 // fields give its value / 2^8 exactly, normal or subnormal (the biases differ by 8), so one f16x2
 // multiply by 256 finishes it; the NaN bytes (0x7f, 0xff) give 0x7fff, as cuda_fp8's own software
@@ -61,6 +49,25 @@ __device__ __forceinline__ __half2_raw e4m3x2_to_half2_sw(uint32_t bits) {
   if ((mag & 0xffffu) == 0x3f80u) r.x = 0x7fff;
   if ((mag >> 16) == 0x3f80u) r.y = 0x7fff;
   return r;
+}
+
+template <class T> __device__ __forceinline__ compute_t<T> to_compute(T v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  if constexpr (std::is_same_v<T, e4m3>) {  // the branch-free decode above, one lane of it
+    __half_raw h;
+    h.x = e4m3x2_to_half2_sw(v.__x).x;
+    return __half2float(__half(h));
+  }
+#endif
+  if constexpr (is_half_v<T> || is_fp8_v<T>) return static_cast<float>(v);
+  else return v;
+}
+// Round a compute value to storage (round-to-nearest-even; fp8 saturates to finite).
+template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
+  if constexpr (std::is_same_v<T, f16>) return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(static_cast<float>(v));
+  else if constexpr (is_fp8_v<T>) return T(static_cast<float>(v));
+  else return static_cast<T>(v);
 }
 
 // Two fp8 values (the low byte first) as f16 bits: one cvt on sm_89+; exact, NaN and inf kept.

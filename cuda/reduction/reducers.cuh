@@ -30,12 +30,12 @@ template <class T> using acc_t =
 template <class T> using facc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <class A, class T> __device__ __forceinline__ A to_acc(T v) {
-  if constexpr (is_half_v<T> || is_fp8_v<T>) return A(static_cast<float>(v));
+  if constexpr (is_half_v<T> || is_fp8_v<T>) return A(to_compute(v));
   else return A(v);
 }
 template <class T> __device__ __forceinline__ bool nonzero(T v) {
   if constexpr (std::is_same_v<T, bool>) return v;
-  else if constexpr (is_half_v<T> || is_fp8_v<T>) return static_cast<float>(v) != 0.0f;
+  else if constexpr (is_half_v<T> || is_fp8_v<T>) return to_compute(v) != 0.0f;
   else return v != T(0);
 }
 template <class C> __device__ __forceinline__ bool is_nan(C v) {
