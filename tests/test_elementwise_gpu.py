@@ -316,6 +316,8 @@ def test_misaligned_pointers(dt):
         R.check_op("add", base[k:], other[:-k])  # one operand aligned, one not
         R.check_op("mul", base[k:], other[k:], out=R.poison((4099,), dt)[k:])
         R.check_op("mul", base[:-k], other[:-k], out=R.poison((4099,), dt)[k:])  # only out misaligned
+        R.check_op("mul", base[k:], other[:1])  # misaligned, with a broadcast one-element operand
+        R.check_op("where", base[:-k] > other[:-k], other[:1], base[k:])  # three operands, one broadcast
 
 
 def test_in_place():

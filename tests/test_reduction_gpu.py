@@ -497,6 +497,34 @@ def test_integer_sums_do_not_overflow_narrow_types():
     assert w.dtype == I8 and w.tolist() == [R.wrap(torch.tensor(30000), I8).item()] * 4
 
 
+@pytest.mark.parametrize("dt", [I8, U8, torch.int16, I32, I64, F32, BF16])
+@pytest.mark.parametrize("shape,dim", [((33, 4097), 1), ((4097, 33), 0), ((3, 262144), 1), ((40, 64), 1)],
+                         ids=["rows", "columns", "split-rows", "short-rows"])
+def test_min_and_max_share_kernels_exactly(dt, shape, dim):
+    """amin / argmin run amax / argmax's kernels over order-reversed keys (-x, ~x), and one
+    argmax kernel writes int32 or int64 indices: the type's extremes, many ties (the first index
+    wins) and both index types, against torch."""
+    g = R.gen(f"minmax-{dt}-{shape}")
+    if dt.is_floating_point:
+        x = torch.randint(-3, 4, shape, generator=g, device=DEV).to(dt)  # ties everywhere
+        x.view(-1)[::997] = float("inf")
+        x.view(-1)[5::1009] = float("-inf")
+    else:
+        info = torch.iinfo(dt)
+        x = torch.randint(-3 if info.min < 0 else 0, 4, shape, generator=g, device=DEV).to(dt)
+        x.view(-1)[::997] = info.max
+        x.view(-1)[5::1009] = info.min
+    for op in ("amax", "amin"):
+        res = getattr(bc, op)(x, dim)
+        assert res.dtype == dt and torch.equal(res, getattr(x, op)(dim)), op
+    for op in ("argmax", "argmin"):
+        ref = getattr(x.cpu().double() if dt.is_floating_point else x.cpu(), op)(dim).to(DEV)
+        for index_dtype in (I64, I32):
+            res = getattr(bc, op)(x, dim, index_dtype=index_dtype)
+            assert res.dtype == index_dtype, (op, index_dtype)
+            assert torch.equal(res.long(), ref), f"{op} {index_dtype}: {(res.long() != ref).nonzero()[:4].tolist()}"
+
+
 # ---- reduce to shape ----------------------------------------------------------------------------
 
 TO_SHAPE = [((4, 5, 6), (5, 1)), ((4, 5, 6), (1, 6)), ((4, 5, 6), (6,)), ((4, 5, 6), (4, 1, 6)), ((4, 5, 6), ()),

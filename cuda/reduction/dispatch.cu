@@ -34,8 +34,7 @@ void launch_backward(const BwdLaunch& L, void* stream) {
 }
 
 namespace {
-template <class T> int64_t state_bytes_t(RedKind k, DType out) {
-  const bool i32 = out == DType::Int32;
+template <class T> int64_t state_bytes_t(RedKind k) {
   switch (k) {
     case RedKind::Sum: case RedKind::Mean: return sizeof(typename SumR<T, T>::State);
     case RedKind::Prod: return sizeof(typename ProdR<T, T>::State);
@@ -44,7 +43,7 @@ template <class T> int64_t state_bytes_t(RedKind k, DType out) {
     case RedKind::Logsumexp: return sizeof(typename LogSumExpR<T, T>::State);
     case RedKind::Var: case RedKind::Std: return sizeof(typename VarR<T, T>::State);
     case RedKind::Argmax: case RedKind::Argmin:
-      return i32 ? sizeof(typename ArgR<T, int32_t, true>::State) : sizeof(typename ArgR<T, int64_t, true>::State);
+      return sizeof(typename ArgR<T, true>::State);
     case RedKind::Any: case RedKind::All: return sizeof(typename BoolR<T, bool, 0>::State);
     case RedKind::CountNonzero: return sizeof(typename BoolR<T, int64_t, 2>::State);
     case RedKind::MeanStat: return sizeof(typename MeanStatR<T>::State);
@@ -55,12 +54,12 @@ template <class T> int64_t state_bytes_t(RedKind k, DType out) {
 }
 }  // namespace
 
-int64_t state_bytes(RedKind k, DType in, DType out) {
+int64_t state_bytes(RedKind k, DType in, DType /*out: every state is the same for each index type*/) {
   if (is_complex(in)) return 32;
   return dispatch_dtype(in, [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
     if constexpr (is_fp8_v<T>) return 32;
-    else return state_bytes_t<T>(k, out);
+    else return state_bytes_t<T>(k);
   });
 }
 

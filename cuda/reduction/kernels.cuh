@@ -58,6 +58,14 @@ __device__ __forceinline__ void fold_n(const Red& red, typename Red::State& s, c
   }
 }
 
+// Output element o: the reducer's finish, or its own store where the output type is chosen at
+// run time (Out = void: argmax / argmin's int32 or int64 index).
+template <class Red, class O>
+__device__ __forceinline__ void put_out(const Red& red, O* out, int64_t o, const typename Red::State& s, int64_t n) {
+  if constexpr (std::is_void_v<O>) red.store(out, o, s, n);
+  else out[o] = red.finish(s, n);
+}
+
 template <class T> constexpr int vec_of() { return std::max(1, std::min(8, int(16 / sizeof(T)))); }
 
 template <class S> __device__ __forceinline__ S shfl_xor_state(const S& s, int mask) {
@@ -190,7 +198,7 @@ rows_kernel(Red red, Geometry g, int64_t seg, const T* in, O* out, typename Red:
   }
   group_merge<G>(red, s);
   if (lane == 0 && k < g.K) {
-    if (gridDim.y == 1) out[ob] = red.finish(s, g.R);
+    if (gridDim.y == 1) put_out(red, out, ob, s, g.R);
     else partial[k * gridDim.y + blockIdx.y] = s;
   }
 }
@@ -253,12 +261,12 @@ short_rows_kernel(Red red, Geometry g, const T* in, O* out) {
       }
     }
     const int64_t k = k0 + lane;
-    if (k < g.K) out[k * g.kept_out[0]] = red.finish(s[0], g.R);
+    if (k < g.K) put_out(red, out, k * g.kept_out[0], s[0], g.R);
   } else {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       group_merge<G>(red, s[m]);
-      if (lane == 0 && k0 + m < g.K) out[(k0 + m) * g.kept_out[0]] = red.finish(s[m], g.R);
+      if (lane == 0 && k0 + m < g.K) put_out(red, out, (k0 + m) * g.kept_out[0], s[m], g.R);
     }
   }
 }
@@ -341,7 +349,7 @@ columns_kernel(Red red, Geometry g, int64_t rows_per_split, const T* in, O* out,
     if (ty == 0 && k < g.K) {
       State t = s[v];
       for (int y = 1; y < wy; ++y) red.merge(t, part[y * bx + tx]);
-      if (gridDim.y == 1) out[ob + v * g.kept_out[0]] = red.finish(t, g.R);
+      if (gridDim.y == 1) put_out(red, out, ob + v * g.kept_out[0], t, g.R);
       else partial[int64_t(blockIdx.y) * g.K + k + v] = t;
     }
     if (wy > 1) __syncthreads();
@@ -373,7 +381,7 @@ finish_rows_kernel(Red red, Geometry g, int splits, const typename Red::State* p
   if (lane == 0 && k < g.K) {
     int64_t ib, ob;
     kept_offsets(g, k, ib, ob);
-    out[ob] = red.finish(s, g.R);
+    put_out(red, out, ob, s, g.R);
   }
 }
 
@@ -396,7 +404,7 @@ finish_cols_kernel(Red red, Geometry g, int splits, const typename Red::State* p
   }
   int64_t ib, ob;
   kept_offsets(g, k, ib, ob);
-  out[ob] = red.finish(s, g.R);
+  put_out(red, out, ob, s, g.R);
 }
 
 inline unsigned blocks_for(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }

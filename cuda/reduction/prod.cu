@@ -12,9 +12,9 @@ void launch_prod(const RedLaunch& L, void* stream) {
     if constexpr (is_fp_v<T>) {
       if (L.out_dtype == L.in_dtype) return launch_reduction(ProdR<T, T>{}, L, st);
     } else if constexpr (is_intlike_v<T>) {
-      if (L.out_dtype == DType::Int64) return launch_reduction(ProdR<T, int64_t>{}, L, st);
-      if constexpr (!std::is_same_v<T, bool>)
-        if (L.out_dtype == L.in_dtype) return launch_reduction(ProdR<T, T>{}, L, st);
+      ProdIntR<T> r;
+      r.as_input = !std::is_same_v<T, bool> && L.out_dtype == L.in_dtype;
+      if (L.out_dtype == DType::Int64 || r.as_input) return launch_reduction(r, L, st);
     }
     no_kernel(L, "prod");
   });

@@ -101,6 +101,18 @@ template <class T, class O> struct SumR : SumState<T, acc_t<T>> {
   }
 };
 
+// Half sums and means accumulate in f32 whether the plan writes the input's type or f32
+// (sum(dtype=float32)): the output type is chosen per output (Out = void, store), one kernel set.
+template <class T> struct SumHalfR : SumR<T, float> {
+  using Out = void;
+  bool out_f32 = false;
+  __device__ void store(void* out, int64_t o, const float& s, int64_t n) const {
+    const float v = this->finish(s, n);
+    if (out_f32) static_cast<float*>(out)[o] = v;
+    else static_cast<T*>(out)[o] = from_compute<T>(v);
+  }
+};
+
 template <class T, class O> struct ProdR {
   using A = acc_t<T>;
   using State = A;
@@ -115,6 +127,29 @@ template <class T, class O> struct ProdR {
   __device__ void add(State& s, T v, int64_t) const { s = mul(s, to_acc<A>(v)); }
   __device__ void merge(State& a, const State& b) const { a = mul(a, b); }
   __device__ O finish(const State& s, int64_t) const { return to_out<O>(s); }
+};
+
+// Integer sums and products accumulate in int64 whichever output the plan asked for (int64, or
+// the input's own type, wrapping): the output type is chosen at run time (Out = void, store), so
+// one kernel set serves both.
+template <class T> __device__ __forceinline__ void store_int(void* out, int64_t o, int64_t v, bool as_input) {
+  if constexpr (!std::is_same_v<T, bool> && !std::is_same_v<T, int64_t>) {
+    if (as_input) {
+      static_cast<T*>(out)[o] = static_cast<T>(v);
+      return;
+    }
+  }
+  static_cast<int64_t*>(out)[o] = v;
+}
+template <class T> struct SumIntR : SumState<T, int64_t> {
+  using Out = void;
+  bool as_input = false;  // write the input's type, else int64
+  __device__ void store(void* out, int64_t o, const int64_t& s, int64_t) const { store_int<T>(out, o, s, as_input); }
+};
+template <class T> struct ProdIntR : ProdR<T, int64_t> {
+  using Out = void;
+  bool as_input = false;
+  __device__ void store(void* out, int64_t o, const int64_t& s, int64_t) const { store_int<T>(out, o, s, as_input); }
 };
 
 template <class T, class O> struct Norm2R {
@@ -278,12 +313,15 @@ template <class T, class O> struct VarR {
 };
 
 // ---- argmax / argmin: (value, index); NaN is the extreme; ties go to the first index --------
-template <class T, class O, bool MAX> struct ArgR {
+// argmax (MAX) or argmin; the index written as int32 or int64 at the end (store), so one kernel
+// set serves both index types (a choice per output, not per element).
+template <class T, bool MAX> struct ArgR {
   using C = compute_t<T>;
   struct State { C v; int64_t i; };
   static constexpr bool kIndex = true;
   using In = T;
-  using Out = O;
+  using Out = void;  // store() writes the index type out32 names
+  bool out32 = false;
   __device__ State init() const { return {C(0), -1}; }
   __device__ static bool better(const State& b, const State& a) {  // does b replace a?
     if (b.i < 0) return false;
@@ -324,7 +362,10 @@ template <class T, class O, bool MAX> struct ArgR {
   __device__ void merge(State& a, const State& b) const {
     if (better(b, a)) a = b;
   }
-  __device__ O finish(const State& s, int64_t) const { return O(s.i); }
+  __device__ void store(void* out, int64_t o, const State& s, int64_t) const {
+    if (out32) static_cast<int32_t*>(out)[o] = int32_t(s.i);
+    else static_cast<int64_t*>(out)[o] = s.i;
+  }
 };
 
 // ---- any / all / count_nonzero ----------------------------------------------------------------

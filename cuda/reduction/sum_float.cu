@@ -5,20 +5,19 @@ namespace baracuda::reduction {
 using namespace kernels;
 using namespace kern;
 
-template <class T, class O> static void go(const RedLaunch& L, cudaStream_t st) {
-  SumR<T, O> r;
-  r.mean = L.kind == RedKind::Mean;
-  launch_reduction(r, L, st);
-}
-
 void launch_sum_float(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   dispatch_dtype(L.in_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (is_fp_v<T>) {
-      if (L.out_dtype == L.in_dtype) return go<T, T>(L, st);
-      if constexpr (is_half_v<T>)
-        if (L.out_dtype == DType::Float32) return go<T, float>(L, st);
+    if constexpr (is_half_v<T>) {  // out: the input's type or f32, one kernel set
+      SumHalfR<T> r;
+      r.mean = L.kind == RedKind::Mean;
+      r.out_f32 = L.out_dtype == DType::Float32;
+      if (r.out_f32 || L.out_dtype == L.in_dtype) return launch_reduction(r, L, st);
+    } else if constexpr (is_fp_v<T>) {
+      SumR<T, T> r;
+      r.mean = L.kind == RedKind::Mean;
+      if (L.out_dtype == L.in_dtype) return launch_reduction(r, L, st);
     }
     no_kernel(L, "sum");
   });

@@ -11,9 +11,9 @@ void launch_sum_int(const RedLaunch& L, void* stream) {
   dispatch_dtype(L.in_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_intlike_v<T>) {
-      if (L.out_dtype == DType::Int64) return launch_reduction(SumR<T, int64_t>{}, L, st);
-      if constexpr (!std::is_same_v<T, bool>)
-        if (L.out_dtype == L.in_dtype) return launch_reduction(SumR<T, T>{}, L, st);
+      SumIntR<T> r;
+      r.as_input = !std::is_same_v<T, bool> && L.out_dtype == L.in_dtype;
+      if (L.out_dtype == DType::Int64 || r.as_input) return launch_reduction(r, L, st);
     }
     no_kernel(L, "sum");
   });

@@ -45,13 +45,10 @@ template <class In> void launch_arg_group(const RedLaunch& L, void* stream) {
   kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (In::template admits<T>) {
-      const bool max = L.kind == RedKind::Argmax;
-      if (L.out_dtype == DType::Int64)
-        return max ? kern::launch_reduction(kern::ArgR<T, int64_t, true>{}, L, st)
-                   : kern::launch_reduction(kern::ArgR<T, int64_t, false>{}, L, st);
-      if (L.out_dtype == DType::Int32)
-        return max ? kern::launch_reduction(kern::ArgR<T, int32_t, true>{}, L, st)
-                   : kern::launch_reduction(kern::ArgR<T, int32_t, false>{}, L, st);
+      const bool out32 = L.out_dtype == DType::Int32;
+      if (out32 || L.out_dtype == DType::Int64)
+        return L.kind == RedKind::Argmax ? kern::launch_reduction(kern::ArgR<T, true>{out32}, L, st)
+                                         : kern::launch_reduction(kern::ArgR<T, false>{out32}, L, st);
     }
     no_kernel(L, "argmax/argmin");
   });

@@ -149,19 +149,17 @@ template <int CS> __device__ __forceinline__ unsigned cluster_rank() {
   if constexpr (CS > 1) return cluster_block_rank();
   return 0;
 }
+// The kernel's body (rows_reg below): a function of its own so that the cluster variants, which need
+// sm_90, compile no body for older architectures.
 template <class T, int W, int K, int ST, int CS, bool BWD>
-__global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
-    rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log,
-             bool bulk_ok, bool fold_ok) {
+__device__ __forceinline__ void rows_reg_body(RowGeo g, T* __restrict__ out, const T* __restrict__ in0,
+                                              const T* __restrict__ in1, bool log, bool bulk_ok, bool fold_ok) {
   using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
   using C = compute_t<T>;
   constexpr int V = Cfg::V, R = Cfg::R, N = Cfg::N, TH = Cfg::THREADS;
   // Passes that read only the stage (forward, ST = 1) stay rolled: nothing to keep in registers.
   constexpr int UF = (ST == 1 && !BWD) ? 1 : K;
   constexpr bool PF = Cfg::PF;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  if constexpr (CS > 1) __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
-#endif
   extern __shared__ __align__(16) unsigned char sm_dyn[];
   uint4* stage = reinterpret_cast<uint4*>(sm_dyn);
   __shared__ C shm[32], shs[32];
@@ -442,6 +440,19 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
     (void)q1;
     (void)qs;
   }
+}
+
+template <class T, int W, int K, int ST, int CS, bool BWD>
+__global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<T, W, K, ST, CS, BWD>::MINB)
+    rows_reg(RowGeo g, T* __restrict__ out, const T* __restrict__ in0, const T* __restrict__ in1, bool log,
+             bool bulk_ok, bool fold_ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  if constexpr (CS > 1) {
+    __trap();  // clusters need sm_90; the launcher never picks this kernel on older devices
+    return;
+  } else
+#endif
+  rows_reg_body<T, W, K, ST, CS, BWD>(g, out, in0, in1, log, bulk_ok, fold_ok);
 }
 
 template <class T, int W, int K, int ST, int CS, bool BWD>
