@@ -101,6 +101,11 @@ def test_kernel_choice_and_sku():
     for general in (dict(softcap=30.0), dict(scale=-0.1), dict(alibi=1)):
         assert select_ours(D(causal=True, **general)).sku.name == f"attention.flash.{first}.d128", general
     assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0
+    # d 64 under a causal span of 512 keys or fewer: m64n64 first (session 47); a longer one keeps m128n64
+    short64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 120, 2, 64), causal=True))
+    assert short64.sku.name == f"attention.flash.{first}.d64"
+    long64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 1024, 2, 64), causal=True))
+    assert long64.sku.name == f"attention.flash.{'w128n128' if hopper else 'm128n64'}.d64"
     assert select_ours(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
     assert select_ours(D(kernel="rowwise")).sku.name == "attention.rowwise.forward"
     assert select_ours(D(dtype=f32)).sku.name == "attention.rowwise.forward"

@@ -68,14 +68,19 @@ struct Pointers {
 // d == dv; every operand's rows 16-byte aligned. The tile shapes (query rows x key rows per block)
 // compiled for a head dim, the default first (empty: not covered). warp_specialized_first: the sm_90a
 // w128n128 first (the caller's rule: its TMA loads apply and no short mask), else w64n64.
-// plain_score (Geometry::plain_score): the mma.sync tiles' first is m128n64 at d 64 / 128 for a
-// plain score, m64n64 otherwise (the general kernel spills at m128n64; not measured).
+// The mma.sync tiles' first is m128n64 at d 64 / 128, but m64n64 for a general score (its m128n64
+// kernel spills) and, at d 64, for short masked spans (docs/benchmarks.md, session 47).
 struct FlashTile {
   int bm = 0, bn = 0;
   bool wgmma = false;  // the Hopper kernel (warpgroup MMA, sm_90a), named "w<bm>n<bn>"; else mma.sync, "m<bm>n<bn>"
 };
-std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first,
-                                           bool plain_score);
+// What the forward's tile order depends on besides the dtype and head dims (the caller's rules).
+struct ForwardTileRule {
+  bool warp_specialized_first = false;  // w128n128 first: its TMA loads apply and no short mask
+  bool plain_score = true;              // Geometry::plain_score()
+  bool short_masked_span = false;       // causal or a window leaves each query 512 keys or fewer
+};
+std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, const ForwardTileRule& rule);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);
 // The sm_90a kernels (cuda/fa2/flash_sm90.cu, flash_{fwd,bwd}_sm90.cuh; built with CUTLASS's CuTe for a
 // 90 architecture): bf16 / f16, d == dv in {64, 128}, on an sm_90 device; flash_forward and

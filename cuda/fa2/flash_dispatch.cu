@@ -12,8 +12,7 @@ extern template void backward<kernels::bf16>(const Geometry&, const Pointers&, c
 extern template void backward<kernels::f16>(const Geometry&, const Pointers&, cudaStream_t);
 }  // namespace flash
 
-std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, bool warp_specialized_first,
-                                           bool plain_score) {
+std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, const ForwardTileRule& rule) {
   std::vector<FlashTile> out;
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
   // On sm_90 the Hopper kernels first: the warp-specialized w128n128 (1.3-1.6x w64n64 where its loads
@@ -21,14 +20,14 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, b
   // flash forward tiles).
   if (flash_sm90_supported(dtype, d, dv)) {
     const FlashTile w64n64{64, 64, true}, w128n64{128, 64, true}, w128n128{128, 128, true};
-    if (warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});
+    if (rule.warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});
     else out.insert(out.end(), {w64n64, w128n64, w128n128});
   }
   const auto mma_first = out.size();
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) out.push_back({r.bm, r.bn});
-  // The table's first is for a plain score; a general one keeps m64n64 first (see the header).
-  if (!plain_score) {
+  // The table's first is for a plain score over long spans; m64n64 first otherwise (see the header).
+  if (!rule.plain_score || (rule.short_masked_span && d <= 64)) {
     const auto m64n64 =
         std::find_if(out.begin() + mma_first, out.end(), [](const FlashTile& t) { return t.bm == 64 && t.bn == 64; });
     if (m64n64 != out.end()) std::rotate(out.begin() + mma_first, m64n64, m64n64 + 1);

@@ -11,7 +11,7 @@ namespace {
 [[noreturn]] void no_flash() { throw Unsupported("attention: this build has no flash kernels (BARACUDA_ENABLE_FA2=OFF)"); }
 }  // namespace
 
-std::vector<FlashTile> flash_forward_tiles(DType, int64_t, int64_t, bool, bool) { return {}; }
+std::vector<FlashTile> flash_forward_tiles(DType, int64_t, int64_t, const ForwardTileRule&) { return {}; }
 std::vector<FlashTile> flash_backward_tiles(DType, int64_t, int64_t) { return {}; }
 void flash_forward(const Geometry&, const Pointers&, void*) { no_flash(); }
 void flash_backward(const Geometry&, const Pointers&, void*) { no_flash(); }
