@@ -2,62 +2,78 @@
 # the units that took 25 s or more, slowest first. CMakeLists.txt lists them first in
 # their targets, so ninja starts them first and the build does not end on one started late.
 set(BARACUDA_SLOW_UNITS
-  cpp/src/cudnn/attention_cudnn.cpp
-  cpp/src/cudnn/paged_attention_cudnn.cpp
   cuda/elementwise/ternary.cu
-  cuda/reduction/arg_int_narrow.cu
-  cuda/reduction/bool_int.cu
-  cuda/reduction/extreme.cu
-  cuda/gemm/grouped_sm90.cu
-  cuda/scan/cummin.cu
-  cuda/reduction/stats.cu
-  cuda/reduction/prod.cu
   cuda/scan/cummax.cu
-  cuda/reduction/arg_half.cu
-  cuda/elementwise/unary_f64.cu
+  cuda/reduction/stats.cu
+  cuda/reduction/extreme.cu
+  cuda/scan/cummin.cu
+  cuda/elementwise/unary_bf16.cu
   cuda/scan/prod.cu
+  cuda/paged_attention/paged_decode.cu
   cuda/reduction/norm.cu
   cuda/elementwise/unary_f16.cu
-  cuda/reduction/arg_int.cu
-  cuda/elementwise/unary_bf16.cu
-  cuda/paged_attention/paged_decode.cu
-  cuda/fa2/flash_fwd_bf16_sm90.cu
-  cuda/paged_attention/paged_prefill_bf16.cu
-  cuda/fa2/flash_fwd_f16_sm90.cu
-  cuda/paged_attention/paged_prefill_f16.cu
-  cuda/reduction/bool_float.cu
-  cuda/reduction/arg_float.cu
-  cuda/reduction/sum_int.cu
-  cuda/softmax/softmax_reg_f16_fwd.cu
-  cuda/softmax/softmax_reg_bf16_fwd.cu
-  cuda/elementwise/unary_f32.cu
-  cuda/softmax/softmax_reg_f16_bwd.cu
+  cpp/src/cudnn/attention_cudnn.cpp
+  cuda/elementwise/unary_f64.cu
   cuda/softmax/softmax_reg_bf16_bwd.cu
-  cuda/elementwise/gated_fill.cu
+  cpp/src/cudnn/paged_attention_cudnn.cpp
+  cuda/elementwise/unary_f32.cu
+  cuda/softmax/softmax_reg_bf16_fwd.cu
+  cuda/softmax/softmax_reg_f16_bwd.cu
+  cuda/softmax/softmax_reg_f16_fwd.cu
   cuda/norm/norm_fwd_bf16.cu
   cuda/reduction/backward.cu
-  cuda/norm/norm_fwd_f16.cu
-  cuda/elementwise/binary_int.cu
-  cuda/fa2/flash_bwd_f16_sm90.cu
+  cuda/reduction/bool_float.cu
+  cuda/elementwise/gated_fill.cu
   cuda/scan/sum_int.cu
-  cuda/fa2/flash_bwd_bf16_sm90.cu
+  cuda/reduction/arg_int_narrow.cu
   cuda/scan/lcse.cu
-  cuda/scan/sum_float.cu
-  cuda/loss/pw_f16.cu
-  cuda/elementwise/binary_bf16.cu
-  cuda/softmax/softmax_reg_f64_fwd.cu
-  cuda/norm/norm_bwd_f16.cu
+  cuda/norm/norm_fwd_f16.cu
+  cuda/reduction/prod.cu
+  cuda/reduction/bool_int.cu
   cuda/elementwise/binary_f16.cu
-  cuda/loss/pw_bf16.cu
-  cuda/elementwise/unary_int.cu
-  cuda/norm/norm_bwd_bf16.cu
+  cuda/scan/sum_float.cu
+  cuda/gemm/grouped_sm90.cu
+  cuda/elementwise/binary_int.cu
+  cuda/elementwise/binary_bf16.cu
+  cuda/norm/norm_bwd_f16.cu
+  cuda/loss/pw_f16.cu
   cuda/elementwise/binary_f64.cu
-  cuda/reduction/var.cu
+  cuda/loss/pw_bf16.cu
   cuda/scan/bwd.cu
+  cuda/norm/norm_bwd_bf16.cu
+  cuda/reduction/arg_half.cu
+  cuda/softmax/softmax_reg_f64_fwd.cu
+  cuda/reduction/arg_int.cu
+  cuda/elementwise/unary_int.cu
+  cuda/fa2/flash_fwd_f16_sm90.cu
+  cuda/reduction/var.cu
+  cuda/reduction/sum_int.cu
+  cuda/fa2/flash_fwd_bf16_sm90.cu
   cuda/softmax/softmax_reg_f64_bwd.cu
   cuda/elementwise/binary_f32.cu
-  cuda/softmax/softmax_reg_f32_fwd.cu
-  cuda/softmax/softmax_reg_f32_bwd.cu
+  cuda/paged_attention/paged_prefill_bf16.cu
+  cuda/reduction/arg_float.cu
+  cuda/paged_attention/paged_prefill_f16.cu
   cuda/loss/pw_f32.cu
+  cuda/softmax/softmax_reg_f32_fwd.cu
+  cuda/norm/norm_fwd_f64.cu
   cuda/loss/pw_f64.cu
+  cuda/norm/norm_fwd_f32.cu
+  cuda/loss/row_f16.cu
+  cuda/softmax/softmax_reg_f32_bwd.cu
+  cuda/loss/row_bf16.cu
+  cuda/elementwise/cast_from_bool.cu
+  cuda/fa2/flash_bwd_bf16_sm90.cu
+  cuda/elementwise/cast_from_u8.cu
+  cuda/elementwise/cast_from_e4m3.cu
+  cuda/elementwise/cast_from_i8.cu
+  cuda/elementwise/cast_from_i64.cu
+  cuda/elementwise/cast_from_e5m2.cu
+  cuda/elementwise/cast_from_u32.cu
+  cuda/fa2/flash_bwd_f16_sm90.cu
+  cuda/elementwise/cast_from_f64.cu
+  cuda/elementwise/cast_from_f32.cu
+  cuda/elementwise/cast_from_bf16.cu
+  cuda/softmax/softmax_f16.cu
+  cuda/elementwise/cast_from_f16.cu
 )

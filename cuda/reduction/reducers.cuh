@@ -5,6 +5,9 @@
 //   merge(a, b)       fold another partial state into a (every merge here is commutative and
 //                     associative up to rounding; the kernels merge in a fixed order)
 //   finish(s, n)      the output value, n = elements reduced per output
+//   store(out, o, s, n)  instead of finish where Out = void: writes output element o itself, in a
+//                     type chosen at run time (an index as int32 or int64, an integer sum as int64
+//                     or the input's type): one kernel set for both output types
 //   add_n<ORDERED>(s, v[N], idx)   optional (kBulk = true): fold N elements at once, with a
 //                     short dependency chain (pairwise trees, one merge into s). ORDERED: the
 //                     elements come in increasing logical index (argmax may then skip index
