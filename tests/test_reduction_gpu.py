@@ -500,10 +500,9 @@ def test_integer_sums_do_not_overflow_narrow_types():
 @pytest.mark.parametrize("dt", [I8, U8, torch.int16, I32, I64, F32, BF16])
 @pytest.mark.parametrize("shape,dim", [((33, 4097), 1), ((4097, 33), 0), ((3, 262144), 1), ((40, 64), 1)],
                          ids=["rows", "columns", "split-rows", "short-rows"])
-def test_min_and_max_share_kernels_exactly(dt, shape, dim):
-    """amin / argmin run amax / argmax's kernels over order-reversed keys (-x, ~x), and one
-    argmax kernel writes int32 or int64 indices: the type's extremes, many ties (the first index
-    wins) and both index types, against torch."""
+def test_extremes_ties_and_index_types_exactly(dt, shape, dim):
+    """amax / amin / argmax / argmin over the type's extremes and many ties (the first index wins),
+    with both index types (one argmax kernel writes int32 or int64 at the end), against torch."""
     g = R.gen(f"minmax-{dt}-{shape}")
     if dt.is_floating_point:
         x = torch.randint(-3, 4, shape, generator=g, device=DEV).to(dt)  # ties everywhere
