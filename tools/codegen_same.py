@@ -18,7 +18,9 @@ cuobjdump: $CUOBJDUMP, on PATH, next to nvcc, or from `pip install nvidia-cuda-c
 CPU machine's toolkit has none). Prints one line per kernel that differs (or is only on one side) and
 a count; exits 1 when any does. Headers come from the same tree as the file (the working tree, or
 the revision's, extracted into a temporary directory). CODEGEN_SAME_FLAGS adds nvcc flags (include
-dirs).
+dirs). Each differing kernel shows its size on both sides (SASS instructions, or PTX lines), and the
+last lines each side's kernel count, total size and compile time (files one after another, this arch
+alone): what a change costs the build.
 """
 import argparse
 import glob
@@ -27,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # An anonymous namespace's per-file name in a mangled symbol (its length prefix differs too), with the
@@ -129,23 +132,34 @@ def main():
         if archive.returncode:
             sys.exit(f"codegen_same: git archive {a.rev} failed: {archive.stderr.decode()[-500:]}")
         subprocess.run(["tar", "-x", "-C", old_tree], input=archive.stdout, check=True)
-        shown, found = {}, []
+        shown, found, seconds = {}, [], []
         for tree, files, tag in ((old_tree, a.was or a.files, "old"), (ROOT, a.files, "new")):
-            kernels = {}
+            kernels, elapsed = {}, 0.0
             for i, f in enumerate(files):
                 path = os.path.join(tmp, f"{tag}{i}.out")
+                t0 = time.perf_counter()
                 compile_to(nvcc, tree, f, a.arch, path, sass)
+                elapsed += time.perf_counter() - t0
                 for k, v in (sass_kernels(cuobjdump, path, shown) if sass else ptx_kernels(path, shown)).items():
                     kernels.setdefault(k, v)  # a kernel in several files: the first one's
             found.append(kernels)
+            seconds.append(elapsed)
     old, new = found
     differ = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    size = lambda body: body.count("\n") + 1  # instructions (SASS) or lines (PTX)
     for k, name in zip(differ, demangle([shown[k] for k in differ])):
-        where = "differs" if k in old and k in new else ("only at " + a.rev if k in old else "only in the working tree")
+        if k in old and k in new:
+            where = f"differs ({size(old[k])} -> {size(new[k])})"
+        else:
+            where = "only at " + a.rev if k in old else "only in the working tree"
         print(f"{where}: {name}")
     same = sum(old[k] == new[k] for k in set(old) & set(new))
-    print(f"{same} of {len(set(old) | set(new))} kernels the same as at {a.rev} ({' '.join(a.files)}, "
-          f"{'SASS sm' if sass else 'PTX compute'}_{a.arch})")
+    target = f"{'SASS sm' if sass else 'PTX compute'}_{a.arch}"
+    print(f"{same} of {len(set(old) | set(new))} kernels the same as at {a.rev} ({' '.join(a.files)}, {target})")
+    # Compile time is a budget: what the change costs, one file after another, this arch alone.
+    for side, kernels, sec in ((a.rev, old, seconds[0]), ("working tree", new, seconds[1])):
+        print(f"  {side}: {len(kernels)} kernels, {sum(map(size, kernels.values()))} "
+              f"{'instructions' if sass else 'PTX lines'}, compiled in {sec:.1f} s")
     return 1 if differ else 0
 
 
