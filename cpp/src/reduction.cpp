@@ -202,7 +202,7 @@ void build_geometry(RedLaunch& L, const std::vector<int64_t>& shape, const std::
 
 int64_t partial_bytes(const RedLaunch& L) {
   if (L.splits <= 1) return 0;
-  return align256(L.g.K * int64_t(L.splits) * reduction::state_bytes(L.kind, L.in_dtype, L.out_dtype));
+  return align256(L.g.K * int64_t(L.splits) * reduction::state_bytes(L.kind, L.in_dtype));
 }
 
 // Lower the split count until the partials fit `limit` (one split needs none).

@@ -54,7 +54,7 @@ template <class T> int64_t state_bytes_t(RedKind k) {
 }
 }  // namespace
 
-int64_t state_bytes(RedKind k, DType in, DType /*out: every state is the same for each index type*/) {
+int64_t state_bytes(RedKind k, DType in) {
   if (is_complex(in)) return 32;
   return dispatch_dtype(in, [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;

@@ -59,7 +59,7 @@ __device__ __forceinline__ void fold_n(const Red& red, typename Red::State& s, c
 }
 
 // Output element o: the reducer's finish, or its own store where the output type is chosen at
-// run time (Out = void: argmax / argmin's int32 or int64 index).
+// run time (Out = void; reducers.cuh's header).
 template <class Red, class O>
 __device__ __forceinline__ void put_out(const Red& red, O* out, int64_t o, const typename Red::State& s, int64_t n) {
   if constexpr (std::is_void_v<O>) red.store(out, o, s, n);

@@ -74,8 +74,9 @@ struct BwdLaunch {
 
 void launch(const RedLaunch& L, void* stream);
 void launch_backward(const BwdLaunch& L, void* stream);
-// Bytes of one partial state of (kind, input dtype, output dtype): the workspace unit of splits.
-int64_t state_bytes(RedKind kind, DType in, DType out);
+// Bytes of one partial state of (kind, input dtype): the workspace unit of splits. A reducer's
+// state does not depend on its output type (reducers.cuh: store()).
+int64_t state_bytes(RedKind kind, DType in);
 // Bytes of one statistic written by the stat kinds (2 x the accumulator).
 inline int64_t stat_bytes(DType t) { return t == DType::Float64 ? 16 : 8; }
 
