@@ -22,6 +22,7 @@ copies on either side). TFLOP/s counts 4 * B * H * Sq * Sk * D per forward (half
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import sys
@@ -160,10 +161,10 @@ def measure_row(case, backward, tile, args):
 class OursAndFlash:
     """What the varlen and score-rule rows share: q / k / v sets (q_shape, kv_shape; rotated against L2), the
     plan's own choice ("ours", cuDNN where built) and our flash kernel ("flash") selected with `desc`,
-    forward (lse on) and backward, run with the same extra operands."""
+    forward (lse on) and backward, run with the same extra operands; `flash_tile` names our flash forward's tile."""
     n = 3
 
-    def __init__(self, q_shape, kv_shape, lse_shape, desc, extras, grad_extras=None):
+    def __init__(self, q_shape, kv_shape, lse_shape, desc, extras, grad_extras=None, flash_tile=None):
         n = self.n
         self.sets = [tuple(torch.randn(shape, device=DEV, dtype=BF) for shape in (q_shape, kv_shape, kv_shape))
                      for _ in range(n)]
@@ -174,8 +175,9 @@ class OursAndFlash:
         self.extras, self.grad_extras = extras, grad_extras or {}
         q0, k0, v0 = self.sets[0]
         specs = (spec(q0), spec(k0), spec(v0), spec(self.outs[0]))
-        self.plans = {name: (bc.AttentionPlan.select(bc.AttentionDescriptor("attention", *specs, lse=True,
-                                                                            kernel=kernel, **desc)),
+        self.plans = {name: (bc.AttentionPlan.select(bc.AttentionDescriptor(
+                                 "attention", *specs, lse=True, kernel=kernel,
+                                 tile=(flash_tile or "auto") if kernel == "flash" else "auto", **desc)),
                              bc.AttentionPlan.select(bc.AttentionDescriptor("attention_backward", *specs,
                                                                             kernel=kernel, **desc)))
                       for name, kernel in (("ours", "auto"), ("flash", "flash"))}
@@ -253,17 +255,17 @@ def measure_varlen(case, mixed, args):
                  4.0 * hq * d * sum(x * x for x in lens) * (0.5 if causal else 1.0), lens=lens, **more)
 
 
-def measure_rules(label, case, window, desc, extras, grad_extras, args):
+def measure_rules(label, case, window, desc, extras, grad_extras, args, tile=None):
     """Dense attention under score rules torch's SDPA lacks (sinks, softcap, ALiBi), forward (lse on)
     and backward: the plan's own choice (cuDNN where built: its sink token, its score modifier)
     against our flash kernel."""
     b, s, hq, hkv, d, causal = case
     r = OursAndFlash((b, s, hq, d), (b, s, hkv, d), (b, hq, s), dict(causal=causal, window_left=window, **desc),
-                     extras, grad_extras)
+                     extras, grad_extras, flash_tile=tile)
     t = C.measure(r.benches(), iters=args.iters, passes=args.passes)
     keys = sum(min(i + 1, window + 1) if window >= 0 else (i + 1 if causal else s) for i in range(s))
-    return r.row(f"{label} {key_of(case, False)[4:]}" + (f" window {window}" if window >= 0 else ""), t,
-                 4.0 * b * hq * d * keys)
+    return r.row(f"{label} {key_of(case, False)[4:]}" + (f" window {window}" if window >= 0 else "")
+                 + (f" {tile}" if tile else ""), t, 4.0 * b * hq * d * keys)
 
 
 def rule_rows():
@@ -286,7 +288,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", default=None)
-    ap.add_argument("--tiles", action="store_true", help="every compiled flash tile (forward and backward rows)")
+    ap.add_argument("--tiles", action="store_true",
+                    help="every compiled flash tile (forward and backward rows; the score-rule rows' forward)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--passes", type=int, default=2)
     args = ap.parse_args()
@@ -338,11 +341,12 @@ def main():
                       C.fmt(r["vs_fa2"], ".2f") + ("x" if r["vs_fa2"] else ""),
                       C.fmt(r["vs_cudnn"], ".2f") + ("x" if r["vs_cudnn"] else ""),
                       "ok" if r["ok"] else "FAILED", r["sku"]])
-    for label, case, window, desc, extras, grad_extras in rule_rows():
+    rule_tiles = [None] + (["m128n64", "m64n64", "w64n64", "w128n128"] if args.tiles else [])  # forward tiles
+    for (label, case, window, desc, extras, grad_extras), tile in itertools.product(rule_rows(), rule_tiles):
         if args.rows and not re.search(args.rows, label):
             continue
         try:
-            varlen_rows.append(measure_rules(label, case, window, desc, extras, grad_extras, args))
+            varlen_rows.append(measure_rules(label, case, window, desc, extras, grad_extras, args, tile))
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             varlen_rows.append(dict(key=f"{label} {case}", error=f"{type(e).__name__}: {e}", ok=False))

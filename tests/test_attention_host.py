@@ -92,18 +92,23 @@ def hopper_tiles():
 def test_kernel_choice_and_sku():
     """Among our kernels (cuDNN forbidden: on a GPU machine it would take the plain cases)."""
     hopper = hopper_tiles()
-    # short masked spans and varlen: w64n64 before w128n128; the mma.sync forward: m128n64 first for a
-    # plain score, m64n64 for a softcap / ALiBi / negative scale (and the mma.sync backward's one tile)
+    # short masked spans and varlen: w64n64 before w128n128 on sm_90; the mma.sync forward: m128n64 first
+    # for a plain score, m64n64 for a softcap / ALiBi / negative scale, on sm_90 too (session 48); the
+    # backward: w64n64 on sm_90, else mma.sync's one tile
     plain_first = "w64n64" if hopper else "m128n64"
-    first = "w64n64" if hopper else "m64n64"
+    short_first = "w64n64" if hopper else "m64n64"
+    bwd_first = "w64n64" if hopper else "m64n64"
     p = select_ours(D(causal=True))
     assert p.sku.name == f"attention.flash.{plain_first}.d128" and p.sku.category == "attention"
     for general in (dict(softcap=30.0), dict(scale=-0.1), dict(alibi=1)):
-        assert select_ours(D(causal=True, **general)).sku.name == f"attention.flash.{first}.d128", general
+        for causal in (True, False):
+            assert select_ours(D(causal=causal, **general)).sku.name == "attention.flash.m64n64.d128", general
     assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0
     # d 64 under a causal span of 512 keys or fewer: m64n64 first (session 47); a longer one keeps m128n64
     short64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 120, 2, 64), causal=True))
-    assert short64.sku.name == f"attention.flash.{first}.d64"
+    assert short64.sku.name == f"attention.flash.{short_first}.d64"
+    window64 = select_ours(D(q=(2, 600, 8, 64), k=(2, 600, 2, 64), causal=True, window_left=128))
+    assert window64.sku.name == f"attention.flash.{short_first}.d64"
     long64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 1024, 2, 64), causal=True))
     assert long64.sku.name == f"attention.flash.{'w128n128' if hopper else 'm128n64'}.d64"
     assert select_ours(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
@@ -114,7 +119,7 @@ def test_kernel_choice_and_sku():
     odd = D(q=(2, 100, 8, 128), qs=(102408, 1028, 128, 1))
     assert select_ours(odd).sku.name == "attention.rowwise.forward"
     b = select_ours(D(op="attention_backward"))
-    assert b.sku.name == f"attention.flash_backward.{first}.d128"
+    assert b.sku.name == f"attention.flash_backward.{bwd_first}.d128"
     assert select_ours(D(op="attention_backward", tile="m64n64")).sku.name == "attention.flash_backward.m64n64.d128"
     assert b.workspace_bytes() == 2 * 8 * 100 * 4  # delta: one f32 per query row
     assert select_ours(D(op="attention_backward", q=(1, 4, 2, 256), k=(1, 4, 2, 256))).sku.name == \
