@@ -27,6 +27,7 @@ wheel() {  # wheel <A|B>: the current tree's wheel into $WH/<A|B>
   echo "build $1: ok $(( $(date +%s) - tb )) s"
 }
 bash tools/carried_wheels.sh  # else both builds lack the CUTLASS / cuDNN kernels
+rm -f build/.source_mtimes  # the builds below leave objects of either variant: the next build starts clean
 apply -R || { echo "ab_check: $PATCH does not reverse on this tree"; exit 1; }
 wheel A; ok=$?
 apply  # the tree as it came, whatever happened

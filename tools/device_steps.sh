@@ -24,8 +24,11 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader || 
 bash tools/carried_wheels.sh "$WORK/carried_wheels.log"
 if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   tb=$(date +%s)
+  # On a warm machine build/ is still there: rebuild only what changed since its last build.
+  summary+=("$(python3 tools/source_mtimes.py restore build/.source_mtimes)")
   if BARACUDA_CUDA_ARCHS="${BARACUDA_CUDA_ARCHS:-90}" python3 -m pip install --no-build-isolation --no-deps -v . \
        > "$WORK/build.log" 2>&1; then
+    python3 tools/source_mtimes.py save build/.source_mtimes
     summary+=("build: ok $(( $(date +%s) - tb )) s")
     # The device build's longest units (issue 22 bounds the 16-core build: its critical path).
     summary+=("$(python3 tools/slowest_tus.py --top 5 2>&1 | tee "$OUT/slowest_tus.txt")")

@@ -54,7 +54,9 @@ build_status="skipped (SKIP_BUILD=1)"
 if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   section "build + install (BARACUDA_CUDA_ARCHS=$ARCHS), log: $OUT/build.log"
   tb=$(now)
+  python3 tools/source_mtimes.py restore build/.source_mtimes  # a warm machine's build/: only what changed
   if BARACUDA_CUDA_ARCHS="$ARCHS" python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+    python3 tools/source_mtimes.py save build/.source_mtimes
     build_status="ok in $(since "$tb") s"
     echo "build: $build_status"
   else
