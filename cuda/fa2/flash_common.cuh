@@ -150,27 +150,37 @@ __device__ __forceinline__ bool visible(const Geometry& g, const Seq& s, int64_t
 // output tile as C fragments, element 4 nt + e of a thread at row row0 + gq + 8 (e >> 1), column
 // 8 nt + 2 tq + (e & 1). `sc(i)` / `o(i)` return those elements (float&).
 
+// visible() in 32 bits, relative to a tile: key j0 + c against the query at diagonal position
+// row0 + off + r is j - pos = rel + c - r. Sequences are far shorter than 2^30 keys, so rel and the
+// windows clamp there; no window is a bound past any |j - pos| (2^30 + a tile).
+struct TileMask {
+  int rel, keys, left, right;
+  __device__ __forceinline__ TileMask(const Geometry& g, const Seq& s, int64_t row0, int64_t j0, int width) {
+    constexpr int64_t kFar = int64_t(1) << 30;
+    constexpr int kNone = (1 << 30) + 4096;
+    rel = int(max(min(j0 - row0 - s.off, kFar), -kFar));
+    keys = int(min(max(s.sk - j0, int64_t(0)), int64_t(width)));
+    left = g.window_left >= 0 ? int(min(g.window_left, kFar)) : kNone;
+    right = g.window_right >= 0 ? int(min(g.window_right, kFar)) : kNone;
+  }
+  // Key column c is hidden from query row r (c < width, r within the tile).
+  __device__ __forceinline__ bool hidden(int r, int c) const {
+    const int dj = rel + c - r;
+    return c >= keys || dj < -left || dj > right;
+  }
+};
+
 // A plain score's tile that needs a mask: the hidden scores -inf, the others kept (raw dots; the
 // caller's online softmax scales them).
 template <int NT, class S>
 __device__ __forceinline__ void mask_tile(S&& sc, const Geometry& g, const Seq& s, int64_t row0, int64_t j0) {
   const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-  // visible() in 32 bits, relative to the tile: key j0 + c against query position row0 + off + r is
-  // j - pos = rel + c - r. Sequences are far shorter than 2^30 keys, so rel and the windows clamp
-  // there; no window is a bound past any |j - pos| (2^30 + a tile).
-  constexpr int64_t kFar = int64_t(1) << 30;
-  constexpr int kNone = (1 << 30) + 4096;
-  const int rel = int(max(min(j0 - row0 - s.off, kFar), -kFar));
-  const int keys = int(min(max(s.sk - j0, int64_t(0)), int64_t(8 * NT)));
-  const int left = g.window_left >= 0 ? int(min(g.window_left, kFar)) : kNone;
-  const int right = g.window_right >= 0 ? int(min(g.window_right, kFar)) : kNone;
+  const TileMask mask(g, s, row0, j0, 8 * NT);
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int c = nt * 8 + 2 * tq + (e & 1), dj = rel + c - (gq + (e >> 1) * 8);
-      if (c >= keys || dj < -left || dj > right) sc(nt * 4 + e) = -INFINITY;
-    }
+    for (int e = 0; e < 4; ++e)
+      if (mask.hidden(gq + (e >> 1) * 8, nt * 8 + 2 * tq + (e & 1))) sc(nt * 4 + e) = -INFINITY;
 }
 
 // Scores in the log2 domain on a tile that needs the rule applied (masked ones -inf).
