@@ -65,11 +65,11 @@ template <class T, int D_, int BMQ_, int WG_> struct Sm90DkvConfig {
   using Mmas = BwdMmas<E, WG, BMQ, D>;
   static constexpr int q_elems = BMQ * D, k_elems = BN * D;
   // As Sm90DqConfig's: P^T's exps while dP^T's product runs, dS^T while dV's does. Off at D 64,
-  // where its live registers would cost blocks per SM (docs/benchmarks.md, backward).
+  // where its live registers would cost blocks per SM (docs/benchmark-notes.md, attention backward).
   static constexpr bool kOverlap = D_ > 64;
   // Q / dO tiles by TMA on dense batches (one thread issues them; an mbarrier per stage counts their
   // bytes), which spares every thread the cp.async address math; packed sequences and seqused_k keep
-  // cp.async. 0-2% faster than cp.async alone, the same bits (docs/benchmarks.md, backward).
+  // cp.async. 0-2% faster than cp.async alone, the same bits (docs/benchmark-notes.md, attention backward).
   static constexpr bool kTma = true;
   // K, V, two stages of Q and of dO, two of the stats, two mbarriers; + 1024 for the alignment.
   static constexpr int smem_bytes = (2 * k_elems + 4 * q_elems) * int(sizeof(T)) + 4 * BMQ * 4 + 2 * 8 + 1024;
@@ -347,7 +347,7 @@ void launch_backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t st)
 
 // The entry of each dtype's translation unit (explicitly instantiated there): grad_q over key tiles
 // of 64, grad_k / grad_v over query tiles of 32 (64 spilled at d128, and ran 1.3x slower; 1.06-1.09x
-// slower at d64: docs/benchmarks.md), one warpgroup per block.
+// slower at d64: docs/benchmark-notes.md), one warpgroup per block.
 template <class T> void backward_sm90(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   if constexpr (head_dim_built(64))
     if (g.d == 64)

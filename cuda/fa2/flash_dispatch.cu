@@ -24,7 +24,7 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, c
   }
   // On sm_90 the Hopper kernels first: the warp-specialized w128n128 (1.3-1.6x w64n64 where its loads
   // go by TMA) or the one-warpgroup w64n64; both beat every mma.sync tile at d128 on a plain score. A
-  // general score puts the mma.sync m64n64 first (docs/benchmarks.md, session 48).
+  // general score puts the mma.sync m64n64 first (docs/benchmark-notes.md, attention, session 48).
   if (flash_sm90_supported(dtype, d, dv)) {
     const FlashTile w64n64{64, 64, true}, w128n64{128, 64, true}, w128n128{128, 128, true};
     if (rule.warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});

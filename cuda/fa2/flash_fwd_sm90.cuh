@@ -35,7 +35,7 @@ template <class T, int D_, int BN_, int WG_> struct Sm90Config {
       SM90::GMMA::rs_op_selector<E, E, float, Shape<_64, Int<D>, Int<BN>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<WG>, _1, _1>>{}));
   // Blocks per SM the registers are capped for: one warpgroup at d128 took 252 registers (2 blocks);
-  // at 3 (168, 152 bytes of spills) it is 8% faster (tools/probe attention, docs/benchmarks.md).
+  // at 3 (168, 152 bytes of spills) it is 8% faster (tools/probe attention, docs/benchmark-notes.md).
   static constexpr int min_blocks = WG == 1 ? 3 : 1;
   static constexpr int q_elems = BM * D, k_elems = BN * D;
   static constexpr int smem_bytes = (q_elems + 2 * k_elems) * int(sizeof(T)) + 1024;  // + alignment slack
