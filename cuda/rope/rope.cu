@@ -30,15 +30,15 @@ constexpr int kTokensInFlight = 2;
 constexpr int kMinBlocksPerSm = 3;
 // 16-byte accesses go through shared memory by cp.async instead: a thread has kStagedTokens tokens'
 // reads out at once without holding them in registers (a ring of slots), four blocks per SM; 4:4
-// beat 8:3, 6:4, 3:5 and 2:6 (tools/probe; docs/benchmarks.md, RoPE).
+// beat 8:3, 6:4, 3:5 and 2:6 (tools/probe; docs/benchmark-notes.md, RoPE).
 constexpr int kStagedTokens = 4;
 constexpr int kStagedMinBlocksPerSm = 4;
 constexpr int kMaxTokensPerBlock = 16;
-// The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmarks.md, RoPE).
+// The rule's cap: eight measured faster than sixteen on most large batches (docs/benchmark-notes.md, RoPE).
 constexpr int kDefaultTokensPerBlock = 8;
 // 16-byte accesses on batches that give at least 32 tokens per block at about two blocks per SM:
 // four tokens per block (more, shorter blocks) beat eight there, with the cache append or without,
-// since a group's positions and slots are read ahead of its tokens (docs/benchmarks.md, RoPE).
+// since a group's positions and slots are read ahead of its tokens (docs/benchmark-notes.md, RoPE).
 constexpr int kWideTokensPerBlock = 4, kWideMinTokens = 32;
 
 // float2 angle slots of a block's tokens in shared memory, rounded up to an even count so that the
