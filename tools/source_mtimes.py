@@ -7,6 +7,8 @@ mtime back, so ninja rebuilds only what changed (and what includes it).
 
     python3 tools/source_mtimes.py save build/.source_mtimes
     python3 tools/source_mtimes.py restore build/.source_mtimes   # prints how many it restored
+
+The manifest path is relative to the repository root (or to --root DIR, for the tests).
 """
 from __future__ import annotations
 
@@ -19,42 +21,60 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP_DIRS = {".git", "build", ".whl", "shared", "__pycache__", ".pytest_cache", "dist", ".venv", ".ci-venv"}
 
 
-def sources():
-    for top, dirs, files in os.walk(ROOT):
+def sources(root):
+    for top, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")]
         for f in files:
-            yield os.path.relpath(os.path.join(top, f), ROOT)
+            yield os.path.relpath(os.path.join(top, f), root)
 
 
-def digest(path):
-    with open(os.path.join(ROOT, path), "rb") as fh:
+def digest(root, path):
+    with open(os.path.join(root, path), "rb") as fh:
         return hashlib.sha1(fh.read()).hexdigest()
 
 
-def main(argv):
-    if len(argv) != 3 or argv[1] not in ("save", "restore"):
-        sys.exit(__doc__)
-    manifest = os.path.join(ROOT, argv[2])
-    if argv[1] == "save":
-        state = {p: [digest(p), os.stat(os.path.join(ROOT, p)).st_mtime_ns] for p in sources()}
-        os.makedirs(os.path.dirname(manifest), exist_ok=True)
-        with open(manifest, "w") as fh:
-            json.dump(state, fh)
-        return 0
+def save(root, manifest):
+    state = {p: [digest(root, p), os.stat(os.path.join(root, p)).st_mtime_ns] for p in sources(root)}
+    os.makedirs(os.path.dirname(manifest), exist_ok=True)
+    with open(manifest, "w") as fh:
+        json.dump(state, fh)
+
+
+def restore(root, manifest):
+    """Gives unchanged files their recorded mtime back; returns (restored, new or changed), or None
+    without a manifest."""
     if not os.path.exists(manifest):
-        print("source_mtimes: no manifest (a fresh machine): a full build")
-        return 0
+        return None
     with open(manifest) as fh:
         state = json.load(fh)
     restored = changed = 0
-    for p in sources():
+    for p in sources(root):
         entry = state.get(p)
-        if entry is None or digest(p) != entry[0]:
+        if entry is None or digest(root, p) != entry[0]:
             changed += 1
             continue
-        os.utime(os.path.join(ROOT, p), ns=(entry[1], entry[1]))
+        os.utime(os.path.join(root, p), ns=(entry[1], entry[1]))
         restored += 1
-    print(f"source_mtimes: {restored} unchanged files get the last build's mtimes back, {changed} new or changed")
+    return restored, changed
+
+
+def main(argv):
+    args = argv[1:]
+    root = ROOT
+    if len(args) == 4 and args[2] == "--root":
+        root = os.path.abspath(args[3])
+        args = args[:2]
+    if len(args) != 2 or args[0] not in ("save", "restore"):
+        sys.exit(__doc__)
+    manifest = os.path.join(root, args[1])
+    if args[0] == "save":
+        save(root, manifest)
+        return 0
+    counts = restore(root, manifest)
+    if counts is None:
+        print("source_mtimes: no manifest (a fresh machine): a full build")
+    else:
+        print(f"source_mtimes: {counts[0]} unchanged files get the last build's mtimes back, {counts[1]} new or changed")
     return 0
 
 
