@@ -12,6 +12,7 @@ The manifest path is relative to the repository root (or to --root DIR, for the 
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -59,22 +60,22 @@ def restore(root, manifest):
 
 
 def main(argv):
-    args = argv[1:]
-    root = ROOT
-    if len(args) == 4 and args[2] == "--root":
-        root = os.path.abspath(args[3])
-        args = args[:2]
-    if len(args) != 2 or args[0] not in ("save", "restore"):
-        sys.exit(__doc__)
-    manifest = os.path.join(root, args[1])
-    if args[0] == "save":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=("save", "restore"))
+    ap.add_argument("manifest", help="relative to the root")
+    ap.add_argument("--root", default=ROOT, help="the tree (default: this repository)")
+    args = ap.parse_args(argv[1:])
+    root = os.path.abspath(args.root)
+    manifest = os.path.join(root, args.manifest)
+    if args.action == "save":
         save(root, manifest)
         return 0
     counts = restore(root, manifest)
     if counts is None:
         print("source_mtimes: no manifest (a fresh machine): a full build")
     else:
-        print(f"source_mtimes: {counts[0]} unchanged files get the last build's mtimes back, {counts[1]} new or changed")
+        print(f"source_mtimes: {counts[0]} unchanged files get the last build's mtimes back, "
+              f"{counts[1]} new or changed")
     return 0
 
 

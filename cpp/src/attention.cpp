@@ -184,18 +184,20 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   // The kernel: flash where it covers the case, else rowwise.
   // The warp-specialized tile first where its TMA loads apply (dense batches) unless a mask leaves
   // each query 512 keys or fewer: 128-key tiles then waste more of their work on masked keys
-  // (docs/benchmark-notes.md, attention, session 42: s512 causal, window 128); nor for 64 queries or fewer, where
-  // its second consumer would have no rows (w64n64 does the same work at three blocks per SM).
+  // (docs/benchmark-notes.md, attention, session 42: s512 causal, window 128); nor for 64 queries or
+  // fewer, where its second consumer would have no rows (w64n64 does the same work at three blocks per SM).
   const int64_t key_span = std::min(g.sk, g.window_left >= 0 ? g.window_left : g.sk);
   const bool masked = g.window_left >= 0 || g.window_right >= 0;
-  // The same short spans put the mma.sync forward's m64n64 first at d 64 (docs/benchmark-notes.md, attention, session 47).
+  // The same short spans put the mma.sync forward's m64n64 first at d 64 (docs/benchmark-notes.md,
+  // attention, session 47).
   attention::ForwardTileRule rule;
   rule.short_masked_span = masked && key_span <= 512;
   rule.warp_specialized_first = !g.varlen && !g.has_seqused_k && g.sq > 64 && !rule.short_masked_span;
   rule.plain_score = g.plain_score();
-  const std::vector<attention::FlashTile> tiles = !flash_compiled() ? std::vector<attention::FlashTile>{}
-                                                  : I.backward      ? attention::flash_backward_tiles(dt, g.d, g.dv)
-                                                                    : attention::flash_forward_tiles(dt, g.d, g.dv, rule);
+  const std::vector<attention::FlashTile> tiles =
+      !flash_compiled() ? std::vector<attention::FlashTile>{}
+      : I.backward      ? attention::flash_backward_tiles(dt, g.d, g.dv)
+                        : attention::flash_forward_tiles(dt, g.d, g.dv, rule);
   auto tile_name = [](const attention::FlashTile& t) {
     return (t.wgmma ? "w" : "m") + std::to_string(t.bm) + "n" + std::to_string(t.bn);
   };

@@ -208,7 +208,8 @@ __device__ __forceinline__ float score_tile(S&& sc, const Geometry& g, const Seq
   const bool full = tile_inside(g, s, i0, i_last, j0, j_last);
   const bool fast = full && plain;
   const float f = plain ? score.scale_log2 : 1.f;
-  if (!fast) {  // a plain score: the mask alone, in 32 bits (the rule's 64-bit positions cost more than the products)
+  if (!fast) {
+    // A plain score only masks, in 32 bits: the rule's 64-bit positions cost more than the products.
     if (plain) mask_tile<NT>(sc, g, s, row0, j0);
     else apply_score_rule<NT>(sc, g, s, score, full, row0, j0);
   }

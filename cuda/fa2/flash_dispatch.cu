@@ -19,7 +19,8 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, c
     if (r.d == d && flash::head_dim_built(r.d)) mma.push_back({r.bm, r.bn});
   // The table's first is for a plain score over long spans; m64n64 first otherwise (see the header).
   if (!rule.plain_score || (rule.short_masked_span && d <= 64)) {
-    const auto m64n64 = std::find_if(mma.begin(), mma.end(), [](const FlashTile& t) { return t.bm == 64 && t.bn == 64; });
+    const auto m64n64 =
+        std::find_if(mma.begin(), mma.end(), [](const FlashTile& t) { return t.bm == 64 && t.bn == 64; });
     if (m64n64 != mma.end()) std::rotate(mma.begin(), m64n64, m64n64 + 1);
   }
   // On sm_90 the Hopper kernels first: the warp-specialized w128n128 (1.3-1.6x w64n64 where its loads

@@ -58,7 +58,8 @@ __global__ void reference_rows(const bf16* q, const bf16* k, const bf16* v, floa
 // One case through `forward` (the kernel under test: the sm_90a one, or the mma.sync one with
 // wgmma false).
 template <class Forward>
-void run_case(int B, int S, int H, int HKV, int D, bool causal, int bm, int bn, float softcap, bool wgmma, Forward forward,
+void run_case(int B, int S, int H, int HKV, int D, bool causal, int bm, int bn, float softcap, bool wgmma,
+              Forward forward,
               const Setup& su) {
   const size_t nq = size_t(B) * S * H * D, nk = size_t(B) * S * HKV * D;
   std::vector<bf16> hq(nq), hk(nk), hv(nk);
@@ -132,11 +133,12 @@ int forward_main(int argc, char** argv, bool wgmma, Forward forward, std::initia
   const Setup su = setup();
   if (argc == 9 || argc == 10) {
     run_case(std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]),
-             std::atoi(argv[6]) != 0, std::atoi(argv[7]), std::atoi(argv[8]), argc == 10 ? float(std::atof(argv[9])) : 0.f,
-             wgmma, forward, su);
+             std::atoi(argv[6]) != 0, std::atoi(argv[7]), std::atoi(argv[8]),
+             argc == 10 ? float(std::atof(argv[9])) : 0.f, wgmma, forward, su);
     return 0;
   }
-  for (const Case& c : defaults) run_case(c.b, c.s, c.h, c.hkv, c.d, c.causal != 0, c.bm, c.bn, 0.f, wgmma, forward, su);
+  for (const Case& c : defaults)
+    run_case(c.b, c.s, c.h, c.hkv, c.d, c.causal != 0, c.bm, c.bn, 0.f, wgmma, forward, su);
   return 0;
 }
 

@@ -1,6 +1,7 @@
-"""torch's F.scaled_dot_product_attention forward (or, with --backward, its backward alone) on the probe harnesses' cases, in the same device call
-as a probe (same-run comparisons): dense bf16 [B, S, H, D] memory viewed as [B, H, S, D], one backend
-pinned (flash: FlashAttention-2; cudnn), median of 20 with L2 flushed (256 MB overwritten) before each.
+"""torch's F.scaled_dot_product_attention forward (or, with --backward, its backward alone) on the probe
+harnesses' cases, in the same device call as a probe (same-run comparisons): dense bf16 [B, S, H, D]
+memory viewed as [B, H, S, D], one backend pinned (flash: FlashAttention-2; cudnn), median of 20 with
+L2 flushed (256 MB overwritten) before each.
     python3 tools/probe/torch_sdpa.py [--backend flash|cudnn] [--backward] "B S H HKV D CAUSAL" ...
 """
 import argparse
@@ -42,5 +43,6 @@ for case in args.cases:
                 times.append(a.elapsed_time(e) * 1e3)
     us = sorted(times)[len(times) // 2]
     flops = (10.0 if args.backward else 4.0) * b * h * s * s * d / (2 if causal else 1)
-    print(f"torch {args.backend}{' backward' if args.backward else ''} b{b} s{s} h{h}/{hkv} d{d} {'causal' if causal else '':6s}: {us:9.1f} us "
+    kind = args.backend + (" backward" if args.backward else "")
+    print(f"torch {kind} b{b} s{s} h{h}/{hkv} d{d} {'causal' if causal else '':6s}: {us:9.1f} us "
           f"{flops / us / 1e6:6.0f} TFLOP/s")
