@@ -95,9 +95,10 @@ struct Score {
   }
   // x = dot * scale_log2 alone (no softcap, no ALiBi, a positive scale): the kernels' fast path.
   __device__ __forceinline__ bool plain() const { return !softcap && !alibi && scale > 0.f; }
-  __device__ __forceinline__ float operator()(float dot, int64_t pos, int64_t j) const {
+  // The same from j - pos (TileMask's relative position).
+  __device__ __forceinline__ float at(float dot, int dj) const {
     float x = softcap ? cap_log2 * tanhf(dot * cap_scale) : dot * scale_log2;
-    if (alibi) x -= slope_log2 * float(pos > j ? pos - j : j - pos);
+    if (alibi) x -= slope_log2 * float(abs(dj));
     return x;
   }
   __device__ __forceinline__ float operator()(float dot, int64_t pos, int64_t j, float& dscore) const {
@@ -188,14 +189,14 @@ template <int NT, class S>
 __device__ __forceinline__ void apply_score_rule(S&& sc, const Geometry& g, const Seq& s, const Score& score, bool full,
                                                  int64_t row0, int64_t j0) {
   const int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+  const TileMask mask(g, s, row0, j0, 8 * NT);  // the mask and ALiBi's distance in 32 bits
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int64_t pos = row0 + gq + (e >> 1) * 8 + s.off;
-      const int64_t j = j0 + nt * 8 + 2 * tq + (e & 1);
+      const int r = gq + (e >> 1) * 8, c = nt * 8 + 2 * tq + (e & 1);
       float& x = sc(nt * 4 + e);
-      x = (full || visible(g, s, pos, j)) ? score(x, pos, j) : -INFINITY;
+      x = (full || !mask.hidden(r, c)) ? score.at(x, mask.rel + c - r) : -INFINITY;
     }
 }
 

@@ -12,6 +12,8 @@
 #              the device), e.g. the version at another commit: git show REV:FILE > tools/probe/.old.cu
 #   PROBE_ARGS="..." runs the harness once per ';'-separated argument list (e.g. shapes); each run
 #   is stopped after PROBE_TIMEOUT seconds (default 120: a variant that hangs costs no more).
+#   PROBE_STAGE=build only builds (several harnesses can build at once, each with its own WORK),
+#   PROBE_STAGE=run only runs what a build stage left in WORK; unset, both.
 # e.g.
 #   bash tools/probe/probe.sh rope cuda/rope/rope.cu base \
 #     'b2t4=s/kMinBlocksPerSm = 3;/kMinBlocksPerSm = 2;/; s/kTokensInFlight = 2;/kTokensInFlight = 4;/'
@@ -57,6 +59,8 @@ case $harness in
              kernels=gather_kernel ;;
   *) extra=() kernels=. ;;
 esac
+stage=${PROBE_STAGE:-all}
+[[ $stage == all || $stage == build || $stage == run ]] || { echo "PROBE_STAGE: build, run or unset, not $stage"; exit 2; }
 names=()
 for v in "$@"; do
   whole=0  # NAME@PATH: another version of the whole file
@@ -64,6 +68,7 @@ for v in "$@"; do
   if ((whole)); then name=${v%%@*}; else name=${v%%=*}; fi
   names+=("$name")
   dir="$WORK/$name"
+  [[ $stage == run ]] && continue
   mkdir -p "$dir/$(dirname "$rel")"
   if ((whole)); then
     [[ -f ${v#*@} ]] || { echo "variant $name: no file ${v#*@}"; exit 2; }
@@ -83,6 +88,7 @@ for v in "$@"; do
 done
 wait
 for name in "${names[@]}"; do
+  [[ $stage == run ]] && continue
   dir="$WORK/$name"
   echo "== $name"
   # one line per kernel: its name, then registers and spill stores
@@ -91,6 +97,12 @@ for name in "${names[@]}"; do
        k != "" && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print k " " substr($0, RSTART, RLENGTH) ", " s; k = "" }' \
       "$dir/build.log" | "$FILT" | sed -E 's/\(anonymous namespace\):://g; s/baracuda::[a-z_]*:://g; s/baracuda:://g; s/\([A-Za-z:, ]*\) Used/ Used/; s/^/   /' | grep -E "$kernels" || true
   [[ -x $dir/probe ]] || { grep -m5 error "$dir/build.log" || true; continue; }
+done
+[[ $stage == build ]] && exit 0
+for name in "${names[@]}"; do
+  dir="$WORK/$name"
+  echo "== $name (runs)"
+  [[ -x $dir/probe ]] || { echo "variant $name: not built"; continue; }
   IFS=';' read -ra runs <<< "${PROBE_ARGS:-}"
   (( ${#runs[@]} )) || runs=("")
   for args in "${runs[@]}"; do
