@@ -93,10 +93,9 @@ def test_kernel_choice_and_sku():
     """Among our kernels (cuDNN forbidden: on a GPU machine it would take the plain cases)."""
     hopper = hopper_tiles()
     # short masked spans and varlen: w64n64 before w128n128 on sm_90; the mma.sync forward: m128n64 first
-    # for a plain score, m64n64 for a softcap / ALiBi / negative scale, on sm_90 too (session 48); the
-    # backward: w64n64 on sm_90, else mma.sync's one tile
+    # for a plain score, m64n64 for a softcap / ALiBi / negative scale and for d 64 under a short mask, on
+    # sm_90 too (sessions 48, 49); the backward: w64n64 on sm_90, else mma.sync's one tile
     plain_first = "w64n64" if hopper else "m128n64"
-    short_first = "w64n64" if hopper else "m64n64"
     bwd_first = "w64n64" if hopper else "m64n64"
     p = select_ours(D(causal=True))
     assert p.sku.name == f"attention.flash.{plain_first}.d128" and p.sku.category == "attention"
@@ -104,11 +103,11 @@ def test_kernel_choice_and_sku():
         for causal in (True, False):
             assert select_ours(D(causal=causal, **general)).sku.name == "attention.flash.m64n64.d128", general
     assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0
-    # d 64 under a causal span of 512 keys or fewer: m64n64 first (session 47); a longer one keeps m128n64
+    # d 64 under a causal span of 512 keys or fewer: m64n64 first (sessions 47, 49); a longer one keeps m128n64
     short64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 120, 2, 64), causal=True))
-    assert short64.sku.name == f"attention.flash.{short_first}.d64"
+    assert short64.sku.name == "attention.flash.m64n64.d64"
     window64 = select_ours(D(q=(2, 600, 8, 64), k=(2, 600, 2, 64), causal=True, window_left=128))
-    assert window64.sku.name == f"attention.flash.{short_first}.d64"
+    assert window64.sku.name == "attention.flash.m64n64.d64"
     long64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 1024, 2, 64), causal=True))
     assert long64.sku.name == f"attention.flash.{'w128n128' if hopper else 'm128n64'}.d64"
     assert select_ours(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"

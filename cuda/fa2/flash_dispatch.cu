@@ -18,20 +18,22 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, c
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) mma.push_back({r.bm, r.bn});
   // The table's first is for a plain score over long spans; m64n64 first otherwise (see the header).
-  if (!rule.plain_score || (rule.short_masked_span && d <= 64)) {
+  const bool m64n64_first = !rule.plain_score || (rule.short_masked_span && d <= 64);
+  if (m64n64_first) {
     const auto m64n64 =
         std::find_if(mma.begin(), mma.end(), [](const FlashTile& t) { return t.bm == 64 && t.bn == 64; });
     if (m64n64 != mma.end()) std::rotate(mma.begin(), m64n64, m64n64 + 1);
   }
   // On sm_90 the Hopper kernels first: the warp-specialized w128n128 (1.3-1.6x w64n64 where its loads
   // go by TMA) or the one-warpgroup w64n64; both beat every mma.sync tile at d128 on a plain score. A
-  // general score puts the mma.sync m64n64 first (docs/benchmark-notes.md, attention, session 48).
+  // general score, or d 64 under a short mask, puts the mma.sync m64n64 first (docs/benchmark-notes.md,
+  // attention, sessions 48 and 49).
   if (flash_sm90_supported(dtype, d, dv)) {
     const FlashTile w64n64{64, 64, true}, w128n64{128, 64, true}, w128n128{128, 128, true};
     if (rule.warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});
     else out.insert(out.end(), {w64n64, w128n64, w128n128});
   }
-  out.insert(rule.plain_score ? out.end() : out.begin(), mma.begin(), mma.end());
+  out.insert(m64n64_first ? out.begin() : out.end(), mma.begin(), mma.end());
   return out;
 }
 
