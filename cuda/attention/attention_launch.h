@@ -70,7 +70,7 @@ struct Pointers {
 // w128n128 first (the caller's rule: its TMA loads apply and no short mask), else w64n64.
 // The mma.sync tiles' first is m128n64 at d 64 / 128, but m64n64 for a general score (its m128n64
 // kernel spills) and, at d 64, for short masked spans (docs/benchmark-notes.md, attention, session
-// 47). A general score puts the mma.sync tiles before the sm_90a ones too (session 48).
+// 47). Both put the mma.sync tiles before the sm_90a ones too (sessions 48, 49).
 struct FlashTile {
   int bm = 0, bn = 0;
   bool wgmma = false;  // the Hopper kernel (warpgroup MMA, sm_90a), named "w<bm>n<bn>"; else mma.sync, "m<bm>n<bn>"

@@ -17,7 +17,8 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, c
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) mma.push_back({r.bm, r.bn});
-  // The table's first is for a plain score over long spans; m64n64 first otherwise (see the header).
+  // The table's first is for a plain score over long spans; m64n64 first for a general score or for d 64
+  // under a short mask (attention_launch.h says why).
   const bool m64n64_first = !rule.plain_score || (rule.short_masked_span && d <= 64);
   if (m64n64_first) {
     const auto m64n64 =
