@@ -11,7 +11,8 @@ using namespace baracuda::kernels;  // the shared vocabulary (cuda/common)
 
 template <class T> void ternary_launch(const elementwise::EwLaunch& L, void* s) {
   const auto kind = static_cast<elementwise::TernaryKind>(L.kind);
-  if (kind == elementwise::TernaryKind::Where) launch_map<T, bool, T, T>(WhereFn<T>{}, L, s, "ew_where");
+  using B = bits_t<T>;  // where selects bits: one kernel set per width serves every dtype of it
+  if (kind == elementwise::TernaryKind::Where) launch_map<B, bool, B, B>(WhereFn<B>{}, L, s, "ew_where");
   else launch_map<T, T, T, T>(TernaryFn<T>{kind, compute_t<T>(L.p[0])}, L, s, "ew_ternary");
 }
 
