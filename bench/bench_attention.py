@@ -17,7 +17,9 @@ once, plan.run timed) on [B, S, H, D] tensors: "ours" is the plan's own choice (
 "our flash" our flash kernels (kernel="flash"), "ours deterministic" the backward with
 deterministic=True where the default one is not; torch takes the same memory as [B, H, S, D] views (no
 copies on either side). TFLOP/s counts 4 * B * H * Sq * Sk * D per forward (half when causal) and
-2.5x that per backward; the backward is timed alone (torch: autograd.grad of a kept graph).
+2.5x that per backward; the backward is timed alone (torch: autograd.grad of a kept graph). "% of dense
+peak": TFLOP/s over torch's bf16 8192^3 matmul timed at the start of the same run (the tensor-core rate
+a compute-bound kernel can reach on this GPU).
 """
 from __future__ import annotations
 
@@ -297,6 +299,7 @@ def main():
         args.iters, args.passes = 8, 1
     info = C.device_info()
     t0 = time.time()
+    peak = C.dense_peak_tflops(passes=args.passes)
     cases = [(c, False, None) for c in grid()] + [(c, True, None) for c in grid(dims=(64, 128))]
     if args.tiles:
         tiles = {d: ["m128n64", "m64n64", "m128n32", "w64n64", "w128n64", "w128n128"] for d in (64, 128)}  # w: sm_90a
@@ -328,18 +331,21 @@ def main():
                 traceback.print_exc()
                 varlen_rows.append(dict(key=f"varlen {case}", error=f"{type(e).__name__}: {e}", ok=False))
     headers = ["row", "ours TFLOP/s", "ours deterministic", "our flash", "torch fa2", "torch cuDNN", "vs fa2",
-               "vs cuDNN", "check", "sku"]
+               "vs cuDNN", "% of dense peak (ours / flash)", "check", "sku"]
     table = []
     for r in rows:
         if r.get("error"):
-            table.append([r["key"], "-", "-", "-", "-", "-", "-", "-", "ERROR", r["error"][:60]])
+            table.append([r["key"], "-", "-", "-", "-", "-", "-", "-", "-", "ERROR", r["error"][:60]])
             continue
+        r["peak_frac"] = r["ours_tflops"] / peak
+        flash_pct = C.fmt(100 * r["flash_tflops"] / peak if r["flash_tflops"] else None, ".0f")
         table.append([r["key"], C.fmt(r["ours_tflops"], ".0f"), C.fmt(r["det_tflops"], ".0f"),
                       C.fmt(r["flash_tflops"], ".0f"),
                       C.fmt(r["fa2_tflops"], ".0f"),
                       C.fmt(r["cudnn_tflops"], ".0f"),
                       C.fmt(r["vs_fa2"], ".2f") + ("x" if r["vs_fa2"] else ""),
                       C.fmt(r["vs_cudnn"], ".2f") + ("x" if r["vs_cudnn"] else ""),
+                      f"{100 * r['peak_frac']:.0f} / {flash_pct}",
                       "ok" if r["ok"] else "FAILED", r["sku"]])
     rule_tiles = [None] + (["m128n64", "m64n64", "w64n64", "w128n128"] if args.tiles else [])  # forward tiles
     for (label, case, window, desc, extras, grad_extras), tile in itertools.product(rule_rows(), rule_tiles):
@@ -357,14 +363,15 @@ def main():
                C.fmt(r.get("dense_fwd_tflops"), ".0f"), C.fmt(r.get("varlen_over_dense"), ".3f"),
                C.fmt(r["ours_bwd_tflops"], ".0f"), C.fmt(r["flash_bwd_tflops"], ".0f"),
                "ok" if r["ok"] else "FAILED", r["sku"]] for r in varlen_rows]
-    head = f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}; {len(rows)} rows in " \
-           f"{time.time() - t0:.0f} s\n"
+    head = f"GPU: {info['name']}; torch {info['torch']}; baracuda {bc.__version__}; dense peak = torch bf16 " \
+           f"8192^3 in this run ({peak:.0f} TFLOP/s); {len(rows)} rows in {time.time() - t0:.0f} s\n"
     text = head + "\n" + C.text_table(headers, table)
     md = f"# bench_attention\n\n{head}\n" + C.markdown_table(headers, table)
     if vtable:
         text += "\n\n" + C.text_table(vheaders, vtable)
         md += "\n\n" + C.markdown_table(vheaders, vtable)
-    C.write_outputs("bench_attention", md, {"device": info, "rows": rows, "varlen": varlen_rows}, text)
+    C.write_outputs("bench_attention", md, {"device": info, "rows": rows, "varlen": varlen_rows,
+                                            "peak_tflops": peak}, text)
     print()
     print(text)
     return 0 if all(r.get("ok") for r in rows + varlen_rows) else 3

@@ -254,6 +254,19 @@ def copy_bandwidth(total_bytes: int = 512 * MiB, *, iters: int = 50, passes: int
     return {"gbs": moved / t.median / 1e9, "timing": t, "bytes": moved}
 
 
+def dense_peak_tflops(n: int = 8192, *, iters: int = 10, passes: int = 2) -> float:
+    """The measured tensor-core peak that compute-bound rows are a fraction of: torch's bf16 n^3
+    matmul (cuBLAS) in this run, two operand sets. TFLOP/s = 2 n^3 / the median time."""
+    a = [torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    b = [torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    c = [torch.empty(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    g = GpuBench(lambda i: torch.matmul(a[i], b[i], out=c[i]), 2)
+    t = measure({"gemm": g}, iters=iters, passes=passes)["gemm"]
+    a = b = c = g = None
+    free_memory()
+    return 2 * n ** 3 / t.median / 1e12
+
+
 # ---- correctness helpers ---------------------------------------------------------------------
 def poison_(t: torch.Tensor):
     """Fill an output with all-ones bytes (NaN for every float dtype, an invalid bool) so that an

@@ -42,7 +42,8 @@ def text_table_to_md(text: str) -> str:
 def table_for(results: pathlib.Path, family: str) -> str | None:
     md, txt = results / f"bench_{family}.md", results / f"bench_{family}.txt"
     if md.exists():
-        return md.read_text().strip()
+        # the file's own title ("# bench_<family>") would be a page title inside the doc's section
+        return re.sub(rf"\A# bench_{family}\s*\n", "", md.read_text().strip()).strip()
     if txt.exists():
         return text_table_to_md(txt.read_text())
     return None
