@@ -8,7 +8,7 @@
 // grad_k and grad_v (variants that keep the math write the same bits). Without arguments it first
 // checks a small case against a float64 backward on the host (the largest error of each gradient),
 // then times the bench's d128 rows; `check` alone runs that check at d128 and d64 and stops.
-// Arguments: B S H HKV D CAUSAL, e.g.
+// Arguments: B S H HKV D CAUSAL [SOFTCAP] (a softcap runs the general score path), e.g.
 //   PROBE_ARGS="8 2048 16 16 128 0;4 4096 32 8 128 1" bash tools/probe/probe.sh attention_bwd \
 //     cuda/fa2/flash_bwd.cuh base 'q64=s/DkvConfig<128, 32>/DkvConfig<128, 64>/'
 #include <cuda_bf16.h>
@@ -45,6 +45,7 @@ __global__ void delta_rows(const bf16* go, const bf16* o, float* delta, int64_t 
 struct Case {
   int B, S, H, HKV, D;
   bool causal;
+  float softcap = 0.f;
   size_t nq() const { return size_t(B) * S * H * D; }
   size_t nk() const { return size_t(B) * S * HKV * D; }
 };
@@ -81,6 +82,7 @@ static auto prepare(const Case& c, Buffers& d, Geometry& g, Pointers& p) {
   g.batch = c.B, g.sq = g.sk = c.S, g.hq = c.H, g.hkv = c.HKV, g.d = g.dv = c.D;
   g.scale = 1.0 / std::sqrt(double(c.D));
   g.window_right = c.causal ? 0 : -1;
+  g.softcap = c.softcap;
   g.lse_batch = int64_t(c.H) * c.S, g.lse_head = c.S;
   g.tile_bm = 64, g.tile_bn = 64;
   const int64_t qb = int64_t(c.S) * c.H * c.D, qr = int64_t(c.H) * c.D, kb = int64_t(c.S) * c.HKV * c.D,
@@ -197,16 +199,17 @@ static void run_case(const Case& c, const probe::Setup& su) {
   }
   const double us = probe::median_us(launch, su.flush, su.flush_bytes, 20);
   const double flops = 10.0 * c.B * c.H * double(c.S) * c.S * c.D / (c.causal ? 2 : 1);
-  std::printf("b%d s%d h%d/%d d%d %-6s backward: %9.1f us %6.0f TFLOP/s  checksum %016llx\n", c.B, c.S, c.H, c.HKV,
-              c.D, c.causal ? "causal" : "", us, flops / us / 1e6, (unsigned long long)sum);
+  std::printf("b%d s%d h%d/%d d%d %-6s%s backward: %9.1f us %6.0f TFLOP/s  checksum %016llx\n", c.B, c.S, c.H,
+              c.HKV, c.D, c.causal ? "causal" : "", c.softcap > 0 ? " softcap" : "", us, flops / us / 1e6,
+              (unsigned long long)sum);
   release(d);
 }
 
 int main(int argc, char** argv) {
   const probe::Setup su = probe::setup();
-  if (argc == 7) {
+  if (argc == 7 || argc == 8) {
     run_case({std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]),
-              std::atoi(argv[6]) != 0},
+              std::atoi(argv[6]) != 0, argc == 8 ? float(std::atof(argv[7])) : 0.f},
              su);
     return 0;
   }
