@@ -25,8 +25,8 @@ template <class T> constexpr bool is_fp8_v = std::is_same_v<T, e4m3> || std::is_
 template <class T> constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T> || is_fp8_v<T>;
 template <class T> constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
-// The unsigned integer of T's width: a kernel that only moves bits (where's select) is compiled once
-// per width, not once per dtype.
+// The unsigned integer of T's width: a kernel that only moves or tests bits (where's select, the bit
+// copies among casts, any / all's zero test) is compiled once per width, not once per dtype.
 template <size_t Bytes> struct UIntOfWidth;
 template <> struct UIntOfWidth<1> { using type = uint8_t; };
 template <> struct UIntOfWidth<2> { using type = uint16_t; };

@@ -22,7 +22,6 @@ template <class T> void binary_launch(const elementwise::EwLaunch& L, void* stre
 template <class T> void compare_launch(const elementwise::EwLaunch& L, void* stream);         // is_real_v
 template <class T> void ternary_launch(const elementwise::EwLaunch& L, void* stream);         // is_real_v
 template <class Tin> void cast_launch(const elementwise::EwLaunch& L, void* stream);          // all 13
-template <class B> void copy_bits_launch(const elementwise::EwLaunch& L, void* stream);       // uint8..uint64
 template <class T> void fill_launch(const elementwise::EwLaunch& L, void* stream);            // all 13
 template <class T> void gated_launch(const elementwise::EwLaunch& L, void* stream);           // is_fp_v
 template <class T> void unary_backward_launch(const elementwise::EwLaunch& L, void* stream);  // is_fp_v

@@ -56,25 +56,15 @@ template <class In> void launch_arg_group(const RedLaunch& L, void* stream) {
 
 // any / all / count_nonzero see only whether an element is zero, so integers and bool of one width
 // share a kernel (bool and uint8 run int8's, uint32 int32's): the same bytes, the same answers.
-template <class T> struct BoolGroupInput {
-  using type = T;
-};
-template <> struct BoolGroupInput<bool> {
-  using type = int8_t;
-};
-template <> struct BoolGroupInput<uint8_t> {
-  using type = int8_t;
-};
-template <> struct BoolGroupInput<uint32_t> {
-  using type = int32_t;
-};
+template <class T>
+using bool_group_input_t = std::conditional_t<std::is_integral_v<T>, std::make_signed_t<kernels::bits_t<T>>, T>;
 
 // any / all (bool out) and count_nonzero (int64 out) over the inputs `In` admits.
 template <class In> void launch_bool_group(const RedLaunch& L, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   kernels::dispatch_dtype(L.in_dtype, [&](auto tag) {
     using Src = typename decltype(tag)::type;
-    using T = typename BoolGroupInput<Src>::type;  // the kernel's element type
+    using T = bool_group_input_t<Src>;  // the kernel's element type
     if constexpr (In::template admits<Src>) {
       if (L.kind == RedKind::Any && L.out_dtype == DType::Bool)
         return kern::launch_reduction(kern::BoolR<T, bool, 0>{}, L, st);
