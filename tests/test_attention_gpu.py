@@ -400,7 +400,7 @@ def _wgmma_available(d, tile):
 
 @pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
 @pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("rule", [dict(), dict(causal=True)] + RULES,
                          ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "plain")
 @pytest.mark.parametrize("sq,sk,hq,hkv", [(200, 333, 4, 2), (1, 129, 8, 1), (127, 64, 4, 4), (1000, 1000, 2, 1)])
@@ -431,7 +431,7 @@ def test_flash_forward_wgmma(tile, dt, d, rule, sq, sk, hq, hkv):
 
 
 @pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 def test_flash_forward_wgmma_varlen(tile, d):
     """Packed sequences (an empty one, keys past seqused_k) on the sm_90a tiles: the warp-specialized
     tile copies them by cp.async (TMA would bring a neighbour's rows where the sequence ends), dense
@@ -489,7 +489,7 @@ def test_flash_forward_wgmma_broadcast_kv(tile):
 
 
 @pytest.mark.parametrize("tile", ["w64n64", "w128n64", "w128n128"])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 def test_flash_forward_wgmma_one_tile_parts(tile, d):
     """The sm_90a forward's two products apart, on one 64-key tile, so that a failure says which:
     q = 0 gives uniform P, so out is the mean of v's rows (O = P V alone); v = the identity's rows

@@ -111,6 +111,11 @@ def test_kernel_choice_and_sku():
     long64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 1024, 2, 64), causal=True))
     assert long64.sku.name == f"attention.flash.{'w128n128' if hopper else 'm128n64'}.d64"
     assert select_ours(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
+    # d 256: the warp-specialized sm_90a tile (named by its shape, w128n64) on sm_90, else mma.sync's m64n32;
+    # a general score keeps the mma.sync tile first
+    d256 = dict(q=(2, 100, 8, 256), k=(2, 120, 2, 256))
+    assert select_ours(D(**d256)).sku.name == f"attention.flash.{'w128n64' if hopper else 'm64n32'}.d256"
+    assert select_ours(D(softcap=30.0, **d256)).sku.name == "attention.flash.m64n32.d256"
     assert select_ours(D(kernel="rowwise")).sku.name == "attention.rowwise.forward"
     assert select_ours(D(dtype=f32)).sku.name == "attention.rowwise.forward"
     assert select_ours(D(q=(1, 4, 2, 48), k=(1, 4, 2, 48))).sku.name == "attention.rowwise.forward"

@@ -59,16 +59,18 @@ __device__ __forceinline__ void scaled_probs(SC&& sc, const Geometry& g, const S
         float& x = sc(nt * 4 + e);
         x = kernels::ex2_ftz(fmaf(x, score.scale_log2, -lse2[e >> 1])) * score.scale;
       }
-  } else {
+  } else {  // a tile that needs a mask, or a general score: 32-bit tile-relative positions (TileMask)
+    const TileMask mask(g, s, row0, j0, 8 * NT);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t pos = row0 + gq + (e >> 1) * 8 + s.off, j = j0 + nt * 8 + 2 * tq + (e & 1);
+        const int r = gq + (e >> 1) * 8, c = nt * 8 + 2 * tq + (e & 1);
         float& x = sc(nt * 4 + e);
-        float dscore;
-        const float y = score(x, pos, j, dscore);
-        x = (full || visible(g, s, pos, j)) ? kernels::ex2_ftz(y - lse2[e >> 1]) * dscore : 0.f;
+        float dscore = score.scale;
+        const float y = plain ? fmaf(x, score.scale_log2, -lse2[e >> 1])
+                              : score.at(x, mask.rel + c - r, dscore) - lse2[e >> 1];
+        x = (full || !mask.hidden(r, c)) ? kernels::ex2_ftz(y) * dscore : 0.f;
       }
   }
 }
@@ -80,16 +82,7 @@ __device__ __forceinline__ void grad_scores(SC&& sc, DP&& dp, const float (&delt
 
 // grad_k / grad_v's side, transposed: S^T = K Q^T of keys krow0.. and queries i0 + (8 NQ columns), and
 // dP^T = V dO^T. Query column c's stats come from lse2_of(c, in) / delta_of(c, in) (`in`: the query is
-// in the sequence). prob_transposed: one element's probability, and d score / d (q . k).
-__device__ __forceinline__ float prob_transposed(float dot, bool fast, bool full, bool in, float l2, int64_t i,
-                                                 int64_t j, const Geometry& g, const Seq& s, const Score& score,
-                                                 float& dscore) {
-  dscore = score.scale;
-  if (fast) return kernels::ex2_ftz(fmaf(dot, score.scale_log2, -l2));
-  const int64_t pos = i + s.off;
-  const float x = score(dot, pos, j, dscore);
-  return (full || (in && visible(g, s, pos, j))) ? kernels::ex2_ftz(x - l2) : 0.f;
-}
+// in the sequence).
 // Each query column c = 8 nt + 2 tq + ce of this thread, with e0 = 4 nt + ce: its elements e0 + 2 hf
 // sit at key rows gq + 8 hf. The column's stats are read once for both.
 template <int NQ, class F> __device__ __forceinline__ void each_column(F&& f) {
@@ -104,18 +97,29 @@ template <int NQ, class F> __device__ __forceinline__ void each_column(F&& f) {
 template <int NQ, class ST, class LSE, class F>
 __device__ __forceinline__ void each_prob_transposed(ST&& st, LSE&& lse2_of, const Geometry& g, const Seq& s,
                                                      const Score& score, bool full, int64_t i0, int64_t krow0, F&& f) {
-  const bool fast = full && score.plain();
   const int gq = (threadIdx.x & 31) >> 2;
+  const bool plain = score.plain();
+  if (full && plain) {  // p = exp2(s * scale_log2 - lse2): one FFMA and the exp
+    each_column<NQ>([&](int c, int e0) {
+      const float l2 = lse2_of(c, i0 + c < s.sq);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+        f(e0 + 2 * hf, kernels::ex2_ftz(fmaf(st(e0 + 2 * hf), score.scale_log2, -l2)), score.scale);
+    });
+    return;
+  }
+  // A tile that needs a mask, or a general score: 32-bit tile-relative positions (TileMask from the
+  // keys' side: this warp's 16 key rows against the query columns).
+  const TileMask mask(g, s, i0, krow0, 16);
   each_column<NQ>([&](int c, int e0) {
-    const int64_t i = i0 + c;
-    const bool in = i < s.sq;
+    const bool in = i0 + c < s.sq;
     const float l2 = lse2_of(c, in);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const int e = e0 + 2 * hf;
-      float dscore;
-      const float pr = prob_transposed(st(e), fast, full, in, l2, i, krow0 + gq + 8 * hf, g, s, score, dscore);
-      f(e, pr, dscore);
+      const int e = e0 + 2 * hf, r = gq + 8 * hf;
+      float dscore = score.scale;
+      const float y = plain ? fmaf(st(e), score.scale_log2, -l2) : score.at(st(e), mask.rel + r - c, dscore) - l2;
+      f(e, (full || (in && !mask.hidden_transposed(r, c))) ? kernels::ex2_ftz(y) : 0.f, dscore);
     }
   });
 }

@@ -97,11 +97,11 @@ struct Score {
   __device__ __forceinline__ bool plain() const { return !softcap && !alibi && scale > 0.f; }
   // The same from j - pos (TileMask's relative position).
   __device__ __forceinline__ float at(float dot, int dj) const {
-    float x = softcap ? cap_log2 * tanhf(dot * cap_scale) : dot * scale_log2;
-    if (alibi) x -= slope_log2 * float(abs(dj));
-    return x;
+    float unused;
+    return at(dot, dj, unused);
   }
-  __device__ __forceinline__ float operator()(float dot, int64_t pos, int64_t j, float& dscore) const {
+  // The same with d score / d (q . k), for the backward.
+  __device__ __forceinline__ float at(float dot, int dj, float& dscore) const {
     float x;
     if (softcap) {
       const float t = tanhf(dot * cap_scale);
@@ -111,7 +111,7 @@ struct Score {
       x = dot * scale_log2;
       dscore = scale;
     }
-    if (alibi) x -= slope_log2 * float(pos > j ? pos - j : j - pos);
+    if (alibi) x -= slope_log2 * float(abs(dj));
     return x;
   }
 };
@@ -142,16 +142,12 @@ __device__ __forceinline__ bool tile_inside(const Geometry& g, const Seq& s, int
          (g.window_right < 0 || j_last <= i0 + s.off + g.window_right);
 }
 
-__device__ __forceinline__ bool visible(const Geometry& g, const Seq& s, int64_t pos, int64_t j) {
-  return j < s.sk && (g.window_left < 0 || j >= pos - g.window_left) && (g.window_right < 0 || j <= pos + g.window_right);
-}
-
 // The forward's per-row work on one warp's 16 query rows (row0.. row0 + 15 of the sequence), shared by
 // the mma.sync and the warpgroup-MMA kernels: both hold a 16 x (8 NT) score tile and a 16 x (8 DT)
 // output tile as C fragments, element 4 nt + e of a thread at row row0 + gq + 8 (e >> 1), column
 // 8 nt + 2 tq + (e & 1). `sc(i)` / `o(i)` return those elements (float&).
 
-// visible() in 32 bits, relative to a tile: key j0 + c against the query at diagonal position
+// Visibility in 32 bits, relative to a tile: key j0 + c against the query at diagonal position
 // row0 + off + r is j - pos = rel + c - r. Sequences are far shorter than 2^30 keys, so rel and the
 // windows clamp there; no window is a bound past any |j - pos| (2^30 + a tile).
 struct TileMask {
@@ -168,6 +164,12 @@ struct TileMask {
   __device__ __forceinline__ bool hidden(int r, int c) const {
     const int dj = rel + c - r;
     return c >= keys || dj < -left || dj > right;
+  }
+  // The same seen from the keys (the backward's transposed tiles): key row r (< width) against query
+  // column c, for a mask built with row0 = the first query and j0 = the first key row.
+  __device__ __forceinline__ bool hidden_transposed(int r, int c) const {
+    const int dj = rel + r - c;
+    return r >= keys || dj < -left || dj > right;
   }
 };
 

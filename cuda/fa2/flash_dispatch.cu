@@ -31,7 +31,8 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, c
   // attention, sessions 48 and 49).
   if (flash_sm90_supported(dtype, d, dv)) {
     const FlashTile w64n64{64, 64, true}, w128n64{128, 64, true}, w128n128{128, 128, true};
-    if (rule.warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});
+    if (d == 256) out.push_back(w128n64);  // at d256 the warp-specialized tile (flash_fwd_sm90.cuh)
+    else if (rule.warp_specialized_first) out.insert(out.end(), {w128n128, w64n64, w128n64});
     else out.insert(out.end(), {w64n64, w128n64, w128n128});
   }
   out.insert(m64n64_first ? out.begin() : out.end(), mma.begin(), mma.end());

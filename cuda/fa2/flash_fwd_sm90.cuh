@@ -464,9 +464,15 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
 // The tiles (flash_sm90_forward_tiles): 64 or 128 query rows (one or two warpgroups) x 64 keys, or
 // the warp-specialized 128 x 128 (two consumer warpgroups, three stages: 224 KB of tiles at d128).
 template <class T, int D> void launch_tile(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  if (g.tile_bn == 128) return launch_sm90<T, Sm90WsConfig<T, D, 128, 3>>(g, p, stream);
-  if (g.tile_bm == 128) return launch_sm90<T, Sm90Config<T, D, 64, 2>>(g, p, stream);
-  return launch_sm90<T, Sm90Config<T, D, 64, 1>>(g, p, stream);
+  if constexpr (D == 256) {
+    // d256: the warp-specialized tile alone, on 64-key tiles in two stages (192 KB), named w128n64;
+    // one warpgroup (w64n64) would hold O in 128 registers a thread and spill 248 bytes at 255.
+    return launch_sm90<T, Sm90WsConfig<T, D, 64, 2>>(g, p, stream);
+  } else {
+    if (g.tile_bn == 128) return launch_sm90<T, Sm90WsConfig<T, D, 128, 3>>(g, p, stream);
+    if (g.tile_bm == 128) return launch_sm90<T, Sm90Config<T, D, 64, 2>>(g, p, stream);
+    return launch_sm90<T, Sm90Config<T, D, 64, 1>>(g, p, stream);
+  }
 }
 
 }  // namespace
@@ -477,6 +483,8 @@ template <class T> void forward_sm90(const Geometry& g, const Pointers& p, cudaS
     if (g.d == 64) return launch_tile<T, 64>(g, p, stream);
   if constexpr (head_dim_built(128))
     if (g.d == 128) return launch_tile<T, 128>(g, p, stream);
+  if constexpr (head_dim_built(256))
+    if (g.d == 256) return launch_tile<T, 256>(g, p, stream);
   throw Unsupported("attention: no sm90 flash forward for head dim " + std::to_string(g.d));
 }
 

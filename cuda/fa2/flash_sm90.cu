@@ -20,7 +20,7 @@ extern template void backward_sm90<kernels::f16>(const Geometry&, const Pointers
 
 bool flash_sm90_supported(DType dtype, int64_t d, int64_t dv) {
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return false;
-  if (!((d == 64 && flash::head_dim_built(64)) || (d == 128 && flash::head_dim_built(128)))) return false;
+  if (!((d == 64 || d == 128 || d == 256) && flash::head_dim_built(int(d)))) return false;
   return current_device_cc() == 90;  // sm_90a code runs on sm_90 only
 }
 
