@@ -303,6 +303,7 @@ def main():
     cases = [(c, False, None) for c in grid()] + [(c, True, None) for c in grid(dims=(64, 128))]
     if args.tiles:
         tiles = {d: ["m128n64", "m64n64", "m128n32", "w64n64", "w128n64", "w128n128"] for d in (64, 128)}  # w: sm_90a
+        tiles[64][2] = "m128n128"  # the mma.sync tiles differ by head dim (flash_fwd_tiles.cuh)
         tiles[256] = ["m64n32", "w128n64"]  # w128n64: the warp-specialized tile at d256
         cases += [(c, False, t) for c in grid() for t in tiles[c[4]]]
         cases += [(c, True, t) for c in grid(dims=(64, 128)) for t in ("m64n64", "w64n64")]  # w: sm_90a

@@ -93,8 +93,9 @@ def test_kernel_choice_and_sku():
     """Among our kernels (cuDNN forbidden: on a GPU machine it would take the plain cases)."""
     hopper = hopper_tiles()
     # short masked spans and varlen: w64n64 before w128n128 on sm_90; the mma.sync forward: m128n64 first
-    # for a plain score, m64n64 for a softcap / ALiBi / negative scale and for d 64 under a short mask, on
-    # sm_90 too (sessions 48, 49); the backward: w64n64 on sm_90, else mma.sync's one tile
+    # (m128n128 at d 64, session 50) for a plain score, m64n64 for a softcap / ALiBi / negative scale and
+    # for d 64 under a short mask, on sm_90 too (sessions 48, 49); the backward: w64n64 on sm_90, else
+    # mma.sync's one tile
     plain_first = "w64n64" if hopper else "m128n64"
     bwd_first = "w64n64" if hopper else "m64n64"
     p = select_ours(D(causal=True))
@@ -103,13 +104,15 @@ def test_kernel_choice_and_sku():
         for causal in (True, False):
             assert select_ours(D(causal=causal, **general)).sku.name == "attention.flash.m64n64.d128", general
     assert p.sku.layout == "bshd" and p.sku.precision.deterministic and p.workspace_bytes() == 0
-    # d 64 under a causal span of 512 keys or fewer: m64n64 first (sessions 47, 49); a longer one keeps m128n64
+    # d 64 under a causal span of 512 keys or fewer: m64n64 first (sessions 47, 49); a longer one keeps m128n128
     short64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 120, 2, 64), causal=True))
     assert short64.sku.name == "attention.flash.m64n64.d64"
     window64 = select_ours(D(q=(2, 600, 8, 64), k=(2, 600, 2, 64), causal=True, window_left=128))
     assert window64.sku.name == "attention.flash.m64n64.d64"
     long64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 1024, 2, 64), causal=True))
-    assert long64.sku.name == f"attention.flash.{'w128n128' if hopper else 'm128n64'}.d64"
+    assert long64.sku.name == f"attention.flash.{'w128n128' if hopper else 'm128n128'}.d64"
+    m128n64_d64 = select_ours(D(q=(2, 100, 8, 64), k=(2, 120, 2, 64), tile="m128n64"))
+    assert m128n64_d64.sku.name == "attention.flash.m128n64.d64"
     assert select_ours(D(tile="m128n32")).sku.name == "attention.flash.m128n32.d128"
     # d 256: the warp-specialized sm_90a tile (named by its shape, w128n64) on sm_90, else mma.sync's m64n32;
     # a general score keeps the mma.sync tile first
@@ -131,7 +134,7 @@ def test_kernel_choice_and_sku():
     v = select_ours(bc.AttentionDescriptor(
         "attention", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16), S((300, 8, 64), f16),
         varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300))
-    assert v.sku.layout == "varlen" and v.sku.name == f"attention.flash.{plain_first}.d64"
+    assert v.sku.layout == "varlen" and v.sku.name == f"attention.flash.{'w64n64' if hopper else 'm128n128'}.d64"
     assert select_ours(bc.AttentionDescriptor(
         "attention_backward", S((300, 8, 64), f16), S((500, 2, 64), f16), S((500, 2, 64), f16),
         S((300, 8, 64), f16), varlen=True, batch=3, max_seqlen_q=200, max_seqlen_k=300)).workspace_bytes() == 8 * 300 * 4

@@ -68,9 +68,9 @@ struct Pointers {
 // d == dv; every operand's rows 16-byte aligned. The tile shapes (query rows x key rows per block)
 // compiled for a head dim, the default first (empty: not covered). warp_specialized_first: the sm_90a
 // w128n128 first (the caller's rule: its TMA loads apply and no short mask), else w64n64.
-// The mma.sync tiles' first is m128n64 at d 64 / 128, but m64n64 for a general score (its m128n64
-// kernel spills) and, at d 64, for short masked spans (docs/benchmark-notes.md, attention, session
-// 47). Both put the mma.sync tiles before the sm_90a ones too (sessions 48, 49).
+// The mma.sync tiles' first is m128n128 at d 64 and m128n64 at d 128, but m64n64 for a general score
+// (those kernels spill) and, at d 64, for short masked spans (docs/benchmark-notes.md, attention,
+// sessions 47 and 50). Both put the mma.sync tiles before the sm_90a ones too (sessions 48, 49).
 struct FlashTile {
   int bm = 0, bn = 0;
   bool wgmma = false;  // the Hopper kernel (warpgroup MMA, sm_90a), named "w<bm>n<bn>"; else mma.sync, "m<bm>n<bn>"

@@ -6,13 +6,13 @@
 namespace baracuda::attention::flash {
 
 // {head dim, query rows, key rows} per block; the first row of a head dim is its default. bm 64 is
-// 16 query rows per warp; bm 128 is 32 (every K / V fragment feeds two mma). m128n64 holds its
-// accumulators in registers with the plain-score kernel (flash_fwd.cuh's kPlain); D 256 takes
-// 32-key tiles to fit shared memory.
+// 16 query rows per warp; bm 128 is 32 (every K / V fragment feeds two mma). m128n64 at D 128 and
+// m128n128 at D 64 hold their accumulators in registers with the plain-score kernel (flash_fwd.cuh's
+// kPlain); D 256 takes 32-key tiles to fit shared memory.
 struct TileRow {
   int d, bm, bn;
 };
-constexpr TileRow kForwardTiles[] = {{64, 128, 64},  {64, 64, 64},  {64, 128, 32},  {96, 64, 64},
+constexpr TileRow kForwardTiles[] = {{64, 128, 128}, {64, 128, 64},  {64, 64, 64},   {96, 64, 64},
                                      {128, 128, 64}, {128, 64, 64}, {128, 128, 32}, {256, 64, 32}};
 constexpr int kNumForwardTiles = int(sizeof(kForwardTiles) / sizeof(kForwardTiles[0]));
 
