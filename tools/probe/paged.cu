@@ -1,10 +1,10 @@
 // The paged-attention harness of tools/probe/probe.sh: the tensor-core decode kernel of
 // cuda/paged_attention/paged_mma.cuh (a variant of that header, included) on the bench's decode rows
-// (one query token, 32 / 8 or 16 / 4 heads, page size 16, pages shuffled) over bf16 and fp8 e4m3
-// caches, with the split counts `select` gives them on an H200. Per case: microseconds (median of
-// 30, L2 flushed), GB/s of the K / V bytes, % of a device copy, the largest error of 64 sampled rows
-// against a float64 reference on the host (the splits merged on the host), and a checksum of the
-// written bytes.
+// (one query token, 32 / 8 or 16 / 4 heads, page size 16, pages shuffled: the layout knobs above
+// env_on change that) over bf16 and fp8 e4m3 caches, with the split counts `select` gives them on an
+// H200. Per case: microseconds (median of 30, L2 flushed), GB/s of the K / V bytes, % of a device
+// copy, the largest error of 64 sampled rows against a float64 reference on the host (the splits
+// merged on the host), and a checksum of the written bytes.
 //   bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base 'name=sed expression' ...
 #include <cuda_fp8.h>
 
@@ -50,15 +50,21 @@ template <class S> static double stored(size_t i, uint32_t seed) {
   else return double(float(v));
 }
 
+// The layout knobs (environment): PAGED_PAGE_SIZE (default 16; a power of two up to the context), PAGED_IN_ORDER=1
+// (each request's pages consecutive in the pool instead of shuffled), PAGED_HEADS_FIRST=1. With all three
+// (page size = context) a request's keys for one kv head are one contiguous span, as in an unpaged cache.
+static bool env_on(const char* name) { return std::getenv(name) && std::getenv(name)[0] == '1'; }
+static int page_size() { return std::getenv("PAGED_PAGE_SIZE") ? std::atoi(std::getenv("PAGED_PAGE_SIZE")) : 16; }
+
 template <class KV, int D, int TILE>
 static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
   using T = __nv_bfloat16;
-  const int ps = 16, max_pages = c.ctx / ps, group = c.hq / c.hkv;
+  const int ps = page_size(), max_pages = c.ctx / ps, group = c.hq / c.hkv;
   const int64_t pages = int64_t(c.batch) * max_pages;
   const size_t q_elems = size_t(c.batch) * c.hq * D, cache_elems = size_t(pages) * ps * c.hkv * D;
   std::vector<int32_t> table(pages), lens(c.batch, c.ctx);
   std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
+  if (!env_on("PAGED_IN_ORDER")) std::shuffle(table.begin(), table.end(), rng);
 
   void *dq, *dk, *dv, *dout, *dtable, *dlens, *dws = nullptr;
   PROBE_CHECK(cudaMalloc(&dq, q_elems * 2));
@@ -98,7 +104,7 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
   g.q_head = g.out_head = D;
   // the caches' layout: [pages, page_size, Hkv, D], or heads first ([pages, Hkv, page_size, D]) when the
   // environment has PAGED_HEADS_FIRST=1
-  const bool heads_first = std::getenv("PAGED_HEADS_FIRST") && std::getenv("PAGED_HEADS_FIRST")[0] == '1';
+  const bool heads_first = env_on("PAGED_HEADS_FIRST");
   g.k_page = g.v_page = int64_t(ps) * c.hkv * D;
   g.k_slot = g.v_slot = heads_first ? D : int64_t(c.hkv) * D;
   g.k_head = g.v_head = heads_first ? int64_t(ps) * D : D;
@@ -193,7 +199,8 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
 int main() {
   const probe::Setup s = probe::setup();
   std::mt19937 rng(11);
-  if (std::getenv("PAGED_HEADS_FIRST")) std::printf("caches heads first: [pages, Hkv, page_size, D]\n");
+  std::printf("page size %d, pages %s, caches %s\n", page_size(), env_on("PAGED_IN_ORDER") ? "in order" : "shuffled",
+              env_on("PAGED_HEADS_FIRST") ? "heads first: [pages, Hkv, page_size, D]" : "[pages, page_size, Hkv, D]");
   // the bench's rows, with the splits select gives them on an H200 (docs/benchmarks.md, paged decode)
   run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", 32, 8192, 32, 8, 1}, s, rng);
   run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", 64, 8192, 32, 8, 4}, s, rng);
