@@ -194,6 +194,7 @@ AttentionPlan AttentionPlan::select(const AttentionDescriptor& desc, const PlanP
   rule.short_masked_span = masked && key_span <= 512;
   rule.warp_specialized_first = !g.varlen && !g.has_seqused_k && g.sq > 64 && !rule.short_masked_span;
   rule.plain_score = g.plain_score();
+  rule.smem_per_sm = current_device_smem_per_sm();
   const std::vector<attention::FlashTile> tiles =
       !flash_compiled() ? std::vector<attention::FlashTile>{}
       : I.backward      ? attention::flash_backward_tiles(dt, g.d, g.dv)

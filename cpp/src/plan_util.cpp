@@ -274,6 +274,7 @@ int current_device_cc() {
   return 10 * current_device_major() + device_attribute(cudaDevAttrComputeCapabilityMinor);
 }
 int current_device_sms() { return device_attribute(cudaDevAttrMultiProcessorCount); }
+int current_device_smem_per_sm() { return device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor); }
 int current_device() {
   int devices = 0, dev = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 || cudaGetDevice(&dev) != cudaSuccess) {

@@ -132,6 +132,8 @@ void check_workspace(const std::string& op, const void* workspace, int64_t works
 // device or driver; the failed query's error is cleared): what select() sizes grids by.
 int current_device_major();
 int current_device_sms();
+// The current device's shared memory per multiprocessor in bytes (0 when there is none).
+int current_device_smem_per_sm();
 // The current device's ordinal, -1 when there is no device or driver (the error cleared): whether
 // select() can prepare per-device state now, or leaves it to the first run.
 int current_device();

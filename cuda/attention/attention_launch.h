@@ -80,6 +80,7 @@ struct ForwardTileRule {
   bool warp_specialized_first = false;  // w128n128 first: its TMA loads apply and no short mask
   bool plain_score = true;              // Geometry::plain_score()
   bool short_masked_span = false;       // causal or a window leaves each query 512 keys or fewer
+  int64_t smem_per_sm = 0;              // the device's shared memory per SM in bytes (0: unknown)
 };
 std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, const ForwardTileRule& rule);
 void flash_forward(const Geometry& g, const Pointers& p, void* stream);

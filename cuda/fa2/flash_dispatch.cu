@@ -17,6 +17,13 @@ std::vector<FlashTile> flash_forward_tiles(DType dtype, int64_t d, int64_t dv, c
   if ((dtype != DType::BFloat16 && dtype != DType::Float16) || d != dv) return out;
   for (const flash::TileRow& r : flash::kForwardTiles)
     if (r.d == d && flash::head_dim_built(r.d)) mma.push_back({r.bm, r.bn});
+  // Tiles that keep two blocks on an SM first: m128n128 at d 64 holds 55 KB of shared memory, so an
+  // sm_86 / sm_89 (100 KB per SM) would run one block of four warps; there m128n64 (37 KB), the d 64
+  // default before session 50, leads again. A block also reserves 1 KB.
+  if (rule.smem_per_sm > 0)
+    std::stable_partition(mma.begin(), mma.end(), [&](const FlashTile& t) {
+      return 2 * (flash::forward_smem_bytes(int(d), t.bm, t.bn) + 1024) <= rule.smem_per_sm;
+    });
   // The table's first is for a plain score over long spans; m64n64 first for a general score or for d 64
   // under a short mask (attention_launch.h says why).
   const bool m64n64_first = !rule.plain_score || (rule.short_masked_span && d <= 64);

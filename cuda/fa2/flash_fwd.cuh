@@ -16,11 +16,14 @@
 namespace baracuda::attention::flash {
 
 
+// Q, K and V tiles of 16-bit elements, rows padded to d + 8.
+constexpr int forward_smem_bytes(int d, int bm, int bn) { return (bm + 2 * bn) * (d + 8) * 2; }
 template <class T, int D_, int BN_, int MT_> struct FwdConfig {
+  static_assert(sizeof(T) == 2, "16-bit operands");
   static constexpr int D = D_, BN = BN_, MT = MT_;
   static constexpr int BM = 16 * MT * kWarps;
   static constexpr int LD = D + 8;
-  static constexpr int smem_bytes = (BM + 2 * BN) * LD * int(sizeof(T));
+  static constexpr int smem_bytes = forward_smem_bytes(D, BM, BN);
 };
 
 // kPlain: a plain score (no softcap / ALiBi, scale > 0; Score::plain), compiled apart so the rule's
