@@ -3,7 +3,7 @@
 #   bash tools/probe/pending/session50.sh prepare    # here, on a clean checkout: main's backward header to
 #                                                    # tools/probe/.v/, the one-pass patch applied
 #   OUT=$OUT bash tools/probe/pending/session50.sh run   # on the device (the `run` tool; carry .whl)
-#   git checkout cuda tools && rm -rf tools/probe/.v    # here, afterwards (land what won instead)
+#   git checkout cuda cpp tests tools && rm -rf tools/probe/.v   # here, afterwards (or land what won)
 # A. Paged decode against torch's unpaged decode, where the 13 points of copy go: our kernel (main's
 #    paged_mma.cuh) in five cache layouts, from the bench's (page size 16, shuffled, kv heads
 #    interleaved) to contiguous 2048-key spans per kv head; torch's SDPA on the same work
@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 pending=tools/probe/pending
 case ${1:-} in
   prepare)
-    git diff --quiet -- cuda tools || { echo "cuda/ or tools/ has changes: start from a clean checkout"; exit 2; }
+    git diff --quiet -- cuda cpp tests tools || { echo "cuda/ cpp/ tests/ tools/ have changes: start clean"; exit 2; }
     mkdir -p tools/probe/.v
     git show HEAD:cuda/fa2/flash_bwd_sm90.cuh > tools/probe/.v/bwd_sm90_main.cuh
     git apply $pending/attention_bwd_sm90_one_pass.patch
