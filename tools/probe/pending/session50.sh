@@ -10,7 +10,8 @@
 #    (torch_decode.py); ncu on the b32 ctx8192 row of both ($OUT/ncu_*.txt). If the contiguous layout
 #    reaches torch's rate, the paging is the gap; if it stays near 90-95% of copy, the kernel is. Beside
 #    them, bf16 caches on 128-key tiles with four warps (base) and eight (w8: 16 keys a warp, half the
-#    barriers per byte; one block per SM either way).
+#    barriers per byte; one block per SM either way), and `bulk` (paged_bulk_rows.patch): 16-bit tiles
+#    by one bulk copy per key row on the stage's mbarrier instead of 16-byte cp.async chunks (Hopper).
 # B. The one-pass sm_90a backward (attention_bwd_sm90_one_pass.patch): base = main's two kernels, new =
 #    grad_k / grad_v's kernel adding dQ into an f32 accumulator by bulk reductions (BWD_DQ_ACCUM=1 makes
 #    the harness pass one); the float64 check first, torch's FA2 backward on the same rows.
@@ -22,6 +23,8 @@ case ${1:-} in
     git diff --quiet -- cuda cpp tests tools || { echo "cuda/ cpp/ tests/ tools/ have changes: start clean"; exit 2; }
     mkdir -p tools/probe/.v
     git show HEAD:cuda/fa2/flash_bwd_sm90.cuh > tools/probe/.v/bwd_sm90_main.cuh
+    cp cuda/paged_attention/paged_mma.cuh tools/probe/.v/paged_bulk.cuh
+    patch -s tools/probe/.v/paged_bulk.cuh < $pending/paged_bulk_rows.patch
     git apply $pending/attention_bwd_sm90_one_pass.patch
     git status --short ;;
   run)
@@ -36,7 +39,7 @@ case ${1:-} in
     w8='s/static constexpr int kWarps = 4, kThreads/static constexpr int kWarps = (WIDE || FP8) ? 4 : TILE \/ 16, kThreads/;'
     w8+=' s/: S == 2 ? (D <= 64/: kWarps == 8 ? 1 : S == 2 ? (D <= 64/'
     WORK=/tmp/pw_paged PROBE_STAGE=build bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base \
-      "w8=$w8" > "$out/build_paged.log" 2>&1 &
+      "w8=$w8" bulk@tools/probe/.v/paged_bulk.cuh > "$out/build_paged.log" 2>&1 &
     wait
     echo "built in $(( $(date +%s) - t0 )) s"
     grep -h "Used" "$out"/build_*.log | sed 's/(Geometry.*type)//'
@@ -49,7 +52,10 @@ case ${1:-} in
       env $layout WORK=/tmp/pw_paged bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base 2>&1 |
         grep -v "^== "
     done
-    WORK=/tmp/pw_paged bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh "w8=$w8"
+    WORK=/tmp/pw_paged bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh "w8=$w8" \
+      bulk@tools/probe/.v/paged_bulk.cuh
+    PAGED_HEADS_FIRST=1 PAGED_IN_ORDER=1 WORK=/tmp/pw_paged \
+      bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh bulk@tools/probe/.v/paged_bulk.cuh
     python3 $pending/torch_decode.py "32 8192 32 8 128" "64 8192 32 8 128" "16 4096 64 8 128" "64 2048 16 4 64"
     # B
     rows='8 2048 16 16 128 1;4 4096 32 8 128 1;8 2048 32 32 64 1;32 512 16 16 128 1;8 2048 16 16 128 0;2 8192 16 16 128 1'
