@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 50's two device questions, one call (about 350 s; README.md beside this file):
+# Session 50's two device questions, one call (about 400 s; README.md beside this file):
 #   bash tools/probe/pending/session50.sh prepare    # here, on a clean checkout: main's backward header to
 #                                                    # tools/probe/.v/, the one-pass patch applied
 #   OUT=$OUT bash tools/probe/pending/session50.sh run   # on the device (the `run` tool; carry .whl)
