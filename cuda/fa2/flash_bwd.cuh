@@ -119,7 +119,7 @@ __device__ __forceinline__ void each_prob_transposed(ST&& st, LSE&& lse2_of, con
       const int e = e0 + 2 * hf, r = gq + 8 * hf;
       float dscore = score.scale;
       const float y = plain ? fmaf(st(e), score.scale_log2, -l2) : score.at(st(e), mask.rel + r - c, dscore) - l2;
-      f(e, (full || (in && !mask.hidden_transposed(r, c))) ? kernels::ex2_ftz(y) : 0.f, dscore);
+      f(e, (full || (in && !mask.hidden(c, r))) ? kernels::ex2_ftz(y) : 0.f, dscore);
     }
   });
 }

@@ -160,16 +160,11 @@ struct TileMask {
     left = g.window_left >= 0 ? int(min(g.window_left, kFar)) : kNone;
     right = g.window_right >= 0 ? int(min(g.window_right, kFar)) : kNone;
   }
-  // Key column c is hidden from query row r (c < width, r within the tile).
+  // Key column c is hidden from query row r (c < width, r within the tile). The backward's transposed
+  // tiles ask the same of key row r against query column c: hidden(c, r).
   __device__ __forceinline__ bool hidden(int r, int c) const {
     const int dj = rel + c - r;
     return c >= keys || dj < -left || dj > right;
-  }
-  // The same seen from the keys (the backward's transposed tiles): key row r (< width) against query
-  // column c, for a mask built with row0 = the first query and j0 = the first key row.
-  __device__ __forceinline__ bool hidden_transposed(int r, int c) const {
-    const int dj = rel + r - c;
-    return r >= keys || dj < -left || dj > right;
   }
 };
 
