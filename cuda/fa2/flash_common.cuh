@@ -70,6 +70,26 @@ template <int LD, class T> __device__ __forceinline__ void load_b_trans(unsigned
   const int lane = threadIdx.x & 31;
   kernels::ldmatrix_x4_trans(b, tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n0 + (lane >> 4) * 8);
 }
+// The same B operands from a tile whose rows are unpadded and swizzled (W elements a row, a multiple
+// of 64): 16-byte chunk j of row r stored at chunk j ^ (r % 8). Rows stay 128-byte aligned, so a row's
+// async copies request each L2 sector once (padded rows asked for 1.5x the sectors on paged decode:
+// docs/benchmark-notes.md), and ldmatrix's eight rows still hit distinct banks.
+template <int W> __device__ __forceinline__ int swizzled_offset(int r, int c) {
+  return r * W + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
+}
+template <int W, class T> __device__ __forceinline__ T* swizzled_at(T* tile, int r, int c) {
+  return tile + swizzled_offset<W>(r, c);
+}
+template <int W, class T>
+__device__ __forceinline__ void load_b_swizzled(unsigned (&b)[4], const T* tile, int n0, int k0) {
+  const int lane = threadIdx.x & 31;
+  kernels::ldmatrix_x4(b, swizzled_at<W>(tile, n0 + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8));
+}
+template <int W, class T>
+__device__ __forceinline__ void load_b_trans_swizzled(unsigned (&b)[4], const T* tile, int k0, int n0) {
+  const int lane = threadIdx.x & 31;
+  kernels::ldmatrix_x4_trans(b, swizzled_at<W>(tile, k0 + (lane & 7) + ((lane >> 3) & 1) * 8, n0 + (lane >> 4) * 8));
+}
 // The A operand of k-step kc from the C fragments of n-tiles 2 kc and 2 kc + 1, rounded to T.
 template <class T, int N>
 __device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c)[N][4], int kc) {

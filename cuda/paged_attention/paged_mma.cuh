@@ -43,13 +43,17 @@ template <int D, int S, bool FP8 = false, bool WIDE = false, int TILE = kKeysPer
   static constexpr int kRows = WIDE ? kWideRowsPerBlock : kRowsPerBlock;  // query rows per block
   static constexpr int kStates = WIDE ? 1 : kWarps;  // online-softmax states per row to combine
   static constexpr int kWarpKeys = WIDE ? BN : BN / kWarps;  // keys of a tile each warp takes
-  static constexpr int LD = D + 8;  // padded rows: ldmatrix's eight row addresses hit distinct banks
-  static constexpr int q_bytes = kRows * LD * 2;
-  static constexpr int stage_elems = 2 * BN * LD;  // K then V of one tile
+  static constexpr int LD = D + 8;  // padded q rows: ldmatrix's eight row addresses hit distinct banks
+  static constexpr int q_bytes = kRows * LD * 2;  // a multiple of 128: the stages start 128-byte aligned
+  // 16-bit stages: unpadded swizzled rows (flash::swizzled_at) where D allows, padded ones (D 96) otherwise.
+  static constexpr bool kSwizzle = !FP8 && D % 64 == 0;
+  static constexpr int SLD = kSwizzle ? D : LD;  // a stage row's elements
+  static constexpr int stage_elems = 2 * BN * SLD;  // K then V of one tile
   static constexpr int LDR = D + 16;                  // FP8: bytes per raw row
   static constexpr int raw_stage_bytes = 2 * BN * LDR;  // FP8: K then V of one tile, one byte each
   static constexpr int stages_bytes = FP8 ? S * raw_stage_bytes : S * stage_elems * 2;
   static constexpr int combine_bytes = (kStates * kRows * D + 2 * kStates * kRows) * 4;
+  static_assert(!kSwizzle || q_bytes % 128 == 0, "swizzled stages start 128-byte aligned");
   static_assert(combine_bytes <= stages_bytes, "the warps' partial states reuse the stages");
   static_assert(BN % kKeysPerTile == 0 && BN <= kThreads && kWarpKeys % 16 == 0,
                 "whole 64-key tiles (splits are whole tiles), a key's page per thread, 16-key mma steps");
@@ -77,10 +81,10 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
     paged_mma_kernel(const Geometry g, const Pointers p) {
   constexpr bool FP8 = !std::is_same_v<T, KV>;
   using C = Cfg<D, S, FP8, WIDE, TILE>;
-  constexpr int LD = C::LD, DT = D / 8, KT = D / 16, BN = C::BN, kThreads = C::kThreads;
+  constexpr int LD = C::LD, SLD = C::SLD, DT = D / 8, KT = D / 16, BN = C::BN, kThreads = C::kThreads;
   constexpr int RB = C::kRows, NT = C::kWarpKeys / 8;  // block rows; n8 key tiles per warp
   constexpr int R = S + 1;  // the page ring: the tile computing, S - 1 in flight, one looked up ahead
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
   T* Qs = reinterpret_cast<T*>(smem_raw);
   T* stages = Qs + RB * LD;
   __shared__ int32_t ring_page[R][BN], ring_slot[R][BN];
@@ -141,15 +145,12 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
   auto load_tile = [&](int64_t m) {
     KV* Kd;
     KV* Vd;
-    int ld;
     if constexpr (FP8) {
       Kd = reinterpret_cast<KV*>(raw + (m % S) * C::raw_stage_bytes);
       Vd = Kd + BN * C::LDR;
-      ld = C::LDR;
     } else {
       Kd = reinterpret_cast<KV*>(stages + (m % S) * C::stage_elems);
-      Vd = Kd + BN * LD;
-      ld = LD;
+      Vd = Kd + BN * SLD;
     }
     const int32_t* pages = ring_page[m % R];
     const int32_t* slots = ring_slot[m % R];
@@ -160,8 +161,11 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
       const bool in = page >= 0;
       const int32_t pg = in ? page : 0, sl = in ? slots[r] : 0;
       const int64_t ko = int64_t(pg) * k_page + int64_t(sl) * k_slot, vo = int64_t(pg) * v_page + int64_t(sl) * v_slot;
-      kernels::cp_async16_zfill(Kd + r * ld + cc * EC, kh + ko + cc * EC, in);
-      kernels::cp_async16_zfill(Vd + r * ld + cc * EC, vh + vo + cc * EC, in);
+      const int dst = FP8            ? r * C::LDR + cc * EC
+                      : C::kSwizzle ? attention::flash::swizzled_offset<D>(r, cc * EC)
+                                    : r * LD + cc * EC;
+      kernels::cp_async16_zfill(Kd + dst, kh + ko + cc * EC, in);
+      kernels::cp_async16_zfill(Vd + dst, vh + vo + cc * EC, in);
     }
   };
   // FP8 fragments. The reduction over D in S = Q K^T may run in any order both operands share: a
@@ -233,7 +237,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
       }
     }
     const T* Ks = stages + st * C::stage_elems;
-    const T* Vs = Ks + BN * LD;
+    const T* Vs = Ks + BN * SLD;
     const unsigned char* Kr = raw + st * C::raw_stage_bytes;  // FP8
     const unsigned char* Vr = Kr + BN * C::LDR;
 
@@ -256,7 +260,10 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
             bf[2 * h + 1] = kernels::fp8x2_to_pair<T, KV>(kw >> 16);
           }
         } else {
-          attention::flash::load_b<LD>(bf, Ks, kb + np * 16, kk * 16);
+          if constexpr (C::kSwizzle)
+            attention::flash::load_b_swizzled<D>(bf, Ks, kb + np * 16, kk * 16);
+          else
+            attention::flash::load_b<LD>(bf, Ks, kb + np * 16, kk * 16);
         }
         kernels::mma16816<T>(sc[2 * np], qa[qi], bf[0], bf[1]);
         kernels::mma16816<T>(sc[2 * np + 1], qa[qi], bf[2], bf[3]);
@@ -344,7 +351,10 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           unsigned bf[4];
-          attention::flash::load_b_trans<LD>(bf, Vs, k0, dp * 16);
+          if constexpr (C::kSwizzle)
+            attention::flash::load_b_trans_swizzled<D>(bf, Vs, k0, dp * 16);
+          else
+            attention::flash::load_b_trans<LD>(bf, Vs, k0, dp * 16);
           kernels::mma16816<T>(o[2 * dp], a, bf[0], bf[1]);
           kernels::mma16816<T>(o[2 * dp + 1], a, bf[2], bf[3]);
         }
