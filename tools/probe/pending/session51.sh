@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Session 51's device question, one call (about 150 s; README.md beside this file):
+#   bash tools/probe/pending/session51.sh prepare    # here: main's paged_mma.cuh with the patch, to tools/probe/.v/
+#   OUT=$OUT bash tools/probe/pending/session51.sh run   # on the device (the `run` tool; carry .whl)
+#   rm -rf tools/probe/.v                            # here, afterwards (or `git apply` the patch if it won)
+# paged_row_offsets.patch: each key row's K and V byte offsets computed once per tile (by the thread
+# that reads its page) into the page ring, and each copying thread keeping one column chunk, so a
+# row's two 16-byte copies cost about 18 SASS instructions instead of 55-59 (sm_90, d128 bf16: the
+# copy loop of a 64-key tile 144 instructions a thread instead of 474). Main's kernel is slower at
+# ncu's locked SM clock (1.23x) where cuDNN's is not: instructions per key are the suspect. Rows:
+# the harness's (bf16 and fp8 caches), torch's unpaged SDPA beside them, then ncu's instruction and
+# sector counts on b32 ctx8192 for both variants.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+pending=tools/probe/pending
+case ${1:-} in
+  prepare)
+    mkdir -p tools/probe/.v
+    git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_offsets.cuh
+    patch -s tools/probe/.v/paged_offsets.cuh < <(sed -n '/^diff --git a\/cuda\/paged_attention\/paged_mma.cuh/,$p' \
+      $pending/paged_row_offsets.patch)
+    git status --short ;;
+  run)
+    [[ -f tools/probe/.v/paged_offsets.cuh ]] || { echo "run 'prepare' here first"; exit 2; }
+    out=${OUT:-/tmp}
+    t0=$(date +%s)
+    variants=(base offsets@tools/probe/.v/paged_offsets.cuh)
+    WORK=/tmp/pw PROBE_STAGE=build bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh "${variants[@]}" \
+      > "$out/build_paged.log" 2>&1
+    echo "built in $(( $(date +%s) - t0 )) s"
+    grep -h "Used" "$out/build_paged.log" | sed 's/(Geometry.*type)//'
+    export PROBE_STAGE=run
+    WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets base offsets
+    python3 $pending/torch_decode.py "32 8192 32 8 128" "64 8192 32 8 128" "16 4096 64 8 128" "64 2048 16 4 64"
+    m=smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__sectors_read.sum,gpu__time_duration.sum
+    for v in base offsets; do
+      /usr/local/cuda/bin/ncu -k regex:paged_mma_kernel --launch-skip 5 --launch-count 1 --metrics $m \
+        /tmp/pw/paged/$v/probe 2>&1 | grep -E "^  [a-z_]|smsp__|lts__|dram__|gpu__" | sed "s/^/$v /"
+    done
+    /usr/local/cuda/bin/ncu -k regex:'fmha|sdpa|flash' --launch-skip 3 --launch-count 1 --metrics $m \
+      python3 $pending/torch_decode.py "32 8192 32 8 128" 2>&1 | grep -E "smsp__|lts__|dram__|gpu__" | sed "s/^/torch /"
+    echo "total $(( $(date +%s) - t0 )) s" ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
+esac
