@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51's device question, one call (about 150 s; README.md beside this file):
+# Session 51's device questions, one call (about 300 s; README.md beside this file):
 #   bash tools/probe/pending/session51.sh prepare    # here: main's paged_mma.cuh with the patch, to tools/probe/.v/
 #   OUT=$OUT bash tools/probe/pending/session51.sh run   # on the device (the `run` tool; carry .whl)
 #   rm -rf tools/probe/.v                            # here, afterwards (or `git apply` the patch if it won)
@@ -9,7 +9,12 @@
 # copy loop of a 64-key tile 144 instructions a thread instead of 474). Main's kernel is slower at
 # ncu's locked SM clock (1.23x) where cuDNN's is not: instructions per key are the suspect. Rows:
 # the harness's (bf16 and fp8 caches), torch's unpaged SDPA beside them, then ncu's instruction and
-# sector counts on b32 ctx8192 for both variants.
+# sector counts on b32 ctx8192 for each variant.
+# paged_fp8_swizzle.patch (`fp8swz`, the offsets too): fp8 raw rows of 128 bytes or more unpadded and
+# swizzled like the 16-bit stages (main pads them to D + 16 bytes: off 128-byte alignment, as the 16-bit
+# rows were before the swizzle halved their L2 sector requests); the fragment reads follow the swizzle.
+# Session 39's swizzle of these rows also let a third block onto the SM; here the page ring's offsets
+# keep d128 t128 at two. Compare the fp8 rows (and their checksums: the same math, the same bits).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 pending=tools/probe/pending
@@ -17,23 +22,24 @@ case ${1:-} in
   prepare)
     mkdir -p tools/probe/.v
     git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_offsets.cuh
-    patch -s tools/probe/.v/paged_offsets.cuh < <(sed -n '/^diff --git a\/cuda\/paged_attention\/paged_mma.cuh/,$p' \
-      $pending/paged_row_offsets.patch)
+    git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_fp8swz.cuh
+    patch -s tools/probe/.v/paged_offsets.cuh < $pending/paged_row_offsets.patch
+    patch -s tools/probe/.v/paged_fp8swz.cuh < $pending/paged_fp8_swizzle.patch
     git status --short ;;
   run)
     [[ -f tools/probe/.v/paged_offsets.cuh ]] || { echo "run 'prepare' here first"; exit 2; }
     out=${OUT:-/tmp}
     t0=$(date +%s)
-    variants=(base offsets@tools/probe/.v/paged_offsets.cuh)
+    variants=(base offsets@tools/probe/.v/paged_offsets.cuh fp8swz@tools/probe/.v/paged_fp8swz.cuh)
     WORK=/tmp/pw PROBE_STAGE=build bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh "${variants[@]}" \
       > "$out/build_paged.log" 2>&1
     echo "built in $(( $(date +%s) - t0 )) s"
     grep -h "Used" "$out/build_paged.log" | sed 's/(Geometry.*type)//'
     export PROBE_STAGE=run
-    WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets base offsets
+    WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets fp8swz base offsets fp8swz
     python3 $pending/torch_decode.py "32 8192 32 8 128" "64 8192 32 8 128" "16 4096 64 8 128" "64 2048 16 4 64"
     m=smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__sectors_read.sum,gpu__time_duration.sum
-    for v in base offsets; do
+    for v in base offsets fp8swz; do
       /usr/local/cuda/bin/ncu -k regex:paged_mma_kernel --launch-skip 5 --launch-count 1 --metrics $m \
         /tmp/pw/paged/$v/probe 2>&1 | grep -E "^  [a-z_]|smsp__|lts__|dram__|gpu__" | sed "s/^/$v /"
     done
