@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Session 51's device questions, one call (about 300 s; README.md beside this file):
-#   bash tools/probe/pending/session51.sh prepare    # here: main's paged_mma.cuh with the patch, to tools/probe/.v/
+# Session 51's device questions, one call (about 450 s; README.md beside this file):
+#   bash tools/probe/pending/session51.sh prepare    # here, on a clean checkout: .v copies, B applied
 #   OUT=$OUT bash tools/probe/pending/session51.sh run   # on the device (the `run` tool; carry .whl)
-#   rm -rf tools/probe/.v                            # here, afterwards (or `git apply` the patch if it won)
+#   git checkout cuda cpp tests tools && rm -rf tools/probe/.v   # here, afterwards (or land what won)
+# A. Paged decode (paged_row_offsets.patch, paged_fp8_swizzle.patch), below.
+# B. attention_bwd_sm90_one_pass_red.patch: the one-pass sm_90a backward again, dQ^T's fragment added
+#    by each thread's atomic adds from registers (session 50's form staged it in shared memory and had
+#    one thread issue a bulk reduction per row: 0.55-0.72x main). prepare applies it to the tree (plan
+#    side and tests too); base = main's header (.v/bwd_sm90_main.cuh), new = the patched one, the
+#    harness passing the accumulator (BWD_DQ_ACCUM=1); the float64 check first, torch's FA2 beside.
+#    ptxas here: d128 248 registers (main 246), d64 163 at three blocks per SM, no spills.
 # paged_row_offsets.patch: each key row's K and V byte offsets computed once per tile (by the thread
 # that reads its page) into the page ring, and each copying thread keeping one column chunk, so a
 # row's two 16-byte copies cost about 18 SASS instructions instead of 55-59 (sm_90, d128 bf16: the
@@ -20,9 +27,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 pending=tools/probe/pending
 case ${1:-} in
   prepare)
+    git diff --quiet -- cuda cpp tests tools || { echo "cuda/ cpp/ tests/ tools/ have changes: start clean"; exit 2; }
     mkdir -p tools/probe/.v
     git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_offsets.cuh
     git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_fp8swz.cuh
+    git show HEAD:cuda/fa2/flash_bwd_sm90.cuh > tools/probe/.v/bwd_sm90_main.cuh
+    git apply $pending/attention_bwd_sm90_one_pass_red.patch
     patch -s tools/probe/.v/paged_offsets.cuh < $pending/paged_row_offsets.patch
     patch -s tools/probe/.v/paged_fp8swz.cuh < $pending/paged_fp8_swizzle.patch
     git status --short ;;
@@ -30,11 +40,23 @@ case ${1:-} in
     [[ -f tools/probe/.v/paged_offsets.cuh ]] || { echo "run 'prepare' here first"; exit 2; }
     out=${OUT:-/tmp}
     t0=$(date +%s)
+    python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl
     variants=(base offsets@tools/probe/.v/paged_offsets.cuh fp8swz@tools/probe/.v/paged_fp8swz.cuh)
+    bwd=(cuda/fa2/flash_bwd_sm90.cuh base@tools/probe/.v/bwd_sm90_main.cuh new)
+    WORK=/tmp/pw_bwd PROBE_STAGE=build bash tools/probe/probe.sh attention_bwd_sm90 "${bwd[@]}" \
+      > "$out/build_bwd_sm90.log" 2>&1 &
     WORK=/tmp/pw PROBE_STAGE=build bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh "${variants[@]}" \
-      > "$out/build_paged.log" 2>&1
+      > "$out/build_paged.log" 2>&1 &
+    wait
     echo "built in $(( $(date +%s) - t0 )) s"
-    grep -h "Used" "$out/build_paged.log" | sed 's/(Geometry.*type)//'
+    grep -h "Used" "$out"/build_*.log | sed 's/(Geometry.*type)//'
+    # B first (the shorter)
+    rows='8 2048 16 16 128 1;4 4096 32 8 128 1;8 2048 32 32 64 1;32 512 16 16 128 1;8 2048 16 16 128 0;2 8192 16 16 128 1'
+    BWD_DQ_ACCUM=1 WORK=/tmp/pw_bwd PROBE_STAGE=run PROBE_ARGS="check;$rows" \
+      bash tools/probe/probe.sh attention_bwd_sm90 "${bwd[@]}"
+    IFS=';' read -ra bwd_cases <<< "$rows"
+    python3 tools/probe/torch_sdpa.py --backward "${bwd_cases[@]}"
+    # A
     export PROBE_STAGE=run
     WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets fp8swz base offsets fp8swz
     python3 $pending/torch_decode.py "32 8192 32 8 128" "64 8192 32 8 128" "16 4096 64 8 128" "64 2048 16 4 64"
@@ -46,5 +68,5 @@ case ${1:-} in
     /usr/local/cuda/bin/ncu -k regex:'fmha|sdpa|flash' --launch-skip 3 --launch-count 1 --metrics $m \
       python3 $pending/torch_decode.py "32 8192 32 8 128" 2>&1 | grep -E "smsp__|lts__|dram__|gpu__" | sed "s/^/torch /"
     echo "total $(( $(date +%s) - t0 )) s" ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  *) sed -n '2,24p' "$0"; exit 2 ;;
 esac
