@@ -9,7 +9,8 @@
 #    one thread issue a bulk reduction per row: 0.55-0.72x main). prepare applies it to the tree (plan
 #    side and tests too); base = main's header (.v/bwd_sm90_main.cuh), new = the patched one, the
 #    harness passing the accumulator (BWD_DQ_ACCUM=1); the float64 check first, torch's FA2 beside.
-#    ptxas here: d128 248 registers (main 246), d64 163 at three blocks per SM, no spills.
+#    Pairs of adjacent queries by red.global.add.v2.f32 into a transposed accumulator [hq][d][rows].
+#    ptxas here: d128 246 registers (main 246), d64 163 at three blocks per SM, no spills.
 # paged_row_offsets.patch: each key row's K and V byte offsets computed once per tile (by the thread
 # that reads its page) into the page ring, and each copying thread keeping one column chunk, so a
 # row's two 16-byte copies cost about 18 SASS instructions instead of 55-59 (sm_90, d128 bf16: the
