@@ -23,6 +23,8 @@
 # rows were before the swizzle halved their L2 sector requests); the fragment reads follow the swizzle.
 # Session 39's swizzle of these rows also let a third block onto the SM; here the page ring's offsets
 # keep d128 t128 at two. Compare the fp8 rows (and their checksums: the same math, the same bits).
+# The harness's rows now include b128 ctx1024 d128 and d64 bf16 on 128-key tiles (select offers 64 at
+# 16 bits; at d64 a 128-key tile is d128's 64-key bytes: if it beats the t64 d64 row, offer it).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 pending=tools/probe/pending
