@@ -33,7 +33,8 @@ def test_functions_and_their_instructions():
     fns = sass_loops.parse_functions(LISTING)
     assert list(fns) == ["_Z1kPf", "_Z2k2v"]
     assert len(fns["_Z1kPf"]) == 10 and fns["_Z1kPf"][5] == (0x50, "@P0 BRA 0x30")
-    assert sass_loops.opcode("@!PT LDS RZ, [RZ]") == "LDS" and sass_loops.opcode("HMMA.16816.F32 R8") == "HMMA.16816.F32"
+    assert sass_loops.opcode("@!PT LDS RZ, [RZ]") == "LDS"
+    assert sass_loops.opcode("HMMA.16816.F32 R8") == "HMMA.16816.F32"
 
 
 def test_loops_outermost_first_with_what_they_hold():

@@ -3,9 +3,9 @@
 codegen_same.py does), and for each kernel whose name matches prints its SASS size and its loops (a
 backward branch and the span it closes; the --top largest, in address order, nested ones indented)
 with the instructions that usually say what a loop is for (tensor-core MMAs, async and plain global
-copies, shared-memory loads, barriers, atomics, MUFU exps and reciprocals). A loop's share of the instructions issued per iteration is what a ptxas register
-count does not show: session 51 found paged decode's copy loop at 474 of a tile's instructions this
-way (docs/benchmark-notes.md).
+copies, shared-memory loads, barriers, atomics, MUFU exps and reciprocals). A loop's share of the
+instructions issued per iteration is what a ptxas register count does not show: session 51 found
+paged decode's copy loop at 474 of a tile's instructions this way (docs/benchmark-notes.md).
 
     python3 tools/sass_loops.py cuda/paged_attention/paged_decode.cu --kernel 'bfloat16S3_Li128ELi2ELb0ELi64E'
     python3 tools/sass_loops.py cuda/fa2/flash_fwd_bf16.cu --arch 80 --kernel flash_fwd_kernel --top 3
