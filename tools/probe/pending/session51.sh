@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51's device questions, one call (about 450 s; README.md beside this file):
+# Session 51's device questions, one call (about 500 s; README.md beside this file):
 #   bash tools/probe/pending/session51.sh prepare    # here, on a clean checkout: .v copies, B applied
 #   OUT=$OUT bash tools/probe/pending/session51.sh run   # on the device (the `run` tool; carry .whl)
 #   git checkout cuda cpp tests tools && rm -rf tools/probe/.v   # here, afterwards (or land what won)
@@ -18,6 +18,9 @@
 # ncu's locked SM clock (1.23x) where cuDNN's is not: instructions per key are the suspect. Rows:
 # the harness's (bf16 and fp8 caches), torch's unpaged SDPA beside them, then ncu's instruction and
 # sector counts on b32 ctx8192 for each variant.
+# paged_row_offsets_zero.patch (`offz`, the offsets too): an absent row of a 16-bit cache copies a
+# static row of zeros instead of zero-filling, so the copy loop carries no predicate (12.75 SASS
+# instructions a row instead of 18; fp8 caches keep the predicate, their d128 t128 kernel would spill).
 # paged_fp8_swizzle.patch (`fp8swz`, the offsets too): fp8 raw rows of 128 bytes or more unpadded and
 # swizzled like the 16-bit stages (main pads them to D + 16 bytes: off 128-byte alignment, as the 16-bit
 # rows were before the swizzle halved their L2 sector requests); the fragment reads follow the swizzle.
@@ -34,17 +37,20 @@ case ${1:-} in
     mkdir -p tools/probe/.v
     git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_offsets.cuh
     git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_fp8swz.cuh
+    git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_offz.cuh
     git show HEAD:cuda/fa2/flash_bwd_sm90.cuh > tools/probe/.v/bwd_sm90_main.cuh
     git apply $pending/attention_bwd_sm90_one_pass_red.patch
     patch -s tools/probe/.v/paged_offsets.cuh < $pending/paged_row_offsets.patch
     patch -s tools/probe/.v/paged_fp8swz.cuh < $pending/paged_fp8_swizzle.patch
+    patch -s tools/probe/.v/paged_offz.cuh < $pending/paged_row_offsets_zero.patch
     git status --short ;;
   run)
     [[ -f tools/probe/.v/paged_offsets.cuh ]] || { echo "run 'prepare' here first"; exit 2; }
     out=${OUT:-/tmp}
     t0=$(date +%s)
     python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl
-    variants=(base offsets@tools/probe/.v/paged_offsets.cuh fp8swz@tools/probe/.v/paged_fp8swz.cuh)
+    variants=(base offsets@tools/probe/.v/paged_offsets.cuh offz@tools/probe/.v/paged_offz.cuh
+              fp8swz@tools/probe/.v/paged_fp8swz.cuh)
     bwd=(cuda/fa2/flash_bwd_sm90.cuh base@tools/probe/.v/bwd_sm90_main.cuh new)
     WORK=/tmp/pw_bwd PROBE_STAGE=build bash tools/probe/probe.sh attention_bwd_sm90 "${bwd[@]}" \
       > "$out/build_bwd_sm90.log" 2>&1 &
@@ -61,10 +67,10 @@ case ${1:-} in
     python3 tools/probe/torch_sdpa.py --backward "${bwd_cases[@]}"
     # A
     export PROBE_STAGE=run
-    WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets fp8swz base offsets fp8swz
+    WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets offz fp8swz base offz
     python3 $pending/torch_decode.py "32 8192 32 8 128" "64 8192 32 8 128" "16 4096 64 8 128" "64 2048 16 4 64"
     m=smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__sectors_read.sum,gpu__time_duration.sum
-    for v in base offsets fp8swz; do
+    for v in base offsets offz; do
       /usr/local/cuda/bin/ncu -k regex:paged_mma_kernel --launch-skip 5 --launch-count 1 --metrics $m \
         /tmp/pw/paged/$v/probe 2>&1 | grep -E "^  [a-z_]|smsp__|lts__|dram__|gpu__" | sed "s/^/$v /"
     done
