@@ -298,6 +298,36 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_kernel(Geometry g, P
                          s.sq);
 }
 
+// A grad_k / grad_v step's query-tile stats, staged beside its Q tile in two stages of BMQ floats
+// each: lse by the block's first BMQ threads, delta by the next BMQ (cp.async, zero past the
+// sequence); read back per query column. Read from global memory per column instead, the sm_90a
+// kernel ran 20% slower at d64 (docs/benchmark-notes.md).
+template <int BMQ> struct StagedQueryStats {
+  float* lse;    // [2][BMQ]
+  float* delta;  // [2][BMQ]
+  __device__ __forceinline__ void load(int stage, const Geometry& g, const Pointers& p, const Seq& s, int64_t b,
+                                       int64_t h, int64_t i0) const {
+    const int c = int(threadIdx.x) % BMQ;
+    const bool in = i0 + c < s.sq;
+    const int64_t li = lse_index(g, s, b, h, in ? i0 + c : 0);
+    if (threadIdx.x < BMQ) kernels::cp_async4_zfill(lse + stage * BMQ + c, static_cast<const float*>(p.lse) + li, in);
+    else if (threadIdx.x < 2 * BMQ)
+      kernels::cp_async4_zfill(delta + stage * BMQ + c, static_cast<const float*>(p.delta) + li, in);
+  }
+  // One stage's stats: query column c's lse in the log2 domain (+inf: p = 0 for a column past the
+  // sequence or a row that saw nothing) and delta.
+  struct Stage {
+    const float* lse;
+    const float* delta;
+    __device__ __forceinline__ float lse2(int c, bool in) const {
+      const float l = lse[c];
+      return in && l != -INFINITY ? l * kLog2e : INFINITY;
+    }
+    __device__ __forceinline__ float delta_of(int c, bool in) const { return in ? delta[c] : 0.f; }
+  };
+  __device__ __forceinline__ Stage at(int stage) const { return {lse + stage * BMQ, delta + stage * BMQ}; }
+};
+
 // grad_k / grad_v's walk for the key rows [j0, j0 + bn): the query tiles of BMQ rows that see them, for
 // each head of the kv head's group in turn; step `it` (of `total`) is query head head(it), rows from
 // row0(it).

@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
   T* dOs = Qs + 2 * Cfg::q_elems;
   float* sLse = reinterpret_cast<float*>(dOs + 2 * Cfg::q_elems);  // two stages of BMQ
   float* sDelta = sLse + 2 * BMQ;
+  const StagedQueryStats<BMQ> staged{sLse, sDelta};
   uint64_t* full = reinterpret_cast<uint64_t*>(sDelta + 2 * BMQ);  // per stage, the TMA path's
   Tensor sK = smem_tile<E, LK>(Ks);
   Tensor sV = smem_tile<E, LK>(Vs);
@@ -259,13 +260,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
     } else {
       load_by_threads();
     }
-    // The tile's lse and delta beside it (read from global memory per column, d64 ran 20% slower).
-    const int c = int(threadIdx.x) % BMQ;  // lse by the first BMQ threads, delta by the next
-    const bool in = i0 + c < s.sq;
-    const int64_t li = lse_index(g, s, b, h, in ? i0 + c : 0);
-    if (threadIdx.x < BMQ) kernels::cp_async4_zfill(sLse + stage * BMQ + c, static_cast<const float*>(p.lse) + li, in);
-    else if (threadIdx.x < 2 * BMQ)
-      kernels::cp_async4_zfill(sDelta + stage * BMQ + c, static_cast<const float*>(p.delta) + li, in);
+    staged.load(stage, g, p, s, b, h, i0);  // the tile's lse and delta beside it
   };
   auto first = [&] {
     load_swizzled<BN, D, false, TH>(sK, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
@@ -284,13 +279,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::min_blocks)
     const Score score(g, p, b, h);
 
     // The query column c's stats, staged.
-    const float* lse_s = sLse + stage * BMQ;
-    const float* delta_s = sDelta + stage * BMQ;
-    auto lse2_of = [&](int c, bool in) {
-      const float l = lse_s[c];
-      return in && l != -INFINITY ? l * kLog2e : INFINITY;
-    };
-    auto delta_of = [&](int c, bool in) { return in ? delta_s[c] : 0.f; };
+    const auto stats_now = staged.at(stage);
+    auto lse2_of = [&](int c, bool in) { return stats_now.lse2(c, in); };
+    auto delta_of = [&](int c, bool in) { return stats_now.delta_of(c, in); };
     auto st = [&](int i) -> float& { return tSrSt(i); };
     auto dpt = [&](int i) -> float& { return tSrdPt(i); };
 
