@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Session 51's device questions, one call (about 500 s; README.md beside this file):
-#   bash tools/probe/pending/session51.sh prepare    # here, on a clean checkout: .v copies, B applied
-#   OUT=$OUT bash tools/probe/pending/session51.sh run   # on the device (the `run` tool; carry .whl)
+# Session 51's device questions, two calls (README.md beside this file):
+#   bash tools/probe/pending/session51.sh prepare          # here, on a clean checkout: .v copies, B applied
+#   OUT=$OUT bash tools/probe/pending/session51.sh run A   # on the device (the `run` tool; carry .whl): ~350 s
+#   OUT=$OUT bash tools/probe/pending/session51.sh run B C # the second call: ~280 s
 #   git checkout cuda cpp tests tools && rm -rf tools/probe/.v   # here, afterwards (or land what won)
-# A. Paged decode (paged_row_offsets.patch, paged_fp8_swizzle.patch), below.
+# A. Paged decode (paged_row_offsets.patch, paged_row_offsets_zero.patch, paged_fp8_swizzle.patch), below.
+# C. attention_bwd_mma_staged_stats.patch: the mma.sync grad_k / grad_v kernel stages each query tile's
+#    lse and delta beside its Q tile (StagedQueryStats, as the sm_90a kernel does) instead of 32
+#    global loads per step; ptxas: d64 239 registers and no spills (main 255 and 32 bytes), d128 248
+#    (main 255). base = main, staged = the patched header; the float64 check, torch's FA2 from B.
 # B. attention_bwd_sm90_one_pass_red.patch: the one-pass sm_90a backward again, dQ^T's fragment added
 #    by each thread's atomic adds from registers (session 50's form staged it in shared memory and had
 #    one thread issue a bulk reduction per row: 0.55-0.72x main). prepare applies it to the tree (plan
@@ -31,51 +36,62 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 pending=tools/probe/pending
+bwd_rows='8 2048 16 16 128 1;4 4096 32 8 128 1;8 2048 32 32 64 1;32 512 16 16 128 1;8 2048 16 16 128 0;2 8192 16 16 128 1'
 case ${1:-} in
   prepare)
     git diff --quiet -- cuda cpp tests tools || { echo "cuda/ cpp/ tests/ tools/ have changes: start clean"; exit 2; }
     mkdir -p tools/probe/.v
-    git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_offsets.cuh
-    git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_fp8swz.cuh
-    git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_offz.cuh
+    for v in offsets fp8swz offz; do git show HEAD:cuda/paged_attention/paged_mma.cuh > tools/probe/.v/paged_$v.cuh; done
     git show HEAD:cuda/fa2/flash_bwd_sm90.cuh > tools/probe/.v/bwd_sm90_main.cuh
-    git apply $pending/attention_bwd_sm90_one_pass_red.patch
+    git show HEAD:cuda/fa2/flash_bwd.cuh > tools/probe/.v/bwd_staged.cuh
     patch -s tools/probe/.v/paged_offsets.cuh < $pending/paged_row_offsets.patch
     patch -s tools/probe/.v/paged_fp8swz.cuh < $pending/paged_fp8_swizzle.patch
     patch -s tools/probe/.v/paged_offz.cuh < $pending/paged_row_offsets_zero.patch
+    patch -s tools/probe/.v/bwd_staged.cuh < $pending/attention_bwd_mma_staged_stats.patch
+    git apply $pending/attention_bwd_sm90_one_pass_red.patch
     git status --short ;;
   run)
     [[ -f tools/probe/.v/paged_offsets.cuh ]] || { echo "run 'prepare' here first"; exit 2; }
+    shift
+    parts=" ${*:-A B C} "
     out=${OUT:-/tmp}
     t0=$(date +%s)
     python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl
-    variants=(base offsets@tools/probe/.v/paged_offsets.cuh offz@tools/probe/.v/paged_offz.cuh
-              fp8swz@tools/probe/.v/paged_fp8swz.cuh)
+    paged=(base offsets@tools/probe/.v/paged_offsets.cuh offz@tools/probe/.v/paged_offz.cuh
+           fp8swz@tools/probe/.v/paged_fp8swz.cuh)
     bwd=(cuda/fa2/flash_bwd_sm90.cuh base@tools/probe/.v/bwd_sm90_main.cuh new)
-    WORK=/tmp/pw_bwd PROBE_STAGE=build bash tools/probe/probe.sh attention_bwd_sm90 "${bwd[@]}" \
-      > "$out/build_bwd_sm90.log" 2>&1 &
-    WORK=/tmp/pw PROBE_STAGE=build bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh "${variants[@]}" \
-      > "$out/build_paged.log" 2>&1 &
+    mma=(cuda/fa2/flash_bwd.cuh base staged@tools/probe/.v/bwd_staged.cuh)
+    [[ $parts == *" A "* ]] && WORK=/tmp/pw PROBE_STAGE=build bash tools/probe/probe.sh paged \
+      cuda/paged_attention/paged_mma.cuh "${paged[@]}" > "$out/build_paged.log" 2>&1 &
+    [[ $parts == *" B "* ]] && WORK=/tmp/pw_bwd PROBE_STAGE=build bash tools/probe/probe.sh attention_bwd_sm90 \
+      "${bwd[@]}" > "$out/build_bwd_sm90.log" 2>&1 &
+    [[ $parts == *" C "* ]] && WORK=/tmp/pw_mma PROBE_STAGE=build bash tools/probe/probe.sh attention_bwd \
+      "${mma[@]}" > "$out/build_bwd_mma.log" 2>&1 &
     wait
     echo "built in $(( $(date +%s) - t0 )) s"
     grep -h "Used" "$out"/build_*.log | sed 's/(Geometry.*type)//'
-    # B first (the shorter)
-    rows='8 2048 16 16 128 1;4 4096 32 8 128 1;8 2048 32 32 64 1;32 512 16 16 128 1;8 2048 16 16 128 0;2 8192 16 16 128 1'
-    BWD_DQ_ACCUM=1 WORK=/tmp/pw_bwd PROBE_STAGE=run PROBE_ARGS="check;$rows" \
-      bash tools/probe/probe.sh attention_bwd_sm90 "${bwd[@]}"
-    IFS=';' read -ra bwd_cases <<< "$rows"
-    python3 tools/probe/torch_sdpa.py --backward "${bwd_cases[@]}"
-    # A
     export PROBE_STAGE=run
-    WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets offz fp8swz base offz
-    python3 $pending/torch_decode.py "32 8192 32 8 128" "64 8192 32 8 128" "16 4096 64 8 128" "64 2048 16 4 64"
-    m=smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__sectors_read.sum,gpu__time_duration.sum
-    for v in base offsets offz; do
-      /usr/local/cuda/bin/ncu -k regex:paged_mma_kernel --launch-skip 5 --launch-count 1 --metrics $m \
-        /tmp/pw/paged/$v/probe 2>&1 | grep -E "^  [a-z_]|smsp__|lts__|dram__|gpu__" | sed "s/^/$v /"
-    done
-    /usr/local/cuda/bin/ncu -k regex:'fmha|sdpa|flash' --launch-skip 3 --launch-count 1 --metrics $m \
-      python3 $pending/torch_decode.py "32 8192 32 8 128" 2>&1 | grep -E "smsp__|lts__|dram__|gpu__" | sed "s/^/torch /"
+    if [[ $parts == *" B "* ]]; then
+      BWD_DQ_ACCUM=1 WORK=/tmp/pw_bwd PROBE_ARGS="check;$bwd_rows" bash tools/probe/probe.sh attention_bwd_sm90 "${bwd[@]}"
+    fi
+    if [[ $parts == *" C "* ]]; then
+      WORK=/tmp/pw_mma PROBE_ARGS="check;$bwd_rows" bash tools/probe/probe.sh attention_bwd "${mma[@]}"
+    fi
+    if [[ $parts == *" B "* || $parts == *" C "* ]]; then
+      IFS=';' read -ra bwd_cases <<< "$bwd_rows"
+      python3 tools/probe/torch_sdpa.py --backward "${bwd_cases[@]}"
+    fi
+    if [[ $parts == *" A "* ]]; then
+      WORK=/tmp/pw bash tools/probe/probe.sh paged cuda/paged_attention/paged_mma.cuh base offsets offz fp8swz base offz
+      python3 $pending/torch_decode.py "32 8192 32 8 128" "64 8192 32 8 128" "16 4096 64 8 128" "64 2048 16 4 64"
+      m=smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__sectors_read.sum,gpu__time_duration.sum
+      for v in base offsets offz; do
+        /usr/local/cuda/bin/ncu -k regex:paged_mma_kernel --launch-skip 5 --launch-count 1 --metrics $m \
+          /tmp/pw/paged/$v/probe 2>&1 | grep -E "^  [a-z_]|smsp__|lts__|dram__|gpu__" | sed "s/^/$v /"
+      done
+      /usr/local/cuda/bin/ncu -k regex:'fmha|sdpa|flash' --launch-skip 3 --launch-count 1 --metrics $m \
+        python3 $pending/torch_decode.py "32 8192 32 8 128" 2>&1 | grep -E "smsp__|lts__|dram__|gpu__" | sed "s/^/torch /"
+    fi
     echo "total $(( $(date +%s) - t0 )) s" ;;
-  *) sed -n '2,24p' "$0"; exit 2 ;;
+  *) sed -n '2,40p' "$0"; exit 2 ;;
 esac
