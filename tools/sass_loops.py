@@ -26,7 +26,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 BRANCH = re.compile(r"\bBRA\b.*?0x([0-9a-f]+)")
-# Opcode prefixes worth counting in a loop, in the order printed.
+# Opcodes worth counting in a loop, in the order printed.
 CLASSES = ("HMMA", "HGMMA", "LDGSTS", "LDSM", "LDS", "STS", "LDG", "STG", "RED", "ATOM", "BAR", "MUFU", "SHFL")
 
 
@@ -74,13 +74,8 @@ def loops(instructions):
 
 
 def classes(instructions):
-    """Counts of CLASSES among `instructions` (an opcode counts under its longest listed prefix)."""
-    counts = collections.Counter()
-    for _, text in instructions:
-        op = opcode(text).split(".")[0]
-        match = [c for c in CLASSES if op == c]
-        if match:
-            counts[match[0]] += 1
+    """Counts of CLASSES among `instructions`, by opcode name without its modifiers (LDS.128 is LDS)."""
+    counts = collections.Counter(opcode(text).split(".")[0] for _, text in instructions)
     return [(c, counts[c]) for c in CLASSES if counts[c]]
 
 
