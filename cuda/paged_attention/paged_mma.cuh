@@ -45,7 +45,7 @@ template <int D, int S, bool FP8 = false, bool WIDE = false, int TILE = kKeysPer
   static constexpr int kWarpKeys = WIDE ? BN : BN / kWarps;  // keys of a tile each warp takes
   static constexpr int LD = D + 8;  // padded q rows: ldmatrix's eight row addresses hit distinct banks
   static constexpr int q_bytes = kRows * LD * 2;  // a multiple of 128: the stages start 128-byte aligned
-  // 16-bit stages: unpadded swizzled rows (flash::swizzled_at) where D allows, padded ones (D 96) otherwise.
+  // 16-bit stages: unpadded swizzled rows (flash::swizzled_offset) where D allows, padded ones (D 96) otherwise.
   static constexpr bool kSwizzle = !FP8 && D % 64 == 0;
   static constexpr int SLD = kSwizzle ? D : LD;  // a stage row's elements
   static constexpr int stage_elems = 2 * BN * SLD;  // K then V of one tile
