@@ -374,7 +374,7 @@ def test_block_shapes_through_the_plan(tuning, d, sq, hq, hkv):
     plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(spec(q), spec(kc), spec(vc), spec(out),
                                                                      table.shape[1], lse=True),
                                         bc.PlanPreference(tuning=tuning))
-    assert plan.sku.name.endswith(f".s{plan.num_splits}") and 1 <= plan.num_splits <= int(tuning[7:])
+    assert f".s{plan.num_splits}." in plan.sku.name + "." and 1 <= plan.num_splits <= int(tuning[7:])
     ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
     plan.run(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=seq_lens, out=out, lse=lse, workspace=ws)
     want, want_lse = reference(q, kc, vc, table, seq_lens)
@@ -455,6 +455,26 @@ def test_rowwise_kernel_matches_f64_reference(case, dt):
                                   dict(causal=False, window=(-1, 2))], ids=lambda o: ",".join(o))
 def test_rowwise_score_rules_f32(opts):
     check_score_rules(opts, torch.float32, 22, 64)
+
+
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_head_dim_64_both_key_tiles(dt):
+    """16-bit caches at head dim 64 on 64- and 128-key tiles (each warp 16 or 32 keys of a tile): 1 and
+    4 query tokens, with and without splits, a length that ends inside a tile, against the f64 reference."""
+    for sq, splits in ((1, 0), (1, 3), (4, 0)):
+        q, kc, vc, table, lens = make_case(90, 2, sq, 8, 2, 64, 16, [37, 300], dt)
+        want, want_lse = reference(q, kc.float(), vc.float(), table, lens)
+        for tile in (64, 128):
+            plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(
+                spec(q), spec(kc), spec(vc), spec(q), table.shape[1], lse=True, num_splits=splits, kernel="mma"),
+                bc.PlanPreference(tuning=f"tile={tile}"))
+            assert plan.sku.name.endswith(".t128") == (tile == 128), plan.sku.name
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((q.shape[0], q.shape[2], sq), float("nan"), device=DEV)
+            ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+            plan.run(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens, out=out, lse=lse, workspace=ws)
+            check(out, want, dt)
+            check(lse, want_lse, torch.float32, "lse", magnitude=8)
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])

@@ -108,7 +108,7 @@ def test_rowwise_kernel_takes_f32_and_other_head_dims():
 
 def test_fp8_caches_take_128_key_tiles():
     """By default where each split keeps 4+ 64-key tiles (one request over many splits keeps 64 and
-    its parallelism; 16-bit caches always 64); by tuning anywhere over an fp8 cache."""
+    its parallelism; 16-bit caches 64 above head dim 64); by tuning anywhere over an fp8 cache."""
     fp8 = dict(cdtype=bc.float8_e4m3fn)
     long_splits = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=4, **fp8))
     assert long_splits.sku.name.endswith(".float8_e4m3fn_cache.t128"), long_splits.sku.name
@@ -120,9 +120,22 @@ def test_fp8_caches_take_128_key_tiles():
         assert p.sku.name.endswith(".float8_e4m3fn_cache.t128"), p.sku.name
         keys = int(p.sku.precision.math.split(" split(s) of ")[1].split()[0])
         assert keys % 128 == 0 and keys * p.num_splits >= 512 * 16, (keys, p.num_splits)
-    with pytest.raises(errors.InvalidArgument, match="tuning tile must be 64 .or 128 over an fp8 cache., got '128'"):
+    with pytest.raises(errors.InvalidArgument,
+                       match="tuning tile must be 64 .or 128 over an fp8 cache or at head dim 64., got '128'"):
         bc.PagedAttentionPlan.select(D(), bc.PlanPreference(tuning="tile=128"))
     assert not bc.PagedAttentionPlan.select(D(**fp8), bc.PlanPreference(tuning="tile=64")).sku.name.endswith("t64")
+
+
+def test_head_dim_64_takes_128_key_tiles():
+    """A 16-bit cache at head dim 64: a 128-key tile is a 64-key d128 tile's bytes, taken by the same
+    rule as fp8 caches' (4+ 64-key tiles per split), or by tuning."""
+    d64 = dict(q=(4, 1, 32, 64), cache=(100, 16, 8, 64))
+    assert bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=4, **d64)).sku.name.endswith(".d64.s4.t128")
+    assert not bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=64, **d64)).sku.name.endswith(".t128")
+    tuned = bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=64, **d64), bc.PlanPreference(tuning="tile=128"))
+    assert tuned.sku.name.endswith(".t128"), tuned.sku.name
+    assert not bc.PagedAttentionPlan.select(D(max_pages=512, num_splits=4, **d64),
+                                            bc.PlanPreference(tuning="tile=64")).sku.name.endswith(".t128")
 
 
 def test_many_query_rows_take_64_row_blocks():

@@ -162,8 +162,8 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   int tile_knob = 0;  // keys per tile given by tuning; 0: by the split length (below)
   for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits", "rows", "tile"})) {
     if (kn.key == "tile") {
-      need(kn.value == "64" || (kn.value == "128" && g.cache_dtype != dt),
-           "tuning tile must be 64 (or 128 over an fp8 cache), got '" + kn.value + "'");
+      need(kn.value == "64" || (kn.value == "128" && (g.cache_dtype != dt || g.d == 64)),
+           "tuning tile must be 64 (or 128 over an fp8 cache or at head dim 64), got '" + kn.value + "'");
       tile_knob = int(kn.num());
       continue;
     }
@@ -234,13 +234,14 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
       splits = std::min((kWavesPastOne * slots + blocks - 1) / blocks, std::max<int64_t>(1, tiles / kMinTilesPerSplit));
   }
   splits = std::max<int64_t>(1, std::min<int64_t>({splits, tiles, 1024}));
-  // 128-key tiles: only for fp8 caches in 16-row blocks (a 16-bit tile's bytes per stage). By default
-  // where each split keeps four or more 64-key tiles: rounding splits to 128 keys then costs the
-  // schedule little, and the wider tile reads 1.0-1.25x faster (docs/benchmarks.md, fp8 decode);
-  // a short split (one request over many splits) keeps 64 and its parallelism.
+  // 128-key tiles, in 16-row blocks: for fp8 caches and 16-bit ones at head dim 64 (either way a
+  // 64-key d128 16-bit tile's bytes per stage). By default where each split keeps four or more 64-key
+  // tiles: rounding splits to 128 keys then costs the schedule little, and the wider tile reads
+  // faster (docs/benchmarks.md, fp8 and d64 decode); a short split (one request over many splits)
+  // keeps 64 and its parallelism.
   constexpr int64_t kWideTileFromTiles = 4;
   const int64_t split_tiles = (tiles + splits - 1) / splits;  // 64-key tiles per split
-  const bool tile128_fits = g.cache_dtype != dt && !I.rowwise && !I.cudnn &&
+  const bool tile128_fits = (g.cache_dtype != dt || g.d == 64) && !I.rowwise && !I.cudnn &&
                             g.rows_per_block == paged_attention::kRowsPerBlock;
   if (tile128_fits && (tile_knob == 128 || (tile_knob == 0 && split_tiles >= kWideTileFromTiles)))
     g.tile_keys = 128;

@@ -32,6 +32,10 @@ using attention::flash::kLn2;
 using attention::flash::kLog2e;
 using kernels::ex2_ftz;
 constexpr int kStages = 2;
+// A key row of zeros (the longest: d 256 of 16 bits) that an absent row's copies read from a 16-bit
+// cache of head dim 128 or more, so their copy loop needs no predicate: a row of L2 hits. fp8 caches
+// keep the predicate (their d128 128-key kernel would spill), and so do 16-bit d64 ones (faster with it).
+__device__ const uint4 kZeroRow[256 * 2 / 16] = {};
 
 // Four warps of 16 keys each, S shared-memory stages of one 64-key tile (S - 1 tiles in flight
 // while one computes; kStages is what is built).
@@ -87,7 +91,8 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* Qs = reinterpret_cast<T*>(smem_raw);
   T* stages = Qs + RB * LD;
-  __shared__ int32_t ring_page[R][BN], ring_slot[R][BN];
+  __shared__ int32_t ring_page[R][BN];
+  __shared__ longlong2 ring_offset[R][BN];  // each key row's K and V byte offsets in the caches
 
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int kb = WIDE ? 0 : w * C::kWarpKeys, rb = WIDE ? w * 16 : 0;  // the warp's first key of a tile, first row
@@ -105,7 +110,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
   int64_t jhi = g.window_right >= 0 ? min(seq_len, first_pos + r_last / g.group + g.window_right + 1) : seq_len;
   jlo = max(jlo, int64_t(split) * g.split_keys);
   if (split + 1 < g.splits) jhi = min(jhi, int64_t(split + 1) * g.split_keys);
-  const int64_t ntiles = jhi > jlo ? (jhi - jlo + BN - 1) / BN : 0;
+  const int ntiles = jhi > jlo ? int((jhi - jlo + BN - 1) / BN) : 0;
 
   const T* q = static_cast<const T*>(p.q);
   const KV* kc = static_cast<const KV*>(p.k_cache);
@@ -119,19 +124,19 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
     const int64_t i = in ? row / g.group : 0, h = hk * g.group + (in ? row % g.group : 0);
     kernels::cp_async16_zfill(Qs + r * LD + cc * 8, q + b * g.q_batch + i * g.q_token + h * g.q_head + cc * 8, in);
   }
-  // Each key's page and slot, looked up once per tile by threads 0..63 into a ring of S + 1 tiles
-  // (-1: past the range or a hidden page): the table read for a tile is issued an iteration before
-  // its result is stored, and stored an iteration before its copies are issued, so nothing waits on it.
-  auto fetch_page = [&](int64_t m) -> int32_t {
-    const int64_t j = jlo + m * BN + tid;
+  // Each key's page, looked up once per tile by threads 0..BN - 1 into a ring of S + 1 tiles (-1: past
+  // the range or a hidden page), with its row's K and V offsets (0 for an absent row), so the copies
+  // below only add them: the table read for a tile is issued an iteration before its result is stored,
+  // and stored an iteration before its copies are issued, so nothing waits on it.
+  // A key's page and slot: a shift and a mask for the usual power-of-two page size.
+  const uint32_t page_size = uint32_t(g.page_size);
+  const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(int(page_size)) - 1 : -1;
+  auto page_of = [&](uint32_t j) { return page_shift >= 0 ? j >> page_shift : j / page_size; };
+  auto slot_of = [&](uint32_t j) { return page_shift >= 0 ? j & (page_size - 1) : j % page_size; };
+  auto fetch_page = [&](int m) -> int32_t {
+    const int64_t j = jlo + int64_t(m) * BN + tid;
     if (tid >= BN || m >= ntiles || j >= jhi) return -1;
-    return p.block_table[b * g.table_row + int64_t(uint32_t(j) / uint32_t(g.page_size)) * g.table_col];
-  };
-  auto store_page = [&](int64_t m, int32_t page) {
-    if (tid >= BN) return;
-    const uint32_t j = uint32_t(jlo + m * BN + tid);
-    ring_page[m % R][tid] = page >= 0 && page < g.pages ? page : -1;
-    ring_slot[m % R][tid] = int32_t(j % uint32_t(g.page_size));
+    return p.block_table[b * g.table_row + int64_t(page_of(uint32_t(j))) * g.table_col];
   };
   // Page and slot strides fit 32 bits (select checks), so each row offset is two 32 x 32 -> 64-bit
   // multiply-adds.
@@ -139,10 +144,26 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
                 v_slot = int32_t(g.v_slot);
   const KV* kh = kc + hk * g.k_head;
   const KV* vh = vc + hk * g.v_head;
+  // An absent row's offsets: 0 where its copies zero-fill, else into kZeroRow (every copying thread's
+  // column chunk added).
+  constexpr bool kZeroFill = FP8 || D < 128;
+  auto zero_offset = [](const KV* base) {
+    return int64_t(reinterpret_cast<uintptr_t>(kZeroRow) - reinterpret_cast<uintptr_t>(base));
+  };
+  auto store_page = [&](int m, int32_t page) {
+    if (tid >= BN) return;
+    const uint32_t j = uint32_t(jlo + int64_t(m) * BN + tid);
+    const bool in = page >= 0 && page < g.pages;
+    const int64_t pg = page, sl = int32_t(slot_of(j));
+    ring_page[m % R][tid] = in ? page : -1;
+    ring_offset[m % R][tid] = in ? make_longlong2((pg * k_page + sl * k_slot) * int64_t(sizeof(KV)),
+                                                  (pg * v_page + sl * v_slot) * int64_t(sizeof(KV)))
+                                 : kZeroFill ? make_longlong2(0, 0) : make_longlong2(zero_offset(kh), zero_offset(vh));
+  };
   // 16-byte chunks per key row: D / 8 of a 16-bit cache, D / 16 of an fp8 one.
   constexpr int EC = 16 / int(sizeof(KV)), DC = D / EC;
   unsigned char* raw = reinterpret_cast<unsigned char*>(stages);  // FP8: the S raw stages
-  auto load_tile = [&](int64_t m) {
+  auto load_tile = [&](int m) {
     KV* Kd;
     KV* Vd;
     if constexpr (FP8) {
@@ -152,20 +173,30 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
       Kd = reinterpret_cast<KV*>(stages + (m % S) * C::stage_elems);
       Vd = Kd + BN * SLD;
     }
-    const int32_t* pages = ring_page[m % R];
-    const int32_t* slots = ring_slot[m % R];
+    const longlong2* offsets = ring_offset[m % R];
+    const int32_t* pages = ring_page[m % R];  // kZeroFill: whether a row is present
+    // Chunk c = tid + it * kThreads of the tile is row c / DC, column chunk c % DC: where DC divides
+    // the block, a thread keeps one column (its source pointers and swizzle set once) and steps rows.
+    constexpr bool kFixedColumn = kThreads % DC == 0;
 #pragma unroll 4
     for (int it = 0; it < BN * DC / kThreads; ++it) {
-      const int c = tid + it * kThreads, r = c / DC, cc = c % DC;
-      const int32_t page = pages[r];
-      const bool in = page >= 0;
-      const int32_t pg = in ? page : 0, sl = in ? slots[r] : 0;
-      const int64_t ko = int64_t(pg) * k_page + int64_t(sl) * k_slot, vo = int64_t(pg) * v_page + int64_t(sl) * v_slot;
+      const int c = tid + it * kThreads;
+      const int r = kFixedColumn ? int(unsigned(tid) / DC) + it * (kThreads / DC) : c / DC;
+      const int cc = kFixedColumn ? int(unsigned(tid) % DC) : c % DC;
+      const longlong2 off = offsets[r];
       const int dst = FP8            ? r * C::LDR + cc * EC
                       : C::kSwizzle ? attention::flash::swizzled_offset<D>(r, cc * EC)
                                     : r * LD + cc * EC;
-      kernels::cp_async16_zfill(Kd + dst, kh + ko + cc * EC, in);
-      kernels::cp_async16_zfill(Vd + dst, vh + vo + cc * EC, in);
+      const char* ks = reinterpret_cast<const char*>(kh + cc * EC) + off.x;
+      const char* vs = reinterpret_cast<const char*>(vh + cc * EC) + off.y;
+      if constexpr (kZeroFill) {
+        const bool in = pages[r] >= 0;
+        kernels::cp_async16_zfill(Kd + dst, ks, in);
+        kernels::cp_async16_zfill(Vd + dst, vs, in);
+      } else {
+        kernels::cp_async16(Kd + dst, ks);
+        kernels::cp_async16(Vd + dst, vs);
+      }
     }
   };
   // FP8 fragments. The reduction over D in S = Q K^T may run in any order both operands share: a
@@ -224,7 +255,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
 
-  for (int64_t n = 0; n < ntiles; ++n) {
+  for (int n = 0; n < ntiles; ++n) {  // 32-bit tile counters: the ring's modulo 3 a multiply-high
     const int st = int(n % S);
     if (n + S - 1 < ntiles) load_tile(n + S - 1);
     kernels::cp_async_commit();
@@ -271,7 +302,7 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
     }
     // Scores in the log2 domain; keys a row does not see (or in a hidden page) are -inf. A tile inside
     // every row's window (the usual case) checks the page alone.
-    const int64_t j0 = jlo + n * BN;
+    const int64_t j0 = jlo + int64_t(n) * BN;
     const int32_t* present = ring_page[n % R];
     const bool inside = (g.window_left < 0 || j0 >= pos_last - g.window_left) &&
                         (g.window_right < 0 || j0 + BN - 1 <= pos_first + g.window_right);
@@ -452,12 +483,17 @@ void launch_dim(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   }
 }
 
-// One cache dtype KV: 128-key tiles where the plan asked for them, which only fp8 caches with 16-row
-// blocks do (a 16-bit tile's bytes per stage); the 64-row blocks never do, so they build none.
+// One cache dtype KV: 128-key tiles where the plan asked for them, which only 16-row blocks over fp8
+// caches, or over 16-bit ones at head dim 64, do (a 64-key d128 16-bit tile's bytes per stage); the
+// 64-row blocks never do, so they build none.
 template <class T, class KV, bool WIDE>
 void launch_cache(const Geometry& g, const Pointers& p, cudaStream_t stream) {
-  if constexpr (!WIDE && !std::is_same_v<T, KV>)
-    if (g.tile_keys == 2 * kKeysPerTile) return launch_dim<T, KV, WIDE, 2 * kKeysPerTile>(g, p, stream);
+  if constexpr (!WIDE) {
+    if (g.tile_keys == 2 * kKeysPerTile) {
+      if constexpr (!std::is_same_v<T, KV>) return launch_dim<T, KV, WIDE, 2 * kKeysPerTile>(g, p, stream);
+      if (g.d == 64) return launch_kernel<T, KV, 64, WIDE, 2 * kKeysPerTile>(g, p, stream);
+    }
+  }
   launch_dim<T, KV, WIDE, kKeysPerTile>(g, p, stream);
 }
 
