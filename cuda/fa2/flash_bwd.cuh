@@ -351,7 +351,9 @@ template <int BMQ> struct QueryTiles {
 
 template <class T, int D_, int BMQ_> struct DkvConfig {
   static constexpr int D = D_, BMQ = BMQ_, BN = 16 * kWarps, LD = D + 8, kThreads = kWarps * 32;
-  static constexpr int smem_bytes = (2 * BN + 4 * BMQ) * LD * int(sizeof(T));
+  // K, V, two stages of Q and of dO, two of the query stats.
+  static constexpr int smem_bytes = (2 * BN + 4 * BMQ) * LD * int(sizeof(T)) + 4 * BMQ * 4;
+  static_assert(kThreads >= 2 * BMQ, "one thread per staged lse / delta");
 };
 
 template <class T, class Cfg>
@@ -362,6 +364,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
   T* Vs = Ks + BN * LD;
   T* Qs = Vs + BN * LD;     // two stages
   T* dOs = Qs + 2 * BMQ * LD;
+  float* stats = reinterpret_cast<float*>(dOs + 2 * BMQ * LD);
+  const StagedQueryStats<BMQ> staged{stats, stats + 2 * BMQ};
 
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
   const int64_t b = blockIdx.z, hk = blockIdx.y;
@@ -382,6 +386,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     const int64_t h = walk.head(it), i0 = walk.row0(it);
     load_tile<BMQ, D, LD>(Qs + stage * BMQ * LD, row_ptr<T>(p.q, b, s.q_begin, h), p.q.row, i0, s.sq);
     load_tile<BMQ, D, LD>(dOs + stage * BMQ * LD, row_ptr<T>(p.grad_out, b, s.q_begin, h), p.grad_out.row, i0, s.sq);
+    staged.load(stage, g, p, s, b, h, i0);
   };
   auto first = [&] {
     load_tile<BN, D, LD>(Ks, row_ptr<T>(p.k, b, s.k_begin, hk), p.k.row, j0, s.sk);
@@ -393,20 +398,15 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
     const T* dO = dOs + stage * BMQ * LD;
     const int64_t h = walk.head(it), i0 = walk.row0(it);
     const Score score(g, p, b, h);
+    const auto stats_now = staged.at(stage);
 
     float st[NQ][4], dpt[NQ][4];
     two_products<T, BMQ, D, LD>(st, dpt, Ks, Vs, Q, dO, w * 16);
     const bool full = i0 + BMQ <= s.sq && tile_inside(g, s, i0, i0 + BMQ - 1, j0, j0 + BN - 1);
     grad_scores_transposed<NQ>(
         [&](int i) -> float& { return st[i >> 2][i & 3]; }, [&](int i) -> float& { return dpt[i >> 2][i & 3]; },
-        [&](int c, bool in) {  // an unconditional load (of row 0 for a column past the sequence)
-          const float l2 = lse_log2(p, lse_index(g, s, b, h, in ? i0 + c : 0));
-          return in ? l2 : INFINITY;
-        },
-        [&](int c, bool in) {
-          const float dl = static_cast<const float*>(p.delta)[lse_index(g, s, b, h, in ? i0 + c : 0)];
-          return in ? dl : 0.f;
-        },
+        [&](int c, bool in) { return stats_now.lse2(c, in); },
+        [&](int c, bool in) { return stats_now.delta_of(c, in); },
         g, s, score, full, i0, j0 + w * 16);
 #pragma unroll
     for (int kc = 0; kc < BMQ / 16; ++kc) {
