@@ -50,6 +50,7 @@ template <class S> static double stored(size_t i, uint32_t seed) {
   else return double(float(v));
 }
 
+// PAGED_RAGGED=1 (environment) shortens each request by 0-60 keys, so the check covers partial tiles.
 // The layout knobs (environment): PAGED_PAGE_SIZE (default 16; a power of two up to the context), PAGED_IN_ORDER=1
 // (each request's pages consecutive in the pool instead of shuffled), PAGED_HEADS_FIRST=1. With all three
 // (page size = context) a request's keys for one kv head are one contiguous span, as in an unpaged cache.
@@ -63,6 +64,8 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
   const int64_t pages = int64_t(c.batch) * max_pages;
   const size_t q_elems = size_t(c.batch) * c.hq * D, cache_elems = size_t(pages) * ps * c.hkv * D;
   std::vector<int32_t> table(pages), lens(c.batch, c.ctx);
+  if (env_on("PAGED_RAGGED"))  // lengths ending inside a tile (the last tile partly absent)
+    for (int b = 0; b < c.batch; ++b) lens[b] = c.ctx - (b * 37) % 61;
   std::iota(table.begin(), table.end(), 0);
   if (!env_on("PAGED_IN_ORDER")) std::shuffle(table.begin(), table.end(), rng);
 
@@ -155,15 +158,15 @@ static void run_case(const Case& c, const probe::Setup& s, std::mt19937& rng) {
   std::uniform_int_distribution<int> pick_b(0, c.batch - 1), pick_h(0, c.hq - 1);
   for (int s = 0; s < 64; ++s) {
     const int b = pick_b(rng), h = pick_h(rng), kh = h / group;
-    std::vector<double> sc(c.ctx), o(D, 0.0);
+    std::vector<double> sc(lens[b]), o(D, 0.0);
     double m = -1e300, l = 0;
-    for (int j = 0; j < c.ctx; ++j) {
+    for (int j = 0; j < lens[b]; ++j) {
       double acc = 0;
       for (int e = 0; e < D; ++e) acc += stored<T>((size_t(b) * c.hq + h) * D + e, 1) * kv_at(2, b, j, kh, e);
       sc[j] = acc * g.scale;
       m = std::max(m, sc[j]);
     }
-    for (int j = 0; j < c.ctx; ++j) {
+    for (int j = 0; j < lens[b]; ++j) {
       const double w = std::exp(sc[j] - m);
       l += w;
       for (int e = 0; e < D; ++e) o[e] += w * kv_at(3, b, j, kh, e);
@@ -202,13 +205,21 @@ int main() {
   std::printf("page size %d, pages %s, caches %s\n", page_size(), env_on("PAGED_IN_ORDER") ? "in order" : "shuffled",
               env_on("PAGED_HEADS_FIRST") ? "heads first: [pages, Hkv, page_size, D]" : "[pages, page_size, Hkv, D]");
   // the bench's rows, with the splits select gives them on an H200 (docs/benchmarks.md, paged decode)
+  if (env_on("PAGED_SPLIT_SWEEP")) {  // the rows whose split count select's rule is least sure of
+    using bf16 = __nv_bfloat16;
+    for (int sp : {1, 2, 3, 4}) run_case<bf16, 128, 64>({"b16 ctx4096 h64/8 d128 bf16", 16, 4096, 64, 8, sp}, s, rng);
+    for (int sp : {1, 2}) run_case<bf16, 128, 64>({"b128 ctx1024 h32/8 d128 bf16", 128, 1024, 32, 8, sp}, s, rng);
+    for (int sp : {8, 12, 16}) run_case<bf16, 128, 64>({"b4 ctx32768 h32/8 d128 bf16", 4, 32768, 32, 8, sp}, s, rng);
+    for (int sp : {1, 2}) run_case<bf16, 64, 128>({"b64 ctx2048 h16/4 d64 bf16", 64, 2048, 16, 4, sp}, s, rng);
+    return 0;
+  }
   run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", 32, 8192, 32, 8, 1}, s, rng);
   run_case<__nv_bfloat16, 128, 64>({"b64 ctx8192 h32/8 d128 bf16", 64, 8192, 32, 8, 4}, s, rng);
   run_case<__nv_bfloat16, 64, 64>({"b64 ctx2048 h16/4 d64 bf16", 64, 2048, 16, 4, 1}, s, rng);
   run_case<__nv_bfloat16, 128, 64>({"b16 ctx4096 h64/8 d128 bf16", 16, 4096, 64, 8, 2}, s, rng);
   run_case<__nv_bfloat16, 128, 64>({"b128 ctx1024 h32/8 d128 bf16", 128, 1024, 32, 8, 1}, s, rng);
-  // 16-bit caches on 128-key tiles, which select does not offer: at d64 a tile of d128's 64-key bytes
-  // (two stages of 64 KB, three blocks per SM). (At d128, one block per SM: 72% of copy, session 51.)
+  // 16-bit caches on 128-key tiles: at d64 a tile of d128's 64-key bytes (two stages of 64 KB, three
+  // blocks per SM; select's choice since session 52). (At d128, one block per SM: 72% of copy, session 51.)
   run_case<__nv_bfloat16, 64, 128>({"b64 ctx2048 h16/4 d64 bf16", 64, 2048, 16, 4, 1}, s, rng);
   run_case<kernels::e4m3, 128, 128>({"b32 ctx8192 h32/8 d128 fp8", 32, 8192, 32, 8, 1}, s, rng);
   run_case<kernels::e4m3, 128, 128>({"b64 ctx8192 h32/8 d128 fp8", 64, 8192, 32, 8, 4}, s, rng);
