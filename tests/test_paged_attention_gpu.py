@@ -98,6 +98,7 @@ CASES = [  # (batch, sq, hq, hkv, d, page_size, lens)
     (2, 1, 32, 8, 128, 16, [1000, 513]),
     (4, 1, 8, 8, 64, 16, [5, 64, 65, 130]),       # MHA
     (2, 1, 16, 1, 64, 13, [100, 27]),             # MQA, odd page size
+    (2, 1, 8, 2, 128, 12, [100, 250]),            # a page size not a power of two at d128 (absent rows: zero row)
     (2, 4, 8, 2, 128, 16, [50, 4]),               # 4 query tokens (speculative), 16 rows per kv head
     (2, 8, 8, 1, 96, 1, [9, 300]),                # 8 tokens x 8 heads: 4 row groups; page_size 1
     (1, 3, 4, 4, 256, 32, [77]),
@@ -285,12 +286,14 @@ def test_cudnn_decode_and_graph_replay():
     assert "decode" in sku(torch.empty(32, 4, 16, 128, device=DEV, dtype=q.dtype), table)  # 4 speculative tokens
 
 
-def test_bad_pages_and_lengths_are_clamped():
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_bad_pages_and_lengths_are_clamped(d):
     """A page id outside the cache hides its keys; a length past the table is clamped; a negative
     length is empty. Nothing is read out of bounds (the cache is a slice of a larger buffer whose
-    neighbours hold NaN: reading them would poison the output)."""
+    neighbours hold NaN: reading them would poison the output). Head dim 64 zero-fills absent rows,
+    128 and 256 copy them from a row of zeros."""
     g = gen(16)
-    pages, page_size, hkv, d = 6, 16, 2, 64
+    pages, page_size, hkv = 6, 16, 2
     store = torch.full((pages + 4, page_size, hkv, d), float("nan"), device=DEV, dtype=torch.bfloat16)
     kc, vc = store[1:1 + pages // 2], store[1 + pages // 2:1 + pages]
     kc.copy_(torch.randn(kc.shape, generator=g, device=DEV))
