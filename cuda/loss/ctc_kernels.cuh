@@ -426,13 +426,9 @@ template <class T> void ctc_launch_typed(const CtcLaunch& L, cudaStream_t st) {
   p.lb = L.backward ? reinterpret_cast<A*>(ws + offs[3]) : nullptr;
 
   const int64_t rsmem = ctc_recursion_smem(L.s, L.tt, int64_t(sizeof(A)));
-  auto opt_in = [](const void* fn, int64_t bytes, const char* what) {
-    if (bytes > 40 * 1024)  // as allow_dynamic_smem (cuda_check.h): static arrays count too
-      cuda_check(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
-  };
   if (!L.backward) {
     if (L.n > 0) {
-      opt_in(reinterpret_cast<const void*>(&ctc_alpha<T>), rsmem, "cudaFuncSetAttribute(ctc_alpha)");
+      allow_dynamic_smem(&ctc_alpha<T>, size_t(rsmem), "cudaFuncSetAttribute(ctc_alpha)");
       ctc_alpha<T><<<unsigned(L.n), unsigned(L.threads), size_t(rsmem), st>>>(p);
       check_launch("ctc_loss alpha");
     }
@@ -443,11 +439,11 @@ template <class T> void ctc_launch_typed(const CtcLaunch& L, cudaStream_t st) {
     return;
   }
   if (L.n == 0 || L.t == 0 || L.c == 0) return;  // an empty gradient
-  opt_in(reinterpret_cast<const void*>(&ctc_beta<T>), rsmem, "cudaFuncSetAttribute(ctc_beta)");
+  allow_dynamic_smem(&ctc_beta<T>, size_t(rsmem), "cudaFuncSetAttribute(ctc_beta)");
   ctc_beta<T><<<unsigned(L.n), unsigned(L.threads), size_t(rsmem), st>>>(p);
   check_launch("ctc_loss beta");
   const int64_t gsmem = ctc_grad_smem(L.s, int64_t(sizeof(A)));
-  opt_in(reinterpret_cast<const void*>(&ctc_grad<T>), gsmem, "cudaFuncSetAttribute(ctc_grad)");
+  allow_dynamic_smem(&ctc_grad<T>, size_t(gsmem), "cudaFuncSetAttribute(ctc_grad)");
   ctc_grad<T><<<unsigned(L.t * L.n), unsigned(L.grad_threads), size_t(gsmem), st>>>(p);
   check_launch("ctc_loss grad");
 }
