@@ -208,7 +208,7 @@ int main() {
   if (env_on("PAGED_SPLIT_SWEEP")) {  // the rows whose split count select's rule is least sure of
     using bf16 = __nv_bfloat16;
     for (int sp : {1, 2, 3, 4}) run_case<bf16, 128, 64>({"b16 ctx4096 h64/8 d128 bf16", 16, 4096, 64, 8, sp}, s, rng);
-    for (int sp : {1, 2}) run_case<bf16, 128, 64>({"b128 ctx1024 h32/8 d128 bf16", 128, 1024, 32, 8, sp}, s, rng);
+    for (int sp : {1, 2, 3, 4}) run_case<bf16, 128, 64>({"b128 ctx1024 h32/8 d128 bf16", 128, 1024, 32, 8, sp}, s, rng);
     for (int sp : {8, 12, 16}) run_case<bf16, 128, 64>({"b4 ctx32768 h32/8 d128 bf16", 4, 32768, 32, 8, sp}, s, rng);
     for (int sp : {1, 2}) run_case<bf16, 64, 128>({"b64 ctx2048 h16/4 d64 bf16", 64, 2048, 16, 4, sp}, s, rng);
     return 0;
