@@ -19,10 +19,13 @@
 
 namespace baracuda::attention::flash {
 
-// lse in the log2 domain; a row that saw nothing (-inf) gives p = 0 for every key.
+// lse in the log2 domain: +inf (p = 0 for every key) for a row that saw nothing (-inf) or is not
+// there (`in` false).
+__device__ __forceinline__ float log2_domain(float lse, bool in = true) {
+  return in && lse != -INFINITY ? lse * kLog2e : INFINITY;
+}
 __device__ __forceinline__ float lse_log2(const Pointers& p, int64_t idx) {
-  const float l = static_cast<const float*>(p.lse)[idx];
-  return l == -INFINITY ? INFINITY : l * kLog2e;
+  return log2_domain(static_cast<const float*>(p.lse)[idx]);
 }
 
 // What the mma.sync kernels below and the warpgroup-MMA ones (flash_bwd_sm90.cuh) share: both hold
@@ -319,10 +322,7 @@ template <int BMQ> struct StagedQueryStats {
   struct Stage {
     const float* lse;
     const float* delta;
-    __device__ __forceinline__ float lse2(int c, bool in) const {
-      const float l = lse[c];
-      return in && l != -INFINITY ? l * kLog2e : INFINITY;
-    }
+    __device__ __forceinline__ float lse2(int c, bool in) const { return log2_domain(lse[c], in); }
     __device__ __forceinline__ float delta_of(int c, bool in) const { return in ? delta[c] : 0.f; }
   };
   __device__ __forceinline__ Stage at(int stage) const { return {lse + stage * BMQ, delta + stage * BMQ}; }
