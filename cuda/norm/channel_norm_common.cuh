@@ -30,11 +30,9 @@ template <class T, class C> __device__ __forceinline__ C ld(const void* p, int64
 }
 
 // 16 bytes of T (vector path of the plane kernels).
-template <class T> struct alignas(16) Vec16 {
-  T v[16 / sizeof(T)];
-};
 template <class T, class C> __device__ __forceinline__ void ld_vec(const void* p, int64_t off, C* out) {
-  const Vec16<T> u = *reinterpret_cast<const Vec16<T>*>(static_cast<const T*>(p) + off);
+  using Vec16 = Pack<T, 16 / sizeof(T)>;
+  const Vec16 u = *reinterpret_cast<const Vec16*>(static_cast<const T*>(p) + off);
 #pragma unroll
   for (int k = 0; k < int(16 / sizeof(T)); ++k) out[k] = C(to_compute(u.v[k]));
 }
