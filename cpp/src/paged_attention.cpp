@@ -160,9 +160,11 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   int64_t splits = desc.num_splits;  // a split count given (descriptor or tuning); 0: the schedule below
   int rows_knob = 0;  // rows per block given by tuning; 0: by the query rows per kv head
   int tile_knob = 0;  // keys per tile given by tuning; 0: by the split length (below)
+  // 128-key tiles are built for fp8 caches and for 16-bit ones at head dim 64 (see below).
+  const bool tile128_built = g.cache_dtype != dt || g.d == 64;
   for (const Knob& kn : tuning_knobs(kOp, pref.tuning, "BARACUDA_PAGED_ATTENTION_CFG", {"splits", "rows", "tile"})) {
     if (kn.key == "tile") {
-      need(kn.value == "64" || (kn.value == "128" && (g.cache_dtype != dt || g.d == 64)),
+      need(kn.value == "64" || (kn.value == "128" && tile128_built),
            "tuning tile must be 64 (or 128 over an fp8 cache or at head dim 64), got '" + kn.value + "'");
       tile_knob = int(kn.num());
       continue;
@@ -241,7 +243,7 @@ PagedAttentionPlan PagedAttentionPlan::select(const PagedAttentionDescriptor& de
   // keeps 64 and its parallelism.
   constexpr int64_t kWideTileFromTiles = 4;
   const int64_t split_tiles = (tiles + splits - 1) / splits;  // 64-key tiles per split
-  const bool tile128_fits = (g.cache_dtype != dt || g.d == 64) && !I.rowwise && !I.cudnn &&
+  const bool tile128_fits = tile128_built && !I.rowwise && !I.cudnn &&
                             g.rows_per_block == paged_attention::kRowsPerBlock;
   if (tile128_fits && (tile_knob == 128 || (tile_knob == 0 && split_tiles >= kWideTileFromTiles)))
     g.tile_keys = 128;

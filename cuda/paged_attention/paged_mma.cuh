@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
   }
   // Each key's page, looked up once per tile by threads 0..BN - 1 into a ring of S + 1 tiles (-1: past
   // the range or a hidden page), with its row's K and V byte offsets (an absent row's: zero_offset
-  // below), so the copies only add them: the table read for a tile is issued an iteration before its result is stored,
-  // and stored an iteration before its copies are issued, so nothing waits on it.
+  // below), so the copies only add them. The table read for a tile is issued an iteration before its
+  // result is stored, and stored an iteration before its copies are issued, so nothing waits on it.
   // A key's page and slot: a shift and a mask for the usual power-of-two page size.
   const uint32_t page_size = uint32_t(g.page_size);
   const int page_shift = (page_size & (page_size - 1)) == 0 ? __ffs(int(page_size)) - 1 : -1;
