@@ -460,6 +460,22 @@ def test_rowwise_score_rules_f32(opts):
     check_score_rules(opts, torch.float32, 22, 64)
 
 
+def check_both_key_tiles(q, kc, vc, table, lens, splits, want, want_lse, dt):
+    """The tensor-core kernel on 64- and 128-key tiles, forced by tuning (the SKU says which), through
+    plan.run into NaN-poisoned out and lse, against the f64 reference."""
+    for tile in (64, 128):
+        plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(
+            spec(q), spec(kc), spec(vc), spec(q), table.shape[1], lse=True, num_splits=splits, kernel="mma"),
+            bc.PlanPreference(tuning=f"tile={tile}"))
+        assert plan.sku.name.endswith(".t128") == (tile == 128), plan.sku.name
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device=DEV)
+        ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
+        plan.run(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens, out=out, lse=lse, workspace=ws)
+        check(out, want, dt)
+        check(lse, want_lse, torch.float32, "lse", magnitude=8)
+
+
 @pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 def test_head_dim_64_both_key_tiles(dt):
     """16-bit caches at head dim 64 on 64- and 128-key tiles (each warp 16 or 32 keys of a tile): 1 and
@@ -467,17 +483,7 @@ def test_head_dim_64_both_key_tiles(dt):
     for sq, splits in ((1, 0), (1, 3), (4, 0)):
         q, kc, vc, table, lens = make_case(90, 2, sq, 8, 2, 64, 16, [37, 300], dt)
         want, want_lse = reference(q, kc.float(), vc.float(), table, lens)
-        for tile in (64, 128):
-            plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(
-                spec(q), spec(kc), spec(vc), spec(q), table.shape[1], lse=True, num_splits=splits, kernel="mma"),
-                bc.PlanPreference(tuning=f"tile={tile}"))
-            assert plan.sku.name.endswith(".t128") == (tile == 128), plan.sku.name
-            out = torch.full_like(q, float("nan"))
-            lse = torch.full((q.shape[0], q.shape[2], sq), float("nan"), device=DEV)
-            ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
-            plan.run(q=q, k_cache=kc, v_cache=vc, block_table=table, seq_lens=lens, out=out, lse=lse, workspace=ws)
-            check(out, want, dt)
-            check(lse, want_lse, torch.float32, "lse", magnitude=8)
+        check_both_key_tiles(q, kc, vc, table, lens, splits, want, want_lse, dt)
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
@@ -495,16 +501,7 @@ def test_fp8_caches_every_head_dim(d, dt, fp8):
         check(out, want, dt)
         check(lse, want_lse, torch.float32, "lse", magnitude=8)
         # both key tiles of fp8 caches, whichever the default took: 128 (each warp 32 keys of a tile), 64
-        for tile in (64, 128):
-            plan = bc.PagedAttentionPlan.select(bc.PagedAttentionDescriptor(
-                spec(q), spec(kc8), spec(vc8), spec(q), table.shape[1], lse=True, num_splits=splits, kernel="mma"),
-                bc.PlanPreference(tuning=f"tile={tile}"))
-            assert plan.sku.name.endswith(".t128") == (tile == 128), plan.sku.name
-            o2, l2 = torch.full_like(q, float("nan")), torch.full_like(lse, float("nan"))
-            ws = torch.empty(max(1, plan.workspace_bytes()), dtype=torch.uint8, device=DEV)
-            plan.run(q=q, k_cache=kc8, v_cache=vc8, block_table=table, seq_lens=lens, out=o2, lse=l2, workspace=ws)
-            check(o2, want, dt)
-            check(l2, want_lse, torch.float32, "lse", magnitude=8)
+        check_both_key_tiles(q, kc8, vc8, table, lens, splits, want, want_lse, dt)
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
