@@ -7,7 +7,7 @@
 #              fp8_decode (tools/probe/HARNESS.cu)
 #     FILE     the file the variants rewrite, under cuda/ (a header the harness includes, or a .cu
 #              compiled with it), e.g. cuda/rope/rope.cu, cuda/paged_attention/paged_mma.cuh
-#     NAME     without "=": the file as it is (the baseline)
+#     NAME     without "=": the file as it is (the baseline); a NAME given before runs again, unbuilt
 #     NAME@PATH  the file at PATH in its place, PATH in the working tree (untracked files travel to
 #              the device), e.g. the version at another commit: git show REV:FILE > tools/probe/.old.cu
 #   PROBE_ARGS="..." runs the harness once per ';'-separated argument list (e.g. shapes); each run
@@ -66,9 +66,12 @@ for v in "$@"; do
   whole=0  # NAME@PATH: another version of the whole file
   [[ $v != *=* && $v == *@* ]] && whole=1
   if ((whole)); then name=${v%%@*}; else name=${v%%=*}; fi
+  # a name given again runs that variant again (noise), without rebuilding it as the baseline
+  seen=0
+  for n in "${names[@]}"; do [[ $n == "$name" ]] && seen=1; done
   names+=("$name")
   dir="$WORK/$name"
-  [[ $stage == run ]] && continue
+  [[ $stage == run ]] || ((seen)) && continue
   mkdir -p "$dir/$(dirname "$rel")"
   if ((whole)); then
     [[ -f ${v#*@} ]] || { echo "variant $name: no file ${v#*@}"; exit 2; }
@@ -87,8 +90,10 @@ for v in "$@"; do
       > "$dir/build.log" 2>&1 || echo "variant $name: build failed (see $dir/build.log)" ) &
 done
 wait
+declare -A listed=()
 for name in "${names[@]}"; do
-  [[ $stage == run ]] && continue
+  [[ $stage == run || -n ${listed[$name]:-} ]] && continue
+  listed[$name]=1
   dir="$WORK/$name"
   echo "== $name"
   # one line per kernel: its name, then registers and spill stores
