@@ -504,6 +504,22 @@ def test_fp8_caches_every_head_dim(d, dt, fp8):
         check_both_key_tiles(q, kc8, vc8, table, lens, splits, want, want_lse, dt)
 
 
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("splits", [0, 3])
+def test_fp8_caches_bf16_queries_of_any_magnitude(fp8, splits):
+    """bf16 queries over an fp8 cache take Q K^T in f16, the block's rows scaled by one power of two:
+    the heads of each kv group from 1e-5 to 1e5 (past f16's range) in one block, against the f64
+    reference."""
+    q, kc, vc, table, lens = make_case(77, 2, 1, 8, 2, 128, 16, [37, 300], torch.bfloat16)
+    mags = torch.tensor([1e-5, 1.0, 1e3, 1e5] * 2, device=DEV)
+    q = (q.float() * mags[None, None, :, None]).to(torch.bfloat16)
+    kc8, vc8 = kc.to(fp8), vc.to(fp8)
+    out, lse = bc.paged_attention(q, kc8, vc8, table, lens, kernel="mma", num_splits=splits, return_lse=True)
+    want, want_lse = reference(q, kc8.float(), vc8.float(), table, lens)
+    check(out, want, torch.bfloat16)
+    check(lse, want_lse, torch.float32, "lse", magnitude=float(want_lse.abs().max()))
+
+
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("per_head", [False, True])
 def test_fp8_caches_with_scales(fp8, per_head):

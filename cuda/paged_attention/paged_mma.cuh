@@ -117,12 +117,61 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
   const KV* vc = static_cast<const KV*>(p.v_cache);
 
   // Q rows (zero past the block's rows), then the first key / value tile.
-  for (int c = tid; c < RB * DT; c += kThreads) {
+  auto q_chunk = [&](int c, bool& in) {  // chunk c of the block's Q rows: 8 elements of row c / DT
     const int r = c / DT, cc = c % DT;
     const int64_t row = r0 + r;
-    const bool in = row < rows;
+    in = row < rows;
     const int64_t i = in ? row / g.group : 0, h = hk * g.group + (in ? row % g.group : 0);
-    kernels::cp_async16_zfill(Qs + r * LD + cc * 8, q + b * g.q_batch + i * g.q_token + h * g.q_head + cc * 8, in);
+    return q + b * g.q_batch + i * g.q_token + h * g.q_head + cc * 8;
+  };
+  // bf16 queries over an fp8 cache: S = Q K^T runs in f16, where K's bytes convert exactly in one cvt
+  // a pair (bf16 takes four, through f32). The block's Q rows are scaled by the power of two 2^e that
+  // puts their largest finite |q| in [2^14, 2^15): exact in f16 but for elements under 2^-28 of that
+  // largest one, which round as f16 subnormals; the score's scale takes 2^-e back. One e per block
+  // (not per row) keeps the hot loop's registers as they were. At d64 the extra pass over Q costs more
+  // than the cvts save (docs/benchmark-notes.md, session 53): both products stay in bf16 there.
+  constexpr bool kQF16 = FP8 && std::is_same_v<T, __nv_bfloat16> && D >= 128;
+  using QK = std::conditional_t<kQF16, __half, T>;
+  __shared__ unsigned q_absmax;  // the bf16 bits of the largest finite |q| (bits order as the values)
+  float q_unscale = 1.f;         // 2^-e
+  if constexpr (kQF16) {
+    if (tid == 0) q_absmax = 0;
+    __syncthreads();
+    unsigned mx = 0;
+    for (int c = tid; c < RB * DT; c += kThreads) {
+      bool in;
+      const T* src = q_chunk(c, in);
+      if (!in) continue;
+      const uint4 v = *reinterpret_cast<const uint4*>(src);
+      for (unsigned w : {v.x, v.y, v.z, v.w})
+        for (unsigned a : {w & 0x7fffu, (w >> 16) & 0x7fffu}) mx = a < 0x7f80u ? max(mx, a) : mx;
+    }
+    atomicMax(&q_absmax, mx);
+    __syncthreads();
+    const int e = q_absmax == 0 ? 0 : max(-126, min(126, 141 - int(q_absmax >> 7)));
+    const float sc = __int_as_float((e + 127) << 23);
+    q_unscale = __int_as_float((127 - e) << 23);
+    for (int c = tid; c < RB * DT; c += kThreads) {
+      bool in;
+      const T* src = q_chunk(c, in);
+      const uint4 v = in ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+      uint4 h;
+      unsigned* hw = &h.x;
+      const unsigned vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vw[k]));
+        const __half2 hv = __floats2half2_rn(f.x * sc, f.y * sc);
+        hw[k] = *reinterpret_cast<const unsigned*>(&hv);
+      }
+      *reinterpret_cast<uint4*>(Qs + (c / DT) * LD + (c % DT) * 8) = h;
+    }
+  } else {
+    for (int c = tid; c < RB * DT; c += kThreads) {
+      bool in;
+      const T* src = q_chunk(c, in);
+      kernels::cp_async16_zfill(Qs + (c / DT) * LD + (c % DT) * 8, src, in);
+    }
   }
   // Each key's page, looked up once per tile by threads 0..BN - 1 into a ring of S + 1 tiles (-1: past
   // the range or a hidden page), with its row's K and V byte offsets (an absent row's: zero_offset
@@ -245,9 +294,9 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
   // into the score's scale, v_scale onto the output.
   const float k_scale = FP8 && p.k_scale ? p.k_scale[hk * p.scale_stride] : 1.f;
   const float v_scale = FP8 && p.v_scale ? p.v_scale[hk * p.scale_stride] : 1.f;
-  const float scale_log2 = g.scale * k_scale * kLog2e;
+  const float scale_log2 = g.scale * k_scale * kLog2e * q_unscale;  // f16 Q: its 2^-e too
   const bool softcap = g.softcap > 0.f;
-  const float cap_scale = softcap ? g.scale * k_scale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
+  const float cap_scale = softcap ? g.scale * k_scale * q_unscale / g.softcap : 0.f, cap_log2 = g.softcap * kLog2e;
 
   unsigned qa[C::q_in_registers ? KT : 1][4];
   float o[DT][4];
@@ -287,8 +336,8 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
           for (int h = 0; h < 2; ++h) {
             const unsigned kw =
                 *reinterpret_cast<const unsigned*>(Kr + (kb + np * 16 + h * 8 + gq) * C::LDR + kk * 16 + tq * 4);
-            bf[2 * h] = kernels::fp8x2_to_pair<T, KV>(kw);
-            bf[2 * h + 1] = kernels::fp8x2_to_pair<T, KV>(kw >> 16);
+            bf[2 * h] = kernels::fp8x2_to_pair<QK, KV>(kw);
+            bf[2 * h + 1] = kernels::fp8x2_to_pair<QK, KV>(kw >> 16);
           }
         } else {
           if constexpr (C::kSwizzle)
@@ -296,8 +345,8 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
           else
             attention::flash::load_b<LD>(bf, Ks, kb + np * 16, kk * 16);
         }
-        kernels::mma16816<T>(sc[2 * np], qa[qi], bf[0], bf[1]);
-        kernels::mma16816<T>(sc[2 * np + 1], qa[qi], bf[2], bf[3]);
+        kernels::mma16816<QK>(sc[2 * np], qa[qi], bf[0], bf[1]);
+        kernels::mma16816<QK>(sc[2 * np + 1], qa[qi], bf[2], bf[3]);
       }
     }
     // Scores in the log2 domain; keys a row does not see (or in a hidden page) are -inf. A tile inside
@@ -359,10 +408,13 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
         o[dt][hf * 2 + 1] *= corr;
       }
     }
+    // fp8 caches: O += P V in f16 (with f16 queries, or bf16 ones at D >= 128). V's bytes convert
+    // exactly in one cvt a pair (bf16 takes four, through f32); P in [0, 1] keeps bf16's precision.
+    using PV = QK;
 #pragma unroll
     for (int kc = 0; kc < NT / 2; ++kc) {  // 16 keys at a time
       unsigned a[4];
-      attention::flash::c_to_a<T>(a, sc, kc);
+      attention::flash::c_to_a<PV>(a, sc, kc);
       const int k0 = kb + kc * 16;
       if constexpr (FP8) {
 #pragma unroll
@@ -374,8 +426,8 @@ __global__ void __launch_bounds__(Cfg<D, S, !std::is_same_v<T, KV>, WIDE, TILE>:
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             const unsigned sel = unsigned(c) | unsigned(c + 4) << 4;  // byte c of the first row, then of the second
-            kernels::mma16816<T>(o[4 * ch + c], a, kernels::fp8x2_to_pair<T, KV>(__byte_perm(r0, r1, sel)),
-                                 kernels::fp8x2_to_pair<T, KV>(__byte_perm(r8, r9, sel)));
+            kernels::mma16816<PV>(o[4 * ch + c], a, kernels::fp8x2_to_pair<PV, KV>(__byte_perm(r0, r1, sel)),
+                                  kernels::fp8x2_to_pair<PV, KV>(__byte_perm(r8, r9, sel)));
           }
         }
       } else {
