@@ -28,14 +28,4 @@ inline void check_launch(const char* kernel) {
   if (e != cudaSuccess) throw_cuda_error(e, (std::string("launch of ") + kernel).c_str());
 }
 
-// Dynamic shared memory past the default 48 KiB per block (static arrays included) needs the
-// kernel's attribute raised first. Asked for from 40 KiB on: the kernels' own static arrays (a few
-// KiB at most) count towards the 48.
-template <class F> inline void allow_dynamic_smem(F* kernel, size_t bytes, const char* what) {
-  if (bytes > 40 * 1024)
-    cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(bytes)),
-               what);
-}
-
 }  // namespace baracuda

@@ -436,8 +436,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkv_kernel(Geometry g, 
 // (flash_bwd_sm90.cuh).
 template <auto dq, auto dkv, class Dq, class Dkv, class... DkvExtra>
 void launch_backward_kernels(const Geometry& g, const Pointers& p, cudaStream_t st, const DkvExtra&... extra) {
-  opt_in_smem<dq>(Dq::smem_bytes);
-  opt_in_smem<dkv>(Dkv::smem_bytes);
+  opt_in_dynamic_smem(dq, Dq::smem_bytes, "cudaFuncSetAttribute(flash attention grad_q)");
+  opt_in_dynamic_smem(dkv, Dkv::smem_bytes, "cudaFuncSetAttribute(flash attention grad_k / grad_v)");
   if (g.sq > 0)
     dq<<<dim3(unsigned((g.sq + Dq::BM - 1) / Dq::BM), unsigned(g.hq), unsigned(g.batch)), Dq::kThreads, Dq::smem_bytes,
          st>>>(g, p);

@@ -10,6 +10,7 @@
 #include "common/cuda_check.h"
 #include "common/fast_exp.cuh"
 #include "common/mma_sync.cuh"
+#include "common/smem_opt_in.h"
 
 namespace baracuda::attention::flash {
 
@@ -300,21 +301,6 @@ __device__ __forceinline__ void store_rows(O&& o, const float (&m)[2], const flo
         static_cast<float*>(p.lse)[lse_index(g, s, b, h, i)] = lv > 0.f ? (mv + log2f(lv)) * kLn2 : -INFINITY;
     }
   }
-}
-
-// A kernel whose dynamic plus static shared memory exceeds 48 KiB must opt in, once per device
-// (its static arrays count toward the 48 KiB: a kernel under it in dynamic bytes alone may not be).
-template <auto kernel> void opt_in_smem(int bytes) {
-  static unsigned done = 0;  // one bit per device, per kernel
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev < 32 && (__atomic_load_n(&done, __ATOMIC_ACQUIRE) & (1u << dev))) return;
-  cudaFuncAttributes attr{};
-  cuda_check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes(flash attention)");
-  if (size_t(bytes) + attr.sharedSizeBytes > 48 * 1024)
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-               "cudaFuncSetAttribute(flash attention)");
-  if (dev < 32) __atomic_fetch_or(&done, 1u << dev, __ATOMIC_RELEASE);
 }
 
 }  // namespace baracuda::attention::flash

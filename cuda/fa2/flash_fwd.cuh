@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_kernel(Geometry g, Poin
 
 template <class T, class Cfg, bool kPlain> void launch_forward(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   constexpr auto kernel = flash_fwd_kernel<T, Cfg, kPlain>;
-  opt_in_smem<kernel>(Cfg::smem_bytes);
+  opt_in_dynamic_smem(kernel, Cfg::smem_bytes, "cudaFuncSetAttribute(flash attention forward)");
   const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
   kernel<<<grid, kWarps * 32, Cfg::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), "attention flash forward launch");

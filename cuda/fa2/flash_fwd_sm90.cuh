@@ -437,7 +437,7 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
   const dim3 grid(unsigned((g.sq + Cfg::BM - 1) / Cfg::BM), unsigned(g.hq), unsigned(g.batch));
   if constexpr (Cfg::kThreads == 384) {
     constexpr auto kernel = flash_fwd_sm90_ws_kernel<T, Cfg>;
-    opt_in_smem<kernel>(Cfg::smem_bytes);
+    opt_in_dynamic_smem(kernel, Cfg::smem_bytes, "cudaFuncSetAttribute(flash attention forward, sm90)");
     using Tma = WsTma<T, Cfg>;
     Tma tma{};
     const int64_t es = int64_t(sizeof(T));
@@ -455,7 +455,7 @@ template <class T, class Cfg> void launch_sm90(const Geometry& g, const Pointers
     kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p, tma);
   } else {
     constexpr auto kernel = flash_fwd_sm90_kernel<T, Cfg>;
-    opt_in_smem<kernel>(Cfg::smem_bytes);
+    opt_in_dynamic_smem(kernel, Cfg::smem_bytes, "cudaFuncSetAttribute(flash attention forward, sm90)");
     kernel<<<grid, Cfg::kThreads, Cfg::smem_bytes, stream>>>(g, p);
   }
   cuda_check(cudaGetLastError(), "attention flash forward (sm90) launch");

@@ -19,6 +19,7 @@
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
 #include "common/mma_sync.cuh"
+#include "common/smem_opt_in.h"
 #include "fa2/flash_common.cuh"
 #include "gemm/gemm_launch.h"
 #include "gemm/grouped_offsets.cuh"
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_tiled_kernel(const Groupe
 
 template <class T> void launch(const GroupedGemvArgs& a, void* stream) {
   constexpr auto kernel = grouped_tiled_kernel<T>;
-  attention::flash::opt_in_smem<kernel>(kSmemBytes);
+  opt_in_dynamic_smem(kernel, kSmemBytes, "cudaFuncSetAttribute(grouped gemv)");
   const int64_t col_tiles = (a.N + BN - 1) / BN;
   // Items, at most: every expert with rows adds at most one partial row tile to T / BM.
   const int64_t items = col_tiles * ((a.T + BM - 1) / BM + std::min(a.E, a.T));

@@ -31,6 +31,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/smem_opt_in.h"
 #include "loss/ctc_launch.h"
 #include "loss/loss_common.cuh"
 
@@ -428,7 +429,7 @@ template <class T> void ctc_launch_typed(const CtcLaunch& L, cudaStream_t st) {
   const int64_t rsmem = ctc_recursion_smem(L.s, L.tt, int64_t(sizeof(A)));
   if (!L.backward) {
     if (L.n > 0) {
-      allow_dynamic_smem(&ctc_alpha<T>, size_t(rsmem), "cudaFuncSetAttribute(ctc_alpha)");
+      opt_in_dynamic_smem(&ctc_alpha<T>, size_t(rsmem), "cudaFuncSetAttribute(ctc_alpha)");
       ctc_alpha<T><<<unsigned(L.n), unsigned(L.threads), size_t(rsmem), st>>>(p);
       check_launch("ctc_loss alpha");
     }
@@ -439,11 +440,11 @@ template <class T> void ctc_launch_typed(const CtcLaunch& L, cudaStream_t st) {
     return;
   }
   if (L.n == 0 || L.t == 0 || L.c == 0) return;  // an empty gradient
-  allow_dynamic_smem(&ctc_beta<T>, size_t(rsmem), "cudaFuncSetAttribute(ctc_beta)");
+  opt_in_dynamic_smem(&ctc_beta<T>, size_t(rsmem), "cudaFuncSetAttribute(ctc_beta)");
   ctc_beta<T><<<unsigned(L.n), unsigned(L.threads), size_t(rsmem), st>>>(p);
   check_launch("ctc_loss beta");
   const int64_t gsmem = ctc_grad_smem(L.s, int64_t(sizeof(A)));
-  allow_dynamic_smem(&ctc_grad<T>, size_t(gsmem), "cudaFuncSetAttribute(ctc_grad)");
+  opt_in_dynamic_smem(&ctc_grad<T>, size_t(gsmem), "cudaFuncSetAttribute(ctc_grad)");
   ctc_grad<T><<<unsigned(L.t * L.n), unsigned(L.grad_threads), size_t(gsmem), st>>>(p);
   check_launch("ctc_loss grad");
 }

@@ -27,6 +27,7 @@
 #include "common/cuda_check.h"
 #include "common/compute_math.cuh"
 #include "common/dtype_traits.cuh"
+#include "common/smem_opt_in.h"
 #include "loss/loss_common.cuh"
 #include "loss/row_launch.h"
 
@@ -631,7 +632,7 @@ void row_launch_typed(const RowLaunch& L, cudaStream_t st) {
       else mlm_warp_launch<T, 16>(L, st);  // select(): d <= kMultilabelWarpMaxClasses = 512
     } else if (L.kind == RowKind::MultilabelMargin) {
       const size_t smem = size_t(L.d) * (sizeof(A) + 2 * sizeof(int)) + size_t((L.d + 31) / 32) * sizeof(unsigned);
-      allow_dynamic_smem(mlm_kernel<T>, smem, "cudaFuncSetAttribute(multilabel_margin_loss)");
+      opt_in_dynamic_smem(mlm_kernel<T>, smem, "cudaFuncSetAttribute(multilabel_margin_loss)");
       mlm_kernel<T><<<unsigned(L.n), kRowThreads, smem, st>>>(L);
       check_launch(L.backward ? "multilabel_margin_loss backward" : "multilabel_margin_loss");
     } else if (L.vec > 1) {

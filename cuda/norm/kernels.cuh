@@ -10,6 +10,7 @@
 // The kernels live in kernel_common.cuh (shared pieces), fwd_kernels.cuh and bwd_kernels.cuh; this
 // header holds the launchers that pick them.
 #pragma once
+#include "common/smem_opt_in.h"
 #include "norm/fwd_kernels.cuh"
 #include "norm/bwd_kernels.cuh"
 
@@ -19,7 +20,7 @@ using namespace baracuda::kernels;
 // ---- launchers ------------------------------------------------------------------------------------
 // Dynamic shared memory above the default 48 KB needs an opt-in per kernel (and device).
 template <class K> void allow_smem(K kernel, int64_t bytes) {
-  allow_dynamic_smem(kernel, size_t(bytes), "cudaFuncSetAttribute(norm, max dynamic shared memory)");
+  opt_in_dynamic_smem(kernel, size_t(bytes), "cudaFuncSetAttribute(norm, max dynamic shared memory)");
 }
 
 template <class T, int TPR, int I, int R, bool PF> void fwd_kernel_go(const NormLaunch& L, cudaStream_t s) {

@@ -21,6 +21,7 @@
 #include "common/dtype_traits.cuh"
 #include "common/fast_exp.cuh"
 #include "common/packed_vec.cuh"
+#include "common/smem_opt_in.h"
 #include "fa2/flash_common.cuh"
 #include "paged_attention/paged_attention_launch.h"
 
@@ -518,7 +519,7 @@ template <class T, class KV, int D, bool WIDE, int TILE>
 void launch_kernel(const Geometry& g, const Pointers& p, cudaStream_t stream) {
   using C = Cfg<D, kStages, !std::is_same_v<T, KV>, WIDE, TILE>;
   constexpr auto kernel = paged_mma_kernel<T, KV, D, kStages, WIDE, TILE>;
-  attention::flash::opt_in_smem<kernel>(C::smem_bytes);
+  opt_in_dynamic_smem(kernel, C::smem_bytes, "cudaFuncSetAttribute(paged attention)");
   const dim3 grid(unsigned(g.splits), unsigned(g.hkv * g.row_groups), unsigned(g.batch));
   kernel<<<grid, C::kThreads, C::smem_bytes, stream>>>(g, p);
   cuda_check(cudaGetLastError(), WIDE ? "paged attention prefill launch" : "paged attention decode launch");

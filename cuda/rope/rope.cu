@@ -16,6 +16,7 @@
 #include "common/dtype_traits.cuh"
 #include "common/packed_vec.cuh"
 #include "common/paged_slot.cuh"
+#include "common/smem_opt_in.h"
 #include "rope/rope_launch.h"
 
 namespace baracuda::rope {
@@ -419,7 +420,7 @@ void rope(const Geometry& g, const Pointers& p, void* stream) {
   auto go = [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto launch = [&](auto kernel) {
-      allow_dynamic_smem(kernel, smem, "rope shared memory");
+      opt_in_dynamic_smem(kernel, smem, "rope shared memory");
       int64_t gx = groups;
       if (g.persistent) {
         int dev = 0, sms = 0, per_sm = 0;

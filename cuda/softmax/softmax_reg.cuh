@@ -38,6 +38,7 @@
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
 #include "common/mbarrier.cuh"
+#include "common/smem_opt_in.h"
 #include "softmax/softmax_kernels.cuh"
 
 namespace baracuda::softmax::detail {
@@ -460,7 +461,7 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
   auto kern = rows_reg<T, W, K, ST, CS, BWD>;
   const size_t smem = Cfg::SMEM;
-  allow_dynamic_smem(kern, smem, "cudaFuncSetAttribute(softmax rows_reg shared memory)");
+  opt_in_dynamic_smem(kern, smem, "cudaFuncSetAttribute(softmax rows_reg shared memory)");
   if constexpr (Cfg::PF)  // two 64 KB blocks per SM: ask for the largest shared-memory carveout
     cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     int(cudaSharedmemCarveoutMaxShared)),
