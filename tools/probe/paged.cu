@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "paged_attention/paged_mma.cuh"
@@ -50,6 +51,7 @@ template <class S> static double stored(size_t i, uint32_t seed) {
   else return double(float(v));
 }
 
+// PAGED_LENGTH_SWEEP=1 times 256-block rows of 16 to 128 tiles a block instead of the bench rows.
 // PAGED_RAGGED=1 (environment) shortens each request by 0-60 keys, so the check covers partial tiles.
 // The layout knobs (environment): PAGED_PAGE_SIZE (default 16; a power of two up to the context), PAGED_IN_ORDER=1
 // (each request's pages consecutive in the pool instead of shuffled), PAGED_HEADS_FIRST=1. With all three
@@ -211,6 +213,18 @@ int main() {
     for (int sp : {1, 2, 3, 4}) run_case<bf16, 128, 64>({"b128 ctx1024 h32/8 d128 bf16", 128, 1024, 32, 8, sp}, s, rng);
     for (int sp : {8, 12, 16}) run_case<bf16, 128, 64>({"b4 ctx32768 h32/8 d128 bf16", 4, 32768, 32, 8, sp}, s, rng);
     for (int sp : {1, 2}) run_case<bf16, 64, 128>({"b64 ctx2048 h16/4 d64 bf16", 64, 2048, 16, 4, sp}, s, rng);
+    return 0;
+  }
+  if (env_on("PAGED_LENGTH_SWEEP")) {  // 256 blocks (all resident) of 16..128 tiles: the fixed cost per block
+    using bf16 = __nv_bfloat16;
+    for (int ctx : {1024, 2048, 4096, 8192}) {
+      const std::string name = "b32 ctx" + std::to_string(ctx) + " h32/8 d128 bf16";
+      run_case<bf16, 128, 64>({name.c_str(), 32, ctx, 32, 8, 1}, s, rng);
+    }
+    // 32 tiles a block four ways: group 4 or 8, unsplit or in two splits (b16 ctx4096 h64/8: the bench row)
+    run_case<bf16, 128, 64>({"b32 ctx2048 h64/8 d128 bf16", 32, 2048, 64, 8, 1}, s, rng);
+    run_case<bf16, 128, 64>({"b16 ctx4096 h64/8 d128 bf16", 16, 4096, 64, 8, 2}, s, rng);
+    run_case<bf16, 128, 64>({"b16 ctx4096 h32/8 d128 bf16", 16, 4096, 32, 8, 2}, s, rng);
     return 0;
   }
   run_case<__nv_bfloat16, 128, 64>({"b32 ctx8192 h32/8 d128 bf16", 32, 8192, 32, 8, 1}, s, rng);
