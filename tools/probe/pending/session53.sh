@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 53's device question (README.md beside this file), one call of about 150 s:
+# Session 53's device question (README.md beside this file), one call of about 180 s:
 #   bash tools/probe/pending/session53.sh prepare     # here, on a clean checkout: the variant header in .v
 #   bash tools/probe/pending/session53.sh run         # on the device (the `run` tool)
 #   rm -rf tools/probe/.v                             # here, afterwards (and land the patch if it won)
@@ -24,6 +24,8 @@ case ${1:-} in
     probe base early@tools/probe/.v/paged_early_table.cuh base early  # each timed twice (names repeat)
     echo "== length sweep"
     PAGED_LENGTH_SWEEP=1 PROBE_STAGE=run probe base early base early
+    echo "== split sweep (early): with less fixed cost per block, more splits may pay (b128 ctx1024 s3: 2.6 -> 7.8 waves)"
+    PAGED_SPLIT_SWEEP=1 PROBE_STAGE=run probe early
     echo "== ragged lengths (the float64 check on partial tiles)"
     PAGED_RAGGED=1 PROBE_STAGE=run probe early
     python3 $pending/torch_decode.py "32 1024 32 8 128" "32 2048 32 8 128" "32 8192 32 8 128" "128 1024 32 8 128"
