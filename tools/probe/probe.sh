@@ -82,7 +82,7 @@ for v in "$@"; do
   else
     cp "$file" "$dir/$rel"
   fi
-  srcs=(tools/probe/"$harness".cu)
+  srcs=(tools/probe/"$harness".cu cpp/src/smem_opt_in.cpp)  # the one kernel-launch helper defined out of line
   for f in "${extra[@]}"; do [[ $f == "$file" ]] && srcs+=("$dir/$rel") || srcs+=("$f"); done
   [[ $rel == *.cu && " ${extra[*]} " != *" $file "* ]] && srcs+=("$dir/$rel")
   ( "$NVCC" -O3 -std=c++17 "${flags[@]}" --expt-relaxed-constexpr --diag-suppress=177,186 \
