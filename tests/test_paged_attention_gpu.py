@@ -506,11 +506,12 @@ def test_fp8_caches_every_head_dim(d, dt, fp8):
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
 @pytest.mark.parametrize("splits", [0, 3])
-def test_fp8_caches_bf16_queries_of_any_magnitude(fp8, splits):
+@pytest.mark.parametrize("sq", [1, 40], ids=["decode", "prefill"])
+def test_fp8_caches_bf16_queries_of_any_magnitude(fp8, splits, sq):
     """bf16 queries over an fp8 cache take Q K^T in f16, the block's rows scaled by one power of two:
     the heads of each kv group from 1e-5 to 1e5 (past f16's range) in one block, against the f64
-    reference."""
-    q, kc, vc, table, lens = make_case(77, 2, 1, 8, 2, 128, 16, [37, 300], torch.bfloat16)
+    reference; one token (16-row blocks) and 40 (160 rows per kv head: the 64-row prefill blocks)."""
+    q, kc, vc, table, lens = make_case(77, 2, sq, 8, 2, 128, 16, [45, 300], torch.bfloat16)
     mags = torch.tensor([1e-5, 1.0, 1e3, 1e5] * 2, device=DEV)
     q = (q.float() * mags[None, None, :, None]).to(torch.bfloat16)
     kc8, vc8 = kc.to(fp8), vc.to(fp8)
