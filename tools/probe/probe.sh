@@ -61,17 +61,18 @@ case $harness in
 esac
 stage=${PROBE_STAGE:-all}
 [[ $stage == all || $stage == build || $stage == run ]] || { echo "PROBE_STAGE: build, run or unset, not $stage"; exit 2; }
-names=()
+names=() built=()  # every name given, in order; each distinct one once (what the build stage builds)
+declare -A given=()
 for v in "$@"; do
   whole=0  # NAME@PATH: another version of the whole file
   [[ $v != *=* && $v == *@* ]] && whole=1
   if ((whole)); then name=${v%%@*}; else name=${v%%=*}; fi
-  # a name given again runs that variant again (noise), without rebuilding it as the baseline
-  seen=0
-  for n in "${names[@]}"; do [[ $n == "$name" ]] && seen=1; done
   names+=("$name")
   dir="$WORK/$name"
-  [[ $stage == run ]] || ((seen)) && continue
+  # a name given again runs that variant again (noise), without rebuilding it as the baseline
+  [[ $stage == run || -n ${given[$name]:-} ]] && continue
+  given[$name]=1
+  built+=("$name")
   mkdir -p "$dir/$(dirname "$rel")"
   if ((whole)); then
     [[ -f ${v#*@} ]] || { echo "variant $name: no file ${v#*@}"; exit 2; }
@@ -90,10 +91,7 @@ for v in "$@"; do
       > "$dir/build.log" 2>&1 || echo "variant $name: build failed (see $dir/build.log)" ) &
 done
 wait
-declare -A listed=()
-for name in "${names[@]}"; do
-  [[ $stage == run || -n ${listed[$name]:-} ]] && continue
-  listed[$name]=1
+for name in "${built[@]}"; do
   dir="$WORK/$name"
   echo "== $name"
   # one line per kernel: its name, then registers and spill stores
