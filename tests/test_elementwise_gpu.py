@@ -307,6 +307,27 @@ def test_huge_needs_64bit_indexing():
     assert torch.equal(z, ~x)
 
 
+def test_huge_strided_launches_split_into_32_bit_pieces():
+    """Non-contiguous launches of 2**31 elements or more run as pieces under 2**31 (the kernels
+    index in 32 bits): each layout, a chunked middle dim, and a last chunk of one index."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 24 * 2 ** 30:
+        pytest.skip("needs 24 GiB of free device memory")
+    g = torch.Generator(device=DEV).manual_seed(7)
+    rows, cols = 65537, 32769  # 2**31 + 98305 elements
+    x = torch.randint(-128, 128, (rows, 2 * cols), dtype=torch.int8, device=DEV, generator=g)
+    assert torch.equal(bc.neg(x[:, ::2]), -x[:, ::2])  # strided input, no unit stride
+    del x
+    # [2, 4, 2**29]: the inner block of 2**29 fits, dim 1 is cut into chunks of 3 and 1.
+    a = torch.randint(-128, 128, (2, 4, 2 ** 29), dtype=torch.int8, device=DEV, generator=g)
+    b = torch.randint(-128, 128, (2, 1, 2 ** 29), dtype=torch.int8, device=DEV, generator=g)
+    y = bc.add(a, b)
+    assert torch.equal(y, a + b)
+    y.fill_(5)
+    bc.sub(a, b, out=y)  # in place of a poisoned output
+    assert torch.equal(y, a - b)
+
+
 @pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.int8, torch.float64])
 def test_misaligned_pointers(dt):
     g = R.gen(f"misaligned/{dt}")

@@ -210,12 +210,17 @@ def test_layout_decision(op, inputs, out, layout):
 
 def test_tensors_past_2_to_the_31_elements():
     # Shapes, strides and offsets are int64: a 2^32-element view selects like any other
-    # (select allocates nothing); past 32-bit offsets the strided path uses 64-bit indexing.
+    # (select allocates nothing). Non-contiguous launches that large run as pieces under 2^31
+    # elements, each on the kernel its layout takes (the GPU test checks the values).
     big = (1 << 16, 1 << 16)
     assert select("silu", [S(big, bf16)], S(big, bf16)).sku.layout == "contiguous"
     k = select("add", [S(big, bf16), S((1 << 16,), bf16)], S(big, bf16)).sku
-    assert k.layout in ("strided", "inner_contiguous")
-    assert select("silu", [S(big, f32, [1, 1 << 16])], S(big, f32)).sku.layout == "strided"
+    assert k.layout == "inner_contiguous"
+    assert select("silu", [S(big, f32, [1, 1 << 16])], S(big, f32)).sku.layout == "transposed_tiled"
+    assert select("silu", [S(big, f32, [1 << 17, 2])], S(big, f32)).sku.layout == "strided"
+    # A dim cut into chunks (2^29-element inner blocks, 4 of them per outer index), one of one index.
+    k = select("add", [S((2, 4, 1 << 29), bc.int8), S((2, 1, 1 << 29), bc.int8)], S((2, 4, 1 << 29), bc.int8)).sku
+    assert k.layout == "inner_contiguous"
 
 
 def test_gated_halves_along_axis_0_are_contiguous():

@@ -615,6 +615,18 @@ def test_backward_vs_autograd(op, case, dt):
                                    msg=lambda m: f"{op}_backward {dt} {case}: {m}")
 
 
+def test_backward_of_2_to_the_31_elements_and_more():
+    """A backward map past 32-bit indexing runs as pieces under 2**31 elements (here two)."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 24 * 2 ** 30:
+        pytest.skip("needs 24 GiB of free device memory")
+    g = R.gen("bw-huge")
+    x = torch.empty((4, 3, 2 ** 28), device=DEV, dtype=BF16)  # values unused by sum's gradient
+    go = torch.randn((4, 2 ** 28), generator=g, device=DEV, dtype=F32).to(BF16)
+    out = bc.sum_backward(go, x, 1, False)
+    assert torch.equal(out, go.unsqueeze(1).expand(x.shape))
+
+
 def test_backward_plan_uses_statistics_workspace():
     x = bc.TensorSpec((64, 1000), bc.float32)
     go = bc.TensorSpec((64,), bc.float32)

@@ -8,6 +8,7 @@
 #include "baracuda/elementwise.h"
 #include "baracuda/errors.h"
 #include "device_guard.h"
+#include "common/index32_pieces.h"
 #include "elementwise/elementwise_launch.h"
 #include "elementwise/ops.h"
 #include "plan_util.h"
@@ -56,6 +57,36 @@ std::vector<int64_t> broadcast_shapes(const std::string& op, const std::vector<T
   return out;
 }
 
+// The launch's kernel family from its coalesced geometry (rank, shape, strides, numel).
+void classify_layout(EwLaunch& L, int nargs) {
+  // Contiguous: at most one dim left, unit stride for the output and every input, except
+  // inputs that are one broadcast element.
+  L.contiguous = L.rank <= 1;
+  L.scalar_mask = 0;
+  if (L.rank == 1) {
+    L.contiguous = L.stride[0][0] == 1;
+    for (int a = 1; a < nargs && L.contiguous; ++a) {
+      if (L.stride[a][0] == 0) L.scalar_mask |= 1u << (a - 1);
+      else L.contiguous = L.stride[a][0] == 1;
+    }
+  }
+  if (!L.contiguous) L.scalar_mask = 0;
+  L.inner_contiguous = false;
+  const int inner = L.rank - 1;
+  if (!L.contiguous && L.rank >= 2 && L.stride[0][inner] == 1) {
+    L.inner_contiguous = true;
+    for (int a = 1; a < nargs; ++a)
+      L.inner_contiguous = L.inner_contiguous && (L.stride[a][inner] == 0 || L.stride[a][inner] == 1);
+  }
+  L.index32 = L.numel < kernels::kIndex32Limit;
+  // One input read across its unit-stride dim while the output is written along its own:
+  // the tiled transpose kernel.
+  L.transpose_dim = -1;
+  if (nargs == 2 && !L.contiguous && !L.inner_contiguous && L.rank >= 2 && L.stride[0][inner] == 1)
+    for (int d = 0; d < L.rank - 1; ++d)
+      if (L.stride[1][d] == 1 && L.shape[d] > 1) L.transpose_dim = d;
+}
+
 // Coalesce the iteration space: drop size-1 dims, order dims by operand `lead`'s strides
 // (innermost = smallest; the output by default), merge dims contiguous for every operand.
 void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::vector<Operand>& ops, int lead = 0) {
@@ -91,32 +122,40 @@ void build_geometry(EwLaunch& L, const std::vector<int64_t>& iter, const std::ve
     L.shape[d] = m.size[d];
     for (int a = 0; a < nargs; ++a) L.stride[a][d] = m.stride[d][a];
   }
-  // Contiguous: at most one dim left, unit stride for the output and every input, except
-  // inputs that are one broadcast element.
-  L.contiguous = L.rank <= 1;
-  L.scalar_mask = 0;
-  if (L.rank == 1) {
-    L.contiguous = L.stride[0][0] == 1;
-    for (int a = 1; a < nargs && L.contiguous; ++a) {
-      if (L.stride[a][0] == 0) L.scalar_mask |= 1u << (a - 1);
-      else L.contiguous = L.stride[a][0] == 1;
+  classify_layout(L, nargs);
+}
+
+// A non-contiguous launch of kIndex32Limit elements or more, as launches under it, each from
+// its byte offsets: so the strided, inner and transposed kernels index in 32 bits only.
+void split_to_index32(std::vector<Step>& steps) {
+  std::vector<Step> pieces;
+  for (const Step& s : steps) {
+    const EwLaunch& L = s.L;
+    if (L.contiguous || L.map_reduce || L.numel < kernels::kIndex32Limit) {
+      pieces.push_back(s);
+      continue;
     }
+    const int nargs = L.nin + 1;
+    int64_t esize[elementwise::kMaxArgs] = {int64_t(dtype_size(L.out_dtype))};
+    for (int i = 0; i < L.nin; ++i) esize[i + 1] = int64_t(dtype_size(L.in_dtype[i]));
+    auto stride_of = [&](int a, int d) { return L.stride[a][d]; };
+    auto add_piece = [&](int first, int64_t count, const int64_t* off) {
+      Step p = s;
+      p.L.rank = L.rank - first;
+      p.L.numel = 1;
+      for (int d = 0; d < p.L.rank; ++d) {
+        p.L.shape[d] = d == 0 ? count : L.shape[first + d];
+        p.L.numel *= p.L.shape[d];
+        for (int a = 0; a < nargs; ++a) p.L.stride[a][d] = L.stride[a][first + d];
+      }
+      p.out_offset += off[0] * esize[0];
+      for (int i = 0; i < L.nin; ++i) p.in_offset[i] += off[i + 1] * esize[i + 1];
+      classify_layout(p.L, nargs);
+      pieces.push_back(p);
+    };
+    kernels::for_each_index32_piece(L.rank, L.shape, nargs, stride_of, add_piece);
   }
-  if (!L.contiguous) L.scalar_mask = 0;
-  L.inner_contiguous = false;
-  const int inner = L.rank - 1;
-  if (!L.contiguous && L.rank >= 2 && L.stride[0][inner] == 1) {
-    L.inner_contiguous = true;
-    for (int a = 1; a < nargs; ++a)
-      L.inner_contiguous = L.inner_contiguous && (L.stride[a][inner] == 0 || L.stride[a][inner] == 1);
-  }
-  L.index32 = L.numel < (int64_t(1) << 31) - 65536;
-  // One input read across its unit-stride dim while the output is written along its own:
-  // the tiled transpose kernel.
-  L.transpose_dim = -1;
-  if (nargs == 2 && !L.contiguous && !L.inner_contiguous && L.rank >= 2 && L.stride[0][inner] == 1)
-    for (int d = 0; d < L.rank - 1; ++d)
-      if (L.stride[1][d] == 1 && L.shape[d] > 1) L.transpose_dim = d;
+  steps = std::move(pieces);
 }
 
 std::string math_of(EwCategory c, int kind, DType t) {
@@ -450,6 +489,8 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
     build_geometry(s.L, desc.out.shape, ops);
     impl->steps.push_back(s);
   }
+
+  split_to_index32(impl->steps);
 
   // The SKU, derived from the steps just built.
   KernelSku& k = impl->sku;

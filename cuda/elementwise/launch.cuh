@@ -5,7 +5,8 @@
 //               column broadcasts): vectors along it, outer dims by fast division per chunk.
 //   transposed: one input whose unit-stride dim is not the output's: shared-memory tiles.
 //   strided:    any strides (0 = broadcast, negative allowed) over a coalesced iteration
-//               space; one fast division per dimension per element, 32-bit when it fits.
+//               space; one fast division per dimension per element.
+// The last three index in 32 bits: the plan splits larger launches (split_to_index32).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -117,22 +118,20 @@ struct FastDiv {
   }
 };
 
-template <int NARGS, class IndexT>
+template <int NARGS>
 struct Indexer {
   int rank = 0;                          // dims stored innermost first
   FastDiv div[kMaxRank];
   int64_t size[kMaxRank] = {};
   int64_t stride[kMaxRank][NARGS] = {};
-  __device__ __forceinline__ void offsets(IndexT linear, int64_t (&off)[NARGS]) const {
+  __device__ __forceinline__ void offsets(uint32_t linear, int64_t (&off)[NARGS]) const {
 #pragma unroll
     for (int a = 0; a < NARGS; ++a) off[a] = 0;
 #pragma unroll
     for (int d = 0; d < kMaxRank; ++d) {
       if (d == rank) break;
-      IndexT q;
-      if constexpr (sizeof(IndexT) == 4) q = div[d].div(linear);
-      else q = linear / IndexT(size[d]);
-      const int64_t r = int64_t(linear - q * IndexT(size[d]));
+      const uint32_t q = div[d].div(linear);
+      const int64_t r = int64_t(linear - q * uint32_t(size[d]));
 #pragma unroll
       for (int a = 0; a < NARGS; ++a) off[a] += r * stride[d][a];
       linear = q;
@@ -150,20 +149,20 @@ __device__ __forceinline__ Tout strided_apply(const Fn& fn, const int64_t* off, 
   return y.v[0];
 }
 
-template <int NARGS, class IndexT, class Fn, class Tout, class... Tin>
+template <int NARGS, class Fn, class Tout, class... Tin>
 __global__ void __launch_bounds__(kThreads)
-ew_strided_kernel(Fn fn, Indexer<NARGS, IndexT> ix, IndexT n, Tout* out, const Tin*... in) {
+ew_strided_kernel(Fn fn, Indexer<NARGS> ix, uint32_t n, Tout* out, const Tin*... in) {
   constexpr int kIlp = 4;
-  const IndexT base = IndexT(blockIdx.x) * kThreads * kIlp + threadIdx.x;
+  const uint32_t base = blockIdx.x * kThreads * kIlp + threadIdx.x;
   int64_t off[kIlp][NARGS];
 #pragma unroll
   for (int u = 0; u < kIlp; ++u) {
-    const IndexT i = base + IndexT(u) * kThreads;
+    const uint32_t i = base + uint32_t(u) * kThreads;
     if (i < n) ix.offsets(i, off[u]);
   }
 #pragma unroll
   for (int u = 0; u < kIlp; ++u) {
-    const IndexT i = base + IndexT(u) * kThreads;
+    const uint32_t i = base + uint32_t(u) * kThreads;
     if (i < n) out[off[u][0]] = strided_apply<Fn, Tout, Tin...>(fn, off[u], std::index_sequence_for<Tin...>{}, in...);
   }
 }
@@ -179,7 +178,7 @@ __device__ __forceinline__ void inner_load(cuda::std::tuple<Pack<Tin, N>...>& x,
 
 template <int N, int UNROLL, int NARGS, class Fn, class Tout, class... Tin>
 __global__ void __launch_bounds__(kThreads, BARACUDA_EW_MIN_BLOCKS)
-ew_inner_kernel(Fn fn, Indexer<NARGS, uint32_t> outer, uint32_t inner, FastDiv per_row, uint32_t nchunks, Tout* out,
+ew_inner_kernel(Fn fn, Indexer<NARGS> outer, uint32_t inner, FastDiv per_row, uint32_t nchunks, Tout* out,
                 const Tin*... in) {
   using Seq = std::index_sequence_for<Tin...>;
   const uint32_t first = blockIdx.x * kThreads * UNROLL + threadIdx.x;
@@ -217,7 +216,7 @@ ew_inner_kernel(Fn fn, Indexer<NARGS, uint32_t> outer, uint32_t inner, FastDiv p
 constexpr int kTile = 32;
 template <class Fn, class Tout, class Tin>
 __global__ void __launch_bounds__(kTile * 8)
-ew_transpose_kernel(Fn fn, Indexer<2, uint32_t> outer, FastDiv tiles_i, FastDiv tiles_ij, uint32_t size_i,
+ew_transpose_kernel(Fn fn, Indexer<2> outer, FastDiv tiles_i, FastDiv tiles_ij, uint32_t size_i,
                     uint32_t size_j, int64_t in_stride_i, int64_t out_stride_j, Tout* out, const Tin* in) {
   __shared__ Tin tile[kTile][kTile + 1];
   const uint32_t b = blockIdx.x;
@@ -281,6 +280,8 @@ void launch_map_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t 
           fn, L.numel, L.scalar_mask, out, static_cast<const Tin*>(L.in[I])...);
     }
   } else {
+    if (!L.index32)  // the plan splits these (split_to_index32)
+      throw Unsupported(std::string(name) + ": a non-contiguous launch of 2^31 elements or more");
     const int64_t blocks = (L.numel + kThreads * 4 - 1) / (kThreads * 4);
     auto fill = [&](auto& ix, int rank) {  // the outermost `rank` dims of L, innermost first
       ix.rank = rank;
@@ -292,9 +293,9 @@ void launch_map_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t 
       }
     };
     if constexpr (NIN == 1) {
-      if (L.transpose_dim >= 0 && L.index32) {
+      if (L.transpose_dim >= 0) {
         const int j = L.transpose_dim, inner = L.rank - 1;
-        Indexer<2, uint32_t> outer;
+        Indexer<2> outer;
         int64_t n_outer = 1;
         for (int d = L.rank - 1; d >= 0; --d) {  // every dim but j and the innermost, innermost first
           if (d == j || d == inner) continue;
@@ -314,7 +315,7 @@ void launch_map_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t 
         return;
       }
     }
-    if (L.inner_contiguous && L.index32) {
+    if (L.inner_contiguous) {
       // Vectors along the inner dim when it divides and every vector-loaded operand's base
       // and outer strides are aligned; one element per step otherwise (same kernel shape).
       constexpr int N = std::max(1, std::min(16, 16 / min_size<Tout, Tin...>()));
@@ -334,7 +335,7 @@ void launch_map_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t 
         for (int d = 0; d < L.rank - 1; ++d)
           vec_ok = vec_ok && (L.stride[a][d] * int64_t(esize[a])) % int64_t(align[a]) == 0;
       }
-      Indexer<NIN + 1, uint32_t> outer;
+      Indexer<NIN + 1> outer;
       fill(outer, L.rank - 1);
       if (vec_ok) {
         const uint32_t nchunks = uint32_t(L.numel / N);
@@ -350,17 +351,10 @@ void launch_map_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t 
       check_launch(name);
       return;
     }
-    if (L.index32) {
-      Indexer<NIN + 1, uint32_t> ix;
-      fill(ix, L.rank);
-      ew_strided_kernel<NIN + 1, uint32_t, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
-          fn, ix, uint32_t(L.numel), out, static_cast<const Tin*>(L.in[I])...);
-    } else {
-      Indexer<NIN + 1, uint64_t> ix;
-      fill(ix, L.rank);
-      ew_strided_kernel<NIN + 1, uint64_t, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
-          fn, ix, uint64_t(L.numel), out, static_cast<const Tin*>(L.in[I])...);
-    }
+    Indexer<NIN + 1> ix;
+    fill(ix, L.rank);
+    ew_strided_kernel<NIN + 1, Fn, Tout, Tin...><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
+        fn, ix, uint32_t(L.numel), out, static_cast<const Tin*>(L.in[I])...);
   }
   check_launch(name);
 }

@@ -1,8 +1,9 @@
 // The backward plans' broadcast maps: grad_x[i] = f(g[r(i)], x[i], y[r(i)], stat[r(i)]), where
 // r(i) drops the reduced axes (stride 0 along them). One thread per element, offsets by one
-// division per coalesced dim (32-bit when the element count allows), math in f32 (f64 for f64).
+// 32-bit division per coalesced dim (larger maps run as pieces), math in f32 (f64 for f64).
 #include <cmath>
 
+#include "common/index32_pieces.h"
 #include "reduction/tu_common.cuh"
 
 namespace baracuda::reduction {
@@ -17,13 +18,12 @@ struct MapGeo {
   int64_t stride[kMaxRank][kBwdArgs] = {};
 };
 
-template <class IndexT>
-__device__ __forceinline__ void map_offsets(const MapGeo& g, IndexT i, int64_t (&off)[kBwdArgs]) {
+__device__ __forceinline__ void map_offsets(const MapGeo& g, uint32_t i, int64_t (&off)[kBwdArgs]) {
 #pragma unroll
   for (int a = 0; a < kBwdArgs; ++a) off[a] = 0;
   for (int d = 0; d < g.rank; ++d) {
-    const IndexT q = i / IndexT(g.size[d]);
-    const int64_t r = int64_t(i - q * IndexT(g.size[d]));
+    const uint32_t q = i / uint32_t(g.size[d]);
+    const int64_t r = int64_t(i - q * uint32_t(g.size[d]));
 #pragma unroll
     for (int a = 0; a < kBwdArgs; ++a) off[a] += r * g.stride[d][a];
     i = q;
@@ -52,16 +52,16 @@ __device__ __forceinline__ A grad_of(A g, A x, A y, const Stat2<A>& st, A n, A c
   return A(0);
 }
 
-template <BwdKind K, class T, class IndexT>
+template <BwdKind K, class T>
 __global__ void __launch_bounds__(256)
-bwd_map_kernel(MapGeo geo, IndexT numel, facc_t<T> n, facc_t<T> corr, T* gx, const T* x, const T* g, const T* y,
+bwd_map_kernel(MapGeo geo, uint32_t numel, facc_t<T> n, facc_t<T> corr, T* gx, const T* x, const T* g, const T* y,
                const Stat2<facc_t<T>>* stat) {
   using A = facc_t<T>;
   constexpr int kIlp = 4;
-  const IndexT base = IndexT(blockIdx.x) * 256 * kIlp + threadIdx.x;
+  const uint32_t base = blockIdx.x * 256 * kIlp + threadIdx.x;
 #pragma unroll
   for (int u = 0; u < kIlp; ++u) {
-    const IndexT i = base + IndexT(u) * 256;
+    const uint32_t i = base + uint32_t(u) * 256;
     if (i >= numel) break;
     int64_t off[kBwdArgs];
     map_offsets(geo, i, off);
@@ -76,22 +76,27 @@ bwd_map_kernel(MapGeo geo, IndexT numel, facc_t<T> n, facc_t<T> corr, T* gx, con
 
 template <BwdKind K, class T> void go(const BwdLaunch& L, cudaStream_t st) {
   using A = facc_t<T>;
-  MapGeo geo;
-  geo.rank = L.rank;
-  for (int d = 0; d < L.rank; ++d) {
-    geo.size[d] = L.shape[d];
-    for (int a = 0; a < kBwdArgs; ++a) geo.stride[d][a] = L.stride[d][a];
-  }
-  const unsigned blocks = unsigned((L.numel + 1023) / 1024);
-  auto args = [&](auto numel) {
-    using IndexT = decltype(numel);
-    bwd_map_kernel<K, T, IndexT><<<blocks, 256, 0, st>>>(
-        geo, numel, A(L.n), A(L.correction), static_cast<T*>(L.gx), static_cast<const T*>(L.x),
-        static_cast<const T*>(L.g), static_cast<const T*>(L.y), static_cast<const Stat2<A>*>(L.stat));
+  using S = Stat2<A>;
+  int64_t outer_first[kMaxRank];  // L's dims are innermost first; the pieces' walk takes them outermost first
+  for (int d = 0; d < L.rank; ++d) outer_first[d] = L.shape[L.rank - 1 - d];
+  auto stride_of = [&](int a, int d) { return L.stride[L.rank - 1 - d][a]; };
+  auto piece = [&](int first, int64_t count, const int64_t* off) {
+    MapGeo geo;
+    geo.rank = L.rank - first;
+    int64_t numel = 1;
+    for (int d = 0; d < geo.rank; ++d) {
+      geo.size[d] = d == geo.rank - 1 ? count : L.shape[d];
+      for (int a = 0; a < kBwdArgs; ++a) geo.stride[d][a] = L.stride[d][a];
+      numel *= geo.size[d];
+    }
+    const T* y = L.y ? static_cast<const T*>(L.y) + off[3] : nullptr;
+    const S* stat = L.stat ? static_cast<const S*>(L.stat) + off[4] : nullptr;
+    bwd_map_kernel<K, T><<<unsigned((numel + 1023) / 1024), 256, 0, st>>>(
+        geo, uint32_t(numel), A(L.n), A(L.correction), static_cast<T*>(L.gx) + off[0],
+        static_cast<const T*>(L.x) + off[1], static_cast<const T*>(L.g) + off[2], y, stat);
+    check_launch("reduction backward map");
   };
-  if (L.numel < (int64_t(1) << 31) - 4096) args(uint32_t(L.numel));
-  else args(uint64_t(L.numel));
-  check_launch("reduction backward map");
+  for_each_index32_piece(L.rank, outer_first, kBwdArgs, stride_of, piece);
 }
 
 template <class T> void by_kind(const BwdLaunch& L, cudaStream_t st) {
