@@ -5,6 +5,8 @@
     python3 bench/bench_softmax.py --quick    # fewer samples, one pass
     python3 bench/bench_softmax.py --rows 'log_softmax'   # regex on the row keys
     python3 bench/bench_softmax.py --sweep    # time the tuning variants (PlanPreference) on the key shapes
+                                              # (a -DBARACUDA_SWEEP_KERNELS=ON build holds every variant;
+                                              # others print the variants they leave out as errors)
     OUT=/tmp/out python3 bench/bench_softmax.py   # also $OUT/bench_softmax.{md,json,txt}
 
 Ours runs through the plan API (selected once, `plan.run(out, *inputs)` timed). Bandwidth counts

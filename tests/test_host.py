@@ -655,13 +655,13 @@ def test_error_hierarchy():
 
 def test_features_default_build():
     f = bc.features()
-    assert set(f) == {"cudnn", "cutlass", "nccl", "fa2", "marlin", "mamba", "xla_ffi"}
+    assert set(f) == {"cudnn", "cutlass", "nccl", "fa2", "marlin", "mamba", "sweep_kernels", "xla_ffi"}
     # xla_ffi: on where jaxlib's headers were found at build time; cudnn and cutlass (AUTO): where their
     # headers were (.ci/run fetches them; cutlass also needs a 90 arch)
     toggles = {k: v for k, v in f.items() if k not in ("xla_ffi", "cudnn", "cutlass")}
     assert isinstance(f["cudnn"], bool) and isinstance(f["xla_ffi"], bool) and isinstance(f["cutlass"], bool)
     # our flash-attention kernels are on by default; NCCL and the unbuilt families are off
-    assert toggles == {"nccl": False, "fa2": True, "marlin": False, "mamba": False}, f
+    assert toggles == {"nccl": False, "fa2": True, "marlin": False, "mamba": False, "sweep_kernels": False}, f
 
 
 def test_build_info():

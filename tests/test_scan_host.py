@@ -128,8 +128,12 @@ def test_knobs(monkeypatch):
     x = S((4, 1 << 24), bf16)
     monkeypatch.setenv("BARACUDA_SCAN_CFG", "split=0")
     assert select("cumsum", [x], [x]).workspace_bytes() == 0
-    monkeypatch.setenv("BARACUDA_SCAN_CFG", "vec=0,group=8")
-    assert select("cumsum", [S((64, 4096), bf16)], [S((64, 4096), bf16)]).sku.name == "scan.rows.g8.v1"
+    monkeypatch.setenv("BARACUDA_SCAN_CFG", "vec=0,group=16")
+    assert select("cumsum", [S((64, 4096), bf16)], [S((64, 4096), bf16)]).sku.name == "scan.rows.g16.v1"
+    for bad in ("64", "-4") + (() if bc.features()["sweep_kernels"] else ("8",)):  # 8 lanes: sweep builds only
+        monkeypatch.setenv("BARACUDA_SCAN_CFG", "group=" + bad)
+        with pytest.raises(errors.InvalidArgument, match="group=" + bad):
+            select("cumsum", [S((64, 4096), bf16)], [S((64, 4096), bf16)])
     monkeypatch.setenv("BARACUDA_SCAN_CFG", "pf=0")
     assert select("cumsum", [S((64, 4096), bf16)], [S((64, 4096), bf16)]).sku.name == "scan.rows.g32.v8"
     monkeypatch.setenv("BARACUDA_SCAN_CFG", "cvec=0")

@@ -24,6 +24,9 @@ def refused(exc, fn, *needles):
         assert n in str(info.value), (n, str(info.value))
 
 
+SWEEP = bc.features()["sweep_kernels"]  # every tuning variant built (-DBARACUDA_SWEEP_KERNELS=ON)
+
+
 def _clusters(sku):
     return any(int(a.strip().split("_")[1].rstrip("a")) >= 90 for a in sku.arch.split(","))  # sm_90 / compute_90
 
@@ -85,8 +88,14 @@ def test_tuning_knob(monkeypatch):
     assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_online"
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "w=1,k=4")  # 128 vectors < 512: ignored
     assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"
-    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=block,w=1,k=4")
-    assert sm("softmax", (64, 64), bf16).sku.layout == "rows_block"
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=block,w=1,k=4,stage=0")  # the 16-bit backward's short block
+    assert sm("softmax_backward", (64, 64), bf16).sku.layout == "rows_block"
+    monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=block,w=1,k=4")  # a variant only sweeps build
+    if SWEEP:
+        assert sm("softmax", (64, 64), bf16).sku.layout == "rows_block"
+    else:
+        with pytest.raises(errors.InvalidArgument, match="w=1,k=4,stage=0,cs=1 .forward. .*BARACUDA_SWEEP_KERNELS"):
+            sm("softmax", (64, 64), bf16)
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "path=warp")  # the old default of 512-element backward rows
     assert sm("log_softmax_backward", (64, 512), bf16).sku.layout == "rows_warp"
     assert sm("softmax", (64, 4096), bf16).sku.layout == "rows_block"  # no rows_warp beyond 128 vectors
@@ -103,8 +112,26 @@ def test_tuning_knob(monkeypatch):
         p = sm("softmax_backward", (64, 100000), bf16)
         assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")
     monkeypatch.setenv("BARACUDA_SOFTMAX_CFG", "w=16,k=8,cs=8,stage=0")  # the non-prefetching cluster kernel
-    p = sm("softmax", (512, 262144), bf16)
-    assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")
+    if SWEEP or not _clusters(sm("softmax", (4, 8), bf16).sku):
+        p = sm("softmax", (512, 262144), bf16)
+        assert p.sku.layout == ("rows_cluster" if _clusters(p.sku) else "rows_online")
+    else:
+        with pytest.raises(errors.InvalidArgument, match="BARACUDA_SWEEP_KERNELS"):
+            sm("softmax", (512, 262144), bf16)
+
+
+@pytest.mark.parametrize("dt", [bf16, f16, f32, f64])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax_backward"])
+def test_default_geometries_are_built(op, dt):
+    # Without BARACUDA_SWEEP_KERNELS the build holds only the rows_block / rows_cluster kernels select
+    # picks by default: every row length of the register paths still gets one (none falls to rows_online).
+    V = 16 // {bf16: 2, f16: 2, f32: 4, f64: 8}[dt]
+    for nvec in (33, 64, 129, 256, 257, 512, 513, 1024, 1025, 2048, 2049, 4096, 4097, 8192, 16384, 32768):
+        p = sm(op, (8, nvec * V), dt)
+        want = ("rows_cluster" if _clusters(p.sku) else "rows_online") if nvec > 4096 else "rows_block"
+        if nvec <= 128:
+            want = "rows_block" if op.endswith("_backward") and V == 8 and nvec > 32 else "rows_warp"
+        assert p.sku.layout == want, (op, dt, nvec, p.sku.name)
 
 
 def test_refusals():

@@ -79,7 +79,14 @@ Knobs read_knobs(const PlanPreference& pref) {
     const std::string& key = kn.key;
     const int64_t v = kn.num();
     if (key == "threads") k.threads = int(std::clamp<int64_t>(v / 32 * 32, 64, 256));
-    else if (key == "group") k.group = (v == 4 || v == 8 || v == 16 || v == 32) ? int(v) : 0;
+    else if (key == "group") {
+      if (v != 0 && v != 4 && v != 8 && v != 16 && v != 32)
+        throw InvalidArgument("scan: tuning group=" + kn.value + ": expected 0 (by row length), 4, 8, 16 or 32");
+      if (v != 0 && !scan::rows_group_built(int(v)))
+        throw InvalidArgument("scan: tuning group=" + kn.value + " names a kernel this build leaves out (never "
+                              "select's pick); build with -DBARACUDA_SWEEP_KERNELS=ON for every tuning variant");
+      k.group = int(v);
+    }
     else if (key == "vec") k.vec = v != 0;
     else if (key == "pf") k.pf = v != 0;
     else if (key == "cvec") k.cvec = v != 0;

@@ -491,18 +491,27 @@ SoftmaxPlan SoftmaxPlan::select(const SoftmaxDescriptor& desc, const PlanPrefere
       stage = bwd ? 1 : 3;
       cs = int(next_pow2((nch + 4095) / 4096));
     }
+    auto built = [&](int w2, int k2, int s2, int c2) {
+      return softmax::reg_variant_built(bwd, int(esize), w2, k2, s2, c2);
+    };
     if (kn.w || kn.k || kn.stage >= 0 || kn.cs) {  // a knob: take it when it is valid for this row
       const int w2 = kn.w ? kn.w : (w ? w : 16), k2 = kn.k ? kn.k : kk, c2 = kn.cs ? kn.cs : cs;
       int s2 = kn.stage >= 0 ? kn.stage : stage;
       if (s2 >= 2 && c2 == 1) s2 = 0;  // the prefetching variants need a cluster
       if (valid(w2, k2, s2, c2)) {
+        if (!built(w2, k2, s2, c2))
+          throw InvalidArgument("softmax: tuning w=" + std::to_string(w2) + ",k=" + std::to_string(k2) +
+                                ",stage=" + std::to_string(s2) + ",cs=" + std::to_string(c2) + " (" +
+                                (bwd ? "backward" : "forward") + ") names a kernel this build leaves out: it holds "
+                                "the ones select picks by default; build with -DBARACUDA_SWEEP_KERNELS=ON for every "
+                                "tuning variant");
         w = w2;
         kk = k2;
         stage = s2;
         cs = c2;
       }
     }
-    if (w && !valid(w, kk, stage, cs)) w = 0;
+    if (w && !(valid(w, kk, stage, cs) && built(w, kk, stage, cs))) w = 0;
     if (!aligned) {
       L.path = SmPath::RowsLoop;
       L.vec = 1;

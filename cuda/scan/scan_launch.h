@@ -59,6 +59,15 @@ constexpr bool prefetch_fits(int64_t state_bytes, int vec, bool values_and_indic
   return values_and_indices || (state_bytes <= 8 && state_bytes * vec <= 32);
 }
 
+// Lanes per row the rows kernels are built for: select() picks 4, 16 or 32 by row length; 8 (never
+// the fastest in a sweep) only with BARACUDA_SWEEP_KERNELS, for the bench sweeps' group=8.
+constexpr bool rows_group_built(int g) {
+#if defined(BARACUDA_SWEEP_KERNELS)
+  if (g == 8) return true;
+#endif
+  return g == 4 || g == 16 || g == 32;
+}
+
 void launch(const ScanLaunch& L, void* stream);
 // Bytes of one partial state of the kind: the workspace unit of the split passes.
 int64_t state_bytes(ScanKind kind, DType in, DType out);

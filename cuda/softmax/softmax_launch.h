@@ -58,6 +58,23 @@ struct SmLaunch {
   const void* in1 = nullptr;
 };
 
+// Whether the build holds the RowsBlock / RowsCluster kernel of W warps, K vectors per lane,
+// stage (0, 1; forward clusters 2 or 3, one kernel) and CS blocks per cluster, for 16-byte
+// vectors of `esize`-byte elements. BARACUDA_SWEEP_KERNELS builds every tuning knob's variant (the
+// bench sweeps); otherwise only those select() picks by default, a sixth of them: any other one is
+// reachable only through PlanPreference.tuning, which then names this build option.
+constexpr bool reg_variant_built(bool bwd, int esize, int w, int k, int stage, int cs) {
+#if defined(BARACUDA_SWEEP_KERNELS)
+  (void)bwd, (void)esize, (void)w, (void)k, (void)stage, (void)cs;
+  return true;
+#else
+  if (cs > 1) return w == 16 && k == 8 && (bwd ? stage == 1 : stage >= 2);
+  if (!bwd) return k == 8 && ((w <= 8 && stage == 0) || (w == 16 && stage == 1));
+  return (k == 8 && w <= 4 && stage == 0) || (w == 8 && k == 8 && stage == 1) || (w == 32 && k == 4 && stage == 0) ||
+         (esize == 2 && w == 1 && k == 4 && stage == 0);
+#endif
+}
+
 void launch(const SmLaunch& L, void* stream);
 bool has_kernel(DType t);
 

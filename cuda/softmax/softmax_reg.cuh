@@ -457,7 +457,7 @@ __global__ void __launch_bounds__(RegCfg<T, W, K, ST, CS, BWD>::THREADS, RegCfg<
 }
 
 template <class T, int W, int K, int ST, int CS, bool BWD>
-void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+void reg_launch(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   using Cfg = RegCfg<T, W, K, ST, CS, BWD>;
   auto kern = rows_reg<T, W, K, ST, CS, BWD>;
   const size_t smem = Cfg::SMEM;
@@ -486,7 +486,19 @@ void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
   }
 }
 
-// The knob space (select() only produces these; anything else falls back to the default).
+template <class T, int W, int K, int ST, int CS, bool BWD>
+void reg_go(const SmLaunch& L, const RowGeo& g, cudaStream_t st) {
+  if constexpr (!reg_variant_built(BWD, int(sizeof(T)), W, K, ST, CS)) {  // select() never asks for it
+    throw Unsupported("softmax: rows_reg kernel w=" + std::to_string(W) + ",k=" + std::to_string(K) +
+                      ",stage=" + std::to_string(ST) + ",cs=" + std::to_string(CS) +
+                      " is not in this build (BARACUDA_SWEEP_KERNELS)");
+  } else {
+    reg_launch<T, W, K, ST, CS, BWD>(L, g, st);
+  }
+}
+
+// The knob space (select() only produces these; anything else falls back to the default), of which
+// the build holds reg_variant_built()'s (every one with BARACUDA_SWEEP_KERNELS):
 //   CS = 1: W in {1, 2, 4, 8, 16, 32}, K in {4, 8, 16}, ST in {0, 1}
 //   CS in {2, 4, 8}: W in {8, 16}, K = 8, ST in {0, 1}, and ST = 2 forward
 template <class T, bool BWD, int W, int K, int ST>
