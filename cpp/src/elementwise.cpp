@@ -78,7 +78,6 @@ void classify_layout(EwLaunch& L, int nargs) {
     for (int a = 1; a < nargs; ++a)
       L.inner_contiguous = L.inner_contiguous && (L.stride[a][inner] == 0 || L.stride[a][inner] == 1);
   }
-  L.index32 = L.numel < kernels::kIndex32Limit;
   // One input read across its unit-stride dim while the output is written along its own:
   // the tiled transpose kernel.
   L.transpose_dim = -1;
@@ -497,8 +496,8 @@ ElementwisePlan ElementwisePlan::select(const ElementwiseDescriptor& desc, const
   bool contiguous = true, inner = true, transposed = false;
   for (const auto& s : impl->steps) {
     contiguous = contiguous && s.L.contiguous;
-    inner = inner && (s.L.contiguous || (s.L.inner_contiguous && s.L.index32));
-    transposed = transposed || (s.L.transpose_dim >= 0 && s.L.index32);
+    inner = inner && (s.L.contiguous || s.L.inner_contiguous);
+    transposed = transposed || s.L.transpose_dim >= 0;
   }
   k.category = "elementwise";
   k.op = op;

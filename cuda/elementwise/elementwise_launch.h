@@ -37,7 +37,6 @@ struct EwLaunch {
   bool reduce_columns = false;
   int splits = 1;
   void* workspace = nullptr;
-  bool index32 = true;          // all element offsets fit in 32 bits
 };
 
 // Launch one elementwise map. Throws Unsupported for a (category, dtype) the build lacks.

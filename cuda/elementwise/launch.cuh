@@ -16,6 +16,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/index32_pieces.h"
 #include "common/packed_vec.cuh"
 #include "elementwise/elementwise_launch.h"
 
@@ -280,7 +281,7 @@ void launch_map_impl(const Fn& fn, const elementwise::EwLaunch& L, cudaStream_t 
           fn, L.numel, L.scalar_mask, out, static_cast<const Tin*>(L.in[I])...);
     }
   } else {
-    if (!L.index32)  // the plan splits these (split_to_index32)
+    if (L.numel >= kIndex32Limit)  // the plan splits these (split_to_index32)
       throw Unsupported(std::string(name) + ": a non-contiguous launch of 2^31 elements or more");
     const int64_t blocks = (L.numel + kThreads * 4 - 1) / (kThreads * 4);
     auto fill = [&](auto& ix, int rank) {  // the outermost `rank` dims of L, innermost first

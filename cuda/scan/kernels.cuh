@@ -431,9 +431,12 @@ void launch_rows_g(const ScanLaunch& L, const Args& a, int block, cudaStream_t s
   } else if constexpr (STORE) {
     switch (L.group) {
       case 4: rows_kernel<Op, T, O, V, 4, true><<<grid_of(units * 4, block), block, 0, st>>>(a); break;
-#if defined(BARACUDA_SWEEP_KERNELS)
-      case 8: rows_kernel<Op, T, O, V, 8, true><<<grid_of(units * 8, block), block, 0, st>>>(a); break;
-#endif
+      case 8:  // select() refuses 8 where it is not built
+        if constexpr (baracuda::scan::rows_group_built(8)) {
+          rows_kernel<Op, T, O, V, 8, true><<<grid_of(units * 8, block), block, 0, st>>>(a);
+          break;
+        }
+        [[fallthrough]];
       default: rows_kernel<Op, T, O, V, 16, true><<<grid_of(units * 16, block), block, 0, st>>>(a); break;
     }
   }
