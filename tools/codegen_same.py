@@ -92,14 +92,16 @@ def ptx_kernels(ptx_path, shown):
     return out
 
 
-def sass_kernels(cuobjdump, cubin, shown):
-    """Each kernel's SASS (instructions only), by normalised name."""
-    text = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, check=True).stdout
+def sass_kernels(cuobjdump, cubin, shown, arch=None):
+    """Each kernel's SASS (instructions only), by normalised name: of a cubin, or of an object's or
+    library's fatbinary for one `arch` (e.g. "90")."""
+    only = ["-arch", f"sm_{arch}"] if arch else []
+    text = subprocess.run([cuobjdump, "-sass", *only, cubin], capture_output=True, text=True, check=True).stdout
     out = {}
     for part in re.split(r"\n\s*Function : ", text)[1:]:
         name, _, body = part.partition("\n")
         lines = [re.sub(r"/\*.*?\*/", "", l).strip() for l in body.split("\n")]  # addresses, encodings
-        lines = [ANON.sub("ANON", l) for l in lines if l]
+        lines = [ANON.sub("ANON", l) for l in lines if l and not l.startswith(".headerflags")]  # names the PTX arch
         key = ANON.sub("ANON", name.strip())
         out[key] = "\n".join(lines)
         shown[key] = name.strip()

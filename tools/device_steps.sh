@@ -26,10 +26,17 @@ if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   tb=$(date +%s)
   # On a warm machine build/ is still there: rebuild only what changed since its last build.
   summary+=("$(python3 tools/source_mtimes.py restore build/.source_mtimes)")
-  if BARACUDA_CUDA_ARCHS="${BARACUDA_CUDA_ARCHS:-90}" python3 -m pip install --no-build-isolation --no-deps -v . \
-       > "$WORK/build.log" 2>&1; then
+  # Each build log line stamped with its second, so the phases around ninja (configure, wheel, install) show.
+  if BARACUDA_CUDA_ARCHS="${BARACUDA_CUDA_ARCHS:-90}" python3 -m pip install --no-build-isolation --no-deps -v . 2>&1 \
+       | python3 -u -c 'import sys, time; t = time.time(); [print(f"{time.time() - t:6.1f} {l}", end="") for l in sys.stdin]' \
+       > "$WORK/build.log"; then
     python3 tools/source_mtimes.py save build/.source_mtimes
     summary+=("build: ok $(( $(date +%s) - tb )) s")
+    grep -E "Configuring done|Generating done| \[1/[0-9]+\]|Installing:|Created wheel|Successfully installed|Building wheel" \
+      "$WORK/build.log" > "$OUT/build_phases.txt"
+    grep -E " \[[0-9]+/[0-9]+\]" "$WORK/build.log" | tail -n 1 >> "$OUT/build_phases.txt"
+    find build -maxdepth 4 -name "*.so" -size +1M -printf "%s bytes: %p\n" >> "$OUT/build_phases.txt"
+    summary+=("build phases (s from pip's start): $(tr '\n' '|' < "$OUT/build_phases.txt" | cut -c1-600)")
     # The device build's longest units (issue 22 bounds the 16-core build: its critical path).
     summary+=("$(python3 tools/slowest_tus.py --top 5 2>&1 | tee "$OUT/slowest_tus.txt")")
     cp build/*/.ninja_log "$OUT/ninja_log.txt" 2>/dev/null  # the whole timeline, for tools/slowest_tus.py here

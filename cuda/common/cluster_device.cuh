@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "common/cuda_check.h"
+#include "common/per_arch.cuh"
 
 namespace baracuda {
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "common/mbarrier.cuh"
+#include "common/per_arch.cuh"
 
 namespace baracuda::kernels {
 

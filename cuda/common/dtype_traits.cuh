@@ -60,7 +60,16 @@ __device__ __forceinline__ __half2_raw e4m3x2_to_half2_sw(uint32_t bits) {
   return r;
 }
 
+// fp8 conversions are instructions from sm_89 on, a software decode before: a unit converting fp8
+// differs by architecture and must not be a shared-PTX unit (common/per_arch.cuh says why).
+template <class T> __host__ __device__ constexpr void fp8_needs_per_arch_ptx() {
+#if defined(BARACUDA_SHARED_PTX)
+  static_assert(!is_fp8_v<T>, "fp8 conversion in a shared-PTX unit: list it in cmake/per_arch_units.cmake");
+#endif
+}
+
 template <class T> __device__ __forceinline__ compute_t<T> to_compute(T v) {
+  fp8_needs_per_arch_ptx<T>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
   if constexpr (std::is_same_v<T, e4m3>) {  // the branch-free decode above, one lane of it
     __half_raw h;
@@ -73,6 +82,7 @@ template <class T> __device__ __forceinline__ compute_t<T> to_compute(T v) {
 }
 // Round a compute value to storage (round-to-nearest-even; fp8 saturates to finite).
 template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
+  fp8_needs_per_arch_ptx<T>();
   if constexpr (std::is_same_v<T, f16>) return __float2half_rn(static_cast<float>(v));
   else if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(static_cast<float>(v));
   else if constexpr (is_fp8_v<T>) return T(static_cast<float>(v));
@@ -82,6 +92,7 @@ template <class T, class C> __device__ __forceinline__ T from_compute(C v) {
 // Two fp8 values (the low byte first) as f16 bits: one cvt on sm_89+; exact, NaN and inf kept.
 template <class F8> __device__ __forceinline__ __half2_raw fp8x2_to_half2(uint32_t bits) {
   static_assert(is_fp8_v<F8>);
+  fp8_needs_per_arch_ptx<F8>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
   if constexpr (std::is_same_v<F8, e4m3>) return e4m3x2_to_half2_sw(bits);
 #endif

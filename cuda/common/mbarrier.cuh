@@ -8,6 +8,8 @@
 #pragma once
 #include <cstdint>
 
+#include "common/per_arch.cuh"
+
 namespace baracuda::kernels {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -5,6 +5,7 @@
 // may call pdl_trigger() to let the dependent launch begin before its own blocks exit. Both are
 // no-ops without PDL and on older architectures.
 #pragma once
+#include "common/per_arch.cuh"
 
 namespace baracuda {
 

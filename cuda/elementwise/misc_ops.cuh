@@ -16,6 +16,7 @@ __device__ __forceinline__ Tout convert(Tin x, bool saturate) {
   if constexpr (std::is_same_v<Tout, bool>) {
     return to_compute(x) != compute_t<Tin>(0);
   } else if constexpr (is_fp8_v<Tout>) {
+    fp8_needs_per_arch_ptx<Tout>();
     constexpr __nv_fp8_interpretation_t kInterp = std::is_same_v<Tout, e4m3> ? __NV_E4M3 : __NV_E5M2;
     const __nv_saturation_t sat = saturate ? __NV_SATFINITE : __NV_NOSAT;
     __nv_fp8_storage_t s;

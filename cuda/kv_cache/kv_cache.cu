@@ -44,7 +44,7 @@ template <class S, class C> __global__ void quantize_kernel(const Geometry g) {
     const int64_t h = i / dim, c = i % dim;
     const float x = float(kernels::to_compute(reinterpret_cast<const S*>(src + h * s.src_head)[c]));
     const float sc = scale ? scale[h * g.q.scale_stride[k]] : 1.f;
-    reinterpret_cast<C*>(dst + h * s.cache_head)[c] = C(x / sc);
+    reinterpret_cast<C*>(dst + h * s.cache_head)[c] = kernels::from_compute<C>(x / sc);
   }
 }
 

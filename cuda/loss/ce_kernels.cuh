@@ -26,6 +26,7 @@
 #include "common/cluster_launch.h"
 #include "common/cuda_check.h"
 #include "common/dtype_traits.cuh"
+#include "common/per_arch.cuh"
 #include "loss/loss_common.cuh"
 #include "loss/loss_launch.h"
 

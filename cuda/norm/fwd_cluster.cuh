@@ -36,6 +36,7 @@
 #include "common/cluster_device.cuh"
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
+#include "common/per_arch.cuh"
 
 #include "norm/kernels.cuh"
 

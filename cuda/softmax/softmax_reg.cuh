@@ -38,6 +38,7 @@
 #include "common/cluster_exchange.cuh"
 #include "common/cluster_launch.h"
 #include "common/mbarrier.cuh"
+#include "common/per_arch.cuh"
 #include "common/smem_opt_in.h"
 #include "softmax/softmax_kernels.cuh"
 

@@ -1,0 +1,88 @@
+# Shared PTX: a unit whose device code is the same for every architecture is compiled by cicc once,
+# as the lowest architecture's PTX, and ptxas turns that PTX into each architecture's machine code
+# (nvcc --generate-code=arch=compute_80,code=[sm_80,sm_90,compute_80]). With the default 80;90 that
+# is one front end and optimizer run per unit instead of two: about a fifth of a unit's compile
+# time. The units whose code differs by architecture (cluster, PDL, mbarrier and fp8 paths) are
+# listed in cmake/per_arch_units.cmake and compiled once per architecture as before; a unit that
+# needs to be listed and is not fails to compile (cuda/common/per_arch.cuh says why).
+# tools/shared_ptx_check.py compares a build's shared units with per-architecture compiles, kernel
+# by kernel (docs/build.md).
+include(${CMAKE_CURRENT_LIST_DIR}/per_arch_units.cmake)
+
+# baracuda_shared_ptx(<target> <archs>): per-source --generate-code flags for the target's CUDA
+# units (the target's own CUDA_ARCHITECTURES becomes OFF). Left as CMake's per-target flags when it
+# would save nothing (one architecture), or when an entry is not of the form NN, NN-real, NN-virtual
+# with NN >= 80 (the per_arch.cuh guards assume sm_80 is the lowest).
+function(baracuda_shared_ptx target archs)
+  set(_real "")
+  set(_virtual "")
+  set(_lowest "")
+  foreach(_a ${archs})
+    if(NOT _a MATCHES "^([0-9]+)(-real|-virtual)?$")
+      message(STATUS "baracuda: shared PTX off ('${_a}' in the architectures)")
+      return()
+    endif()
+    set(_n ${CMAKE_MATCH_1})
+    if(_n LESS 80)
+      message(STATUS "baracuda: shared PTX off (architecture ${_n} < 80)")
+      return()
+    endif()
+    if(NOT CMAKE_MATCH_2 STREQUAL "-virtual")
+      list(APPEND _real ${_n})
+    endif()
+    if(NOT CMAKE_MATCH_2 STREQUAL "-real")
+      list(APPEND _virtual ${_n})
+    endif()
+    if(NOT _lowest OR _n LESS _lowest)
+      set(_lowest ${_n})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES _real)
+  list(LENGTH _real _nreal)
+  if(_nreal LESS 2)
+    return()
+  endif()
+  # shared: the lowest PTX, every real arch's SASS, and that PTX embedded when any PTX was asked for
+  set(_codes "")
+  foreach(_n ${_real})
+    list(APPEND _codes sm_${_n})
+  endforeach()
+  if(_virtual)
+    list(APPEND _codes compute_${_lowest})
+  endif()
+  string(REPLACE ";" "," _codes "${_codes}")
+  set(_shared_flag "--generate-code=arch=compute_${_lowest},code=[${_codes}]")
+  # per-architecture: what CMake writes for CUDA_ARCHITECTURES
+  set(_per_arch_flags "")
+  foreach(_a ${archs})
+    string(REGEX MATCH "^[0-9]+" _n "${_a}")
+    if(_a MATCHES "-real$")
+      list(APPEND _per_arch_flags "--generate-code=arch=compute_${_n},code=[sm_${_n}]")
+    elseif(_a MATCHES "-virtual$")
+      list(APPEND _per_arch_flags "--generate-code=arch=compute_${_n},code=[compute_${_n}]")
+    else()
+      list(APPEND _per_arch_flags "--generate-code=arch=compute_${_n},code=[compute_${_n},sm_${_n}]")
+    endif()
+  endforeach()
+  set(_listed "")
+  foreach(_pattern ${BARACUDA_PER_ARCH_UNITS})
+    file(GLOB _units ${CMAKE_CURRENT_SOURCE_DIR}/${_pattern})
+    list(APPEND _listed ${_units})
+  endforeach()
+  get_target_property(_srcs ${target} SOURCES)
+  set(_nshared 0)
+  foreach(_src ${_srcs})
+    if(NOT _src MATCHES "\\.cu$")
+      continue()
+    endif()
+    if(_src IN_LIST _listed)
+      set_property(SOURCE ${_src} APPEND PROPERTY COMPILE_OPTIONS ${_per_arch_flags})
+    else()
+      set_property(SOURCE ${_src} APPEND PROPERTY COMPILE_OPTIONS ${_shared_flag})
+      set_property(SOURCE ${_src} APPEND PROPERTY COMPILE_DEFINITIONS BARACUDA_SHARED_PTX=1)
+      math(EXPR _nshared "${_nshared} + 1")
+    endif()
+  endforeach()
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF)
+  message(STATUS "baracuda: shared PTX for ${_nshared} CUDA units (${_shared_flag}); the others per architecture")
+endfunction()
