@@ -53,9 +53,9 @@ def check_unit(entry, arch, cuobjdump, tmp):
     cubin = os.path.join(tmp, re.sub(r"\W", "_", entry["output"]) + ".cubin")
     r = subprocess.run(reference_command(entry, arch, cubin), cwd=entry["directory"], capture_output=True, text=True)
     if r.returncode:
-        return entry["file"], None, None, r.stderr[-2000:]
+        return entry["file"], None, None, {}, r.stderr[-2000:]
     shown = {}
-    return entry["file"], sass_kernels(cuobjdump, cubin, shown), sass_kernels(cuobjdump, obj, shown, arch), shown
+    return entry["file"], sass_kernels(cuobjdump, cubin, shown), sass_kernels(cuobjdump, obj, shown, arch), shown, ""
 
 
 def main():
@@ -80,10 +80,10 @@ def main():
     size = lambda body: body.count("\n") + 1 if body else 0
     flagged, failed = [], 0
     with tempfile.TemporaryDirectory() as tmp, cf.ThreadPoolExecutor(a.jobs) as pool:
-        for f, ref, shared, shown in pool.map(lambda e: check_unit(e, a.arch, cuobjdump, tmp), entries):
+        for f, ref, shared, shown, error in pool.map(lambda e: check_unit(e, a.arch, cuobjdump, tmp), entries):
             unit = os.path.relpath(f, ROOT)
             if ref is None:
-                print(f"{unit}: the reference compile failed:\n{shown}")
+                print(f"{unit}: the reference compile failed:\n{error}")
                 failed += 1
                 continue
             both = set(ref) & set(shared)
